@@ -1,0 +1,76 @@
+"""Options and helpers shared by the commands that take a SCHEDULE."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..diagnostics import error
+from ..expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS
+from ..ir import Schedule
+from ..loader import load_schedule
+from ..passes import LowerComms
+
+SCHEDULE_HELP = "a .pps file, a torch .csv schedule, or a built-in name (see 'ppir list')"
+
+
+def add_schedule_arguments(p: argparse.ArgumentParser, lowering: bool = True) -> None:
+    p.add_argument("schedule", metavar="SCHEDULE", help=SCHEDULE_HELP)
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
+                   help="set a schedule parameter, e.g. -D P=4 -D M=8 (repeatable)")
+    p.add_argument("--placement", metavar="R0,R1,...",
+                   help="for CSV schedules: the rank of each stage (default: inferred)")
+    p.add_argument("--max-ops", type=int, default=DEFAULT_MAX_OPS, metavar="N",
+                   help=f"cap on expanded ops (default {DEFAULT_MAX_OPS:,})")
+    p.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS, metavar="N",
+                   help=f"cap on loop iterations during expansion (default {DEFAULT_MAX_STEPS:,})")
+    if lowering:
+        p.add_argument("--lowering", choices=["lockstep", "naive"], default="lockstep",
+                       help="how communication is inserted (default lockstep; naive posts each "
+                            "recv right before its consumer and deadlocks 1F1B)")
+
+
+def parse_defines(defines: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for d in defines:
+        name, eq, value = d.partition("=")
+        name = name.strip()
+        if not eq or not name.isidentifier():
+            raise error("bad-define", f"-D {d}: expected NAME=VALUE, e.g. -D P=4")
+        try:
+            out[name] = int(value.strip())
+        except ValueError:
+            raise error("bad-define",
+                        f"-D {d}: the value of '{name}' must be an integer, got {value!r}") from None
+    return out
+
+
+def parse_placement(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise error("bad-placement", f"--placement {text}: expected comma-separated ranks, "
+                    "e.g. --placement 0,1,1,0") from None
+
+
+def load_from_args(args: argparse.Namespace) -> Schedule:
+    """Parse and expand the SCHEDULE argument (compute-only, or as written for literal files)."""
+    return load_schedule(args.schedule, parse_defines(args.defines),
+                         placement=parse_placement(args.placement),
+                         max_ops=args.max_ops, max_steps=args.max_steps)
+
+
+def lowered_from_args(args: argparse.Namespace) -> Schedule:
+    """The schedule with communication: literal lowered input is kept as written."""
+    s = load_from_args(args)
+    if s.is_lowered:
+        return s
+    return LowerComms(getattr(args, "lowering", "lockstep")).apply(s)
+
+
+def emit_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2)
+    sys.stdout.write("\n")

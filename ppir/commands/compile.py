@@ -1,0 +1,54 @@
+"""ppir compile: lower a schedule and hand it to a backend (cost, cuda, ...)."""
+
+from __future__ import annotations
+
+from ..backends import available_backends, get_backend
+from .common import add_schedule_arguments, lowered_from_args
+
+NAME = "compile"
+HELP = "compile a schedule for a backend: cost (estimate) or cuda (execution plan)"
+DESCRIPTION = """Parse, expand, lower and verify a schedule, then run a backend on it.
+
+Backends are found by name (built-ins, and plug-ins registered under the 'ppir.backends'
+entry-point group):
+  cost   time the schedule before it runs (step time, bubble, memory, traces, charts)
+  cuda   write the per-rank execution plan that 'ppir.run' / 'ppir launch' execute
+
+examples:
+  ppir compile 1f1b -D P=4 -D M=8 --backend cost
+  ppir compile interleaved_1f1b -D P=4 -D M=8 -D v=2 --backend cuda -o plan.json
+"""
+
+
+def add_arguments(p):
+    add_schedule_arguments(p)
+    p.add_argument("--backend", default="cost",
+                   help="backend name (default cost); available: "
+                        + ", ".join(available_backends()))
+    p.add_argument("-o", "--output", metavar="PATH", help="where the backend writes its output")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip verification (not recommended)")
+    for name in available_backends():
+        try:
+            backend = get_backend(name)
+        except Exception:  # noqa: BLE001 - a broken plug-in must not break every command
+            continue
+        group = p.add_argument_group(f"{name} backend")
+        backend.add_arguments(group)
+
+
+def run(args) -> int:
+    backend = get_backend(args.backend)
+    s = lowered_from_args(args)
+    if not args.no_verify:
+        from ..diagnostics import EXIT_INVALID
+        from ..verify import verify
+
+        report = verify(s)
+        if not report.ok:
+            import sys
+            for d in report.diagnostics:
+                print(d.render(), file=sys.stderr)
+            return EXIT_INVALID
+    return backend.run(s, args)

@@ -1,0 +1,115 @@
+"""Compute-order analysis shared by passes: dependencies, unit-time levels and order cycles.
+
+The *compute graph* of a schedule has one node per compute action and two edge kinds: data
+dependencies (see :func:`ppir.ir.producers`) and program order (consecutive compute actions of one
+rank).  A schedule can only run if this graph is acyclic.  All functions here are linear in the
+number of actions.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from .ir import Action, OpKind, Schedule, producers
+
+Loc = tuple[int, int]  # (rank, index among that rank's compute actions)
+
+
+@dataclass
+class ComputeIndex:
+    """Where every compute action sits, and which kind runs each (stage, mb) backward."""
+
+    actions: list[list[Action]]  # per rank, compute actions in program order
+    where: dict[tuple[int, OpKind, int], Loc]  # first occurrence of each action key
+    backward_kind: dict[tuple[int, int], OpKind]
+
+    @classmethod
+    def build(cls, schedule: Schedule) -> ComputeIndex:
+        acts = [schedule.compute_actions(r) for r in range(schedule.ranks)]
+        where: dict = {}
+        bk: dict = {}
+        for r, prog in enumerate(acts):
+            for i, a in enumerate(prog):
+                where.setdefault(a.key, (r, i))
+                if a.kind is OpKind.I or (a.kind is OpKind.B and (a.stage, a.mb) not in bk):
+                    bk[(a.stage, a.mb)] = a.kind
+        return cls(acts, where, bk)
+
+    def data_preds(self, a: Action, num_stages: int) -> list[Loc]:
+        """Locations of the producers of ``a`` that exist in the schedule."""
+        out = []
+        for p in producers(a, num_stages, self.backward_kind):
+            loc = self.where.get(p.key)
+            if loc is not None:
+                out.append(loc)
+        return out
+
+
+class OrderCycle(Exception):
+    """The compute graph has a cycle; ``cycle`` lists its locations in dependency order."""
+
+    def __init__(self, cycle: list[Loc]):
+        super().__init__(f"compute order has a cycle of {len(cycle)} ops")
+        self.cycle = cycle
+
+
+def unit_levels(schedule: Schedule, index: ComputeIndex | None = None) -> list[list[int]]:
+    """ASAP start step of every compute action with unit durations (0-based), per rank.
+
+    level(a) = 1 + max(level of its program-order predecessor and data producers).  Raises
+    :class:`OrderCycle` when the compute graph is cyclic.
+    """
+    idx = index or ComputeIndex.build(schedule)
+    S = schedule.stages
+    acts = idx.actions
+    succs: dict[Loc, list[Loc]] = {}
+    indeg: dict[Loc, int] = {}
+    for r, prog in enumerate(acts):
+        for i, a in enumerate(prog):
+            preds = idx.data_preds(a, S)
+            if i > 0:
+                preds.append((r, i - 1))
+            indeg[(r, i)] = len(preds)
+            for p in preds:
+                succs.setdefault(p, []).append((r, i))
+    levels = [[0] * len(p) for p in acts]
+    ready = deque(loc for loc, d in indeg.items() if d == 0)
+    done = 0
+    while ready:
+        loc = ready.popleft()
+        done += 1
+        lv = levels[loc[0]][loc[1]] + 1
+        for s in succs.get(loc, ()):
+            if levels[s[0]][s[1]] < lv:
+                levels[s[0]][s[1]] = lv
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    if done != len(indeg):
+        raise OrderCycle(_find_cycle(idx, S, {loc for loc, d in indeg.items() if d > 0}))
+    return levels
+
+
+def _find_cycle(idx: ComputeIndex, S: int, stuck: set[Loc]) -> list[Loc]:
+    """A cycle among the stuck nodes (each has a stuck predecessor), rotated canonically."""
+    def stuck_pred(loc: Loc) -> Loc:
+        r, i = loc
+        if i > 0 and (r, i - 1) in stuck:
+            return (r, i - 1)
+        for p in idx.data_preds(idx.actions[r][i], S):
+            if p in stuck:
+                return p
+        raise AssertionError("stuck node without stuck predecessor")
+
+    loc = min(stuck)
+    seen: dict[Loc, int] = {}
+    path: list[Loc] = []
+    while loc not in seen:
+        seen[loc] = len(path)
+        path.append(loc)
+        loc = stuck_pred(loc)
+    cycle = path[seen[loc]:]
+    cycle.reverse()  # dependency order: each op waits on the previous one
+    k = cycle.index(min(cycle))
+    return cycle[k:] + cycle[:k]

@@ -1,0 +1,9 @@
+"""Passes over the IR.  A pass is a small frozen dataclass with a kebab-case ``name`` and one
+``apply(schedule) -> schedule``; it leaves the IR valid.  :data:`PASSES` maps names to classes.
+"""
+
+from .lower_comms import LowerComms
+
+PASSES = {LowerComms.name: LowerComms}
+
+__all__ = ["LowerComms", "PASSES"]
