@@ -266,7 +266,13 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
         hints = [f"expected {_join(exp)}"] if exp else []
         if tok.type == "EQUAL":
             hints.append("compare with '=='")
-        raise error("syntax-error", f"unexpected {what}", span, hints=hints) from None
+        notes = []
+        if tok.type == "$END":
+            opened = _unclosed_brace(text, path)
+            if opened:
+                notes.append(_note("this '{' is never closed", opened))
+        raise error("syntax-error", f"unexpected {what}", span, hints=hints,
+                    notes=notes) from None
     try:
         return _ToAst(path).transform(tree)
     except VisitError as e:  # errors raised in the transformer arrive wrapped
@@ -275,6 +281,25 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
         if isinstance(e.orig_exc, ValueError):
             raise PpirError(Diagnostic("syntax-error", str(e.orig_exc)), EXIT_USAGE) from None
         raise
+
+
+def _unclosed_brace(text: str, path: str) -> Span | None:
+    """The span of the innermost '{' that has no matching '}' (comments and strings skipped)."""
+    stack: list[Span] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        in_str = False
+        for col, ch in enumerate(line, start=1):
+            if ch == '"':
+                in_str = not in_str
+            elif in_str:
+                continue
+            elif ch == "#":
+                break
+            elif ch == "{":
+                stack.append(Span(path, lineno, col, lineno, col + 1))
+            elif ch == "}" and stack:
+                stack.pop()
+    return stack[-1] if stack else None
 
 
 def _join(items: list[str]) -> str:

@@ -33,9 +33,9 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from ..verify import verify
-
     s = lowered_from_args(args)
+    from ..verify import verify  # after expansion: its errors need no verifier
+
     report = verify(s, progress=args.progress, strict=args.strict)
     ok = report.ok
     if args.format == "json":

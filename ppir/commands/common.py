@@ -41,8 +41,8 @@ def parse_defines(defines: list[str]) -> dict[str, int]:
         try:
             out[name] = int(value.strip())
         except ValueError:
-            raise error("bad-define",
-                        f"-D {d}: the value of '{name}' must be an integer, got {value!r}") from None
+            msg = f"-D {d}: the value of '{name}' must be an integer, got {value!r}"
+            raise error("bad-define", msg) from None
     return out
 
 

@@ -1,0 +1,46 @@
+"""The wheel carries the grammar, the backends and the built-in schedules inside ppir."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_editable_install_maps_top_level_folders():
+    import importlib
+
+    grammar = importlib.import_module("ppir.grammar")
+    backends = importlib.import_module("ppir.backends")
+    assert Path(grammar.__file__).parent == ROOT / "grammar"
+    assert Path(backends.__file__).parent == ROOT / "backends"
+
+
+def test_torch_is_not_imported_by_the_core():
+    code = ("import sys, ppir, ppir.cli, ppir.graph, ppir.backends; "
+            "from ppir.loader import load_schedule; load_schedule('1f1b'); "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_wheel_contains_grammar_backends_and_schedules(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(tmp_path), str(ROOT)], check=True, timeout=300,
+                   capture_output=True)
+    wheel = next(tmp_path.glob("ppir-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for required in ["ppir/grammar/pps.lark", "ppir/grammar/__init__.py",
+                     "ppir/backends/__init__.py", "ppir/backends/cost/__init__.py",
+                     "ppir/backends/cuda/__init__.py", "ppir/schedules/1f1b.pps",
+                     "ppir/schedules/interleaved_1f1b.pps", "ppir/cli.py"]:
+        assert required in names, required
+    assert not any(n.startswith(("grammar/", "backends/")) for n in names)
+    entry = [n for n in names if n.endswith("entry_points.txt")]
+    text = zipfile.ZipFile(wheel).read(entry[0]).decode()
+    assert "ppir = ppir.cli:main" in text
