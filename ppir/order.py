@@ -54,12 +54,29 @@ class OrderCycle(Exception):
         self.cycle = cycle
 
 
+DEFAULT_DURATIONS = {OpKind.F: 1, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1}
+"""Relative op costs per chunk used when no cost model is given (REFERENCE.md defaults)."""
+
+
 def unit_levels(schedule: Schedule, index: ComputeIndex | None = None) -> list[list[int]]:
     """ASAP start step of every compute action with unit durations (0-based), per rank.
 
     level(a) = 1 + max(level of its program-order predecessor and data producers).  Raises
     :class:`OrderCycle` when the compute graph is cyclic.
     """
+    ones = dict.fromkeys(OpKind, 1)
+    return [[t - 1 for t in row] for row in asap_finish(schedule, ones, index)]
+
+
+def asap_finish(schedule: Schedule, durations: dict[OpKind, int] | None = None,
+                index: ComputeIndex | None = None) -> list[list[int]]:
+    """ASAP finish time of every compute action, per rank, with the given positive durations.
+
+    finish(a) = duration(a) + max(finish of its program-order predecessor and data producers,
+    or 0).  Finish times strictly increase along each rank's program.  Raises
+    :class:`OrderCycle` when the compute graph is cyclic.  Linear in the number of actions.
+    """
+    dur = durations or DEFAULT_DURATIONS
     idx = index or ComputeIndex.build(schedule)
     S = schedule.stages
     acts = idx.actions
@@ -73,22 +90,23 @@ def unit_levels(schedule: Schedule, index: ComputeIndex | None = None) -> list[l
             indeg[(r, i)] = len(preds)
             for p in preds:
                 succs.setdefault(p, []).append((r, i))
-    levels = [[0] * len(p) for p in acts]
+    start = [[0] * len(p) for p in acts]
+    finish = [[0] * len(p) for p in acts]
     ready = deque(loc for loc, d in indeg.items() if d == 0)
     done = 0
     while ready:
-        loc = ready.popleft()
+        r, i = ready.popleft()
         done += 1
-        lv = levels[loc[0]][loc[1]] + 1
-        for s in succs.get(loc, ()):
-            if levels[s[0]][s[1]] < lv:
-                levels[s[0]][s[1]] = lv
+        t = finish[r][i] = start[r][i] + dur[acts[r][i].kind]
+        for s in succs.get((r, i), ()):
+            if start[s[0]][s[1]] < t:
+                start[s[0]][s[1]] = t
             indeg[s] -= 1
             if indeg[s] == 0:
                 ready.append(s)
     if done != len(indeg):
         raise OrderCycle(_find_cycle(idx, S, {loc for loc, d in indeg.items() if d > 0}))
-    return levels
+    return finish
 
 
 def _find_cycle(idx: ComputeIndex, S: int, stuck: set[Loc]) -> list[Loc]:

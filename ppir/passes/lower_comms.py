@@ -3,14 +3,21 @@
 Two strategies, both pure functions from a compute-only schedule to a lowered one:
 
 ``lockstep`` (default)
-    Give every compute action its unit-time ASAP level (:func:`ppir.order.unit_levels`).  The
-    message carrying the output of an action at level t is sent and received in a group posted
-    at "time t" on both ranks: on each rank, the group of time t sits after every compute action
-    of level <= t and before every action of level > t.  Every group of time t pairs only with
-    groups of time t, so by induction over t all groups complete: the result is deadlock-free
-    under rendezvous semantics for *any* schedule whose compute graph is acyclic, and each group
-    pairs symmetrically with one group per peer (Megatron's send-forward/recv-backward pairing
-    falls out of this).
+    Give every compute action its ASAP finish time t under relative op costs
+    (:func:`ppir.order.asap_finish`; default F=1, B=2, I=1, W=1 per chunk, or the costs the
+    caller passes).  The message carrying the output of an action finishing at t is sent and
+    received in a group posted at "time t" on both ranks: on each rank, the group of time t sits
+    after every compute action that starts before t and before every action that starts at or
+    after t.  A producer starts before its finish time and a consumer starts after it, so the
+    send follows its producer and the recv precedes its consumer.  Every group of time t pairs
+    only with groups of time t and, by induction over t, all groups complete: the result is
+    deadlock-free under rendezvous semantics for *any* schedule whose compute graph is acyclic,
+    and each group pairs symmetrically with one group per peer (Megatron's
+    send-forward/recv-backward pairing falls out of this).  When real op costs are proportional
+    to the costs used here and communication is free, every group completes the moment its
+    producers finish, so the lowering adds no waiting of its own (the textbook bubbles hold).
+    Every exchange is a Group, even of one op, so that a pair of ranks never mixes batched and
+    unbatched P2P (the verifier's ``mixed-batched`` lint).
 
 ``naive``
     Each RECV right before its consumer and each SEND right after its producer, all alone.  Under
@@ -25,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import Action, Group, Item, OpKind, Schedule
-from ..order import OrderCycle, unit_levels
+from ..order import DEFAULT_DURATIONS, OrderCycle, asap_finish
 
 
 def outgoing_message(schedule: Schedule, a: Action) -> tuple[Action, Action, int] | None:
@@ -49,15 +56,12 @@ def _sort_key(schedule: Schedule):
     return lambda a: (schedule.peer(a), order[a.kind], a.stage, a.mb)
 
 
-def _as_item(actions: list[Action]) -> Item:
-    return actions[0] if len(actions) == 1 else Group(tuple(actions))
-
-
 @dataclass(frozen=True)
 class LowerComms:
     """Insert communication; leaves a valid lowered schedule (see module docstring)."""
 
     strategy: str = "lockstep"
+    durations: tuple[tuple[OpKind, int], ...] | None = None  # relative costs for lockstep
     name = "lower-comms"
 
     def apply(self, schedule: Schedule) -> Schedule:
@@ -66,35 +70,37 @@ class LowerComms:
             return _lower_naive(base)
         if self.strategy != "lockstep":
             raise ValueError(f"unknown lowering strategy {self.strategy!r}")
+        durations = dict(self.durations) if self.durations else DEFAULT_DURATIONS
         try:
-            levels = unit_levels(base)
+            finish = asap_finish(base, durations)
         except OrderCycle:
             return _lower_naive(base)
-        return _lower_lockstep(base, levels)
+        return _lower_lockstep(base, finish, durations)
 
 
-def _lower_lockstep(s: Schedule, levels: list[list[int]]) -> Schedule:
+def _lower_lockstep(s: Schedule, finish: list[list[int]], durations: dict) -> Schedule:
     comms: list[dict[int, list[Action]]] = [{} for _ in range(s.ranks)]
     for r in range(s.ranks):
-        for a, lv in zip(s.programs[r], levels[r]):
+        for a, t in zip(s.programs[r], finish[r]):
             msg = outgoing_message(s, a)
             if msg:
                 send, recv, dst = msg
-                comms[r].setdefault(lv, []).append(send)
-                comms[dst].setdefault(lv, []).append(recv)
+                comms[r].setdefault(t, []).append(send)
+                comms[dst].setdefault(t, []).append(recv)
     key = _sort_key(s)
     programs = []
     for r in range(s.ranks):
         times = sorted(comms[r])
         out: list[Item] = []
         ti = 0
-        for a, lv in zip(s.programs[r], levels[r]):
-            while ti < len(times) and times[ti] < lv:
-                out.append(_as_item(sorted(comms[r][times[ti]], key=key)))
+        for a, t in zip(s.programs[r], finish[r]):
+            start = t - durations[a.kind]
+            while ti < len(times) and times[ti] <= start:
+                out.append(Group(tuple(sorted(comms[r][times[ti]], key=key))))
                 ti += 1
             out.append(a)
         for t in times[ti:]:
-            out.append(_as_item(sorted(comms[r][t], key=key)))
+            out.append(Group(tuple(sorted(comms[r][t], key=key))))
         programs.append(tuple(out))
     return s.replace_programs(tuple(programs))
 
