@@ -1,0 +1,66 @@
+"""ppir analyze on the command line (in-process): table, JSON schema, errors."""
+
+from __future__ import annotations
+
+import json
+
+from ppir.memory import ANALYSIS_FORMAT
+
+
+def test_json_schema(cli):
+    code, out, err = cli("analyze", "interleaved_1f1b", "-D", "P=4", "-D", "M=8", "-D", "v=2",
+                         "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["format"] == ANALYSIS_FORMAT == "ppir.analysis/1"
+    assert (d["schedule"], d["params"], d["ranks"], d["stages"]) == (
+        "interleaved_1f1b", {"P": 4, "M": 8, "v": 2}, 4, 8)
+    assert [r["peak_activations"] for r in d["per_rank"]] == [5.5, 4.5, 3.5, 2.5]
+    assert [r["peak_chunks"] for r in d["per_rank"]] == [11, 9, 7, 5]
+    assert d["per_rank"][0]["peak_activations_exact"] == "11/2"
+    assert d["per_rank"][0]["peak_op"] == "0F6"
+    assert max(d["per_rank"][0]["curve_chunks"]) == 11
+    assert d["p2p"]["forward_per_microbatch"] == 7 == d["p2p"]["backward_per_microbatch"]
+    assert d["worst_rank"] == 0 and d["model"] is None
+
+
+def test_json_with_model_has_bytes(cli):
+    code, out, err = cli("analyze", "1f1b", "-D", "P=4", "-D", "M=8", "--model",
+                         "layers=8,hidden=64,heads=4,seq=16", "--recompute", "selective",
+                         "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    per_layer = 34 * 16 * 64  # s*b*h*34 bytes at 16 bits
+    assert d["memory"]["layers_per_stage"] == 2
+    assert d["per_rank"][0]["peak_bytes"] == 4 * 2 * per_layer
+    assert d["p2p"]["message_bytes"] == 16 * 64 * 2
+    assert d["p2p"]["bytes_per_step"] == 2 * 3 * 8 * 16 * 64 * 2
+
+
+def test_table(cli):
+    code, out, _ = cli("analyze", "1f1b", "-D", "P=3", "-D", "M=4", "--curve")
+    assert code == 0
+    assert "rank  chunks  peak A  peak chunks" in out
+    assert "p2p per microbatch: forward 2, backward 2 messages" in out
+    assert "rank   0 |" in out
+
+
+def test_layers_not_divisible(cli):
+    code, _, err = cli("analyze", "interleaved_1f1b", "-D", "P=8", "-D", "M=8", "-D", "v=4",
+                       "--layers", "80")
+    assert code == 2
+    assert "80 layers do not split evenly into 32 stages" in err
+    assert "hint: for P=8, v in {1, 2, 5, 10} divides 80 layers" in err
+
+
+def test_bad_model(cli):
+    code, _, err = cli("analyze", "1f1b", "--model", "gtp3-175b")
+    assert code == 2 and "did you mean 'gpt3-175b'?" in err
+    code, _, err = cli("analyze", "1f1b", "--model", "hidden=100,heads=3")
+    assert code == 2 and "heads (3) must divide hidden (100)" in err
+    assert "Traceback" not in err
+
+
+def test_bad_i_fraction(cli):
+    code, _, err = cli("analyze", "1f1b", "--i-fraction", "3/2")
+    assert code == 2 and "between 0 and 1" in err

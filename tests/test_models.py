@@ -1,0 +1,86 @@
+"""Model shapes: Korthikanti et al.'s activation sizes, presets, divisibility and bad input."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from ppir.diagnostics import EXIT_USAGE, PpirError
+from ppir.models import (
+    PRESETS,
+    ModelShape,
+    check_layers,
+    make_model,
+    parse_model_spec,
+    valid_chunk_counts,
+)
+
+
+def test_korthikanti_per_layer_bytes():
+    m = make_model("gpt3-175b")
+    s, b, h, a = 2048, 1, 12288, 96
+    assert m.activation_bytes_per_layer() == s * b * h * (34 + Fraction(5 * a * s, h))
+    assert m.activation_bytes_per_layer("selective") == 34 * s * b * h
+    assert m.activation_bytes_per_layer("full") == 2 * s * b * h
+    t8 = make_model("gpt3-175b", tp=8)
+    assert t8.activation_bytes_per_layer() == m.activation_bytes_per_layer() / 8
+    fp32 = make_model("gpt3-175b", dtype="fp32")
+    assert fp32.activation_bytes_per_layer() == 2 * m.activation_bytes_per_layer()
+    assert m.message_bytes() == s * b * h * 2
+
+
+def test_flops_per_layer_matches_24bsh2_for_4h_ffn():
+    m = make_model("gpt3-175b", mbs=2)
+    s, b, h = 2048, 2, 12288
+    assert m.forward_flops_per_layer() == 24 * b * s * h * h + 4 * b * s * s * h
+
+
+def test_presets_and_spec_parsing():
+    assert {"gpt3-175b", "llama3-70b"} <= set(PRESETS)
+    m = parse_model_spec("llama3-70b,tp=8,seq=4096")
+    assert (m.name, m.layers, m.hidden, m.tp, m.seq) == ("llama3-70b", 80, 8192, 8, 4096)
+    c = parse_model_spec("layers=4,hidden=64,heads=4,seq=16,mbs=2,dtype=fp16")
+    assert c == ModelShape("custom", 4, 64, 4, 16, 2, "fp16")
+
+
+@pytest.mark.parametrize("spec,needle", [
+    ("gpt3-175", "unknown model preset 'gpt3-175'"),
+    ("layers=-4", "layers must be a positive integer, got -4"),
+    ("hidden=0", "hidden must be a positive integer"),
+    ("hidden=100,heads=7", "heads (7) must divide hidden (100)"),
+    ("llama3-70b,tp=3", "tp=3 must divide heads (64)"),
+    ("dtype=bf61", "unknown dtype 'bf61'"),
+    ("hiden=4", "unknown model field 'hiden'"),
+    ("seq=abc", "seq must be an integer"),
+])
+def test_bad_models_are_ppir_errors(spec, needle):
+    with pytest.raises(PpirError) as e:
+        parse_model_spec(spec)
+    assert e.value.exit_code == EXIT_USAGE
+    assert needle in e.value.render()
+
+
+def test_did_you_mean():
+    with pytest.raises(PpirError) as e:
+        parse_model_spec("llama3-70")
+    assert "did you mean 'llama3-70b'?" in e.value.render()
+    with pytest.raises(PpirError) as e:
+        parse_model_spec("hiden=4")
+    assert "did you mean 'hidden'?" in e.value.render()
+
+
+def test_divisibility_rule_lists_working_v():
+    # the seed cheat sheet claims v in {1,2,3,4,6,8,12} for 96 layers at P=8; 8 gives 1.5 layers
+    assert valid_chunk_counts(96, 8) == [1, 2, 3, 4, 6, 12]
+    assert valid_chunk_counts(80, 8) == [1, 2, 5, 10]
+    assert valid_chunk_counts(81, 8) == []
+    assert check_layers(96, 32, 8) == 3
+    with pytest.raises(PpirError) as e:
+        check_layers(80, 32, 8)
+    text = e.value.render()
+    assert "80 layers do not split evenly into 32 stages (P=8, v=4)" in text
+    assert "v in {1, 2, 5, 10}" in text
+    with pytest.raises(PpirError) as e:
+        check_layers(81, 16, 8)
+    assert "81 layers are not divisible by P=8 for any v" in e.value.render()

@@ -1,0 +1,58 @@
+"""ppir sweep: measured figures from the IR beside closed forms, with disagreement flagged."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+from ppir import load_schedule
+from ppir.commands.sweep import sweep, uniform_timing
+
+
+def test_uniform_timing_closed_forms():
+    for P, M in [(1, 3), (2, 4), (4, 8), (5, 3)]:
+        for name in ("gpipe", "1f1b"):
+            T, busy = uniform_timing(load_schedule(name, {"P": P, "M": M}))
+            assert busy == [3 * M] * P and T - busy[0] == 3 * (P - 1)
+    for P, v in [(2, 2), (4, 2), (4, 4), (3, 3)]:
+        T, busy = uniform_timing(load_schedule("interleaved_1f1b", {"P": P, "M": 2 * P, "v": v}))
+        assert T - busy[0] == Fraction(3 * (P - 1), v)
+
+
+def by_formula(row, formula):
+    (p,) = [p for p in row["predictions"] if p["formula"] == formula]
+    return p
+
+
+def test_sweep_interleaved_flags_the_seed_formulas():
+    rows = sweep("interleaved_1f1b", "v", [1, 2, 4], {"P": 4, "M": 8}, layers=96)
+    for row in rows:
+        v = row["value"]
+        assert by_formula(row, "(P-1)/(v*M)")["agrees"]
+        assert by_formula(row, "(v*P+P-1)/v")["agrees"]
+        assert by_formula(row, "v*P-1")["agrees"]
+        assert by_formula(row, "L/(P*v)")["agrees"]
+        assert by_formula(row, "P*(v+1)/2")["agrees"] is False
+        assert by_formula(row, "v*(P-1)")["agrees"] is (v == 1)
+        assert by_formula(row, "(P-1)/(M+v*P-1)")["agrees"] is (v == 1)
+    assert [r["measured"]["peak A"] for r in rows] == [7, Fraction(11, 2), Fraction(19, 4)]
+
+
+def test_sweep_cli(cli):
+    code, out, err = cli("sweep", "interleaved_1f1b", "--over", "v=1,2", "-D", "P=4", "-D",
+                         "M=8", "--layers", "80")
+    assert code == 0, err
+    assert "DIFFERS" in out and "P*(v+1)/2" in out
+    code, out, _ = cli("sweep", "1f1b", "--over", "M=2,4", "-D", "P=4", "--format", "json")
+    d = json.loads(out)
+    assert d["format"] == "ppir.sweep/1"
+    assert [r["measured"]["peak A"] for r in d["rows"]] == [2, 4]
+    assert "est bubble/ideal" in d["rows"][0]["measured"]  # None when no estimator
+    assert all(p["agrees"] for r in d["rows"] for p in r["predictions"])
+
+
+def test_sweep_reports_invalid_values_and_bad_usage(cli):
+    code, out, _ = cli("sweep", "interleaved_1f1b", "--over", "M=4,6", "-D", "P=4")
+    assert code == 0 and "6  error: requirement failed" in out
+    code, _, err = cli("sweep", "1f1b", "--over", "M")
+    assert code == 2 and "expected NAME=V1,V2" in err
