@@ -29,10 +29,11 @@ the cycle with a witness.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from ..ir import Action, Group, Item, OpKind, Schedule
-from ..order import DEFAULT_DURATIONS, OrderCycle, asap_finish
+from ..order import DEFAULT_DURATIONS, ComputeIndex, OrderCycle, asap_finish
 
 
 def outgoing_message(schedule: Schedule, a: Action) -> tuple[Action, Action, int] | None:
@@ -79,22 +80,27 @@ class LowerComms:
 
 
 def _lower_lockstep(s: Schedule, finish: list[list[int]], durations: dict) -> Schedule:
+    index = ComputeIndex.build(s)
+    starts = [[t - durations[a.kind] for a, t in zip(s.programs[r], finish[r])]
+              for r in range(s.ranks)]
     comms: list[dict[int, list[Action]]] = [{} for _ in range(s.ranks)]
     for r in range(s.ranks):
         for a, t in zip(s.programs[r], finish[r]):
             msg = outgoing_message(s, a)
             if msg:
                 send, recv, dst = msg
-                comms[r].setdefault(t, []).append(send)
-                comms[dst].setdefault(t, []).append(recv)
+                consumer = index.where.get(_consumer_of(recv, index))
+                hi = starts[dst][consumer[1]] if consumer else None
+                tau = _meeting_time(t, hi, (starts[r], finish[r]), (starts[dst], finish[dst]))
+                comms[r].setdefault(tau, []).append(send)
+                comms[dst].setdefault(tau, []).append(recv)
     key = _sort_key(s)
     programs = []
     for r in range(s.ranks):
         times = sorted(comms[r])
         out: list[Item] = []
         ti = 0
-        for a, t in zip(s.programs[r], finish[r]):
-            start = t - durations[a.kind]
+        for a, start in zip(s.programs[r], starts[r]):
             while ti < len(times) and times[ti] <= start:
                 out.append(Group(tuple(sorted(comms[r][times[ti]], key=key))))
                 ti += 1
@@ -103,6 +109,38 @@ def _lower_lockstep(s: Schedule, finish: list[list[int]], durations: dict) -> Sc
             out.append(Group(tuple(sorted(comms[r][t], key=key))))
         programs.append(tuple(out))
     return s.replace_programs(tuple(programs))
+
+
+def _consumer_of(recv: Action, index: ComputeIndex) -> tuple:
+    """The key of the compute action that consumes what ``recv`` receives."""
+    if recv.kind is OpKind.RECV_F:
+        return (recv.stage, OpKind.F, recv.mb)
+    return (recv.stage, index.backward_kind.get((recv.stage, recv.mb), OpKind.B), recv.mb)
+
+
+def _meeting_time(lo: int, hi: int | None, a: tuple[list, list], b: tuple[list, list]) -> int:
+    """The earliest time in [lo, hi] at which neither rank is in the middle of a compute op.
+
+    ``a`` and ``b`` are the (starts, finishes) of each rank's ops, both ascending.  Exchanging
+    at such a time makes neither rank wait for the other.  When there is none, ``lo`` (the
+    producer's finish) is used: still deadlock-free, with some waiting.
+    """
+    t = lo
+    while hi is None or t <= hi:
+        t2 = _free_point(t, *a)
+        t2 = _free_point(t2, *b)
+        if t2 == t:
+            return t
+        t = t2
+    return lo
+
+
+def _free_point(t: int, starts: list[int], finishes: list[int]) -> int:
+    """t, or the finish of the op that is running at t (start < t < finish)."""
+    i = bisect_left(starts, t) - 1
+    if i >= 0 and finishes[i] > t:
+        return finishes[i]
+    return t
 
 
 def _consumer_key(rank: int, stage: int, mb: int, forward: bool) -> tuple:
