@@ -15,7 +15,7 @@ from .diagnostics import EXIT_USAGE, PpirError
 
 # Order here is the order in `ppir --help`.
 COMMAND_MODULES = [
-    "list", "show", "check", "dump", "compile", "analyze", "sweep",
+    "list", "show", "check", "dump", "compile", "analyze", "sweep", "tune",
 ]
 
 EPILOG = """\

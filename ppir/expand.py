@@ -515,8 +515,8 @@ def _maybe_fix_placement(ex: _Expander, decls: dict, final: bool = False) -> Non
         placement = tuple(kind)
     else:
         if stages % ranks:
-            if not (final or "stages" in decls):
-                return
+            if not final:
+                return  # a later 'placement' may fix it; 'final' reports it
             raise error("bad-placement",
                         f"'{kind}' placement needs stages ({stages}) divisible by ranks "
                         f"({ranks})", decls.get("stages", decls["ranks"])[1])

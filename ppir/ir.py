@@ -238,6 +238,8 @@ def vshape_placement(ranks: int, stages: int) -> tuple[int, ...]:
 
 def placement_name(ranks: int, placement: tuple[int, ...]) -> str | None:
     """'looped' or 'vshape' when the placement is one of the named ones, else None."""
+    if len(placement) % ranks:
+        return None  # the named placements need stages divisible by ranks
     if placement == looped_placement(ranks, len(placement)):
         return "looped"
     if placement == vshape_placement(ranks, len(placement)):

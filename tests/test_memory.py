@@ -50,7 +50,7 @@ def test_interleaved_closed_forms(P, M, v):
         assert rep.per_rank[0].peak_activations == (1 + Fraction(P - 1, P * v)) * P
 
 
-@pytest.mark.parametrize("P,v", [(2, 2), (4, 2), (4, 4), (3, 3)])
+@pytest.mark.parametrize("P,v", [(2, 2), (4, 2), (4, 4), (3, 4)])
 def test_p2p_counts_looped_and_vshape(P, v):
     M = 2 * P
     looped = analyze_p2p(load_schedule("interleaved_1f1b", {"P": P, "M": M, "v": v}))

@@ -25,6 +25,10 @@ Two strategies, both pure functions from a compute-only schedule to a lowered on
 
 When the compute graph is cyclic, ``lockstep`` falls back to ``naive``: the verifier then reports
 the cycle with a witness.
+
+An :class:`~ppir.ir.Overlap` step is atomic in both strategies: every message it consumes is
+received before the step, every message it produces is sent after it (times are the step's: the
+ASAP start of its first part and the finish of its last).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from ..ir import Action, Group, Item, OpKind, Schedule
+from ..ir import Action, Group, Item, OpKind, Schedule, item_actions
 from ..order import DEFAULT_DURATIONS, ComputeIndex, OrderCycle, asap_finish
 
 
@@ -72,26 +76,47 @@ class LowerComms:
         if self.strategy != "lockstep":
             raise ValueError(f"unknown lowering strategy {self.strategy!r}")
         durations = dict(self.durations) if self.durations else DEFAULT_DURATIONS
+        index = ComputeIndex.build(base)
         try:
-            finish = asap_finish(base, durations)
+            finish = asap_finish(base, durations, index)
         except OrderCycle:
             return _lower_naive(base)
-        return _lower_lockstep(base, finish, durations)
+        return _lower_lockstep(base, finish, durations, index)
 
 
-def _lower_lockstep(s: Schedule, finish: list[list[int]], durations: dict) -> Schedule:
-    index = ComputeIndex.build(s)
-    starts = [[t - durations[a.kind] for a, t in zip(s.programs[r], finish[r])]
-              for r in range(s.ranks)]
+def _item_times(s: Schedule, finish: list[list[int]], durations: dict):
+    """Per rank: (start, finish) of every program item, and the item index of every compute
+    action (an Overlap spans from its first part's start to its last part's finish)."""
+    starts, ends, item_of = [], [], []
+    for r in range(s.ranks):
+        st, en, io = [], [], []
+        k = 0
+        for i, it in enumerate(s.programs[r]):
+            acts = item_actions(it)
+            st.append(finish[r][k] - durations[acts[0].kind])
+            en.append(finish[r][k + len(acts) - 1])
+            io.extend([i] * len(acts))
+            k += len(acts)
+        starts.append(st)
+        ends.append(en)
+        item_of.append(io)
+    return starts, ends, item_of
+
+
+def _lower_lockstep(s: Schedule, finish: list[list[int]], durations: dict,
+                    index: ComputeIndex) -> Schedule:
+    starts, ends, item_of = _item_times(s, finish, durations)
     comms: list[dict[int, list[Action]]] = [{} for _ in range(s.ranks)]
     for r in range(s.ranks):
-        for a, t in zip(s.programs[r], finish[r]):
+        for k, a in enumerate(index.actions[r]):
             msg = outgoing_message(s, a)
             if msg:
                 send, recv, dst = msg
                 consumer = index.where.get(_consumer_of(recv, index))
-                hi = starts[dst][consumer[1]] if consumer else None
-                tau = _meeting_time(t, hi, (starts[r], finish[r]), (starts[dst], finish[dst]))
+                hi = (starts[dst][item_of[dst][consumer[1]]]
+                      if consumer and consumer[0] == dst else None)
+                t = ends[r][item_of[r][k]]
+                tau = _meeting_time(t, hi, (starts[r], ends[r]), (starts[dst], ends[dst]))
                 comms[r].setdefault(tau, []).append(send)
                 comms[dst].setdefault(tau, []).append(recv)
     key = _sort_key(s)
@@ -150,7 +175,7 @@ def _consumer_key(rank: int, stage: int, mb: int, forward: bool) -> tuple:
 def _lower_naive(s: Schedule) -> Schedule:
     recv_before: dict[tuple, list[Action]] = {}
     for r in range(s.ranks):
-        for a in s.programs[r]:
+        for a in s.compute_actions(r):
             msg = outgoing_message(s, a)
             if msg:
                 _, recv, dst = msg
@@ -159,14 +184,17 @@ def _lower_naive(s: Schedule) -> Schedule:
     programs = []
     for r in range(s.ranks):
         out: list[Item] = []
-        for a in s.programs[r]:
-            if a.kind is not OpKind.W:
-                out.extend(recv_before.pop(_consumer_key(r, a.stage, a.mb, a.kind is OpKind.F),
-                                           []))
-            out.append(a)
-            msg = outgoing_message(s, a)
-            if msg:
-                out.append(msg[0])
+        for it in s.programs[r]:
+            acts = item_actions(it)
+            for a in acts:
+                if a.kind is not OpKind.W:
+                    out.extend(recv_before.pop(
+                        _consumer_key(r, a.stage, a.mb, a.kind is OpKind.F), []))
+            out.append(it)
+            for a in acts:
+                msg = outgoing_message(s, a)
+                if msg:
+                    out.append(msg[0])
         programs.append(out)
     for (r, *_), recvs in recv_before.items():  # consumers that are missing: recv at the end
         programs[r].extend(recvs)

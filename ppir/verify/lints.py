@@ -1,0 +1,92 @@
+"""Check 5, lints: patterns that the rendezvous model accepts but real NCCL setups trip over.
+
+Warnings by default (``strict=True`` makes them errors).
+``asymmetric-group``  a group whose ops with one peer pair (FIFO) with ops spread over several
+                      items of that peer, or with part of a larger group there: the two ranks
+                      group the exchange differently (NVIDIA/nccl#1279-style hangs).
+``group-too-large``   more than 256 ops in one group (NCCL's limit on ops per group launch).
+``mixed-batched``     between one pair of ranks, some ops are posted in groups
+                      (``batch_isend_irecv``) and some alone (``isend``/``irecv``); torch and NCCL
+                      have hung on that mix (pytorch#108378).
+A group of one op written ``[x]`` counts as batched.  Linear in the number of ops.
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import Diagnostic, Note
+from ..ir import Group, Schedule
+from .index import OpIndex
+
+MAX_GROUP_OPS = 256
+
+
+def check_lints(s: Schedule, idx: OpIndex, severity: str = "warning") -> list[Diagnostic]:
+    return (_asymmetric(s, idx, severity) + _too_large(s, idx, severity)
+            + _mixed(s, idx, severity))
+
+
+def _asymmetric(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
+    # (rank, item, peer) -> set of partner (peer, item): both directions
+    pairs: dict[tuple[int, int, int], set[int]] = {}
+    for o, p in enumerate(idx.partner):
+        if p >= 0:
+            pairs.setdefault((idx.rank[o], idx.item[o], idx.rank[p]), set()).add(idx.item[p])
+    out = []
+    reported: set[tuple[int, int, int]] = set()
+    for (r, i, q), its in sorted(pairs.items()):
+        back = {j for j in its for b in [pairs[(q, j, r)]] if len(b) > 1}
+        if (r, i, q) in reported or (len(its) == 1 and not back):
+            continue
+        reported.add((r, i, q))
+        reported.update((q, j, r) for j in its)
+        span = idx.item_span(r, i)
+        item = s.programs[r][i]
+        if len(its) > 1:
+            msg = (f"{item} on rank {r} pairs with {len(its)} different items of rank {q}; "
+                   f"the two ranks group their exchange differently")
+        else:
+            j = next(iter(its))
+            msg = (f"{item} on rank {r} pairs with part of {s.programs[q][j]} on rank {q}, which "
+                   f"also pairs with other items of rank {r}")
+        notes = tuple(Note(f"rank {q}, step {j}: {s.programs[q][j]}", idx.item_span(q, j))
+                      for j in sorted(its)[:4])
+        out.append(Diagnostic("asymmetric-group", msg, span, severity=severity,
+                              hints=("post the ops of one exchange in one group on both ranks",),
+                              notes=notes))
+    return out
+
+
+def _too_large(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
+    out = []
+    for r, prog in enumerate(s.programs):
+        for i, it in enumerate(prog):
+            if isinstance(it, Group) and len(it.actions) > MAX_GROUP_OPS:
+                out.append(Diagnostic(
+                    "group-too-large", f"group at step {i} of rank {r} holds {len(it.actions)} "
+                    f"ops, more than NCCL's {MAX_GROUP_OPS} per group", idx.item_span(r, i),
+                    severity=severity, hints=("split it into groups of at most "
+                                              f"{MAX_GROUP_OPS} ops",)))
+    return out
+
+
+def _mixed(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
+    first: dict[tuple[int, int], list[int | None]] = {}  # pair -> [first batched, first lone]
+    for o, q in enumerate(idx.peer):
+        if q < 0:
+            continue
+        r = idx.rank[o]
+        slot = first.setdefault((min(r, q), max(r, q)), [None, None])
+        k = 0 if isinstance(idx.item_of(o), Group) else 1
+        if slot[k] is None:
+            slot[k] = o
+    out = []
+    for (r, q), (b, lone) in sorted(first.items()):
+        if b is None or lone is None:
+            continue
+        la, ba = idx.actions[lone], idx.actions[b]
+        out.append(Diagnostic(
+            "mixed-batched", f"ranks {r} and {q} exchange both in groups and with lone ops: "
+            f"{la} on rank {idx.rank[lone]} is posted alone", la.span, severity=severity,
+            hints=("use groups (or lone ops) for every exchange between one pair of ranks",),
+            notes=(Note(f"{ba} is posted in a group ({idx.where(b)})", ba.span),)))
+    return out

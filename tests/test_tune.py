@@ -1,0 +1,47 @@
+"""ppir tune: ranking and the reason for every rejected choice."""
+
+from __future__ import annotations
+
+import json
+
+from ppir.backends.cost import CostConfig, make_config
+from ppir.backends.cost.tune import parse_budget, tune
+
+
+def test_ranked_by_step_time_with_memory_and_constraint_rejections():
+    c = tune(["1f1b", "gpipe", "interleaved_1f1b"], 4, 12, [1, 2, 5], [1, 2], CostConfig(),
+             budget=(5, "A"))
+    ok = [x for x in c if x.ok]
+    assert ok and [x.step_time for x in ok] == sorted(x.step_time for x in ok)
+    why = {(x.schedule, x.v, x.mbs): x.why for x in c if not x.ok}
+    assert why[("gpipe", 1, 1)] == "memory"  # 12 A > 5 A
+    assert why[("interleaved_1f1b", 2, 2)] == "constraint"  # M = 6 is not a multiple of 4
+    assert why[("1f1b", 1, 5)] == "divisibility"  # 12 % 5
+
+
+def test_constraint_reason_quotes_the_require_message():
+    c = tune(["interleaved_1f1b"], 4, 6, [1], [2], CostConfig())
+    assert not c[0].ok and "multiple of P" in c[0].reason
+
+
+def test_layers_divisibility_with_a_model():
+    cfg = make_config({"model": {"preset": "gpt2-xl"}})  # 48 layers
+    c = tune(["interleaved_1f1b"], 4, 8, [1], [2, 5], cfg)
+    assert [x.why for x in c] == ["", "divisibility"]
+
+
+def test_budget_parsing():
+    assert parse_budget("6A", False) == (6.0, "A")
+    assert parse_budget("2GiB", True) == (2 * 2**30, "bytes")
+
+
+def test_tune_cli(cli):
+    code, out, err = cli("tune", "-P", "4", "--global-batch", "8", "--memory-budget", "5A",
+                         "--schedules", "1f1b,gpipe")
+    assert code == 0, err
+    assert "1f1b" in out and "rejected (1)" in out and "gpipe v=1 mbs=1 M=8: memory" in out
+    code, out, _ = cli("tune", "-P", "2", "--global-batch", "4", "--format", "json")
+    doc = json.loads(out)
+    assert doc["format"] == "ppir.tune/1" and doc["ranked"][0]["rank"] == 1
+    code, _, err = cli("tune", "-P", "2", "--global-batch", "4", "--memory-budget", "3GB")
+    assert code == 2 and "needs --model" in err
