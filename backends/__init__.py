@@ -17,6 +17,7 @@ from ..diagnostics import did_you_mean, error
 BUILTIN = {
     "cost": "ppir.backends.cost:BACKEND",
     "cuda": "ppir.backends.cuda:BACKEND",
+    "torch-csv": "ppir.backends.torch_csv:BACKEND",
 }
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import keyword
 import sys
 
 from .diagnostics import EXIT_USAGE, PpirError
 
 # Order here is the order in `ppir --help`.
 COMMAND_MODULES = [
-    "list", "show", "check", "dump", "compile", "analyze", "sweep", "tune",
+    "list", "show", "check", "dump", "compile", "analyze", "sweep", "tune", "import",
 ]
 
 EPILOG = """\
@@ -26,7 +27,8 @@ examples:
   ppir dump interleaved_1f1b -D P=4 -D v=2    print the lowered per-rank programs
   ppir compile 1f1b --backend cost            estimate step time and bubble
 
-A SCHEDULE is a .pps file, a torch.distributed.pipelining .csv file, or a built-in name.
+A SCHEDULE is a .pps file, a torch.distributed.pipelining .csv file, a built-in name, or
+torch:NAME (a torch.distributed.pipelining built-in, e.g. torch:Interleaved1F1B -D v=2).
 exit status: 0 ok, 1 invalid schedule, 2 unusable input or usage.
 """
 
@@ -39,7 +41,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _commands():
     for name in COMMAND_MODULES:
-        yield importlib.import_module(f".commands.{name.replace('-', '_')}", __package__)
+        module = name.replace("-", "_")
+        module += "_" if keyword.iskeyword(module) else ""  # `import` lives in import_.py
+        yield importlib.import_module(f".commands.{module}", __package__)
 
 
 def build_parser() -> argparse.ArgumentParser:

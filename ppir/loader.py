@@ -1,4 +1,5 @@
-"""Resolve a schedule argument (a .pps path, a torch .csv path or a built-in name) to a Schedule.
+"""Resolve a schedule argument to a Schedule: a .pps path, a torch .csv path, a built-in name,
+or ``torch:NAME`` (torch.distributed.pipelining's class NAME, built with ``-D P/M/v``).
 
 This is the one entry point every command uses, so a user's own file and a built-in name are
 accepted everywhere.
@@ -37,8 +38,13 @@ def read_source(spec: str) -> tuple[str, str]:
 def load_schedule(spec: str, params: dict[str, int] | None = None, *,
                   placement: tuple[int, ...] | None = None,
                   max_ops: int = DEFAULT_MAX_OPS, max_steps: int = DEFAULT_MAX_STEPS) -> Schedule:
-    """Parse and expand a schedule.  CSV files take no parameters; ``placement`` is for CSV."""
+    """Parse and expand a schedule.  CSV files take no parameters; ``placement`` is for CSV and
+    ``torch:NAME`` schedules."""
     params = dict(params or {})
+    if spec.startswith("torch:"):  # torch's built-in classes; torch imported only here
+        from .torch_import import load_torch_builtin
+
+        return load_torch_builtin(spec[len("torch:"):], params, placement)
     if spec.endswith(".csv") and os.path.exists(spec):
         from .csvio import read_csv_text
 

@@ -1,0 +1,98 @@
+"""The ``torch-csv`` backend: write a ppir schedule as a torch.distributed.pipelining CSV.
+
+``ppir compile SCHEDULE --backend torch-csv -o out.csv [--csv-format compute_comms]``
+
+Contract
+--------
+* ``compute_only`` (default): one row per rank, the rank's compute actions (F, B, I, W) in
+  program order.  torch's ``_PipelineScheduleRuntime._load_csv(path, "compute_only")`` inserts
+  its own SEND/RECV, UNSHARD/RESHARD and REDUCE_GRAD.  Reading the file back with ppir gives the
+  same compute programs and placement (the round trip is the identity).
+* ``compute_comms``: ppir's verified lowering with each group flattened (torch's CSV has no
+  groups) by :func:`flatten_groups`, which keeps the result deadlock-free under ppir's
+  rendezvous semantics, plus ``sREDUCE_GRAD`` after each stage's last backward: without it
+  torch leaves gradients M times too large.  torch takes this format verbatim, so ppir's
+  communication order is what runs.
+* Never imports torch.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ppir.csvio import write_csv
+from ppir.diagnostics import error
+from ppir.ir import Action, Group, OpKind, Schedule
+
+FORMATS = ("compute_only", "compute_comms")
+
+
+def message_key(schedule: Schedule, rank: int, a: Action) -> tuple:
+    """A key both ends of a message compute alike: (low rank, high rank, direction, sending
+    stage, microbatch)."""
+    peer = schedule.peer(a)
+    forward = a.kind in (OpKind.SEND_F, OpKind.RECV_F)
+    sender = a.stage if a.kind.is_send else (a.stage - 1 if forward else a.stage + 1)
+    return (min(rank, peer), max(rank, peer), not forward, sender, a.mb)
+
+
+def flatten_groups(schedule: Schedule) -> Schedule:
+    """Each group replaced by its actions, one at a time, in :func:`message_key` order.
+
+    A group completes as a unit; its actions posted one by one complete only if every rank
+    takes the messages it shares with its peers in one global order.  The lowering pairs each
+    group with the peers' groups of the same exchange, so sorting every group by a key both
+    ends agree on means the smallest pending message is always first on both of its ranks:
+    the flattened program is deadlock-free under rendezvous semantics whenever the grouped one
+    is, and the per-channel FIFO order stays the same on both ends.
+    """
+    programs = []
+    for r, prog in enumerate(schedule.programs):
+        out: list = []
+        for it in prog:
+            if isinstance(it, Group):
+                out.extend(sorted(it.actions, key=lambda a, r=r: message_key(schedule, r, a)))
+            else:
+                out.append(it)
+        programs.append(tuple(out))
+    return schedule.replace_programs(tuple(programs))
+
+
+def export_csv(schedule: Schedule, csv_format: str = "compute_only") -> str:
+    """The CSV text of ``schedule`` in torch's ``csv_format`` (see the module contract)."""
+    if csv_format not in FORMATS:
+        raise ValueError(f"unknown torch CSV format {csv_format!r} (expected {FORMATS})")
+    if csv_format == "compute_only":
+        return write_csv(schedule, compute_only=True)
+    return write_csv(flatten_groups(schedule), compute_only=False, reduce_grad=True)
+
+
+class TorchCsvBackend:
+    """Write the verified, lowered schedule as torch CSV to ``-o`` (or stdout)."""
+
+    name = "torch-csv"
+    help = "write a torch.distributed.pipelining schedule CSV (_PipelineScheduleRuntime._load_csv)"
+
+    def add_arguments(self, group) -> None:
+        group.add_argument("--csv-format", choices=FORMATS, default="compute_only",
+                           help="torch-csv: compute_only (default; torch inserts the comms) or "
+                                "compute_comms (ppir's verified comms, with REDUCE_GRAD)")
+
+    def run(self, schedule: Schedule, args) -> int:
+        fmt = getattr(args, "csv_format", "compute_only")
+        text = export_csv(schedule, fmt)
+        out = getattr(args, "output", None)
+        if not out:
+            sys.stdout.write(text)
+            return 0
+        try:
+            with open(out, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+        except OSError as e:
+            raise error("bad-output", f"cannot write {out}: {e}") from None
+        print(f"wrote {out}: {schedule.ranks} rows ({fmt}); load it with "
+              f"_PipelineScheduleRuntime._load_csv({out!r}, format={fmt!r})", file=sys.stderr)
+        return 0
+
+
+BACKEND = TorchCsvBackend()

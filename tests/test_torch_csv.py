@@ -1,0 +1,210 @@
+"""torch CSV interop without torch: round trips, malformed-CSV diagnostics, the torch-csv backend.
+
+Golden cases live in tests/golden/torch/: each ``NAME.csv`` has a ``NAME.run`` whose first line
+says how to run it (``# RUN: ppir check {file} ...``); stderr and the exit status are compared
+with ``NAME.err``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from ppir.backends.torch_csv import export_csv
+from ppir.backends.torch_csv.backend import flatten_groups
+
+from ppir.csvio import read_action_text, read_csv_text, write_csv
+from ppir.diagnostics import PpirError
+from ppir.ir import Action, OpKind
+from ppir.loader import load_schedule
+from ppir.passes import LowerComms
+from ppir.verify import verify
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "tests" / "golden" / "torch"
+
+GRID = [
+    ("gpipe", {"P": 2, "M": 3}), ("gpipe", {"P": 4, "M": 8}),
+    ("1f1b", {"P": 2, "M": 2}), ("1f1b", {"P": 4, "M": 8}), ("1f1b", {"P": 3, "M": 7}),
+    ("interleaved_1f1b", {"P": 2, "M": 4, "v": 2}), ("interleaved_1f1b", {"P": 4, "M": 8, "v": 2}),
+    ("interleaved_1f1b", {"P": 2, "M": 6, "v": 3}),
+    ("interleaved_vshape", {"P": 2, "M": 4, "v": 2}),
+    ("interleaved_vshape", {"P": 4, "M": 8, "v": 4}),
+    ("looped_bfs", {"P": 2, "M": 3, "v": 2}), ("looped_bfs", {"P": 4, "M": 8, "v": 3}),
+]
+
+
+@pytest.mark.parametrize("name,params", GRID, ids=lambda x: str(x))
+def test_round_trip_is_identity(name, params):
+    """ppir -> compute_only CSV -> ppir gives the same programs, placement and sizes."""
+    s = load_schedule(name, params)
+    low = LowerComms().apply(s)
+    text = export_csv(low, "compute_only")
+    back = read_csv_text(text, f"<rt>/{name}.csv")
+    assert back.programs == s.compute_only().programs
+    assert (back.ranks, back.stages, back.microbatches, back.placement) == (
+        s.ranks, s.stages, s.microbatches, s.placement)
+    assert text == write_csv(s)  # the lowering's comms are dropped, not leaked
+    assert "SEND" not in text and "REDUCE_GRAD" not in text
+
+
+@pytest.mark.parametrize("name,params", GRID[:6], ids=lambda x: str(x))
+def test_compute_comms_round_trip(name, params):
+    """compute_comms CSV reads back as the lowered programs with groups flattened; the result
+    still verifies under rendezvous semantics with one FIFO per rank (flattening in posting
+    order would deadlock 1F1B at P=4); every stage gets one REDUCE_GRAD, after its last
+    backward."""
+    low = LowerComms().apply(load_schedule(name, params))
+    text = export_csv(low, "compute_comms")
+    back = read_csv_text(text, f"<rtc>/{name}.csv")
+    flat = flatten_groups(low)
+    assert back.programs == flat.programs
+    assert [sorted(map(str, low.actions(r))) for r in range(low.ranks)] == \
+           [sorted(map(str, back.actions(r))) for r in range(back.ranks)]
+    assert verify(back).ok
+    naive_flat = read_csv_text(write_csv(low, compute_only=False), f"<nf>/{name}.csv")
+    if (name, params) == ("1f1b", {"P": 4, "M": 8}):
+        assert not verify(naive_flat).ok
+    for r, row in enumerate(text.splitlines()):
+        cells = row.split(",")
+        for s in low.stages_of_rank[r]:
+            assert cells.count(f"{s}REDUCE_GRAD") == 1
+            last_bw = max(i for i, c in enumerate(cells)
+                          if c in (f"{s}B{m}" for m in range(low.microbatches))
+                          or c in (f"{s}W{m}" for m in range(low.microbatches)))
+            assert cells.index(f"{s}REDUCE_GRAD") == last_bw + 1
+
+
+def _golden_cases():
+    return sorted(CASES.glob("*.csv"))
+
+
+@pytest.mark.parametrize("path", _golden_cases(), ids=lambda p: p.name)
+def test_torch_csv_golden(path, cli, golden, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    first = path.with_suffix(".run").read_text().splitlines()[0]
+    assert first.startswith("# RUN: ppir ")
+    argv = shlex.split(first[len("# RUN: ppir "):].replace("{file}",
+                                                             path.relative_to(ROOT).as_posix()))
+    code, _, err = cli(*argv)
+    assert code in (1, 2) and "Traceback" not in err
+    assert err.startswith(f"tests/golden/torch/{path.name}:"), err  # file:row:col first
+    golden(f"torch/{path.stem}.err", f"exit {code}\n{err}")
+
+
+def test_ragged_rows_and_idle_cells_are_fine():
+    """torch writes idle slots as empty cells and does not pad rows: rows of any length, empty
+    cells anywhere, trailing blank lines and torch's bookkeeping actions are all accepted."""
+    text = ("0UNSHARD,0F0,,0F1,,,0B0,0B1,0REDUCE_GRAD,0RESHARD,,,\n"
+            ",1F0,1B0,1F1,1B1\n\n\n")
+    s = read_csv_text(text, "<ragged>.csv")
+    assert [str(a) for a in s.actions(0)] == ["0F0", "0F1", "0B0", "0B1"]
+    assert [str(a) for a in s.actions(1)] == ["1F0", "1B0", "1F1", "1B1"]
+    assert s.ranks == 2 and s.microbatches == 2
+    low = LowerComms().apply(s)
+    assert verify(low).ok
+
+
+def test_cell_columns_point_at_the_cell():
+    s = read_csv_text("0F0, 0F1,,0B0,0B1\n1F0,1B0,1F1,1B1\n", "<cols>.csv")
+    spans = [(a.span.line, a.span.col, a.span.end_col) for a in s.actions(0)]
+    assert spans == [(1, 1, 4), (1, 6, 9), (1, 11, 14), (1, 15, 18)]
+
+
+def test_overlap_cell_becomes_two_actions_in_order():
+    text = "0F0,0F1,(0F2;0B0)OVERLAP_F_B,0B1,0B2\n1F0,1B0,1F1,1B1,1F2,1B2\n"
+    s = read_csv_text(text, "<ovl>.csv")
+    acts = list(s.actions(0))
+    assert [str(a) for a in acts] == ["0F0", "0F1", "0F2", "0B0", "0B1", "0B2"]
+    assert (acts[2].span.col, acts[3].span.col) == (10, 14)  # each sub-action keeps its column
+
+
+def test_placement_given_and_validated():
+    text = "0F0,0F1,3F0,3F1,3B0,3B1,0B0,0B1\n1F0,1F1,2F0,2F1,2B0,2B1,1B0,1B1\n"
+    s = read_csv_text(text, "<v>.csv")  # inferred: a V placement
+    assert s.placement == (0, 1, 1, 0)
+    assert read_csv_text(text, "<v>.csv", placement=(0, 1, 1, 0)).placement == (0, 1, 1, 0)
+    with pytest.raises(PpirError) as e:
+        read_csv_text(text, "<v>.csv", placement=(0, 1, 2, 0))
+    assert e.value.kind == "bad-placement"
+    with pytest.raises(PpirError) as e:
+        read_csv_text(text, "<v>.csv", placement=(0, 1, 0, 1))
+    assert e.value.kind == "placement-conflict"
+
+
+def test_action_text_import(tmp_path, cli):
+    """torch action text, as `" ".join(map(str, pipeline_order[r]))` prints (None = idle)."""
+    text = "# 1F1B P=2 M=2\n0F0 0F1 None 0B0 0B1\n\n1F0 1B0 1F1 1B1\n"
+    s = read_action_text(text, "<txt>")
+    assert s.ranks == 2 and [str(a) for a in s.actions(0)] == ["0F0", "0F1", "0B0", "0B1"]
+    f = tmp_path / "sched.txt"
+    f.write_text(text)
+    code, out, err = cli("import", str(f), "-o", str(tmp_path / "sched.pps"))
+    assert code == 0, err
+    code, out, err = cli("check", str(tmp_path / "sched.pps"))
+    assert code == 0 and out.startswith("ok: sched()"), err
+
+
+def test_import_csv_prints_reparseable_pps(tmp_path, cli):
+    f = tmp_path / "my-sched.csv"
+    f.write_text(write_csv(load_schedule("interleaved_1f1b", {"P": 2, "M": 4, "v": 2})))
+    code, out, err = cli("import", str(f))
+    assert code == 0, err
+    assert "schedule my_sched()" in out and "placement looped" in out
+    (tmp_path / "x.pps").write_text(out)
+    again = load_schedule(str(tmp_path / "x.pps"))
+    assert again.programs == load_schedule("interleaved_1f1b",
+                                           {"P": 2, "M": 4, "v": 2}).programs
+
+
+def test_compile_torch_csv_backend(tmp_path, cli):
+    out = tmp_path / "o.csv"
+    code, stdout, err = cli("compile", "1f1b", "-D", "P=2", "-D", "M=3",
+                            "--backend", "torch-csv", "-o", str(out))
+    assert code == 0, err
+    assert out.read_text() == "0F0,0F1,0B0,0F2,0B1,0B2\n1F0,1B0,1F1,1B1,1F2,1B2\n"
+    assert "_load_csv" in err
+    code, stdout, err = cli("compile", "1f1b", "-D", "P=2", "-D", "M=2", "--backend",
+                            "torch-csv", "--csv-format", "compute_comms")
+    assert code == 0, err
+    rows = stdout.splitlines()
+    assert rows[0].split(",")[-1] == "0REDUCE_GRAD" and "0SEND_F0" in rows[0]
+    assert rows[1].startswith("1RECV_F0,1F0")
+
+
+def test_compile_refuses_an_invalid_schedule(tmp_path, cli):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("0F0,0B0\n1B0,1F0\n")  # B before F on rank 1
+    code, stdout, err = cli("compile", str(bad), "--backend", "torch-csv")
+    assert code == 1 and stdout == "" and "error:" in err
+
+
+def test_torch_missing_is_a_diagnostic(monkeypatch, cli):
+    for mod in ("torch", "torch.distributed", "torch.distributed.pipelining",
+                "torch.distributed.pipelining.schedules"):
+        monkeypatch.setitem(sys.modules, mod, None)
+    code, _, err = cli("check", "torch:GPipe", "-D", "P=2")
+    assert code == 2 and "Traceback" not in err
+    assert "ppir: error: torch schedules need PyTorch" in err and "pip install" in err
+
+
+def test_unknown_torch_schedule_and_parameter(cli):
+    code, _, err = cli("import", "torch:Interleaved1f1b_", "-D", "P=2")
+    assert code == 2 and "did you mean 'Interleaved1F1B'?" in err
+    code, _, err = cli("check", "torch:GPipe", "-D", "v=2")
+    assert code == 2 and "unknown parameter 'v' for torch:GPipe" in err
+
+
+def test_parse_cell_kinds():
+    from ppir.csvio import parse_cell
+    from ppir.ir import Span
+
+    sp = Span("<c>", 1, 1, 1, 2)
+    assert parse_cell("3SEND_F1", sp) == [Action(3, OpKind.SEND_F, 1)]
+    assert parse_cell("2I10", sp) == [Action(2, OpKind.I, 10)]
+    assert parse_cell("0REDUCE_GRAD", sp) == []
+    for bad in ("F0", "2F", "2F-1", "2Q0", "2F0 1F1", "(0F0;0B0)", "(0F0;0B0)OVERLAP_F_Bx"):
+        with pytest.raises(PpirError):
+            parse_cell(bad, sp)

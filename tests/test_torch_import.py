@@ -1,0 +1,168 @@
+"""Importing torch.distributed.pipelining's built-ins, and what torch's own checks miss.
+
+Needs torch (skipped otherwise); one process, no process group.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from ppir.backends.torch_csv import export_csv  # noqa: E402
+from torch.distributed.pipelining import schedules as sch  # noqa: E402
+
+from ppir.csvio import read_csv_text, write_csv  # noqa: E402
+from ppir.loader import load_schedule  # noqa: E402
+from ppir.passes import LowerComms  # noqa: E402
+from ppir.torch_import import NAMES, SINGLE, load_torch_builtin, torch_schedule_object  # noqa: E402
+from ppir.verify import verify  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden" / "torch"
+
+
+def _params(name, P, M, v=2):
+    return {"P": P, "M": M} | ({} if name in SINGLE else {"v": v})
+
+
+def _torch_cells(obj, P):
+    """torch's order as text, independently of ppir: None and REDUCE_GRAD dropped, overlapped
+    cells split into their sub-actions."""
+    out = []
+    for r in range(P):
+        row = []
+        for a in obj.pipeline_order[r]:
+            if a is None or a.computation_type == sch.REDUCE_GRAD:
+                continue
+            row.extend(map(str, a.sub_actions) if a.sub_actions else [str(a)])
+        out.append(row)
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("P,M", [(2, 4), (4, 8)])
+def test_import_is_what_torch_produces(name, P, M):
+    s = load_torch_builtin(name, _params(name, P, M))
+    obj = torch_schedule_object(name, P, M, 1 if name in SINGLE else 2)
+    assert [[str(a) for a in s.actions(r)] for r in range(P)] == _torch_cells(obj, P)
+    if name not in SINGLE:
+        assert s.placement == tuple(obj.stage_index_to_group_rank[i] for i in range(s.stages))
+    report = verify(LowerComms().apply(s))
+    # torch 2.13's 1F1B order mislabels the last rank's forwards: ppir says so, the rest verify.
+    assert report.ok == (name != "1F1B"), [d.message for d in report.diagnostics]
+
+
+def test_torch_1f1b_last_rank_mislabelled(cli, golden, monkeypatch):
+    """The finding, end to end: ppir names the first bad cell (3F8, microbatch out of range) and
+    the missing 3F0; torch's own validator rejects its own order too, without a location."""
+    monkeypatch.chdir(ROOT)
+    code, _, err = cli("check", "torch:1F1B", "-D", "P=4", "-D", "M=8")
+    assert code == 1
+    assert "<torch>/1F1B_P4_M8.csv:4:" in err and "3F8" in err
+    golden("torch/torch_1f1b_P4_M8.err", f"exit {code}\n{err}")
+    obj = torch_schedule_object("1F1B", 4, 8, 1)
+    order = {r: [a for a in obj.pipeline_order[r] if a.computation_type != sch.REDUCE_GRAD]
+             for r in range(4)}
+    with pytest.raises(AssertionError, match="without first running Forward"):
+        sch._validate_schedule(order, 4, 4, 8)
+
+
+def test_cli_import_and_every_command_accepts_torch_specs(cli, tmp_path):
+    argv = ["torch:Interleaved1F1B", "-D", "P=4", "-D", "M=8", "-D", "v=2"]
+    code, out, err = cli("import", *argv)
+    assert code == 0, err
+    assert "schedule torch_Interleaved1F1B(P = 4, M = 8, v = 2)" in out
+    (tmp_path / "i.pps").write_text(out)
+    assert load_schedule(str(tmp_path / "i.pps")).programs == \
+        load_torch_builtin("Interleaved1F1B", {"P": 4, "M": 8, "v": 2}).programs
+    code, out, err = cli("check", *argv)
+    assert code == 0 and out.startswith("ok: torch_Interleaved1F1B(P=4, M=8, v=2)"), err
+    code, out, err = cli("compile", *argv, "--backend", "torch-csv")
+    assert code == 0 and out.splitlines()[0].startswith("0F0,0F1,0F2,0F3,4F0"), err
+
+
+def test_dualpipev_overlap_cells_become_two_actions(cli):
+    code, out, err = cli("import", "torch:DualPipeV", "-D", "P=2", "-D", "M=4")
+    assert code == 0
+    assert "overlapped cell(s) (a;b)OVERLAP_F_B imported as their two actions in order" in err
+    assert "placement vshape" in out
+    code, out, err = cli("import", "torch:DualPipeV", "-D", "P=2", "-D", "M=3")
+    assert code == 2 and "torch rejects DualPipeV(P=2, M=3, v=2): DualPipeV requires" in err
+
+
+def _torch_actions(path):
+    with open(path, newline="") as f:
+        return {r: [sch._Action.from_str(c) for c in row if c]
+                for r, row in enumerate(csv.reader(f))}
+
+
+def test_reverse_recvs_torch_accepts_ppir_rejects(cli):
+    """Recvs posted in the reverse order of the sends (compute_comms CSV): torch's validator,
+    its simulator and its CSV loader accept it; ppir reports the FIFO mismatch with a witness
+    (golden: tests/golden/torch/reverse_recvs.err)."""
+    path = GOLDEN / "reverse_recvs.csv"
+    acts = _torch_actions(path)
+    assert sch._validate_schedule(acts, 2, 2, 2) == {0: 0, 1: 1}
+    no_bookkeeping = {r: [a for a in row if a.computation_type != sch.REDUCE_GRAD]
+                      for r, row in acts.items()}
+    sch._simulate_comms_compute(no_bookkeeping, lambda s: s, 2)  # completes: nothing flagged
+    rt = sch._PipelineScheduleRuntime([_fake(2, 0)], 2)
+    rt._load_csv(str(path), format="compute_comms")
+    code, _, err = cli("check", str(path))
+    assert code == 1 and "is sent as 0SEND_F0 but received as 1RECV_F1" in err
+
+
+def test_flattened_groups_deadlock_only_ppir_sees_it():
+    """ppir's 1F1B (P=4) lowering with its send/recv groups flattened in posting order deadlocks
+    under rendezvous semantics; torch's simulator, which has no rendezvous, accepts it.  The
+    torch-csv backend's compute_comms output (groups ordered by a global message key) verifies."""
+    low = LowerComms().apply(load_schedule("1f1b", {"P": 4, "M": 8}))
+    naive = read_csv_text(write_csv(low, compute_only=False), "<flat>.csv")
+    assert [d.kind for d in verify(naive).errors] == ["deadlock"]
+    order = {r: [sch._Action.from_str(str(a)) for a in naive.actions(r)] for r in range(4)}
+    sch._simulate_comms_compute(order, lambda s: s, 4)
+    assert verify(read_csv_text(export_csv(low, "compute_comms"), "<ok>.csv")).ok
+
+
+def _fake(P, rank, v=1):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(num_stages=P * v, group_size=P, group_rank=rank, stage_index=0,
+                           submod=None)
+
+
+@pytest.mark.parametrize("fmt", ["compute_only", "compute_comms"])
+@pytest.mark.parametrize("name,params", [
+    ("1f1b", {"P": 4, "M": 8}), ("interleaved_1f1b", {"P": 4, "M": 8, "v": 2}),
+    ("interleaved_vshape", {"P": 2, "M": 4, "v": 2}), ("looped_bfs", {"P": 2, "M": 3, "v": 3}),
+])
+def test_export_loads_in_torch(name, params, fmt, tmp_path):
+    """torch's _load_csv accepts the exported file, infers ppir's placement and (compute_only)
+    lowers it; ppir reads torch's own lowering of it back as a verified schedule."""
+    s = LowerComms().apply(load_schedule(name, params))
+    path = tmp_path / "s.csv"
+    path.write_text(export_csv(s, fmt))
+    v = s.stages // s.ranks
+    rt = sch._PipelineScheduleRuntime([_fake(s.ranks, 0, v) for _ in range(v)], s.microbatches)
+    rt._load_csv(str(path), format=fmt)
+    assert tuple(rt.stage_index_to_group_rank[i] for i in range(s.stages)) == s.placement
+    lowered = "".join(",".join(map(str, rt.pipeline_order_with_comms[r])) + "\n"
+                      for r in range(s.ranks))
+    assert verify(read_csv_text(lowered, "<torch-lowered>.csv")).ok
+    if fmt == "compute_comms":  # taken verbatim: ppir's order is what runs
+        assert lowered == path.read_text()
+
+
+def test_torch_dump_reads_back():
+    """torch's own compute_comms dump (with UNSHARD/RESHARD/REDUCE_GRAD) imports and verifies."""
+    obj = torch_schedule_object("InterleavedZeroBubble", 2, 4, 2)
+    text = "".join(",".join(map(str, obj.pipeline_order_with_comms[r])) + "\n" for r in range(2))
+    assert "UNSHARD" in text and "REDUCE_GRAD" in text
+    s = read_csv_text(text, "<izb>.csv")
+    assert s.is_lowered and verify(s).ok
+    assert s.compute_only().programs == \
+        load_torch_builtin("InterleavedZeroBubble", {"P": 2, "M": 4, "v": 2}).programs
