@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ir import Action, Span
+from .ir import Action, Overlap, Span
 
 
 # ------------------------------------------------------------------ expressions
@@ -125,16 +125,38 @@ class ProgramBlock(Stmt):
 
 
 @dataclass(frozen=True)
+class GreedyOpt(Stmt):
+    """``memory e``, ``priority e``, ``split e`` or ``cost K = e`` inside a greedy program."""
+
+    what: str
+    value: Expr
+    kind: str | None = None  # the op letter of a ``cost`` line
+    kind_span: Span | None = None
+
+
+@dataclass(frozen=True)
+class GreedyBlock(Stmt):
+    """``program r greedy { ... }``: each rank's order comes from list scheduling
+    (:mod:`ppir.synth.greedy`); ``body`` holds lets, defs, requires and :class:`GreedyOpt`."""
+
+    rank_var: str
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
 class LiteralGroup:
+    """``[a b]`` (post and wait), ``post[a b]`` (post only) or ``wait[a b]`` (wait for it)."""
+
     actions: tuple[Action, ...]
     span: Span
+    form: str = "group"  # "group" | "post" | "wait"
 
 
 @dataclass(frozen=True)
 class RankLine(Stmt):
     rank: int
     rank_span: Span
-    items: tuple[Action | LiteralGroup, ...]
+    items: tuple[Action | Overlap | LiteralGroup, ...]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,13 @@ Semantics of the language, in short (README "The .pps language" has the long for
 * builtins: ``min``, ``max``, ``abs``, ``stage(r, c)`` (global stage of rank r's local chunk c),
   ``chunks(r)`` (how many stages rank r holds), ``rank_of(s)``;
 * ``F(mb)``, ``F(mb, chunk)`` and likewise ``B``, ``I``, ``W`` emit an op for the current rank's
-  local chunk (default 0).
+  local chunk (default 0); ``FB(mb_f, chunk_f, mb_b, chunk_b)`` emits one overlapped step (a
+  forward and a full backward run as one item, :class:`ppir.ir.Overlap`);
+* ``next`` as a microbatch means "the next one of this chunk": forwards and backwards (B or I)
+  count per chunk; ``W(next)`` runs the oldest pending weight pass of the rank (any chunk) and
+  ``pending_w()`` says how many are pending (every I adds one, every W removes its own);
+* ``program r greedy { ... }`` builds each rank's order by list scheduling
+  (:mod:`ppir.synth.block`).
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ from .ir import (
     Action,
     Group,
     OpKind,
+    Overlap,
     Schedule,
     Span,
+    Wait,
     looped_placement,
     vshape_placement,
 )
@@ -37,7 +45,7 @@ DEFAULT_MAX_STEPS = 100_000_000
 MAX_CALL_DEPTH = 200
 
 _OPS = {"F": OpKind.F, "B": OpKind.B, "I": OpKind.I, "W": OpKind.W}
-_BUILTINS = ("min", "max", "abs", "stage", "chunks", "rank_of")
+_BUILTINS = ("min", "max", "abs", "stage", "chunks", "rank_of", "pending_w")
 
 
 class _Scope:
@@ -88,7 +96,13 @@ class _Expander:
         self.placement: tuple[int, ...] | None = None
         self.stages_of: tuple[tuple[int, ...], ...] = ()
         self.microbatches: int | None = None
-        self.out: list[Action] = []
+        self.out: list[Action | Overlap] = []
+        self.count: dict[tuple[int, bool], int] = {}  # (stage, is_forward) -> ops emitted
+        self.wq: list[tuple[int, int]] = []  # pending weight passes (stage, mb), oldest first
+
+    def reset_rank(self) -> None:
+        """Start a rank's program: no ops, counters at zero, no pending weight passes."""
+        self.out, self.count, self.wq = [], {}, []
 
     # ================================================================ expressions
     def compile(self, e: A.Expr) -> Callable[[_Scope], int]:
@@ -169,6 +183,16 @@ class _Expander:
         if name == "rank_of":
             self._arity(e, 1)
             return lambda s: self._rank_of(args[0](s), span)
+        if name == "pending_w":
+            if n > 1:
+                raise error("bad-call", f"pending_w() takes () or (chunk), {n} given", span)
+            if n == 0:
+                return lambda s: len(self.wq)
+
+            def pending(s):
+                st = self._chunk_stage(s.lookup("$rank"), args[0](s), span)
+                return sum(1 for x in self.wq if x[0] == st)
+            return pending
 
         def call(scope: _Scope):
             fn = scope.lookup(name)
@@ -325,38 +349,97 @@ class _Expander:
         return for_
 
     def _compile_op(self, st: A.OpStmt):
+        if st.op == "FB":
+            return self._compile_fb(st)
         kind = _OPS.get(st.op)
         if kind is None:
             raise error("unknown-op", f"unknown operation '{st.op}'", st.name_span,
-                        hints=did_you_mean(st.op, _OPS) or ["ops are F, B, I and W"])
+                        hints=did_you_mean(st.op, list(_OPS) + ["FB"])
+                        or ["ops are F, B, I and W"])
         if not 1 <= len(st.args) <= 2:
             raise error("bad-call", f"{st.op} takes (microbatch) or (microbatch, chunk), "
                         f"{len(st.args)} argument(s) given", st.span)
-        mb_f = self.compile(st.args[0])
+        mb_f = self._mb_arg(st.args[0])
         ch_f = self.compile(st.args[1]) if len(st.args) == 2 else (lambda s: 0)
+        span = st.span
+        any_chunk = kind is OpKind.W and mb_f is None and len(st.args) == 1
+
+        def op(scope: _Scope):
+            self._emit(self._action(kind, mb_f, None if any_chunk else ch_f, scope, span))
+
+        return op
+
+    def _compile_fb(self, st: A.OpStmt):
+        if len(st.args) != 4:
+            raise error("bad-call", f"FB takes (mb_f, chunk_f, mb_b, chunk_b), "
+                        f"{len(st.args)} argument(s) given", st.span)
+        mf, cf = self._mb_arg(st.args[0]), self.compile(st.args[1])
+        mb, cb = self._mb_arg(st.args[2]), self.compile(st.args[3])
         span = st.span
 
         def op(scope: _Scope):
-            mb, ch = mb_f(scope), ch_f(scope)
-            rank = scope.lookup("$rank")
-            M = self.microbatches
-            if not 0 <= mb < M:
-                raise error("microbatch-out-of-range",
-                            f"microbatch {mb} is out of range 0..{M - 1} (microbatches = {M})",
-                            span)
-            stages = self.stages_of[rank]
-            if not 0 <= ch < len(stages):
-                raise error("chunk-out-of-range",
-                            f"chunk {ch} is out of range: rank {rank} holds {len(stages)} "
-                            f"chunk(s) (0..{len(stages) - 1})", span)
-            self.ops += 1
-            if self.ops > self.max_ops:
-                raise error("op-limit",
-                            f"expansion produced more than {self.max_ops:,} ops", span,
-                            hints=["a runaway loop? the cap is --max-ops"])
-            self.out.append(Action(stages[ch], kind, mb, span))
+            f = self._action(OpKind.F, mf, cf, scope, span)
+            b = self._action(OpKind.B, mb, cb, scope, span)
+            try:
+                self._emit(Overlap((f, b), span))
+            except ValueError as e:
+                raise error("bad-overlap", str(e), span) from None
 
         return op
+
+    def _mb_arg(self, e: A.Expr):
+        """None for the word ``next``, else the compiled microbatch expression."""
+        return None if isinstance(e, A.Name) and e.name == "next" else self.compile(e)
+
+    def _action(self, kind: OpKind, mb_f, ch_f, scope: _Scope, span: Span) -> Action:
+        rank = scope.lookup("$rank")
+        stages = self.stages_of[rank]
+        stage = None if ch_f is None else self._chunk_stage(rank, ch_f(scope), span)
+        if kind is OpKind.W and mb_f is None:
+            q = [x for x in self.wq if stage is None or x[0] == stage]
+            if not q:
+                what = "" if stage is None else f" of chunk {stages.index(stage)}"
+                raise error("no-pending-weight",
+                            f"W(next) on rank {rank}: no weight pass{what} is pending (every I "
+                            "adds one)", span, hints=["guard it with 'if pending_w() > 0 "
+                                                      "{ ... }'"])
+            return self._count(Action(q[0][0], kind, q[0][1], span))
+        fwd = kind is OpKind.F
+        mb = self.count.get((stage, fwd), 0) if mb_f is None else mb_f(scope)
+        M = self.microbatches
+        if not 0 <= mb < M:
+            why = " (the next one after every microbatch ran)" if mb_f is None else ""
+            raise error("microbatch-out-of-range",
+                        f"microbatch {mb} is out of range 0..{M - 1} (microbatches = {M})"
+                        f"{why}", span)
+        return self._count(Action(stage, kind, mb, span))
+
+    def _chunk_stage(self, rank: int, ch: int, span: Span) -> int:
+        stages = self.stages_of[rank]
+        if not 0 <= ch < len(stages):
+            raise error("chunk-out-of-range",
+                        f"chunk {ch} is out of range: rank {rank} holds {len(stages)} "
+                        f"chunk(s) (0..{len(stages) - 1})", span)
+        return stages[ch]
+
+    def _count(self, a: Action) -> Action:
+        """Advance the counters and the pending-weight queue for ``a``."""
+        if a.kind is OpKind.W:
+            if (a.stage, a.mb) in self.wq:
+                self.wq.remove((a.stage, a.mb))
+        else:
+            key = (a.stage, a.kind is OpKind.F)
+            self.count[key] = self.count.get(key, 0) + 1
+            if a.kind is OpKind.I:
+                self.wq.append((a.stage, a.mb))
+        return a
+
+    def _emit(self, item: Action | Overlap) -> None:
+        self.ops += len(item.actions) if isinstance(item, Overlap) else 1
+        if self.ops > self.max_ops:
+            raise error("op-limit", f"expansion produced more than {self.max_ops:,} ops",
+                        item.span, hints=["a runaway loop? the cap is --max-ops"])
+        self.out.append(item)
 
 
 def _names_in(e: A.Expr) -> set[str]:
@@ -412,6 +495,15 @@ def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
 def expand(module: A.Module, overrides: dict[str, int] | None = None, *,
            max_ops: int = DEFAULT_MAX_OPS, max_steps: int = DEFAULT_MAX_STEPS) -> Schedule:
     """Expand a parsed module for concrete parameter values into a :class:`Schedule`."""
+    try:
+        return _expand(module, overrides, max_ops, max_steps)
+    except RecursionError:  # expressions compile and evaluate recursively
+        raise error("too-deep", f"{module.path}: expressions nest too deeply to evaluate",
+                    hints=["split the expression with 'let' or 'def'"]) from None
+
+
+def _expand(module: A.Module, overrides: dict[str, int] | None, max_ops: int,
+            max_steps: int) -> Schedule:
     params = bind_params(module, dict(overrides or {}))
     ex = _Expander(module, max_ops, max_steps)
     top = _Scope()
@@ -433,7 +525,7 @@ def expand(module: A.Module, overrides: dict[str, int] | None = None, *,
                 value = ex.compile(item.value)(top)
             decls[item.what] = (value, item.span)
             _maybe_fix_placement(ex, decls)
-        elif isinstance(item, A.ProgramBlock):
+        elif isinstance(item, (A.ProgramBlock, A.GreedyBlock)):
             if programs:
                 raise error("duplicate-program", "a file holds one 'program' block",
                             item.span, notes=[Note("first program block", programs[0].span)])
@@ -450,7 +542,7 @@ def expand(module: A.Module, overrides: dict[str, int] | None = None, *,
                     "a file holds either a 'program' block or literal 'rank N:' lines, not both",
                     rank_lines[0].span, notes=[Note("program block", programs[0].span)])
     if rank_lines:
-        return _literal_schedule(module, name, param_tuple, decls, rank_lines)
+        return _literal_schedule(module, name, param_tuple, decls, rank_lines, max_steps)
     if not programs:
         raise error("no-program", "the file defines no program: add a 'program r { ... }' "
                     "block or literal 'rank N: ...' lines",
@@ -469,15 +561,19 @@ def expand(module: A.Module, overrides: dict[str, int] | None = None, *,
                     decls["microbatches"][1])
 
     block = programs[0]
-    body = ex.compile_block(block.body)
-    out_programs = []
-    for r in range(ranks):
-        scope = _Scope(top)
-        scope.vars[block.rank_var] = r
-        scope.vars["$rank"] = r
-        ex.out = []
-        body(_Scope(scope))
-        out_programs.append(tuple(ex.out))
+    if isinstance(block, A.GreedyBlock):
+        from .synth.block import expand_greedy
+        out_programs = expand_greedy(ex, block, top, ranks)
+    else:
+        body = ex.compile_block(block.body)
+        out_programs = []
+        for r in range(ranks):
+            scope = _Scope(top)
+            scope.vars[block.rank_var] = r
+            scope.vars["$rank"] = r
+            ex.reset_rank()
+            body(_Scope(scope))
+            out_programs.append(tuple(ex.out))
     return Schedule(name, param_tuple, ranks, len(ex.placement), ex.microbatches,
                     ex.placement, tuple(out_programs), module.path)
 
@@ -501,6 +597,8 @@ def _maybe_fix_placement(ex: _Expander, decls: dict, final: bool = False) -> Non
     stages, sspan = decls.get("stages", (ranks, rspan))
     if stages < 1:
         raise error("bad-declaration", f"stages must be at least 1, got {stages}", sspan)
+    _check_size("ranks", ranks, ex.max_steps, rspan)
+    _check_size("stages", stages, ex.max_steps, sspan)
     kind, pspan = decls.get("placement", ("looped", rspan))
     if isinstance(kind, tuple):
         if len(kind) != stages:
@@ -532,7 +630,15 @@ def _maybe_fix_placement(ex: _Expander, decls: dict, final: bool = False) -> Non
     ex.stages_of = tuple(tuple(x) for x in held)
 
 
-def _literal_schedule(module: A.Module, name: str, params, decls, rank_lines) -> Schedule:
+def _check_size(what: str, n: int, cap: int, span: Span | None) -> None:
+    """Ranks and stages are looped over while expanding: they count against --max-steps."""
+    if n > cap:
+        raise error("too-large", f"{what} = {n:,} exceeds the expansion cap of {cap:,}", span,
+                    hints=["the cap is --max-steps"])
+
+
+def _literal_schedule(module: A.Module, name: str, params, decls, rank_lines,
+                      max_steps: int = DEFAULT_MAX_STEPS) -> Schedule:
     """Build a schedule from literal ``rank N: ...`` lines, inferring what is not declared."""
     seen: dict[int, A.RankLine] = {}
     for rl in rank_lines:
@@ -546,7 +652,7 @@ def _literal_schedule(module: A.Module, name: str, params, decls, rank_lines) ->
             raise error("rank-out-of-range", f"rank {r} is out of range 0..{ranks - 1}",
                         rl.rank_span)
     all_actions = [(r, a) for r, rl in seen.items() for it in rl.items
-                   for a in (it.actions if isinstance(it, A.LiteralGroup) else (it,))]
+                   for a in _literal_actions(it)]
     max_stage = max((a.stage for _, a in all_actions), default=-1)
     stages = decls["stages"][0] if "stages" in decls else max_stage + 1
     for _, a in all_actions:
@@ -558,8 +664,10 @@ def _literal_schedule(module: A.Module, name: str, params, decls, rank_lines) ->
         mbs = decls["microbatches"][0]
     else:
         mbs = max((a.mb for _, a in all_actions), default=-1) + 1
+    _check_size("ranks", ranks, max_steps, rank_lines[0].span)
+    _check_size("stages", stages, max_steps, rank_lines[0].span)
     if "placement" in decls:
-        ex = _Expander(module, 0, 0)
+        ex = _Expander(module, 0, max_steps)
         d = dict(decls)
         d.setdefault("ranks", (ranks, rank_lines[0].span))
         d.setdefault("stages", (stages, rank_lines[0].span))
@@ -572,12 +680,21 @@ def _literal_schedule(module: A.Module, name: str, params, decls, rank_lines) ->
         rl = seen.get(r)
         items = []
         for it in rl.items if rl else ():
-            if isinstance(it, A.LiteralGroup):
-                items.append(Group(it.actions, it.span))
+            if isinstance(it, A.LiteralGroup) and it.form == "wait":
+                items.append(Wait(it.actions, it.span))
+            elif isinstance(it, A.LiteralGroup):
+                items.append(Group(it.actions, it.span, deferred=it.form == "post"))
             else:
                 items.append(it)
         programs.append(tuple(items))
     return Schedule(name, params, ranks, stages, mbs, placement, tuple(programs), module.path)
+
+
+def _literal_actions(it) -> tuple[Action, ...]:
+    """The actions a literal item contributes (a wait contributes none of its own)."""
+    if isinstance(it, A.LiteralGroup):
+        return () if it.form == "wait" else it.actions
+    return it.actions if isinstance(it, Overlap) else (it,)
 
 
 def infer_placement(ranks: int, stages: int, actions) -> tuple[int, ...]:

@@ -118,6 +118,11 @@ class Group:
 
     actions: tuple[Action, ...]
     span: Span | None = field(default=None, compare=False, hash=False, repr=False)
+    deferred: bool = False
+    """False: the rank posts the group and waits for it right there (``[a b]``).  True: the rank
+    posts it and goes on; a later :class:`Wait` with the same actions blocks until it has
+    completed (``post[a b]`` ... ``wait[a b]``).  Either way the group joins the rank's FIFO of
+    groups when posted."""
 
     def __post_init__(self) -> None:
         for a in self.actions:
@@ -125,17 +130,83 @@ class Group:
                 raise ValueError(f"group holds a compute action {a}")
 
     def __str__(self) -> str:
-        return "[" + " ".join(str(a) for a in self.actions) + "]"
+        body = "[" + " ".join(str(a) for a in self.actions) + "]"
+        return "post" + body if self.deferred else body
 
 
-Item = Action | Group
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Block the rank until the deferred :class:`Group` holding ``actions`` has completed.
+
+    A wait holds no actions of its own (``item_actions`` gives ``()``); ``actions`` names the
+    group (communication actions are unique in a schedule).  Printed ``wait[a b]``.
+    """
+
+    actions: tuple[Action, ...]
+    span: Span | None = field(default=None, compare=False, hash=False, repr=False)
+
+    def __str__(self) -> str:
+        return "wait[" + " ".join(str(a) for a in self.actions) + "]"
+
+
+_OVERLAP_RE = re.compile(r"^\((\d+F\d+);(\d+[BI]\d+)\)OVERLAP_F_B$")
+
+
+@dataclass(frozen=True, slots=True)
+class Overlap:
+    """A forward and a backward (B or I) of the same rank run as ONE compute step (DualPipe's
+    overlapped F&B; torch prints it ``(0F3;3B1)OVERLAP_F_B``).
+
+    Contract: ``actions == (forward, backward)``.  The step is atomic: every input of either
+    part is received before it starts and every output is sent after it ends (lower-comms, the
+    verifier and the estimator treat it as one item).  Memory and the compute-order analyses see
+    its parts in order, forward first.  ``span`` is ignored by ``==`` and ``hash``.
+    """
+
+    actions: tuple[Action, ...]
+    span: Span | None = field(default=None, compare=False, hash=False, repr=False)
+
+    def __post_init__(self) -> None:
+        a = self.actions
+        if len(a) != 2 or a[0].kind is not OpKind.F or a[1].kind not in (OpKind.B, OpKind.I):
+            raise ValueError("an overlapped step holds one forward then one backward (B or I), "
+                             f"got {' '.join(str(x) for x in a)}")
+
+    def __str__(self) -> str:
+        return f"({self.actions[0]};{self.actions[1]})OVERLAP_F_B"
+
+    @staticmethod
+    def parse(text: str, span: Span | None = None) -> Overlap:
+        """Parse ``(0F3;3B1)OVERLAP_F_B``; ValueError when malformed."""
+        m = _OVERLAP_RE.match(text.strip())
+        if not m:
+            raise ValueError(f"not an overlapped step: {text!r} (expected e.g. "
+                             "(0F3;3B1)OVERLAP_F_B)")
+        return Overlap((Action.parse(m.group(1), span), Action.parse(m.group(2), span)), span)
+
+
+Item = Action | Group | Overlap | Wait
 """One entry of a rank's program: a compute action, a lone communication action (a group of
-one) or a :class:`Group`."""
+one), a :class:`Group` of communication actions, an :class:`Overlap` of two compute actions, or
+the :class:`Wait` of a deferred group."""
 
 
 def item_actions(item: Item) -> tuple[Action, ...]:
-    """The actions of a program item, in posting order."""
-    return item.actions if isinstance(item, Group) else (item,)
+    """The actions of a program item, in posting (or execution) order; ``()`` for a Wait."""
+    if isinstance(item, Action):
+        return (item,)
+    return () if isinstance(item, Wait) else item.actions
+
+
+def is_compute_item(item: Item) -> bool:
+    """True for a compute action or an :class:`Overlap`; False for communication."""
+    return isinstance(item, Overlap) or (isinstance(item, Action) and item.kind.is_compute)
+
+
+def parse_item(text: str, span: Span | None = None) -> Action | Overlap:
+    """An action (``2F0``) or an overlapped step (``(0F3;3B1)OVERLAP_F_B``) from its text."""
+    return Overlap.parse(text, span) if text.lstrip().startswith("(") else \
+        Action.parse(text, span)
 
 
 @dataclass(frozen=True)
@@ -185,9 +256,7 @@ class Schedule:
     @property
     def is_lowered(self) -> bool:
         """True when any program holds communication actions."""
-        return any(
-            isinstance(it, Group) or it.kind.is_comm for prog in self.programs for it in prog
-        )
+        return any(not is_compute_item(it) for prog in self.programs for it in prog)
 
     def actions(self, rank: int) -> Iterator[Action]:
         """All actions of a rank in program order, groups flattened."""
@@ -197,9 +266,13 @@ class Schedule:
     def compute_actions(self, rank: int) -> list[Action]:
         return [a for a in self.actions(rank) if a.kind.is_compute]
 
+    def compute_items(self, rank: int) -> list[Action | Overlap]:
+        """A rank's compute items (actions and overlapped steps) in program order."""
+        return [it for it in self.programs[rank] if is_compute_item(it)]
+
     def compute_only(self) -> Schedule:
-        """The same schedule with every communication action removed."""
-        progs = tuple(tuple(self.compute_actions(r)) for r in range(self.ranks))
+        """The same schedule with every communication action removed (overlaps are kept)."""
+        progs = tuple(tuple(self.compute_items(r)) for r in range(self.ranks))
         return self.replace_programs(progs)
 
     def replace_programs(self, programs: tuple[tuple[Item, ...], ...]) -> Schedule:

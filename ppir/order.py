@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .ir import Action, OpKind, Schedule, producers
+from .ir import Action, OpKind, Overlap, Schedule, producers
 
 Loc = tuple[int, int]  # (rank, index among that rank's compute actions)
 
@@ -23,10 +23,20 @@ class ComputeIndex:
     actions: list[list[Action]]  # per rank, compute actions in program order
     where: dict[tuple[int, OpKind, int], Loc]  # first occurrence of each action key
     backward_kind: dict[tuple[int, int], OpKind]
+    joined: set[Loc]  # second parts of Overlap steps: they start when the first part ends
 
     @classmethod
     def build(cls, schedule: Schedule) -> ComputeIndex:
         acts = [schedule.compute_actions(r) for r in range(schedule.ranks)]
+        joined: set[Loc] = set()
+        for r in range(schedule.ranks):
+            i = 0
+            for it in schedule.compute_items(r):
+                if isinstance(it, Overlap):
+                    joined.add((r, i + 1))
+                    i += 2
+                else:
+                    i += 1
         where: dict = {}
         bk: dict = {}
         for r, prog in enumerate(acts):
@@ -34,7 +44,7 @@ class ComputeIndex:
                 where.setdefault(a.key, (r, i))
                 if a.kind is OpKind.I or (a.kind is OpKind.B and (a.stage, a.mb) not in bk):
                     bk[(a.stage, a.mb)] = a.kind
-        return cls(acts, where, bk)
+        return cls(acts, where, bk, joined)
 
     def data_preds(self, a: Action, num_stages: int) -> list[Loc]:
         """Locations of the producers of ``a`` that exist in the schedule."""
@@ -73,7 +83,9 @@ def asap_finish(schedule: Schedule, durations: dict[OpKind, int] | None = None,
     """ASAP finish time of every compute action, per rank, with the given positive durations.
 
     finish(a) = duration(a) + max(finish of its program-order predecessor and data producers,
-    or 0).  Finish times strictly increase along each rank's program.  Raises
+    or 0).  An :class:`~ppir.ir.Overlap` step is atomic: its first part also waits for the data
+    producers of its second part, which follows it at once (so the step takes the sum of its
+    parts).  Finish times strictly increase along each rank's program.  Raises
     :class:`OrderCycle` when the compute graph is cyclic.  Linear in the number of actions.
     """
     dur = durations or DEFAULT_DURATIONS
@@ -85,6 +97,8 @@ def asap_finish(schedule: Schedule, durations: dict[OpKind, int] | None = None,
     for r, prog in enumerate(acts):
         for i, a in enumerate(prog):
             preds = idx.data_preds(a, S)
+            if (r, i + 1) in idx.joined:
+                preds += [p for p in idx.data_preds(prog[i + 1], S) if p != (r, i)]
             if i > 0:
                 preds.append((r, i - 1))
             indeg[(r, i)] = len(preds)
@@ -115,9 +129,11 @@ def _find_cycle(idx: ComputeIndex, S: int, stuck: set[Loc]) -> list[Loc]:
         r, i = loc
         if i > 0 and (r, i - 1) in stuck:
             return (r, i - 1)
-        for p in idx.data_preds(idx.actions[r][i], S):
-            if p in stuck:
-                return p
+        extra = idx.actions[r][i + 1] if (r, i + 1) in idx.joined else None
+        for a in (idx.actions[r][i], extra):
+            for p in idx.data_preds(a, S) if a is not None else ():
+                if p in stuck and p != loc:
+                    return p
         raise AssertionError("stuck node without stuck predecessor")
 
     loc = min(stuck)

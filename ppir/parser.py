@@ -9,7 +9,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
 from . import ast as A
 from .diagnostics import EXIT_USAGE, Diagnostic, PpirError, error, register_source
-from .ir import Action, Span
+from .ir import Action, Overlap, Span
 
 # What the user types for each terminal, for "expected ..." messages.
 _TERMINAL_TEXT = {
@@ -17,6 +17,7 @@ _TERMINAL_TEXT = {
     "RSQB": "']'", "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "PLUS": "'+'",
     "MINUS": "'-'", "STAR": "'*'", "PERCENT": "'%'", "SLASH": "'/'", "NAME": "a name",
     "INT": "an integer", "STRING": "a string in double quotes", "ACTION": "an action like 2F0",
+    "OVERLAP": "an overlapped step like (0F3;3B1)OVERLAP_F_B",
     "CMP": "a comparison", "$END": "end of file", "__ANON_0": "'..'", "__ANON_1": "'//'",
 }
 
@@ -140,6 +141,29 @@ class _ToAst(Transformer):
         return tuple(c)
 
     @v_args(meta=True)
+    def greedy_block(self, meta, c):
+        return A.GreedyBlock(self._span(meta), str(c[0]), c[1])
+
+    def greedy_body(self, c):
+        return tuple(c)
+
+    @v_args(meta=True)
+    def g_memory(self, meta, c):
+        return A.GreedyOpt(self._span(meta), "memory", c[0])
+
+    @v_args(meta=True)
+    def g_priority(self, meta, c):
+        return A.GreedyOpt(self._span(meta), "priority", c[0])
+
+    @v_args(meta=True)
+    def g_split(self, meta, c):
+        return A.GreedyOpt(self._span(meta), "split", c[0])
+
+    @v_args(meta=True)
+    def g_cost(self, meta, c):
+        return A.GreedyOpt(self._span(meta), "cost", c[1], str(c[0]), self._tspan(c[0]))
+
+    @v_args(meta=True)
     def for_stmt(self, meta, c):
         return A.For(self._span(meta), str(c[0]), c[1], c[2], c[3])
 
@@ -167,8 +191,25 @@ class _ToAst(Transformer):
         tok = c[0]
         return Action.parse(str(tok), self._tspan(tok))
 
+    def lit_overlap(self, c):
+        tok = c[0]
+        return Overlap.parse(str(tok), self._tspan(tok))
+
+    @v_args(meta=True)
+    def lit_post(self, meta, c):
+        g = self._group(meta, c)
+        return A.LiteralGroup(g.actions, g.span, "post")
+
+    @v_args(meta=True)
+    def lit_wait(self, meta, c):
+        g = self._group(meta, c)
+        return A.LiteralGroup(g.actions, g.span, "wait")
+
     @v_args(meta=True)
     def lit_group(self, meta, c):
+        return self._group(meta, c)
+
+    def _group(self, meta, c):
         span = self._span(meta)
         acts = tuple(Action.parse(str(t), self._tspan(t)) for t in c)
         for a in acts:
@@ -280,7 +321,16 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
             raise e.orig_exc from None
         if isinstance(e.orig_exc, ValueError):
             raise PpirError(Diagnostic("syntax-error", str(e.orig_exc)), EXIT_USAGE) from None
+        if isinstance(e.orig_exc, RecursionError):
+            raise _too_deep(path) from None
         raise
+    except RecursionError:  # lark's transformer recurses once per level of nesting
+        raise _too_deep(path) from None
+
+
+def _too_deep(path: str) -> PpirError:
+    return error("too-deep", f"{path}: expressions or blocks nest too deeply to read",
+                 hints=["split the expression with 'let' or 'def'"])
 
 
 def _unclosed_brace(text: str, path: str) -> Span | None:

@@ -7,7 +7,7 @@ square brackets.
 
 from __future__ import annotations
 
-from .ir import Group, Schedule, item_actions, placement_name
+from .ir import Group, Overlap, Schedule, Wait, item_actions, placement_name
 
 JSON_FORMAT = "ppir.program/1"
 _PER_LINE = 16
@@ -43,17 +43,28 @@ def to_json(s: Schedule, compute_only: bool = False) -> dict:
     """The ``ppir.program/1`` JSON object (see README "JSON program format")."""
     if compute_only:
         s = s.compute_only()
-    programs, groups = [], []
+    programs, groups, overlaps, posts, waits = [], [], [], [], []
     for prog in s.programs:
         flat: list[str] = []
-        spans = []
+        spans, ospans, rposts, rwaits = [], [], [], []
+        index_of: dict[tuple, int] = {}
         for it in prog:
             acts = item_actions(it)
-            if isinstance(it, Group):
+            if isinstance(it, Wait):
+                rwaits.append([len(flat), index_of[it.actions]])
+            elif isinstance(it, Group):
+                index_of[it.actions] = len(spans)
+                if it.deferred:
+                    rposts.append(len(spans))
                 spans.append([len(flat), len(flat) + len(acts)])
+            elif isinstance(it, Overlap):
+                ospans.append([len(flat), len(flat) + len(acts)])
             flat.extend(str(a) for a in acts)
         programs.append(flat)
         groups.append(spans)
+        overlaps.append(ospans)
+        posts.append(rposts)
+        waits.append(rwaits)
     return {
         "format": JSON_FORMAT,
         "schedule": s.name,
@@ -65,6 +76,8 @@ def to_json(s: Schedule, compute_only: bool = False) -> dict:
         "lowered": s.is_lowered,
         "programs": programs,
         "groups": groups,
+        **({"overlaps": overlaps} if any(overlaps) else {}),
+        **({"deferred": posts, "waits": waits} if any(posts) or any(waits) else {}),
     }
 
 
@@ -75,13 +88,34 @@ def from_json(obj: dict) -> Schedule:
     if obj.get("format") != JSON_FORMAT:
         raise ValueError(f"not a {JSON_FORMAT} object (format = {obj.get('format')!r})")
     programs = []
-    for flat, spans in zip(obj["programs"], obj.get("groups") or [[]] * len(obj["programs"])):
+    n = len(obj["programs"])
+    for r, (flat, spans, ospans) in enumerate(zip(obj["programs"],
+                                                  obj.get("groups") or [[]] * n,
+                                                  obj.get("overlaps") or [[]] * n)):
         acts = [Action.parse(t) for t in flat]
-        items, i = [], 0
-        for start, end in list(spans) + [[len(acts), len(acts)]]:
-            items.extend(acts[i:start])
-            if end > start:
-                items.append(Group(tuple(acts[start:end])))
+        deferred = set((obj.get("deferred") or [[]] * n)[r])
+        waits: dict[int, list[int]] = {}
+        for pos, gi in (obj.get("waits") or [[]] * n)[r]:
+            waits.setdefault(pos, []).append(gi)
+        marked = sorted([(a, b, Group, gi) for gi, (a, b) in enumerate(spans)]
+                        + [(a, b, Overlap, -1) for a, b in ospans])
+        items: list = []
+        i = 0
+
+        def emit_waits(pos: int, items=items, waits=waits, acts=acts, spans=spans) -> None:
+            for gi in waits.pop(pos, ()):
+                a, b = spans[gi]
+                items.append(Wait(tuple(acts[a:b])))
+
+        for start, end, cls, gi in marked + [(len(acts), len(acts), None, -1)]:
+            for k in range(i, start):
+                emit_waits(k)
+                items.append(acts[k])
+            emit_waits(start)
+            if cls is Group:
+                items.append(Group(tuple(acts[start:end]), deferred=gi in deferred))
+            elif cls is Overlap:
+                items.append(Overlap(tuple(acts[start:end])))
             i = end
         programs.append(tuple(items))
     return Schedule(obj["schedule"], tuple(obj["params"].items()), obj["ranks"], obj["stages"],

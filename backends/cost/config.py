@@ -49,7 +49,7 @@ HARDWARE: dict[str, Hardware] = {
 DEFAULT_EFFICIENCY = 0.5
 
 SECTIONS = {
-    "costs": {"F", "B", "I", "W", "stage_weights"},
+    "costs": {"F", "B", "I", "W", "FB", "stage_weights"},
     "model": {"preset", "layers", "hidden", "heads", "seq", "mbs", "dtype", "tp", "ffn",
               "recompute"},
     "hardware": {"preset", "peak_tflops", "efficiency", "ranks_per_node"},
@@ -81,6 +81,7 @@ class CostConfig:
     B: Fraction = Fraction(2)
     I: Fraction = Fraction(1)  # noqa: E741
     W: Fraction = Fraction(1)
+    FB: Fraction | None = None  # an overlapped F&B step, in forwards; None: F + B (its parts)
     stage_weights: tuple[Fraction, ...] | None = None
     model: ModelShape | None = None
     recompute: str = "none"
@@ -106,6 +107,8 @@ class CostConfig:
     def describe(self) -> str:
         """One line saying what the numbers assume."""
         costs = f"F={self.F} B={self.B} I={self.I} W={self.W}"
+        if self.FB is not None:
+            costs += f" FB={self.FB}"
         if self.model is None:
             head = f"uniform costs {costs} per rank share (time unit: one forward)"
         else:
@@ -155,7 +158,7 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
     _check_keys(data, where)
     costs, msec, hsec, csec = (data.get(k, {}) for k in ("costs", "model", "hardware", "comm"))
     kw: dict = {}
-    for k in ("F", "B", "I", "W"):
+    for k in ("F", "B", "I", "W", "FB"):
         if k in costs:
             kw[k] = _number(costs[k], f"costs.{k}", where, minimum=0)
     if "stage_weights" in costs:

@@ -78,6 +78,20 @@ class Timeline:
     progress: str
 
 
+def _overlapped(row: list[OpSpan], parts: list[Action], t, tables: CostTables):
+    """Time an overlapped step (ppir.ir.Overlap) as one op starting at ``t``; its parts get
+    consecutive sub-intervals in proportion to their own durations.  Returns its end."""
+    durs = [tables.op[a.stage][a.kind] for a in parts]
+    total, whole = tables.overlap_time(durs), sum(durs)
+    start = t
+    for k, a in enumerate(parts):
+        end = t + total if k == len(parts) - 1 else start + (
+            durs[k] * total // whole if tables.exact else durs[k] * total / whole)
+        row.append(OpSpan(a, start, end))
+        start = end
+    return t + total
+
+
 def simulate(schedule: Schedule, tables: CostTables, progress: str = "fifo") -> Timeline:
     """Time every unit of ``schedule`` (see the module docstring); ppir error when stuck."""
     if progress not in PROGRESS_MODELS:
@@ -103,6 +117,7 @@ def simulate(schedule: Schedule, tables: CostTables, progress: str = "fifo") -> 
     groups: list[list[GroupSpan]] = [[] for _ in range(P)]
     transfers: list[Transfer] = []
     finish: list[int | float] = [0] * P
+    part_seen: dict[tuple[int, int], int] = {}  # relaxed: parts of an Overlap timed so far
     work = [x for x in range(n) if waiting[x] == 0]
     work.reverse()
     count = 0
@@ -126,10 +141,23 @@ def simulate(schedule: Schedule, tables: CostTables, progress: str = "fifo") -> 
     while work:
         x = work.pop()
         t = ready[x]
-        if not u.ops[x]:  # a compute unit: the item holds exactly one compute action
-            a = acts[item_ops[u.rank[x]][u.item[x]][0]]
-            end = t + op_time[a.stage][a.kind]
-            ops[u.rank[x]].append(OpSpan(a, t, end))
+        if not u.ops[x]:  # a compute unit (one action or overlapped step), or a wait
+            lo, hi = item_ops[u.rank[x]][u.item[x]]
+            if lo == hi:  # the wait of a deferred group: done once its dependencies are
+                complete(x, t)
+                continue
+            a = acts[lo]
+            if hi - lo == 1:
+                end = t + op_time[a.stage][a.kind]
+                ops[u.rank[x]].append(OpSpan(a, t, end))
+            elif progress == "fifo":
+                end = _overlapped(ops[u.rank[x]], acts[lo:hi], t, tables)
+            else:  # relaxed: one unit per part, in order; each part scaled like the whole
+                k = part_seen[(u.rank[x], u.item[x])] = part_seen.get((u.rank[x], u.item[x]),
+                                                                      -1) + 1
+                a = acts[lo + k]
+                end = t + tables.overlap_time([op_time[a.stage][a.kind]])
+                ops[u.rank[x]].append(OpSpan(a, t, end))
             complete(x, end)
             continue
         done_at[x] = t

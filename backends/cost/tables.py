@@ -15,6 +15,12 @@ Messages
     ``latency + bytes / bandwidth`` on the intra-node link when both ranks share a node
     (``rank // ranks_per_node``), else on the inter-node link.  No model: 0 bytes.
 
+Overlapped steps (:class:`ppir.ir.Overlap`, DualPipe's F&B) are timed as ONE op: the sum of
+their parts' durations (the DualPipe README's F&B is "the execution time of two mutually
+overlapped forward and backward chunks"; with no communication to hide, that is F + B), or, when
+``costs.FB`` is set, that sum times ``FB / (F + B)`` (e.g. ``FB = B`` for perfect overlap, the
+max of the parts).  ``overlap`` holds that ratio (None: 1).
+
 Exactness: when every duration and cost is rational (the unit-mode case) the tables are scaled to
 integer *ticks* (``tick`` = 1 / lcm of the denominators), so the simulation adds integers and the
 reported figures are exact; otherwise they are floats in seconds with ``tick = 1``.
@@ -43,6 +49,15 @@ class CostTables:
     link: tuple[tuple[tuple[int | float, float], ...], ...]
     tick: Fraction | float
     exact: bool
+    overlap: Fraction | float | None = None
+
+    def overlap_time(self, parts: list[int | float]) -> int | float:
+        """Duration (ticks) of an overlapped step whose parts alone take ``parts``."""
+        total = sum(parts)
+        if self.overlap is None:
+            return total
+        scaled = total * self.overlap
+        return int(scaled) if self.exact else float(scaled)
 
     def to_time(self, ticks: int | float) -> float:
         """Ticks as a float time (correctly rounded in exact mode)."""
@@ -90,13 +105,15 @@ def build_tables(schedule: Schedule, cfg: CostConfig) -> CostTables:
     link = [[(cfg.intra if a // rpn == b // rpn else cfg.inter).time(nbytes) if a != b else 0
              for b in range(P)] for a in range(P)]
     values = [d for row in op for d in row.values()] + [t for row in link for t in row]
+    ratio = None if cfg.FB is None else cfg.FB / (cfg.F + cfg.B)
     if all(isinstance(x, (int, Fraction)) for x in values):
         den = 1
-        for x in values:
+        for x in values + ([ratio] if ratio is not None else []):
             den = math.lcm(den, Fraction(x).denominator)
         op_t = tuple({k: int(d * den) for k, d in row.items()} for row in op)
         link_t = tuple(tuple((int(t * den), nbytes) for t in row) for row in link)
-        return CostTables(op_t, link_t, Fraction(1, den), True)
+        return CostTables(op_t, link_t, Fraction(1, den), True, ratio)
     op_f = tuple({k: float(d) for k, d in row.items()} for row in op)
     link_f = tuple(tuple((float(t), nbytes) for t in row) for row in link)
-    return CostTables(op_f, link_f, 1.0, False)
+    return CostTables(op_f, link_f, 1.0, False,
+                      None if ratio is None else float(ratio))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import Action, Group, OpKind, Schedule, Span
+from ..ir import Action, Group, OpKind, Schedule, Span, item_actions
 
 
 @dataclass
@@ -53,7 +53,7 @@ class OpIndex:
             spans = []
             for i, it in enumerate(prog):
                 start = len(actions)
-                acts = it.actions if isinstance(it, Group) else (it,)
+                acts = item_actions(it)
                 actions.extend(acts)
                 n = len(acts)
                 rank.extend([r] * n)

@@ -1,0 +1,156 @@
+"""List scheduling: build every rank's compute order by simulating the pipeline.
+
+The zero-bubble paper's heuristic family (Qi et al., ICLR'24, section 3) as one small engine.
+Time advances from event to event (op finishes).  Whenever a rank is free it looks at its
+*ready* ops and runs the one with the smallest priority key; when none is ready it waits.
+
+Ready ops of rank r at time t (each stage s that r holds keeps per-stage counters, so every
+stage runs its forwards and its backwards in microbatch order):
+
+* ``F(s, m)`` for the next forward microbatch m of s, once ``F(s-1, m)`` has finished (s > 0),
+  and only if one more chunk activation fits under the rank's memory cap while still leaving one
+  free slot for each later local chunk (so that a microbatch in flight can always reach the
+  rank's later stages: without this reserve a V placement fills its cap with chunk-0 forwards and
+  deadlocks);
+* the backward of the next backward microbatch m of s -- ``I`` with ``split`` else ``B`` --
+  once ``F(s, m)`` and the backward of ``(s+1, m)`` have finished;
+* with ``split``, ``W(s, m)`` for the oldest pending weight pass of each stage.
+
+Memory is counted in chunk activations held per rank: F takes one; B, or W under ``split``,
+gives it back (the catalogue's conservative accounting: an activation lives until its weight
+gradient is done).  Ties on the priority key go to the smaller microbatch, then the lower local
+chunk, then F < B/I < W.  Costs are positive integers per op of one chunk.
+
+Contract: the result holds every F and B (or I and W) of every stage and microbatch exactly
+once, respects the data dependencies of :func:`ppir.ir.producers`, and never exceeds a cap
+(in program order, which is how :mod:`ppir.memory` counts).  When no op can ever run (a cap too
+small to let the first forward through) :class:`GreedyStuck` says which rank and why.
+Complexity O(E · P · v) for E events.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..ir import Action, OpKind
+
+KIND_ORDER = {OpKind.F: 0, OpKind.B: 1, OpKind.I: 1, OpKind.W: 2}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A ready op as the priority rule sees it.  ``mem`` is the rank's memory before it runs."""
+
+    rank: int
+    kind: OpKind
+    stage: int
+    chunk: int
+    mb: int
+    mem: int
+    time: int
+
+
+Priority = Callable[[Candidate], int]
+
+
+@dataclass(frozen=True)
+class GreedySpec:
+    """What to list-schedule.  ``caps[r]`` is rank r's cap in chunk activations (None: no cap)."""
+
+    ranks: int
+    microbatches: int
+    placement: tuple[int, ...]
+    caps: tuple[int | None, ...]
+    split: bool = True
+    costs: tuple[tuple[OpKind, int], ...] = ((OpKind.F, 1), (OpKind.B, 2), (OpKind.I, 1),
+                                             (OpKind.W, 1))
+
+
+class GreedyStuck(Exception):
+    """No rank can make progress: ``rank`` waits for memory that only it could free."""
+
+    def __init__(self, rank: int, time: int, message: str):
+        super().__init__(message)
+        self.rank, self.time = rank, time
+
+
+def default_priority(c: Candidate) -> int:
+    """Zero-bubble order: backward (B/I) first, then forward, weight passes fill the gaps."""
+    return 0 if c.kind is OpKind.B or c.kind is OpKind.I else (1 if c.kind is OpKind.F else 2)
+
+
+def list_schedule(spec: GreedySpec, priority: Priority = default_priority
+                  ) -> list[list[Action]]:
+    """Each rank's compute actions in program order (see the module docstring)."""
+    P, M, place = spec.ranks, spec.microbatches, spec.placement
+    S = len(place)
+    cost = dict(spec.costs)
+    back = OpKind.I if spec.split else OpKind.B
+    stages_of = [[s for s in range(S) if place[s] == r] for r in range(P)]
+    chunk_of = {s: c for r in range(P) for c, s in enumerate(stages_of[r])}
+    f_done: dict[tuple[int, int], int] = {}
+    b_done: dict[tuple[int, int], int] = {}
+    nf, nb, nw = [0] * S, [0] * S, [0] * S
+    mem, free = [0] * P, [0] * P
+    out: list[list[Action]] = [[] for _ in range(P)]
+    per_stage = 3 if spec.split else 2
+    left = per_stage * S * M
+    times: list[int] = [0]
+    t = 0
+    never = 1 << 62
+
+    def ready(r: int) -> list[Candidate]:
+        cands = []
+        cap = spec.caps[r]
+        held = len(stages_of[r])
+        for s in stages_of[r]:
+            m = nf[s]
+            if m < M and (cap is None or mem[r] + held - chunk_of[s] <= cap) and \
+                    (s == 0 or f_done.get((s - 1, m), never) <= t):
+                cands.append(Candidate(r, OpKind.F, s, chunk_of[s], m, mem[r], t))
+            m = nb[s]
+            if m < nf[s] and f_done[(s, m)] <= t and \
+                    (s == S - 1 or b_done.get((s + 1, m), never) <= t):
+                cands.append(Candidate(r, back, s, chunk_of[s], m, mem[r], t))
+            if spec.split and nw[s] < nb[s]:
+                cands.append(Candidate(r, OpKind.W, s, chunk_of[s], nw[s], mem[r], t))
+        return cands
+
+    while left:
+        for r in range(P):
+            if free[r] > t:
+                continue
+            cands = ready(r)
+            if not cands:
+                continue
+            c = min(cands, key=lambda c: (priority(c), c.mb, c.chunk, KIND_ORDER[c.kind]))
+            end = t + cost[c.kind]
+            s, m = c.stage, c.mb
+            if c.kind is OpKind.F:
+                nf[s] += 1
+                mem[r] += 1
+                f_done[(s, m)] = end
+            elif c.kind is OpKind.W:
+                nw[s] += 1
+                mem[r] -= 1
+            else:
+                nb[s] += 1
+                b_done[(s, m)] = end
+                if not spec.split:
+                    mem[r] -= 1
+            out[r].append(Action(s, c.kind, m))
+            free[r] = end
+            heapq.heappush(times, end)
+            left -= 1
+        while times and times[0] <= t:
+            heapq.heappop(times)
+        if not times:
+            if left:
+                r = min(range(P), key=lambda r: (-mem[r], r))
+                raise GreedyStuck(r, t, f"rank {r} holds {mem[r]} chunk activation(s), its cap, "
+                                  f"and no op can free one (at time {t})")
+            break
+        t = times[0]
+    return out

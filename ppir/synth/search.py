@@ -1,0 +1,152 @@
+"""Schedule synthesis: the fastest list schedule that fits a per-rank memory cap.
+
+:func:`synthesize` builds candidates, keeps those whose peak activations fit the cap, times each
+with the estimator on its lockstep-lowered program, and returns the fastest (ties: the smaller
+peak, then the earlier candidate).  Candidates:
+
+* list schedules (:mod:`.greedy`) with the backward split into I and W, on the contiguous
+  placement and, when ``vshape`` is allowed and P > 1, on the V placement with 2 chunks per rank,
+  under each priority rule of :data:`RULES`;
+* the 1F1B order at equal memory: rank r warms up with min(P-r-1, cap-1, M) forwards, then one
+  forward and one full backward in turn.
+
+Because that 1F1B order is always a candidate, the result is never slower in the estimator than
+1F1B at the same cap.  Memory is counted as :mod:`.greedy` counts it (an activation lives until
+its weight pass), in A (one microbatch's activations of a full rank share): a chunk of a
+2-chunk rank is A/2, so a cap of c A is 2c chunk activations there.
+
+Contract: the returned schedule is compute-only, verified (after lowering) by
+:func:`ppir.verify.verify`, and its peak under ``ppir.memory.analyze_memory(i_fraction=0)`` is
+at most the cap on every rank.  A cap below 1 A is a ppir error (exit 2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ..diagnostics import error
+from ..ir import Action, OpKind, Schedule, looped_placement, vshape_placement
+from ..memory import analyze_memory
+from ..passes import LowerComms
+from .greedy import Candidate, GreedySpec, GreedyStuck, list_schedule
+
+DEFAULT_COSTS = {"F": Fraction(1), "B": Fraction(2), "I": Fraction(1), "W": Fraction(1)}
+
+
+def _rule_zb(c: Candidate) -> int:
+    """I, then F, then W (the zero-bubble paper's order)."""
+    return 0 if c.kind is OpKind.I else (1 if c.kind is OpKind.F else 2)
+
+
+def _rule_free_first(c: Candidate) -> int:
+    """I, then W (free memory), then F: better under tight caps."""
+    return 0 if c.kind is OpKind.I else (1 if c.kind is OpKind.W else 2)
+
+
+def _rule_deep_first(c: Candidate) -> int:
+    """Like the zero-bubble order, but later chunks first: opens the backward sooner on a V."""
+    return 4 * _rule_zb(c) - c.chunk
+
+
+RULES = {"zb": _rule_zb, "free-first": _rule_free_first, "deep-first": _rule_deep_first}
+
+
+@dataclass
+class Trial:
+    """One candidate: its label, its step time (None when it does not fit), its peak in A."""
+
+    label: str
+    step_time: float | None
+    peak: Fraction | None
+    note: str = ""
+
+
+@dataclass
+class SynthResult:
+    schedule: Schedule
+    label: str
+    step_time: float
+    bubble: float  # worst rank's idle time (step time minus its busy time)
+    peak: Fraction
+    trials: list[Trial] = field(default_factory=list)
+
+
+def one_f_one_b_at_cap(P: int, M: int, cap: int) -> Schedule:
+    """1F1B whose warm-up is capped so no rank holds more than ``cap`` activations."""
+    progs = []
+    for r in range(P):
+        w = max(0, min(P - r - 1, cap - 1, M))
+        ops = [Action(r, OpKind.F, m) for m in range(w)]
+        for i in range(M - w):
+            ops += [Action(r, OpKind.F, w + i), Action(r, OpKind.B, i)]
+        ops += [Action(r, OpKind.B, m) for m in range(M - w, M)]
+        progs.append(tuple(ops))
+    return Schedule("1f1b_at_cap", (("P", P), ("M", M), ("cap", cap)), P, P, M,
+                    looped_placement(P, P), tuple(progs))
+
+
+def int_costs(costs: dict[str, Fraction]) -> dict[OpKind, int]:
+    """The costs scaled to the smallest positive integers with the same ratios."""
+    den = math.lcm(*(Fraction(v).denominator for v in costs.values()))
+    ints = {OpKind(k): int(Fraction(v) * den) for k, v in costs.items()}
+    g = math.gcd(*ints.values())
+    return {k: max(1, v // g) for k, v in ints.items()}
+
+
+def synthesize(P: int, M: int, cap: int, costs: dict[str, Fraction] | None = None, *,
+               vshape: bool = True, name: str = "zb_synth") -> SynthResult:
+    """The fastest verified candidate within ``cap`` A per rank (see the module docstring)."""
+    from ppir.backends.cost import estimate, make_config
+    from ppir.verify import verify
+
+    if P < 1 or M < 1:
+        raise error("bad-usage", f"need P >= 1 and M >= 1, got P={P}, M={M}")
+    if cap < 1:
+        raise error("bad-usage", f"--mem-cap must be at least 1 (activations of one microbatch "
+                    f"of a rank's share), got {cap}")
+    cost = {**DEFAULT_COSTS, **(costs or {})}
+    ic = int_costs(cost)
+    cfg = make_config({"costs": {k: v for k, v in cost.items()}})
+    lower = LowerComms(durations=tuple(ic.items()))
+    trials: list[Trial] = []
+    best: tuple | None = None
+    for label, sched in _candidates(P, M, cap, ic, vshape, trials):
+        peak = max(m.peak_activations for m in analyze_memory(sched, i_fraction=0).per_rank)
+        if peak > cap:
+            trials.append(Trial(label, None, peak, "over the cap"))
+            continue
+        low = lower.apply(sched)
+        if not verify(low).ok:
+            trials.append(Trial(label, None, peak, "failed verification"))
+            continue
+        est = estimate(low, cfg, memory=False)
+        trials.append(Trial(label, est.step_time, peak))
+        if best is None or (est.step_time, peak) < (best[1].step_time, best[3]):
+            best = (label, est, sched, peak)
+    label, est, sched, peak = best
+    params = (("P", P), ("M", M), ("cap", cap))
+    out = Schedule(name, params, sched.ranks, sched.stages, M, sched.placement,
+                   sched.programs)
+    return SynthResult(out, label, est.step_time, max(r.idle for r in est.per_rank), peak,
+                       trials)
+
+
+def _candidates(P, M, cap, ic, vshape, trials):
+    yield "1f1b at equal memory", one_f_one_b_at_cap(P, M, cap)
+    costs = tuple(ic.items())
+    placements = [("contiguous", looped_placement(P, P), cap)]
+    if vshape and P > 1:
+        placements.append(("v-shape", vshape_placement(P, 2 * P), 2 * cap))
+    for pname, place, chunks in placements:
+        spec = GreedySpec(P, M, place, (chunks,) * P, True, costs)
+        for rname, rule in RULES.items():
+            label = f"list schedule, {pname}, {rname}"
+            try:
+                progs = list_schedule(spec, rule)
+            except GreedyStuck as e:
+                trials.append(Trial(label, None, None, f"stuck: {e}"))
+                continue
+            yield label, Schedule("g", (), P, len(place), M, place,
+                                  tuple(tuple(p) for p in progs))

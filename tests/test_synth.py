@@ -1,0 +1,99 @@
+"""ppir synth: list-scheduled schedules within a memory cap, never slower than 1F1B there."""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import pytest
+from ppir.backends.cost import make_config
+from ppir.backends.cost.estimate import estimate
+
+from ppir.cli import main
+from ppir.expand import expand
+from ppir.ir import OpKind, vshape_placement
+from ppir.loader import load_schedule
+from ppir.memory import analyze_memory
+from ppir.parser import parse_text
+from ppir.passes import LowerComms
+from ppir.printer import format_pps
+from ppir.synth.greedy import GreedySpec, GreedyStuck, list_schedule
+from ppir.synth.search import one_f_one_b_at_cap, synthesize
+from ppir.verify import verify
+
+
+def _check(P, M, cap, costs=None):
+    res = synthesize(P, M, cap, costs)
+    s = res.schedule
+    peaks = [m.peak_activations for m in analyze_memory(s, i_fraction=0).per_rank]
+    assert max(peaks) <= cap
+    assert verify(LowerComms().apply(s)).ok
+    cfg = make_config({"costs": dict(costs or {})})
+    base = estimate(LowerComms().apply(one_f_one_b_at_cap(P, M, cap)), cfg)
+    assert res.step_time <= base.step_time
+    if cap >= P:  # the textbook 1F1B fits: never slower than it either
+        ref = estimate(LowerComms().apply(load_schedule("1f1b", {"P": P, "M": M})), cfg)
+        assert res.step_time <= ref.step_time
+    again = expand(parse_text(format_pps(s), "synth.pps"))
+    assert again.programs == s.programs and again.placement == s.placement
+    return res
+
+
+@pytest.mark.parametrize("P,M", [(2, 4), (4, 8), (4, 5)])
+def test_synth_fits_cap_and_beats_1f1b(P, M):
+    times = [_check(P, M, cap).step_time for cap in range(1, P + 2)]
+    assert times == sorted(times, reverse=True)  # more memory never hurts
+
+
+def test_synth_reaches_zero_bubble_figures():
+    """At 1F1B's memory the V placement brings the bubble down to ZB-V's (P-1)F/2."""
+    res = _check(4, 8, 4)
+    assert res.bubble == 1.5 and "v-shape" in res.label
+
+
+def test_synth_other_costs():
+    _check(4, 8, 2, {"F": Fraction(1), "B": Fraction(3), "I": Fraction(2), "W": Fraction(1)})
+
+
+@pytest.mark.slow
+def test_synth_grid():
+    for P, M in itertools.product((2, 3, 4, 6), (4, 9, 12)):
+        for cap in range(1, 2 * P):
+            _check(P, M, cap)
+
+
+def test_greedy_reports_a_cap_too_small():
+    spec = GreedySpec(2, 2, vshape_placement(2, 4), (1, 1), True)
+    with pytest.raises(GreedyStuck):
+        list_schedule(spec)
+
+
+def test_greedy_respects_dependencies_and_cap():
+    spec = GreedySpec(3, 5, vshape_placement(3, 6), (3, 3, 3), True,
+                      ((OpKind.F, 2), (OpKind.B, 3), (OpKind.I, 2), (OpKind.W, 1)))
+    progs = list_schedule(spec)
+    from ppir.ir import Schedule
+
+    s = Schedule("g", (), 3, 6, 5, spec.placement, tuple(tuple(p) for p in progs))
+    assert verify(LowerComms().apply(s)).ok
+    assert max(m.peak_chunks for m in analyze_memory(s, i_fraction=0).per_rank) <= 3
+
+
+def test_cli_writes_verified_pps(tmp_path, capsys):
+    out = tmp_path / "zb.pps"
+    assert main(["synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "3", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("# synthesised by 'ppir synth'")
+    assert main(["check", str(out)]) == 0
+    assert main(["synth", "-D", "P=2", "-D", "M=4", "--mem-cap", "2", "--format", "json"]) == 0
+    assert '"ppir.synth/1"' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--mem-cap", "0"], "--mem-cap must be at least 1"),
+    (["--mem-cap", "2", "--cost", "F=x"], "is not a number"),
+    (["--mem-cap", "2", "--cost", "Q=1"], "expected KIND=NUMBER"),
+])
+def test_cli_usage_errors(argv, msg, capsys):
+    assert main(["synth", "-D", "P=2", "-D", "M=4", *argv]) == 2
+    assert msg in capsys.readouterr().err

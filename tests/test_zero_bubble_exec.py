@@ -1,0 +1,94 @@
+"""The zero-bubble built-ins run on the executor and give the single-process gradients.
+
+One gloo launch per world size runs every case (ZB-H1, ZB-H2, ZB-V, DualPipeV with its
+overlapped steps, V-Half and a synthesised schedule) through the executor colleague's harness
+(:func:`test_executor_equiv.run_case`): two training steps, every parameter gradient and the loss
+compared with the single-process reference.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import test_executor_equiv as harness  # noqa: E402
+
+CASES = {
+    2: [
+        ("zb_h1", {"M": 3}, "mlp", None),
+        ("zb_h2", {"M": 4}, "mlp", None),
+        ("zbv", {"M": 3}, "mlp", None),
+        ("dualpipev", {"M": 4}, "mlp", None),
+        ("v_half", {"M": 4}, "mlp", None),
+        ("@synth", {"M": 4, "cap": 1}, "mlp", None),
+    ],
+    4: [
+        ("zb_h1", {"M": 4}, "mlp", None),
+        ("zb_h2", {"M": 8}, "mlp", None),
+        ("zbv", {"M": 7}, "mlp", None),
+        ("dualpipev", {"M": 8}, "mlp", None),
+        ("dualpipev", {"M": 9}, "mlp", None),
+        ("v_half", {"M": 6}, "mlp", None),
+        ("@synth", {"M": 6, "cap": 2}, "mlp", None),
+    ],
+}
+
+
+def _materialise(case, P: int, tmp: Path):
+    """``@synth`` cases become a synthesised literal .pps file in ``tmp``."""
+    name, params, model, tr = case
+    if name != "@synth":
+        return case
+    from ppir.printer import format_pps
+    from ppir.synth.search import synthesize
+
+    res = synthesize(P, params["M"], params["cap"])
+    path = tmp / f"synth_P{P}_M{params['M']}_cap{params['cap']}.pps"
+    path.write_text(format_pps(res.schedule))
+    return (str(path), dict(params), model, tr)
+
+
+def worker(P: int, out: str) -> None:
+    from ppir.backends.cuda import procgroup
+
+    ctx = procgroup.init(device="cpu", timeout_s=30)
+    ctx.channel.start_watchdog()
+    tmp = Path(out).parent
+    try:
+        cases = [_materialise(c, P, tmp) for c in CASES[P]]
+        results = [harness.run_case(ctx, P, c) for c in cases]
+    except BaseException as e:  # noqa: BLE001 - end every rank with this message
+        procgroup.fail(ctx, ctx.rank, f"{type(e).__name__}: {e}")
+    if ctx.rank == 0:
+        Path(out).write_text(json.dumps(results))
+    ctx.channel.stop()
+    import torch.distributed as dist
+
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("P", [2, 4])
+def test_zero_bubble_grads_equal_single_process(P, tmp_path):
+    from ppir.backends.cuda.launcher import launch
+
+    out = tmp_path / "results.json"
+    res = launch([sys.executable, __file__, str(P), str(out)], P, deadline_s=220)
+    assert res.ok, f"ranks failed: {res.codes}: {res.first_failure}"
+    results = json.loads(out.read_text())
+    assert len(results) == len(CASES[P])
+    for r in results:
+        assert r["grad_diff"] <= harness.TOL, r
+        assert r["loss_diff"] <= harness.TOL, r
+        assert r["min_stage_grad_max"] > 1e-4, f"a stage got no gradient signal: {r}"
+
+
+if __name__ == "__main__":
+    worker(int(sys.argv[1]), sys.argv[2])
