@@ -1,0 +1,150 @@
+"""ppir's runtime vs torch.distributed.pipelining on the same model and schedule, side by side.
+
+    python bench/bench_executor.py [--steps 20] [--ranks 4] [--microbatches 8]
+                                   [--model examples/gpt_model.py] [--model-opt KEY=VALUE ...]
+
+One launch of P CPU/gloo processes runs, for GPipe, 1F1B and interleaved 1F1B (v=2): both
+runtimes built from the same ``build_stage`` factory, two warm-up steps each, then ``--steps``
+timed rounds that alternate one ppir step and one torch step (so that background load on a
+shared machine hits both alike).  A step is timed on rank 0 between two barriers, gradients are
+zeroed before each step, and step 0's losses of both runtimes are compared.  Printed: median and
+minimum step time of each runtime and the ratio ppir / torch of the medians (< 1: ppir faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEDULES = [("gpipe", "ScheduleGPipe", 1), ("1f1b", "Schedule1F1B", 1),
+             ("interleaved_1f1b", "ScheduleInterleaved1F1B", 2)]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--microbatches", type=int, default=8)
+    p.add_argument("--model", default=str(ROOT / "examples" / "gpt_model.py"))
+    p.add_argument("--model-opt", action="append", default=[])
+    p.add_argument("--worker", metavar="OUT", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def timed(fn) -> float:
+    import torch.distributed as dist
+
+    dist.barrier()
+    t = time.perf_counter()
+    fn()
+    dist.barrier()
+    return time.perf_counter() - t
+
+
+def bench_schedule(ctx, model, name: str, torch_cls: str, v: int, args) -> dict:
+    """Both runtimes on one schedule: warm-up, then alternating timed steps."""
+    import torch
+    import torch.distributed as dist
+    from ppir.backends.cuda import build_plan, runtime
+    from ppir.backends.cuda.model import split_batch
+    from torch.distributed import pipelining
+
+    import ppir
+
+    P, M = ctx.world, args.microbatches
+    params = {"P": P, "M": M} | ({"v": v} if v > 1 else {})
+    ex = runtime.prepare(ctx, build_plan(ppir.lower(ppir.load_schedule(name, params))), model)
+    mb_in, mb_tgt = split_batch(model, 0, M, ctx.device, ctx.rank)
+    inputs, targets = model.make_batch(0)
+    S = P * v
+    ids = [ctx.rank + k * P for k in range(v)]
+    stages = [pipelining.PipelineStage(model.build_stage(s, S), s, S, ctx.device) for s in ids]
+    sched = getattr(pipelining, torch_cls)(stages[0] if v == 1 else stages, M,
+                                           loss_fn=model.loss_fn)
+    losses: dict[str, list] = {"ppir": [], "torch": []}
+
+    def ppir_step():
+        for m in ex.modules:
+            m.zero_grad(set_to_none=True)
+        loss = ex.step(mb_in, mb_tgt)
+        if loss is not None:
+            losses["ppir"].append(loss.item())
+
+    def torch_step():
+        for st in stages:
+            st.submod.zero_grad(set_to_none=True)
+        kw = {"target": targets, "losses": []} if S - 1 in ids else {}
+        sched.step(*((inputs,) if 0 in ids else ()), **kw)
+        if kw:
+            losses["torch"].append(sum(x.item() for x in kw["losses"]) / M)
+
+    for _ in range(2):
+        ppir_step()
+        torch_step()
+    t_ppir, t_torch = [], []
+    for _ in range(args.steps):
+        t_ppir.append(timed(ppir_step))
+        t_torch.append(timed(torch_step))
+    diff = torch.tensor([abs(losses["ppir"][0] - losses["torch"][0]) if losses["ppir"] else 0.0])
+    dist.all_reduce(diff, op=dist.ReduceOp.MAX)
+    return {"ppir": t_ppir, "torch": t_torch, "loss_diff": diff.item()}
+
+
+def worker(args) -> None:
+    import torch
+    import torch.distributed as dist
+    from ppir.backends.cuda import procgroup
+    from ppir.backends.cuda.model import load_model, parse_options
+
+    torch.set_num_threads(1)
+    ctx = procgroup.init(device="cpu", timeout_s=120)
+    model = load_model(args.model, parse_options(args.model_opt))
+    results = {}
+    for name, torch_cls, v in SCHEDULES:
+        key = f"{name}(P={ctx.world}, M={args.microbatches}" + (f", v={v})" if v > 1 else ")")
+        results[key] = bench_schedule(ctx, model, name, torch_cls, v, args)
+    if ctx.rank == 0:
+        Path(args.worker).write_text(json.dumps(results))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def report(results: dict, args) -> None:
+    print(f"model {Path(args.model).name} {' '.join(args.model_opt)}; CPU/gloo, {args.ranks} "
+          f"ranks, {args.steps} timed steps each, alternating ppir/torch")
+    head = f"{'schedule':34s} {'ppir median':>12s} {'torch median':>13s} {'ratio':>6s} " \
+           f"{'ppir min':>9s} {'torch min':>10s} {'|loss diff|':>11s}"
+    print(head)
+    for name, r in results.items():
+        mp, mt = statistics.median(r["ppir"]) * 1e3, statistics.median(r["torch"]) * 1e3
+        print(f"{name:34s} {mp:9.1f} ms {mt:10.1f} ms {mp / mt:6.2f} {min(r['ppir']) * 1e3:6.1f} ms"
+              f" {min(r['torch']) * 1e3:7.1f} ms {r['loss_diff']:11.2e}")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        worker(args)
+        return 0
+    from ppir.backends.cuda.launcher import launch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.json"
+        argv = [a for a in (argv if argv is not None else sys.argv[1:])]
+        res = launch([sys.executable, __file__, *argv, "--worker", str(out)], args.ranks,
+                     deadline_s=1200)
+        if not res.ok:
+            print(f"bench failed: {res.codes}: {res.first_failure}", file=sys.stderr)
+            return 1
+        report(json.loads(out.read_text()), args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""ppir launch: compile, verify and run a schedule on local processes with ppir's runtime."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+from ..diagnostics import EXIT_INVALID, EXIT_USAGE, error
+from .common import add_schedule_arguments, lowered_from_args
+
+NAME = "launch"
+HELP = "compile, verify and train with a schedule on P local processes (CPU/gloo unless GPUs)"
+DESCRIPTION = """Compile a schedule into a per-rank execution plan, verify it, and run it with
+ppir's torch.distributed runtime on P local processes: NCCL with one GPU per process when GPUs
+are present, else CPU with gloo.  The rank holding the last stage prints each step's loss and
+time.  If any rank fails, every rank stops and the first failure is reported (exit 1).
+
+The model is a .py file or module with build_stage(stage, num_stages), make_batch(step) and
+loss_fn(output, target) (see docs/executor.md).  For several nodes, write the plan with
+'ppir compile --backend cuda -o plan.json' and start 'python -m ppir.run' with torchrun.
+
+examples:
+  ppir launch -n 4 1f1b -D M=8 --model examples/gpt_model.py --steps 40
+  ppir launch -n 2 interleaved_1f1b -D M=4 -D v=2 --model examples/gpt_model.py --verify-grads
+  ppir launch -n 4 gpipe -D M=8 --model examples/gpt_model.py --model-opt layers=12 --steps 5
+"""
+
+
+def add_arguments(p):
+    from ..backends.cuda.runtime import add_run_arguments
+
+    p.add_argument("-n", "--nproc", type=int, metavar="P",
+                   help="number of processes (default: the schedule's ranks; sets -D P=P for "
+                        "schedules with a parameter P when -D P is not given)")
+    add_schedule_arguments(p, overlap=True)
+    add_run_arguments(p)
+    p.add_argument("--no-verify", action="store_true", help="skip verification (not recommended)")
+    p.add_argument("--plan-out", metavar="PATH", help="also keep the plan at PATH")
+    p.add_argument("--grace", type=float, default=10.0, metavar="SECONDS",
+                   help="after a rank fails, how long the others get before they are killed")
+
+
+def _schedule(args):
+    s = lowered_from_args(args)
+    if args.nproc is None or args.nproc == s.ranks:
+        return s
+    if "P" in s.param_dict and not any(d.split("=")[0].strip() == "P" for d in args.defines):
+        args.defines = [*args.defines, f"P={args.nproc}"]
+        s = lowered_from_args(args)
+    if s.ranks != args.nproc:
+        raise error("rank-mismatch", f"-n {args.nproc}: the schedule has {s.ranks} ranks",
+                    hints=[f"use -n {s.ranks}, or set the schedule's rank count with -D"])
+    return s
+
+
+def _verify(s) -> bool:
+    try:
+        from ..verify import verify
+    except ImportError:
+        print("ppir launch: warning: verifier not available, running unverified",
+              file=sys.stderr)
+        return True
+    report = verify(s)
+    for d in report.diagnostics:
+        print(d.render(), file=sys.stderr)
+    return report.ok
+
+
+def _runtime_argv(args) -> list[str]:
+    out = ["--model", args.model, "--steps", str(args.steps), "--lr", repr(args.lr),
+           "--device", args.device, "--timeout", repr(args.timeout),
+           "--tolerance", repr(args.tolerance)]
+    for opt in args.model_opt:
+        out += ["--model-opt", opt]
+    if args.dist_backend:
+        out += ["--dist-backend", args.dist_backend]
+    if args.verify_grads:
+        out.append("--verify-grads")
+    if args.dump_plan:
+        out += ["--dump-plan", args.dump_plan]
+    return out
+
+
+def run(args) -> int:
+    from ..backends.cuda.launcher import launch
+    from ..backends.cuda.plan import PlanError, build_plan, plan_summary, save_plan
+
+    s = _schedule(args)
+    if not args.no_verify and not _verify(s):
+        return EXIT_INVALID
+    try:
+        plan = build_plan(s)
+    except PlanError as e:
+        print(f"ppir: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    with tempfile.TemporaryDirectory(prefix="ppir-plan-") as tmp:
+        path = args.plan_out or os.path.join(tmp, "plan.json")
+        save_plan(plan, path)
+        print(f"ppir launch: {plan_summary(plan)}; {s.ranks} local processes", flush=True)
+        cmd = [sys.executable, "-m", "ppir.run", path, *_runtime_argv(args)]
+        result = launch(cmd, s.ranks, grace_s=args.grace)
+    if result.ok:
+        return 0
+    codes = ", ".join(f"rank {r}: {c}" for r, c in enumerate(result.codes))
+    print(f"ppir launch: failed ({codes})", file=sys.stderr)
+    if result.first_failure:
+        print(f"ppir launch: first failure: {result.first_failure}", file=sys.stderr)
+    return 1
