@@ -1,0 +1,40 @@
+"""Property-test your schedules: hypothesis strategies and assertion helpers.
+
+Worked example (docs/testing.md has the long form)::
+
+    from hypothesis import given
+    from ppir.testing import assert_schedule_ok, shapes
+
+    @given(shapes("my_schedule.pps", P="2..16", M="P..8P"))
+    def test_my_schedule(params):
+        assert_schedule_ok("my_schedule.pps", max_peak_activations="P", **params)
+
+Public API
+----------
+* :func:`assert_schedule_ok`, :func:`check_schedule`, :class:`CheckResult` -- the properties
+  (completeness and deadlock freedom via the verifier on the lowered schedule, peak memory,
+  optional estimator bounds); no hypothesis needed.
+* :func:`shapes`, :func:`valid_schedules`, :func:`mutations`, :func:`property_test` --
+  hypothesis strategies, imported on first use (``pip install 'ppir[test]'``; without
+  hypothesis they raise ImportError saying so).
+* :class:`ParamSpace`, :func:`parse_domain` -- the ``P=2..16``, ``M=P..8P`` parameter specs.
+"""
+
+from __future__ import annotations
+
+from .checks import CheckResult, assert_schedule_ok, check_schedule
+from .space import ParamSpace, parse_domain
+
+_LAZY = ("shapes", "valid_schedules", "mutations", "property_test")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from . import strategies
+
+        return getattr(strategies, name)
+    raise AttributeError(f"module 'ppir.testing' has no attribute {name!r}")
+
+
+__all__ = ["CheckResult", "ParamSpace", "assert_schedule_ok", "check_schedule", "parse_domain",
+           *_LAZY]

@@ -1,0 +1,211 @@
+"""The properties a schedule must have, as one function: :func:`check_schedule`.
+
+For one choice of parameters it expands the schedule, lowers its communication (lockstep unless
+the file is already lowered), runs the verifier (completeness, matching, deadlock freedom under
+rendezvous semantics) and, when it verifies, checks the optional bounds:
+
+* ``max_peak_activations``: the worst rank's peak in-flight activations, in A (one microbatch's
+  activations of one full rank share, :mod:`ppir.memory`), must not exceed the bound;
+* ``max_bubble``: the estimator's bubble/ideal ratio (Narayanan 2021: (P-1)/M for 1F1B) under
+  its default textbook costs must not exceed the bound;
+* ``max_step_time``: the estimator's step time (F=1, B=2 per rank share) must not exceed it.
+
+A bound is a number, an expression over the schedule's parameters (``"P"``, ``"(P-1)/M"``,
+``"P + 1"``; ``ranks``, ``stages`` and ``microbatches`` are also defined), or a callable taking
+the parameter dict.  :func:`assert_schedule_ok` raises ``AssertionError`` with the rendered
+diagnostics; :func:`check_schedule` returns a :class:`CheckResult` instead.
+
+Usage mistakes (no such file, unknown parameter, syntax error) raise :class:`ppir.PpirError`;
+everything the schedule itself gets wrong is a failed result.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
+
+from ..ast import Module
+from ..diagnostics import PpirError
+from ..expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS, expand
+from ..ir import Schedule
+from ..parser import parse_text
+from .space import Expr
+
+Bound = int | float | Fraction | str | Callable[[dict], object] | None
+# Expansion errors that mean the caller asked for something unusable, not that the schedule is
+# wrong for these parameters.
+USAGE_KINDS = frozenset({"bad-input", "unknown-parameter", "missing-parameter"})
+_TOLERANCE = 1e-9
+
+
+@dataclass
+class CheckResult:
+    """The outcome of :func:`check_schedule`.
+
+    ``status`` is ``"ok"``, ``"failed"`` or ``"unsupported"`` (a ``require`` line of the
+    schedule rejects these parameters).  ``failures`` holds one rendered message per broken
+    property.  ``schedule``/``lowered`` are None when expansion failed.
+    """
+
+    name: str
+    params: dict[str, int]
+    status: str = "ok"
+    failures: list[str] = field(default_factory=list)
+    schedule: Schedule | None = None
+    lowered: Schedule | None = None
+    peak_activations: Fraction | None = None
+    bubble: float | None = None
+    step_time: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def fail(self, message: str) -> None:
+        self.status = "failed"
+        self.failures.append(message)
+
+    def render(self) -> str:
+        """A heading naming the schedule and parameters, then every failure."""
+        ps = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        head = {"ok": "holds", "failed": "FAILS",
+                "unsupported": "is not defined (a require line rejects it)"}[self.status]
+        return "\n".join([f"{self.name}({ps}) {head}"] + self.failures)
+
+
+@lru_cache(maxsize=32)
+def _parse_cached(path: str, text: str) -> Module:
+    return parse_text(text, path)
+
+
+def load_module(spec: str | os.PathLike) -> Module:
+    """Parse a .pps file or built-in name once (cached by its text).  PpirError when unusable."""
+    from ..diagnostics import register_source
+    from ..loader import read_source
+
+    path, text = read_source(os.fspath(spec))
+    register_source(path, text)
+    return _parse_cached(path, text)
+
+
+def expand_params(spec, params: dict[str, int], *, max_ops: int = DEFAULT_MAX_OPS,
+                  max_steps: int = DEFAULT_MAX_STEPS) -> Schedule:
+    """Expand a .pps schedule (path, built-in name, or parsed Module) for ``params``."""
+    module = spec if isinstance(spec, Module) else load_module(spec)
+    return expand(module, params, max_ops=max_ops, max_steps=max_steps)
+
+
+def eval_bound(bound: Bound, env: dict[str, int]) -> Fraction | float | None:
+    """The numeric value of a bound under the parameters ``env`` (None for no bound)."""
+    if bound is None:
+        return None
+    if callable(bound):
+        bound = bound(dict(env))
+    if isinstance(bound, str):
+        bound = Expr.parse(bound).eval(env)
+    if isinstance(bound, bool) or not isinstance(bound, (int, float, Fraction)):
+        raise TypeError(f"a bound must be a number, an expression or a callable, got {bound!r}")
+    return bound
+
+
+def check_schedule(schedule: Schedule | str | os.PathLike, *,
+                   max_peak_activations: Bound = None, max_bubble: Bound = None,
+                   max_step_time: Bound = None, lowering: str = "lockstep",
+                   progress: str = "fifo", strict: bool = False,
+                   max_ops: int = DEFAULT_MAX_OPS, **params: int) -> CheckResult:
+    """Check one schedule for one parameter choice; see the module docstring.
+
+    ``schedule`` is an expanded :class:`Schedule` (then ``params`` must be empty), a .pps or
+    .csv path, or a built-in name.  ``strict`` turns the verifier's lint warnings into failures.
+    """
+    if isinstance(schedule, Schedule):
+        if params:
+            raise TypeError("parameters apply to a .pps file, not to an expanded Schedule")
+        s = schedule
+    else:
+        spec = os.fspath(schedule)
+        try:
+            if spec.endswith(".csv"):
+                from ..loader import load_schedule
+                s = load_schedule(spec, params, max_ops=max_ops)
+            else:
+                s = expand_params(spec, params, max_ops=max_ops)
+        except PpirError as e:
+            if e.kind in USAGE_KINDS or e.kind == "syntax-error":
+                raise
+            res = CheckResult(_display(spec), dict(params))
+            if e.kind == "require-failed":
+                res.status = "unsupported"
+                res.failures.append(e.render())
+            else:
+                res.fail(f"expansion fails:\n{e.render()}")
+            return res
+    res = CheckResult(s.name, dict(s.params), schedule=s)
+    _check_expanded(res, s, lowering, progress, strict)
+    if res.ok:
+        _check_bounds(res, max_peak_activations, max_bubble, max_step_time)
+    return res
+
+
+def _display(spec: str) -> str:
+    return os.path.splitext(os.path.basename(spec))[0] or spec
+
+
+def _check_expanded(res: CheckResult, s: Schedule, lowering: str, progress: str,
+                    strict: bool) -> None:
+    from ..passes import LowerComms
+    from ..verify import verify
+
+    res.lowered = s if s.is_lowered else LowerComms(lowering).apply(s)
+    report = verify(res.lowered, progress=progress, strict=strict)
+    if not report.ok:
+        res.fail("the verifier rejects it:\n" + "\n".join(d.render() for d in report.errors))
+
+
+def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound,
+                  max_step: Bound) -> None:
+    s = res.lowered
+    env = {**s.param_dict, "ranks": s.ranks, "stages": s.stages,
+           "microbatches": s.microbatches}
+    if max_peak is not None:
+        from ..memory import analyze_memory
+
+        mem = analyze_memory(s)
+        worst = mem.worst
+        res.peak_activations = worst.peak_activations
+        limit = eval_bound(max_peak, env)
+        if worst.peak_activations > limit + _TOLERANCE:
+            res.fail(f"peak activations {_fmt(worst.peak_activations)} A on rank {worst.rank} "
+                     f"(at {worst.peak_op}) exceed the bound {_fmt(limit)} A ({max_peak!r})")
+    if max_bubble is not None or max_step is not None:
+        from ..backends.cost.estimate import estimate
+
+        e = estimate(s, memory=False)
+        res.bubble, res.step_time = e.bubble_fraction_of_ideal, e.step_time
+        for what, value, bound in (("bubble/ideal", e.bubble_fraction_of_ideal, max_bubble),
+                                   ("step time", e.step_time, max_step)):
+            limit = eval_bound(bound, env)
+            if limit is not None and value > float(limit) + _TOLERANCE:
+                res.fail(f"{what} {value:.6g} exceeds the bound {_fmt(limit)} ({bound!r}) "
+                         f"under the estimator's textbook costs")
+
+
+def _fmt(x) -> str:
+    if isinstance(x, Fraction):
+        return str(x.numerator) if x.denominator == 1 else f"{x} (= {float(x):.4g})"
+    return f"{x:.6g}" if isinstance(x, float) else str(x)
+
+
+def assert_schedule_ok(schedule: Schedule | str | os.PathLike, *,
+                       max_peak_activations: Bound = None, max_bubble: Bound = None,
+                       max_step_time: Bound = None, **kwargs) -> CheckResult:
+    """Like :func:`check_schedule`, but raise ``AssertionError`` (message: the rendered
+    diagnostics) unless every property holds.  Returns the result for further assertions."""
+    res = check_schedule(schedule, max_peak_activations=max_peak_activations,
+                         max_bubble=max_bubble, max_step_time=max_step_time, **kwargs)
+    if not res.ok:
+        raise AssertionError(res.render())
+    return res

@@ -1,0 +1,142 @@
+"""Search a parameter space for a failing point, then shrink it (``ppir fuzz``; no hypothesis).
+
+:func:`search` tries the low corner of the space, then the high corner, then points drawn from
+a seeded RNG (uniform per parameter, under the values drawn before it), until ``examples``
+points were checked.  Points a ``require`` line rejects are skipped and do not count.
+
+On the first failure, :func:`shrink` looks for a smaller failing point by coordinate descent:
+for each parameter in declaration order, try its smaller values in ascending order (all of them
+when there are at most ``_SCAN`` values below the current one, else the lowest ``_SCAN`` and a
+geometric ladder up to the current one), with the later parameters kept or clamped into their
+new domains; take the first failing one and start again.  The result is a local minimum: no
+single parameter can be lowered (the later ones clamped) and still fail.  The search is
+deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .checks import CheckResult
+from .space import ParamSpace
+
+_SCAN = 24
+Point = tuple[tuple[str, int], ...]
+
+
+@dataclass
+class SearchResult:
+    """``failure`` is the smallest failing check found (None when everything held);
+    ``first_failure`` the one the search hit first.  Counts are of distinct points."""
+
+    checked: int = 0
+    skipped: int = 0
+    failure: CheckResult | None = None
+    first_failure: CheckResult | None = None
+    shrink_steps: int = 0
+    cache: dict = field(default_factory=dict, repr=False)
+
+
+class _Runner:
+    def __init__(self, space: ParamSpace, check: Callable[[dict], CheckResult], res, progress):
+        self.space, self.check, self.res, self.progress = space, check, res, progress
+
+    def run(self, point: dict[str, int]) -> CheckResult:
+        key: Point = tuple(point.items())
+        if key not in self.res.cache:
+            r = self.check(self.space.env(point))
+            self.res.cache[key] = r
+            if r.status == "unsupported":
+                self.res.skipped += 1
+            else:
+                self.res.checked += 1
+            if self.progress:
+                self.progress(point, r)
+        return self.res.cache[key]
+
+
+def _complete(space: ParamSpace, point: dict, pick: Callable[[int, int], int]) -> dict | None:
+    """Fill in the parameters missing from ``point`` in order; ``pick(lo, hi)`` chooses a value
+    index among the domain's values.  None when a domain is empty."""
+    out: dict[str, int] = {}
+    for name, dom in space.domains:
+        env = space.env(out)
+        b = dom.bounds(env)
+        vals = None if b else dom.values(env)
+        lo, hi = b if b else (0, len(vals) - 1)
+        if hi < lo:
+            return None
+        want = point.get(name)
+        if want is None:
+            v = pick(lo, hi)
+            out[name] = v if b else vals[v]
+        elif b:
+            out[name] = min(max(want, lo), hi)  # clamp into the new domain
+        else:
+            out[name] = min(vals, key=lambda x: (abs(x - want), x))
+    return out
+
+
+def _candidates(space: ParamSpace, point: dict) -> list[tuple[str, int]]:
+    """(name, smaller value) pairs to try, in order."""
+    out: list[tuple[str, int]] = []
+    for i, (name, dom) in enumerate(space.domains):
+        env = space.env({k: point[k] for k, _ in space.domains[:i]})
+        b = dom.bounds(env)
+        cur = point[name]
+        if b is None:
+            out.extend((name, x) for x in dom.values(env) if x < cur)
+            continue
+        lo = b[0]
+        below = list(range(lo, min(cur, lo + _SCAN)))
+        step = _SCAN
+        while lo + step < cur:
+            below.append(lo + step)
+            step *= 2
+        out.extend((name, x) for x in below if x < cur)
+    return out
+
+
+def shrink(space: ParamSpace, runner: _Runner, failing: dict[str, int],
+           budget: int = 400) -> tuple[dict[str, int], int]:
+    """A locally minimal failing point below ``failing`` (see the module docstring)."""
+    steps = 0
+    improved = True
+    while improved and budget > 0:
+        improved = False
+        for name, value in _candidates(space, failing):
+            trial = _complete(space, {**failing, name: value}, lambda lo, hi: lo)
+            if trial is None or trial == failing:
+                continue
+            budget -= 1
+            if runner.run(trial).status == "failed":
+                failing, steps, improved = trial, steps + 1, True
+                break
+            if budget <= 0:
+                break
+    return failing, steps
+
+
+def search(space: ParamSpace, check: Callable[[dict], CheckResult], *, examples: int = 100,
+           seed: int = 0, progress=None, shrink_budget: int = 400) -> SearchResult:
+    """Check up to ``examples`` distinct supported points; shrink the first failure."""
+    res = SearchResult()
+    runner = _Runner(space, check, res, progress)
+    rnd = random.Random(seed)
+    pickers = [lambda lo, hi: lo, lambda lo, hi: hi]
+    attempts = 0
+    while res.checked < examples and attempts < 20 * examples + 2:
+        pick = pickers[attempts] if attempts < 2 else rnd.randint
+        attempts += 1
+        point = _complete(space, {}, pick)
+        if point is None:
+            continue
+        r = runner.run(point)
+        if r.status == "failed":
+            res.first_failure = r
+            small, res.shrink_steps = shrink(space, runner, point, shrink_budget)
+            res.failure = res.cache[tuple(small.items())]
+            return res
+    return res

@@ -1,0 +1,212 @@
+"""Parameter spaces: ``P=2..16``, ``M=P..8P``, ``v=1,2,4``, evaluated in declaration order.
+
+A :class:`ParamSpace` is an ordered list of (name, :class:`Domain`).  A domain's bounds are small
+integer expressions over the parameters declared before it (and the fixed values the caller
+gives), so ``M=P..8P`` follows whatever ``P`` was drawn.  Ranges are inclusive at both ends.
+
+Expression syntax: integers, names, ``+ - * // %``, ``/`` (exact division, giving a Fraction),
+parentheses, ``min(...)``, ``max(...)`` and implicit multiplication by a literal (``8P``,
+``2(P-1)``).  Nothing is passed to ``eval``: the text is parsed with :mod:`ast` and only those
+nodes are accepted.  Every malformed spec is a ppir diagnostic (``bad-range``, exit 2).
+
+No hypothesis here: the CLI (``ppir fuzz``) and the strategies share this module.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ..diagnostics import did_you_mean, error
+
+Number = int | Fraction
+_IMPLICIT_MUL = re.compile(r"(\d)\s*(?=[A-Za-z_(])")
+_BINOPS = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+    ast.Div: lambda a, b: Fraction(a) / b,
+}
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A parsed bound expression; ``names`` are the parameters it reads."""
+
+    text: str
+    tree: ast.expr
+    names: frozenset[str]
+
+    @staticmethod
+    def parse(text: str | int) -> Expr:
+        """Parse ``text`` (an int is taken literally); PpirError ``bad-range`` when malformed."""
+        src = str(text).strip()
+        try:
+            tree = ast.parse(_IMPLICIT_MUL.sub(r"\1*", src), mode="eval").body
+        except SyntaxError:
+            raise error("bad-range", f"cannot read the expression '{src}'",
+                        hints=["use integers, names, + - * // % /, min(), max(); e.g. 8P or "
+                               "2*P-1"]) from None
+        names = frozenset(_check(tree, src))
+        return Expr(src, tree, names)
+
+    def eval(self, env: Mapping[str, Number]) -> Number:
+        """The value under ``env``: an int, or a Fraction when '/' does not divide exactly."""
+        missing = sorted(self.names - set(env) - {"min", "max"})
+        if missing:
+            raise error("bad-range", f"'{self.text}' refers to '{missing[0]}', which has no value "
+                        "here", hints=did_you_mean(missing[0], env)
+                        + ["a bound may use parameters declared before it"])
+        try:
+            v = _eval(self.tree, env)
+        except ZeroDivisionError:
+            raise error("bad-range", f"division by zero in '{self.text}'") from None
+        if isinstance(v, Fraction) and v.denominator == 1:
+            return int(v)
+        return v
+
+
+def _check(node: ast.AST, src: str) -> set[str]:
+    """The names an expression reads; bad-range for anything outside the small language."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return set()
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        return _check(node.left, src) | _check(node.right, src)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _check(node.operand, src)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("min", "max") and node.args and not node.keywords):
+        return set().union(*(_check(a, src) for a in node.args))
+    raise error("bad-range", f"'{src}' is not a bound expression",
+                hints=["use integers, names, + - * // % /, min(), max(); e.g. 8P or 2*P-1"])
+
+
+def _eval(node: ast.expr, env: Mapping[str, Number]) -> Number:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return env[node.id]
+    if isinstance(node, ast.BinOp):
+        return _BINOPS[type(node.op)](_eval(node.left, env), _eval(node.right, env))
+    if isinstance(node, ast.UnaryOp):
+        v = _eval(node.operand, env)
+        return -v if isinstance(node.op, ast.USub) else v
+    fn = min if node.func.id == "min" else max
+    return fn(_eval(a, env) for a in node.args)
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The values of one parameter: ``lo..hi`` (inclusive) or an explicit list of choices."""
+
+    lo: Expr | None = None
+    hi: Expr | None = None
+    choices: tuple[Expr, ...] = ()
+
+    @property
+    def names(self) -> frozenset[str]:
+        exprs = [e for e in (self.lo, self.hi) if e is not None] + list(self.choices)
+        return frozenset().union(*(e.names for e in exprs))
+
+    def bounds(self, env: Mapping[str, Number]) -> tuple[int, int] | None:
+        """(lo, hi) of an interval under ``env`` (hi < lo means empty); None for choices."""
+        if self.lo is None:
+            return None
+        return _as_int(self.lo.eval(env), self.lo.text), _as_int(self.hi.eval(env), self.hi.text)
+
+    def values(self, env: Mapping[str, Number]) -> list[int]:
+        """All values under ``env``, ascending (materialises an interval: use on small ones)."""
+        b = self.bounds(env)
+        if b is not None:
+            return list(range(b[0], b[1] + 1))
+        return sorted({_as_int(e.eval(env), e.text) for e in self.choices})
+
+    def __str__(self) -> str:
+        if self.lo is not None:
+            return f"{self.lo.text}..{self.hi.text}"
+        return ",".join(e.text for e in self.choices)
+
+
+def _as_int(v: Number, text: str) -> int:
+    if isinstance(v, Fraction):
+        raise error("bad-range", f"'{text}' is {v}, not an integer",
+                    hints=["use // for integer division"])
+    return v
+
+
+def parse_domain(spec) -> Domain:
+    """A domain from ``"2..16"``, ``"P..8P"``, ``"1,2,4"``, ``"P"``, an int, a ``range`` or a
+    list of ints/expressions.  PpirError ``bad-range`` when malformed."""
+    if isinstance(spec, bool):
+        raise error("bad-range", f"{spec!r} is not a parameter domain")
+    if isinstance(spec, int):
+        return Domain(choices=(Expr.parse(spec),))
+    if isinstance(spec, range):
+        if spec.step == 1:
+            return Domain(Expr.parse(spec.start), Expr.parse(spec.stop - 1))
+        return Domain(choices=tuple(Expr.parse(v) for v in spec))
+    if isinstance(spec, (list, tuple)):
+        if not spec:
+            raise error("bad-range", "an empty list of values")
+        return Domain(choices=tuple(Expr.parse(v) for v in spec))
+    if not isinstance(spec, str):
+        raise error("bad-range", f"{spec!r} is not a parameter domain",
+                    hints=["give an int, a range, a list, or text like '2..16' or 'P..8P'"])
+    if ".." in spec:
+        lo, _, hi = spec.partition("..")
+        if not lo.strip() or not hi.strip():
+            raise error("bad-range", f"'{spec}': a range needs both ends, e.g. 2..16")
+        return Domain(Expr.parse(lo), Expr.parse(hi))
+    return Domain(choices=tuple(Expr.parse(p) for p in spec.split(",")))
+
+
+def parse_over(text: str) -> tuple[str, Domain]:
+    """``"M=P..8P"`` -> ("M", Domain).  PpirError ``bad-range`` when malformed."""
+    name, eq, spec = text.partition("=")
+    name = name.strip()
+    if not eq or not name.isidentifier():
+        raise error("bad-range", f"--over {text}: expected NAME=LO..HI or NAME=V1,V2,...",
+                    hints=["e.g. --over P=2..16 --over M=P..8P"])
+    return name, parse_domain(spec)
+
+
+class ParamSpace:
+    """Ordered parameter domains plus fixed values.  A *point* is a dict of every drawn name.
+
+    Contract: a domain may read the fixed values and the names declared before it; the
+    constructor checks this (bad-range otherwise), so evaluation never meets an unknown name.
+    """
+
+    def __init__(self, domains: Iterable[tuple[str, Domain]], fixed: Mapping[str, int] = ()):
+        self.domains = list(domains)
+        self.fixed = dict(fixed)
+        known = set(self.fixed)
+        for name, dom in self.domains:
+            if name in known:
+                raise error("bad-range", f"parameter '{name}' is given twice")
+            late = sorted(dom.names - known - {"min", "max"})
+            if late:
+                raise error("bad-range", f"the domain of '{name}' ({dom}) refers to '{late[0]}'",
+                            hints=[f"declare '{late[0]}' before '{name}'"
+                                   if late[0] in {n for n, _ in self.domains}
+                                   else f"'{late[0]}' is not a parameter declared before it"])
+            known.add(name)
+
+    @classmethod
+    def from_specs(cls, specs: Mapping[str, object], fixed: Mapping[str, int] = ()) -> ParamSpace:
+        return cls(((k, parse_domain(v)) for k, v in specs.items()), fixed)
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _ in self.domains]
+
+    def describe(self) -> str:
+        return ", ".join(f"{n} in {d}" for n, d in self.domains)
+
+    def env(self, point: Mapping[str, int]) -> dict[str, int]:
+        """Fixed values overlaid with ``point``: the parameters to expand a schedule with."""
+        return {**self.fixed, **point}

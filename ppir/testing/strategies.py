@@ -1,0 +1,249 @@
+"""Hypothesis strategies for pipeline schedules (imported lazily by :mod:`ppir.testing`).
+
+* :func:`shapes` -- parameter dicts for a .pps schedule within bounds, filtered by the
+  schedule's own ``require`` lines;
+* :func:`valid_schedules` -- random valid schedules: random linear extensions of the dependency
+  DAG cut into per-rank programs under a placement, optionally memory-capped;
+* :func:`mutations` -- a schedule with ops swapped or moved inside one rank's program, for
+  negative testing;
+* :func:`property_test` -- a ready-made pytest test: for all shapes, the schedule checks out.
+"""
+
+from __future__ import annotations
+
+import os
+
+try:
+    from hypothesis import assume, given, note, settings
+    from hypothesis import strategies as st
+except ImportError as e:  # pragma: no cover - exercised only without the test extra
+    raise ImportError("ppir.testing's strategies need hypothesis: pip install 'ppir[test]' "
+                      "(or pip install hypothesis)") from e
+
+from ..diagnostics import PpirError
+from ..ir import Action, OpKind, Schedule, looped_placement, vshape_placement
+from .checks import assert_schedule_ok, expand_params, load_module
+from .space import Domain, ParamSpace, parse_domain
+
+_RETRIES = 8  # draws per example before a require-rejected example is given up
+
+
+def _domain_strategy(dom: Domain, env: dict) -> st.SearchStrategy[int] | None:
+    bounds = dom.bounds(env)
+    if bounds is None:
+        return st.sampled_from(dom.values(env))
+    lo, hi = bounds
+    return st.integers(lo, hi) if lo <= hi else None
+
+
+def _draw_point(draw, domains: list[tuple[str, object]], fixed: dict) -> dict[str, int] | None:
+    """One point: hypothesis strategies are drawn as given, domains under the values so far.
+    None when a domain is empty for the values drawn before it."""
+    point: dict[str, int] = {}
+    for name, dom in domains:
+        if isinstance(dom, st.SearchStrategy):
+            point[name] = draw(dom)
+            continue
+        strat = _domain_strategy(dom, {**fixed, **point})
+        if strat is None:
+            return None
+        point[name] = draw(strat)
+    return point
+
+
+def _split_specs(specs: dict) -> tuple[list[tuple[str, object]], dict]:
+    """Hypothesis strategies are kept; everything else becomes a checked ParamSpace domain."""
+    plain = {k: v for k, v in specs.items() if not isinstance(v, st.SearchStrategy)}
+    space = ParamSpace.from_specs(plain)  # validates order and syntax
+    doms = dict(space.domains)
+    return [(k, v if isinstance(v, st.SearchStrategy) else doms[k])
+            for k, v in specs.items()], space.fixed
+
+
+def shapes(schedule: str | os.PathLike, **bounds) -> st.SearchStrategy[dict[str, int]]:
+    """Parameter dicts for ``schedule`` (a .pps path or built-in name).
+
+    Each keyword names a parameter of the schedule and gives its values: an int, a ``range``, a
+    list, text like ``"2..16"`` (inclusive) or ``"P..8P"`` (bounds may use the parameters named
+    before it and the header defaults of those not named), or a hypothesis strategy.  Parameters
+    not named keep their defaults and are left out of the dict.  Draws that a ``require`` line
+    of the schedule rejects are redrawn (then filtered out with ``assume``); any other expansion
+    error is *not* filtered, so the property under test sees and reports it.
+    """
+    module = load_module(schedule)
+    declared = {p.name: p.default for p in module.header.params} if module.header else {}
+    unknown = [k for k in bounds if k not in declared]
+    if unknown:
+        from ..diagnostics import did_you_mean, error
+        raise error("unknown-parameter", f"'{unknown[0]}' is not a parameter of "
+                    f"{os.fspath(schedule)}", hints=did_you_mean(unknown[0], declared)
+                    + [f"its parameters: {', '.join(declared) or 'none'}"])
+    defaults = {k: v for k, v in declared.items() if k not in bounds and v is not None}
+    domains, _ = _split_specs(bounds)
+
+    @st.composite
+    def draw_shape(draw):
+        for _ in range(_RETRIES):
+            point = _draw_point(draw, domains, defaults)
+            if point is not None and _supported(module, point):
+                return point
+        assume(False)
+
+    return draw_shape()
+
+
+def _supported(module, point: dict[str, int]) -> bool:
+    try:
+        expand_params(module, point, max_ops=1)
+    except PpirError as e:
+        return e.kind != "require-failed"
+    return True
+
+
+def valid_schedules(P=range(1, 5), M=range(1, 7), v=range(1, 3), *,
+                    placement: str | tuple[int, ...] = "looped",
+                    split_backward: bool | None = False,
+                    max_in_flight: int | None = None) -> st.SearchStrategy[Schedule]:
+    """Random valid compute-only schedules with ``S = P*v`` stages and ``M`` microbatches.
+
+    The ops (F and B, or F, I and W with ``split_backward``; ``None`` picks per (stage,
+    microbatch)) are put in a random linear extension of the data-dependency DAG and each rank
+    runs the subsequence of its stages, so every result is complete and acyclic.  ``placement``
+    is ``"looped"``, ``"vshape"``, ``"random"`` (each rank holds v stages, shuffled) or an
+    explicit tuple of length P*v.  ``max_in_flight`` caps the chunk activations a rank holds (an
+    F not yet freed by its B or W); draws that get stuck under the cap are rejected.
+    P, M and v take the same specs as :func:`shapes`.
+    """
+    domains, _ = _split_specs({"P": P, "M": M, "v": v})
+
+    @st.composite
+    def draw_schedule(draw):
+        point = _draw_point(draw, domains, {})
+        assume(point is not None and min(point.values()) >= 1)
+        p, m, vv = point["P"], point["M"], point["v"]
+        place = _placement(draw, placement, p, p * vv)
+        split = _split_choice(draw, split_backward, p * vv, m)
+        order = _linear_extension(draw, place, m, split, max_in_flight, p)
+        progs = tuple(tuple(a for a in order if place[a.stage] == r) for r in range(p))
+        return Schedule("random", (("P", p), ("M", m), ("v", vv)), p, p * vv, m, place, progs)
+
+    return draw_schedule()
+
+
+def _placement(draw, how, P: int, S: int) -> tuple[int, ...]:
+    if isinstance(how, tuple):
+        if len(how) != S or sorted(set(how)) != list(range(P)):
+            raise ValueError(f"placement {how} does not put {S} stages on all of {P} ranks")
+        return how
+    if how == "looped":
+        return looped_placement(P, S)
+    if how == "vshape":
+        return vshape_placement(P, S)
+    if how == "random":
+        return tuple(draw(st.permutations(looped_placement(P, S))))
+    raise ValueError(f"unknown placement {how!r} (looped, vshape, random or a tuple)")
+
+
+def _split_choice(draw, split, S: int, M: int) -> dict[tuple[int, int], bool]:
+    if split is None:
+        return {(s, m): draw(st.booleans()) for s in range(S) for m in range(M)}
+    return dict.fromkeys(((s, m) for s in range(S) for m in range(M)), bool(split))
+
+
+def _linear_extension(draw, place, M: int, split, cap: int | None, P: int) -> list[Action]:
+    """A random topological order of the compute DAG (one draw per op)."""
+    S = len(place)
+    nxt = {(s, m): OpKind.F for s in range(S) for m in range(M)}
+    bwd_done: set[tuple[int, int]] = set()
+    fwd_done: set[tuple[int, int]] = set()
+    held = [0] * P
+    order: list[Action] = []
+
+    def ready(key) -> bool:
+        s, m = key
+        k = nxt[key]
+        if k is OpKind.F:
+            return (s == 0 or (s - 1, m) in fwd_done) and (cap is None or held[place[s]] < cap)
+        if k is OpKind.W:
+            return True
+        return s == S - 1 or (s + 1, m) in bwd_done
+
+    while nxt:
+        cand = sorted(key for key in nxt if ready(key))
+        if not cand:
+            note(f"stuck under max_in_flight={cap} after {len(order)} ops")
+            assume(False)
+        key = cand[draw(st.integers(0, len(cand) - 1))]
+        s, m = key
+        k = nxt.pop(key)
+        order.append(Action(s, k, m))
+        if k is OpKind.F:
+            fwd_done.add(key)
+            held[place[s]] += 1
+            nxt[key] = OpKind.I if split[key] else OpKind.B
+        elif k is OpKind.I:
+            bwd_done.add(key)
+            nxt[key] = OpKind.W
+        else:
+            if k is OpKind.B:
+                bwd_done.add(key)
+            held[place[s]] -= 1
+    return order
+
+
+def mutations(schedule: Schedule | st.SearchStrategy[Schedule], *, max_mutations: int = 1,
+              kinds: tuple[str, ...] = ("swap", "move")) -> st.SearchStrategy[Schedule]:
+    """The schedule with 1..``max_mutations`` edits of one rank's program each: ``swap`` two
+    items or ``move`` one item elsewhere.  Items are compute actions or communication groups,
+    so lowered schedules mutate too.  Every edit changes the program (the two positions
+    differ); a mutant may still be valid.  The edits are recorded with ``hypothesis.note``."""
+    if isinstance(schedule, st.SearchStrategy):
+        return schedule.flatmap(lambda s: mutations(s, max_mutations=max_mutations, kinds=kinds))
+    ranks = [r for r, prog in enumerate(schedule.programs) if len(prog) >= 2]
+    if not ranks:
+        raise ValueError(f"{schedule.name}: no rank has two items to swap or move")
+
+    @st.composite
+    def mutate(draw):
+        progs = [list(p) for p in schedule.programs]
+        for _ in range(draw(st.integers(1, max_mutations))):
+            r = draw(st.sampled_from(ranks))
+            prog, kind = progs[r], draw(st.sampled_from(kinds))
+            i = draw(st.integers(0, len(prog) - 1))
+            j = draw(st.integers(0, len(prog) - 2))
+            j += j >= i  # j != i
+            if kind == "swap":
+                prog[i], prog[j] = prog[j], prog[i]
+            else:
+                prog.insert(j, prog.pop(i))
+            note(f"{kind} rank {r}: item {i} <-> {j}")
+        return schedule.replace_programs(tuple(tuple(p) for p in progs))
+
+    return mutate()
+
+
+_DEFAULT_EXAMPLES: dict[str, int | None] = {"n": None}  # set by the pytest plugin's option
+
+
+def property_test(schedule: str | os.PathLike, *, over: dict, examples: int | None = None,
+                  **checks):
+    """A pytest test function: for every shape drawn from ``over`` (as in :func:`shapes`),
+    :func:`assert_schedule_ok` holds with ``checks`` (``max_peak_activations=``, ...).
+
+    Assign it to a ``test_*`` name in a test module.  ``examples`` sets hypothesis'
+    ``max_examples`` (default: ``--ppir-examples`` with the plugin, else the active profile).
+    The test has no deadline.
+    """
+    path = os.fspath(schedule)
+
+    @given(shapes(path, **over))
+    def test(params):
+        assert_schedule_ok(path, **checks, **params)
+
+    n = examples or _DEFAULT_EXAMPLES["n"]
+    test.__doc__ = f"{path}: for all {over}, verifies" + (f" and {checks}" if checks else "")
+    # Checks of large shapes take seconds: never a deadline; the profile's other settings hold.
+    return settings(deadline=None, **({"max_examples": n} if n else {}))(test)
+
+
+__all__ = ["shapes", "valid_schedules", "mutations", "property_test", "parse_domain"]

@@ -1,0 +1,169 @@
+"""ppir.testing: parameter specs, the shape strategy, assert_schedule_ok and the pytest plugin."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+
+from ppir.diagnostics import PpirError
+from ppir.testing import ParamSpace, assert_schedule_ok, check_schedule, parse_domain, shapes
+from ppir.testing.space import Expr
+
+ROOT = Path(__file__).resolve().parent.parent
+CYCLIC = """schedule cyclic()
+ranks 2
+microbatches 1
+rank 0: 0B0 0F0
+rank 1: 1F0 1B0
+"""
+
+
+# ------------------------------------------------------------------ parameter specs
+@pytest.mark.parametrize("text, env, value", [
+    ("8P", {"P": 3}, 24), ("2(P-1)", {"P": 4}, 6), ("P*v + 1", {"P": 2, "v": 3}, 7),
+    ("max(P, 2) // 2", {"P": 5}, 2), ("(P-1)/M", {"P": 4, "M": 6}, Fraction(1, 2)),
+    ("-3 % P", {"P": 4}, 1), ("6/3", {}, 2),
+])
+def test_bound_expressions(text, env, value):
+    v = Expr.parse(text).eval(env)
+    assert v == value and type(v) is type(value)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("P..", "needs both ends"), ("__import__('os')", "not a bound expression"),
+    ("P ** 2", "not a bound expression"), ("2 +", "cannot read"), ("[1]", "not a bound"),
+])
+def test_bad_specs_are_diagnostics(spec, message):
+    with pytest.raises(PpirError, match=message) as e:
+        parse_domain(spec)
+    assert e.value.kind == "bad-range" and e.value.exit_code == 2
+
+
+def test_domains_read_earlier_parameters_only():
+    space = ParamSpace.from_specs({"P": "2..4", "M": "P..8P", "v": [1, 2]}, {"Q": 1})
+    dom = dict(space.domains)
+    assert dom["M"].bounds({"P": 3}) == (3, 24)
+    assert dom["v"].values({}) == [1, 2]
+    assert parse_domain(range(2, 9, 2)).values({}) == [2, 4, 6, 8]
+    assert parse_domain(range(1, 5)).bounds({}) == (1, 4)
+    with pytest.raises(PpirError, match="the domain of 'M' \\(P..8P\\) refers to 'P'") as e:
+        ParamSpace.from_specs({"M": "P..8P", "P": "2..4"})
+    assert "hint: declare 'P' before 'M'" in e.value.render()
+    with pytest.raises(PpirError, match="'P/2' is 3/2, not an integer"):
+        parse_domain("1..P/2").bounds({"P": 3})
+
+
+# ------------------------------------------------------------------ shapes
+@settings(max_examples=40)
+@given(shapes("interleaved_1f1b", P="1..4", M="P..4P", v=[1, 2, 4]))
+def test_shapes_stay_in_bounds_and_satisfy_requires(params):
+    assert set(params) == {"P", "M", "v"}
+    P, M = params["P"], params["M"]
+    assert 1 <= P <= 4 and P <= M <= 4 * P and params["v"] in (1, 2, 4)
+    assert M % P == 0  # the schedule's own 'require M % P == 0'
+
+
+@settings(max_examples=10)
+@given(shapes("1f1b", M="2..3"))
+def test_unnamed_parameters_keep_their_defaults(params):
+    assert set(params) == {"M"}
+    assert check_schedule("1f1b", **params).params == {"P": 4, **params}
+
+
+def test_shapes_reject_unknown_parameters():
+    with pytest.raises(PpirError, match="'MM' is not a parameter of 1f1b") as e:
+        shapes("1f1b", MM="1..4")
+    assert "hint: did you mean 'M'?" in e.value.render()
+
+
+# ------------------------------------------------------------------ assert_schedule_ok
+def test_a_good_schedule_passes_and_reports_its_figures():
+    r = assert_schedule_ok("1f1b", P=4, M=8, max_peak_activations="P", max_bubble="(P-1)/M",
+                           max_step_time=lambda p: 3 * (p["M"] + p["P"] - 1))
+    assert r.ok and r.peak_activations == 4
+    assert r.bubble == pytest.approx(3 / 8) and r.step_time == pytest.approx(33)
+    assert r.lowered.is_lowered and r.schedule.num_compute_ops == 64
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_peak_activations": "P - 1"}, r"peak activations 4 A on rank 0 \(at 0F3\) exceed "
+                                        r"the bound 3 A"),
+    ({"max_peak_activations": Fraction(7, 2)}, "exceed the bound 7/2"),
+    ({"max_bubble": "(P-1)/M - 1/100"}, r"bubble/ideal 0\.375 exceeds the bound"),
+    ({"max_step_time": 32}, "step time 33 exceeds the bound 32"),
+])
+def test_broken_bounds_fail_with_a_message(kwargs, message):
+    with pytest.raises(AssertionError, match=message) as e:
+        assert_schedule_ok("1f1b", P=4, M=8, **kwargs)
+    assert str(e.value).startswith("1f1b(P=4, M=8) FAILS")
+
+
+def test_a_cyclic_schedule_fails_with_the_verifier_diagnostic(tmp_path):
+    path = tmp_path / "cyclic.pps"
+    path.write_text(CYCLIC)
+    r = check_schedule(path, max_peak_activations=1)
+    assert r.status == "failed" and r.peak_activations is None  # bounds skipped
+    assert r.failures[0].startswith("the verifier rejects it:\n")
+    assert "0B0 on rank 0 runs before its input 0F0" in r.failures[0]
+    assert "error: deadlock: ranks 0 and 1 wait for each other" in r.failures[0]
+    with pytest.raises(AssertionError, match="cyclic\\(\\) FAILS"):
+        assert_schedule_ok(str(path))
+
+
+def test_expansion_errors_fail_and_require_failures_are_unsupported(tmp_path):
+    r = check_schedule("interleaved_1f1b", P=4, M=6)
+    assert r.status == "unsupported" and "M must be a multiple of P" in r.failures[0]
+    with pytest.raises(AssertionError, match="is not defined"):
+        assert_schedule_ok("interleaved_1f1b", P=4, M=6)
+    bad = tmp_path / "oob.pps"
+    bad.write_text("schedule oob(P = 2)\nranks P\nmicrobatches 1\nprogram r { F(r) B(0) }\n")
+    r = check_schedule(bad)
+    assert r.status == "failed" and "microbatch 1 is out of range" in r.failures[0]
+
+
+def test_usage_mistakes_raise_ppir_errors_not_assertions(tmp_path):
+    with pytest.raises(PpirError, match="unknown parameter 'Q'"):
+        check_schedule("1f1b", Q=3)
+    with pytest.raises(PpirError, match="no such file"):
+        check_schedule(tmp_path / "missing.pps")
+    (tmp_path / "syntax.pps").write_text("ranks (\n")
+    with pytest.raises(PpirError, match="unexpected"):
+        check_schedule(tmp_path / "syntax.pps")
+
+
+def test_an_expanded_schedule_can_be_checked_directly():
+    from ppir import load_schedule
+
+    s = load_schedule("gpipe", {"P": 2, "M": 3})
+    assert assert_schedule_ok(s, max_peak_activations="M").peak_activations == 3
+    with pytest.raises(TypeError):
+        check_schedule(s, P=3)
+
+
+# ------------------------------------------------------------------ pytest plugin
+def test_the_plugin_gives_a_fixture_and_an_examples_option(tmp_path):
+    (tmp_path / "test_user.py").write_text(textwrap.dedent("""
+        from ppir.testing import property_test
+
+        test_prop = property_test("1f1b", over={"P": "2..3", "M": "P..2P"},
+                                  max_peak_activations="P")
+
+        def test_fixture(schedule_ok):
+            assert schedule_ok("gpipe", P=2, M=2).ok
+    """))
+    # autoload off: an installed entry point plus -p would register the plugin twice
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "ppir.pytest_plugin", "-p",
+         "no:cacheprovider", "--ppir-examples", "3", "-o", "addopts=", str(tmp_path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 passed" in proc.stdout
+    assert "ppir 0.1.0: 3 examples per schedule property test" in proc.stdout
