@@ -1,0 +1,141 @@
+"""The compact, JSON-ready description of one timed schedule that the viz page draws.
+
+Contract
+--------
+:func:`run_data` turns a lowered schedule plus its :class:`~ppir.backends.cost.Estimate` into a
+plain dict of numbers and short strings (``FORMAT``).  Everything large is a flat array, never a
+list of objects, so a P=32, M=128, v=2 schedule embeds in about a megabyte:
+
+* ``ops[r]``: rank r's compute ops in program order, 5 numbers each:
+  ``start, end, kind, mb, stage`` (``kind`` indexes ``KINDS`` = "FBIW").
+* ``deps[r]``: 2 numbers per op, the *global* ids of its data producers (``-1`` for none); the
+  global id of op i of rank r is ``base[r] + i``.
+* ``mem[r]``: 1 number per op, the rank's activation memory in A (one microbatch's activations
+  of a full rank share) once that op has finished (:func:`ppir.memory.analyze_memory`'s curve).
+* ``msgs``: 8 numbers per message: ``src, dst, start, end, grad, mb, src_op, dst_op``
+  (``grad`` 1 for a backward gradient, 0 for a forward activation; ``src_op`` / ``dst_op`` are
+  the producing and consuming op indices on their ranks, ``-1`` when not found).
+* ``figures``: the header's key numbers, already formatted where units matter.
+
+Times are rounded to 7 significant digits.  Pure function of its inputs; never raises on a
+valid (verified) schedule.
+"""
+
+from __future__ import annotations
+
+from ppir.backends.cost.estimate import Estimate
+from ppir.backends.cost.layout import KIND_COLORS
+from ppir.backends.cost.report import fmt_bytes, fmt_time
+from ppir.ir import Action, OpKind, Schedule, producers
+from ppir.memory import MemoryReport
+
+FORMAT = "ppir.viz/1"
+KINDS = "FBIW"
+
+
+def _t(x: float) -> float:
+    """A time rounded to 7 significant digits (shortest JSON that still reads exactly)."""
+    v = float(f"{x:.7g}")
+    return int(v) if v == int(v) else v
+
+
+def _label(schedule: str, params: dict) -> str:
+    inner = ", ".join(f"{k}={v}" for k, v in params.items())
+    return f"{schedule}({inner})" if inner else schedule
+
+
+def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
+    """The ``ppir.viz/1`` run object for ``lowered`` timed by ``est`` with memory ``mem``.
+
+    ``est`` must come from :func:`ppir.backends.cost.estimate` on ``lowered`` and ``mem`` from
+    :func:`ppir.memory.analyze_memory` on it (same ranks, same compute order).
+    """
+    P = est.ranks
+    where: dict[tuple[int, OpKind, int], tuple[int, int]] = {}
+    backward_kind: dict[tuple[int, int], OpKind] = {}
+    base, n = [], 0
+    for r in range(P):
+        base.append(n)
+        for i, o in enumerate(est.ops[r]):
+            a = o.action
+            where[(a.stage, a.kind, a.mb)] = (r, i)
+            if a.kind is OpKind.I or a.kind is OpKind.B:
+                backward_kind[(a.stage, a.mb)] = a.kind
+        n += len(est.ops[r])
+    ops, deps, memc = [], [], []
+    for r in range(P):
+        row_ops: list = []
+        row_deps: list = []
+        for o in est.ops[r]:
+            a = o.action
+            row_ops += [_t(o.start), _t(o.end), KINDS.index(a.kind.value), a.mb, a.stage]
+            ids = []
+            for p in producers(a, lowered.stages, backward_kind):
+                hit = where.get(p.key)
+                if hit is not None:
+                    ids.append(base[hit[0]] + hit[1])
+            row_deps += (ids + [-1, -1])[:2]
+        ops.append(row_ops)
+        deps.append(row_deps)
+        scale = float(mem.chunk_size)
+        curve = mem.per_rank[r].curve_chunks() if r < len(mem.per_rank) else []
+        memc.append([float(f"{c * scale:.4g}") for c in curve])
+    msgs: list = []
+    for m in est.messages:
+        grad = m.send.kind is OpKind.SEND_B
+        src_op = _find(where, m.send, grad, producing=True)
+        dst_op = _find(where, m.recv, grad, producing=False)
+        msgs += [m.src, m.dst, _t(m.start), _t(m.end), int(grad), m.send.mb, src_op, dst_op]
+    return {
+        "format": FORMAT,
+        "schedule": est.schedule,
+        "label": _label(est.schedule, est.params),
+        "params": dict(est.params),
+        "ranks": P, "stages": est.stages, "microbatches": est.microbatches,
+        "unit": est.time_unit,
+        "step": _t(est.step_time),
+        "base": base,
+        "ops": ops, "deps": deps, "mem": memc, "msgs": msgs,
+        "busy": [_t(x.busy) for x in est.per_rank],
+        "idle": [_t(x.idle) for x in est.per_rank],
+        "peak": [float(f"{float(x.peak_activations):.4g}") for x in mem.per_rank],
+        "figures": figures(est, mem),
+    }
+
+
+def _find(where: dict, a: Action, grad: bool, producing: bool) -> int:
+    """Index, on its rank, of the compute op that produces (send) or consumes (recv) a message."""
+    if grad:
+        kinds = (OpKind.B, OpKind.I)
+    else:
+        kinds = (OpKind.F,)
+    for k in kinds:
+        hit = where.get((a.stage, k, a.mb))
+        if hit is not None:
+            return hit[1]
+    return -1
+
+
+def figures(est: Estimate, mem: MemoryReport) -> dict:
+    """Header numbers: step time, both bubble fractions, peak memory (worst rank)."""
+    worst = mem.worst if mem.per_rank else None
+    unit = "" if est.time_unit == "s" else " units"
+    out = {
+        "step": fmt_time(est.step_time, est.time_unit) + unit,
+        "bubble_total": round(est.bubble_fraction_of_total, 6),
+        "bubble_ideal": round(est.bubble_fraction_of_ideal, 6),
+        "critical_path": fmt_time(est.critical_path, est.time_unit) + unit,
+        "messages": est.message_count,
+        "peak_act": float(f"{float(worst.peak_activations):.4g}") if worst else 0,
+        "peak_rank": worst.rank if worst else 0,
+        "peak_bytes": fmt_bytes(float(worst.peak_bytes))
+        if worst is not None and worst.peak_bytes is not None else None,
+        "assumptions": est.config.describe(),
+    }
+    return out
+
+
+def page_data(runs: list[dict]) -> dict:
+    """The object embedded in the page: the runs (one, or two for a comparison) and the palette
+    shared with the cost backend's Gantt chart."""
+    return {"format": FORMAT, "kinds": KINDS, "colors": dict(KIND_COLORS), "runs": runs}

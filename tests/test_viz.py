@@ -1,0 +1,153 @@
+"""ppir viz: the embedded data, the self-contained page, the static charts and the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+
+import pytest
+
+from ppir.loader import load_schedule
+from ppir.memory import analyze_memory
+from ppir.viz import render_html, time_schedule
+from ppir.viz.data import KINDS, run_data
+from ppir.viz.html import JS_FILES, page_json
+
+
+def timed(name="1f1b", **params):
+    return time_schedule(load_schedule(name, params or {"P": 4, "M": 8}))
+
+
+def embedded(html: str) -> dict:
+    m = re.search(r'<script type="application/json" id="ppir-data">(.*?)</script>', html, re.S)
+    assert m, "no embedded data"
+    return json.loads(m.group(1))
+
+
+def test_run_data_matches_estimate_and_memory():
+    t = timed()
+    d = run_data(t.schedule, t.estimate, t.memory)
+    assert d["step"] == 33 and d["ranks"] == 4 and d["label"] == "1f1b(P=4, M=8)"
+    assert [len(row) for row in d["ops"]] == [5 * 16] * 4  # 8 F + 8 B per rank, 5 numbers each
+    assert d["peak"] == [4, 3, 2, 1]  # 1F1B: rank r holds min(P - r, M) activations
+    assert d["figures"]["bubble_total"] == pytest.approx(3 / 11)
+    assert d["figures"]["peak_act"] == 4 and d["figures"]["peak_rank"] == 0
+    rank1 = d["ops"][1]
+    first = rank1[:5]
+    assert first == [1, 2, KINDS.index("F"), 0, 1]  # F0 of stage 1 runs from 1 to 2
+    # its producer is F0@s0, op 0 of rank 0 (global id base[0] + 0)
+    assert d["deps"][1][:2] == [0, -1]
+    mem = analyze_memory(t.schedule)
+    assert d["mem"][0] == [float(x) for x in mem.per_rank[0].curve_chunks()]
+    assert len(d["msgs"]) == 8 * t.estimate.message_count
+    src, dst, start, end, grad, mb, src_op, dst_op = d["msgs"][:8]
+    assert (src, dst, grad, mb, src_op, dst_op) == (0, 1, 0, 0, 0, 0) and start == end == 1
+
+
+def test_run_data_deps_point_at_producers():
+    t = timed("interleaved_1f1b", P=2, M=4, v=2)
+    d = run_data(t.schedule, t.estimate, t.memory)
+    ops = [(r, i) for r in range(d["ranks"]) for i in range(len(d["ops"][r]) // 5)]
+    for r, row in enumerate(d["deps"]):
+        for i in range(len(row) // 2):
+            kind, mb, stage = (d["ops"][r][5 * i + k] for k in (2, 3, 4))
+            for g in row[2 * i: 2 * i + 2]:
+                if g < 0:
+                    continue
+                pr, pi = ops[g]
+                p_kind, p_mb, p_stage = (d["ops"][pr][5 * pi + k] for k in (2, 3, 4))
+                assert p_mb == mb
+                if KINDS[kind] == "F":
+                    assert (KINDS[p_kind], p_stage) == ("F", stage - 1)
+                else:
+                    assert p_stage in (stage, stage + 1)
+                # a producer never ends after its consumer starts
+                assert d["ops"][pr][5 * pi + 1] <= d["ops"][r][5 * i]
+
+
+def test_page_is_self_contained_and_embeds_both_runs():
+    html = render_html([timed(), timed("interleaved_1f1b", P=4, M=8, v=2)],
+                       {"view": "local", "rank": 2})
+    assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", html)
+    assert "http://" not in html and "https://" not in html
+    data = embedded(html)
+    assert data["format"] == "ppir.viz/1" and data["initial"] == {"view": "local", "rank": 2}
+    assert [r["label"] for r in data["runs"]] == ["1f1b(P=4, M=8)",
+                                                  "interleaved_1f1b(P=4, M=8, v=2)"]
+    assert data["colors"]["F"].startswith("#")  # the cost backend's palette
+    for name in JS_FILES:
+        assert resources.files("ppir.viz").joinpath(name).read_text()[:40] in html
+    assert "<canvas" in html
+
+
+def test_page_json_cannot_close_the_script_element():
+    text = page_json([timed()], {"note": "</script><!--"})
+    assert "</" not in text and "<!--" not in text
+    assert json.loads(text)["initial"]["note"] == "</script><!--"
+
+
+def test_large_schedule_data_stays_compact():
+    t = timed("interleaved_1f1b", P=16, M=64, v=2)
+    n_ops = sum(len(r) for r in t.estimate.ops)
+    size = len(page_json([t]))
+    assert size < 75 * n_ops  # flat arrays: ~5 numbers per op plus deps, memory and messages
+
+
+def test_cli_writes_html_with_inherited_compare_params(cli, tmp_path):
+    out = tmp_path / "cmp.html"
+    code, stdout, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--compare",
+                            "interleaved_1f1b", "-D2", "v=2", "-o", str(out))
+    assert code == 0, err
+    assert f"wrote {out}" in stdout
+    labels = [r["label"] for r in embedded(out.read_text())["runs"]]
+    assert labels == ["1f1b(P=4, M=8)", "interleaved_1f1b(P=4, M=8, v=2)"]
+
+
+def test_cli_d2_alone_compares_parameter_sets(cli, tmp_path):
+    out = tmp_path / "v.html"
+    code, _, err = cli("viz", "interleaved_1f1b", "-D", "P=4", "-D", "M=8", "-D", "v=2",
+                       "--compare-define", "v=4", "-o", str(out))
+    assert code == 0, err
+    runs = embedded(out.read_text())["runs"]
+    assert [r["params"]["v"] for r in runs] == [2, 4]
+    assert runs[1]["step"] < runs[0]["step"]  # more chunks, smaller bubble
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["1f1b", "-o", "x.txt"], "cannot tell the format"),
+    (["1f1b", "--compare", "nosuch"], "no such file or built-in schedule: 'nosuch'"),
+    (["1f1b", "-D2", "P"], "-D P: expected NAME=VALUE"),
+    (["1f1b", "--rank", "-1"], "--rank -1: must be 0 or more"),
+    (["1f1b", "-D2", "Q=3"], "unknown parameter"),
+])
+def test_cli_mistakes_are_diagnostics(cli, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli("viz", *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_cli_unwritable_output(cli, tmp_path):
+    code, _, err = cli("viz", "1f1b", "-o", str(tmp_path / "missing" / "x.html"))
+    assert code == 2 and "cannot write" in err
+
+
+@pytest.mark.parametrize("fmt, magic", [("png", b"\x89PNG"), ("svg", b"<?xml")])
+def test_static_formats(cli, tmp_path, fmt, magic):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / f"chart.{fmt}"
+    code, _, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--compare", "interleaved_1f1b",
+                       "-D2", "v=2", "--format", fmt, "-o", str(out))
+    assert code == 0, err
+    data = out.read_bytes()
+    assert data.startswith(magic)
+    if fmt == "svg":
+        assert b"interleaved_1f1b(P=4, M=8, v=2)" in data and b"1f1b(P=4, M=8)" in data
+    else:
+        assert len(data) < 150_000
+
+
+def test_default_output_name_follows_the_format(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, stdout, _ = cli("viz", "gpipe", "-D", "P=2", "-D", "M=2")
+    assert code == 0 and (tmp_path / "gpipe.html").exists() and "gpipe.html" in stdout
