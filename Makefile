@@ -8,7 +8,6 @@ BIN = $(VENV)/bin
 
 $(BIN)/ppir: pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 	# torch first, pinned: on this machine 2.13.0 is a local CPU wheel (never a CUDA download)
 	$(BIN)/pip install -q "torch==2.13.0"
 	$(BIN)/pip install -q -e ".[torch,viz,test]"
@@ -16,8 +15,13 @@ $(BIN)/ppir: pyproject.toml
 
 setup: $(BIN)/ppir
 
+# The main job: verify a schedule, estimate it, then train a small GPT with it on 4 CPU
+# processes (gloo), checking the first step's gradients against single-process training.
 demo: setup
-	$(BIN)/python examples/demo.py
+	$(BIN)/ppir check interleaved_1f1b -D P=4 -D M=8 -D v=2
+	$(BIN)/ppir compile interleaved_1f1b -D P=4 -D M=8 -D v=2 --backend cost
+	$(BIN)/ppir launch -n 4 interleaved_1f1b -D M=8 -D v=2 --model examples/gpt_model.py \
+	    --steps 30 --verify-grads
 
 test: setup
 	$(BIN)/python -m pytest -q
@@ -27,6 +31,10 @@ test-all: setup
 
 lint: setup
 	$(BIN)/ruff check .
+
+bench: setup
+	$(BIN)/python bench/bench_frontend.py
+	$(BIN)/python bench/bench_overlap.py
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .hypothesis

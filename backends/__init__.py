@@ -1,10 +1,11 @@
 """Backends: what ppir does with a verified, lowered schedule.
 
 A backend is an object with ``name``, ``help``, ``add_arguments(argument_group)`` and
-``run(schedule, args) -> int``.  Built-ins are listed in :data:`BUILTIN`; plug-ins register
-``name = "module:attribute"`` under the ``ppir.backends`` entry-point group.  Installed as
-``ppir.backends`` (the top-level ``backends/`` folder); torch is imported only inside the
-backends that need it, and only when they run.
+``run(schedule, args) -> int``; ``runs_deferred_groups = False`` asks ``ppir compile`` not to
+apply the overlap-comms pass (default True).  Built-ins are listed in :data:`BUILTIN`;
+plug-ins register ``name = "module:attribute"`` under the ``ppir.backends`` entry-point group.
+Installed as ``ppir.backends`` (the top-level ``backends/`` folder); torch is imported only
+inside the backends that need it, and only when they run.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ from .diagnostics import EXIT_USAGE, PpirError
 
 # Order here is the order in `ppir --help`.
 COMMAND_MODULES = [
-    "list", "show", "check", "dump", "compile", "analyze", "sweep", "tune", "import",
+    "list", "show", "check", "dump", "compile", "analyze", "sweep", "tune", "launch", "import",
+    "viz", "fuzz", "synth",
 ]
 
 EPILOG = """\

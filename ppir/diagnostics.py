@@ -133,6 +133,15 @@ def error(kind: str, message: str, span: Span | None = None, *, hints=(), notes=
                      exit_code)
 
 
+def write_output(path: str, text: str) -> None:
+    """Write a command's output file; a ``bad-output`` error (exit 2) when that fails."""
+    try:
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    except OSError as e:
+        raise error("bad-output", f"cannot write {path}: {e}") from None
+
+
 def did_you_mean(word: str, candidates) -> list[str]:
     """A hint list with the closest candidate, or nothing."""
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)

@@ -158,13 +158,15 @@ def run_case(ctx, P: int, case):
             "min_stage_grad_max": -worst[2].item(), "peaks": peaks}
 
 
-def worker(P: int, out: str) -> None:
+def run_cases(P: int, out: str, make_cases) -> None:
+    """Worker body: run every case of ``make_cases()`` in one process group; rank 0 writes the
+    results to ``out``.  Any failure ends every rank with its message."""
     from ppir.backends.cuda import procgroup
 
     ctx = procgroup.init(device="cpu", timeout_s=30)
     ctx.channel.start_watchdog()
     try:
-        results = [run_case(ctx, P, c) for c in CASES[P]]
+        results = [run_case(ctx, P, c) for c in make_cases()]
     except BaseException as e:  # noqa: BLE001 - end every rank with this message
         procgroup.fail(ctx, ctx.rank, f"{type(e).__name__}: {e}")
     if ctx.rank == 0:
@@ -176,22 +178,33 @@ def worker(P: int, out: str) -> None:
     dist.destroy_process_group()
 
 
+def worker(P: int, out: str) -> None:
+    run_cases(P, out, lambda: CASES[P])
+
+
+def launch_cases(script: str, P: int, tmp_path, deadline_s: float) -> list[dict]:
+    """Launch ``script P out`` on P ranks; the per-case results, each checked for equality."""
+    from ppir.backends.cuda.launcher import launch
+
+    out = tmp_path / "results.json"
+    res = launch([sys.executable, script, str(P), str(out)], P, deadline_s=deadline_s)
+    assert res.ok, f"ranks failed: {res.codes}: {res.first_failure}"
+    results = json.loads(out.read_text())
+    for r in results:
+        assert r["grad_diff"] <= TOL, r
+        assert r["loss_diff"] <= TOL, r
+        assert r["min_stage_grad_max"] > 1e-4, f"a stage got no gradient signal: {r}"
+    return results
+
+
 # ---------------------------------------------------------------------- pytest side
 @pytest.mark.slow
 @pytest.mark.timeout(200)
 @pytest.mark.parametrize("P", [2, 4])
 def test_pipelined_grads_equal_single_process(P, tmp_path):
-    from ppir.backends.cuda.launcher import launch
-
-    out = tmp_path / "results.json"
-    res = launch([sys.executable, __file__, str(P), str(out)], P, deadline_s=180)
-    assert res.ok, f"ranks failed: {res.codes}: {res.first_failure}"
-    results = json.loads(out.read_text())
+    results = launch_cases(__file__, P, tmp_path, deadline_s=180)
     assert [r["case"] for r in results] == [case_name(c) for c in CASES[P]]
     for r in results:
-        assert r["grad_diff"] <= TOL, r
-        assert r["loss_diff"] <= TOL, r
-        assert r["min_stage_grad_max"] > 1e-4, f"a stage got no gradient signal: {r}"
         name, params = r["case"].split("(")[0], CASES[P][results.index(r)][1]
         M = params["M"]
         if name == "gpipe":

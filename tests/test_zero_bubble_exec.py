@@ -8,7 +8,6 @@ compared with the single-process reference.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -54,40 +53,16 @@ def _materialise(case, P: int, tmp: Path):
 
 
 def worker(P: int, out: str) -> None:
-    from ppir.backends.cuda import procgroup
-
-    ctx = procgroup.init(device="cpu", timeout_s=30)
-    ctx.channel.start_watchdog()
     tmp = Path(out).parent
-    try:
-        cases = [_materialise(c, P, tmp) for c in CASES[P]]
-        results = [harness.run_case(ctx, P, c) for c in cases]
-    except BaseException as e:  # noqa: BLE001 - end every rank with this message
-        procgroup.fail(ctx, ctx.rank, f"{type(e).__name__}: {e}")
-    if ctx.rank == 0:
-        Path(out).write_text(json.dumps(results))
-    ctx.channel.stop()
-    import torch.distributed as dist
-
-    dist.barrier()
-    dist.destroy_process_group()
+    harness.run_cases(P, out, lambda: [_materialise(c, P, tmp) for c in CASES[P]])
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("P", [2, 4])
 def test_zero_bubble_grads_equal_single_process(P, tmp_path):
-    from ppir.backends.cuda.launcher import launch
-
-    out = tmp_path / "results.json"
-    res = launch([sys.executable, __file__, str(P), str(out)], P, deadline_s=220)
-    assert res.ok, f"ranks failed: {res.codes}: {res.first_failure}"
-    results = json.loads(out.read_text())
+    results = harness.launch_cases(__file__, P, tmp_path, deadline_s=220)
     assert len(results) == len(CASES[P])
-    for r in results:
-        assert r["grad_diff"] <= harness.TOL, r
-        assert r["loss_diff"] <= harness.TOL, r
-        assert r["min_stage_grad_max"] > 1e-4, f"a stage got no gradient signal: {r}"
 
 
 if __name__ == "__main__":

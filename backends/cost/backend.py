@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ppir.diagnostics import error
+from ppir.diagnostics import error, write_output
 
 from .cli import add_cost_arguments, add_output_arguments, config_from_args, progress_from_args
 from .estimate import estimate
@@ -33,11 +33,7 @@ class CostBackend:
             text = format_summary(est)
         out = getattr(args, "output", None)
         if out:
-            try:
-                with open(out, "w", encoding="utf-8") as f:
-                    f.write(text)
-            except OSError as e:
-                raise error("bad-output", f"cannot write {out}: {e}") from None
+            write_output(out, text)
         else:
             sys.stdout.write(text)
         trace = getattr(args, "cost_trace", None)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 
 from ppir.csvio import write_csv
-from ppir.diagnostics import error
+from ppir.diagnostics import write_output
 from ppir.ir import Action, Group, OpKind, Schedule
 
 FORMATS = ("compute_only", "compute_comms")
@@ -71,6 +71,7 @@ class TorchCsvBackend:
     """Write the verified, lowered schedule as torch CSV to ``-o`` (or stdout)."""
 
     name = "torch-csv"
+    runs_deferred_groups = False  # torch's CSV has no groups or waits: overlap-comms is skipped
     help = "write a torch.distributed.pipelining schedule CSV (_PipelineScheduleRuntime._load_csv)"
 
     def add_arguments(self, group) -> None:
@@ -85,11 +86,7 @@ class TorchCsvBackend:
         if not out:
             sys.stdout.write(text)
             return 0
-        try:
-            with open(out, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
-        except OSError as e:
-            raise error("bad-output", f"cannot write {out}: {e}") from None
+        write_output(out, text)
         print(f"wrote {out}: {schedule.ranks} rows ({fmt}); load it with "
               f"_PipelineScheduleRuntime._load_csv({out!r}, format={fmt!r})", file=sys.stderr)
         return 0

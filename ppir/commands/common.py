@@ -10,12 +10,16 @@ from ..diagnostics import error
 from ..expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS
 from ..ir import Schedule
 from ..loader import load_schedule
-from ..passes import LowerComms
+from ..passes import LowerComms, OverlapComms
 
 SCHEDULE_HELP = "a .pps file, a torch .csv schedule, or a built-in name (see 'ppir list')"
 
 
-def add_schedule_arguments(p: argparse.ArgumentParser, lowering: bool = True) -> None:
+def add_schedule_arguments(p: argparse.ArgumentParser, lowering: bool = True,
+                           overlap: bool = False) -> None:
+    """SCHEDULE, -D, --placement, the expansion caps and (with ``lowering``) --lowering and
+    --overlap/--no-overlap, whose default is ``overlap`` (on for the commands that time or run
+    a schedule: compile, launch, viz)."""
     p.add_argument("schedule", metavar="SCHEDULE", help=SCHEDULE_HELP)
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
                    help="set a schedule parameter, e.g. -D P=4 -D M=8 (repeatable)")
@@ -29,6 +33,9 @@ def add_schedule_arguments(p: argparse.ArgumentParser, lowering: bool = True) ->
         p.add_argument("--lowering", choices=["lockstep", "naive"], default="lockstep",
                        help="how communication is inserted (default lockstep; naive posts each "
                             "recv right before its consumer and deadlocks 1F1B)")
+        p.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=overlap,
+                       help="split each group's post from its wait (the overlap-comms pass) "
+                            f"so transfers overlap compute (default: {'on' if overlap else 'off'})")
 
 
 def parse_defines(defines: list[str]) -> dict[str, int]:
@@ -68,7 +75,11 @@ def lowered_from_args(args: argparse.Namespace) -> Schedule:
     s = load_from_args(args)
     if s.is_lowered:
         return s
-    return LowerComms(getattr(args, "lowering", "lockstep")).apply(s)
+    strategy = getattr(args, "lowering", "lockstep")
+    s = LowerComms(strategy).apply(s)
+    if getattr(args, "overlap", False) and strategy == "lockstep":
+        s = OverlapComms().apply(s)
+    return s
 
 
 def emit_json(obj) -> None:

@@ -21,7 +21,7 @@ examples:
 
 
 def add_arguments(p):
-    add_schedule_arguments(p)
+    add_schedule_arguments(p, overlap=True)
     p.add_argument("--backend", default="cost",
                    help="backend name (default cost); available: "
                         + ", ".join(available_backends()))
@@ -40,6 +40,8 @@ def add_arguments(p):
 
 def run(args) -> int:
     backend = get_backend(args.backend)
+    if not getattr(backend, "runs_deferred_groups", True):
+        args.overlap = False  # e.g. torch's CSV: torch's runtime places its own waits
     s = lowered_from_args(args)
     if not args.no_verify:
         from ..diagnostics import EXIT_INVALID

@@ -9,7 +9,7 @@ import dataclasses
 import re
 import sys
 
-from ..diagnostics import error
+from ..diagnostics import error, write_output
 from ..loader import load_schedule
 from ..printer import format_pps
 from .common import parse_defines, parse_placement
@@ -92,11 +92,7 @@ def run(args) -> int:
         print(f"ppir: note: {note}", file=sys.stderr)
     text = format_pps(s, comment=comment)
     if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:
-            raise error("bad-output", f"cannot write {args.output}: {e}") from None
+        write_output(args.output, text)
     else:
         sys.stdout.write(text)
     return 0

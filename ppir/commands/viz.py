@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..diagnostics import error
+from ..diagnostics import error, write_output
 from ..loader import load_schedule, read_source
 from ..parser import parse_text
 from .common import add_schedule_arguments, lowered_from_args, parse_defines
@@ -120,11 +120,7 @@ def run(args) -> int:
         from ..viz import render_html
         text = render_html(runs, {"view": args.view, "mode": args.mode,
                                   "rank": min(args.rank, max(s.ranks for s in schedules) - 1)})
-        try:
-            with open(out, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:
-            raise error("bad-output", f"cannot write {out}: {e}") from None
+        write_output(out, text)
     else:
         from ..viz import write_image
         write_image(runs, out, fmt)

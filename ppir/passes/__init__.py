@@ -3,7 +3,8 @@
 """
 
 from .lower_comms import LowerComms
+from .overlap import OverlapComms
 
-PASSES = {LowerComms.name: LowerComms}
+PASSES = {LowerComms.name: LowerComms, OverlapComms.name: OverlapComms}
 
-__all__ = ["LowerComms", "PASSES"]
+__all__ = ["LowerComms", "OverlapComms", "PASSES"]

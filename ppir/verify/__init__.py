@@ -12,6 +12,8 @@
    schedule the compute graph is examined only when checks 2-4 found something (an acyclic order
    is implied otherwise), and a cycle then replaces the matching and deadlock findings, which
    are its consequences; compute-only schedules are always examined;
+   Deferred groups (``post[...]``) must each be waited on once, later (:mod:`.waits`):
+   ``unwaited-group``, ``bad-wait``;
 5. lints (:mod:`.lints`, lowered only): ``asymmetric-group``, ``group-too-large``,
    ``mixed-batched`` -- warnings, errors under ``strict``.
 
@@ -31,6 +33,7 @@ from .local_order import check_local_order
 from .matching import check_matching
 from .simulate import PROGRESS_MODELS, SimResult, find_cycle, simulate
 from .structure import check_structure
+from .waits import check_waits
 from .witness import deadlock_diagnostic, order_cycle_diagnostic
 
 MAX_PER_KIND = 20
@@ -38,7 +41,7 @@ MAX_PER_KIND = 20
 KINDS = (
     "out-of-range", "wrong-rank", "duplicate-op", "incomplete", "local-order", "missing-recv",
     "unmatched-send", "unmatched-recv", "payload-mismatch", "deadlock", "order-cycle",
-    "asymmetric-group", "group-too-large", "mixed-batched",
+    "asymmetric-group", "group-too-large", "mixed-batched", "unwaited-group", "bad-wait",
 )
 
 
@@ -53,7 +56,8 @@ def verify(schedule: Schedule, progress: str = "fifo", strict: bool = False) -> 
     diags += order
     local_ok = not any(d.kind == "local-order" for d in order)
     if schedule.is_lowered:
-        comm = check_matching(schedule, idx) + _deadlock(schedule, idx, progress)
+        comm = check_waits(schedule) + check_matching(schedule, idx)
+        comm += _deadlock(schedule, idx, progress)
         if (comm or order) and local_ok:
             # A cyclic compute order is the root cause of whatever the lowering then got wrong.
             cyc = _order_cycle(schedule, idx)

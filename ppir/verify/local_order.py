@@ -13,7 +13,7 @@ A producer that is missing altogether is left to ``incomplete``.  Linear in the 
 from __future__ import annotations
 
 from ..diagnostics import Diagnostic, Note
-from ..ir import Action, OpKind, Schedule
+from ..ir import Action, Group, OpKind, Schedule, Wait, item_actions
 from .index import OpIndex
 
 
@@ -29,10 +29,14 @@ def check_local_order(s: Schedule, idx: OpIndex) -> list[Diagnostic]:
         for o in ops:
             a = acts[o]
             first.setdefault((a.stage, a.kind, a.mb), o)
+        ready = _recv_ready_items(s.programs[r])
 
-        def need(o: int, keys: tuple, is_recv: bool, first=first) -> None:
+        def need(o: int, keys: tuple, is_recv: bool, first=first, ready=ready) -> None:
             found = [first[k] for k in keys if k in first]
-            if any(p < o for p in found):
+            if is_recv:  # a recv's data is there once its group completes (its wait)
+                if any(ready.get(k, -1) < idx.item[o] and k in first for k in keys):
+                    return
+            elif any(p < o for p in found):
                 return
             later = min(found) if found else None
             if is_recv:
@@ -64,6 +68,30 @@ def check_local_order(s: Schedule, idx: OpIndex) -> list[Diagnostic]:
                 need(o, ((st, F, m),), False)
             elif k is SEND_B:
                 need(o, ((st, B, m), (st, I, m)), False)
+    return out
+
+
+def _recv_ready_items(prog) -> dict[tuple, int]:
+    """For each RECV of a rank: the index of the item after which its data is available (its
+    blocking group, or the Wait of its deferred group; a deferred group never waited on gives
+    a large index, so its consumers are reported as missing the recv)."""
+    out: dict[tuple, int] = {}
+    pending: dict[tuple, list[tuple]] = {}
+    for i, it in enumerate(prog):
+        if isinstance(it, Wait):
+            for key in pending.pop(it.actions, ()):
+                out.setdefault(key, i)
+            continue
+        acts = item_actions(it)
+        keys = [a.key for a in acts if a.kind.is_recv]
+        if isinstance(it, Group) and it.deferred:
+            pending.setdefault(it.actions, []).extend(keys)
+        else:
+            for key in keys:
+                out.setdefault(key, i)
+    for keys in pending.values():
+        for key in keys:
+            out.setdefault(key, len(prog) + 1)
     return out
 
 

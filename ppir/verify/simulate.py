@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import COMM_KINDS, OpKind
+from ..ir import COMM_KINDS, Group, OpKind, Wait
 from .index import OpIndex
 
 PROGRESS_MODELS = ("fifo", "relaxed")
@@ -53,18 +53,43 @@ def build_units(idx: OpIndex, progress: str = "fifo") -> Units:
 
 
 def _fifo_units(idx: OpIndex) -> Units:
+    """One unit per item.  A rank's *program* blocks at compute items, blocking groups and
+    waits; its *FIFO of groups* orders every group it posts.  So a compute item or a wait waits
+    for the previous program-blocking unit; a group waits for that and for the previous group
+    of the rank; a wait also waits for the deferred group it names.  With no deferred groups
+    this is a plain chain: each item waits for the previous one."""
     u = Units([], [], [], [], [-1] * idx.num_ops)
     acts = idx.actions
     for r, items in enumerate(idx.item_ops):
+        prog = idx.schedule.programs[r]
+        last_block = last_group = -1
+        group_unit: dict[tuple, int] = {}
         for i, (start, end) in enumerate(items):
             n = len(u.rank)
             u.rank.append(r)
             u.item.append(i)
-            u.deps.append([n - 1] if i else [])
+            it = prog[i]
             if end - start == 1:
                 ops = [start] if acts[start].kind in COMM_KINDS else []
             else:
                 ops = [o for o in range(start, end) if acts[o].kind in COMM_KINDS]
+            deps = [last_block] if last_block >= 0 else []
+            if isinstance(it, Wait):
+                g = group_unit.get(it.actions)
+                if g is not None:  # a wait for nothing posted is a 'bad-wait' error
+                    deps.append(g)
+                last_block = n
+            elif ops:
+                if last_group >= 0 and last_group != last_block:
+                    deps.append(last_group)
+                last_group = n
+                if isinstance(it, Group) and it.deferred:
+                    group_unit[it.actions] = n
+                else:
+                    last_block = n
+            else:
+                last_block = n
+            u.deps.append(deps)
             for o in ops:
                 u.op_unit[o] = n
             u.ops.append(ops)

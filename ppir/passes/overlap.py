@@ -1,0 +1,113 @@
+"""overlap-comms: split each communication group's post from its wait so transfers overlap
+compute, without ever introducing a deadlock.
+
+Input: a lowered schedule whose groups are blocking (``[a b]``: posted and waited at one
+point, as ``lower-comms`` emits them).  Output: the same compute items in the same per-rank
+order and the same groups in the same per-rank posting order, where each group is
+``post[...]``-ed as early as allowed and ``wait[...]``-ed as late as allowed:
+
+* **post early** — a group moves up past compute items (and waits) as long as it stays after
+  the previous group of its rank (posting order is the FIFO order of groups and the FIFO
+  matching order per channel, so it never changes) and after the compute items whose outputs
+  its SENDs carry.  ``hoist`` bounds how many compute items a post may move above (each one
+  hoisted holds a receive buffer that much longer: the buffer budget).
+* **wait late** — the wait goes right before the first compute item that consumes one of the
+  group's RECVs; a group with no RECVs (sends only) is waited on at the end of the program,
+  after everything else.
+
+Why this is safe: under the verifier's ``fifo`` semantics every unit (compute item, group,
+wait) waits only for units that it waited for, directly or transitively, before the pass
+(a post waits for the previous program-blocking item before it and the previous group; a
+compute item waits for the previous compute item or wait; a wait for its group).  Matching is
+unchanged because posting order is.  The rendezvous system is monotone — removing waits can
+only make every unit complete earlier — so a schedule that was deadlock-free stays
+deadlock-free, and its estimated step time never grows.  The pass still runs the verifier on
+its result and refuses to return an invalid schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..diagnostics import EXIT_INVALID, PpirError
+from ..ir import Action, Group, Item, OpKind, Schedule, Wait, is_compute_item, item_actions
+
+
+@dataclass(frozen=True)
+class OverlapComms:
+    """Post groups early and wait late (see the module docstring)."""
+
+    hoist: int = 1
+    verify: bool = True
+    name = "overlap-comms"
+
+    def apply(self, schedule: Schedule) -> Schedule:
+        programs = tuple(tuple(_overlap_rank(prog, self.hoist)) for prog in schedule.programs)
+        out = schedule.replace_programs(programs)
+        if self.verify:
+            from ..verify import verify
+
+            report = verify(out)
+            if not report.ok:  # a bug in this pass: never hand out an invalid schedule
+                raise PpirError(report.errors, EXIT_INVALID)
+        return out
+
+
+def _consumer_keys(a: Action) -> tuple:
+    """Keys of the compute actions that consume what RECV ``a`` brings."""
+    if a.kind is OpKind.RECV_F:
+        return ((a.stage, OpKind.F, a.mb),)
+    return ((a.stage, OpKind.B, a.mb), (a.stage, OpKind.I, a.mb))
+
+
+def _producer_keys(a: Action) -> tuple:
+    """Keys of the compute actions whose output SEND ``a`` carries."""
+    if a.kind is OpKind.SEND_F:
+        return ((a.stage, OpKind.F, a.mb),)
+    return ((a.stage, OpKind.B, a.mb), (a.stage, OpKind.I, a.mb))
+
+
+def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
+    if any(isinstance(it, Wait) or (isinstance(it, Group) and it.deferred) for it in prog):
+        raise ValueError("overlap-comms expects blocking groups; this program is already split")
+    compute = [it for it in prog if is_compute_item(it)]
+    where: dict[tuple, int] = {}  # compute action key -> index among the compute items
+    for i, it in enumerate(compute):
+        for a in item_actions(it):
+            where.setdefault(a.key, i)
+    # Slot k means "before compute item k" (k == len(compute): at the end of the program).
+    posts: list[tuple[int, Group]] = []
+    waits: list[tuple[int, Wait]] = []
+    seen = last_post = 0
+    for it in prog:
+        if is_compute_item(it):
+            seen += 1
+            continue
+        acts = item_actions(it)
+        slot = max(last_post, seen - hoist)
+        for a in acts:
+            if a.kind.is_send:
+                slot = max(slot, *(where[k] + 1 for k in _producer_keys(a) if k in where),
+                           slot)
+        slot = last_post = min(slot, seen)
+        consumers = [where[k] for a in acts if a.kind.is_recv for k in _consumer_keys(a)
+                     if k in where and where[k] >= seen]
+        group = Group(tuple(acts), getattr(it, "span", None), deferred=True)
+        posts.append((slot, group))
+        waits.append((min(consumers) if consumers else len(compute),
+                      Wait(group.actions, group.span)))
+    # At each slot: posts (in posting order), then waits (stable: program order within a slot),
+    # then the compute item.  A wait never precedes its own post: its slot is >= the post's.
+    waits.sort(key=lambda x: x[0])
+    out: list[Item] = []
+    pi = wi = 0
+    for k in range(len(compute) + 1):
+        while pi < len(posts) and posts[pi][0] == k:
+            out.append(posts[pi][1])
+            pi += 1
+        while wi < len(waits) and waits[wi][0] == k:
+            out.append(waits[wi][1])
+            wi += 1
+        if k < len(compute):
+            out.append(compute[k])
+    return out

@@ -1,0 +1,38 @@
+"""Deferred groups and their waits: every ``post[...]`` is waited on exactly once, later, by a
+``wait[...]`` naming the same actions on the same rank.
+
+Kinds
+-----
+``unwaited-group``  a deferred group with no wait after it (its buffers would never be known
+                    to be free, and a recv in it would never be known to have arrived);
+``bad-wait``        a wait that names no deferred group posted earlier on its rank, or one
+                    already waited on.
+Linear in the number of items.
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import Diagnostic
+from ..ir import Group, Schedule, Wait
+
+
+def check_waits(s: Schedule) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    for r, prog in enumerate(s.programs):
+        open_groups: dict[tuple, Group] = {}
+        for it in prog:
+            if isinstance(it, Group) and it.deferred:
+                open_groups[it.actions] = it
+            elif isinstance(it, Wait):
+                if open_groups.pop(it.actions, None) is None:
+                    out.append(Diagnostic(
+                        "bad-wait", f"{it} on rank {r} waits for a group that is not posted "
+                        "(with post[...]) earlier on this rank, or was already waited on",
+                        it.span or (it.actions[0].span if it.actions else None),
+                        hints=("a wait names exactly the actions of an earlier post[...]",)))
+        for g in open_groups.values():
+            span = g.span or (g.actions[0].span if g.actions else None)
+            out.append(Diagnostic(
+                "unwaited-group", f"{g} on rank {r} is posted but never waited on", span,
+                hints=(f"add wait[{' '.join(str(a) for a in g.actions)}] after it",)))
+    return out
