@@ -47,13 +47,15 @@ def to_json(s: Schedule, compute_only: bool = False) -> dict:
     for prog in s.programs:
         flat: list[str] = []
         spans, ospans, rposts, rwaits = [], [], [], []
-        index_of: dict[tuple, int] = {}
+        groups_in = [it.actions for it in prog if isinstance(it, Group)]
+        index_of = {acts: i for i, acts in reversed(list(enumerate(groups_in)))}
         for it in prog:
             acts = item_actions(it)
             if isinstance(it, Wait):
+                if it.actions not in index_of:
+                    raise ValueError(f"{it} waits for no group of its rank")
                 rwaits.append([len(flat), index_of[it.actions]])
             elif isinstance(it, Group):
-                index_of[it.actions] = len(spans)
                 if it.deferred:
                     rposts.append(len(spans))
                 spans.append([len(flat), len(flat) + len(acts)])

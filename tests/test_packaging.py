@@ -38,7 +38,11 @@ def test_wheel_contains_grammar_backends_and_schedules(tmp_path):
     for required in ["ppir/grammar/pps.lark", "ppir/grammar/__init__.py",
                      "ppir/backends/__init__.py", "ppir/backends/cost/__init__.py",
                      "ppir/backends/cuda/__init__.py", "ppir/schedules/1f1b.pps",
-                     "ppir/schedules/interleaved_1f1b.pps", "ppir/cli.py"]:
+                     "ppir/schedules/interleaved_1f1b.pps", "ppir/cli.py",
+                     "ppir/verify/__init__.py", "ppir/synth/__init__.py",
+                     "ppir/testing/__init__.py", "ppir/viz/page.html",
+                     "ppir/backends/torch_csv/__init__.py", "ppir/schedules/zbv.pps",
+                     "ppir/passes/overlap.py"]:
         assert required in names, required
     assert not any(n.startswith(("grammar/", "backends/")) for n in names)
     entry = [n for n in names if n.endswith("entry_points.txt")]

@@ -6,8 +6,9 @@ action, a comm unit holds communication ops that complete together, and each uni
 that must complete before it is *posted*.  ``progress`` picks the verifier's model:
 
 ``fifo`` (default, what ``ppir check`` proves; what CUDA guarantees)
-    one unit per program item, each waiting for the previous item of its rank: a rank posts a
-    group where its program says so and blocks there until the group completes.
+    one unit per program item: a rank posts a group where its program says so, after the
+    previous group of the rank has completed (one FIFO of groups), and blocks there until it
+    completes -- or, for a deferred group (``post[...]``), goes on and blocks at its ``wait``.
 ``relaxed`` (independent progress per peer)
     a compute unit waits for the previous compute op of its rank and for the RECVs carrying its
     inputs; a comm unit (one per item and peer) waits for the previous one to the same peer and
@@ -19,8 +20,8 @@ its channel); the pair's transfer starts once both are posted and the channel's 
 is done, and lasts the link's ``latency + bytes / bandwidth``; send and recv complete together at
 its end.  A comm unit completes when all its ops have (never before it is posted).
 
-Post and completion are separate events, so splitting a group's wait from its post (a later
-"overlap" IR) only adds a dependency kind to the units.  The run is a max-plus evaluation over a
+Post and completion are separate events; a deferred group's wait is a unit of zero duration
+that depends on the group.  The run is a max-plus evaluation over a
 work list: every unit and op is handled once, O(n).  No channel contention across links and no
 bandwidth sharing are modelled.  A stuck run raises a ppir error (exit 1).
 """

@@ -75,6 +75,9 @@ class Executor:
         for i, ins in enumerate(self.program):
             self.index = i
             getattr(self, "_op_" + ins["op"])(ins)
+        if self.pending:
+            raise RuntimeError(f"rank {self.rank}: {len(self.pending)} deferred group(s) posted "
+                               "but never waited on in this step")
         left = [k for k in self.bufs] + [f"{s}:{m}" for s, m in self.saved]
         if left:
             raise RuntimeError(f"rank {self.rank}: the plan left values unused at the end of "

@@ -108,6 +108,9 @@ def build_plan(schedule: Schedule) -> dict:
                 out.append(ins)
             else:  # an overlapped step (ppir.ir.Overlap) runs its parts in order
                 out.extend(_compute(s, a, chunk[a.stage]) for a in item_actions(it))
+        if posted:
+            raise PlanError(f"rank {r}: {len(posted)} deferred group(s) never waited on, e.g. "
+                            f"{next(iter(posted.values()))['ir']}")
         programs.append(out)
     plan = {
         "format": PLAN_FORMAT,

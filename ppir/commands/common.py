@@ -77,9 +77,19 @@ def lowered_from_args(args: argparse.Namespace) -> Schedule:
         return s
     strategy = getattr(args, "lowering", "lockstep")
     s = LowerComms(strategy).apply(s)
-    if getattr(args, "overlap", False) and strategy == "lockstep":
-        s = OverlapComms().apply(s)
+    if getattr(args, "overlap", False) and strategy == "lockstep" and _overlappable(s, args):
+        s = OverlapComms(verify=False).apply(s)  # the command verifies what it runs
     return s
+
+
+def _overlappable(s: Schedule, args: argparse.Namespace) -> bool:
+    """Overlap only a schedule that verifies (or when the user skips verification), so that
+    diagnostics describe the program the user wrote, not the overlapped one."""
+    if getattr(args, "no_verify", False):
+        return True
+    from ..verify import verify
+
+    return verify(s).ok
 
 
 def emit_json(obj) -> None:

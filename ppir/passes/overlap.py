@@ -12,13 +12,16 @@ order and the same groups in the same per-rank posting order, where each group i
   its SENDs carry.  ``hoist`` bounds how many compute items a post may move above (each one
   hoisted holds a receive buffer that much longer: the buffer budget).
 * **wait late** — the wait goes right before the first compute item that consumes one of the
-  group's RECVs; a group with no RECVs (sends only) is waited on at the end of the program,
-  after everything else.
+  group's RECVs; a group with no RECVs (sends only) is waited on right before the next wait of
+  a group posted after it (which implies its completion, groups completing in posting order),
+  or at the end of the program.
 
 Why this is safe: under the verifier's ``fifo`` semantics every unit (compute item, group,
 wait) waits only for units that it waited for, directly or transitively, before the pass
 (a post waits for the previous program-blocking item before it and the previous group; a
-compute item waits for the previous compute item or wait; a wait for its group).  Matching is
+compute item waits for the previous compute item or wait; a wait for its group and the
+compute item or wait before it, which the input's blocking group, or the later group whose
+completion the wait is placed before, already waited for).  Matching is
 unchanged because posting order is.  The rendezvous system is monotone — removing waits can
 only make every unit complete earlier — so a schedule that was deadlock-free stays
 deadlock-free, and its estimated step time never grows.  The pass still runs the verifier on
@@ -94,8 +97,16 @@ def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
                      if k in where and where[k] >= seen]
         group = Group(tuple(acts), getattr(it, "span", None), deferred=True)
         posts.append((slot, group))
-        waits.append((min(consumers) if consumers else len(compute),
-                      Wait(group.actions, group.span)))
+        waits.append((min(consumers) if consumers else None, Wait(group.actions, group.span)))
+    # A group of sends only is waited on just before the next wait of a later group (groups
+    # complete in posting order, so that wait already implies it: no new dependency), which
+    # frees its send buffers early; at the end of the program when no later group is waited on.
+    nxt = len(compute)
+    for i in range(len(waits) - 1, -1, -1):
+        slot, w = waits[i]
+        if slot is None:
+            waits[i] = (nxt, w)
+        nxt = min(nxt, waits[i][0])
     # At each slot: posts (in posting order), then waits (stable: program order within a slot),
     # then the compute item.  A wait never precedes its own post: its slot is >= the post's.
     waits.sort(key=lambda x: x[0])

@@ -119,7 +119,13 @@ def _missing_recv(s: Schedule, idx: OpIndex, o: int, key, later: int | None) -> 
     msg = (f"{a} on rank {r} needs the {what} of microbatch {a.mb} from stage {src_stage} "
            f"(rank {src}), but no {recv} precedes it")
     notes = ()
-    if later is not None:
+    if later is not None and later < o:  # posted before it, but its wait[...] comes after
+        msg = (f"{a} on rank {r} uses the {what} of microbatch {a.mb} from stage {src_stage} "
+               f"(rank {src}) before the wait of the deferred group receiving it ({recv})")
+        notes = (Note(f"{recv} is posted at step {idx.item[later]} of rank {r}",
+                      idx.actions[later].span),)
+        hints = (f"move the wait[...] of that group before {a}",)
+    elif later is not None:
         notes = (Note(f"{recv} comes after it, at step {idx.item[later]} of rank {r}",
                       idx.actions[later].span),)
         hints = (f"post {recv} before {a}",)

@@ -9,8 +9,10 @@ its ops meets its FIFO partner (``OpIndex.partner``) as soon as the partner is p
 when every op in it has met its partner; a unit without comm ops completes when posted.
 
 ``fifo`` progress (default, conservative; what CUDA guarantees)
-    one unit per program item; each item waits for the previous item of its rank.  A rank is
-    blocked at its first incomplete group.
+    one unit per program item.  Compute items, blocking groups and waits follow the previous
+    such item of the rank; every group also follows the previous group of the rank (one FIFO
+    of groups); a wait follows the deferred group it names.  With blocking groups only, each
+    item waits for the previous one: a rank is blocked at its first incomplete group.
 ``relaxed`` progress (independent progress per peer; *not* guaranteed by NCCL/CUDA)
     one unit per compute op, and one per (comm item, peer): the ops of a group split by peer.
     A compute op waits for the previous compute op of its rank and for the RECVs (on its rank)
