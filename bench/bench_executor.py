@@ -132,18 +132,27 @@ def main(argv=None) -> int:
     if args.worker:
         worker(args)
         return 0
+    results = run_launched(__file__, argv, args.ranks, deadline_s=1200)
+    if results is None:
+        return 1
+    report(results, args)
+    return 0
+
+
+def run_launched(script: str, argv, ranks: int, deadline_s: float) -> dict | None:
+    """Run ``script argv --worker OUT`` on ``ranks`` local processes; rank 0's JSON results, or
+    None (after printing the first failure) when a rank failed."""
     from ppir.backends.cuda.launcher import launch
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
-        argv = [a for a in (argv if argv is not None else sys.argv[1:])]
-        res = launch([sys.executable, __file__, *argv, "--worker", str(out)], args.ranks,
-                     deadline_s=1200)
+        argv = list(argv if argv is not None else sys.argv[1:])
+        res = launch([sys.executable, script, *argv, "--worker", str(out)], ranks,
+                     deadline_s=deadline_s)
         if not res.ok:
             print(f"bench failed: {res.codes}: {res.first_failure}", file=sys.stderr)
-            return 1
-        report(json.loads(out.read_text()), args)
-    return 0
+            return None
+        return json.loads(out.read_text())
 
 
 if __name__ == "__main__":

@@ -17,12 +17,11 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_executor import timed  # noqa: E402  (the same barrier-to-barrier step timer)
+from bench_executor import run_launched, timed  # noqa: E402  (same launcher and step timer)
 
 SCHEDULES = [("1f1b", 1), ("interleaved_1f1b", 2)]
 
@@ -112,17 +111,9 @@ def main(argv=None) -> int:
     if args.worker:
         worker(args)
         return 0
-    from ppir.backends.cuda.launcher import launch
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "bench.json"
-        argv = list(argv if argv is not None else sys.argv[1:])
-        res = launch([sys.executable, __file__, *argv, "--worker", str(out)], args.ranks,
-                     deadline_s=1800)
-        if not res.ok:
-            print(f"bench failed: {res.codes}: {res.first_failure}", file=sys.stderr)
-            return 1
-        results = json.loads(out.read_text())
+    results = run_launched(__file__, argv, args.ranks, deadline_s=1800)
+    if results is None:
+        return 1
     mib = args.width * args.width * 4 / 2**20
     print(f"CPU/gloo, {args.ranks} ranks, {mib:.1f} MiB per message, {args.steps} timed steps "
           "each, alternating")

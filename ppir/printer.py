@@ -69,18 +69,19 @@ def to_json(s: Schedule, compute_only: bool = False) -> dict:
         waits.append(rwaits)
     return {
         "format": JSON_FORMAT,
-        "schedule": s.name,
-        "params": dict(s.params),
-        "ranks": s.ranks,
-        "stages": s.stages,
-        "microbatches": s.microbatches,
-        "placement": list(s.placement),
+        **schedule_header(s),
         "lowered": s.is_lowered,
         "programs": programs,
         "groups": groups,
         **({"overlaps": overlaps} if any(overlaps) else {}),
         **({"deferred": posts, "waits": waits} if any(posts) or any(waits) else {}),
     }
+
+
+def schedule_header(s: Schedule) -> dict:
+    """The fields every JSON form of a schedule starts with (program dumps, execution plans)."""
+    return {"schedule": s.name, "params": dict(s.params), "ranks": s.ranks,
+            "stages": s.stages, "microbatches": s.microbatches, "placement": list(s.placement)}
 
 
 def from_json(obj: dict) -> Schedule:

@@ -25,6 +25,7 @@ import json
 from pathlib import Path
 
 from ...ir import Action, Group, OpKind, Schedule, Wait, is_compute_item, item_actions
+from ...printer import schedule_header
 
 PLAN_FORMAT = "ppir.plan/1"
 
@@ -114,12 +115,7 @@ def build_plan(schedule: Schedule) -> dict:
         programs.append(out)
     plan = {
         "format": PLAN_FORMAT,
-        "schedule": s.name,
-        "params": dict(s.params),
-        "ranks": s.ranks,
-        "stages": s.stages,
-        "microbatches": s.microbatches,
-        "placement": list(s.placement),
+        **schedule_header(s),
         "stages_of_rank": [list(x) for x in s.stages_of_rank],
         "split_backward": s.uses_split_backward(),
         "meta": None,
