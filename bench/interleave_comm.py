@@ -14,6 +14,7 @@ import argparse
 from ppir.backends.cost import estimate, make_config
 
 from ppir.loader import load_schedule
+from ppir.passes import LowerComms, OverlapComms
 
 SETTINGS = [  # (label, hardware section, comm section)
     ("one node, NVLink 450 GB/s", {"ranks_per_node": 8}, {}),
@@ -30,18 +31,23 @@ def main() -> None:
     ap.add_argument("-M", type=int, default=16)
     ap.add_argument("--vs", default="1,2,4,8")
     ap.add_argument("--progress", default="fifo")
+    ap.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=True,
+                    help="apply the overlap-comms pass, as ppir compile does (default on)")
     args = ap.parse_args()
     preset, *fields = args.model.split(",")
     model = {"preset": preset, **{k: int(v) for k, v in (f.split("=") for f in fields)}}
     print(f"interleaved_1f1b P={args.P} M={args.M}, model {args.model}, H100 at 50% of peak, "
-          f"{args.progress} progress")
+          f"{args.progress} progress, {'with' if args.overlap else 'without'} overlap-comms")
     print("| link | v | step time (ms) | bubble/total | exposed comm / rank (ms) | vs v=1 |")
     print("|---|---|---|---|---|---|")
     for label, hw, comm in SETTINGS:
         cfg = make_config({"model": model, "hardware": {"preset": "H100", **hw}, "comm": comm})
         base = None
         for v in (int(x) for x in args.vs.split(",")):
-            s = load_schedule("interleaved_1f1b", {"P": args.P, "M": args.M, "v": v})
+            s = LowerComms().apply(
+                load_schedule("interleaved_1f1b", {"P": args.P, "M": args.M, "v": v}))
+            if args.overlap:
+                s = OverlapComms().apply(s)
             e = estimate(s, cfg, progress=args.progress, memory=False)
             base = base or e.step_time
             exposed = max(r.exposed_comm for r in e.per_rank)
