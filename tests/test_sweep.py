@@ -56,3 +56,8 @@ def test_sweep_reports_invalid_values_and_bad_usage(cli):
     assert code == 0 and "6  error: requirement failed" in out
     code, _, err = cli("sweep", "1f1b", "--over", "M")
     assert code == 2 and "expected NAME=V1,V2" in err
+
+
+def test_sweeping_an_unknown_parameter_is_a_usage_error(cli):
+    code, out, err = cli("sweep", "1f1b", "--over", "Q=1,2")
+    assert code == 2 and "unknown parameter 'Q'" in err and "Traceback" not in err

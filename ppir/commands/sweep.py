@@ -147,6 +147,11 @@ def measure(s: Schedule, model=None, recompute="none", layers=None) -> dict:
     return out
 
 
+# Errors that no value of the swept parameter can fix: reported once, exit 2.
+_UNUSABLE = frozenset({"unknown-parameter", "bad-input", "syntax-error", "bad-define",
+                       "missing-parameter", "unknown-model", "bad-model"})
+
+
 def sweep(spec: str, over: str, values: list[int], fixed: dict[str, int], model=None,
           recompute="none", layers=None, placement=None) -> list[dict]:
     """One row per value: params, measured figures, and the closed forms with agreement."""
@@ -157,6 +162,8 @@ def sweep(spec: str, over: str, values: list[int], fixed: dict[str, int], model=
             s = load_schedule(spec, params, placement=placement)
             meas = measure(s, model, recompute, layers)
         except (PpirError, OrderCycle) as e:
+            if isinstance(e, PpirError) and e.kind in _UNUSABLE:
+                raise  # not about this value: the sweep itself cannot run
             rows.append({"value": val, "params": params, "error": str(e)})
             continue
         p = dict(s.params)
