@@ -342,26 +342,11 @@ def producers(action: Action, num_stages: int, backward_kind: dict | None = None
     raise ValueError(f"{action} is not a compute action")
 
 
-def message_for(producer: Action, consumer: Action) -> tuple[Action, Action] | None:
-    """The (send, recv) pair that carries ``producer``'s output to ``consumer`` across stages.
-
-    None for dependencies inside one stage (F -> B of the same stage, I -> W).
-    """
-    if producer.stage == consumer.stage:
-        return None
-    m = producer.mb
-    if producer.kind is OpKind.F:
-        return (Action(producer.stage, OpKind.SEND_F, m), Action(consumer.stage, OpKind.RECV_F, m))
-    return (Action(producer.stage, OpKind.SEND_B, m), Action(consumer.stage, OpKind.RECV_B, m))
-
-
-def matching(action: Action) -> Action:
-    """The partner of a communication action (``3SEND_F1`` <-> ``4RECV_F1``)."""
-    s, k, m = action.stage, action.kind, action.mb
-    partner = {
-        OpKind.SEND_F: (s + 1, OpKind.RECV_F),
-        OpKind.RECV_F: (s - 1, OpKind.SEND_F),
-        OpKind.SEND_B: (s - 1, OpKind.RECV_B),
-        OpKind.RECV_B: (s + 1, OpKind.SEND_B),
-    }[k]
-    return Action(partner[0], partner[1], m)
+def comm_endpoints(action: Action) -> tuple[tuple[int, OpKind, int], ...]:
+    """Keys of the compute actions at this end of a communication action: the producer whose
+    output a SEND carries, the consumer a RECV feeds.  ``sSEND_Fm``/``sRECV_Fm``: F(s,m);
+    ``sSEND_Bm``/``sRECV_Bm``: the backward of (s,m), B or I."""
+    s, m = action.stage, action.mb
+    if action.kind in (OpKind.SEND_F, OpKind.RECV_F):
+        return ((s, OpKind.F, m),)
+    return ((s, OpKind.B, m), (s, OpKind.I, m))

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..diagnostics import error
+from ..diagnostics import Report, error
 from ..expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS
 from ..ir import Schedule
 from ..loader import load_schedule
@@ -70,26 +70,58 @@ def load_from_args(args: argparse.Namespace) -> Schedule:
                          max_ops=args.max_ops, max_steps=args.max_steps)
 
 
-def lowered_from_args(args: argparse.Namespace) -> Schedule:
-    """The schedule with communication: literal lowered input is kept as written."""
-    s = load_from_args(args)
+def _lowered(args: argparse.Namespace, loaded: Schedule | None = None
+             ) -> tuple[Schedule, Schedule]:
+    """(blocking, to run): the lowered schedule (literal lowered input kept as written), and
+    the same after overlap-comms when --overlap asks for it (else the same object).
+    ``loaded`` is the already expanded schedule, if the caller has it."""
+    s = loaded if loaded is not None else load_from_args(args)
     if s.is_lowered:
-        return s
+        return s, s
     strategy = getattr(args, "lowering", "lockstep")
-    s = LowerComms(strategy).apply(s)
-    if getattr(args, "overlap", False) and strategy == "lockstep" and _overlappable(s, args):
-        s = OverlapComms(verify=False).apply(s)  # the command verifies what it runs
-    return s
+    blocking = LowerComms(strategy).apply(s)
+    if getattr(args, "overlap", False) and strategy == "lockstep":
+        return blocking, OverlapComms(verify=False).apply(blocking)  # verified below
+    return blocking, blocking
 
 
-def _overlappable(s: Schedule, args: argparse.Namespace) -> bool:
-    """Overlap only a schedule that verifies (or when the user skips verification), so that
-    diagnostics describe the program the user wrote, not the overlapped one."""
+def lowered_and_report(args: argparse.Namespace, loaded: Schedule | None = None
+                       ) -> tuple[Schedule, Report | None]:
+    """The schedule a command runs and its verification report (None with --no-verify).
+
+    The overlapped schedule is verified; when it fails, the blocking one is returned with its
+    own report, so that diagnostics describe the program the user wrote.  A valid schedule is
+    verified once.
+    """
+    blocking, out = _lowered(args, loaded)
     if getattr(args, "no_verify", False):
-        return True
+        return out, None
+    return _verified(blocking, out)
+
+
+def _verified(blocking: Schedule, out: Schedule) -> tuple[Schedule, Report]:
     from ..verify import verify
 
-    return verify(s).ok
+    report = verify(out)
+    if not report.ok and out is not blocking:
+        out, report = blocking, verify(blocking)
+    return out, report
+
+
+def lowered_from_args(args: argparse.Namespace) -> Schedule:
+    """The schedule with communication, for commands that verify it themselves or not at all;
+    overlapped (when asked for) only if it verifies, like :func:`lowered_and_report`."""
+    blocking, out = _lowered(args)
+    if out is blocking or getattr(args, "no_verify", False):
+        return out
+    return _verified(blocking, out)[0]
+
+
+def print_report(report: Report) -> bool:
+    """Print a verification report's diagnostics to stderr; True when it has no error."""
+    for d in report.diagnostics:
+        print(d.render(), file=sys.stderr)
+    return report.ok
 
 
 def emit_json(obj) -> None:

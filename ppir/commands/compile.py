@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..backends import available_backends, get_backend
-from .common import add_schedule_arguments, lowered_from_args
+from ..diagnostics import EXIT_INVALID
+from .common import add_schedule_arguments, lowered_and_report, print_report
 
 NAME = "compile"
 HELP = "compile a schedule for a backend: cost (estimate) or cuda (execution plan)"
@@ -42,15 +43,7 @@ def run(args) -> int:
     backend = get_backend(args.backend)
     if not getattr(backend, "runs_deferred_groups", True):
         args.overlap = False  # e.g. torch's CSV: torch's runtime places its own waits
-    s = lowered_from_args(args)
-    if not args.no_verify:
-        from ..diagnostics import EXIT_INVALID
-        from ..verify import verify
-
-        report = verify(s)
-        if not report.ok:
-            import sys
-            for d in report.diagnostics:
-                print(d.render(), file=sys.stderr)
-            return EXIT_INVALID
+    s, report = lowered_and_report(args)
+    if report is not None and not print_report(report):
+        return EXIT_INVALID
     return backend.run(s, args)

@@ -7,7 +7,7 @@ import sys
 import tempfile
 
 from ..diagnostics import EXIT_INVALID, EXIT_USAGE, error
-from .common import add_schedule_arguments, lowered_from_args
+from .common import add_schedule_arguments, load_from_args, lowered_and_report, print_report
 
 NAME = "launch"
 HELP = "compile, verify and train with a schedule on P local processes (CPU/gloo unless GPUs)"
@@ -42,29 +42,17 @@ def add_arguments(p):
 
 
 def _schedule(args):
-    s = lowered_from_args(args)
-    if args.nproc is None or args.nproc == s.ranks:
-        return s
-    if "P" in s.param_dict and not any(d.split("=")[0].strip() == "P" for d in args.defines):
+    """The schedule to run and its verification report, with -n setting P when it can."""
+    loaded = load_from_args(args)
+    if (args.nproc is not None and args.nproc != loaded.ranks and "P" in loaded.param_dict
+            and not any(d.split("=")[0].strip() == "P" for d in args.defines)):
         args.defines = [*args.defines, f"P={args.nproc}"]
-        s = lowered_from_args(args)
-    if s.ranks != args.nproc:
+        loaded = load_from_args(args)
+    s, report = lowered_and_report(args, loaded)
+    if args.nproc is not None and s.ranks != args.nproc:
         raise error("rank-mismatch", f"-n {args.nproc}: the schedule has {s.ranks} ranks",
                     hints=[f"use -n {s.ranks}, or set the schedule's rank count with -D"])
-    return s
-
-
-def _verify(s) -> bool:
-    try:
-        from ..verify import verify
-    except ImportError:
-        print("ppir launch: warning: verifier not available, running unverified",
-              file=sys.stderr)
-        return True
-    report = verify(s)
-    for d in report.diagnostics:
-        print(d.render(), file=sys.stderr)
-    return report.ok
+    return s, report
 
 
 def _runtime_argv(args) -> list[str]:
@@ -86,8 +74,8 @@ def run(args) -> int:
     from ..backends.cuda.launcher import launch
     from ..backends.cuda.plan import PlanError, build_plan, plan_summary, save_plan
 
-    s = _schedule(args)
-    if not args.no_verify and not _verify(s):
+    s, report = _schedule(args)
+    if report is not None and not print_report(report):
         return EXIT_INVALID
     try:
         plan = build_plan(s)

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..diagnostics import EXIT_INVALID, PpirError
-from ..ir import Action, Group, Item, OpKind, Schedule, Wait, is_compute_item, item_actions
+from ..ir import Group, Item, Schedule, Wait, comm_endpoints, is_compute_item, item_actions
 
 
 @dataclass(frozen=True)
@@ -56,20 +56,6 @@ class OverlapComms:
         return out
 
 
-def _consumer_keys(a: Action) -> tuple:
-    """Keys of the compute actions that consume what RECV ``a`` brings."""
-    if a.kind is OpKind.RECV_F:
-        return ((a.stage, OpKind.F, a.mb),)
-    return ((a.stage, OpKind.B, a.mb), (a.stage, OpKind.I, a.mb))
-
-
-def _producer_keys(a: Action) -> tuple:
-    """Keys of the compute actions whose output SEND ``a`` carries."""
-    if a.kind is OpKind.SEND_F:
-        return ((a.stage, OpKind.F, a.mb),)
-    return ((a.stage, OpKind.B, a.mb), (a.stage, OpKind.I, a.mb))
-
-
 def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
     if any(isinstance(it, Wait) or (isinstance(it, Group) and it.deferred) for it in prog):
         raise ValueError("overlap-comms expects blocking groups; this program is already split")
@@ -90,10 +76,10 @@ def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
         slot = max(last_post, seen - hoist)
         for a in acts:
             if a.kind.is_send:
-                slot = max(slot, *(where[k] + 1 for k in _producer_keys(a) if k in where),
+                slot = max(slot, *(where[k] + 1 for k in comm_endpoints(a) if k in where),
                            slot)
         slot = last_post = min(slot, seen)
-        consumers = [where[k] for a in acts if a.kind.is_recv for k in _consumer_keys(a)
+        consumers = [where[k] for a in acts if a.kind.is_recv for k in comm_endpoints(a)
                      if k in where and where[k] >= seen]
         group = Group(tuple(acts), getattr(it, "span", None), deferred=True)
         posts.append((slot, group))

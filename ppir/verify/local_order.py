@@ -13,7 +13,7 @@ A producer that is missing altogether is left to ``incomplete``.  Linear in the 
 from __future__ import annotations
 
 from ..diagnostics import Diagnostic, Note
-from ..ir import Action, Group, OpKind, Schedule, Wait, item_actions
+from ..ir import Action, Group, OpKind, Schedule, Wait, comm_endpoints, item_actions
 from .index import OpIndex
 
 
@@ -64,10 +64,8 @@ def check_local_order(s: Schedule, idx: OpIndex) -> list[Diagnostic]:
                         need(o, ((st, RECV_B, m),), True)
             elif k is W:
                 need(o, ((st, I, m),), False)
-            elif k is SEND_F:
-                need(o, ((st, F, m),), False)
-            elif k is SEND_B:
-                need(o, ((st, B, m), (st, I, m)), False)
+            elif k is SEND_F or k is SEND_B:
+                need(o, comm_endpoints(a), False)
     return out
 
 

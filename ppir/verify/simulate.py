@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import COMM_KINDS, Group, OpKind, Wait
+from ..ir import COMM_KINDS, Group, OpKind, Wait, comm_endpoints
 from .index import OpIndex
 
 PROGRESS_MODELS = ("fifo", "relaxed")
@@ -143,10 +143,8 @@ def _inputs(a) -> list[tuple]:
         return [(st, OpKind.RECV_F, m)]
     if k is OpKind.B or k is OpKind.I:
         return [(st, OpKind.RECV_B, m)]
-    if k is OpKind.SEND_F:
-        return [(st, OpKind.F, m)]
-    if k is OpKind.SEND_B:
-        return [(st, OpKind.B, m), (st, OpKind.I, m)]
+    if k.is_send:
+        return list(comm_endpoints(a))
     return []
 
 
