@@ -68,6 +68,31 @@ DEFAULT_DURATIONS = {OpKind.F: 1, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1}
 """Relative op costs per chunk used when no cost model is given (REFERENCE.md defaults)."""
 
 
+@dataclass(frozen=True)
+class PlanCosts:
+    """Costs a pass plans with: ``op[stage][kind]`` (positive op durations) and
+    ``link[src][dst]`` (the time one message takes from rank src to rank dst, >= 0).
+
+    Any consistent unit works (the cost backend's integer ticks keep planning exact).  Build one
+    from relative per-kind costs with :meth:`uniform`."""
+
+    op: tuple[dict[OpKind, int | float], ...]
+    link: tuple[tuple[int | float, ...], ...]
+
+    @classmethod
+    def uniform(cls, stages: int, ranks: int, durations: dict[OpKind, int] | None = None,
+                transfer: int | float = 0) -> PlanCosts:
+        """The same ``durations`` (default :data:`DEFAULT_DURATIONS`) on every stage and the
+        same ``transfer`` time on every link."""
+        d = dict(durations or DEFAULT_DURATIONS)
+        return cls(tuple(d for _ in range(stages)),
+                   tuple(tuple(0 if a == b else transfer for b in range(ranks))
+                         for a in range(ranks)))
+
+    def duration(self, a: Action) -> int | float:
+        return self.op[a.stage][a.kind]
+
+
 def unit_levels(schedule: Schedule, index: ComputeIndex | None = None) -> list[list[int]]:
     """ASAP start step of every compute action with unit durations (0-based), per rank.
 
@@ -79,16 +104,22 @@ def unit_levels(schedule: Schedule, index: ComputeIndex | None = None) -> list[l
 
 
 def asap_finish(schedule: Schedule, durations: dict[OpKind, int] | None = None,
-                index: ComputeIndex | None = None) -> list[list[int]]:
-    """ASAP finish time of every compute action, per rank, with the given positive durations.
+                index: ComputeIndex | None = None, costs: PlanCosts | None = None
+                ) -> list[list[int]]:
+    """ASAP finish time of every compute action, per rank, with the given positive durations
+    (per kind), or with ``costs`` (per stage and kind, plus a transfer time on every data
+    dependency that crosses ranks; ``durations`` is then ignored).
 
-    finish(a) = duration(a) + max(finish of its program-order predecessor and data producers,
-    or 0).  An :class:`~ppir.ir.Overlap` step is atomic: its first part also waits for the data
-    producers of its second part, which follows it at once (so the step takes the sum of its
-    parts).  Finish times strictly increase along each rank's program.  Raises
-    :class:`OrderCycle` when the compute graph is cyclic.  Linear in the number of actions.
+    finish(a) = duration(a) + max(finish of its program-order predecessor, finish of each data
+    producer plus the transfer time from its rank, or 0).  An :class:`~ppir.ir.Overlap` step
+    is atomic: its first part also waits for the data producers of its second part, which
+    follows it at once (so the step takes the sum of its parts).  Finish times strictly
+    increase along each rank's program.  Raises :class:`OrderCycle` when the compute graph is
+    cyclic.  Linear in the number of actions.
     """
-    dur = durations or DEFAULT_DURATIONS
+    if costs is None:
+        costs = PlanCosts.uniform(schedule.stages, schedule.ranks, durations)
+    op, link = costs.op, costs.link
     idx = index or ComputeIndex.build(schedule)
     S = schedule.stages
     acts = idx.actions
@@ -111,10 +142,13 @@ def asap_finish(schedule: Schedule, durations: dict[OpKind, int] | None = None,
     while ready:
         r, i = ready.popleft()
         done += 1
-        t = finish[r][i] = start[r][i] + dur[acts[r][i].kind]
+        a = acts[r][i]
+        t = finish[r][i] = start[r][i] + op[a.stage][a.kind]
+        row = link[r]
         for s in succs.get((r, i), ()):
-            if start[s[0]][s[1]] < t:
-                start[s[0]][s[1]] = t
+            ts = t + row[s[0]]
+            if start[s[0]][s[1]] < ts:
+                start[s[0]][s[1]] = ts
             indeg[s] -= 1
             if indeg[s] == 0:
                 ready.append(s)

@@ -11,6 +11,8 @@ from ..expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS
 from ..ir import Schedule
 from ..loader import load_schedule
 from ..passes import LowerComms, OverlapComms
+from ..passes.lower_comms import STRATEGIES
+from ..passes.overlap import overlap_best
 
 SCHEDULE_HELP = "a .pps file, a torch .csv schedule, or a built-in name (see 'ppir list')"
 
@@ -30,9 +32,13 @@ def add_schedule_arguments(p: argparse.ArgumentParser, lowering: bool = True,
     p.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS, metavar="N",
                    help=f"cap on loop iterations during expansion (default {DEFAULT_MAX_STEPS:,})")
     if lowering:
-        p.add_argument("--lowering", choices=["lockstep", "naive"], default="lockstep",
-                       help="how communication is inserted (default lockstep; naive posts each "
-                            "recv right before its consumer and deadlocks 1F1B)")
+        p.add_argument("--lowering", choices=["auto", *STRATEGIES], default="auto",
+                       help="how communication is inserted: lockstep (exchange where both "
+                            "ranks are between ops), eager (exchange when the producer "
+                            "finishes, planned with the cost options' transfer times), naive "
+                            "(each recv right before its consumer; deadlocks 1F1B); default "
+                            "auto: lockstep, or with --overlap the faster of lockstep and "
+                            "eager under the cost options")
         p.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=overlap,
                        help="split each group's post from its wait (the overlap-comms pass) "
                             f"so transfers overlap compute (default: {'on' if overlap else 'off'})")
@@ -78,11 +84,28 @@ def _lowered(args: argparse.Namespace, loaded: Schedule | None = None
     s = loaded if loaded is not None else load_from_args(args)
     if s.is_lowered:
         return s, s
-    strategy = getattr(args, "lowering", "lockstep")
-    blocking = LowerComms(strategy).apply(s)
-    if getattr(args, "overlap", False) and strategy == "lockstep":
-        return blocking, OverlapComms(verify=False).apply(blocking)  # verified below
-    return blocking, blocking
+    return lower_for_run(s, getattr(args, "lowering", "auto"), getattr(args, "overlap", False),
+                         args)
+
+
+def lower_for_run(s: Schedule, strategy: str, overlap: bool, args: argparse.Namespace
+                  ) -> tuple[Schedule, Schedule]:
+    """(blocking, to run) for compute-only ``s``: see ``--lowering``; ``eager`` and ``auto``
+    plan with the cost options in ``args`` (the cost model's defaults when it has none).  The
+    overlapped schedule is not verified here; :func:`lowered_and_report` does that."""
+    costs = step_time = None
+    if strategy == "eager" or (strategy == "auto" and overlap):
+        from ..backends.cost.cli import config_from_args, progress_from_args
+        from ..backends.cost.planning import planner
+
+        costs, step_time = planner(s, config_from_args(args), progress_from_args(args))
+    chosen = "lockstep" if strategy == "auto" else strategy
+    blocking = LowerComms(chosen, costs=costs if chosen == "eager" else None).apply(s)
+    if not overlap or strategy == "naive":
+        return blocking, blocking
+    if strategy != "auto":
+        return blocking, OverlapComms(verify=False).apply(blocking)
+    return blocking, overlap_best(s, blocking, costs, step_time)
 
 
 def lowered_and_report(args: argparse.Namespace, loaded: Schedule | None = None
@@ -108,10 +131,10 @@ def _verified(blocking: Schedule, out: Schedule) -> tuple[Schedule, Report]:
     return out, report
 
 
-def lowered_from_args(args: argparse.Namespace) -> Schedule:
+def lowered_from_args(args: argparse.Namespace, loaded: Schedule | None = None) -> Schedule:
     """The schedule with communication, for commands that verify it themselves or not at all;
     overlapped (when asked for) only if it verifies, like :func:`lowered_and_report`."""
-    blocking, out = _lowered(args)
+    blocking, out = _lowered(args, loaded)
     if out is blocking or getattr(args, "no_verify", False):
         return out
     return _verified(blocking, out)[0]

@@ -99,14 +99,7 @@ def second_schedule(args):
     inherited = {k: v for k, v in first.items() if declared is not None and k in declared}
     sched = load_schedule(spec, {**inherited, **own}, max_ops=args.max_ops,
                           max_steps=args.max_steps)
-    from ..passes import LowerComms, OverlapComms
-
-    if sched.is_lowered:
-        return sched
-    sched = LowerComms(args.lowering).apply(sched)
-    if args.overlap and args.lowering == "lockstep":  # compare like with like
-        sched = OverlapComms().apply(sched)
-    return sched
+    return lowered_from_args(args, sched)  # the same lowering and overlap: like with like
 
 
 def run(args) -> int:

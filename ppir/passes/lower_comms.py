@@ -19,6 +19,23 @@ Two strategies, both pure functions from a compute-only schedule to a lowered on
     Every exchange is a Group, even of one op, so that a pair of ranks never mixes batched and
     unbatched P2P (the verifier's ``mixed-batched`` lint).
 
+``eager``
+    Plan the ASAP times with *transfers included* (``costs``: op durations per stage and a
+    transfer time per link, :class:`ppir.order.PlanCosts`; by default the lockstep costs and free
+    transfers), and exchange every message at the moment its producer finishes, t: on each rank
+    the group of time t sits after every item that finishes by t and before every item that
+    finishes after t.  A sender's producer finishes at t, so its send follows it; a receiver
+    usually is in the middle of an op at t, and its group goes *before* that op, so that once
+    ``overlap-comms`` splits post from wait the transfer runs while the op computes and is done
+    when the consumer (planned at t + transfer or later) starts.  Deadlock-free for the same
+    reason as lockstep: groups of time t pair only with groups of time t, each rank's groups are
+    in time order, and everything a rank does before its group of time t (items finishing by t,
+    and their recvs, at earlier times) needs only groups of earlier times, so by induction over
+    t every group completes.  Blocking (without overlap-comms) it makes receivers wait; it is
+    meant to be followed by ``overlap-comms``, where with transfer times that match the real
+    ones it reaches the comm-weighted critical path of the compute order in every case
+    ``bench/bench_overlap.py`` measures.
+
 ``naive``
     Each RECV right before its consumer and each SEND right after its producer, all alone.  Under
     rendezvous semantics this deadlocks 1F1B; it exists so that the verifier can show why.
@@ -37,7 +54,9 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from ..ir import Action, Group, Item, OpKind, Schedule, item_actions
-from ..order import DEFAULT_DURATIONS, ComputeIndex, OrderCycle, asap_finish
+from ..order import ComputeIndex, OrderCycle, PlanCosts, asap_finish
+
+STRATEGIES = ("lockstep", "eager", "naive")
 
 
 def outgoing_message(schedule: Schedule, a: Action) -> tuple[Action, Action, int] | None:
@@ -66,25 +85,29 @@ class LowerComms:
     """Insert communication; leaves a valid lowered schedule (see module docstring)."""
 
     strategy: str = "lockstep"
-    durations: tuple[tuple[OpKind, int], ...] | None = None  # relative costs for lockstep
+    durations: tuple[tuple[OpKind, int], ...] | None = None  # relative costs per kind
+    costs: PlanCosts | None = None  # per stage and link; overrides ``durations``
     name = "lower-comms"
 
     def apply(self, schedule: Schedule) -> Schedule:
         base = schedule.compute_only()
         if self.strategy == "naive":
             return _lower_naive(base)
-        if self.strategy != "lockstep":
+        if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown lowering strategy {self.strategy!r}")
-        durations = dict(self.durations) if self.durations else DEFAULT_DURATIONS
+        costs = self.costs or PlanCosts.uniform(
+            base.stages, base.ranks, dict(self.durations) if self.durations else None)
         index = ComputeIndex.build(base)
         try:
-            finish = asap_finish(base, durations, index)
+            finish = asap_finish(base, index=index, costs=costs)
         except OrderCycle:
             return _lower_naive(base)
-        return _lower_lockstep(base, finish, durations, index)
+        if self.strategy == "eager":
+            return _lower_eager(base, finish, costs, index)
+        return _lower_lockstep(base, finish, costs, index)
 
 
-def _item_times(s: Schedule, finish: list[list[int]], durations: dict):
+def _item_times(s: Schedule, finish: list[list[int]], costs: PlanCosts):
     """Per rank: (start, finish) of every program item, and the item index of every compute
     action (an Overlap spans from its first part's start to its last part's finish)."""
     starts, ends, item_of = [], [], []
@@ -93,7 +116,7 @@ def _item_times(s: Schedule, finish: list[list[int]], durations: dict):
         k = 0
         for i, it in enumerate(s.programs[r]):
             acts = item_actions(it)
-            st.append(finish[r][k] - durations[acts[0].kind])
+            st.append(finish[r][k] - costs.duration(acts[0]))
             en.append(finish[r][k + len(acts) - 1])
             io.extend([i] * len(acts))
             k += len(acts)
@@ -103,9 +126,9 @@ def _item_times(s: Schedule, finish: list[list[int]], durations: dict):
     return starts, ends, item_of
 
 
-def _lower_lockstep(s: Schedule, finish: list[list[int]], durations: dict,
+def _lower_lockstep(s: Schedule, finish: list[list[int]], costs: PlanCosts,
                     index: ComputeIndex) -> Schedule:
-    starts, ends, item_of = _item_times(s, finish, durations)
+    starts, ends, item_of = _item_times(s, finish, costs)
     comms: list[dict[int, list[Action]]] = [{} for _ in range(s.ranks)]
     for r in range(s.ranks):
         for k, a in enumerate(index.actions[r]):
@@ -119,14 +142,36 @@ def _lower_lockstep(s: Schedule, finish: list[list[int]], durations: dict,
                 tau = _meeting_time(t, hi, (starts[r], ends[r]), (starts[dst], ends[dst]))
                 comms[r].setdefault(tau, []).append(send)
                 comms[dst].setdefault(tau, []).append(recv)
+    return _place_groups(s, comms, starts, before_start=True)
+
+
+def _lower_eager(s: Schedule, finish: list[list[int]], costs: PlanCosts,
+                 index: ComputeIndex) -> Schedule:
+    starts, ends, item_of = _item_times(s, finish, costs)
+    comms: list[dict[int, list[Action]]] = [{} for _ in range(s.ranks)]
+    for r in range(s.ranks):
+        for k, a in enumerate(index.actions[r]):
+            msg = outgoing_message(s, a)
+            if msg:
+                send, recv, dst = msg
+                t = ends[r][item_of[r][k]]
+                comms[r].setdefault(t, []).append(send)
+                comms[dst].setdefault(t, []).append(recv)
+    return _place_groups(s, comms, ends, before_start=False)
+
+
+def _place_groups(s: Schedule, comms: list[dict], times_of_items: list[list],
+                  before_start: bool) -> Schedule:
+    """One group per (rank, time t), in time order, each before the first program item whose
+    time (its start when ``before_start``, else its finish) is at (start) or after (finish) t."""
     key = _sort_key(s)
     programs = []
     for r in range(s.ranks):
         times = sorted(comms[r])
         out: list[Item] = []
         ti = 0
-        for a, start in zip(s.programs[r], starts[r]):
-            while ti < len(times) and times[ti] <= start:
+        for a, when in zip(s.programs[r], times_of_items[r]):
+            while ti < len(times) and (times[ti] <= when if before_start else times[ti] < when):
                 out.append(Group(tuple(sorted(comms[r][times[ti]], key=key))))
                 ti += 1
             out.append(a)

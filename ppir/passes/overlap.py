@@ -30,10 +30,12 @@ its result and refuses to return an invalid schedule.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..diagnostics import EXIT_INVALID, PpirError
 from ..ir import Group, Item, Schedule, Wait, comm_endpoints, is_compute_item, item_actions
+from ..order import PlanCosts
 
 
 @dataclass(frozen=True)
@@ -108,3 +110,27 @@ def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
         if k < len(compute):
             out.append(compute[k])
     return out
+
+
+def overlap_best(schedule: Schedule, lockstep: Schedule, costs: PlanCosts | None,
+                 step_time: Callable[[Schedule], float] | None) -> Schedule:
+    """Communication for running ``schedule`` (compute-only) with transfers overlapped: the
+    faster, by ``step_time``, of ``overlap-comms`` over ``lockstep`` (its lockstep lowering)
+    and ``overlap-comms`` over the ``eager`` lowering planned with ``costs``.
+
+    The lockstep candidate is kept on a tie, when ``costs`` has no transfer time (then there is
+    nothing to plan around), and when the eager candidate fails to run (``step_time`` raises a
+    ppir error).  Both candidates are deadlock-free by construction and keep every rank's
+    compute order; taking the faster one means the result is never slower under ``step_time``
+    than the lockstep lowering with blocking groups.
+    """
+    base = OverlapComms(verify=False).apply(lockstep)
+    if costs is None or step_time is None or not any(any(row) for row in costs.link):
+        return base
+    from .lower_comms import LowerComms
+
+    eager = OverlapComms(verify=False).apply(LowerComms("eager", costs=costs).apply(schedule))
+    try:
+        return eager if step_time(eager) < step_time(base) else base
+    except PpirError:
+        return base
