@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TOL = 1e-6  # fp32; the observed differences are ~1e-8 (summation order only)
 
 # (schedule, parameters without P, model, transform); transform "iw" splits every B into I + W,
-# "overlap" runs the overlap-comms pass (deferred groups: post early, wait late)
+# "overlap" runs the overlap-comms pass (deferred groups: post early, wait late), "eager"
+# lowers with the eager strategy (exchanges planned with transfers of 1/4 of a forward) first
 CASES = {
     2: [
         ("gpipe", {"M": 3}, "mlp", None),
@@ -37,6 +38,7 @@ CASES = {
         ("interleaved_vshape", {"M": 4, "v": 2}, "mlp", "iw"),
         ("1f1b", {"M": 4}, "mlp", "overlap"),
         ("interleaved_1f1b", {"M": 4, "v": 2}, "mlp", "overlap"),
+        ("1f1b", {"M": 5}, "mlp", "eager"),
     ],
     4: [
         ("gpipe", {"M": 4}, "mlp", None),
@@ -56,6 +58,8 @@ CASES = {
         ("1f1b", {"M": 7}, "mlp", "overlap"),
         ("interleaved_vshape", {"M": 4, "v": 2}, "mlp", "overlap"),
         ("interleaved_1f1b", {"M": 8, "v": 2}, "gpt", "overlap"),
+        ("1f1b", {"M": 6}, "mlp", "eager"),
+        ("interleaved_1f1b", {"M": 8, "v": 2}, "mlp", "eager"),
     ],
 }
 
@@ -131,8 +135,16 @@ def run_case(ctx, P: int, case):
     s = ppir.load_schedule(name, {"P": P, **params})
     if transform == "iw":
         s = split_backward(s)
-    s = ppir.lower(s)
-    if transform == "overlap":
+    if transform == "eager":
+        from ppir.ir import OpKind
+        from ppir.order import PlanCosts
+
+        costs = PlanCosts.uniform(s.stages, s.ranks, {OpKind.F: 4, OpKind.B: 8, OpKind.I: 4,
+                                                      OpKind.W: 4}, transfer=1)
+        s = ppir.passes.LowerComms("eager", costs=costs).apply(s)
+    else:
+        s = ppir.lower(s)
+    if transform in ("overlap", "eager"):
         from ppir.passes import OverlapComms
 
         s = OverlapComms().apply(s)
