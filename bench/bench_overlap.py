@@ -25,6 +25,7 @@ from fractions import Fraction
 from ppir.backends.cost.config import make_config
 from ppir.backends.cost.estimate import estimate
 from ppir.backends.cost.planning import planner
+
 from ppir.loader import load_schedule
 from ppir.passes import LowerComms
 from ppir.passes.overlap import overlap_best

@@ -4,11 +4,17 @@
 
 One launch of P CPU/gloo processes.  Each stage is a width x width Linear + tanh on microbatches
 of ``width`` rows, so every message carries width*width*4 bytes (4 MiB at the default 1024).  For
-1F1B and interleaved 1F1B (v=2) the same lowered schedule runs with blocking groups
-(--no-overlap) and after overlap-comms (deferred groups: post early, wait late); timed steps
-alternate between the two so background load hits both alike.  Printed: median and minimum step
-time and the ratio overlap / no-overlap of the medians (< 1: the pass helps), plus the largest
-difference between the two runs' gradients (they must agree: same math, same order).
+1F1B and interleaved 1F1B (v=2) the schedule runs three ways, timed steps alternating so that
+background load hits all alike:
+
+* ``blocking``  lockstep groups, posted and waited at one point ('ppir compile --no-overlap');
+* ``overlap``   overlap-comms over the lockstep lowering ('--lowering lockstep');
+* ``planned``   what 'ppir compile' runs by default with a cost model: the faster (in the
+  estimator) of overlap-comms over the lockstep and over the eager lowering, planned with the
+  forward, backward and transfer times measured here first (median of 5 each).
+
+Printed: median and minimum step time, the ratios of the medians to ``blocking`` (< 1: faster),
+and the largest difference between the runs' gradients (they must agree: same math, same order).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -58,17 +65,26 @@ def wide_model(width: int, M: int):
 def bench_schedule(ctx, name: str, v: int, args) -> dict:
     import torch
     import torch.distributed as dist
+    from ppir.backends.cost.config import make_config
+    from ppir.backends.cost.planning import planner
     from ppir.backends.cuda import build_plan, runtime
     from ppir.backends.cuda.model import split_batch
 
     import ppir
     from ppir.passes import OverlapComms
+    from ppir.passes.overlap import overlap_best
 
     P, M = ctx.world, args.microbatches
     model = wide_model(args.width, M)
-    lowered = ppir.lower(ppir.load_schedule(name, {"P": P, "M": M} | ({"v": v} if v > 1 else {})))
+    s = ppir.load_schedule(name, {"P": P, "M": M} | ({"v": v} if v > 1 else {}))
+    lowered = ppir.lower(s)
+    fwd, bwd, xfer = args.measured
+    # costs in forwards of a rank share (v chunks, each one Linear here)
+    cfg = make_config({"costs": {"B": bwd / fwd}, "comm": {"latency": xfer / (v * fwd)}})
+    planned = overlap_best(s, lowered, *planner(s, cfg))
     runs = {"blocking": runtime.prepare(ctx, build_plan(lowered), model),
-            "overlap": runtime.prepare(ctx, build_plan(OverlapComms().apply(lowered)), model)}
+            "overlap": runtime.prepare(ctx, build_plan(OverlapComms().apply(lowered)), model),
+            "planned": runtime.prepare(ctx, build_plan(planned), model)}
     mb_in, mb_tgt = split_batch(model, 0, M, ctx.device, ctx.rank)
 
     def step(ex):
@@ -80,13 +96,46 @@ def bench_schedule(ctx, name: str, v: int, args) -> dict:
     for ex in runs.values():
         step(ex)
     grads = [[p.grad.clone() for m in ex.modules for p in m.parameters()] for ex in runs.values()]
-    diff = max((a - b).abs().max().item() for a, b in zip(*grads))
+    diff = max((a - b).abs().max().item() for other in grads[1:]
+               for a, b in zip(grads[0], other))
     for _ in range(args.steps):
         for k, ex in runs.items():
             times[k].append(timed(lambda ex=ex: step(ex)))
     d = torch.tensor([diff])
     dist.all_reduce(d, op=dist.ReduceOp.MAX)
     return {**times, "grad_diff": d.item()}
+
+
+def measure(ctx, width: int) -> tuple[float, float, float]:
+    """Median seconds of one stage's forward and backward on a microbatch, and of one message
+    from rank 0 to rank 1 (the largest over ranks)."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+
+    stage = nn.Sequential(nn.Linear(width, width), nn.Tanh())
+    x = torch.randn(width, width, requires_grad=True)
+    fwd, bwd, xfer = [], [], []
+    buf = torch.randn(width, width)
+
+    def message() -> None:
+        if ctx.rank == 0:
+            dist.send(buf, 1)
+        elif ctx.rank == 1:
+            dist.recv(buf, 0)
+
+    for _ in range(5):
+        t0 = time.perf_counter()
+        y = stage(x)
+        t1 = time.perf_counter()
+        y.backward(torch.ones_like(y))
+        fwd.append(t1 - t0)
+        bwd.append(time.perf_counter() - t1)
+        xfer.append(timed(message))  # all ranks: timed() brackets it with barriers
+    vals = torch.tensor([statistics.median(fwd), statistics.median(bwd),
+                         statistics.median(xfer)], dtype=torch.float64)
+    dist.all_reduce(vals, op=dist.ReduceOp.MAX)
+    return tuple(vals.tolist())
 
 
 def worker(args) -> None:
@@ -96,7 +145,8 @@ def worker(args) -> None:
 
     torch.set_num_threads(1)
     ctx = procgroup.init(device="cpu", timeout_s=300)
-    results = {}
+    args.measured = measure(ctx, args.width)
+    results = {"measured": args.measured}
     for name, v in SCHEDULES:
         key = f"{name}(P={ctx.world}, M={args.microbatches}" + (f", v={v})" if v > 1 else ")")
         results[key] = bench_schedule(ctx, name, v, args)
@@ -115,14 +165,19 @@ def main(argv=None) -> int:
     if results is None:
         return 1
     mib = args.width * args.width * 4 / 2**20
+    fwd, bwd, xfer = results.pop("measured")
     print(f"CPU/gloo, {args.ranks} ranks, {mib:.1f} MiB per message, {args.steps} timed steps "
-          "each, alternating")
-    print(f"{'schedule':32s} {'blocking':>10s} {'overlap':>10s} {'ratio':>6s} {'min blk':>9s} "
-          f"{'min ovl':>9s} {'grad diff':>10s}")
+          f"each, alternating; measured per chunk: forward {fwd * 1e3:.1f} ms, backward "
+          f"{bwd * 1e3:.1f} ms, one message {xfer * 1e3:.1f} ms ({xfer / fwd:.0%} of a forward)")
+    kinds = ("blocking", "overlap", "planned")
+    print(f"{'schedule':32s} " + " ".join(f"{k:>9s}" for k in kinds)
+          + f" {'ovl/blk':>7s} {'pln/blk':>7s} " + " ".join(f"{'min ' + k[:3]:>8s}" for k in kinds)
+          + f" {'grad diff':>9s}")
     for name, r in results.items():
-        b, o = statistics.median(r["blocking"]) * 1e3, statistics.median(r["overlap"]) * 1e3
-        print(f"{name:32s} {b:7.0f} ms {o:7.0f} ms {o / b:6.2f} {min(r['blocking']) * 1e3:6.0f} ms"
-              f" {min(r['overlap']) * 1e3:6.0f} ms {r['grad_diff']:10.1e}")
+        med = {k: statistics.median(r[k]) * 1e3 for k in kinds}
+        print(f"{name:32s} " + " ".join(f"{med[k]:6.0f} ms" for k in kinds)
+              + f" {med['overlap'] / med['blocking']:7.2f} {med['planned'] / med['blocking']:7.2f} "
+              + " ".join(f"{min(r[k]) * 1e3:5.0f} ms" for k in kinds) + f" {r['grad_diff']:9.1e}")
     return 0
 
 

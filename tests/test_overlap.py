@@ -9,10 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ppir.backends.cost.config import make_config
 from ppir.backends.cost.estimate import estimate
+from ppir.backends.cost.planning import planner
 
 from ppir.ir import Group, Wait, is_compute_item
 from ppir.loader import load_schedule, load_text
 from ppir.passes import LowerComms, OverlapComms
+from ppir.passes.overlap import overlap_best
 from ppir.printer import format_pps, from_json, to_json
 from ppir.testing import valid_schedules
 from ppir.verify import verify
@@ -133,9 +135,6 @@ def test_eager_lowering_is_deadlock_free_for_any_plan_costs(s, data):
 def test_auto_overlap_is_never_slower_than_blocking_lockstep(s, latency, costs):
     """What 'ppir compile' runs by default (--lowering auto --overlap) is valid, keeps the
     compute order, and is never slower in the estimator than --no-overlap."""
-    from ppir.backends.cost.planning import planner
-    from ppir.passes.overlap import overlap_best
-
     kinds = dict(part.split("=") for part in costs.split(","))
     cfg = make_config({"comm": {"latency": float(latency)}, "costs": kinds})
     lockstep = LowerComms().apply(s)
@@ -156,9 +155,6 @@ def test_default_overlap_reaches_the_critical_path(name, params, share):
     transfer that the compute order does not force onto a dependency chain: the step equals
     the comm-weighted critical path (a lower bound for any lowering of this compute order),
     where blocking lockstep groups are slower."""
-    from ppir.backends.cost.planning import planner
-    from ppir.passes.overlap import overlap_best
-
     s = load_schedule(name, params)
     cfg = make_config({"comm": {"latency": share * s.ranks / s.stages}})
     lockstep = LowerComms().apply(s)
