@@ -16,6 +16,7 @@ from ppir.loader import load_schedule, load_text
 from ppir.passes import LowerComms, OverlapComms
 from ppir.passes.overlap import overlap_best
 from ppir.printer import format_pps, from_json, to_json
+from ppir.schedules import builtin_names
 from ppir.testing import valid_schedules
 from ppir.verify import verify
 
@@ -176,3 +177,18 @@ def test_compile_plans_overlap_with_the_comm_latency(cli):
     assert runs[""]["step_time"] == runs[""]["critical_path"]["length"] == 37
     assert runs["--lowering lockstep"]["step_time"] == 37.5
     assert runs["--no-overlap"]["step_time"] == 38
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_builtin_overlaps_safely_with_transfer_costs(name):
+    """Eager lowering verifies for every built-in (zero-bubble W queues, DualPipeV's
+    overlapped F&B steps, V placements), and the default is never slower than blocking."""
+    s = load_schedule(name, {"P": 4, "M": 8} | ({"v": 2} if name == "interleaved_vshape" else {}))
+    lockstep = LowerComms().apply(s)
+    for latency in (Fraction(1, 8), Fraction(1, 2), 1):
+        cfg = make_config({"comm": {"latency": latency}})
+        costs, step_time = planner(s, cfg)
+        assert verify(LowerComms("eager", costs=costs).apply(s)).ok
+        out = overlap_best(s, lockstep, costs, step_time)
+        assert verify(out).ok
+        assert estimate(out, cfg).step_time <= estimate(lockstep, cfg).step_time
