@@ -23,8 +23,8 @@ import os
 import re
 
 from .diagnostics import error, register_source
-from .expand import infer_placement
 from .ir import Action, OpKind, Schedule, Span
+from .literal import infer_placement
 
 # torch's kinds, longest first; the bookkeeping ones carry no microbatch.
 _KINDS = ("REDUCE_GRAD", "UNSHARD", "RESHARD", "SEND_F", "RECV_F", "SEND_B", "RECV_B",

@@ -27,7 +27,7 @@ _DEFAULT_COSTS = {OpKind.F: 1, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1}
 
 def expand_greedy(ex, block: A.GreedyBlock, top, ranks: int) -> list[tuple[Action, ...]]:
     """Per-rank programs for ``block`` (``ex`` is the running expander, ``top`` its scope)."""
-    from ..expand import _Scope
+    from ..interpreter import Scope as _Scope
 
     scopes, caps, prio_fns = [], [], []
     global_opts: dict[str, tuple[object, Span]] = {}
