@@ -79,13 +79,25 @@ class PlanCosts:
     op: tuple[dict[OpKind, int | float], ...]
     link: tuple[tuple[int | float, ...], ...]
 
+    def __post_init__(self) -> None:
+        for s, row in enumerate(self.op):
+            for k, d in row.items():
+                if not d > 0:
+                    raise ValueError(f"plan costs: {k.value} on stage {s} takes {d}; op "
+                                     "durations must be positive")
+        n = len(self.link)
+        for a, row in enumerate(self.link):
+            if len(row) != n or row[a] != 0 or any(not t >= 0 for t in row):
+                raise ValueError("plan costs: link must be a square matrix of transfer times "
+                                 ">= 0 with zeros on the diagonal")
+
     @classmethod
     def uniform(cls, stages: int, ranks: int, durations: dict[OpKind, int] | None = None,
                 transfer: int | float = 0) -> PlanCosts:
         """The same ``durations`` (default :data:`DEFAULT_DURATIONS`) on every stage and the
         same ``transfer`` time on every link."""
         d = dict(durations or DEFAULT_DURATIONS)
-        return cls(tuple(d for _ in range(stages)),
+        return cls(tuple(dict(d) for _ in range(stages)),
                    tuple(tuple(0 if a == b else transfer for b in range(ranks))
                          for a in range(ranks)))
 
@@ -105,7 +117,7 @@ def unit_levels(schedule: Schedule, index: ComputeIndex | None = None) -> list[l
 
 def asap_finish(schedule: Schedule, durations: dict[OpKind, int] | None = None,
                 index: ComputeIndex | None = None, costs: PlanCosts | None = None
-                ) -> list[list[int]]:
+                ) -> list[list[int | float]]:
     """ASAP finish time of every compute action, per rank, with the given positive durations
     (per kind), or with ``costs`` (per stage and kind, plus a transfer time on every data
     dependency that crosses ranks; ``durations`` is then ignored).
@@ -113,7 +125,8 @@ def asap_finish(schedule: Schedule, durations: dict[OpKind, int] | None = None,
     finish(a) = duration(a) + max(finish of its program-order predecessor, finish of each data
     producer plus the transfer time from its rank, or 0).  An :class:`~ppir.ir.Overlap` step
     is atomic: its first part also waits for the data producers of its second part, which
-    follows it at once (so the step takes the sum of its parts).  Finish times strictly
+    follows it at once (so the step takes the sum of its parts), and its outputs leave when the
+    whole step ends (a consumer of its first part waits for its second part).  Finish times strictly
     increase along each rank's program.  Raises :class:`OrderCycle` when the compute graph is
     cyclic.  Linear in the number of actions.
     """
@@ -123,15 +136,14 @@ def asap_finish(schedule: Schedule, durations: dict[OpKind, int] | None = None,
     idx = index or ComputeIndex.build(schedule)
     S = schedule.stages
     acts = idx.actions
+    if len(op) < S or len(link) != schedule.ranks:
+        raise ValueError(f"plan costs cover {len(op)} stages and {len(link)} ranks; the schedule "
+                         f"has {S} and {schedule.ranks}")
     succs: dict[Loc, list[Loc]] = {}
     indeg: dict[Loc, int] = {}
     for r, prog in enumerate(acts):
-        for i, a in enumerate(prog):
-            preds = idx.data_preds(a, S)
-            if (r, i + 1) in idx.joined:
-                preds += [p for p in idx.data_preds(prog[i + 1], S) if p != (r, i)]
-            if i > 0:
-                preds.append((r, i - 1))
+        for i in range(len(prog)):
+            preds = _preds(idx, S, r, i)
             indeg[(r, i)] = len(preds)
             for p in preds:
                 succs.setdefault(p, []).append((r, i))
@@ -146,7 +158,7 @@ def asap_finish(schedule: Schedule, durations: dict[OpKind, int] | None = None,
         t = finish[r][i] = start[r][i] + op[a.stage][a.kind]
         row = link[r]
         for s in succs.get((r, i), ()):
-            ts = t + row[s[0]]
+            ts = t + row[s[0]] if s[0] != r else t
             if start[s[0]][s[1]] < ts:
                 start[s[0]][s[1]] = ts
             indeg[s] -= 1
@@ -157,17 +169,27 @@ def asap_finish(schedule: Schedule, durations: dict[OpKind, int] | None = None,
     return finish
 
 
+def _preds(idx: ComputeIndex, S: int, r: int, i: int) -> list[Loc]:
+    """What compute action (r, i) waits for: its program-order predecessor and its data
+    producers; for the first part of an Overlap step also the producers of its second part, and
+    a producer that is the first part of a step counts as the step's end (its second part)."""
+    prog = idx.actions[r]
+    data = idx.data_preds(prog[i], S)
+    if (r, i + 1) in idx.joined:
+        data += [p for p in idx.data_preds(prog[i + 1], S) if p != (r, i)]
+    out = [(r, i - 1)] if i > 0 else []
+    for p in data:
+        end = (p[0], p[1] + 1)
+        out.append(end if end in idx.joined and end != (r, i) else p)
+    return out
+
+
 def _find_cycle(idx: ComputeIndex, S: int, stuck: set[Loc]) -> list[Loc]:
     """A cycle among the stuck nodes (each has a stuck predecessor), rotated canonically."""
     def stuck_pred(loc: Loc) -> Loc:
-        r, i = loc
-        if i > 0 and (r, i - 1) in stuck:
-            return (r, i - 1)
-        extra = idx.actions[r][i + 1] if (r, i + 1) in idx.joined else None
-        for a in (idx.actions[r][i], extra):
-            for p in idx.data_preds(a, S) if a is not None else ():
-                if p in stuck and p != loc:
-                    return p
+        for p in _preds(idx, S, *loc):
+            if p in stuck and p != loc:
+                return p
         raise AssertionError("stuck node without stuck predecessor")
 
     loc = min(stuck)

@@ -192,3 +192,99 @@ def test_every_builtin_overlaps_safely_with_transfer_costs(name):
         out = overlap_best(s, lockstep, costs, step_time)
         assert verify(out).ok
         assert estimate(out, cfg).step_time <= estimate(lockstep, cfg).step_time
+
+
+def test_overlapped_steps_send_their_outputs_after_the_whole_step():
+    """A consumer of an overlapped step's first part is planned after the step's end (both
+    lowerings send after the whole step): 2 ranks, placement (0, 1, 1, 0)."""
+    from ppir.ir import Action, OpKind, Overlap, Schedule
+    from ppir.order import PlanCosts
+
+    F, B = OpKind.F, OpKind.B
+    r0 = (Action(0, F, 0), Action(3, F, 0), Overlap((Action(0, F, 1), Action(3, B, 0))),
+          Action(3, F, 1), Action(3, B, 1), Action(0, B, 0), Action(0, B, 1))
+    r1 = (Action(1, F, 0), Action(2, F, 0), Action(1, F, 1), Action(2, B, 0), Action(2, F, 1),
+          Action(1, B, 0), Action(2, B, 1), Action(1, B, 1))
+    s = Schedule("ovl", (), 2, 4, 2, (0, 1, 1, 0), (r0, r1))
+    heavy = PlanCosts(tuple({F: 1, B: 100 if st == 3 else 2, OpKind.I: 1, OpKind.W: 1}
+                            for st in range(4)), ((0, 0), (0, 0)))
+    for strategy in ("lockstep", "eager"):
+        for costs in (None, heavy):
+            assert verify(LowerComms(strategy, costs=costs).apply(s)).ok, (strategy, costs)
+
+
+def test_plan_costs_are_validated():
+    from ppir.ir import OpKind
+    from ppir.order import PlanCosts
+
+    ok = {OpKind.F: 1, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1}
+    with pytest.raises(ValueError, match="positive"):
+        PlanCosts(({**ok, OpKind.F: 0},), ((0,),))
+    with pytest.raises(ValueError, match="square"):
+        PlanCosts((ok,), ((0, 1),))
+    with pytest.raises(ValueError, match="square"):
+        PlanCosts((ok, ok), ((1, 0), (0, 0)))
+
+
+def test_zero_cost_ops_are_planned_and_the_eager_result_verifies(cli):
+    """--cost F=0 (free forwards) must not break the eager lowering's strict time order."""
+    import json
+
+    for lowering in ("eager", "auto"):
+        code, out, err = cli("compile", "zb_h1", "-D", "P=4", "-D", "M=8", "--cost", "F=0",
+                             "--comm-latency", "0.25", "--lowering", lowering, "--format", "json")
+        assert code == 0, err
+        assert json.loads(out)["step_time"] <= 21.5
+
+
+def test_check_and_dump_plan_with_the_cost_options(cli):
+    code, out, err = cli("dump", "1f1b", "-D", "P=4", "-D", "M=8", "--overlap",
+                         "--comm-latency", "0.25")
+    code2, out2, _ = cli("dump", "1f1b", "-D", "P=4", "-D", "M=8", "--overlap")
+    assert code == code2 == 0, err
+    assert "post[" in out and out != out2  # the eager plan differs from the lockstep one
+    code, out, err = cli("check", "1f1b", "-D", "P=4", "-D", "M=8", "--overlap",
+                         "--comm-latency", "0.25")
+    assert code == 0 and out.startswith("ok:"), err
+
+
+@st.composite
+def _with_overlapped_steps(draw):
+    """A random valid schedule in which some adjacent forward-then-backward pairs of a rank are
+    fused into overlapped F&B steps (kept only when the compute order stays acyclic)."""
+    from hypothesis import assume
+
+    from ppir.ir import Action, OpKind, Overlap
+    from ppir.order import OrderCycle, asap_finish
+
+    s = draw(_ANY_SCHEDULE)
+    programs = []
+    for r in range(s.ranks):
+        items, out, i = list(s.compute_items(r)), [], 0
+        while i < len(items):
+            a = items[i]
+            b = items[i + 1] if i + 1 < len(items) else None
+            if (isinstance(a, Action) and isinstance(b, Action) and a.kind is OpKind.F
+                    and b.kind is OpKind.B and draw(st.booleans())):
+                out.append(Overlap((a, b)))
+                i += 2
+            else:
+                out.append(a)
+                i += 1
+        programs.append(tuple(out))
+    fused = s.replace_programs(tuple(programs))
+    try:
+        asap_finish(fused)
+    except OrderCycle:
+        assume(False)
+    return fused
+
+
+@settings(max_examples=100)
+@given(_with_overlapped_steps(), st.data())
+def test_eager_lowering_handles_overlapped_steps_for_any_plan_costs(s, data):
+    costs = data.draw(_plan_costs(s))
+    for strategy in ("lockstep", "eager"):
+        out = LowerComms(strategy, costs=costs).apply(s)
+        assert verify(out).ok, strategy
+        assert verify(OverlapComms().apply(out)).ok, strategy

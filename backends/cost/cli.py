@@ -24,19 +24,14 @@ def _add(group, *flags: str, **kw) -> None:
         group.add_argument(*flags, **kw)
 
 
-def add_cost_arguments(group) -> None:
-    """The cost-model options (config, model, hardware, costs, links, progress)."""
+def add_cost_arguments(group, model: bool = True) -> None:
+    """The cost-model options (config, model, hardware, costs, links, progress); with
+    ``model=False`` only those that make sense without a model shape on the command line
+    (a ``--config`` file may still give one)."""
     _add(group, "--config", dest="cost_config", metavar="FILE",
          help="cost-model settings in TOML (see examples/cost_config.toml)")
-    _add(group, "--model", dest="cost_model", metavar="SPEC",
-         help="model shape: a preset (gpt3-175b, llama3-8b, llama3-70b, llama3-405b, gpt2-xl) "
-              "and/or key=value fields, e.g. llama3-8b,seq=4096,mbs=2; times become seconds")
-    _add(group, "--recompute", dest="cost_recompute", choices=["none", "selective", "full"],
-         help="activation recomputation (full adds a forward to each backward)")
-    _add(group, "--hardware", dest="cost_hardware", metavar="PRESET",
-         help=f"accelerator preset for a model: {', '.join(HARDWARE)} (default H100)")
-    _add(group, "--efficiency", dest="cost_efficiency", type=float, metavar="FRACTION",
-         help="achieved fraction of peak FLOP/s (default 0.5)")
+    if model:
+        _add_model_arguments(group)
     _add(group, "--ranks-per-node", dest="cost_ranks_per_node", type=int, metavar="N",
          help="pipeline ranks per node: messages between nodes use the inter-node link (default 8)")
     _add(group, "--cost", dest="cost_costs", metavar="K=X,...",
@@ -48,15 +43,28 @@ def add_cost_arguments(group) -> None:
               "units without (default: free communication without a model)")
     _add(group, "--inter-latency", dest="cost_inter_latency", metavar="T",
          help="per-message latency between nodes (same units as --comm-latency)")
-    _add(group, "--bandwidth", dest="cost_bandwidth", metavar="GB/s",
-         help="intra-node link bandwidth per direction (needs --model)")
-    _add(group, "--inter-bandwidth", dest="cost_inter_bandwidth", metavar="GB/s",
-         help="inter-node link bandwidth per direction (needs --model)")
-    _add(group, "--free-comm", dest="cost_free_comm", action="store_true", default=None,
-         help="make communication free even with a model")
+    if model:
+        _add(group, "--bandwidth", dest="cost_bandwidth", metavar="GB/s",
+             help="intra-node link bandwidth per direction (needs --model)")
+        _add(group, "--inter-bandwidth", dest="cost_inter_bandwidth", metavar="GB/s",
+             help="inter-node link bandwidth per direction (needs --model)")
+        _add(group, "--free-comm", dest="cost_free_comm", action="store_true", default=None,
+             help="make communication free even with a model")
     _add(group, "--progress", dest="cost_progress", choices=list(PROGRESS_MODELS),
          help="progress model (default fifo, what 'ppir check' proves): fifo blocks each rank at "
               "every group; relaxed posts recvs early and waits at their consumer")
+
+
+def _add_model_arguments(group) -> None:
+    _add(group, "--model", dest="cost_model", metavar="SPEC",
+         help="model shape: a preset (gpt3-175b, llama3-8b, llama3-70b, llama3-405b, gpt2-xl) "
+              "and/or key=value fields, e.g. llama3-8b,seq=4096,mbs=2; times become seconds")
+    _add(group, "--recompute", dest="cost_recompute", choices=["none", "selective", "full"],
+         help="activation recomputation (full adds a forward to each backward)")
+    _add(group, "--hardware", dest="cost_hardware", metavar="PRESET",
+         help=f"accelerator preset for a model: {', '.join(HARDWARE)} (default H100)")
+    _add(group, "--efficiency", dest="cost_efficiency", type=float, metavar="FRACTION",
+         help="achieved fraction of peak FLOP/s (default 0.5)")
 
 
 def add_output_arguments(group) -> None:

@@ -7,7 +7,7 @@ from fractions import Fraction
 from ..diagnostics import error
 from ..memory import ANALYSIS_FORMAT, analyze_memory, analyze_p2p
 from ..models import RECOMPUTE_MODES, parse_model_spec
-from .common import add_schedule_arguments, emit_json, lowered_from_args
+from .common import add_planning_arguments, add_schedule_arguments, emit_json, lowered_from_args
 
 NAME = "analyze"
 HELP = "peak activation memory per rank and point-to-point traffic (table or JSON)"
@@ -43,6 +43,7 @@ def add_arguments(p):
                         "default: the zero-bubble split at the model's shape (GPT-3 175B's "
                         "when no model is given)")
     p.add_argument("--curve", action="store_true", help="text: draw each rank's memory curve")
+    add_planning_arguments(p)
 
 
 def add_model_arguments(p) -> None:

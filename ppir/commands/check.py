@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..diagnostics import EXIT_INVALID, EXIT_OK
-from .common import add_schedule_arguments, emit_json, lowered_from_args
+from .common import add_planning_arguments, add_schedule_arguments, emit_json, lowered_from_args
 
 NAME = "check"
 HELP = "parse, expand, lower and verify a schedule (deadlock, matching, completeness)"
@@ -30,6 +30,7 @@ def add_arguments(p):
     p.add_argument("--progress", choices=["fifo", "relaxed"], default="fifo",
                    help="progress model: one FIFO of groups per rank (default, conservative) "
                         "or independent progress per peer channel (relaxed)")
+    add_planning_arguments(p)
 
 
 def run(args) -> int:

@@ -36,12 +36,24 @@ def add_schedule_arguments(p: argparse.ArgumentParser, lowering: bool = True,
                        help="how communication is inserted: lockstep (exchange where both "
                             "ranks are between ops), eager (exchange when the producer "
                             "finishes, planned with the cost options' transfer times), naive "
-                            "(each recv right before its consumer; deadlocks 1F1B); default "
-                            "auto: lockstep, or with --overlap the faster of lockstep and "
-                            "eager under the cost options")
+                            "(each recv right before its consumer; deadlocks 1F1B; never "
+                            "overlapped); default auto: lockstep, or with --overlap the faster "
+                            "of lockstep and eager under the cost options")
         p.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=overlap,
                        help="split each group's post from its wait (the overlap-comms pass) "
                             f"so transfers overlap compute (default: {'on' if overlap else 'off'})")
+
+
+def add_planning_arguments(p: argparse.ArgumentParser) -> None:
+    """The cost options that ``--lowering auto``/``eager`` plan exchange times with, for commands
+    that have no cost backend of their own (check, dump, analyze, launch)."""
+    from ..backends.cost.cli import add_cost_arguments
+
+    add_cost_arguments(p.add_argument_group(
+        "overlap planning",
+        "what --overlap plans exchange times with (as for 'ppir compile --backend cost'; a model "
+        "shape can come from --config), e.g. --comm-latency 0.5: a message takes half a rank "
+        "share's forward"), model=False)
 
 
 def parse_defines(defines: list[str]) -> dict[str, int]:

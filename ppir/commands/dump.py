@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from ..printer import format_pps, to_json
-from .common import add_schedule_arguments, emit_json, load_from_args, lowered_from_args
+from .common import (
+    add_planning_arguments,
+    add_schedule_arguments,
+    emit_json,
+    load_from_args,
+    lowered_from_args,
+)
 
 NAME = "dump"
 HELP = "print the lowered per-rank programs (text or JSON)"
@@ -24,6 +30,7 @@ def add_arguments(p):
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--compute-only", action="store_true",
                    help="leave the communication actions out")
+    add_planning_arguments(p)
 
 
 def run(args) -> int:

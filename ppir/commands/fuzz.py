@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, error
+from ..passes.lower_comms import STRATEGIES
 from ..testing.checks import check_schedule, load_module
 from ..testing.search import search
 from ..testing.space import Expr, ParamSpace, parse_over
@@ -49,7 +50,7 @@ def add_arguments(p):
     p.add_argument("--examples", type=int, default=100, metavar="N",
                    help="parameter choices to check (default 100)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--lowering", choices=["lockstep", "eager", "naive"], default="lockstep")
+    p.add_argument("--lowering", choices=list(STRATEGIES), default="lockstep")
     p.add_argument("--strict", action="store_true", help="treat verifier warnings as errors")
     p.add_argument("--max-ops", type=int, default=2_000_000, metavar="N",
                    help="cap on expanded ops per choice (default 2,000,000)")

@@ -7,7 +7,13 @@ import sys
 import tempfile
 
 from ..diagnostics import EXIT_INVALID, EXIT_USAGE, error
-from .common import add_schedule_arguments, load_from_args, lowered_and_report, print_report
+from .common import (
+    add_planning_arguments,
+    add_schedule_arguments,
+    load_from_args,
+    lowered_and_report,
+    print_report,
+)
 
 NAME = "launch"
 HELP = "compile, verify and train with a schedule on P local processes (CPU/gloo unless GPUs)"
@@ -35,12 +41,7 @@ def add_arguments(p):
                         "schedules with a parameter P when -D P is not given)")
     add_schedule_arguments(p, overlap=True)
     add_run_arguments(p)
-    from ..backends.cost.cli import add_cost_arguments
-
-    add_cost_arguments(p.add_argument_group(
-        "overlap planning", "costs that --lowering auto/eager plan exchange times with (the "
-        "cost model's options, as for 'ppir compile --backend cost'), e.g. --comm-latency 0.5: "
-        "a message takes half a rank share's forward"))
+    add_planning_arguments(p)
     p.add_argument("--no-verify", action="store_true", help="skip verification (not recommended)")
     p.add_argument("--plan-out", metavar="PATH", help="also keep the plan at PATH")
     p.add_argument("--grace", type=float, default=10.0, metavar="SECONDS",

@@ -27,14 +27,18 @@ Two strategies, both pure functions from a compute-only schedule to a lowered on
     finishes after t.  A sender's producer finishes at t, so its send follows it; a receiver
     usually is in the middle of an op at t, and its group goes *before* that op, so that once
     ``overlap-comms`` splits post from wait the transfer runs while the op computes and is done
-    when the consumer (planned at t + transfer or later) starts.  Deadlock-free for the same
-    reason as lockstep: groups of time t pair only with groups of time t, each rank's groups are
-    in time order, and everything a rank does before its group of time t (items finishing by t,
-    and their recvs, at earlier times) needs only groups of earlier times, so by induction over
-    t every group completes.  Blocking (without overlap-comms) it makes receivers wait; it is
-    meant to be followed by ``overlap-comms``, where with transfer times that match the real
-    ones it reaches the comm-weighted critical path of the compute order in every case
-    ``bench/bench_overlap.py`` measures.
+    when the consumer (planned at t + transfer or later) starts.  Deadlock-free for any
+    :class:`~ppir.order.PlanCosts` (positive durations, which it enforces) in exact arithmetic
+    (the cost backend plans in integer ticks), for the same reason as lockstep: a consumer
+    starts at t or later and, its duration being positive, finishes after t, so every recv
+    precedes its consumer and every send follows its producer (an overlapped step's outputs
+    leave when the step ends); groups of time t pair only with groups of time t; each rank's
+    groups are in time order, one per time; and everything a rank does before its group of
+    time t (items finishing by t, and their recvs, at earlier times) needs only groups of
+    earlier times, so by induction over t every group completes.  Blocking (without
+    overlap-comms) it makes receivers wait; it is meant to be followed by ``overlap-comms``,
+    where with transfer times that match the real ones it reaches the comm-weighted critical
+    path of the compute order in every case ``bench/bench_overlap.py`` measures.
 
 ``naive``
     Each RECV right before its consumer and each SEND right after its producer, all alone.  Under
@@ -147,7 +151,7 @@ def _lower_lockstep(s: Schedule, finish: list[list[int]], costs: PlanCosts,
 
 def _lower_eager(s: Schedule, finish: list[list[int]], costs: PlanCosts,
                  index: ComputeIndex) -> Schedule:
-    starts, ends, item_of = _item_times(s, finish, costs)
+    _, ends, item_of = _item_times(s, finish, costs)
     comms: list[dict[int, list[Action]]] = [{} for _ in range(s.ranks)]
     for r in range(s.ranks):
         for k, a in enumerate(index.actions[r]):
@@ -162,8 +166,8 @@ def _lower_eager(s: Schedule, finish: list[list[int]], costs: PlanCosts,
 
 def _place_groups(s: Schedule, comms: list[dict], times_of_items: list[list],
                   before_start: bool) -> Schedule:
-    """One group per (rank, time t), in time order, each before the first program item whose
-    time (its start when ``before_start``, else its finish) is at (start) or after (finish) t."""
+    """One group per (rank, time t), in time order, each before the first program item with
+    start >= t (``before_start``) or with finish > t (otherwise)."""
     key = _sort_key(s)
     programs = []
     for r in range(s.ranks):
