@@ -14,7 +14,8 @@ background load hits all alike:
   forward, backward and transfer times measured here first (median of 5 each).
 
 Printed: median and minimum step time, the ratios of the medians to ``blocking`` (< 1: faster),
-and the largest difference between the runs' gradients (they must agree: same math, same order).
+the largest difference between the runs' gradients (they must agree: same math, same order),
+and the ratios the cost estimator predicts for the three plans from the measured times.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def bench_schedule(ctx, name: str, v: int, args) -> dict:
     import torch
     import torch.distributed as dist
     from ppir.backends.cost.config import make_config
+    from ppir.backends.cost.estimate import estimate
     from ppir.backends.cost.planning import planner
     from ppir.backends.cuda import build_plan, runtime
     from ppir.backends.cuda.model import split_batch
@@ -82,8 +84,10 @@ def bench_schedule(ctx, name: str, v: int, args) -> dict:
     # costs in forwards of a rank share (v chunks, each one Linear here)
     cfg = make_config({"costs": {"B": bwd / fwd}, "comm": {"latency": xfer / (v * fwd)}})
     planned = overlap_best(s, lowered, *planner(s, cfg))
+    overlapped = OverlapComms().apply(lowered)
+    predicted = [estimate(x, cfg, memory=False).step_time for x in (lowered, overlapped, planned)]
     runs = {"blocking": runtime.prepare(ctx, build_plan(lowered), model),
-            "overlap": runtime.prepare(ctx, build_plan(OverlapComms().apply(lowered)), model),
+            "overlap": runtime.prepare(ctx, build_plan(overlapped), model),
             "planned": runtime.prepare(ctx, build_plan(planned), model)}
     mb_in, mb_tgt = split_batch(model, 0, M, ctx.device, ctx.rank)
 
@@ -103,7 +107,7 @@ def bench_schedule(ctx, name: str, v: int, args) -> dict:
             times[k].append(timed(lambda ex=ex: step(ex)))
     d = torch.tensor([diff])
     dist.all_reduce(d, op=dist.ReduceOp.MAX)
-    return {**times, "grad_diff": d.item()}
+    return {**times, "grad_diff": d.item(), "predicted": predicted}
 
 
 def measure(ctx, width: int) -> tuple[float, float, float]:
@@ -172,12 +176,14 @@ def main(argv=None) -> int:
     kinds = ("blocking", "overlap", "planned")
     print(f"{'schedule':32s} " + " ".join(f"{k:>9s}" for k in kinds)
           + f" {'ovl/blk':>7s} {'pln/blk':>7s} " + " ".join(f"{'min ' + k[:3]:>8s}" for k in kinds)
-          + f" {'grad diff':>9s}")
+          + f" {'grad diff':>9s} | estimated ovl/blk pln/blk")
     for name, r in results.items():
         med = {k: statistics.median(r[k]) * 1e3 for k in kinds}
+        est = r["predicted"]
         print(f"{name:32s} " + " ".join(f"{med[k]:6.0f} ms" for k in kinds)
               + f" {med['overlap'] / med['blocking']:7.2f} {med['planned'] / med['blocking']:7.2f} "
-              + " ".join(f"{min(r[k]) * 1e3:5.0f} ms" for k in kinds) + f" {r['grad_diff']:9.1e}")
+              + " ".join(f"{min(r[k]) * 1e3:5.0f} ms" for k in kinds) + f" {r['grad_diff']:9.1e}"
+              + f" | {est[1] / est[0]:17.2f} {est[2] / est[0]:7.2f}")
     return 0
 
 

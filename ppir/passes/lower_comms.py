@@ -1,6 +1,6 @@
 """lower-comms: insert SEND/RECV actions where a data dependency crosses ranks.
 
-Two strategies, both pure functions from a compute-only schedule to a lowered one:
+Three strategies, each a pure function from a compute-only schedule to a lowered one:
 
 ``lockstep`` (default)
     Give every compute action its ASAP finish time t under relative op costs
