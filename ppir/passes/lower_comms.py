@@ -133,35 +133,37 @@ def _item_times(s: Schedule, finish: list[list[int]], costs: PlanCosts):
 def _lower_lockstep(s: Schedule, finish: list[list[int]], costs: PlanCosts,
                     index: ComputeIndex) -> Schedule:
     starts, ends, item_of = _item_times(s, finish, costs)
-    comms: list[dict[int, list[Action]]] = [{} for _ in range(s.ranks)]
-    for r in range(s.ranks):
-        for k, a in enumerate(index.actions[r]):
-            msg = outgoing_message(s, a)
-            if msg:
-                send, recv, dst = msg
-                consumer = index.where.get(_consumer_of(recv, index))
-                hi = (starts[dst][item_of[dst][consumer[1]]]
-                      if consumer and consumer[0] == dst else None)
-                t = ends[r][item_of[r][k]]
-                tau = _meeting_time(t, hi, (starts[r], ends[r]), (starts[dst], ends[dst]))
-                comms[r].setdefault(tau, []).append(send)
-                comms[dst].setdefault(tau, []).append(recv)
-    return _place_groups(s, comms, starts, before_start=True)
+
+    def meeting(r: int, t, recv: Action, dst: int):
+        consumer = index.where.get(_consumer_of(recv, index))
+        hi = starts[dst][item_of[dst][consumer[1]]] if consumer and consumer[0] == dst else None
+        return _meeting_time(t, hi, (starts[r], ends[r]), (starts[dst], ends[dst]))
+
+    return _place_groups(s, _exchanges(s, index, ends, item_of, meeting), starts,
+                         before_start=True)
 
 
 def _lower_eager(s: Schedule, finish: list[list[int]], costs: PlanCosts,
                  index: ComputeIndex) -> Schedule:
     _, ends, item_of = _item_times(s, finish, costs)
+    return _place_groups(s, _exchanges(s, index, ends, item_of, lambda r, t, recv, dst: t),
+                         ends, before_start=False)
+
+
+def _exchanges(s: Schedule, index: ComputeIndex, ends: list[list], item_of: list[list[int]],
+               when) -> list[dict]:
+    """Per rank, {exchange time: [SEND/RECV actions]} for every cross-rank message; the time is
+    ``when(src rank, producer item's finish, recv, dst rank)``, the same on both ranks."""
     comms: list[dict[int, list[Action]]] = [{} for _ in range(s.ranks)]
     for r in range(s.ranks):
         for k, a in enumerate(index.actions[r]):
             msg = outgoing_message(s, a)
             if msg:
                 send, recv, dst = msg
-                t = ends[r][item_of[r][k]]
-                comms[r].setdefault(t, []).append(send)
-                comms[dst].setdefault(t, []).append(recv)
-    return _place_groups(s, comms, ends, before_start=False)
+                tau = when(r, ends[r][item_of[r][k]], recv, dst)
+                comms[r].setdefault(tau, []).append(send)
+                comms[dst].setdefault(tau, []).append(recv)
+    return comms
 
 
 def _place_groups(s: Schedule, comms: list[dict], times_of_items: list[list],
