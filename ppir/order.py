@@ -158,7 +158,7 @@ def asap_finish(schedule: Schedule, durations: dict[OpKind, int] | None = None,
         t = finish[r][i] = start[r][i] + op[a.stage][a.kind]
         row = link[r]
         for s in succs.get((r, i), ()):
-            ts = t + row[s[0]] if s[0] != r else t
+            ts = t + row[s[0]]  # the diagonal is 0: no transfer within a rank
             if start[s[0]][s[1]] < ts:
                 start[s[0]][s[1]] = ts
             indeg[s] -= 1

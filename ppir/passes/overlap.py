@@ -119,8 +119,9 @@ def overlap_best(schedule: Schedule, lockstep: Schedule, costs: PlanCosts | None
     and ``overlap-comms`` over the ``eager`` lowering planned with ``costs``.
 
     The lockstep candidate is kept on a tie, when ``costs`` has no transfer time (then there is
-    nothing to plan around), and when the eager candidate does not verify (possible only when
-    floating-point planning times lose the strict order the eager proof needs).  Both
+    nothing to plan around), and when the eager candidate is faster but does not verify
+    (possible only when floating-point planning times lose the strict order the eager proof
+    needs; it is verified only when it wins).  Both
     candidates keep every rank's compute order, and ``overlap-comms`` never slows its input
     down, so the result is never slower under ``step_time`` than the lockstep lowering with
     blocking groups.  The lockstep candidate is returned unverified, like ``overlap-comms``
@@ -133,6 +134,6 @@ def overlap_best(schedule: Schedule, lockstep: Schedule, costs: PlanCosts | None
     from .lower_comms import LowerComms
 
     eager = OverlapComms(verify=False).apply(LowerComms("eager", costs=costs).apply(schedule))
-    if not verify(eager).ok:
-        return base
-    return eager if step_time(eager) < step_time(base) else base
+    if step_time(eager) < step_time(base) and verify(eager).ok:  # verified only when it wins
+        return eager
+    return base
