@@ -36,7 +36,10 @@ def available_backends() -> list[str]:
 def get_backend(name: str):
     reg = _registry()
     if name not in reg:
-        raise error("unknown-backend", f"unknown backend '{name}'",
-                    hints=did_you_mean(name, reg) + [f"backends: {', '.join(sorted(reg))}"])
+        raise error(
+            "unknown-backend",
+            f"unknown backend '{name}'",
+            hints=did_you_mean(name, reg) + [f"backends: {', '.join(sorted(reg))}"],
+        )
     module, _, attr = reg[name].partition(":")
     return getattr(importlib.import_module(module), attr)

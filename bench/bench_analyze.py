@@ -25,12 +25,17 @@ def main(argv=None) -> None:
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args(argv)
     print(f"interleaved_1f1b P={a.P} v={a.v}: analyze_memory + analyze_p2p, best of {a.repeat}")
-    print(f"{'M':>5} {'actions':>9} {'expand+lower s':>15} {'analyze s':>10} {'us/action':>10}"
-          f" {'peak A (rank 0)':>16}")
+    print(
+        f"{'M':>5} {'actions':>9} {'expand+lower s':>15} {'analyze s':>10} {'us/action':>10}"
+        f" {'peak A (rank 0)':>16}"
+    )
     for M in (int(x) for x in a.sizes.split(",")):
         t0 = time.perf_counter()
-        s = lower(load_schedule("interleaved_1f1b", {"P": a.P, "M": M, "v": a.v},
-                                max_ops=10**8, max_steps=10**9))
+        s = lower(
+            load_schedule(
+                "interleaved_1f1b", {"P": a.P, "M": M, "v": a.v}, max_ops=10**8, max_steps=10**9
+            )
+        )
         t_prep = time.perf_counter() - t0
         best = float("inf")
         for _ in range(a.repeat):
@@ -39,8 +44,10 @@ def main(argv=None) -> None:
             analyze_p2p(s)
             best = min(best, time.perf_counter() - t0)
         n = s.num_ops
-        print(f"{M:>5} {n:>9} {t_prep:>15.2f} {best:>10.3f} {best / n * 1e6:>10.2f}"
-              f" {str(mem.per_rank[0].peak_activations):>16}")
+        print(
+            f"{M:>5} {n:>9} {t_prep:>15.2f} {best:>10.3f} {best / n * 1e6:>10.2f}"
+            f" {str(mem.per_rank[0].peak_activations):>16}"
+        )
 
 
 if __name__ == "__main__":

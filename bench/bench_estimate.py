@@ -46,8 +46,9 @@ def torch_sim(P: int, M: int, v: int) -> tuple[float, float, int]:
     s.microbatches_per_round = M // s.number_of_rounds
     order = {r: s._calculate_single_rank_operations(r) for r in range(P)}
     stage_to_rank = generate_stage_to_rank_mapping(P, P * v).__getitem__
-    lowered, t_lower = timed(lambda: _add_send_recv({r: list(x) for r, x in order.items()},
-                                                    stage_to_rank, P * v))
+    lowered, t_lower = timed(
+        lambda: _add_send_recv({r: list(x) for r, x in order.items()}, stage_to_rank, P * v)
+    )
     _, t_sim = timed(lambda: _simulate_comms_compute(lowered, stage_to_rank, P * v))
     return t_lower, t_sim, sum(len(x) for x in lowered.values())
 
@@ -62,8 +63,10 @@ def main() -> None:
     args = ap.parse_args()
     P, v = args.P, args.v
     print(f"interleaved_1f1b P={P} v={v}")
-    print("| M | lowered actions | ppir expand (s) | ppir lower (s) | ppir estimate (s) "
-          "| us / action | step time (units) |")
+    print(
+        "| M | lowered actions | ppir expand (s) | ppir lower (s) | ppir estimate (s) "
+        "| us / action | step time (units) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for M in (int(x) for x in args.sizes.split(",")):
         params = {"P": P, "M": M, "v": v}
@@ -71,12 +74,16 @@ def main() -> None:
         low, t_low = timed(lambda s=s: LowerComms().apply(s))
         est, t_est = timed(lambda low=low: estimate(low, memory=False))
         n = low.num_ops
-        print(f"| {M} | {n} | {t_exp:.2f} | {t_low:.2f} | {t_est:.2f} | {t_est / n * 1e6:.1f} "
-              f"| {est.step_time:g} |")
+        print(
+            f"| {M} | {n} | {t_exp:.2f} | {t_low:.2f} | {t_est:.2f} | {t_est / n * 1e6:.1f} "
+            f"| {est.step_time:g} |"
+        )
     if args.no_torch:
         return
-    print("\n| M | torch lowered actions | torch _add_send_recv (s) "
-          "| torch _simulate_comms_compute (s) |")
+    print(
+        "\n| M | torch lowered actions | torch _add_send_recv (s) "
+        "| torch _simulate_comms_compute (s) |"
+    )
     print("|---|---|---|---|")
     for M in (int(x) for x in args.torch_sizes.split(",")):
         t_lower, t_sim, n = torch_sim(P, M, v)

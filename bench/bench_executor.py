@@ -22,8 +22,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEDULES = [("gpipe", "ScheduleGPipe", 1), ("1f1b", "Schedule1F1B", 1),
-             ("interleaved_1f1b", "ScheduleInterleaved1F1B", 2)]
+SCHEDULES = [
+    ("gpipe", "ScheduleGPipe", 1),
+    ("1f1b", "Schedule1F1B", 1),
+    ("interleaved_1f1b", "ScheduleInterleaved1F1B", 2),
+]
 
 
 def parse_args(argv=None):
@@ -65,8 +68,9 @@ def bench_schedule(ctx, model, name: str, torch_cls: str, v: int, args) -> dict:
     S = P * v
     ids = [ctx.rank + k * P for k in range(v)]
     stages = [pipelining.PipelineStage(model.build_stage(s, S), s, S, ctx.device) for s in ids]
-    sched = getattr(pipelining, torch_cls)(stages[0] if v == 1 else stages, M,
-                                           loss_fn=model.loss_fn)
+    sched = getattr(pipelining, torch_cls)(
+        stages[0] if v == 1 else stages, M, loss_fn=model.loss_fn
+    )
     losses: dict[str, list] = {"ppir": [], "torch": []}
 
     def ppir_step():
@@ -116,15 +120,21 @@ def worker(args) -> None:
 
 
 def report(results: dict, args) -> None:
-    print(f"model {Path(args.model).name} {' '.join(args.model_opt)}; CPU/gloo, {args.ranks} "
-          f"ranks, {args.steps} timed steps each, alternating ppir/torch")
-    head = f"{'schedule':34s} {'ppir median':>12s} {'torch median':>13s} {'ratio':>6s} " \
-           f"{'ppir min':>9s} {'torch min':>10s} {'|loss diff|':>11s}"
+    print(
+        f"model {Path(args.model).name} {' '.join(args.model_opt)}; CPU/gloo, {args.ranks} "
+        f"ranks, {args.steps} timed steps each, alternating ppir/torch"
+    )
+    head = (
+        f"{'schedule':34s} {'ppir median':>12s} {'torch median':>13s} {'ratio':>6s} "
+        f"{'ppir min':>9s} {'torch min':>10s} {'|loss diff|':>11s}"
+    )
     print(head)
     for name, r in results.items():
         mp, mt = statistics.median(r["ppir"]) * 1e3, statistics.median(r["torch"]) * 1e3
-        print(f"{name:34s} {mp:9.1f} ms {mt:10.1f} ms {mp / mt:6.2f} {min(r['ppir']) * 1e3:6.1f} ms"
-              f" {min(r['torch']) * 1e3:7.1f} ms {r['loss_diff']:11.2e}")
+        print(
+            f"{name:34s} {mp:9.1f} ms {mt:10.1f} ms {mp / mt:6.2f} {min(r['ppir']) * 1e3:6.1f} ms"
+            f" {min(r['torch']) * 1e3:7.1f} ms {r['loss_diff']:11.2e}"
+        )
 
 
 def main(argv=None) -> int:
@@ -147,8 +157,9 @@ def run_launched(script: str, argv, ranks: int, deadline_s: float) -> dict | Non
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
         argv = list(argv if argv is not None else sys.argv[1:])
-        res = launch([sys.executable, script, *argv, "--worker", str(out)], ranks,
-                     deadline_s=deadline_s)
+        res = launch(
+            [sys.executable, script, *argv, "--worker", str(out)], ranks, deadline_s=deadline_s
+        )
         if not res.ok:
             print(f"bench failed: {res.codes}: {res.first_failure}", file=sys.stderr)
             return None

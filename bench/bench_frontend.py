@@ -34,15 +34,22 @@ def ppir_phases(P: int, M: int, v: int) -> dict[str, float]:
     g = build_graph(lowered)
     t3 = time.perf_counter()
     assert g.number_of_nodes() == lowered.num_ops
-    return {"expand": t1 - t0, "lower": t2 - t1, "graph": t3 - t2, "ops": s.num_compute_ops,
-            "lowered_ops": lowered.num_ops}
+    return {
+        "expand": t1 - t0,
+        "lower": t2 - t1,
+        "graph": t3 - t2,
+        "ops": s.num_compute_ops,
+        "lowered_ops": lowered.num_ops,
+    }
 
 
 def torch_constructor(P: int, M: int, v: int) -> float:
     from torch.distributed.pipelining.schedules import ScheduleInterleaved1F1B
 
-    stages = [SimpleNamespace(num_stages=P * v, group_size=P, group_rank=0, stage_index=i,
-                              submod=None) for i in range(v)]
+    stages = [
+        SimpleNamespace(num_stages=P * v, group_size=P, group_rank=0, stage_index=i, submod=None)
+        for i in range(v)
+    ]
     t0 = time.perf_counter()
     ScheduleInterleaved1F1B(stages, M)
     return time.perf_counter() - t0
@@ -65,9 +72,11 @@ def main() -> None:
     logging.disable(logging.WARNING)
     import torch.distributed.pipelining.schedules  # noqa: F401  (import cost excluded)
 
-    print(f"{'P x M x v':>12} {'compute':>8} {'lowered':>8} | {'expand':>7} {'lower':>7} "
-          f"{'graph':>7} {'ppir e+l':>8} {'torch':>7} {'ratio':>6} | {'ppir MiB':>8} "
-          f"{'torch MiB':>9}")
+    print(
+        f"{'P x M x v':>12} {'compute':>8} {'lowered':>8} | {'expand':>7} {'lower':>7} "
+        f"{'graph':>7} {'ppir e+l':>8} {'torch':>7} {'ratio':>6} | {'ppir MiB':>8} "
+        f"{'torch MiB':>9}"
+    )
     for size in args.sizes.split(","):
         P, M, v = (int(x) for x in size.split("x"))
         best = None
@@ -80,11 +89,15 @@ def main() -> None:
         pm = peak_mib(lambda P=P, M=M, v=v: ppir_phases(P, M, v))
         tm = peak_mib(lambda P=P, M=M, v=v: torch_constructor(P, M, v))
         el = best["expand"] + best["lower"]
-        print(f"{size:>12} {best['ops']:>8} {best['lowered_ops']:>8} | {best['expand']:7.2f} "
-              f"{best['lower']:7.2f} {best['graph']:7.2f} {el:8.2f} {tt:7.2f} {el / tt:6.2f} | "
-              f"{pm:8.0f} {tm:9.0f}")
-    print(f"times in seconds (best of {args.repeat}); ratio = ppir (expand + lower) / torch "
-          "constructor; MiB = tracemalloc peak (ppir includes the graph)")
+        print(
+            f"{size:>12} {best['ops']:>8} {best['lowered_ops']:>8} | {best['expand']:7.2f} "
+            f"{best['lower']:7.2f} {best['graph']:7.2f} {el:8.2f} {tt:7.2f} {el / tt:6.2f} | "
+            f"{pm:8.0f} {tm:9.0f}"
+        )
+    print(
+        f"times in seconds (best of {args.repeat}); ratio = ppir (expand + lower) / torch "
+        "constructor; MiB = tracemalloc peak (ppir includes the graph)"
+    )
 
 
 if __name__ == "__main__":

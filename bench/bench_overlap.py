@@ -31,9 +31,12 @@ from ppir.passes import LowerComms
 from ppir.passes.overlap import overlap_best
 from ppir.verify import verify
 
-CASES = [("1f1b", {"P": 4, "M": 8}), ("interleaved_1f1b", {"P": 4, "M": 8, "v": 2}),
-         ("interleaved_1f1b", {"P": 4, "M": 8, "v": 4}),
-         ("interleaved_1f1b", {"P": 8, "M": 16, "v": 2})]
+CASES = [
+    ("1f1b", {"P": 4, "M": 8}),
+    ("interleaved_1f1b", {"P": 4, "M": 8, "v": 2}),
+    ("interleaved_1f1b", {"P": 4, "M": 8, "v": 4}),
+    ("interleaved_1f1b", {"P": 8, "M": 16, "v": 2}),
+]
 
 
 def _cut(before: float, after: float) -> str:
@@ -41,9 +44,11 @@ def _cut(before: float, after: float) -> str:
 
 
 def main() -> None:
-    head = (f"{'schedule':<32} {'xfer':>4} | {'naive':>8} | {'free':>6} {'crit':>6} | "
-            f"{'blocking':>8} {'overlap':>7} | {'exposed':>15} {'cut':>6} | "
-            f"{'step - crit':>13} {'cut':>6}")
+    head = (
+        f"{'schedule':<32} {'xfer':>4} | {'naive':>8} | {'free':>6} {'crit':>6} | "
+        f"{'blocking':>8} {'overlap':>7} | {'exposed':>15} {'cut':>6} | "
+        f"{'step - crit':>13} {'cut':>6}"
+    )
     print(head)
     print("-" * len(head))
     for name, params in CASES:
@@ -62,13 +67,17 @@ def main() -> None:
             e_b, e_o = blk.step_time - free, ovl.step_time - free
             l_b, l_o = blk.step_time - crit, ovl.step_time - crit
             label = f"{name}({', '.join(f'{k}={x}' for k, x in params.items())})"
-            print(f"{label:<32} {float(share):>4.2f} | {nv} | {free:6.2f} {crit:6.2f} | "
-                  f"{blk.step_time:8.2f} {ovl.step_time:7.2f} | {e_b:6.2f} -> {e_o:5.2f} "
-                  f"{_cut(e_b, e_o)} | {l_b:5.2f} -> {l_o:4.2f} {_cut(l_b, l_o)}")
-    print("xfer = transfer time per message / a chunk's forward; times in forwards of a rank "
-          "share; exposed = step - free; crit = comm-weighted critical path of the compute "
-          "order (no lowering of this order can beat it); naive deadlocks under rendezvous "
-          "semantics")
+            print(
+                f"{label:<32} {float(share):>4.2f} | {nv} | {free:6.2f} {crit:6.2f} | "
+                f"{blk.step_time:8.2f} {ovl.step_time:7.2f} | {e_b:6.2f} -> {e_o:5.2f} "
+                f"{_cut(e_b, e_o)} | {l_b:5.2f} -> {l_o:4.2f} {_cut(l_b, l_o)}"
+            )
+    print(
+        "xfer = transfer time per message / a chunk's forward; times in forwards of a rank "
+        "share; exposed = step - free; crit = comm-weighted critical path of the compute "
+        "order (no lowering of this order can beat it); naive deadlocks under rendezvous "
+        "semantics"
+    )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,9 @@ def wide_model(width: int, M: int):
 
     def make_batch(step):
         g = torch.Generator().manual_seed(step)
-        return torch.randn(M * width, width, generator=g), torch.randn(M * width, width,
-                                                                         generator=g)
+        return torch.randn(M * width, width, generator=g), torch.randn(
+            M * width, width, generator=g
+        )
 
     def loss_fn(y, t):
         return ((y - t) ** 2).mean()
@@ -86,9 +87,11 @@ def bench_schedule(ctx, name: str, v: int, args) -> dict:
     planned = overlap_best(s, lowered, *planner(s, cfg))
     overlapped = OverlapComms().apply(lowered)
     predicted = [estimate(x, cfg, memory=False).step_time for x in (lowered, overlapped, planned)]
-    runs = {"blocking": runtime.prepare(ctx, build_plan(lowered), model),
-            "overlap": runtime.prepare(ctx, build_plan(overlapped), model),
-            "planned": runtime.prepare(ctx, build_plan(planned), model)}
+    runs = {
+        "blocking": runtime.prepare(ctx, build_plan(lowered), model),
+        "overlap": runtime.prepare(ctx, build_plan(overlapped), model),
+        "planned": runtime.prepare(ctx, build_plan(planned), model),
+    }
     mb_in, mb_tgt = split_batch(model, 0, M, ctx.device, ctx.rank)
 
     def step(ex):
@@ -100,8 +103,7 @@ def bench_schedule(ctx, name: str, v: int, args) -> dict:
     for ex in runs.values():
         step(ex)
     grads = [[p.grad.clone() for m in ex.modules for p in m.parameters()] for ex in runs.values()]
-    diff = max((a - b).abs().max().item() for other in grads[1:]
-               for a, b in zip(grads[0], other))
+    diff = max((a - b).abs().max().item() for other in grads[1:] for a, b in zip(grads[0], other))
     for _ in range(args.steps):
         for k, ex in runs.items():
             times[k].append(timed(lambda ex=ex: step(ex)))
@@ -136,8 +138,10 @@ def measure(ctx, width: int) -> tuple[float, float, float]:
         fwd.append(t1 - t0)
         bwd.append(time.perf_counter() - t1)
         xfer.append(timed(message))  # all ranks: timed() brackets it with barriers
-    vals = torch.tensor([statistics.median(fwd), statistics.median(bwd),
-                         statistics.median(xfer)], dtype=torch.float64)
+    vals = torch.tensor(
+        [statistics.median(fwd), statistics.median(bwd), statistics.median(xfer)],
+        dtype=torch.float64,
+    )
     dist.all_reduce(vals, op=dist.ReduceOp.MAX)
     return tuple(vals.tolist())
 
@@ -170,20 +174,30 @@ def main(argv=None) -> int:
         return 1
     mib = args.width * args.width * 4 / 2**20
     fwd, bwd, xfer = results.pop("measured")
-    print(f"CPU/gloo, {args.ranks} ranks, {mib:.1f} MiB per message, {args.steps} timed steps "
-          f"each, alternating; measured per chunk: forward {fwd * 1e3:.1f} ms, backward "
-          f"{bwd * 1e3:.1f} ms, one message {xfer * 1e3:.1f} ms ({xfer / fwd:.0%} of a forward)")
+    print(
+        f"CPU/gloo, {args.ranks} ranks, {mib:.1f} MiB per message, {args.steps} timed steps "
+        f"each, alternating; measured per chunk: forward {fwd * 1e3:.1f} ms, backward "
+        f"{bwd * 1e3:.1f} ms, one message {xfer * 1e3:.1f} ms ({xfer / fwd:.0%} of a forward)"
+    )
     kinds = ("blocking", "overlap", "planned")
-    print(f"{'schedule':32s} " + " ".join(f"{k:>9s}" for k in kinds)
-          + f" {'ovl/blk':>7s} {'pln/blk':>7s} " + " ".join(f"{'min ' + k[:3]:>8s}" for k in kinds)
-          + f" {'grad diff':>9s} | estimated ovl/blk pln/blk")
+    print(
+        f"{'schedule':32s} "
+        + " ".join(f"{k:>9s}" for k in kinds)
+        + f" {'ovl/blk':>7s} {'pln/blk':>7s} "
+        + " ".join(f"{'min ' + k[:3]:>8s}" for k in kinds)
+        + f" {'grad diff':>9s} | estimated ovl/blk pln/blk"
+    )
     for name, r in results.items():
         med = {k: statistics.median(r[k]) * 1e3 for k in kinds}
         est = r["predicted"]
-        print(f"{name:32s} " + " ".join(f"{med[k]:6.0f} ms" for k in kinds)
-              + f" {med['overlap'] / med['blocking']:7.2f} {med['planned'] / med['blocking']:7.2f} "
-              + " ".join(f"{min(r[k]) * 1e3:5.0f} ms" for k in kinds) + f" {r['grad_diff']:9.1e}"
-              + f" | {est[1] / est[0]:17.2f} {est[2] / est[0]:7.2f}")
+        print(
+            f"{name:32s} "
+            + " ".join(f"{med[k]:6.0f} ms" for k in kinds)
+            + f" {med['overlap'] / med['blocking']:7.2f} {med['planned'] / med['blocking']:7.2f} "
+            + " ".join(f"{min(r[k]) * 1e3:5.0f} ms" for k in kinds)
+            + f" {r['grad_diff']:9.1e}"
+            + f" | {est[1] / est[0]:17.2f} {est[2] / est[0]:7.2f}"
+        )
     return 0
 
 

@@ -48,10 +48,16 @@ def torch_order(P: int, M: int, v: int):
 
 
 def ppir_from_torch(order, P: int, M: int, v: int) -> Schedule:
-    progs = tuple(tuple(Action.parse(str(a)) for a in order[r] if a is not None)
-                  for r in range(P))
-    return Schedule("torch_interleaved_1f1b", (("P", P), ("M", M), ("v", v)), P, P * v, M,
-                    looped_placement(P, P * v), progs)
+    progs = tuple(tuple(Action.parse(str(a)) for a in order[r] if a is not None) for r in range(P))
+    return Schedule(
+        "torch_interleaved_1f1b",
+        (("P", P), ("M", M), ("v", v)),
+        P,
+        P * v,
+        M,
+        looped_placement(P, P * v),
+        progs,
+    )
 
 
 def torch_simulate(order, P: int, v: int) -> float:
@@ -67,9 +73,11 @@ def torch_simulate(order, P: int, v: int) -> float:
 def main(argv: list[str]) -> None:
     logging.disable(logging.WARNING)
     sizes = SIZES[:3] if "--quick" in argv else SIZES
-    print(f"{'P':>3} {'M':>4} {'v':>2} {'ops':>8} | {'ppir verify':>11} {'us/op':>6} | "
-          f"{'ppir simulate only':>18} | {'ppir on torch order':>19} | "
-          f"{'torch _simulate_comms_compute':>29}")
+    print(
+        f"{'P':>3} {'M':>4} {'v':>2} {'ops':>8} | {'ppir verify':>11} {'us/op':>6} | "
+        f"{'ppir simulate only':>18} | {'ppir on torch order':>19} | "
+        f"{'torch _simulate_comms_compute':>29}"
+    )
     for P, M, v in sizes:
         s = LowerComms().apply(load_schedule("interleaved_1f1b", {"P": P, "M": M, "v": v}))
         rep, t_ppir = _timed(lambda s=s: verify(s))
@@ -82,8 +90,11 @@ def main(argv: list[str]) -> None:
         assert rep2.ok, [d.message for d in rep2.errors]
         t_torch = torch_simulate(order, P, v)
         n = s.num_ops
-        print(f"{P:>3} {M:>4} {v:>2} {n:>8} | {t_ppir:>10.3f}s {1e6 * t_ppir / n:>6.1f} | "
-              f"{t_sim:>17.3f}s | {t_ppir_torch:>18.3f}s | {t_torch:>28.3f}s", flush=True)
+        print(
+            f"{P:>3} {M:>4} {v:>2} {n:>8} | {t_ppir:>10.3f}s {1e6 * t_ppir / n:>6.1f} | "
+            f"{t_sim:>17.3f}s | {t_ppir_torch:>18.3f}s | {t_torch:>28.3f}s",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

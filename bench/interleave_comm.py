@@ -21,8 +21,11 @@ from ppir.passes.overlap import overlap_best
 SETTINGS = [  # (label, hardware section, comm section)
     ("one node, NVLink 450 GB/s", {"ranks_per_node": 8}, {}),
     ("across nodes, IB 50 GB/s", {"ranks_per_node": 1}, {}),
-    ("across nodes, 12.5 GB/s", {"ranks_per_node": 1},
-     {"inter_bandwidth_gbs": 12.5, "inter_latency_us": 15}),
+    (
+        "across nodes, 12.5 GB/s",
+        {"ranks_per_node": 1},
+        {"inter_bandwidth_gbs": 12.5, "inter_latency_us": 15},
+    ),
 ]
 
 
@@ -33,14 +36,20 @@ def main() -> None:
     ap.add_argument("-M", type=int, default=16)
     ap.add_argument("--vs", default="1,2,4,8")
     ap.add_argument("--progress", default="fifo")
-    ap.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=True,
-                    help="overlap communication as ppir compile does by default (the faster of "
-                         "overlap-comms over the lockstep and the eager lowering; default on)")
+    ap.add_argument(
+        "--overlap",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="overlap communication as ppir compile does by default (the faster of "
+        "overlap-comms over the lockstep and the eager lowering; default on)",
+    )
     args = ap.parse_args()
     preset, *fields = args.model.split(",")
     model = {"preset": preset, **{k: int(v) for k, v in (f.split("=") for f in fields)}}
-    print(f"interleaved_1f1b P={args.P} M={args.M}, model {args.model}, H100 at 50% of peak, "
-          f"{args.progress} progress, {'with' if args.overlap else 'without'} overlap-comms")
+    print(
+        f"interleaved_1f1b P={args.P} M={args.M}, model {args.model}, H100 at 50% of peak, "
+        f"{args.progress} progress, {'with' if args.overlap else 'without'} overlap-comms"
+    )
     print("| link | v | step time (ms) | bubble/total | exposed comm / rank (ms) | vs v=1 |")
     print("|---|---|---|---|---|---|")
     for label, hw, comm in SETTINGS:
@@ -54,8 +63,10 @@ def main() -> None:
             e = estimate(s, cfg, progress=args.progress, memory=False)
             base = base or e.step_time
             exposed = max(r.exposed_comm for r in e.per_rank)
-            print(f"| {label} | {v} | {e.step_time * 1e3:.1f} | {e.bubble_fraction_of_total:.1%} "
-                  f"| {exposed * 1e3:.1f} | {e.step_time / base - 1:+.1%} |")
+            print(
+                f"| {label} | {v} | {e.step_time * 1e3:.1f} | {e.bubble_fraction_of_total:.1%} "
+                f"| {exposed * 1e3:.1f} | {e.step_time / base - 1:+.1%} |"
+            )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,13 @@ from ppir.verify import verify
 def grid(quick: bool):
     Ps = (2, 4) if quick else (2, 3, 4)
     for name in NAMES:
-        vs = (1,) if name in SINGLE else (2,) if name in ("ZBVZeroBubble", "DualPipeV") \
+        vs = (
+            (1,)
+            if name in SINGLE
+            else (2,)
+            if name in ("ZBVZeroBubble", "DualPipeV")
             else (1, 2, 3)
+        )
         for P in Ps:
             for M in sorted({P // 2 or 1, P, 2 * P, 2 * P + 1}):
                 for v in vs:
@@ -51,8 +56,14 @@ def torch_checks(obj, name: str, P: int, v: int) -> tuple[str, str, object]:
     from torch.distributed.pipelining import schedules as sch
 
     S = P * v if name in MULTI else P
-    order = {r: [a for a in obj.pipeline_order[r]
-                 if a is not None and a.computation_type != sch.REDUCE_GRAD] for r in range(P)}
+    order = {
+        r: [
+            a
+            for a in obj.pipeline_order[r]
+            if a is not None and a.computation_type != sch.REDUCE_GRAD
+        ]
+        for r in range(P)
+    }
     try:
         sch._validate_schedule(order, P, S, obj._n_microbatches)
         validate = "ok"
@@ -105,8 +116,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="P in {2, 4} only")
     args = ap.parse_args(argv)
-    head = ["torch class", "P", "M", "v", "torch ctor", "torch validate", "torch sim",
-            "ppir (own lowering)", "ppir (torch lowering)"]
+    head = [
+        "torch class",
+        "P",
+        "M",
+        "v",
+        "torch ctor",
+        "torch validate",
+        "torch sim",
+        "ppir (own lowering)",
+        "ppir (torch lowering)",
+    ]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for name, P, M, v in grid(args.quick):

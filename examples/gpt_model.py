@@ -21,8 +21,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-CONFIG = {"vocab": 64, "d_model": 64, "heads": 4, "layers": 4, "seq": 16, "batch": 16,
-          "lr": 3e-3, "seed": 0}
+CONFIG = {
+    "vocab": 64,
+    "d_model": 64,
+    "heads": 4,
+    "layers": 4,
+    "seq": 16,
+    "batch": 16,
+    "lr": 3e-3,
+    "seed": 0,
+}
 
 
 def configure(**options) -> None:

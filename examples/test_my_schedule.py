@@ -26,8 +26,9 @@ def test_my_schedule_by_hand(params):
 
 
 # The same property on a known-bad variant fails, with the shrunk parameters in the message.
-bad_property = property_test(HERE / "bad_schedule.pps", over=OVER, max_peak_activations="P",
-                             examples=15)
+bad_property = property_test(
+    HERE / "bad_schedule.pps", over=OVER, max_peak_activations="P", examples=15
+)
 
 
 def test_the_property_catches_a_known_bad_schedule():

@@ -26,16 +26,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--microbatches", "-M", type=int, default=8, help="default 8")
     p.add_argument("-v", type=int, help="chunks per rank, for interleaved schedules")
     p.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
-    p.add_argument("--model-opt", action="append", default=[], metavar="KEY=VALUE",
-                   help="gpt_model option: vocab, d_model, heads, layers, seq, batch, lr, seed")
-    p.add_argument("--verify-grads", action="store_true",
-                   help="check step 0 against single-process training")
+    p.add_argument(
+        "--model-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="gpt_model option: vocab, d_model, heads, layers, seq, batch, lr, seed",
+    )
+    p.add_argument(
+        "--verify-grads", action="store_true", help="check step 0 against single-process training"
+    )
     args = p.parse_args(argv)
 
     from ppir.cli import main as ppir_main
 
-    cmd = ["launch", "-n", str(args.ranks), args.schedule, "-D", f"M={args.microbatches}",
-           "--model", MODEL, "--steps", str(args.steps)]
+    cmd = [
+        "launch",
+        "-n",
+        str(args.ranks),
+        args.schedule,
+        "-D",
+        f"M={args.microbatches}",
+        "--model",
+        MODEL,
+        "--steps",
+        str(args.steps),
+    ]
     if args.v:
         cmd += ["-D", f"v={args.v}"]
     for opt in args.model_opt:

@@ -22,6 +22,14 @@ def lower(schedule: Schedule, strategy: str = "lockstep") -> Schedule:
 
 
 __all__ = [
-    "Action", "Diagnostic", "Group", "OpKind", "PpirError", "Schedule", "load_schedule",
-    "load_text", "lower", "__version__",
+    "Action",
+    "Diagnostic",
+    "Group",
+    "OpKind",
+    "PpirError",
+    "Schedule",
+    "load_schedule",
+    "load_text",
+    "lower",
+    "__version__",
 ]

@@ -16,8 +16,19 @@ from .diagnostics import EXIT_USAGE, PpirError
 
 # Order here is the order in `ppir --help`.
 COMMAND_MODULES = [
-    "list", "show", "check", "dump", "compile", "analyze", "sweep", "tune", "launch", "import",
-    "viz", "fuzz", "synth",
+    "list",
+    "show",
+    "check",
+    "dump",
+    "compile",
+    "analyze",
+    "sweep",
+    "tune",
+    "launch",
+    "import",
+    "viz",
+    "fuzz",
+    "synth",
 ]
 
 EPILOG = """\
@@ -51,15 +62,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="ppir",
         description="ppir: a compiler for pipeline-parallel training schedules. Write a "
-                    "schedule once in .pps, prove it deadlock-free, measure it, and run it.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "schedule once in .pps, prove it deadlock-free, measure it, and run it.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from . import __version__
+
     parser.add_argument("--version", action="version", version=f"ppir {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for mod in _commands():
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.DESCRIPTION,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            mod.NAME,
+            help=mod.HELP,
+            description=mod.DESCRIPTION,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

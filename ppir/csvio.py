@@ -27,8 +27,19 @@ from .ir import Action, OpKind, Schedule, Span
 from .literal import infer_placement
 
 # torch's kinds, longest first; the bookkeeping ones carry no microbatch.
-_KINDS = ("REDUCE_GRAD", "UNSHARD", "RESHARD", "SEND_F", "RECV_F", "SEND_B", "RECV_B",
-          "F", "B", "I", "W")
+_KINDS = (
+    "REDUCE_GRAD",
+    "UNSHARD",
+    "RESHARD",
+    "SEND_F",
+    "RECV_F",
+    "SEND_B",
+    "RECV_B",
+    "F",
+    "B",
+    "I",
+    "W",
+)
 BOOKKEEPING = frozenset({"REDUCE_GRAD", "UNSHARD", "RESHARD"})
 _CELL_RE = re.compile(r"(-?\d*)(" + "|".join(_KINDS) + r")(-?\d*)(.*)$", re.S)
 _OVERLAP_RE = re.compile(r"\((.*)\)OVERLAP_F_B(.*)$", re.S)
@@ -51,16 +62,23 @@ def expand_overlap(text: str, span: Span) -> list[Action] | None:
     if not m:
         return None
     if m.group(2).strip():
-        raise error("csv-bad-action", f"trailing text {m.group(2)!r} after OVERLAP_F_B",
-                    _sub_span(span, m.start(2), len(m.group(2))), hints=[_HINT])
+        raise error(
+            "csv-bad-action",
+            f"trailing text {m.group(2)!r} after OVERLAP_F_B",
+            _sub_span(span, m.start(2), len(m.group(2))),
+            hints=[_HINT],
+        )
     out: list[Action] = []
     offset = 1
     for part in m.group(1).split(";"):
         lead = len(part) - len(part.lstrip())
         sub = parse_cell(part.strip(), _sub_span(span, offset + lead, len(part.strip())))
         if len(sub) != 1 or not sub[0].kind.is_compute:
-            raise error("csv-bad-action", f"OVERLAP_F_B holds {part.strip()!r}; it overlaps "
-                        "compute actions only", _sub_span(span, offset, len(part)))
+            raise error(
+                "csv-bad-action",
+                f"OVERLAP_F_B holds {part.strip()!r}; it overlaps compute actions only",
+                _sub_span(span, offset, len(part)),
+            )
         out.extend(sub)
         offset += len(part) + 1
     return out
@@ -74,33 +92,47 @@ def parse_cell(text: str, span: Span) -> list[Action]:
             return acts
     m = _CELL_RE.match(text)
     if not m:
-        raise error("csv-bad-action", f"unknown action {text!r} in row {span.line}", span,
-                    hints=[_HINT])
+        raise error(
+            "csv-bad-action", f"unknown action {text!r} in row {span.line}", span, hints=[_HINT]
+        )
     stage, kind, mb, rest = m.groups()
     if not stage or stage.startswith("-"):
         what = "has no stage index" if not stage else f"has a negative stage index {stage}"
-        raise error("csv-bad-index", f"{text!r} {what}", _sub_span(span, 0, len(stage)),
-                    hints=["stage indices are 0, 1, 2, ... and come first, e.g. 2F0"])
+        raise error(
+            "csv-bad-index",
+            f"{text!r} {what}",
+            _sub_span(span, 0, len(stage)),
+            hints=["stage indices are 0, 1, 2, ... and come first, e.g. 2F0"],
+        )
     if kind in BOOKKEEPING:
         if mb:
-            raise error("csv-bad-index", f"{stage}{kind} takes no microbatch, got {mb}",
-                        _sub_span(span, m.start(3), len(mb)))
+            raise error(
+                "csv-bad-index",
+                f"{stage}{kind} takes no microbatch, got {mb}",
+                _sub_span(span, m.start(3), len(mb)),
+            )
     elif not mb or mb.startswith("-"):
         what = "has no microbatch index" if not mb else f"has a negative microbatch index {mb}"
-        raise error("csv-bad-index", f"{text!r} {what}", _sub_span(span, m.start(3), len(mb)),
-                    hints=[f"{kind} needs a microbatch: {stage}{kind}0, {stage}{kind}1, ..."])
+        raise error(
+            "csv-bad-index",
+            f"{text!r} {what}",
+            _sub_span(span, m.start(3), len(mb)),
+            hints=[f"{kind} needs a microbatch: {stage}{kind}0, {stage}{kind}1, ..."],
+        )
     if rest:
         tail = _sub_span(span, m.start(4), len(rest))
-        raise error("csv-bad-action", f"trailing text {rest!r} after {stage}{kind}{mb}", tail,
-                    hints=[_HINT + " (one action per cell)",
-                           "torch's own parser silently drops this text"])
+        raise error(
+            "csv-bad-action",
+            f"trailing text {rest!r} after {stage}{kind}{mb}",
+            tail,
+            hints=[_HINT + " (one action per cell)", "torch's own parser silently drops this text"],
+        )
     if kind in BOOKKEEPING:
         return []
     return [Action(int(stage), OpKind(kind), int(mb), span)]
 
 
-def parse_rows(rows: list[list[str]], path: str,
-               sep_width: int = 1) -> list[list[Action]]:
+def parse_rows(rows: list[list[str]], path: str, sep_width: int = 1) -> list[list[Action]]:
     """Parse rows of cells (row i = rank i); trailing blank rows are dropped.
 
     Columns are counted as if cells were joined by ``sep_width`` characters, as in the source.
@@ -113,8 +145,9 @@ def parse_rows(rows: list[list[str]], path: str,
             stripped = cell.strip()
             if stripped:
                 start = col + (len(cell) - len(cell.lstrip()))
-                acts.extend(parse_cell(stripped, Span(path, row_no, start, row_no,
-                                                      start + len(stripped))))
+                acts.extend(
+                    parse_cell(stripped, Span(path, row_no, start, row_no, start + len(stripped)))
+                )
             col += len(cell) + sep_width
         programs.append(acts)
     while programs and not programs[-1]:
@@ -124,10 +157,14 @@ def parse_rows(rows: list[list[str]], path: str,
     return programs
 
 
-def build_schedule(programs: list[list[Action]], path: str,
-                   placement: tuple[int, ...] | None = None, name: str | None = None,
-                   microbatches: int | None = None,
-                   params: tuple[tuple[str, int], ...] = ()) -> Schedule:
+def build_schedule(
+    programs: list[list[Action]],
+    path: str,
+    placement: tuple[int, ...] | None = None,
+    name: str | None = None,
+    microbatches: int | None = None,
+    params: tuple[tuple[str, int], ...] = (),
+) -> Schedule:
     """A Schedule from parsed per-rank actions; placement inferred unless given."""
     ranks = len(programs)
     all_actions = [(r, a) for r, p in enumerate(programs) for a in p]
@@ -135,8 +172,12 @@ def build_schedule(programs: list[list[Action]], path: str,
     for _, a in all_actions:  # an index no schedule with this many actions can use
         for what, value in (("stage", a.stage), ("microbatch", a.mb)):
             if value >= limit:
-                raise error("csv-bad-index", f"{what} index {value} of {a} is out of range: "
-                            f"{path} holds {len(all_actions)} actions", a.span)
+                raise error(
+                    "csv-bad-index",
+                    f"{what} index {value} of {a} is out of range: "
+                    f"{path} holds {len(all_actions)} actions",
+                    a.span,
+                )
     stages = max(a.stage for _, a in all_actions) + 1
     mbs = microbatches if microbatches is not None else max(a.mb for _, a in all_actions) + 1
     if placement is None:
@@ -144,28 +185,49 @@ def build_schedule(programs: list[list[Action]], path: str,
     else:
         _check_placement(placement, ranks, stages, all_actions)
     stem = name or os.path.splitext(os.path.basename(path))[0]
-    return Schedule(stem, params, ranks, len(placement), mbs, tuple(placement),
-                    tuple(tuple(p) for p in programs), path)
+    return Schedule(
+        stem,
+        params,
+        ranks,
+        len(placement),
+        mbs,
+        tuple(placement),
+        tuple(tuple(p) for p in programs),
+        path,
+    )
 
 
 def _check_placement(placement, ranks, stages, all_actions) -> None:
     if len(placement) < stages:
-        raise error("bad-placement", f"--placement lists {len(placement)} stages but the "
-                    f"schedule uses {stages}")
+        raise error(
+            "bad-placement",
+            f"--placement lists {len(placement)} stages but the schedule uses {stages}",
+        )
     for s, r in enumerate(placement):
         if not 0 <= r < ranks:
-            raise error("bad-placement", f"--placement puts stage {s} on rank {r}, but the "
-                        f"schedule has {ranks} rank(s) (one per row)")
+            raise error(
+                "bad-placement",
+                f"--placement puts stage {s} on rank {r}, but the "
+                f"schedule has {ranks} rank(s) (one per row)",
+            )
     for r, a in all_actions:
         if a.kind.is_compute and placement[a.stage] != r:
-            raise error("placement-conflict",
-                        f"{a} runs on rank {r} but --placement puts stage {a.stage} on "
-                        f"rank {placement[a.stage]}", a.span)
+            raise error(
+                "placement-conflict",
+                f"{a} runs on rank {r} but --placement puts stage {a.stage} on "
+                f"rank {placement[a.stage]}",
+                a.span,
+            )
 
 
-def read_csv_text(text: str, path: str, placement: tuple[int, ...] | None = None,
-                  name: str | None = None, microbatches: int | None = None,
-                  params: tuple[tuple[str, int], ...] = ()) -> Schedule:
+def read_csv_text(
+    text: str,
+    path: str,
+    placement: tuple[int, ...] | None = None,
+    name: str | None = None,
+    microbatches: int | None = None,
+    params: tuple[tuple[str, int], ...] = (),
+) -> Schedule:
     """Parse torch CSV text into a Schedule (see the module docstring for what is accepted)."""
     register_source(path, text)
     reader = csv.reader(io.StringIO(text), strict=True)
@@ -173,24 +235,35 @@ def read_csv_text(text: str, path: str, placement: tuple[int, ...] | None = None
         rows = list(reader)
     except csv.Error as e:
         line = reader.line_num
-        raise error("csv-syntax", f"malformed CSV: {e}", Span(path, line, 1, line, 2),
-                    hints=["cells hold plain action text; torch never quotes them"]) from None
+        raise error(
+            "csv-syntax",
+            f"malformed CSV: {e}",
+            Span(path, line, 1, line, 2),
+            hints=["cells hold plain action text; torch never quotes them"],
+        ) from None
     return build_schedule(parse_rows(rows, path), path, placement, name, microbatches, params)
 
 
-def read_action_text(text: str, path: str, placement: tuple[int, ...] | None = None,
-                     name: str | None = None) -> Schedule:
+def read_action_text(
+    text: str, path: str, placement: tuple[int, ...] | None = None, name: str | None = None
+) -> Schedule:
     """torch action text: one rank per line, actions separated by single spaces or tabs.
 
     This is what ``" ".join(map(str, pipeline_order[r]))`` prints; ``None`` and ``_`` are idle
     slots.  Lines that are blank or start with ``#`` are skipped.
     """
     register_source(path, text)
-    rows = [[] if line.lstrip().startswith("#") else
-            ["" if c in ("None", "_") else c for c in re.split(r"[ \t]", line)]
-            for line in text.splitlines()]
-    keep = [i for i, line in enumerate(text.splitlines())
-            if line.strip() and not line.lstrip().startswith("#")]
+    rows = [
+        []
+        if line.lstrip().startswith("#")
+        else ["" if c in ("None", "_") else c for c in re.split(r"[ \t]", line)]
+        for line in text.splitlines()
+    ]
+    keep = [
+        i
+        for i, line in enumerate(text.splitlines())
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
     programs = parse_rows(rows, path)
     programs += [[] for _ in range(len(rows) - len(programs))]
     return build_schedule([programs[i] for i in keep], path, placement, name)

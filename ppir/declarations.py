@@ -27,22 +27,29 @@ def resolve_placement(ex: Interpreter, decls: dict, final: bool = False) -> None
     kind, pspan = decls.get("placement", ("looped", rspan))
     if isinstance(kind, tuple):
         if len(kind) != stages:
-            raise error("bad-placement",
-                        f"the placement lists {len(kind)} rank(s) but there are {stages} stages",
-                        pspan, hints=["entry s is the rank that holds stage s"])
+            raise error(
+                "bad-placement",
+                f"the placement lists {len(kind)} rank(s) but there are {stages} stages",
+                pspan,
+                hints=["entry s is the rank that holds stage s"],
+            )
         for s, r in enumerate(kind):
             if not 0 <= r < ranks:
-                raise error("bad-placement",
-                            f"placement puts stage {s} on rank {r}, out of range 0..{ranks - 1}",
-                            pspan)
+                raise error(
+                    "bad-placement",
+                    f"placement puts stage {s} on rank {r}, out of range 0..{ranks - 1}",
+                    pspan,
+                )
         placement = tuple(kind)
     else:
         if stages % ranks:
             if not final:
                 return  # a later 'placement' may fix it; 'final' reports it
-            raise error("bad-placement",
-                        f"'{kind}' placement needs stages ({stages}) divisible by ranks "
-                        f"({ranks})", decls.get("stages", decls["ranks"])[1])
+            raise error(
+                "bad-placement",
+                f"'{kind}' placement needs stages ({stages}) divisible by ranks ({ranks})",
+                decls.get("stages", decls["ranks"])[1],
+            )
         placement = (looped_placement if kind == "looped" else vshape_placement)(ranks, stages)
     held = [[] for _ in range(ranks)]
     for s, r in enumerate(placement):
@@ -58,5 +65,9 @@ def resolve_placement(ex: Interpreter, decls: dict, final: bool = False) -> None
 def check_size(what: str, n: int, cap: int, span: Span | None) -> None:
     """Ranks and stages are looped over while expanding: they count against --max-steps."""
     if n > cap:
-        raise error("too-large", f"{what} = {n:,} exceeds the expansion cap of {cap:,}", span,
-                    hints=["the cap is --max-steps"])
+        raise error(
+            "too-large",
+            f"{what} = {n:,} exceeds the expansion cap of {cap:,}",
+            span,
+            hints=["the cap is --max-steps"],
+        )

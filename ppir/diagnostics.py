@@ -75,8 +75,13 @@ class Diagnostic:
         def span_json(s: Span | None):
             if s is None:
                 return None
-            return {"path": s.path, "line": s.line, "col": s.col,
-                    "end_line": s.end_line, "end_col": s.end_col}
+            return {
+                "path": s.path,
+                "line": s.line,
+                "col": s.col,
+                "end_line": s.end_line,
+                "end_col": s.end_col,
+            }
 
         return {
             "kind": self.kind,
@@ -126,11 +131,19 @@ class PpirError(Exception):
         return self.diagnostics[0].kind
 
 
-def error(kind: str, message: str, span: Span | None = None, *, hints=(), notes=(),
-          exit_code: int = EXIT_USAGE) -> PpirError:
+def error(
+    kind: str,
+    message: str,
+    span: Span | None = None,
+    *,
+    hints=(),
+    notes=(),
+    exit_code: int = EXIT_USAGE,
+) -> PpirError:
     """Shorthand: a PpirError holding one error diagnostic."""
-    return PpirError(Diagnostic(kind, message, span, hints=tuple(hints), notes=tuple(notes)),
-                     exit_code)
+    return PpirError(
+        Diagnostic(kind, message, span, hints=tuple(hints), notes=tuple(notes)), exit_code
+    )
 
 
 def write_output(path: str, text: str) -> None:

@@ -42,33 +42,47 @@ def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
         if name not in declared:
             where = f"schedule '{header.name}'" if header else module.path
             params = ", ".join(declared) or "none"
-            raise error("unknown-parameter",
-                        f"unknown parameter '{name}' (-D {name}={value}) for {where}",
-                        hints=did_you_mean(name, declared) + [f"its parameters: {params}"])
+            raise error(
+                "unknown-parameter",
+                f"unknown parameter '{name}' (-D {name}={value}) for {where}",
+                hints=did_you_mean(name, declared) + [f"its parameters: {params}"],
+            )
     values: dict[str, int] = {}
     for name, p in declared.items():
         if name in overrides:
             values[name] = overrides[name]
         elif p.default is None:
-            raise error("missing-parameter",
-                        f"parameter '{name}' has no default; give it with -D {name}=...", p.span)
+            raise error(
+                "missing-parameter",
+                f"parameter '{name}' has no default; give it with -D {name}=...",
+                p.span,
+            )
         else:
             values[name] = p.default
     return values
 
 
-def expand(module: A.Module, overrides: dict[str, int] | None = None, *,
-           max_ops: int = DEFAULT_MAX_OPS, max_steps: int = DEFAULT_MAX_STEPS) -> Schedule:
+def expand(
+    module: A.Module,
+    overrides: dict[str, int] | None = None,
+    *,
+    max_ops: int = DEFAULT_MAX_OPS,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> Schedule:
     """Expand a parsed module for concrete parameter values into a :class:`Schedule`."""
     try:
         return _expand(module, overrides, max_ops, max_steps)
     except RecursionError:  # expressions compile and evaluate recursively
-        raise error("too-deep", f"{module.path}: expressions nest too deeply to evaluate",
-                    hints=["split the expression with 'let' or 'def'"]) from None
+        raise error(
+            "too-deep",
+            f"{module.path}: expressions nest too deeply to evaluate",
+            hints=["split the expression with 'let' or 'def'"],
+        ) from None
 
 
-def _expand(module: A.Module, overrides: dict[str, int] | None, max_ops: int,
-            max_steps: int) -> Schedule:
+def _expand(
+    module: A.Module, overrides: dict[str, int] | None, max_ops: int, max_steps: int
+) -> Schedule:
     params = bind_params(module, dict(overrides or {}))
     ex = Interpreter(module, max_ops, max_steps)
     top = Scope()
@@ -80,8 +94,12 @@ def _expand(module: A.Module, overrides: dict[str, int] | None, max_ops: int,
     for item in module.items:
         if isinstance(item, A.Decl):
             if item.what in decls:
-                raise error("duplicate-declaration", f"'{item.what}' is declared twice",
-                            item.span, notes=[Note("first declared here", decls[item.what][1])])
+                raise error(
+                    "duplicate-declaration",
+                    f"'{item.what}' is declared twice",
+                    item.span,
+                    notes=[Note("first declared here", decls[item.what][1])],
+                )
             if item.what == "placement":
                 value = item.value
                 if isinstance(value, tuple):
@@ -92,8 +110,12 @@ def _expand(module: A.Module, overrides: dict[str, int] | None, max_ops: int,
             resolve_placement(ex, decls)
         elif isinstance(item, (A.ProgramBlock, A.GreedyBlock)):
             if programs:
-                raise error("duplicate-program", "a file holds one 'program' block",
-                            item.span, notes=[Note("first program block", programs[0].span)])
+                raise error(
+                    "duplicate-program",
+                    "a file holds one 'program' block",
+                    item.span,
+                    notes=[Note("first program block", programs[0].span)],
+                )
             programs.append(item)
         elif isinstance(item, A.RankLine):
             rank_lines.append(item)
@@ -103,31 +125,43 @@ def _expand(module: A.Module, overrides: dict[str, int] | None, max_ops: int,
     name = module.header.name if module.header else _stem(module.path)
     param_tuple = tuple(params.items())
     if programs and rank_lines:
-        raise error("mixed-forms",
-                    "a file holds either a 'program' block or literal 'rank N:' lines, not both",
-                    rank_lines[0].span, notes=[Note("program block", programs[0].span)])
+        raise error(
+            "mixed-forms",
+            "a file holds either a 'program' block or literal 'rank N:' lines, not both",
+            rank_lines[0].span,
+            notes=[Note("program block", programs[0].span)],
+        )
     if rank_lines:
         return literal_schedule(module, name, param_tuple, decls, rank_lines, max_steps)
     if not programs:
-        raise error("no-program", "the file defines no program: add a 'program r { ... }' "
-                    "block or literal 'rank N: ...' lines",
-                    module.header.span if module.header else None)
+        raise error(
+            "no-program",
+            "the file defines no program: add a 'program r { ... }' "
+            "block or literal 'rank N: ...' lines",
+            module.header.span if module.header else None,
+        )
     for what in ("ranks", "microbatches"):
         if what not in decls:
-            raise error("missing-declaration", f"missing '{what}' declaration",
-                        programs[0].span, hints=[f"add e.g. '{what} P'" if what == "ranks"
-                                                 else "add e.g. 'microbatches M'"])
+            raise error(
+                "missing-declaration",
+                f"missing '{what}' declaration",
+                programs[0].span,
+                hints=[f"add e.g. '{what} P'" if what == "ranks" else "add e.g. 'microbatches M'"],
+            )
     resolve_placement(ex, decls, final=True)
     ranks = decls["ranks"][0]
     ex.microbatches = decls["microbatches"][0]
     if ex.microbatches < 1:
-        raise error("bad-declaration",
-                    f"microbatches must be at least 1, got {ex.microbatches}",
-                    decls["microbatches"][1])
+        raise error(
+            "bad-declaration",
+            f"microbatches must be at least 1, got {ex.microbatches}",
+            decls["microbatches"][1],
+        )
 
     block = programs[0]
     if isinstance(block, A.GreedyBlock):
         from .synth.block import expand_greedy
+
         out_programs = expand_greedy(ex, block, top, ranks)
     else:
         body = ex.compile_block(block.body)
@@ -139,14 +173,29 @@ def _expand(module: A.Module, overrides: dict[str, int] | None, max_ops: int,
             ex.reset_rank()
             body(Scope(scope))
             out_programs.append(tuple(ex.out))
-    return Schedule(name, param_tuple, ranks, len(ex.placement), ex.microbatches,
-                    ex.placement, tuple(out_programs), module.path)
+    return Schedule(
+        name,
+        param_tuple,
+        ranks,
+        len(ex.placement),
+        ex.microbatches,
+        ex.placement,
+        tuple(out_programs),
+        module.path,
+    )
 
 
 def _stem(path: str) -> str:
     import os
+
     return os.path.splitext(os.path.basename(path))[0]
 
 
-__all__ = ["expand", "bind_params", "infer_placement", "PpirError", "DEFAULT_MAX_OPS",
-           "DEFAULT_MAX_STEPS"]
+__all__ = [
+    "expand",
+    "bind_params",
+    "infer_placement",
+    "PpirError",
+    "DEFAULT_MAX_OPS",
+    "DEFAULT_MAX_STEPS",
+]

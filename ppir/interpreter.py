@@ -103,10 +103,15 @@ class Interpreter:
             v = scope.lookup(name)
             if v is _MISSING or isinstance(v, Function):
                 if isinstance(v, Function):
-                    raise error("not-a-value", f"'{name}' is a function; call it as {name}(...)",
-                                span)
-                raise error("undefined-name", f"undefined name '{name}'", span,
-                            hints=did_you_mean(name, scope.visible_names()))
+                    raise error(
+                        "not-a-value", f"'{name}' is a function; call it as {name}(...)", span
+                    )
+                raise error(
+                    "undefined-name",
+                    f"undefined name '{name}'",
+                    span,
+                    hints=did_you_mean(name, scope.visible_names()),
+                )
             return v
 
         return f
@@ -120,20 +125,29 @@ class Interpreter:
         if op == "*":
             return lambda s: lf(s) * rf(s)
         if op in ("//", "%"):
+
             def div(s):
                 a, b = lf(s), rf(s)
                 if b == 0:
-                    raise error("division-by-zero",
-                                f"division by zero: {_text(e.right)} is 0 in '{op}'", span)
+                    raise error(
+                        "division-by-zero",
+                        f"division by zero: {_text(e.right)} is 0 in '{op}'",
+                        span,
+                    )
                 return a // b if op == "//" else a % b
+
             return div
         if op == "and":
             return lambda s: int(bool(lf(s)) and bool(rf(s)))
         if op == "or":
             return lambda s: int(bool(lf(s)) or bool(rf(s)))
         cmp = {
-            "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+            "==": lambda a, b: a == b,
+            "!=": lambda a, b: a != b,
+            "<": lambda a, b: a < b,
+            "<=": lambda a, b: a <= b,
+            ">": lambda a, b: a > b,
+            ">=": lambda a, b: a >= b,
         }[op]
         return lambda s: int(cmp(lf(s), rf(s)))
 
@@ -166,6 +180,7 @@ class Interpreter:
             def pending(s):
                 st = self._chunk_stage(s.lookup("$rank"), args[0](s), span)
                 return sum(1 for x in self.wq if x[0] == st)
+
             return pending
 
         def call(scope: Scope):
@@ -173,23 +188,31 @@ class Interpreter:
             if not isinstance(fn, Function):
                 if fn is _MISSING:
                     cands = [k for k in scope.visible_names()] + list(_BUILTINS)
-                    raise error("undefined-function", f"undefined function '{name}'",
-                                e.func_span, hints=did_you_mean(name, cands))
-                raise error("not-a-function", f"'{name}' is a value, not a function",
-                            e.func_span)
+                    raise error(
+                        "undefined-function",
+                        f"undefined function '{name}'",
+                        e.func_span,
+                        hints=did_you_mean(name, cands),
+                    )
+                raise error("not-a-function", f"'{name}' is a value, not a function", e.func_span)
             if len(fn.params) != n:
-                raise error("bad-call",
-                            f"'{name}' takes {len(fn.params)} argument(s), {n} given", span,
-                            notes=[Note(f"'{name}' is defined here", fn.span)])
+                raise error(
+                    "bad-call",
+                    f"'{name}' takes {len(fn.params)} argument(s), {n} given",
+                    span,
+                    notes=[Note(f"'{name}' is defined here", fn.span)],
+                )
             inner = Scope(fn.scope)
             for p, a in zip(fn.params, args):
                 inner.vars[p] = a(scope)
             self.depth += 1
             if self.depth > MAX_CALL_DEPTH:
                 self.depth = 0
-                raise error("recursion-limit",
-                            f"calls nest deeper than {MAX_CALL_DEPTH} (runaway recursion in "
-                            f"'{name}'?)", span)
+                raise error(
+                    "recursion-limit",
+                    f"calls nest deeper than {MAX_CALL_DEPTH} (runaway recursion in '{name}'?)",
+                    span,
+                )
             try:
                 return fn.body(inner)
             finally:
@@ -200,35 +223,45 @@ class Interpreter:
     @staticmethod
     def _arity(e: A.Call, n: int) -> None:
         if len(e.args) != n:
-            raise error("bad-call", f"{e.func}() takes {n} argument(s), {len(e.args)} given",
-                        e.span)
+            raise error(
+                "bad-call", f"{e.func}() takes {n} argument(s), {len(e.args)} given", e.span
+            )
 
     def _need_placement(self, span: Span):
         if self.placement is None:
-            raise error("placement-not-ready",
-                        "stage(), chunks() and rank_of() need 'ranks', 'stages' and 'placement' "
-                        "declared before they are used", span)
+            raise error(
+                "placement-not-ready",
+                "stage(), chunks() and rank_of() need 'ranks', 'stages' and 'placement' "
+                "declared before they are used",
+                span,
+            )
 
     def _rank_stages(self, r: int, span: Span) -> tuple[int, ...]:
         self._need_placement(span)
         if not 0 <= r < len(self.stages_of):
-            raise error("rank-out-of-range",
-                        f"rank {r} is out of range 0..{len(self.stages_of) - 1}", span)
+            raise error(
+                "rank-out-of-range", f"rank {r} is out of range 0..{len(self.stages_of) - 1}", span
+            )
         return self.stages_of[r]
 
     def _stage(self, r: int, c: int, span: Span) -> int:
         st = self._rank_stages(r, span)
         if not 0 <= c < len(st):
-            raise error("chunk-out-of-range",
-                        f"chunk {c} is out of range: rank {r} holds {len(st)} chunk(s) "
-                        f"(0..{len(st) - 1})", span)
+            raise error(
+                "chunk-out-of-range",
+                f"chunk {c} is out of range: rank {r} holds {len(st)} chunk(s) (0..{len(st) - 1})",
+                span,
+            )
         return st[c]
 
     def _rank_of(self, s: int, span: Span) -> int:
         self._need_placement(span)
         if not 0 <= s < len(self.placement):
-            raise error("stage-out-of-range",
-                        f"stage {s} is out of range 0..{len(self.placement) - 1}", span)
+            raise error(
+                "stage-out-of-range",
+                f"stage {s} is out of range 0..{len(self.placement) - 1}",
+                span,
+            )
         return self.placement[s]
 
     # ================================================================ statements
@@ -248,8 +281,12 @@ class Interpreter:
 
             def let(scope: Scope):
                 if name in scope.vars:
-                    raise error("rebinding", f"'{name}' is already bound in this scope", span,
-                                hints=["'let' binds a name once; use a new name"])
+                    raise error(
+                        "rebinding",
+                        f"'{name}' is already bound in this scope",
+                        span,
+                        hints=["'let' binds a name once; use a new name"],
+                    )
                 scope.vars[name] = val(scope)
 
             return let
@@ -258,8 +295,7 @@ class Interpreter:
 
             def define(scope: Scope):
                 if st.name in scope.vars:
-                    raise error("rebinding", f"'{st.name}' is already bound in this scope",
-                                st.span)
+                    raise error("rebinding", f"'{st.name}' is already bound in this scope", st.span)
                 scope.vars[st.name] = Function(st.name, st.params, body, scope, st.span)
 
             return define
@@ -280,9 +316,11 @@ class Interpreter:
             return if_
         if isinstance(st, A.OpStmt):
             return self._compile_op(st)
-        raise error("misplaced-statement",
-                    f"'{type(st).__name__.lower()}' is not allowed inside a program block",
-                    st.span)
+        raise error(
+            "misplaced-statement",
+            f"'{type(st).__name__.lower()}' is not allowed inside a program block",
+            st.span,
+        )
 
     def _compile_require(self, st: A.Require):
         cond = self.compile(st.cond)
@@ -296,8 +334,9 @@ class Interpreter:
                     if v is not _MISSING and not isinstance(v, Function):
                         vals.append(f"{n} = {v}")
                 bound = f" (with {', '.join(vals)})" if vals else ""
-                raise error("require-failed", f"requirement failed: {st.message}{bound}",
-                            st.cond.span)
+                raise error(
+                    "require-failed", f"requirement failed: {st.message}{bound}", st.cond.span
+                )
 
         return require
 
@@ -311,10 +350,13 @@ class Interpreter:
             n = max(0, b - a)
             self.steps += n
             if self.steps > self.max_steps:
-                raise error("runaway-loop",
-                            f"loops ran more than {self.max_steps:,} iterations in total "
-                            f"(this loop alone: {n:,})", span,
-                            hints=["check the loop bounds; the cap is --max-steps"])
+                raise error(
+                    "runaway-loop",
+                    f"loops ran more than {self.max_steps:,} iterations in total "
+                    f"(this loop alone: {n:,})",
+                    span,
+                    hints=["check the loop bounds; the cap is --max-steps"],
+                )
             for i in range(a, b):
                 inner = Scope(scope)
                 inner.vars[var] = i
@@ -327,12 +369,19 @@ class Interpreter:
             return self._compile_fb(st)
         kind = _OPS.get(st.op)
         if kind is None:
-            raise error("unknown-op", f"unknown operation '{st.op}'", st.name_span,
-                        hints=did_you_mean(st.op, list(_OPS) + ["FB"])
-                        or ["ops are F, B, I and W"])
+            raise error(
+                "unknown-op",
+                f"unknown operation '{st.op}'",
+                st.name_span,
+                hints=did_you_mean(st.op, list(_OPS) + ["FB"]) or ["ops are F, B, I and W"],
+            )
         if not 1 <= len(st.args) <= 2:
-            raise error("bad-call", f"{st.op} takes (microbatch) or (microbatch, chunk), "
-                        f"{len(st.args)} argument(s) given", st.span)
+            raise error(
+                "bad-call",
+                f"{st.op} takes (microbatch) or (microbatch, chunk), "
+                f"{len(st.args)} argument(s) given",
+                st.span,
+            )
         mb_f = self._mb_arg(st.args[0])
         ch_f = self.compile(st.args[1]) if len(st.args) == 2 else (lambda s: 0)
         span = st.span
@@ -345,8 +394,11 @@ class Interpreter:
 
     def _compile_fb(self, st: A.OpStmt):
         if len(st.args) != 4:
-            raise error("bad-call", f"FB takes (mb_f, chunk_f, mb_b, chunk_b), "
-                        f"{len(st.args)} argument(s) given", st.span)
+            raise error(
+                "bad-call",
+                f"FB takes (mb_f, chunk_f, mb_b, chunk_b), {len(st.args)} argument(s) given",
+                st.span,
+            )
         mf, cf = self._mb_arg(st.args[0]), self.compile(st.args[1])
         mb, cb = self._mb_arg(st.args[2]), self.compile(st.args[3])
         span = st.span
@@ -373,27 +425,34 @@ class Interpreter:
             q = [x for x in self.wq if stage is None or x[0] == stage]
             if not q:
                 what = "" if stage is None else f" of chunk {stages.index(stage)}"
-                raise error("no-pending-weight",
-                            f"W(next) on rank {rank}: no weight pass{what} is pending (every I "
-                            "adds one)", span, hints=["guard it with 'if pending_w() > 0 "
-                                                      "{ ... }'"])
+                raise error(
+                    "no-pending-weight",
+                    f"W(next) on rank {rank}: no weight pass{what} is pending (every I adds one)",
+                    span,
+                    hints=["guard it with 'if pending_w() > 0 { ... }'"],
+                )
             return self._count(Action(q[0][0], kind, q[0][1], span))
         fwd = kind is OpKind.F
         mb = self.count.get((stage, fwd), 0) if mb_f is None else mb_f(scope)
         M = self.microbatches
         if not 0 <= mb < M:
             why = " (the next one after every microbatch ran)" if mb_f is None else ""
-            raise error("microbatch-out-of-range",
-                        f"microbatch {mb} is out of range 0..{M - 1} (microbatches = {M})"
-                        f"{why}", span)
+            raise error(
+                "microbatch-out-of-range",
+                f"microbatch {mb} is out of range 0..{M - 1} (microbatches = {M}){why}",
+                span,
+            )
         return self._count(Action(stage, kind, mb, span))
 
     def _chunk_stage(self, rank: int, ch: int, span: Span) -> int:
         stages = self.stages_of[rank]
         if not 0 <= ch < len(stages):
-            raise error("chunk-out-of-range",
-                        f"chunk {ch} is out of range: rank {rank} holds {len(stages)} "
-                        f"chunk(s) (0..{len(stages) - 1})", span)
+            raise error(
+                "chunk-out-of-range",
+                f"chunk {ch} is out of range: rank {rank} holds {len(stages)} "
+                f"chunk(s) (0..{len(stages) - 1})",
+                span,
+            )
         return stages[ch]
 
     def _count(self, a: Action) -> Action:
@@ -411,8 +470,12 @@ class Interpreter:
     def _emit(self, item: Action | Overlap) -> None:
         self.ops += len(item.actions) if isinstance(item, Overlap) else 1
         if self.ops > self.max_ops:
-            raise error("op-limit", f"expansion produced more than {self.max_ops:,} ops",
-                        item.span, hints=["a runaway loop? the cap is --max-ops"])
+            raise error(
+                "op-limit",
+                f"expansion produced more than {self.max_ops:,} ops",
+                item.span,
+                hints=["a runaway loop? the cap is --max-ops"],
+            )
         self.out.append(item)
 
 

@@ -169,8 +169,10 @@ class Overlap:
     def __post_init__(self) -> None:
         a = self.actions
         if len(a) != 2 or a[0].kind is not OpKind.F or a[1].kind not in (OpKind.B, OpKind.I):
-            raise ValueError("an overlapped step holds one forward then one backward (B or I), "
-                             f"got {' '.join(str(x) for x in a)}")
+            raise ValueError(
+                "an overlapped step holds one forward then one backward (B or I), "
+                f"got {' '.join(str(x) for x in a)}"
+            )
 
     def __str__(self) -> str:
         return f"({self.actions[0]};{self.actions[1]})OVERLAP_F_B"
@@ -180,8 +182,9 @@ class Overlap:
         """Parse ``(0F3;3B1)OVERLAP_F_B``; ValueError when malformed."""
         m = _OVERLAP_RE.match(text.strip())
         if not m:
-            raise ValueError(f"not an overlapped step: {text!r} (expected e.g. "
-                             "(0F3;3B1)OVERLAP_F_B)")
+            raise ValueError(
+                f"not an overlapped step: {text!r} (expected e.g. (0F3;3B1)OVERLAP_F_B)"
+            )
         return Overlap((Action.parse(m.group(1), span), Action.parse(m.group(2), span)), span)
 
 
@@ -205,8 +208,7 @@ def is_compute_item(item: Item) -> bool:
 
 def parse_item(text: str, span: Span | None = None) -> Action | Overlap:
     """An action (``2F0``) or an overlapped step (``(0F3;3B1)OVERLAP_F_B``) from its text."""
-    return Overlap.parse(text, span) if text.lstrip().startswith("(") else \
-        Action.parse(text, span)
+    return Overlap.parse(text, span) if text.lstrip().startswith("(") else Action.parse(text, span)
 
 
 @dataclass(frozen=True)
@@ -277,8 +279,14 @@ class Schedule:
 
     def replace_programs(self, programs: tuple[tuple[Item, ...], ...]) -> Schedule:
         return Schedule(
-            self.name, self.params, self.ranks, self.stages, self.microbatches,
-            self.placement, programs, self.source,
+            self.name,
+            self.params,
+            self.ranks,
+            self.stages,
+            self.microbatches,
+            self.placement,
+            programs,
+            self.source,
         )
 
     @property
@@ -290,8 +298,9 @@ class Schedule:
         return sum(1 for r in range(self.ranks) for _ in self.actions(r))
 
     def uses_split_backward(self) -> bool:
-        return any(a.kind in (OpKind.I, OpKind.W) for r in range(self.ranks)
-                   for a in self.actions(r))
+        return any(
+            a.kind in (OpKind.I, OpKind.W) for r in range(self.ranks) for a in self.actions(r)
+        )
 
 
 # ------------------------------------------------------------------ placements

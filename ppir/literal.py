@@ -10,29 +10,38 @@ from .interpreter import Interpreter
 from .ir import Action, Group, Overlap, Schedule, Wait
 
 
-def literal_schedule(module: A.Module, name: str, params, decls, rank_lines,
-                     max_steps: int) -> Schedule:
+def literal_schedule(
+    module: A.Module, name: str, params, decls, rank_lines, max_steps: int
+) -> Schedule:
     """Build a schedule from literal ``rank N: ...`` lines, inferring what is not declared."""
     seen: dict[int, A.RankLine] = {}
     for rl in rank_lines:
         if rl.rank in seen:
-            raise error("duplicate-rank", f"rank {rl.rank} is listed twice", rl.rank_span,
-                        notes=[Note("first listed here", seen[rl.rank].span)])
+            raise error(
+                "duplicate-rank",
+                f"rank {rl.rank} is listed twice",
+                rl.rank_span,
+                notes=[Note("first listed here", seen[rl.rank].span)],
+            )
         seen[rl.rank] = rl
     ranks = decls["ranks"][0] if "ranks" in decls else max(seen) + 1
     for r, rl in seen.items():
         if not 0 <= r < ranks:
-            raise error("rank-out-of-range", f"rank {r} is out of range 0..{ranks - 1}",
-                        rl.rank_span)
-    all_actions = [(r, a) for r, rl in seen.items() for it in rl.items
-                   for a in _literal_actions(it)]
+            raise error(
+                "rank-out-of-range", f"rank {r} is out of range 0..{ranks - 1}", rl.rank_span
+            )
+    all_actions = [
+        (r, a) for r, rl in seen.items() for it in rl.items for a in _literal_actions(it)
+    ]
     max_stage = max((a.stage for _, a in all_actions), default=-1)
     stages = decls["stages"][0] if "stages" in decls else max_stage + 1
     for _, a in all_actions:
         if a.stage >= stages:
-            raise error("stage-out-of-range",
-                        f"action {a} names stage {a.stage}, out of range 0..{stages - 1}",
-                        a.span)
+            raise error(
+                "stage-out-of-range",
+                f"action {a} names stage {a.stage}, out of range 0..{stages - 1}",
+                a.span,
+            )
     if "microbatches" in decls:
         mbs = decls["microbatches"][0]
     else:
@@ -82,14 +91,19 @@ def infer_placement(ranks: int, stages: int, actions) -> tuple[int, ...]:
             continue
         if a.stage in where and where[a.stage][0] != r:
             r0, a0 = where[a.stage]
-            raise error("placement-conflict",
-                        f"stage {a.stage} runs on rank {r0} and on rank {r}; a stage lives on "
-                        f"one rank", a.span, notes=[Note(f"{a0} on rank {r0}", a0.span)])
+            raise error(
+                "placement-conflict",
+                f"stage {a.stage} runs on rank {r0} and on rank {r}; a stage lives on one rank",
+                a.span,
+                notes=[Note(f"{a0} on rank {r0}", a0.span)],
+            )
         where.setdefault(a.stage, (r, a))
     missing = [s for s in range(stages) if s not in where]
     if missing:
-        raise error("placement-unknown",
-                    f"stage {missing[0]} runs on no rank, so its placement is unknown",
-                    hints=["declare 'placement [...]' (or pass --placement)"],
-                    exit_code=EXIT_USAGE)
+        raise error(
+            "placement-unknown",
+            f"stage {missing[0]} runs on no rank, so its placement is unknown",
+            hints=["declare 'placement [...]' (or pass --placement)"],
+            exit_code=EXIT_USAGE,
+        )
     return tuple(where[s][0] for s in range(stages))

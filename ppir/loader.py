@@ -30,28 +30,38 @@ def read_source(spec: str) -> tuple[str, str]:
         return builtin_display_path(spec), builtin_source(spec)
     looks_like_path = os.sep in spec or spec.endswith((".pps", ".csv"))
     what = "no such file" if looks_like_path else "no such file or built-in schedule"
-    raise error("bad-input", f"{what}: '{spec}'",
-                hints=did_you_mean(spec, builtin_names())
-                + ([] if looks_like_path else [f"built-ins: {', '.join(builtin_names())}"]))
+    raise error(
+        "bad-input",
+        f"{what}: '{spec}'",
+        hints=did_you_mean(spec, builtin_names())
+        + ([] if looks_like_path else [f"built-ins: {', '.join(builtin_names())}"]),
+    )
 
 
-def load_schedule(spec: str, params: dict[str, int] | None = None, *,
-                  placement: tuple[int, ...] | None = None,
-                  max_ops: int = DEFAULT_MAX_OPS, max_steps: int = DEFAULT_MAX_STEPS) -> Schedule:
+def load_schedule(
+    spec: str,
+    params: dict[str, int] | None = None,
+    *,
+    placement: tuple[int, ...] | None = None,
+    max_ops: int = DEFAULT_MAX_OPS,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> Schedule:
     """Parse and expand a schedule.  CSV files take no parameters; ``placement`` is for CSV and
     ``torch:NAME`` schedules."""
     params = dict(params or {})
     if spec.startswith("torch:"):  # torch's built-in classes; torch imported only here
         from .torch_import import load_torch_builtin
 
-        return load_torch_builtin(spec[len("torch:"):], params, placement)
+        return load_torch_builtin(spec[len("torch:") :], params, placement)
     if spec.endswith(".csv") and os.path.exists(spec):
         from .csvio import read_csv_text
 
         if params:
             name = next(iter(params))
-            raise error("unknown-parameter",
-                        f"unknown parameter '{name}': a CSV schedule takes no -D parameters")
+            raise error(
+                "unknown-parameter",
+                f"unknown parameter '{name}': a CSV schedule takes no -D parameters",
+            )
         try:
             with open(spec, encoding="utf-8") as f:
                 text = f.read()
@@ -60,13 +70,17 @@ def load_schedule(spec: str, params: dict[str, int] | None = None, *,
         return read_csv_text(text, spec, placement)
     path, text = read_source(spec)
     if placement is not None:
-        raise error("bad-usage", "--placement applies to CSV schedules; a .pps file declares "
-                    "its placement with 'placement ...'")
+        raise error(
+            "bad-usage",
+            "--placement applies to CSV schedules; a .pps file declares "
+            "its placement with 'placement ...'",
+        )
     return expand(parse_text(text, path), params, max_ops=max_ops, max_steps=max_steps)
 
 
-def load_text(text: str, params: dict[str, int] | None = None, path: str = "<string>",
-              **kw) -> Schedule:
+def load_text(
+    text: str, params: dict[str, int] | None = None, path: str = "<string>", **kw
+) -> Schedule:
     """Parse and expand .pps source text (handy for tests and tools)."""
     register_source(path, text)
     return expand(parse_text(text, path), dict(params or {}), **kw)

@@ -102,9 +102,14 @@ class MemoryReport:
         return [m.peak_bytes for m in self.per_rank]
 
 
-def analyze_memory(schedule: Schedule, model: ModelShape | None = None, *,
-                   recompute: str = "none", i_fraction: Fraction | float | None = None,
-                   layers: int | None = None) -> MemoryReport:
+def analyze_memory(
+    schedule: Schedule,
+    model: ModelShape | None = None,
+    *,
+    recompute: str = "none",
+    i_fraction: Fraction | float | None = None,
+    layers: int | None = None,
+) -> MemoryReport:
     """Peak in-flight activations per rank, the op where each peak occurs, the memory curves and
     the received-buffer peaks.
 
@@ -141,15 +146,37 @@ def analyze_memory(schedule: Schedule, model: ModelShape | None = None, *,
                 peak, peak_i, peak_op = level, i, a
         rf, rb, rt = _recv_peaks(lowered, r)
         pc = peak * unit
-        per_rank.append(RankMemory(
-            rank=r, chunks=len(schedule.stages_of_rank[r]), peak_chunks=pc,
-            peak_activations=pc * chunk_size, peak_op=peak_op, peak_index=peak_i,
-            curve=tuple(curve), unit=unit, peak_recv_forward=rf, peak_recv_backward=rb,
-            peak_recv=rt,
-            peak_bytes=pc * chunk_bytes if chunk_bytes is not None else None,
-            peak_recv_bytes=rt * msg_bytes if msg_bytes is not None else None))
-    return MemoryReport(schedule.name, P, S, schedule.microbatches, chunk_size, fi,
-                        tuple(per_rank), model, recompute, n_layers, lps, chunk_bytes)
+        per_rank.append(
+            RankMemory(
+                rank=r,
+                chunks=len(schedule.stages_of_rank[r]),
+                peak_chunks=pc,
+                peak_activations=pc * chunk_size,
+                peak_op=peak_op,
+                peak_index=peak_i,
+                curve=tuple(curve),
+                unit=unit,
+                peak_recv_forward=rf,
+                peak_recv_backward=rb,
+                peak_recv=rt,
+                peak_bytes=pc * chunk_bytes if chunk_bytes is not None else None,
+                peak_recv_bytes=rt * msg_bytes if msg_bytes is not None else None,
+            )
+        )
+    return MemoryReport(
+        schedule.name,
+        P,
+        S,
+        schedule.microbatches,
+        chunk_size,
+        fi,
+        tuple(per_rank),
+        model,
+        recompute,
+        n_layers,
+        lps,
+        chunk_bytes,
+    )
 
 
 def _recv_peaks(lowered: Schedule, rank: int) -> tuple[int, int, int]:
@@ -229,7 +256,22 @@ def analyze_p2p(schedule: Schedule, model: ModelShape | None = None) -> P2PRepor
             elif a.kind.is_backward and a.stage + 1 < S and pl[a.stage + 1] == r:
                 lb += 1
         sent = c[OpKind.SEND_F] + c[OpKind.SEND_B]
-        rows.append(RankP2P(r, c[OpKind.SEND_F], c[OpKind.SEND_B], c[OpKind.RECV_F],
-                            c[OpKind.RECV_B], sent * mb if mb is not None else None))
-    return P2PReport(lowered.microbatches, sum(x.sends_forward for x in rows),
-                     sum(x.sends_backward for x in rows), lf, lb, tuple(rows), mb)
+        rows.append(
+            RankP2P(
+                r,
+                c[OpKind.SEND_F],
+                c[OpKind.SEND_B],
+                c[OpKind.RECV_F],
+                c[OpKind.RECV_B],
+                sent * mb if mb is not None else None,
+            )
+        )
+    return P2PReport(
+        lowered.microbatches,
+        sum(x.sends_forward for x in rows),
+        sum(x.sends_backward for x in rows),
+        lf,
+        lb,
+        tuple(rows),
+        mb,
+    )

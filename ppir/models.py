@@ -57,23 +57,36 @@ class ModelShape:
         for f in ("layers", "hidden", "heads", "seq", "mbs", "tp"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise error("bad-model", f"model {self.name}: {f} must be a positive integer, "
-                            f"got {v!r}")
+                raise error(
+                    "bad-model", f"model {self.name}: {f} must be a positive integer, got {v!r}"
+                )
         if not isinstance(self.ffn, int) or self.ffn < 0:
-            raise error("bad-model", f"model {self.name}: ffn must be a non-negative integer "
-                        f"(0 = 4*hidden), got {self.ffn!r}")
+            raise error(
+                "bad-model",
+                f"model {self.name}: ffn must be a non-negative integer "
+                f"(0 = 4*hidden), got {self.ffn!r}",
+            )
         if self.hidden % self.heads:
-            raise error("bad-model", f"model {self.name}: heads ({self.heads}) must divide hidden "
-                        f"({self.hidden})",
-                        hints=[f"heads that divide {self.hidden}: "
-                               + ", ".join(str(d) for d in _divisors(self.hidden)[-8:])])
+            raise error(
+                "bad-model",
+                f"model {self.name}: heads ({self.heads}) must divide hidden ({self.hidden})",
+                hints=[
+                    f"heads that divide {self.hidden}: "
+                    + ", ".join(str(d) for d in _divisors(self.hidden)[-8:])
+                ],
+            )
         if self.heads % self.tp:
-            raise error("bad-model", f"model {self.name}: tensor-parallel size tp={self.tp} must "
-                        f"divide heads ({self.heads})")
+            raise error(
+                "bad-model",
+                f"model {self.name}: tensor-parallel size tp={self.tp} must "
+                f"divide heads ({self.heads})",
+            )
         if self.dtype not in DTYPE_BYTES:
-            raise error("bad-model", f"model {self.name}: unknown dtype '{self.dtype}'",
-                        hints=did_you_mean(self.dtype, DTYPE_BYTES)
-                        + [f"dtypes: {', '.join(DTYPE_BYTES)}"])
+            raise error(
+                "bad-model",
+                f"model {self.name}: unknown dtype '{self.dtype}'",
+                hints=did_you_mean(self.dtype, DTYPE_BYTES) + [f"dtypes: {', '.join(DTYPE_BYTES)}"],
+            )
 
     @property
     def dtype_bytes(self) -> int:
@@ -111,12 +124,11 @@ class ModelShape:
 
 PRESETS: dict[str, ModelShape] = {
     "gpt3-175b": ModelShape("gpt3-175b", layers=96, hidden=12288, heads=96, seq=2048),
-    "llama3-8b": ModelShape("llama3-8b", layers=32, hidden=4096, heads=32, seq=8192,
-                            ffn=14336),
-    "llama3-70b": ModelShape("llama3-70b", layers=80, hidden=8192, heads=64, seq=8192,
-                             ffn=28672),
-    "llama3-405b": ModelShape("llama3-405b", layers=126, hidden=16384, heads=128, seq=8192,
-                              ffn=53248),
+    "llama3-8b": ModelShape("llama3-8b", layers=32, hidden=4096, heads=32, seq=8192, ffn=14336),
+    "llama3-70b": ModelShape("llama3-70b", layers=80, hidden=8192, heads=64, seq=8192, ffn=28672),
+    "llama3-405b": ModelShape(
+        "llama3-405b", layers=126, hidden=16384, heads=128, seq=8192, ffn=53248
+    ),
     "gpt2-xl": ModelShape("gpt2-xl", layers=48, hidden=1600, heads=25, seq=1024),
 }
 
@@ -126,21 +138,29 @@ _KEYS = sorted(_INT_FIELDS | {"dtype"})
 
 def check_recompute(mode: str) -> None:
     if mode not in RECOMPUTE_MODES:
-        raise error("bad-model", f"unknown recompute mode '{mode}'",
-                    hints=did_you_mean(mode, RECOMPUTE_MODES)
-                    + [f"modes: {', '.join(RECOMPUTE_MODES)}"])
+        raise error(
+            "bad-model",
+            f"unknown recompute mode '{mode}'",
+            hints=did_you_mean(mode, RECOMPUTE_MODES) + [f"modes: {', '.join(RECOMPUTE_MODES)}"],
+        )
 
 
 def make_model(preset: str | None = None, **overrides) -> ModelShape:
     """A preset (or the defaults) with fields overridden; ppir errors for unknown names."""
     if preset is not None and preset not in PRESETS:
-        raise error("unknown-model", f"unknown model preset '{preset}'",
-                    hints=did_you_mean(preset, PRESETS) + [f"presets: {', '.join(PRESETS)}"])
+        raise error(
+            "unknown-model",
+            f"unknown model preset '{preset}'",
+            hints=did_you_mean(preset, PRESETS) + [f"presets: {', '.join(PRESETS)}"],
+        )
     base = PRESETS[preset] if preset else ModelShape()
     for k in overrides:
         if k not in _KEYS:
-            raise error("bad-model", f"unknown model field '{k}'",
-                        hints=did_you_mean(k, _KEYS) + [f"fields: {', '.join(_KEYS)}"])
+            raise error(
+                "bad-model",
+                f"unknown model field '{k}'",
+                hints=did_you_mean(k, _KEYS) + [f"fields: {', '.join(_KEYS)}"],
+            )
     return replace(base, **overrides)
 
 
@@ -165,8 +185,9 @@ def parse_model_spec(text: str) -> ModelShape:
             try:
                 over[key] = int(value)
             except ValueError:
-                raise error("bad-model", f"--model {text}: {key} must be an integer, "
-                            f"got {value!r}") from None
+                raise error(
+                    "bad-model", f"--model {text}: {key} must be an integer, got {value!r}"
+                ) from None
         else:
             over[key] = value.strip()
     return make_model(preset, **over)
@@ -186,11 +207,18 @@ def check_layers(layers: int, stages: int, ranks: int) -> int:
     if layers % stages == 0:
         return layers // stages
     ok = valid_chunk_counts(layers, ranks)
-    hint = (f"for P={ranks}, v in {{{', '.join(map(str, ok))}}} divides {layers} layers"
-            if ok else f"{layers} layers are not divisible by P={ranks} for any v")
+    hint = (
+        f"for P={ranks}, v in {{{', '.join(map(str, ok))}}} divides {layers} layers"
+        if ok
+        else f"{layers} layers are not divisible by P={ranks} for any v"
+    )
     v = Fraction(stages, ranks)
-    raise error("bad-layers", f"{layers} layers do not split evenly into {stages} stages "
-                f"(P={ranks}, v={v}): {layers} % {stages} = {layers % stages}", hints=[hint])
+    raise error(
+        "bad-layers",
+        f"{layers} layers do not split evenly into {stages} stages "
+        f"(P={ranks}, v={v}): {layers} % {stages} = {layers % stages}",
+        hints=[hint],
+    )
 
 
 def _divisors(n: int) -> list[int]:

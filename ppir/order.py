@@ -83,23 +83,33 @@ class PlanCosts:
         for s, row in enumerate(self.op):
             for k, d in row.items():
                 if not d > 0:
-                    raise ValueError(f"plan costs: {k.value} on stage {s} takes {d}; op "
-                                     "durations must be positive")
+                    raise ValueError(
+                        f"plan costs: {k.value} on stage {s} takes {d}; op "
+                        "durations must be positive"
+                    )
         n = len(self.link)
         for a, row in enumerate(self.link):
             if len(row) != n or row[a] != 0 or any(not t >= 0 for t in row):
-                raise ValueError("plan costs: link must be a square matrix of transfer times "
-                                 ">= 0 with zeros on the diagonal")
+                raise ValueError(
+                    "plan costs: link must be a square matrix of transfer times "
+                    ">= 0 with zeros on the diagonal"
+                )
 
     @classmethod
-    def uniform(cls, stages: int, ranks: int, durations: dict[OpKind, int] | None = None,
-                transfer: int | float = 0) -> PlanCosts:
+    def uniform(
+        cls,
+        stages: int,
+        ranks: int,
+        durations: dict[OpKind, int] | None = None,
+        transfer: int | float = 0,
+    ) -> PlanCosts:
         """The same ``durations`` (default :data:`DEFAULT_DURATIONS`) on every stage and the
         same ``transfer`` time on every link."""
         d = dict(durations or DEFAULT_DURATIONS)
-        return cls(tuple(dict(d) for _ in range(stages)),
-                   tuple(tuple(0 if a == b else transfer for b in range(ranks))
-                         for a in range(ranks)))
+        return cls(
+            tuple(dict(d) for _ in range(stages)),
+            tuple(tuple(0 if a == b else transfer for b in range(ranks)) for a in range(ranks)),
+        )
 
     def duration(self, a: Action) -> int | float:
         return self.op[a.stage][a.kind]
@@ -115,9 +125,12 @@ def unit_levels(schedule: Schedule, index: ComputeIndex | None = None) -> list[l
     return [[t - 1 for t in row] for row in asap_finish(schedule, ones, index)]
 
 
-def asap_finish(schedule: Schedule, durations: dict[OpKind, int] | None = None,
-                index: ComputeIndex | None = None, costs: PlanCosts | None = None
-                ) -> list[list[int | float]]:
+def asap_finish(
+    schedule: Schedule,
+    durations: dict[OpKind, int] | None = None,
+    index: ComputeIndex | None = None,
+    costs: PlanCosts | None = None,
+) -> list[list[int | float]]:
     """ASAP finish time of every compute action, per rank, with the given positive durations
     (per kind), or with ``costs`` (per stage and kind, plus a transfer time on every data
     dependency that crosses ranks; ``durations`` is then ignored).
@@ -137,8 +150,10 @@ def asap_finish(schedule: Schedule, durations: dict[OpKind, int] | None = None,
     S = schedule.stages
     acts = idx.actions
     if len(op) < S or len(link) != schedule.ranks:
-        raise ValueError(f"plan costs cover {len(op)} stages and {len(link)} ranks; the schedule "
-                         f"has {S} and {schedule.ranks}")
+        raise ValueError(
+            f"plan costs cover {len(op)} stages and {len(link)} ranks; the schedule "
+            f"has {S} and {schedule.ranks}"
+        )
     succs: dict[Loc, list[Loc]] = {}
     indeg: dict[Loc, int] = {}
     for r, prog in enumerate(acts):
@@ -186,6 +201,7 @@ def _preds(idx: ComputeIndex, S: int, r: int, i: int) -> list[Loc]:
 
 def _find_cycle(idx: ComputeIndex, S: int, stuck: set[Loc]) -> list[Loc]:
     """A cycle among the stuck nodes (each has a stuck predecessor), rotated canonically."""
+
     def stuck_pred(loc: Loc) -> Loc:
         for p in _preds(idx, S, *loc):
             if p in stuck and p != loc:
@@ -199,7 +215,7 @@ def _find_cycle(idx: ComputeIndex, S: int, stuck: set[Loc]) -> list[Loc]:
         seen[loc] = len(path)
         path.append(loc)
         loc = stuck_pred(loc)
-    cycle = path[seen[loc]:]
+    cycle = path[seen[loc] :]
     cycle.reverse()  # dependency order: each op waits on the previous one
     k = cycle.index(min(cycle))
     return cycle[k:] + cycle[:k]

@@ -13,12 +13,29 @@ from .ir import Action, Overlap, Span
 
 # What the user types for each terminal, for "expected ..." messages.
 _TERMINAL_TEXT = {
-    "LPAR": "'('", "RPAR": "')'", "LBRACE": "'{'", "RBRACE": "'}'", "LSQB": "'['",
-    "RSQB": "']'", "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "PLUS": "'+'",
-    "MINUS": "'-'", "STAR": "'*'", "PERCENT": "'%'", "SLASH": "'/'", "NAME": "a name",
-    "INT": "an integer", "STRING": "a string in double quotes", "ACTION": "an action like 2F0",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "COMMA": "','",
+    "COLON": "':'",
+    "EQUAL": "'='",
+    "PLUS": "'+'",
+    "MINUS": "'-'",
+    "STAR": "'*'",
+    "PERCENT": "'%'",
+    "SLASH": "'/'",
+    "NAME": "a name",
+    "INT": "an integer",
+    "STRING": "a string in double quotes",
+    "ACTION": "an action like 2F0",
     "OVERLAP": "an overlapped step like (0F3;3B1)OVERLAP_F_B",
-    "CMP": "a comparison", "$END": "end of file", "__ANON_0": "'..'", "__ANON_1": "'//'",
+    "CMP": "a comparison",
+    "$END": "end of file",
+    "__ANON_0": "'..'",
+    "__ANON_1": "'//'",
 }
 
 
@@ -33,7 +50,11 @@ def _describe_terminal(name: str) -> str:
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
     return Lark.open_from_package(
-        "ppir.grammar", "pps.lark", ("",), parser="lalr", propagate_positions=True,
+        "ppir.grammar",
+        "pps.lark",
+        ("",),
+        parser="lalr",
+        propagate_positions=True,
         maybe_placeholders=True,
     )
 
@@ -60,8 +81,12 @@ class _ToAst(Transformer):
         for it in items:
             if isinstance(it, A.Header):
                 if header is not None:
-                    raise error("duplicate-header", "a file holds one 'schedule' header",
-                                it.span, notes=[_note("first header is here", header.span)])
+                    raise error(
+                        "duplicate-header",
+                        "a file holds one 'schedule' header",
+                        it.span,
+                        notes=[_note("first header is here", header.span)],
+                    )
                 header = it
             else:
                 rest.append(it)
@@ -74,8 +99,12 @@ class _ToAst(Transformer):
         seen: dict[str, A.Param] = {}
         for p in params:
             if p.name in seen:
-                raise error("duplicate-parameter", f"parameter '{p.name}' is declared twice",
-                            p.span, notes=[_note("first declared here", seen[p.name].span)])
+                raise error(
+                    "duplicate-parameter",
+                    f"parameter '{p.name}' is declared twice",
+                    p.span,
+                    notes=[_note("first declared here", seen[p.name].span)],
+                )
             seen[p.name] = p
         return A.Header(str(name), params, self._span(meta))
 
@@ -129,8 +158,11 @@ class _ToAst(Transformer):
         body = rest[-1]
         params = tuple(str(p) for p in rest[:-1] if p is not None)
         if len(set(params)) != len(params):
-            raise error("duplicate-parameter",
-                        f"function '{name}' names a parameter twice", self._span(meta))
+            raise error(
+                "duplicate-parameter",
+                f"function '{name}' names a parameter twice",
+                self._span(meta),
+            )
         return A.Def(self._span(meta), str(name), params, body)
 
     @v_args(meta=True)
@@ -179,8 +211,9 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def op_stmt(self, meta, c):
         name, *args = c
-        return A.OpStmt(self._span(meta), str(name), self._tspan(name),
-                        tuple(a for a in args if a is not None))
+        return A.OpStmt(
+            self._span(meta), str(name), self._tspan(name), tuple(a for a in args if a is not None)
+        )
 
     @v_args(meta=True)
     def rank_line(self, meta, c):
@@ -214,9 +247,11 @@ class _ToAst(Transformer):
         acts = tuple(Action.parse(str(t), self._tspan(t)) for t in c)
         for a in acts:
             if not a.kind.is_comm:
-                raise error("compute-in-group",
-                            f"'{a}' is a compute action; groups '[...]' hold only SEND/RECV",
-                            a.span)
+                raise error(
+                    "compute-in-group",
+                    f"'{a}' is a compute action; groups '[...]' hold only SEND/RECV",
+                    a.span,
+                )
         if not acts:
             raise error("empty-group", "an empty group '[]' posts nothing", span)
         return A.LiteralGroup(acts, span)
@@ -233,13 +268,15 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def call(self, meta, c):
         name, *args = c
-        return A.Call(self._span(meta), str(name), self._tspan(name),
-                      tuple(a for a in args if a is not None))
+        return A.Call(
+            self._span(meta), str(name), self._tspan(name), tuple(a for a in args if a is not None)
+        )
 
     def _bin(op):  # noqa: N805 - a helper that builds methods
         @v_args(meta=True)
         def f(self, meta, c):
             return A.BinOp(self._span(meta), op, c[0], c[-1])
+
         return f
 
     add = _bin("+")
@@ -265,6 +302,7 @@ class _ToAst(Transformer):
 
 def _note(msg, span):
     from .diagnostics import Note
+
     return Note(msg, span)
 
 
@@ -291,8 +329,9 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
         lines = text.splitlines() or [""]
         span = Span(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2)
         exp = sorted({_describe_terminal(t) for t in e.expected})
-        raise error("syntax-error", "unexpected end of file", span,
-                    hints=[f"expected {_join(exp)}"]) from None
+        raise error(
+            "syntax-error", "unexpected end of file", span, hints=[f"expected {_join(exp)}"]
+        ) from None
     except UnexpectedToken as e:
         tok = e.token
         if tok.type == "$END":
@@ -300,8 +339,13 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
             span = Span(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2)
             what = "end of file"
         else:
-            span = Span(path, tok.line, tok.column, tok.end_line or tok.line,
-                        tok.end_column or tok.column + 1)
+            span = Span(
+                path,
+                tok.line,
+                tok.column,
+                tok.end_line or tok.line,
+                tok.end_column or tok.column + 1,
+            )
             what = f"'{tok}'"
         exp = sorted({_describe_terminal(t) for t in e.expected})
         hints = [f"expected {_join(exp)}"] if exp else []
@@ -312,8 +356,7 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
             opened = _unclosed_brace(text, path)
             if opened:
                 notes.append(_note("this '{' is never closed", opened))
-        raise error("syntax-error", f"unexpected {what}", span, hints=hints,
-                    notes=notes) from None
+        raise error("syntax-error", f"unexpected {what}", span, hints=hints, notes=notes) from None
     try:
         return _ToAst(path).transform(tree)
     except VisitError as e:  # errors raised in the transformer arrive wrapped
@@ -329,8 +372,11 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
 
 
 def _too_deep(path: str) -> PpirError:
-    return error("too-deep", f"{path}: expressions or blocks nest too deeply to read",
-                 hints=["split the expression with 'let' or 'def'"])
+    return error(
+        "too-deep",
+        f"{path}: expressions or blocks nest too deeply to read",
+        hints=["split the expression with 'let' or 'def'"],
+    )
 
 
 def _unclosed_brace(text: str, path: str) -> Span | None:

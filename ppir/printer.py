@@ -24,8 +24,11 @@ def format_pps(s: Schedule, comment: str | None = None) -> str:
     out.append(f"stages {s.stages}")
     out.append(f"microbatches {s.microbatches}")
     name = placement_name(s.ranks, s.placement)
-    out.append(f"placement {name}" if name else
-               "placement [" + ", ".join(str(r) for r in s.placement) + "]")
+    out.append(
+        f"placement {name}"
+        if name
+        else "placement [" + ", ".join(str(r) for r in s.placement) + "]"
+    )
     for r, prog in enumerate(s.programs):
         words = [str(it) for it in prog]
         head = f"rank {r}:"
@@ -34,7 +37,7 @@ def format_pps(s: Schedule, comment: str | None = None) -> str:
             continue
         indent = " " * (len(head) + 1)
         for i in range(0, len(words), _PER_LINE):
-            chunk = " ".join(words[i:i + _PER_LINE])
+            chunk = " ".join(words[i : i + _PER_LINE])
             out.append(f"{head} {chunk}" if i == 0 else f"{indent}{chunk}")
     return "\n".join(out) + "\n"
 
@@ -80,8 +83,14 @@ def to_json(s: Schedule, compute_only: bool = False) -> dict:
 
 def schedule_header(s: Schedule) -> dict:
     """The fields every JSON form of a schedule starts with (program dumps, execution plans)."""
-    return {"schedule": s.name, "params": dict(s.params), "ranks": s.ranks,
-            "stages": s.stages, "microbatches": s.microbatches, "placement": list(s.placement)}
+    return {
+        "schedule": s.name,
+        "params": dict(s.params),
+        "ranks": s.ranks,
+        "stages": s.stages,
+        "microbatches": s.microbatches,
+        "placement": list(s.placement),
+    }
 
 
 def from_json(obj: dict) -> Schedule:
@@ -92,16 +101,18 @@ def from_json(obj: dict) -> Schedule:
         raise ValueError(f"not a {JSON_FORMAT} object (format = {obj.get('format')!r})")
     programs = []
     n = len(obj["programs"])
-    for r, (flat, spans, ospans) in enumerate(zip(obj["programs"],
-                                                  obj.get("groups") or [[]] * n,
-                                                  obj.get("overlaps") or [[]] * n)):
+    for r, (flat, spans, ospans) in enumerate(
+        zip(obj["programs"], obj.get("groups") or [[]] * n, obj.get("overlaps") or [[]] * n)
+    ):
         acts = [Action.parse(t) for t in flat]
         deferred = set((obj.get("deferred") or [[]] * n)[r])
         waits: dict[int, list[int]] = {}
         for pos, gi in (obj.get("waits") or [[]] * n)[r]:
             waits.setdefault(pos, []).append(gi)
-        marked = sorted([(a, b, Group, gi) for gi, (a, b) in enumerate(spans)]
-                        + [(a, b, Overlap, -1) for a, b in ospans])
+        marked = sorted(
+            [(a, b, Group, gi) for gi, (a, b) in enumerate(spans)]
+            + [(a, b, Overlap, -1) for a, b in ospans]
+        )
         items: list = []
         i = 0
 
@@ -121,5 +132,12 @@ def from_json(obj: dict) -> Schedule:
                 items.append(Overlap(tuple(acts[start:end])))
             i = end
         programs.append(tuple(items))
-    return Schedule(obj["schedule"], tuple(obj["params"].items()), obj["ranks"], obj["stages"],
-                    obj["microbatches"], tuple(obj["placement"]), tuple(programs))
+    return Schedule(
+        obj["schedule"],
+        tuple(obj["params"].items()),
+        obj["ranks"],
+        obj["stages"],
+        obj["microbatches"],
+        tuple(obj["placement"]),
+        tuple(programs),
+    )

@@ -19,9 +19,14 @@ import pytest
 
 def pytest_addoption(parser):
     group = parser.getgroup("ppir", "ppir schedule property tests")
-    group.addoption("--ppir-examples", type=int, default=None, metavar="N",
-                    help="hypothesis examples per ppir.testing.property_test "
-                         "(default: the active hypothesis profile)")
+    group.addoption(
+        "--ppir-examples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="hypothesis examples per ppir.testing.property_test "
+        "(default: the active hypothesis profile)",
+    )
 
 
 def pytest_configure(config):

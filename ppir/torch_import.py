@@ -41,8 +41,11 @@ def canonical_name(name: str) -> str:
     for n in NAMES:
         if n.lower() == name.lower():
             return n
-    raise error("unknown-torch-schedule", f"unknown torch schedule '{name}'",
-                hints=did_you_mean(name, NAMES) + [f"torch schedules: {', '.join(NAMES)}"])
+    raise error(
+        "unknown-torch-schedule",
+        f"unknown torch schedule '{name}'",
+        hints=did_you_mean(name, NAMES) + [f"torch schedules: {', '.join(NAMES)}"],
+    )
 
 
 def bind_torch_params(name: str, params: dict[str, int]) -> tuple[int, int, int]:
@@ -50,9 +53,11 @@ def bind_torch_params(name: str, params: dict[str, int]) -> tuple[int, int, int]
     allowed = ("P", "M") if name in SINGLE else ("P", "M", "v")
     for k in params:
         if k not in allowed:
-            raise error("unknown-parameter", f"unknown parameter '{k}' for torch:{name}",
-                        hints=did_you_mean(k, allowed)
-                        + [f"torch:{name} takes {', '.join(allowed)}"])
+            raise error(
+                "unknown-parameter",
+                f"unknown parameter '{k}' for torch:{name}",
+                hints=did_you_mean(k, allowed) + [f"torch:{name} takes {', '.join(allowed)}"],
+            )
     P, M, v = params.get("P", 4), params.get("M", 8), params.get("v", DEFAULT_V.get(name, 1))
     for k, val in (("P", P), ("M", M), ("v", v)):
         if val < 1:
@@ -64,8 +69,11 @@ def _torch_schedules():
     try:
         from torch.distributed.pipelining import schedules
     except ImportError as e:
-        raise error("torch-missing", f"torch schedules need PyTorch, which cannot be imported "
-                    f"here ({e})", hints=["pip install 'ppir[torch]'"]) from None
+        raise error(
+            "torch-missing",
+            f"torch schedules need PyTorch, which cannot be imported here ({e})",
+            hints=["pip install 'ppir[torch]'"],
+        ) from None
     return schedules
 
 
@@ -78,8 +86,9 @@ def torch_schedule_object(name: str, P: int, M: int, v: int):
     cls = sch.get_schedule_class(name)
 
     def stage():
-        return SimpleNamespace(num_stages=P * v, group_size=P, group_rank=0, stage_index=0,
-                               submod=None)
+        return SimpleNamespace(
+            num_stages=P * v, group_size=P, group_rank=0, stage_index=0, submod=None
+        )
 
     stages = stage() if name in SINGLE else [stage() for _ in range(v)]
     log = logging.getLogger("torch.distributed.pipelining")
@@ -89,9 +98,13 @@ def torch_schedule_object(name: str, P: int, M: int, v: int):
         with contextlib.redirect_stdout(io.StringIO()):
             return cls(stages, M)
     except (ValueError, AssertionError, RuntimeError) as e:
-        raise error("torch-rejected", f"torch rejects {name}(P={P}, M={M}"
-                    + ("" if name in SINGLE else f", v={v}") + f"): {str(e).splitlines()[0]}",
-                    exit_code=2) from None
+        raise error(
+            "torch-rejected",
+            f"torch rejects {name}(P={P}, M={M}"
+            + ("" if name in SINGLE else f", v={v}")
+            + f"): {str(e).splitlines()[0]}",
+            exit_code=2,
+        ) from None
     finally:
         log.setLevel(level)
 
@@ -107,8 +120,13 @@ def torch_order(name: str, P: int, M: int, v: int) -> tuple[list[list[str]], tup
     rows = []
     for r in range(P):
         cells = [] if obj.pipeline_order.get(r) is None else obj.pipeline_order[r]
-        rows.append(["" if a is None else str(a) for a in cells
-                     if a is None or a.computation_type.value != "REDUCE_GRAD"])
+        rows.append(
+            [
+                "" if a is None else str(a)
+                for a in cells
+                if a is None or a.computation_type.value != "REDUCE_GRAD"
+            ]
+        )
     return rows, placement
 
 
@@ -117,8 +135,9 @@ def display_path(name: str, P: int, M: int, v: int) -> str:
     return f"<torch>/{name}_{tail}.csv"
 
 
-def load_torch_builtin(name: str, params: dict[str, int] | None = None,
-                       placement: tuple[int, ...] | None = None) -> Schedule:
+def load_torch_builtin(
+    name: str, params: dict[str, int] | None = None, placement: tuple[int, ...] | None = None
+) -> Schedule:
     """The compute-only ppir Schedule of torch's built-in class ``name`` (see module doc)."""
     from .csvio import read_csv_text
 
@@ -127,10 +146,14 @@ def load_torch_builtin(name: str, params: dict[str, int] | None = None,
     rows, torch_placement = torch_order(name, P, M, v)
     text = "".join(",".join(row) + "\n" for row in rows)
     bound = (("P", P), ("M", M)) + ((("v", v),) if name in MULTI else ())
-    return read_csv_text(text, display_path(name, P, M, v),
-                         placement if placement is not None else torch_placement,
-                         name=f"torch_{name}", microbatches=M, params=bound)
+    return read_csv_text(
+        text,
+        display_path(name, P, M, v),
+        placement if placement is not None else torch_placement,
+        name=f"torch_{name}",
+        microbatches=M,
+        params=bound,
+    )
 
 
-__all__ = ["NAMES", "canonical_name", "load_torch_builtin", "torch_order",
-           "torch_schedule_object"]
+__all__ = ["NAMES", "canonical_name", "load_torch_builtin", "torch_order", "torch_schedule_object"]

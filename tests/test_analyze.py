@@ -8,13 +8,18 @@ from ppir.memory import ANALYSIS_FORMAT
 
 
 def test_json_schema(cli):
-    code, out, err = cli("analyze", "interleaved_1f1b", "-D", "P=4", "-D", "M=8", "-D", "v=2",
-                         "--format", "json")
+    code, out, err = cli(
+        "analyze", "interleaved_1f1b", "-D", "P=4", "-D", "M=8", "-D", "v=2", "--format", "json"
+    )
     assert code == 0, err
     d = json.loads(out)
     assert d["format"] == ANALYSIS_FORMAT == "ppir.analysis/1"
     assert (d["schedule"], d["params"], d["ranks"], d["stages"]) == (
-        "interleaved_1f1b", {"P": 4, "M": 8, "v": 2}, 4, 8)
+        "interleaved_1f1b",
+        {"P": 4, "M": 8, "v": 2},
+        4,
+        8,
+    )
     assert [r["peak_activations"] for r in d["per_rank"]] == [5.5, 4.5, 3.5, 2.5]
     assert [r["peak_chunks"] for r in d["per_rank"]] == [11, 9, 7, 5]
     assert d["per_rank"][0]["peak_activations_exact"] == "11/2"
@@ -25,9 +30,20 @@ def test_json_schema(cli):
 
 
 def test_json_with_model_has_bytes(cli):
-    code, out, err = cli("analyze", "1f1b", "-D", "P=4", "-D", "M=8", "--model",
-                         "layers=8,hidden=64,heads=4,seq=16", "--recompute", "selective",
-                         "--format", "json")
+    code, out, err = cli(
+        "analyze",
+        "1f1b",
+        "-D",
+        "P=4",
+        "-D",
+        "M=8",
+        "--model",
+        "layers=8,hidden=64,heads=4,seq=16",
+        "--recompute",
+        "selective",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     d = json.loads(out)
     per_layer = 34 * 16 * 64  # s*b*h*34 bytes at 16 bits
@@ -46,8 +62,9 @@ def test_table(cli):
 
 
 def test_layers_not_divisible(cli):
-    code, _, err = cli("analyze", "interleaved_1f1b", "-D", "P=8", "-D", "M=8", "-D", "v=4",
-                       "--layers", "80")
+    code, _, err = cli(
+        "analyze", "interleaved_1f1b", "-D", "P=8", "-D", "M=8", "-D", "v=4", "--layers", "80"
+    )
     assert code == 2
     assert "80 layers do not split evenly into 32 stages" in err
     assert "hint: for P=8, v in {1, 2, 5, 10} divides 80 layers" in err

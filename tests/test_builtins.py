@@ -94,8 +94,9 @@ def test_1f1b_matches_reference(P, M):
     assert orders("1f1b", P=P, M=M) == ref_1f1b(P, M)
 
 
-@pytest.mark.parametrize("P,M,v", [(P, M, v) for P, M in GRID[::2] for v in (1, 2, 3, 4)
-                                   if M % P == 0])
+@pytest.mark.parametrize(
+    "P,M,v", [(P, M, v) for P, M in GRID[::2] for v in (1, 2, 3, 4) if M % P == 0]
+)
 def test_interleaved_matches_reference(P, M, v):
     assert orders("interleaved_1f1b", P=P, M=M, v=v) == ref_interleaved(P, M, v)
 
@@ -123,15 +124,17 @@ def test_interleaved_vshape_places_stages_on_a_v():
         assert prog[:7] == ["F"] * 7 and prog[7] == "F" and prog[8] == "B"
 
 
-@pytest.mark.parametrize("name", ["gpipe", "1f1b", "interleaved_1f1b", "interleaved_vshape",
-                                  "looped_bfs"])
+@pytest.mark.parametrize(
+    "name", ["gpipe", "1f1b", "interleaved_1f1b", "interleaved_vshape", "looped_bfs"]
+)
 def test_builtins_expand_on_the_grid(name):
     """P in 2..8, M in P..4P, v in 1..4 where valid: every F and B exactly once per (stage, mb)."""
     for P, v in itertools.product(range(2, 9), range(1, 5)):
         for M in (P, 2 * P + 1, 4 * P):
             try:
-                s = load_schedule(name, {"P": P, "M": M, "v": v} if "v" in _params(name)
-                                  else {"P": P, "M": M})
+                s = load_schedule(
+                    name, {"P": P, "M": M, "v": v} if "v" in _params(name) else {"P": P, "M": M}
+                )
             except PpirError as e:
                 assert e.kind == "require-failed", e.render()
                 continue
@@ -161,8 +164,14 @@ def _torch_order(cls_name, rank, **attrs):
 def test_interleaved_equals_torch(P, M, v):
     ours = orders("interleaved_1f1b", P=P, M=M, v=v)
     for r in range(P):
-        theirs = _torch_order("ScheduleInterleaved1F1B", r, n_local_stages=v,
-                              microbatches_per_round=P, pp_group_size=P, _n_microbatches=M)
+        theirs = _torch_order(
+            "ScheduleInterleaved1F1B",
+            r,
+            n_local_stages=v,
+            microbatches_per_round=P,
+            pp_group_size=P,
+            _n_microbatches=M,
+        )
         assert ours[r] == theirs
 
 
@@ -170,6 +179,7 @@ def test_interleaved_equals_torch(P, M, v):
 def test_looped_bfs_equals_torch(P, M, v):
     ours = orders("looped_bfs", P=P, M=M, v=v)
     for r in range(P):
-        theirs = _torch_order("ScheduleLoopedBFS", r, _stages=[None] * v, pp_group_size=P,
-                              _n_microbatches=M)
+        theirs = _torch_order(
+            "ScheduleLoopedBFS", r, _stages=[None] * v, pp_group_size=P, _n_microbatches=M
+        )
         assert ours[r] == theirs

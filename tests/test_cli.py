@@ -36,16 +36,27 @@ def test_dump_json_format(cli):
     code, out, _ = cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")
     obj = json.loads(out)
     assert code == 0 and obj["format"] == "ppir.program/1"
-    assert obj["programs"][0] == ["0F0", "0SEND_F0", "0F1", "0SEND_F1", "0RECV_B0", "0B0",
-                                  "0RECV_B1", "0B1"]
+    assert obj["programs"][0] == [
+        "0F0",
+        "0SEND_F0",
+        "0F1",
+        "0SEND_F1",
+        "0RECV_B0",
+        "0B0",
+        "0RECV_B1",
+        "0B1",
+    ]
     assert obj["placement"] == [0, 1] and obj["params"] == {"P": 2, "M": 2}
 
 
 def test_dump_compute_only(cli):
-    code, out, _ = cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--compute-only",
-                       "--format", "json")
-    assert json.loads(out)["programs"] == [["0F0", "0F1", "0B0", "0B1"],
-                                           ["1F0", "1B0", "1F1", "1B1"]]
+    code, out, _ = cli(
+        "dump", "1f1b", "-D", "P=2", "-D", "M=2", "--compute-only", "--format", "json"
+    )
+    assert json.loads(out)["programs"] == [
+        ["0F0", "0F1", "0B0", "0B1"],
+        ["1F0", "1B0", "1F1", "1B1"],
+    ]
 
 
 def test_csv_is_accepted_wherever_a_schedule_is(cli, tmp_path):
@@ -78,6 +89,7 @@ def test_console_script_runs():
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "ppir.cli", "list"], capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "ppir.cli", "list"], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0 and "1f1b" in r.stdout

@@ -34,8 +34,9 @@ def _idles(e):
 def test_gpipe_1f1b_bubble_is_exactly_p_minus_1_times_f_plus_b(name, progress):
     for P in (1, 2, 3, 4, 6):
         for M in (1, 2, 3, 8):
-            e = estimate(load_schedule(name, {"P": P, "M": M}), UNIFORM, progress=progress,
-                         memory=False)
+            e = estimate(
+                load_schedule(name, {"P": P, "M": M}), UNIFORM, progress=progress, memory=False
+            )
             assert _idles(e) == [float((P - 1) * 3)] * P, (P, M)
             assert e.step_time == (M + P - 1) * 3
             assert e.bubble_fraction_of_total == pytest.approx((P - 1) / (M + P - 1), abs=0)
@@ -72,8 +73,12 @@ def _random_schedule(P: int, v: int, M: int, split: bool, rnd: random.Random) ->
     """A random linear extension of the dependency DAG, cut into per-rank programs."""
     S = P * v
     bwd = OpKind.I if split else OpKind.B
-    ops = [Action(s, k, m) for s in range(S) for m in range(M) for k in
-           ((OpKind.F, bwd, OpKind.W) if split else (OpKind.F, bwd))]
+    ops = [
+        Action(s, k, m)
+        for s in range(S)
+        for m in range(M)
+        for k in ((OpKind.F, bwd, OpKind.W) if split else (OpKind.F, bwd))
+    ]
     bk = {(s, m): bwd for s in range(S) for m in range(M)}
     preds = {a: set(producers(a, S, bk)) for a in ops}
     done: set = set()
@@ -83,19 +88,30 @@ def _random_schedule(P: int, v: int, M: int, split: bool, rnd: random.Random) ->
         a = ready.pop(rnd.randrange(len(ready)))
         order.append(a)
         done.add(a)
-        ready.extend(b for b in ops if b not in done and b not in ready and a in preds[b]
-                     and preds[b] <= done)
+        ready.extend(
+            b
+            for b in ops
+            if b not in done and b not in ready and a in preds[b] and preds[b] <= done
+        )
     place = looped_placement(P, S)
     progs = tuple(tuple(a for a in order if place[a.stage] == r) for r in range(P))
     return Schedule("random", (("P", P), ("M", M)), P, S, M, place, progs)
 
 
 @settings(max_examples=25)
-@given(P=st.integers(1, 4), v=st.integers(1, 2), M=st.integers(1, 4), split=st.booleans(),
-       seed=st.integers(0, 2**16), b=st.integers(1, 4), lat=st.integers(0, 3),
-       progress=st.sampled_from(["fifo", "relaxed"]))
-def test_step_time_is_bounded_below_on_random_valid_schedules(P, v, M, split, seed, b, lat,
-                                                              progress):
+@given(
+    P=st.integers(1, 4),
+    v=st.integers(1, 2),
+    M=st.integers(1, 4),
+    split=st.booleans(),
+    seed=st.integers(0, 2**16),
+    b=st.integers(1, 4),
+    lat=st.integers(0, 3),
+    progress=st.sampled_from(["fifo", "relaxed"]),
+)
+def test_step_time_is_bounded_below_on_random_valid_schedules(
+    P, v, M, split, seed, b, lat, progress
+):
     s = LowerComms().apply(_random_schedule(P, v, M, split, random.Random(seed)))
     cfg = CostConfig(B=Fraction(b), intra=Link(Fraction(lat, 4)), inter=Link(Fraction(lat, 4)))
     e = estimate(s, cfg, progress=progress, memory=False)
@@ -121,8 +137,9 @@ def test_latency_adds_exposed_comm_and_messages_are_counted():
 
 
 def test_model_durations_follow_flops_and_messages_have_bytes():
-    cfg = make_config({"model": {"preset": "gpt2-xl"}, "hardware": {"preset": "A100",
-                                                                    "efficiency": 0.5}})
+    cfg = make_config(
+        {"model": {"preset": "gpt2-xl"}, "hardware": {"preset": "A100", "efficiency": 0.5}}
+    )
     e = estimate(load_schedule("1f1b", {"P": 4, "M": 4}), cfg)
     L, h, s_, b = 48, 1600, 1024, 1
     flops = (L // 4) * (2 * b * s_ * (4 * h * h + 2 * h * 4 * h) + 4 * b * s_ * s_ * h)
@@ -139,8 +156,9 @@ def test_inter_node_hops_cost_more_than_intra_node():
     one = estimate(s, make_config({**model, "hardware": {"ranks_per_node": 8}}), memory=False)
     spread = estimate(s, make_config({**model, "hardware": {"ranks_per_node": 1}}), memory=False)
     assert spread.step_time > one.step_time
-    assert max(m.end - m.start for m in spread.messages) > max(m.end - m.start
-                                                               for m in one.messages)
+    assert max(m.end - m.start for m in spread.messages) > max(
+        m.end - m.start for m in one.messages
+    )
 
 
 def test_stage_weights_slow_the_pipeline():
@@ -151,17 +169,26 @@ def test_stage_weights_slow_the_pipeline():
 
 
 # ------------------------------------------------------------------ bad configs
-@pytest.mark.parametrize("data,kind,text", [
-    ({"hardware": {"preset": "H10"}}, "unknown-hardware", "did you mean 'H100'"),
-    ({"model": {"preset": "lama3-8b"}}, "unknown-model", "did you mean 'llama3-8b'"),
-    ({"model": {"preset": "llama3-8b"}, "comm": {"inter_bandwidth_gbs": -5}}, "bad-config",
-     "must be positive"),
-    ({"costs": {"F": -1}}, "bad-config", "costs.F must be >= 0"),
-    ({"comms": {}}, "bad-config", "did you mean 'comm'"),
-    ({"hardware": {"rank_per_node": 2}}, "bad-config", "did you mean 'ranks_per_node'"),
-    ({"model": {"preset": "llama3-8b"}, "hardware": {"efficiency": 1.5}}, "bad-config",
-     "(0, 1]"),
-])
+@pytest.mark.parametrize(
+    "data,kind,text",
+    [
+        ({"hardware": {"preset": "H10"}}, "unknown-hardware", "did you mean 'H100'"),
+        ({"model": {"preset": "lama3-8b"}}, "unknown-model", "did you mean 'llama3-8b'"),
+        (
+            {"model": {"preset": "llama3-8b"}, "comm": {"inter_bandwidth_gbs": -5}},
+            "bad-config",
+            "must be positive",
+        ),
+        ({"costs": {"F": -1}}, "bad-config", "costs.F must be >= 0"),
+        ({"comms": {}}, "bad-config", "did you mean 'comm'"),
+        ({"hardware": {"rank_per_node": 2}}, "bad-config", "did you mean 'ranks_per_node'"),
+        (
+            {"model": {"preset": "llama3-8b"}, "hardware": {"efficiency": 1.5}},
+            "bad-config",
+            "(0, 1]",
+        ),
+    ],
+)
 def test_bad_configs_are_diagnostics(data, kind, text):
     with pytest.raises(PpirError) as ei:
         make_config(data)
@@ -172,8 +199,9 @@ def test_bad_configs_are_diagnostics(data, kind, text):
 @pytest.mark.parametrize("weights,word", [([1, 1, 1], "missing 1"), ([1] * 5, "extra 1")])
 def test_stage_weight_count_must_match(weights, word):
     with pytest.raises(PpirError, match=word):
-        estimate(load_schedule("1f1b", {"P": 4}), make_config({"costs": {"stage_weights":
-                                                                         weights}}))
+        estimate(
+            load_schedule("1f1b", {"P": 4}), make_config({"costs": {"stage_weights": weights}})
+        )
 
 
 def test_example_config_parses_the_same_with_the_fallback_parser():
@@ -190,8 +218,9 @@ def test_compile_cost_text_and_json(cli):
     code, out, err = cli("compile", "1f1b", "-D", "P=4", "-D", "M=8", "--backend", "cost")
     assert code == 0, err
     assert "bubble / total" in out and "bubble / ideal" in out and "critical path" in out
-    code, out, _ = cli("compile", "1f1b", "-D", "P=4", "-D", "M=8", "--backend", "cost",
-                       "--format", "json")
+    code, out, _ = cli(
+        "compile", "1f1b", "-D", "P=4", "-D", "M=8", "--backend", "cost", "--format", "json"
+    )
     doc = json.loads(out)
     assert doc["format"] == "ppir.estimate/1"
     assert doc["step_time"] == 33 and doc["bubble_fraction_of_ideal"] == 3 / 8
@@ -201,11 +230,13 @@ def test_compile_cost_text_and_json(cli):
 
 
 def test_compile_cost_bad_flags_exit_2_without_traceback(cli):
-    code, _, err = cli("compile", "1f1b", "--backend", "cost", "--hardware", "B300",
-                       "--model", "llama3-8b")
+    code, _, err = cli(
+        "compile", "1f1b", "--backend", "cost", "--hardware", "B300", "--model", "llama3-8b"
+    )
     assert code == 2 and "unknown hardware preset 'B300'" in err and "Traceback" not in err
-    code, _, err = cli("compile", "1f1b", "--backend", "cost", "--model", "llama3-8b",
-                       "--bandwidth", "-1")
+    code, _, err = cli(
+        "compile", "1f1b", "--backend", "cost", "--model", "llama3-8b", "--bandwidth", "-1"
+    )
     assert code == 2 and "must be positive" in err
     code, _, err = cli("compile", "1f1b", "--backend", "cost", "--stage-weights", "1,2")
     assert code == 2 and "missing 2" in err
@@ -213,8 +244,20 @@ def test_compile_cost_bad_flags_exit_2_without_traceback(cli):
 
 def test_trace_has_tracks_slices_and_flows(cli, tmp_path):
     path = tmp_path / "t.json"
-    code, _, err = cli("compile", "interleaved_1f1b", "-D", "P=2", "-D", "M=2", "--backend",
-                       "cost", "--comm-latency", "0.1", "--trace", str(path))
+    code, _, err = cli(
+        "compile",
+        "interleaved_1f1b",
+        "-D",
+        "P=2",
+        "-D",
+        "M=2",
+        "--backend",
+        "cost",
+        "--comm-latency",
+        "0.1",
+        "--trace",
+        str(path),
+    )
     assert code == 0, err
     ev = json.loads(path.read_text())["traceEvents"]
     names = {e["name"] for e in ev if e["ph"] == "X"}
@@ -227,15 +270,15 @@ def test_trace_has_tracks_slices_and_flows(cli, tmp_path):
 def test_plot_writes_an_image(cli, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "g.svg"
-    code, _, err = cli("compile", "1f1b", "-D", "P=3", "-D", "M=4", "--backend", "cost",
-                       "--plot", str(path))
+    code, _, err = cli(
+        "compile", "1f1b", "-D", "P=3", "-D", "M=4", "--backend", "cost", "--plot", str(path)
+    )
     assert code == 0, err
     assert path.read_text().lstrip().startswith("<?xml")
 
 
 def test_output_file(cli, tmp_path):
     path = tmp_path / "e.json"
-    code, out, _ = cli("compile", "gpipe", "--backend", "cost", "--format", "json", "-o",
-                       str(path))
+    code, out, _ = cli("compile", "gpipe", "--backend", "cost", "--format", "json", "-o", str(path))
     assert code == 0 and out == ""
     assert json.loads(path.read_text())["per_rank"][0]["idle"] == 9

@@ -27,7 +27,7 @@ def _run_line(path: Path) -> list[str]:
     first = src.read_text().splitlines()[0]
     assert first.startswith("# RUN: ppir "), f"{src} lacks a '# RUN: ppir ...' line"
     rel = path.relative_to(ROOT).as_posix()
-    return shlex.split(first[len("# RUN: ppir "):].replace("{file}", rel))
+    return shlex.split(first[len("# RUN: ppir ") :].replace("{file}", rel))
 
 
 @pytest.mark.parametrize("path", list(_cases()), ids=lambda p: p.stem)

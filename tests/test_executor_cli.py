@@ -10,20 +10,48 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 GPT = str(ROOT / "examples" / "gpt_model.py")
-SMALL = ["--model-opt", "layers=2", "--model-opt", "d_model=32", "--model-opt", "seq=8",
-         "--model-opt", "batch=8"]
+SMALL = [
+    "--model-opt",
+    "layers=2",
+    "--model-opt",
+    "d_model=32",
+    "--model-opt",
+    "seq=8",
+    "--model-opt",
+    "batch=8",
+]
 
 
 def ppir_launch(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ppir.cli", "launch", *argv],
-                          capture_output=True, text=True, timeout=100, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "ppir.cli", "launch", *argv],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        cwd=ROOT,
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_launch_trains_and_verifies_gradients():
-    res = ppir_launch("-n", "2", "interleaved_vshape", "-D", "M=4", "-D", "v=2", "--model", GPT,
-                      *SMALL, "--steps", "4", "--verify-grads", "--device", "cpu")
+    res = ppir_launch(
+        "-n",
+        "2",
+        "interleaved_vshape",
+        "-D",
+        "M=4",
+        "-D",
+        "v=2",
+        "--model",
+        GPT,
+        *SMALL,
+        "--steps",
+        "4",
+        "--verify-grads",
+        "--device",
+        "cpu",
+    )
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "interleaved_vshape: 2 ranks, 4 stages, 4 microbatches" in out
@@ -49,7 +77,19 @@ def loss_fn(y, t):
 def test_verify_grads_fails_above_tolerance(tmp_path):
     model = tmp_path / "nondet.py"
     model.write_text(NONDETERMINISTIC)
-    res = ppir_launch("-n", "2", "1f1b", "-D", "M=2", "--model", str(model), "--steps", "1",
-                      "--verify-grads", "--device", "cpu")
+    res = ppir_launch(
+        "-n",
+        "2",
+        "1f1b",
+        "-D",
+        "M=2",
+        "--model",
+        str(model),
+        "--steps",
+        "1",
+        "--verify-grads",
+        "--device",
+        "cpu",
+    )
     assert res.returncode == 1, res.stdout + res.stderr
     assert "FAILED" in res.stdout and "largest difference at stage" in res.stdout

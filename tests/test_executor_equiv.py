@@ -108,7 +108,7 @@ def mlp_model(M: int):
         return torch.randn(2 * M, width[0], generator=g), torch.randn(2 * M, 64, generator=g)
 
     def loss_fn(y, t):
-        return ((y - t[:, :y.shape[1]]) ** 2).mean()
+        return ((y - t[:, : y.shape[1]]) ** 2).mean()
 
     return types.SimpleNamespace(build_stage=build_stage, make_batch=make_batch, loss_fn=loss_fn)
 
@@ -139,8 +139,9 @@ def run_case(ctx, P: int, case):
         from ppir.ir import OpKind
         from ppir.order import PlanCosts
 
-        costs = PlanCosts.uniform(s.stages, s.ranks, {OpKind.F: 4, OpKind.B: 8, OpKind.I: 4,
-                                                      OpKind.W: 4}, transfer=1)
+        costs = PlanCosts.uniform(
+            s.stages, s.ranks, {OpKind.F: 4, OpKind.B: 8, OpKind.I: 4, OpKind.W: 4}, transfer=1
+        )
         s = ppir.passes.LowerComms("eager", costs=costs).apply(s)
     else:
         s = ppir.lower(s)
@@ -166,8 +167,13 @@ def run_case(ctx, P: int, case):
     dist.all_reduce(worst, op=dist.ReduceOp.MAX)
     peaks = [None] * P
     dist.all_gather_object(peaks, ex.peak_saved)
-    return {"case": case_name(case), "grad_diff": worst[0].item(), "loss_diff": worst[1].item(),
-            "min_stage_grad_max": -worst[2].item(), "peaks": peaks}
+    return {
+        "case": case_name(case),
+        "grad_diff": worst[0].item(),
+        "loss_diff": worst[1].item(),
+        "min_stage_grad_max": -worst[2].item(),
+        "peaks": peaks,
+    }
 
 
 def run_cases(P: int, out: str, make_cases) -> None:

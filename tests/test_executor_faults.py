@@ -53,14 +53,31 @@ def run_faulty(tmp_path, mode: str, *extra: str):
     import ppir
 
     (tmp_path / "model.py").write_text(MODEL.format(mode=mode))
-    save_plan(build_plan(ppir.lower(ppir.load_schedule("1f1b", {"P": 2, "M": 4}))),
-              tmp_path / "plan.json")
+    save_plan(
+        build_plan(ppir.lower(ppir.load_schedule("1f1b", {"P": 2, "M": 4}))), tmp_path / "plan.json"
+    )
     log = tmp_path / "log.txt"
     start = time.monotonic()
     with open(log, "w") as f:
-        res = launch([sys.executable, "-m", "ppir.run", str(tmp_path / "plan.json"), "--model",
-                      str(tmp_path / "model.py"), "--steps", "3", "--device", "cpu", *extra],
-                     2, deadline_s=60, stdout=f, stderr=f)
+        res = launch(
+            [
+                sys.executable,
+                "-m",
+                "ppir.run",
+                str(tmp_path / "plan.json"),
+                "--model",
+                str(tmp_path / "model.py"),
+                "--steps",
+                "3",
+                "--device",
+                "cpu",
+                *extra,
+            ],
+            2,
+            deadline_s=60,
+            stdout=f,
+            stderr=f,
+        )
     return res, log.read_text(), time.monotonic() - start
 
 
@@ -83,7 +100,8 @@ def test_shape_mismatch_names_rank_op_and_shapes(tmp_path):
     assert not res.timed_out and res.codes == [1, 1], (res, log)
     assert res.first_failure == (
         "rank 0: ShapeMismatch: rank 0, instruction #0 (0F0): the output of stage 0 has shape "
-        "(2, 5) float32 but the plan's metadata for boundary 1 says (2, 4) float32")
+        "(2, 5) float32 but the plan's metadata for boundary 1 says (2, 4) float32"
+    )
     assert "rank 1 stopping: rank 0: ShapeMismatch" in log
 
 

@@ -41,8 +41,9 @@ def model(width: int = 5, batch: int = 6):
         g = torch.Generator().manual_seed(step)
         return torch.randn(batch, width, generator=g), torch.randn(batch, width, generator=g)
 
-    return types.SimpleNamespace(build_stage=build_stage, make_batch=make_batch,
-                                 loss_fn=lambda y, t: ((y - t) ** 2).mean())
+    return types.SimpleNamespace(
+        build_stage=build_stage, make_batch=make_batch, loss_fn=lambda y, t: ((y - t) ** 2).mean()
+    )
 
 
 def split_iw(s):
@@ -75,34 +76,50 @@ def test_local_hand_offs_match_the_reference(split):
 
 def test_world_size_mismatch_is_named():
     plan = build_plan(ppir.lower(ppir.load_schedule("1f1b", {"P": 4, "M": 4})))
-    with pytest.raises(PlanError, match=r"rank 1: the plan is for 4 ranks but the process "
-                                        r"group has 2 \(WORLD_SIZE\)"):
+    with pytest.raises(
+        PlanError,
+        match=r"rank 1: the plan is for 4 ranks but the process "
+        r"group has 2 \(WORLD_SIZE\)",
+    ):
         prepare(ctx(world=2, rank=1), plan, model())
 
 
 def test_plan_metadata_is_enforced():
     plan = build_plan(ppir.lower(ppir.load_schedule("looped_bfs", {"P": 1, "M": 2, "v": 2})))
-    plan["meta"] = {"boundaries": {"0": {"shape": [3, 5], "dtype": "float32"},
-                                   "1": {"shape": [3, 7], "dtype": "float32"}}}
+    plan["meta"] = {
+        "boundaries": {
+            "0": {"shape": [3, 5], "dtype": "float32"},
+            "1": {"shape": [3, 7], "dtype": "float32"},
+        }
+    }
     m = model()
     ex = prepare(ctx(), plan, m)
-    with pytest.raises(ShapeMismatch, match=r"rank 0, instruction #0 \(0F0\): the output of "
-                                            r"stage 0 has shape \(3, 5\) float32 but the plan's "
-                                            r"metadata for boundary 1 says \(3, 7\) float32"):
+    with pytest.raises(
+        ShapeMismatch,
+        match=r"rank 0, instruction #0 \(0F0\): the output of "
+        r"stage 0 has shape \(3, 5\) float32 but the plan's "
+        r"metadata for boundary 1 says \(3, 7\) float32",
+    ):
         ex.step(*split_batch(m, 0, 2, CPU, 0))
 
 
 def test_factory_returning_the_wrong_thing():
     m = model()
     m.build_stage = lambda stage, n: [torch.nn.Linear(2, 2)]
-    with pytest.raises(ModelError, match=r"rank 3: build_stage\(5, 8\) returned list, "
-                                         r"expected a torch.nn.Module"):
+    with pytest.raises(
+        ModelError,
+        match=r"rank 3: build_stage\(5, 8\) returned list, "
+        r"expected a torch.nn.Module",
+    ):
         build_stages(m, [5], 8, CPU, 3)
 
 
 def test_batches_must_split_into_microbatches():
-    with pytest.raises(ModelError, match=r"inputs have shape \(6, 5\): dim 0 must split into "
-                                         r"4 equal microbatches"):
+    with pytest.raises(
+        ModelError,
+        match=r"inputs have shape \(6, 5\): dim 0 must split into "
+        r"4 equal microbatches",
+    ):
         split_batch(model(), 0, 4, CPU, 0)
     m = model()
     m.make_batch = lambda step: torch.zeros(4)
@@ -126,8 +143,7 @@ def test_model_modules_are_checked(tmp_path):
         load_model(str(bad))
     with pytest.raises(ModelError, match="does not exist"):
         load_model(str(tmp_path / "missing.py"))
-    assert parse_options(["layers=4", "lr=0.5", "name=x"]) == {"layers": 4, "lr": 0.5,
-                                                                "name": "x"}
+    assert parse_options(["layers=4", "lr=0.5", "name=x"]) == {"layers": 4, "lr": 0.5, "name": "x"}
 
 
 def test_gpt_example_trains_in_one_process():

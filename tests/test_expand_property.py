@@ -13,8 +13,10 @@ NAMES = ["P", "M", "v", "Q", "p"]
 
 
 @settings(max_examples=300)
-@given(st.sampled_from(BUILTINS),
-       st.dictionaries(st.sampled_from(NAMES), st.integers(-3, 40), max_size=4))
+@given(
+    st.sampled_from(BUILTINS),
+    st.dictionaries(st.sampled_from(NAMES), st.integers(-3, 40), max_size=4),
+)
 def test_random_parameters_expand_or_diagnose(name, params):
     try:
         s = load_schedule(name, params, max_ops=200_000)

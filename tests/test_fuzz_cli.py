@@ -13,17 +13,38 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def test_a_good_schedule_passes(cli):
-    code, out, err = cli("fuzz", "1f1b", "--over", "P=2..5", "--over", "M=P..3P",
-                         "--max-peak", "P", "--examples", "12")
+    code, out, err = cli(
+        "fuzz",
+        "1f1b",
+        "--over",
+        "P=2..5",
+        "--over",
+        "M=P..3P",
+        "--max-peak",
+        "P",
+        "--examples",
+        "12",
+    )
     assert code == 0, err
-    assert out.startswith("ok: 1f1b: 12 parameter choice(s) hold (verifies, peak <= P) for "
-                          "P in 2..5, M in P..3P")
+    assert out.startswith(
+        "ok: 1f1b: 12 parameter choice(s) hold (verifies, peak <= P) for P in 2..5, M in P..3P"
+    )
     assert "[  12/12]" in err  # progress, one line per tenth when stderr is not a terminal
 
 
 def test_the_known_bad_example_shrinks_to_the_smallest_failure(cli):
-    code, out, err = cli("fuzz", str(EXAMPLES / "bad_schedule.pps"), "--over", "P=2..16",
-                         "--over", "M=P..8P", "--max-peak", "P", "--examples", "50")
+    code, out, err = cli(
+        "fuzz",
+        str(EXAMPLES / "bad_schedule.pps"),
+        "--over",
+        "P=2..16",
+        "--over",
+        "M=P..8P",
+        "--max-peak",
+        "P",
+        "--examples",
+        "50",
+    )
     assert code == 1
     first, second = out.splitlines()[:2]
     # the low corner (P=2, M=2) holds; the high corner fails and shrinks
@@ -34,31 +55,67 @@ def test_the_known_bad_example_shrinks_to_the_smallest_failure(cli):
 
 
 def test_requires_are_respected_and_counted(cli):
-    code, out, _ = cli("fuzz", "interleaved_1f1b", "--over", "P=2..4", "--over", "M=P..2P",
-                       "--over", "v=1,2", "--examples", "8", "-q")
+    code, out, _ = cli(
+        "fuzz",
+        "interleaved_1f1b",
+        "--over",
+        "P=2..4",
+        "--over",
+        "M=P..2P",
+        "--over",
+        "v=1,2",
+        "--examples",
+        "8",
+        "-q",
+    )
     assert code == 0
     assert "8 parameter choice(s) hold" in out and "rejected by require lines" in out
 
 
 def test_bubble_bound(cli):
-    code, out, _ = cli("fuzz", "1f1b", "--over", "P=2..4", "--over", "M=P..2P",
-                       "--max-bubble", "(P-1)/M", "--examples", "6", "-q")
+    code, out, _ = cli(
+        "fuzz",
+        "1f1b",
+        "--over",
+        "P=2..4",
+        "--over",
+        "M=P..2P",
+        "--max-bubble",
+        "(P-1)/M",
+        "--examples",
+        "6",
+        "-q",
+    )
     assert code == 0, out
-    code, out, _ = cli("fuzz", "1f1b", "--over", "P=2..4", "--over", "M=P..2P",
-                       "--max-bubble", "(P-1)/(2M)", "--examples", "6", "-q")
+    code, out, _ = cli(
+        "fuzz",
+        "1f1b",
+        "--over",
+        "P=2..4",
+        "--over",
+        "M=P..2P",
+        "--max-bubble",
+        "(P-1)/(2M)",
+        "--examples",
+        "6",
+        "-q",
+    )
     assert code == 1 and "with P=2, M=2" in out and "bubble/ideal 0.5 exceeds" in out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["1f1b"], "give at least one --over"),
-    (["1f1b", "--over", "P=2.."], "a range needs both ends"),
-    (["1f1b", "--over", "M=P..8P", "--over", "P=2..4"], "refers to 'P'"),
-    (["1f1b", "--over", "Q=1..2"], "'Q' is not a parameter of 1f1b"),
-    (["1f1b", "--over", "P=2..3", "--max-peak", "P +"], "cannot read the expression"),
-    (["nosuch.pps", "--over", "P=1..2"], "no such file"),
-    (["interleaved_1f1b", "--over", "P=4", "--over", "M=5..7"], "satisfies the require lines"),
-    (["1f1b", "--over", "P=1..2", "--examples", "0"], "at least 1"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["1f1b"], "give at least one --over"),
+        (["1f1b", "--over", "P=2.."], "a range needs both ends"),
+        (["1f1b", "--over", "M=P..8P", "--over", "P=2..4"], "refers to 'P'"),
+        (["1f1b", "--over", "Q=1..2"], "'Q' is not a parameter of 1f1b"),
+        (["1f1b", "--over", "P=2..3", "--max-peak", "P +"], "cannot read the expression"),
+        (["nosuch.pps", "--over", "P=1..2"], "no such file"),
+        (["interleaved_1f1b", "--over", "P=4", "--over", "M=5..7"], "satisfies the require lines"),
+        (["1f1b", "--over", "P=1..2", "--examples", "0"], "at least 1"),
+    ],
+)
 def test_usage_mistakes_exit_2_without_traceback(cli, argv, message):
     code, out, err = cli("fuzz", *argv)
     assert code == 2
@@ -79,14 +136,18 @@ def _fake(fails):
         if fails(params):
             r.fail("boom")
         return r
+
     return check
 
 
-@pytest.mark.parametrize("fails, smallest", [
-    (lambda p: p["M"] > p["P"], {"P": 2, "M": 3}),
-    (lambda p: p["P"] >= 7 and p["M"] % 5 == 0, {"P": 7, "M": 10}),
-    (lambda p: p["P"] * p["M"] >= 200, {"P": 5, "M": 40}),  # M <= 8P: P >= 5
-])
+@pytest.mark.parametrize(
+    "fails, smallest",
+    [
+        (lambda p: p["M"] > p["P"], {"P": 2, "M": 3}),
+        (lambda p: p["P"] >= 7 and p["M"] % 5 == 0, {"P": 7, "M": 10}),
+        (lambda p: p["P"] * p["M"] >= 200, {"P": 5, "M": 40}),  # M <= 8P: P >= 5
+    ],
+)
 def test_search_shrinks_to_a_minimal_failing_point(fails, smallest):
     space = ParamSpace.from_specs({"P": "2..16", "M": "P..8P"})
     res = search(space, _fake(fails), examples=200, seed=1)
@@ -98,5 +159,4 @@ def test_search_is_deterministic_and_counts_distinct_points():
     a = search(space, _fake(lambda p: False), examples=100, seed=5)
     assert a.failure is None and a.checked == 6  # the whole space, each point once
     b = search(space, _fake(lambda p: False), examples=4, seed=5)
-    assert list(b.cache) == list(search(space, _fake(lambda p: False), examples=4,
-                                        seed=5).cache)
+    assert list(b.cache) == list(search(space, _fake(lambda p: False), examples=4, seed=5).cache)

@@ -168,8 +168,9 @@ def brute_recv(actions: list[Action]) -> int:
         for a in pre:
             if a.kind is OpKind.RECV_F and (a.stage, OpKind.F, a.mb) not in keys:
                 n += 1
-            if a.kind is OpKind.RECV_B and not ({(a.stage, OpKind.B, a.mb),
-                                                 (a.stage, OpKind.I, a.mb)} & keys):
+            if a.kind is OpKind.RECV_B and not (
+                {(a.stage, OpKind.B, a.mb), (a.stage, OpKind.I, a.mb)} & keys
+            ):
                 n += 1
         best = max(best, n)
     return best
@@ -191,10 +192,17 @@ def test_against_brute_force(s, fi):
             assert m.peak_index == curve.index(peak) and m.peak_op == prog[m.peak_index]
         assert m.peak_recv == brute_recv(list(low.actions(r)))
     p2p = analyze_p2p(s)
-    cross_f = sum(1 for r in range(s.ranks) for a in s.compute_actions(r)
-                  if a.kind is OpKind.F and a.stage > 0 and s.placement[a.stage - 1] != r)
-    cross_b = sum(1 for r in range(s.ranks) for a in s.compute_actions(r)
-                  if a.kind.is_backward and a.stage + 1 < s.stages
-                  and s.placement[a.stage + 1] != r)
+    cross_f = sum(
+        1
+        for r in range(s.ranks)
+        for a in s.compute_actions(r)
+        if a.kind is OpKind.F and a.stage > 0 and s.placement[a.stage - 1] != r
+    )
+    cross_b = sum(
+        1
+        for r in range(s.ranks)
+        for a in s.compute_actions(r)
+        if a.kind.is_backward and a.stage + 1 < s.stages and s.placement[a.stage + 1] != r
+    )
     assert (p2p.forward_messages, p2p.backward_messages) == (cross_f, cross_b)
     assert p2p.local_forward + p2p.forward_messages == (s.stages - 1) * s.microbatches

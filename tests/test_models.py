@@ -44,16 +44,19 @@ def test_presets_and_spec_parsing():
     assert c == ModelShape("custom", 4, 64, 4, 16, 2, "fp16")
 
 
-@pytest.mark.parametrize("spec,needle", [
-    ("gpt3-175", "unknown model preset 'gpt3-175'"),
-    ("layers=-4", "layers must be a positive integer, got -4"),
-    ("hidden=0", "hidden must be a positive integer"),
-    ("hidden=100,heads=7", "heads (7) must divide hidden (100)"),
-    ("llama3-70b,tp=3", "tp=3 must divide heads (64)"),
-    ("dtype=bf61", "unknown dtype 'bf61'"),
-    ("hiden=4", "unknown model field 'hiden'"),
-    ("seq=abc", "seq must be an integer"),
-])
+@pytest.mark.parametrize(
+    "spec,needle",
+    [
+        ("gpt3-175", "unknown model preset 'gpt3-175'"),
+        ("layers=-4", "layers must be a positive integer, got -4"),
+        ("hidden=0", "hidden must be a positive integer"),
+        ("hidden=100,heads=7", "heads (7) must divide hidden (100)"),
+        ("llama3-70b,tp=3", "tp=3 must divide heads (64)"),
+        ("dtype=bf61", "unknown dtype 'bf61'"),
+        ("hiden=4", "unknown model field 'hiden'"),
+        ("seq=abc", "seq must be an integer"),
+    ],
+)
 def test_bad_models_are_ppir_errors(spec, needle):
     with pytest.raises(PpirError) as e:
         parse_model_spec(spec)

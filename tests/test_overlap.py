@@ -26,18 +26,31 @@ def _groups(s, r):
 
 
 @settings(max_examples=150)
-@given(st.one_of([valid_schedules(P=st.integers(2, 4), M=st.integers(1, 5),
-                                   v=st.integers(1, 2), placement=how, split_backward=None)
-                   for how in ("looped", "vshape", "random")]),
-       st.integers(0, 3), st.sampled_from([0, Fraction(1, 4), Fraction(1, 2), 1]))
+@given(
+    st.one_of(
+        [
+            valid_schedules(
+                P=st.integers(2, 4),
+                M=st.integers(1, 5),
+                v=st.integers(1, 2),
+                placement=how,
+                split_backward=None,
+            )
+            for how in ("looped", "vshape", "random")
+        ]
+    ),
+    st.integers(0, 3),
+    st.sampled_from([0, Fraction(1, 4), Fraction(1, 2), 1]),
+)
 def test_overlap_is_safe_and_never_slower(s, hoist, latency):
     lowered = LowerComms().apply(s)
     out = OverlapComms(hoist=hoist).apply(lowered)
     assert verify(out).ok
     for r in range(s.ranks):
         # same compute items in the same order, same groups in the same posting order
-        assert [it for it in out.programs[r] if is_compute_item(it)] == \
-            [it for it in lowered.programs[r] if is_compute_item(it)]
+        assert [it for it in out.programs[r] if is_compute_item(it)] == [
+            it for it in lowered.programs[r] if is_compute_item(it)
+        ]
         assert _groups(out, r) == _groups(lowered, r)
         posted = [it.actions for it in out.programs[r] if isinstance(it, Group)]
         waited = [it.actions for it in out.programs[r] if isinstance(it, Wait)]
@@ -47,13 +60,26 @@ def test_overlap_is_safe_and_never_slower(s, hoist, latency):
     assert estimate(out, cfg).step_time <= estimate(lowered, cfg).step_time
 
 
-@pytest.mark.parametrize("P,M,v", [(2, 4, 2), (2, 8, 4), (3, 6, 2), (4, 8, 2), (4, 16, 4),
-                                   (5, 10, 2), (5, 15, 3), (8, 16, 2), (8, 32, 4)])
+@pytest.mark.parametrize(
+    "P,M,v",
+    [
+        (2, 4, 2),
+        (2, 8, 4),
+        (3, 6, 2),
+        (4, 8, 2),
+        (4, 16, 4),
+        (5, 10, 2),
+        (5, 15, 3),
+        (8, 16, 2),
+        (8, 32, 4),
+    ],
+)
 def test_interleaved_estimate_is_the_closed_form_with_overlap(P, M, v):
     """Under uniform costs and free communication: bubble/ideal = (P-1)/(v*M) exactly, on the
     lowered program that the executor runs (without overlap, P = 2, 5, 8 wait a little)."""
-    s = OverlapComms().apply(LowerComms().apply(
-        load_schedule("interleaved_1f1b", {"P": P, "M": M, "v": v})))
+    s = OverlapComms().apply(
+        LowerComms().apply(load_schedule("interleaved_1f1b", {"P": P, "M": M, "v": v}))
+    )
     e = estimate(s)
     assert e.bubble_fraction_of_ideal == pytest.approx(float(Fraction(P - 1, v * M)), abs=1e-12)
     for rank in e.per_rank:  # (P-1)(F+B)/v with F=1, B=2
@@ -70,21 +96,39 @@ def test_overlapped_ir_prints_reparses_and_round_trips_json(golden):
 
 
 def test_unwaited_and_bad_waits_are_diagnosed():
-    s = load_text("ranks 2\nrank 0: 0F0 post[0SEND_F0] [0RECV_B0] 0B0\n"
-                  "rank 1: [1RECV_F0] 1F0 1B0 [1SEND_B0] wait[1SEND_B0]\n", path="<w>")
+    s = load_text(
+        "ranks 2\nrank 0: 0F0 post[0SEND_F0] [0RECV_B0] 0B0\n"
+        "rank 1: [1RECV_F0] 1F0 1B0 [1SEND_B0] wait[1SEND_B0]\n",
+        path="<w>",
+    )
     kinds = [(d.kind, d.span.line, d.span.col) for d in verify(s).errors]
     assert ("unwaited-group", 2, 13) in kinds and ("bad-wait", 3, 39) in kinds
 
 
 def test_a_consumer_before_the_wait_misses_its_recv():
-    s = load_text("ranks 2\nrank 0: 0F0 post[0SEND_F0] [0RECV_B0] 0B0 wait[0SEND_F0]\n"
-                  "rank 1: post[1RECV_F0] 1F0 wait[1RECV_F0] 1B0 [1SEND_B0]\n", path="<w>")
+    s = load_text(
+        "ranks 2\nrank 0: 0F0 post[0SEND_F0] [0RECV_B0] 0B0 wait[0SEND_F0]\n"
+        "rank 1: post[1RECV_F0] 1F0 wait[1RECV_F0] 1B0 [1SEND_B0]\n",
+        path="<w>",
+    )
     assert [d.kind for d in verify(s).errors] == ["missing-recv"]
 
 
 def test_compile_overlaps_by_default(cli):
-    args = ["compile", "interleaved_1f1b", "-D", "P=8", "-D", "M=16", "-D", "v=2",
-            "--backend", "cost", "--format", "json"]
+    args = [
+        "compile",
+        "interleaved_1f1b",
+        "-D",
+        "P=8",
+        "-D",
+        "M=16",
+        "-D",
+        "v=2",
+        "--backend",
+        "cost",
+        "--format",
+        "json",
+    ]
     import json
 
     code, out, _ = cli(*args)
@@ -104,17 +148,29 @@ def _plan_costs(draw, s):
     from ppir.ir import OpKind
     from ppir.order import PlanCosts
 
-    op = tuple({k: draw(st.integers(1, 4)) for k in (OpKind.F, OpKind.B, OpKind.I, OpKind.W)}
-               for _ in range(s.stages))
-    link = tuple(tuple(0 if a == b else draw(st.integers(0, 3)) for b in range(s.ranks))
-                 for a in range(s.ranks))
+    op = tuple(
+        {k: draw(st.integers(1, 4)) for k in (OpKind.F, OpKind.B, OpKind.I, OpKind.W)}
+        for _ in range(s.stages)
+    )
+    link = tuple(
+        tuple(0 if a == b else draw(st.integers(0, 3)) for b in range(s.ranks))
+        for a in range(s.ranks)
+    )
     return PlanCosts(op, link)
 
 
-_ANY_SCHEDULE = st.one_of([valid_schedules(P=st.integers(2, 4), M=st.integers(1, 5),
-                                           v=st.integers(1, 2), placement=how,
-                                           split_backward=None)
-                           for how in ("looped", "vshape", "random")])
+_ANY_SCHEDULE = st.one_of(
+    [
+        valid_schedules(
+            P=st.integers(2, 4),
+            M=st.integers(1, 5),
+            v=st.integers(1, 2),
+            placement=how,
+            split_backward=None,
+        )
+        for how in ("looped", "vshape", "random")
+    ]
+)
 
 
 @settings(max_examples=150)
@@ -131,8 +187,11 @@ def test_eager_lowering_is_deadlock_free_for_any_plan_costs(s, data):
 
 
 @settings(max_examples=100)
-@given(_ANY_SCHEDULE, st.sampled_from([0, Fraction(1, 4), Fraction(1, 2), 1]),
-       st.sampled_from(["F=1,B=2,I=1,W=1", "F=1,B=1,I=1,W=1", "F=2,B=3,I=2,W=1"]))
+@given(
+    _ANY_SCHEDULE,
+    st.sampled_from([0, Fraction(1, 4), Fraction(1, 2), 1]),
+    st.sampled_from(["F=1,B=2,I=1,W=1", "F=1,B=1,I=1,W=1", "F=2,B=3,I=2,W=1"]),
+)
 def test_auto_overlap_is_never_slower_than_blocking_lockstep(s, latency, costs):
     """What 'ppir compile' runs by default (--lowering auto --overlap) is valid, keeps the
     compute order, and is never slower in the estimator than --no-overlap."""
@@ -146,10 +205,17 @@ def test_auto_overlap_is_never_slower_than_blocking_lockstep(s, latency, costs):
     assert estimate(out, cfg).step_time <= estimate(lockstep, cfg).step_time
 
 
-@pytest.mark.parametrize("name,params", [
-    ("1f1b", {"P": 4, "M": 8}), ("interleaved_1f1b", {"P": 4, "M": 8, "v": 2}),
-    ("interleaved_1f1b", {"P": 4, "M": 8, "v": 4}), ("interleaved_1f1b", {"P": 8, "M": 16, "v": 2}),
-    ("gpipe", {"P": 4, "M": 8}), ("zb_h1", {"P": 4, "M": 8})])
+@pytest.mark.parametrize(
+    "name,params",
+    [
+        ("1f1b", {"P": 4, "M": 8}),
+        ("interleaved_1f1b", {"P": 4, "M": 8, "v": 2}),
+        ("interleaved_1f1b", {"P": 4, "M": 8, "v": 4}),
+        ("interleaved_1f1b", {"P": 8, "M": 16, "v": 2}),
+        ("gpipe", {"P": 4, "M": 8}),
+        ("zb_h1", {"P": 4, "M": 8}),
+    ],
+)
 @pytest.mark.parametrize("share", [Fraction(1, 4), Fraction(1, 2)])
 def test_default_overlap_reaches_the_critical_path(name, params, share):
     """With transfers of 25 % / 50 % of a chunk's forward, the default lowering hides every
@@ -167,8 +233,18 @@ def test_default_overlap_reaches_the_critical_path(name, params, share):
 def test_compile_plans_overlap_with_the_comm_latency(cli):
     import json
 
-    args = ["compile", "1f1b", "-D", "P=4", "-D", "M=8", "--comm-latency", "0.25",
-            "--format", "json"]
+    args = [
+        "compile",
+        "1f1b",
+        "-D",
+        "P=4",
+        "-D",
+        "M=8",
+        "--comm-latency",
+        "0.25",
+        "--format",
+        "json",
+    ]
     runs = {}
     for extra in ([], ["--lowering", "lockstep"], ["--no-overlap"]):
         code, out, err = cli(*args, *extra)
@@ -201,13 +277,30 @@ def test_overlapped_steps_send_their_outputs_after_the_whole_step():
     from ppir.order import PlanCosts
 
     F, B = OpKind.F, OpKind.B
-    r0 = (Action(0, F, 0), Action(3, F, 0), Overlap((Action(0, F, 1), Action(3, B, 0))),
-          Action(3, F, 1), Action(3, B, 1), Action(0, B, 0), Action(0, B, 1))
-    r1 = (Action(1, F, 0), Action(2, F, 0), Action(1, F, 1), Action(2, B, 0), Action(2, F, 1),
-          Action(1, B, 0), Action(2, B, 1), Action(1, B, 1))
+    r0 = (
+        Action(0, F, 0),
+        Action(3, F, 0),
+        Overlap((Action(0, F, 1), Action(3, B, 0))),
+        Action(3, F, 1),
+        Action(3, B, 1),
+        Action(0, B, 0),
+        Action(0, B, 1),
+    )
+    r1 = (
+        Action(1, F, 0),
+        Action(2, F, 0),
+        Action(1, F, 1),
+        Action(2, B, 0),
+        Action(2, F, 1),
+        Action(1, B, 0),
+        Action(2, B, 1),
+        Action(1, B, 1),
+    )
     s = Schedule("ovl", (), 2, 4, 2, (0, 1, 1, 0), (r0, r1))
-    heavy = PlanCosts(tuple({F: 1, B: 100 if st == 3 else 2, OpKind.I: 1, OpKind.W: 1}
-                            for st in range(4)), ((0, 0), (0, 0)))
+    heavy = PlanCosts(
+        tuple({F: 1, B: 100 if st == 3 else 2, OpKind.I: 1, OpKind.W: 1} for st in range(4)),
+        ((0, 0), (0, 0)),
+    )
     for strategy in ("lockstep", "eager"):
         for costs in (None, heavy):
             assert verify(LowerComms(strategy, costs=costs).apply(s)).ok, (strategy, costs)
@@ -231,20 +324,36 @@ def test_zero_cost_ops_are_planned_and_the_eager_result_verifies(cli):
     import json
 
     for lowering in ("eager", "auto"):
-        code, out, err = cli("compile", "zb_h1", "-D", "P=4", "-D", "M=8", "--cost", "F=0",
-                             "--comm-latency", "0.25", "--lowering", lowering, "--format", "json")
+        code, out, err = cli(
+            "compile",
+            "zb_h1",
+            "-D",
+            "P=4",
+            "-D",
+            "M=8",
+            "--cost",
+            "F=0",
+            "--comm-latency",
+            "0.25",
+            "--lowering",
+            lowering,
+            "--format",
+            "json",
+        )
         assert code == 0, err
         assert json.loads(out)["step_time"] <= 21.5
 
 
 def test_check_and_dump_plan_with_the_cost_options(cli):
-    code, out, err = cli("dump", "1f1b", "-D", "P=4", "-D", "M=8", "--overlap",
-                         "--comm-latency", "0.25")
+    code, out, err = cli(
+        "dump", "1f1b", "-D", "P=4", "-D", "M=8", "--overlap", "--comm-latency", "0.25"
+    )
     code2, out2, _ = cli("dump", "1f1b", "-D", "P=4", "-D", "M=8", "--overlap")
     assert code == code2 == 0, err
     assert "post[" in out and out != out2  # the eager plan differs from the lockstep one
-    code, out, err = cli("check", "1f1b", "-D", "P=4", "-D", "M=8", "--overlap",
-                         "--comm-latency", "0.25")
+    code, out, err = cli(
+        "check", "1f1b", "-D", "P=4", "-D", "M=8", "--overlap", "--comm-latency", "0.25"
+    )
     assert code == 0 and out.startswith("ok:"), err
 
 
@@ -264,8 +373,13 @@ def _with_overlapped_steps(draw):
         while i < len(items):
             a = items[i]
             b = items[i + 1] if i + 1 < len(items) else None
-            if (isinstance(a, Action) and isinstance(b, Action) and a.kind is OpKind.F
-                    and b.kind is OpKind.B and draw(st.booleans())):
+            if (
+                isinstance(a, Action)
+                and isinstance(b, Action)
+                and a.kind is OpKind.F
+                and b.kind is OpKind.B
+                and draw(st.booleans())
+            ):
                 out.append(Overlap((a, b)))
                 i += 2
             else:

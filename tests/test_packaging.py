@@ -22,27 +22,52 @@ def test_editable_install_maps_top_level_folders():
 
 
 def test_torch_is_not_imported_by_the_core():
-    code = ("import sys, ppir, ppir.cli, ppir.graph, ppir.backends; "
-            "from ppir.loader import load_schedule; load_schedule('1f1b'); "
-            "assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, ppir, ppir.cli, ppir.graph, ppir.backends; "
+        "from ppir.loader import load_schedule; load_schedule('1f1b'); "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 @pytest.mark.slow
 def test_wheel_contains_grammar_backends_and_schedules(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(tmp_path), str(ROOT)], check=True, timeout=300,
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
     wheel = next(tmp_path.glob("ppir-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    for required in ["ppir/grammar/pps.lark", "ppir/grammar/__init__.py",
-                     "ppir/backends/__init__.py", "ppir/backends/cost/__init__.py",
-                     "ppir/backends/cuda/__init__.py", "ppir/schedules/1f1b.pps",
-                     "ppir/schedules/interleaved_1f1b.pps", "ppir/cli.py",
-                     "ppir/verify/__init__.py", "ppir/synth/__init__.py",
-                     "ppir/testing/__init__.py", "ppir/viz/page.html",
-                     "ppir/backends/torch_csv/__init__.py", "ppir/schedules/zbv.pps",
-                     "ppir/passes/overlap.py"]:
+    for required in [
+        "ppir/grammar/pps.lark",
+        "ppir/grammar/__init__.py",
+        "ppir/backends/__init__.py",
+        "ppir/backends/cost/__init__.py",
+        "ppir/backends/cuda/__init__.py",
+        "ppir/schedules/1f1b.pps",
+        "ppir/schedules/interleaved_1f1b.pps",
+        "ppir/cli.py",
+        "ppir/verify/__init__.py",
+        "ppir/synth/__init__.py",
+        "ppir/testing/__init__.py",
+        "ppir/viz/page.html",
+        "ppir/backends/torch_csv/__init__.py",
+        "ppir/schedules/zbv.pps",
+        "ppir/passes/overlap.py",
+    ]:
         assert required in names, required
     assert not any(n.startswith(("grammar/", "backends/")) for n in names)
     entry = [n for n in names if n.endswith("entry_points.txt")]

@@ -23,9 +23,12 @@ from ppir.loader import load_text
 from ppir.parser import parse_text
 from ppir.schedules import builtin_names, builtin_source
 
-TOKEN = re.compile(r"\s+|#[^\n]*|\"[^\"\n]*\"|\d+[A-Z_]+\d+|[A-Za-z_]\w*|\d+|\.\.|//|==|!="
-                   r"|<=|>=|.", re.S)
-ALPHABET = "schedulranksmicbtpoFBIWvP0123456789 \n\t(){}[],:=+-*/%<>!.#\"_;é\x00"
+TOKEN = re.compile(
+    r"\s+|#[^\n]*|\"[^\"\n]*\"|\d+[A-Z_]+\d+|[A-Za-z_]\w*|\d+|\.\.|//|==|!="
+    r"|<=|>=|.",
+    re.S,
+)
+ALPHABET = 'schedulranksmicbtpoFBIWvP0123456789 \n\t(){}[],:=+-*/%<>!.#"_;é\x00'
 
 
 @cache
@@ -80,12 +83,16 @@ def test_random_text(text):
 
 
 @settings(max_examples=3000)
-@given(st.integers(0, 4), st.integers(0, 40), st.integers(1, 6),
-       st.lists(_EDIT, min_size=1, max_size=4))
+@given(
+    st.integers(0, 4),
+    st.integers(0, 40),
+    st.integers(1, 6),
+    st.lists(_EDIT, min_size=1, max_size=4),
+)
 def test_mutated_windows_of_shipped_files(which, start, length, edits):
     lines = "".join(_sources()[which]).splitlines(keepends=True)
     start %= len(lines)
-    window = "".join(lines[start:start + length])
+    window = "".join(lines[start : start + length])
     _parses_or_diagnoses(_mutate(TOKEN.findall(window), edits))
 
 
@@ -99,24 +106,30 @@ def test_mutated_whole_files_parse_and_expand(which, edits):
 BODY = "ranks 1\nmicrobatches 1\nprogram r { F(0) B(0) }\n"
 
 
-@pytest.mark.parametrize("text", [
-    "let x = " + "-" * 2000 + "1\n" + BODY,                        # RecursionError in lark
-    "let x = " + "1+" * 2000 + "1\n" + BODY,
-    "ranks 1\nmicrobatches 1\nprogram r { " + "if 1 { " * 400 + "}" * 401,  # VisitError
-    "def f(n) = 1 + (1 + (1 + (1 + (1 + (1 + f(n - 1))))))\nlet y = f(5000)\n" + BODY,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "let x = " + "-" * 2000 + "1\n" + BODY,  # RecursionError in lark
+        "let x = " + "1+" * 2000 + "1\n" + BODY,
+        "ranks 1\nmicrobatches 1\nprogram r { " + "if 1 { " * 400 + "}" * 401,  # VisitError
+        "def f(n) = 1 + (1 + (1 + (1 + (1 + (1 + f(n - 1))))))\nlet y = f(5000)\n" + BODY,
+    ],
+)
 def test_deep_nesting_is_a_diagnostic(text):
     with pytest.raises(PpirError) as e:
         load_text(text)
     assert e.value.kind in ("too-deep", "recursion-limit")
 
 
-@pytest.mark.parametrize("text, what", [
-    ("ranks 100000000\nmicrobatches 1\nprogram r { }\n", "ranks = 100,000,000"),
-    ("ranks 1\nstages 100000000\nmicrobatches 1\nprogram r { }\n", "stages = 100,000,000"),
-    ("rank 100000000: 0F0\n", "ranks = 100,000,001"),
-    ("rank 0: 99999999999999F0\n", "stages = 100,000,000,000,000"),
-])
+@pytest.mark.parametrize(
+    "text, what",
+    [
+        ("ranks 100000000\nmicrobatches 1\nprogram r { }\n", "ranks = 100,000,000"),
+        ("ranks 1\nstages 100000000\nmicrobatches 1\nprogram r { }\n", "stages = 100,000,000"),
+        ("rank 100000000: 0F0\n", "ranks = 100,000,001"),
+        ("rank 0: 99999999999999F0\n", "stages = 100,000,000,000,000"),
+    ],
+)
 def test_huge_sizes_hit_the_step_cap_instead_of_hanging(text, what):
     with pytest.raises(PpirError, match=what) as e:
         load_text(text, max_steps=20_000)

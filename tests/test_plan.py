@@ -112,8 +112,9 @@ def test_rejects_unlowered_schedules_and_foreign_json(tmp_path):
 
 def test_compile_writes_the_plan_and_prints_how_to_launch(cli, tmp_path):
     out = tmp_path / "plan.json"
-    code, stdout, _ = cli("compile", "1f1b", "-D", "P=2", "-D", "M=4", "--backend", "cuda",
-                          "-o", str(out))
+    code, stdout, _ = cli(
+        "compile", "1f1b", "-D", "P=2", "-D", "M=4", "--backend", "cuda", "-o", str(out)
+    )
     assert code == 0
     assert "torchrun --nproc-per-node 2 -m ppir.run" in stdout and str(out) in stdout
     assert load_plan(out)["ranks"] == 2
@@ -126,8 +127,7 @@ from ppir.cli import main
 assert main(["compile", "1f1b", "-D", "P=2", "--backend", "cuda", "-o", r"{tmp_path}/p.json"]) == 0
 assert "torch" not in sys.modules, "writing a plan imported torch"
 """
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
 
 
@@ -143,6 +143,16 @@ def test_launch_help_lists_examples(capsys):
 
 
 def test_launch_rejects_a_rank_count_the_schedule_cannot_take(cli):
-    code, _, err = cli("launch", "-n", "3", "interleaved_1f1b", "-D", "P=2", "-D", "M=4",
-                       "--model", "examples/gpt_model.py")
+    code, _, err = cli(
+        "launch",
+        "-n",
+        "3",
+        "interleaved_1f1b",
+        "-D",
+        "P=2",
+        "-D",
+        "M=4",
+        "--model",
+        "examples/gpt_model.py",
+    )
     assert code == 2 and "-n 3: the schedule has 2 ranks" in err

@@ -21,8 +21,9 @@ def lowered_schedules(draw):
     P = draw(st.integers(1, 5))
     v = draw(st.integers(1, 3))
     M = draw(st.integers(1, 3 * P))
-    params = {"P": P, "M": M} | ({"v": v} if name in ("interleaved_1f1b", "interleaved_vshape",
-                                                       "looped_bfs") else {})
+    params = {"P": P, "M": M} | (
+        {"v": v} if name in ("interleaved_1f1b", "interleaved_vshape", "looped_bfs") else {}
+    )
     try:
         s = load_schedule(name, params)
     except PpirError:
@@ -45,9 +46,11 @@ def test_json_roundtrip(s):
 
 
 def test_printed_ir_golden(golden):
-    for name, params in [("1f1b", {"P": 3, "M": 4}),
-                         ("interleaved_1f1b", {"P": 2, "M": 4, "v": 2}),
-                         ("interleaved_vshape", {"P": 2, "M": 2, "v": 2})]:
+    for name, params in [
+        ("1f1b", {"P": 3, "M": 4}),
+        ("interleaved_1f1b", {"P": 2, "M": 4, "v": 2}),
+        ("interleaved_vshape", {"P": 2, "M": 2, "v": 2}),
+    ]:
         s = LowerComms().apply(load_schedule(name, params))
         golden(f"ir/{name}.pps", format_pps(s))
     naive = LowerComms("naive").apply(load_schedule("1f1b", {"P": 3, "M": 4}))

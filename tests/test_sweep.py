@@ -39,8 +39,9 @@ def test_sweep_interleaved_flags_the_seed_formulas():
 
 
 def test_sweep_cli(cli):
-    code, out, err = cli("sweep", "interleaved_1f1b", "--over", "v=1,2", "-D", "P=4", "-D",
-                         "M=8", "--layers", "80")
+    code, out, err = cli(
+        "sweep", "interleaved_1f1b", "--over", "v=1,2", "-D", "P=4", "-D", "M=8", "--layers", "80"
+    )
     assert code == 0, err
     assert "DIFFERS" in out and "P*(v+1)/2" in out
     code, out, _ = cli("sweep", "1f1b", "--over", "M=2,4", "-D", "P=4", "--format", "json")

@@ -69,8 +69,14 @@ def test_greedy_reports_a_cap_too_small():
 
 
 def test_greedy_respects_dependencies_and_cap():
-    spec = GreedySpec(3, 5, vshape_placement(3, 6), (3, 3, 3), True,
-                      ((OpKind.F, 2), (OpKind.B, 3), (OpKind.I, 2), (OpKind.W, 1)))
+    spec = GreedySpec(
+        3,
+        5,
+        vshape_placement(3, 6),
+        (3, 3, 3),
+        True,
+        ((OpKind.F, 2), (OpKind.B, 3), (OpKind.I, 2), (OpKind.W, 1)),
+    )
     progs = list_schedule(spec)
     from ppir.ir import Schedule
 
@@ -89,11 +95,14 @@ def test_cli_writes_verified_pps(tmp_path, capsys):
     assert '"ppir.synth/1"' in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv,msg", [
-    (["--mem-cap", "0"], "--mem-cap must be at least 1"),
-    (["--mem-cap", "2", "--cost", "F=x"], "is not a number"),
-    (["--mem-cap", "2", "--cost", "Q=1"], "expected KIND=NUMBER"),
-])
+@pytest.mark.parametrize(
+    "argv,msg",
+    [
+        (["--mem-cap", "0"], "--mem-cap must be at least 1"),
+        (["--mem-cap", "2", "--cost", "F=x"], "is not a number"),
+        (["--mem-cap", "2", "--cost", "Q=1"], "expected KIND=NUMBER"),
+    ],
+)
 def test_cli_usage_errors(argv, msg, capsys):
     assert main(["synth", "-D", "P=2", "-D", "M=4", *argv]) == 2
     assert msg in capsys.readouterr().err

@@ -26,20 +26,33 @@ rank 1: 1F0 1B0
 
 
 # ------------------------------------------------------------------ parameter specs
-@pytest.mark.parametrize("text, env, value", [
-    ("8P", {"P": 3}, 24), ("2(P-1)", {"P": 4}, 6), ("P*v + 1", {"P": 2, "v": 3}, 7),
-    ("max(P, 2) // 2", {"P": 5}, 2), ("(P-1)/M", {"P": 4, "M": 6}, Fraction(1, 2)),
-    ("-3 % P", {"P": 4}, 1), ("6/3", {}, 2),
-])
+@pytest.mark.parametrize(
+    "text, env, value",
+    [
+        ("8P", {"P": 3}, 24),
+        ("2(P-1)", {"P": 4}, 6),
+        ("P*v + 1", {"P": 2, "v": 3}, 7),
+        ("max(P, 2) // 2", {"P": 5}, 2),
+        ("(P-1)/M", {"P": 4, "M": 6}, Fraction(1, 2)),
+        ("-3 % P", {"P": 4}, 1),
+        ("6/3", {}, 2),
+    ],
+)
 def test_bound_expressions(text, env, value):
     v = Expr.parse(text).eval(env)
     assert v == value and type(v) is type(value)
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("P..", "needs both ends"), ("__import__('os')", "not a bound expression"),
-    ("P ** 2", "not a bound expression"), ("2 +", "cannot read"), ("[1]", "not a bound"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("P..", "needs both ends"),
+        ("__import__('os')", "not a bound expression"),
+        ("P ** 2", "not a bound expression"),
+        ("2 +", "cannot read"),
+        ("[1]", "not a bound"),
+    ],
+)
 def test_bad_specs_are_diagnostics(spec, message):
     with pytest.raises(PpirError, match=message) as e:
         parse_domain(spec)
@@ -85,20 +98,32 @@ def test_shapes_reject_unknown_parameters():
 
 # ------------------------------------------------------------------ assert_schedule_ok
 def test_a_good_schedule_passes_and_reports_its_figures():
-    r = assert_schedule_ok("1f1b", P=4, M=8, max_peak_activations="P", max_bubble="(P-1)/M",
-                           max_step_time=lambda p: 3 * (p["M"] + p["P"] - 1))
+    r = assert_schedule_ok(
+        "1f1b",
+        P=4,
+        M=8,
+        max_peak_activations="P",
+        max_bubble="(P-1)/M",
+        max_step_time=lambda p: 3 * (p["M"] + p["P"] - 1),
+    )
     assert r.ok and r.peak_activations == 4
     assert r.bubble == pytest.approx(3 / 8) and r.step_time == pytest.approx(33)
     assert r.lowered.is_lowered and r.schedule.num_compute_ops == 64
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"max_peak_activations": "P - 1"}, r"peak activations 4 A on rank 0 \(at 0F3\) exceed "
-                                        r"the bound 3 A"),
-    ({"max_peak_activations": Fraction(7, 2)}, "exceed the bound 7/2"),
-    ({"max_bubble": "(P-1)/M - 1/100"}, r"bubble/ideal 0\.375 exceeds the bound"),
-    ({"max_step_time": 32}, "step time 33 exceeds the bound 32"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            {"max_peak_activations": "P - 1"},
+            r"peak activations 4 A on rank 0 \(at 0F3\) exceed "
+            r"the bound 3 A",
+        ),
+        ({"max_peak_activations": Fraction(7, 2)}, "exceed the bound 7/2"),
+        ({"max_bubble": "(P-1)/M - 1/100"}, r"bubble/ideal 0\.375 exceeds the bound"),
+        ({"max_step_time": 32}, "step time 33 exceeds the bound 32"),
+    ],
+)
 def test_broken_bounds_fail_with_a_message(kwargs, message):
     with pytest.raises(AssertionError, match=message) as e:
         assert_schedule_ok("1f1b", P=4, M=8, **kwargs)
@@ -149,7 +174,8 @@ def test_an_expanded_schedule_can_be_checked_directly():
 
 # ------------------------------------------------------------------ pytest plugin
 def test_the_plugin_gives_a_fixture_and_an_examples_option(tmp_path):
-    (tmp_path / "test_user.py").write_text(textwrap.dedent("""
+    (tmp_path / "test_user.py").write_text(
+        textwrap.dedent("""
         from ppir.testing import property_test
 
         test_prop = property_test("1f1b", over={"P": "2..3", "M": "P..2P"},
@@ -157,13 +183,31 @@ def test_the_plugin_gives_a_fixture_and_an_examples_option(tmp_path):
 
         def test_fixture(schedule_ok):
             assert schedule_ok("gpipe", P=2, M=2).ok
-    """))
+    """)
+    )
     # autoload off: an installed entry point plus -p would register the plugin twice
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "ppir.pytest_plugin", "-p",
-         "no:cacheprovider", "--ppir-examples", "3", "-o", "addopts=", str(tmp_path)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "ppir.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+            "--ppir-examples",
+            "3",
+            "-o",
+            "addopts=",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 passed" in proc.stdout
     assert "ppir 0.1.0: 3 examples per schedule property test" in proc.stdout

@@ -43,15 +43,20 @@ def _compute_multiset(s):
 def test_lowering_preserves_compute_ops_and_verifies(placement, data):
     s = data.draw(valid_schedules(**SMALL, placement=placement, split_backward=None))
     S, M = s.stages, s.microbatches
-    keys = Counter((a.stage, a.mb) for r in range(s.ranks) for a in s.compute_actions(r)
-                   if a.kind in (OpKind.F, OpKind.B, OpKind.I))
+    keys = Counter(
+        (a.stage, a.mb)
+        for r in range(s.ranks)
+        for a in s.compute_actions(r)
+        if a.kind in (OpKind.F, OpKind.B, OpKind.I)
+    )
     assert keys == Counter({(st_, m): 2 for st_ in range(S) for m in range(M)})
     unit_levels(s)  # acyclic: no OrderCycle
     for strategy in ("lockstep", "naive"):
         low = LowerComms(strategy).apply(s)
         assert _compute_multiset(low) == _compute_multiset(s)
-        assert [low.compute_actions(r) for r in range(s.ranks)] == \
-            [s.compute_actions(r) for r in range(s.ranks)]
+        assert [low.compute_actions(r) for r in range(s.ranks)] == [
+            s.compute_actions(r) for r in range(s.ranks)
+        ]
     report = verify(LowerComms("lockstep").apply(s))
     assert report.ok, "\n".join(d.render() for d in report.errors)
 
@@ -68,14 +73,18 @@ def test_an_impossible_cap_is_rejected_not_returned():
     from hypothesis import errors, find
 
     with pytest.raises((errors.Unsatisfiable, errors.NoSuchExample)):
-        find(valid_schedules(P=1, M=1, v=2, max_in_flight=1), lambda s: True,
-             settings=settings(max_examples=20, database=None))
+        find(
+            valid_schedules(P=1, M=1, v=2, max_in_flight=1),
+            lambda s: True,
+            settings=settings(max_examples=20, database=None),
+        )
 
 
 @settings(max_examples=100)
-@given(st.sampled_from([("1f1b", {"P": 3, "M": 4}), ("interleaved_1f1b",
-                                                      {"P": 2, "M": 2, "v": 2})]),
-       st.data())
+@given(
+    st.sampled_from([("1f1b", {"P": 3, "M": 4}), ("interleaved_1f1b", {"P": 2, "M": 2, "v": 2})]),
+    st.data(),
+)
 def test_mutants_verify_exactly_when_acyclic(case, data):
     name, params = case
     s = load_schedule(name, params)

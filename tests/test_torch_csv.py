@@ -26,13 +26,18 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "tests" / "golden" / "torch"
 
 GRID = [
-    ("gpipe", {"P": 2, "M": 3}), ("gpipe", {"P": 4, "M": 8}),
-    ("1f1b", {"P": 2, "M": 2}), ("1f1b", {"P": 4, "M": 8}), ("1f1b", {"P": 3, "M": 7}),
-    ("interleaved_1f1b", {"P": 2, "M": 4, "v": 2}), ("interleaved_1f1b", {"P": 4, "M": 8, "v": 2}),
+    ("gpipe", {"P": 2, "M": 3}),
+    ("gpipe", {"P": 4, "M": 8}),
+    ("1f1b", {"P": 2, "M": 2}),
+    ("1f1b", {"P": 4, "M": 8}),
+    ("1f1b", {"P": 3, "M": 7}),
+    ("interleaved_1f1b", {"P": 2, "M": 4, "v": 2}),
+    ("interleaved_1f1b", {"P": 4, "M": 8, "v": 2}),
     ("interleaved_1f1b", {"P": 2, "M": 6, "v": 3}),
     ("interleaved_vshape", {"P": 2, "M": 4, "v": 2}),
     ("interleaved_vshape", {"P": 4, "M": 8, "v": 4}),
-    ("looped_bfs", {"P": 2, "M": 3, "v": 2}), ("looped_bfs", {"P": 4, "M": 8, "v": 3}),
+    ("looped_bfs", {"P": 2, "M": 3, "v": 2}),
+    ("looped_bfs", {"P": 4, "M": 8, "v": 3}),
 ]
 
 
@@ -45,7 +50,11 @@ def test_round_trip_is_identity(name, params):
     back = read_csv_text(text, f"<rt>/{name}.csv")
     assert back.programs == s.compute_only().programs
     assert (back.ranks, back.stages, back.microbatches, back.placement) == (
-        s.ranks, s.stages, s.microbatches, s.placement)
+        s.ranks,
+        s.stages,
+        s.microbatches,
+        s.placement,
+    )
     assert text == write_csv(s)  # the lowering's comms are dropped, not leaked
     assert "SEND" not in text and "REDUCE_GRAD" not in text
 
@@ -61,8 +70,9 @@ def test_compute_comms_round_trip(name, params):
     back = read_csv_text(text, f"<rtc>/{name}.csv")
     flat = flatten_groups(low)
     assert back.programs == flat.programs
-    assert [sorted(map(str, low.actions(r))) for r in range(low.ranks)] == \
-           [sorted(map(str, back.actions(r))) for r in range(back.ranks)]
+    assert [sorted(map(str, low.actions(r))) for r in range(low.ranks)] == [
+        sorted(map(str, back.actions(r))) for r in range(back.ranks)
+    ]
     assert verify(back).ok
     naive_flat = read_csv_text(write_csv(low, compute_only=False), f"<nf>/{name}.csv")
     if (name, params) == ("1f1b", {"P": 4, "M": 8}):
@@ -71,9 +81,12 @@ def test_compute_comms_round_trip(name, params):
         cells = row.split(",")
         for s in low.stages_of_rank[r]:
             assert cells.count(f"{s}REDUCE_GRAD") == 1
-            last_bw = max(i for i, c in enumerate(cells)
-                          if c in (f"{s}B{m}" for m in range(low.microbatches))
-                          or c in (f"{s}W{m}" for m in range(low.microbatches)))
+            last_bw = max(
+                i
+                for i, c in enumerate(cells)
+                if c in (f"{s}B{m}" for m in range(low.microbatches))
+                or c in (f"{s}W{m}" for m in range(low.microbatches))
+            )
             assert cells.index(f"{s}REDUCE_GRAD") == last_bw + 1
 
 
@@ -86,8 +99,9 @@ def test_torch_csv_golden(path, cli, golden, monkeypatch):
     monkeypatch.chdir(ROOT)
     first = path.with_suffix(".run").read_text().splitlines()[0]
     assert first.startswith("# RUN: ppir ")
-    argv = shlex.split(first[len("# RUN: ppir "):].replace("{file}",
-                                                             path.relative_to(ROOT).as_posix()))
+    argv = shlex.split(
+        first[len("# RUN: ppir ") :].replace("{file}", path.relative_to(ROOT).as_posix())
+    )
     code, _, err = cli(*argv)
     assert code in (1, 2) and "Traceback" not in err
     assert err.startswith(f"tests/golden/torch/{path.name}:"), err  # file:row:col first
@@ -97,8 +111,7 @@ def test_torch_csv_golden(path, cli, golden, monkeypatch):
 def test_ragged_rows_and_idle_cells_are_fine():
     """torch writes idle slots as empty cells and does not pad rows: rows of any length, empty
     cells anywhere, trailing blank lines and torch's bookkeeping actions are all accepted."""
-    text = ("0UNSHARD,0F0,,0F1,,,0B0,0B1,0REDUCE_GRAD,0RESHARD,,,\n"
-            ",1F0,1B0,1F1,1B1\n\n\n")
+    text = "0UNSHARD,0F0,,0F1,,,0B0,0B1,0REDUCE_GRAD,0RESHARD,,,\n,1F0,1B0,1F1,1B1\n\n\n"
     s = read_csv_text(text, "<ragged>.csv")
     assert [str(a) for a in s.actions(0)] == ["0F0", "0F1", "0B0", "0B1"]
     assert [str(a) for a in s.actions(1)] == ["1F0", "1B0", "1F1", "1B1"]
@@ -155,19 +168,29 @@ def test_import_csv_prints_reparseable_pps(tmp_path, cli):
     assert "schedule my_sched()" in out and "placement looped" in out
     (tmp_path / "x.pps").write_text(out)
     again = load_schedule(str(tmp_path / "x.pps"))
-    assert again.programs == load_schedule("interleaved_1f1b",
-                                           {"P": 2, "M": 4, "v": 2}).programs
+    assert again.programs == load_schedule("interleaved_1f1b", {"P": 2, "M": 4, "v": 2}).programs
 
 
 def test_compile_torch_csv_backend(tmp_path, cli):
     out = tmp_path / "o.csv"
-    code, stdout, err = cli("compile", "1f1b", "-D", "P=2", "-D", "M=3",
-                            "--backend", "torch-csv", "-o", str(out))
+    code, stdout, err = cli(
+        "compile", "1f1b", "-D", "P=2", "-D", "M=3", "--backend", "torch-csv", "-o", str(out)
+    )
     assert code == 0, err
     assert out.read_text() == "0F0,0F1,0B0,0F2,0B1,0B2\n1F0,1B0,1F1,1B1,1F2,1B2\n"
     assert "_load_csv" in err
-    code, stdout, err = cli("compile", "1f1b", "-D", "P=2", "-D", "M=2", "--backend",
-                            "torch-csv", "--csv-format", "compute_comms")
+    code, stdout, err = cli(
+        "compile",
+        "1f1b",
+        "-D",
+        "P=2",
+        "-D",
+        "M=2",
+        "--backend",
+        "torch-csv",
+        "--csv-format",
+        "compute_comms",
+    )
     assert code == 0, err
     rows = stdout.splitlines()
     assert rows[0].split(",")[-1] == "0REDUCE_GRAD" and "0SEND_F0" in rows[0]
@@ -182,8 +205,12 @@ def test_compile_refuses_an_invalid_schedule(tmp_path, cli):
 
 
 def test_torch_missing_is_a_diagnostic(monkeypatch, cli):
-    for mod in ("torch", "torch.distributed", "torch.distributed.pipelining",
-                "torch.distributed.pipelining.schedules"):
+    for mod in (
+        "torch",
+        "torch.distributed",
+        "torch.distributed.pipelining",
+        "torch.distributed.pipelining.schedules",
+    ):
         monkeypatch.setitem(sys.modules, mod, None)
     code, _, err = cli("check", "torch:GPipe", "-D", "P=2")
     assert code == 2 and "Traceback" not in err

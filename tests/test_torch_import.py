@@ -65,8 +65,10 @@ def test_torch_1f1b_last_rank_mislabelled(cli, golden, monkeypatch):
     assert "<torch>/1F1B_P4_M8.csv:4:" in err and "3F8" in err
     golden("torch/torch_1f1b_P4_M8.err", f"exit {code}\n{err}")
     obj = torch_schedule_object("1F1B", 4, 8, 1)
-    order = {r: [a for a in obj.pipeline_order[r] if a.computation_type != sch.REDUCE_GRAD]
-             for r in range(4)}
+    order = {
+        r: [a for a in obj.pipeline_order[r] if a.computation_type != sch.REDUCE_GRAD]
+        for r in range(4)
+    }
     with pytest.raises(AssertionError, match="without first running Forward"):
         sch._validate_schedule(order, 4, 4, 8)
 
@@ -77,8 +79,10 @@ def test_cli_import_and_every_command_accepts_torch_specs(cli, tmp_path):
     assert code == 0, err
     assert "schedule torch_Interleaved1F1B(P = 4, M = 8, v = 2)" in out
     (tmp_path / "i.pps").write_text(out)
-    assert load_schedule(str(tmp_path / "i.pps")).programs == \
-        load_torch_builtin("Interleaved1F1B", {"P": 4, "M": 8, "v": 2}).programs
+    assert (
+        load_schedule(str(tmp_path / "i.pps")).programs
+        == load_torch_builtin("Interleaved1F1B", {"P": 4, "M": 8, "v": 2}).programs
+    )
     code, out, err = cli("check", *argv)
     assert code == 0 and out.startswith("ok: torch_Interleaved1F1B(P=4, M=8, v=2)"), err
     code, out, err = cli("compile", *argv, "--backend", "torch-csv")
@@ -96,8 +100,9 @@ def test_dualpipev_overlap_cells_become_two_actions(cli):
 
 def _torch_actions(path):
     with open(path, newline="") as f:
-        return {r: [sch._Action.from_str(c) for c in row if c]
-                for r, row in enumerate(csv.reader(f))}
+        return {
+            r: [sch._Action.from_str(c) for c in row if c] for r, row in enumerate(csv.reader(f))
+        }
 
 
 def test_reverse_recvs_torch_accepts_ppir_rejects(cli):
@@ -107,8 +112,9 @@ def test_reverse_recvs_torch_accepts_ppir_rejects(cli):
     path = GOLDEN / "reverse_recvs.csv"
     acts = _torch_actions(path)
     assert sch._validate_schedule(acts, 2, 2, 2) == {0: 0, 1: 1}
-    no_bookkeeping = {r: [a for a in row if a.computation_type != sch.REDUCE_GRAD]
-                      for r, row in acts.items()}
+    no_bookkeeping = {
+        r: [a for a in row if a.computation_type != sch.REDUCE_GRAD] for r, row in acts.items()
+    }
     sch._simulate_comms_compute(no_bookkeeping, lambda s: s, 2)  # completes: nothing flagged
     rt = sch._PipelineScheduleRuntime([_fake(2, 0)], 2)
     rt._load_csv(str(path), format="compute_comms")
@@ -131,15 +137,21 @@ def test_flattened_groups_deadlock_only_ppir_sees_it():
 def _fake(P, rank, v=1):
     from types import SimpleNamespace
 
-    return SimpleNamespace(num_stages=P * v, group_size=P, group_rank=rank, stage_index=0,
-                           submod=None)
+    return SimpleNamespace(
+        num_stages=P * v, group_size=P, group_rank=rank, stage_index=0, submod=None
+    )
 
 
 @pytest.mark.parametrize("fmt", ["compute_only", "compute_comms"])
-@pytest.mark.parametrize("name,params", [
-    ("1f1b", {"P": 4, "M": 8}), ("interleaved_1f1b", {"P": 4, "M": 8, "v": 2}),
-    ("interleaved_vshape", {"P": 2, "M": 4, "v": 2}), ("looped_bfs", {"P": 2, "M": 3, "v": 3}),
-])
+@pytest.mark.parametrize(
+    "name,params",
+    [
+        ("1f1b", {"P": 4, "M": 8}),
+        ("interleaved_1f1b", {"P": 4, "M": 8, "v": 2}),
+        ("interleaved_vshape", {"P": 2, "M": 4, "v": 2}),
+        ("looped_bfs", {"P": 2, "M": 3, "v": 3}),
+    ],
+)
 def test_export_loads_in_torch(name, params, fmt, tmp_path):
     """torch's _load_csv accepts the exported file, infers ppir's placement and (compute_only)
     lowers it; ppir reads torch's own lowering of it back as a verified schedule."""
@@ -150,8 +162,9 @@ def test_export_loads_in_torch(name, params, fmt, tmp_path):
     rt = sch._PipelineScheduleRuntime([_fake(s.ranks, 0, v) for _ in range(v)], s.microbatches)
     rt._load_csv(str(path), format=fmt)
     assert tuple(rt.stage_index_to_group_rank[i] for i in range(s.stages)) == s.placement
-    lowered = "".join(",".join(map(str, rt.pipeline_order_with_comms[r])) + "\n"
-                      for r in range(s.ranks))
+    lowered = "".join(
+        ",".join(map(str, rt.pipeline_order_with_comms[r])) + "\n" for r in range(s.ranks)
+    )
     assert verify(read_csv_text(lowered, "<torch-lowered>.csv")).ok
     if fmt == "compute_comms":  # taken verbatim: ppir's order is what runs
         assert lowered == path.read_text()
@@ -164,5 +177,7 @@ def test_torch_dump_reads_back():
     assert "UNSHARD" in text and "REDUCE_GRAD" in text
     s = read_csv_text(text, "<izb>.csv")
     assert s.is_lowered and verify(s).ok
-    assert s.compute_only().programs == \
-        load_torch_builtin("InterleavedZeroBubble", {"P": 2, "M": 4, "v": 2}).programs
+    assert (
+        s.compute_only().programs
+        == load_torch_builtin("InterleavedZeroBubble", {"P": 2, "M": 4, "v": 2}).programs
+    )

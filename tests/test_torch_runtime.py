@@ -26,7 +26,7 @@ CASES = [  # (ppir built-in, parameters, torch CSV format)
     ("interleaved_vshape", {"P": 2, "M": 4, "v": 2}, "compute_only"),
 ]
 
-WORKER = r'''
+WORKER = r"""
 import datetime, json, sys
 import torch, torch.distributed as dist
 from torch import nn
@@ -65,7 +65,7 @@ for case in cases:
     dist.barrier()
 dist.destroy_process_group()
 print("RESULT " + json.dumps(results))
-'''
+"""
 
 
 def _free_port() -> int:
@@ -83,20 +83,44 @@ def test_exported_csv_runs_on_torch_runtime_with_reference_gradients(tmp_path, c
     for i, (name, params, fmt) in enumerate(CASES):
         path = tmp_path / f"{i}_{name}_{fmt}.csv"
         defines = [a for k, v in params.items() for a in ("-D", f"{k}={v}")]
-        code, _, err = cli("compile", name, *defines, "--backend", "torch-csv",
-                           "--csv-format", fmt, "-o", str(path))
+        code, _, err = cli(
+            "compile",
+            name,
+            *defines,
+            "--backend",
+            "torch-csv",
+            "--csv-format",
+            fmt,
+            "-o",
+            str(path),
+        )
         assert code == 0, err
         s = load_schedule(name, params)
-        cases.append({"id": f"{name}/{fmt}", "csv": str(path), "M": s.microbatches,
-                      "stages": s.stages, "placement": list(s.placement), "format": fmt})
+        cases.append(
+            {
+                "id": f"{name}/{fmt}",
+                "csv": str(path),
+                "M": s.microbatches,
+                "stages": s.stages,
+                "placement": list(s.placement),
+                "format": fmt,
+            }
+        )
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     port = str(_free_port())
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), port, json.dumps(cases)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env, cwd=Path(__file__).parent)
-             for r in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(r), port, json.dumps(cases)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=Path(__file__).parent,
+        )
+        for r in range(2)
+    ]
     outs = []
     try:
         for p in procs:
@@ -107,8 +131,13 @@ def test_exported_csv_runs_on_torch_runtime_with_reference_gradients(tmp_path, c
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    results = [r for out in outs for line in out.splitlines() if line.startswith("RESULT ")
-               for r in json.loads(line[len("RESULT "):])]
+    results = [
+        r
+        for out in outs
+        for line in out.splitlines()
+        if line.startswith("RESULT ")
+        for r in json.loads(line[len("RESULT ") :])
+    ]
     assert len(results) == 2 * len(CASES)
     for r in results:
         assert r["stages"], r

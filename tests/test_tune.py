@@ -9,8 +9,15 @@ from ppir.backends.cost.tune import parse_budget, tune
 
 
 def test_ranked_by_step_time_with_memory_and_constraint_rejections():
-    c = tune(["1f1b", "gpipe", "interleaved_1f1b"], 4, 12, [1, 2, 5], [1, 2], CostConfig(),
-             budget=(5, "A"))
+    c = tune(
+        ["1f1b", "gpipe", "interleaved_1f1b"],
+        4,
+        12,
+        [1, 2, 5],
+        [1, 2],
+        CostConfig(),
+        budget=(5, "A"),
+    )
     ok = [x for x in c if x.ok]
     assert ok and [x.step_time for x in ok] == sorted(x.step_time for x in ok)
     why = {(x.schedule, x.v, x.mbs): x.why for x in c if not x.ok}
@@ -36,8 +43,17 @@ def test_budget_parsing():
 
 
 def test_tune_cli(cli):
-    code, out, err = cli("tune", "-P", "4", "--global-batch", "8", "--memory-budget", "5A",
-                         "--schedules", "1f1b,gpipe")
+    code, out, err = cli(
+        "tune",
+        "-P",
+        "4",
+        "--global-batch",
+        "8",
+        "--memory-budget",
+        "5A",
+        "--schedules",
+        "1f1b,gpipe",
+    )
     assert code == 0, err
     assert "1f1b" in out and "rejected (1)" in out and "gpipe v=1 mbs=1 M=8: memory" in out
     code, out, _ = cli("tune", "-P", "2", "--global-batch", "4", "--format", "json")

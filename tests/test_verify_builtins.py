@@ -34,7 +34,7 @@ def _params(full: bool):
         for P in range(2, 9):
             ms = range(P, 4 * P + 1) if full else sorted({P, 2 * P, 3 * P + 1, 4 * P})
             for M in ms:
-                for v in (range(1, 5) if name in WITH_V else [None]):
+                for v in range(1, 5) if name in WITH_V else [None]:
                     yield name, P, M, v
 
 

@@ -31,11 +31,11 @@ def _header(path: Path) -> tuple[list[str], list[tuple[str, int, int]]]:
     lines = src.read_text().splitlines()
     assert lines[0].startswith("# RUN: ppir "), f"{src} lacks a '# RUN: ppir ...' line"
     rel = path.relative_to(ROOT).as_posix()
-    argv = shlex.split(lines[0][len("# RUN: ppir "):].replace("{file}", rel))
+    argv = shlex.split(lines[0][len("# RUN: ppir ") :].replace("{file}", rel))
     expects = []
     for line in lines[1:]:
         if line.startswith("# EXPECT: "):
-            kind, loc = line[len("# EXPECT: "):].split()
+            kind, loc = line[len("# EXPECT: ") :].split()
             ln, col = loc.split(":")
             expects.append((kind, int(ln), int(col)))
     assert expects, f"{src} lacks an '# EXPECT: kind line:col' line"
@@ -54,8 +54,11 @@ def test_corpus_golden(path, cli, golden, monkeypatch):
     code, out, _ = cli(*argv, "--format", "json")
     data = json.loads(out)
     assert code == 1 and data["ok"] is False
-    found = {(d["kind"], d["span"]["line"], d["span"]["col"])
-             for d in data["diagnostics"] if d["span"] and d["severity"] == "error"}
+    found = {
+        (d["kind"], d["span"]["line"], d["span"]["col"])
+        for d in data["diagnostics"]
+        if d["span"] and d["severity"] == "error"
+    }
     for kind, line, col in expects:
         assert (kind, line, col) in found, (kind, line, col, sorted(found))
 
@@ -87,8 +90,9 @@ def test_naive_1f1b_is_ok_with_lockstep(cli):
 def test_three_rank_cycle_is_fine_under_relaxed_progress(cli, monkeypatch):
     """Rank 0's recv from rank 2 blocks its send to rank 1 only under FIFO progress."""
     monkeypatch.chdir(ROOT)
-    code, out, err = cli("check", "tests/verify_corpus/three_rank_cycle.pps",
-                         "--progress", "relaxed")
+    code, out, err = cli(
+        "check", "tests/verify_corpus/three_rank_cycle.pps", "--progress", "relaxed"
+    )
     assert code == 0, err
     assert "relaxed progress" in out
     code, _, err = cli("check", "tests/verify_corpus/three_rank_cycle.pps")
@@ -105,8 +109,10 @@ def test_send_send_deadlocks_under_relaxed_progress_too(monkeypatch):
 
 def test_lints_are_warnings_unless_strict(monkeypatch):
     monkeypatch.chdir(ROOT)
-    for name, kind in (("asymmetric_group", "asymmetric-group"),
-                       ("mixed_batched", "mixed-batched")):
+    for name, kind in (
+        ("asymmetric_group", "asymmetric-group"),
+        ("mixed_batched", "mixed-batched"),
+    ):
         s = load_schedule(f"tests/verify_corpus/{name}.pps")
         rep = verify(s)
         assert rep.ok and [d.kind for d in rep.warnings] == [kind]
@@ -117,16 +123,29 @@ def test_lints_are_warnings_unless_strict(monkeypatch):
 def test_group_too_large():
     """GPipe with 257 microbatches posted as one group per direction: 257 ops > 256."""
     M = 257
-    text = "\n".join([
-        "ranks 2", "stages 2", f"microbatches {M}",
-        "rank 0: " + " ".join(f"0F{m}" for m in range(M))
-        + " [" + " ".join(f"0SEND_F{m}" for m in range(M)) + "]"
-        + " [" + " ".join(f"0RECV_B{m}" for m in range(M)) + "] "
-        + " ".join(f"0B{m}" for m in range(M)),
-        "rank 1: [" + " ".join(f"1RECV_F{m}" for m in range(M)) + "] "
-        + " ".join(f"1F{m} 1B{m}" for m in range(M))
-        + " [" + " ".join(f"1SEND_B{m}" for m in range(M)) + "]",
-    ])
+    text = "\n".join(
+        [
+            "ranks 2",
+            "stages 2",
+            f"microbatches {M}",
+            "rank 0: "
+            + " ".join(f"0F{m}" for m in range(M))
+            + " ["
+            + " ".join(f"0SEND_F{m}" for m in range(M))
+            + "]"
+            + " ["
+            + " ".join(f"0RECV_B{m}" for m in range(M))
+            + "] "
+            + " ".join(f"0B{m}" for m in range(M)),
+            "rank 1: ["
+            + " ".join(f"1RECV_F{m}" for m in range(M))
+            + "] "
+            + " ".join(f"1F{m} 1B{m}" for m in range(M))
+            + " ["
+            + " ".join(f"1SEND_B{m}" for m in range(M))
+            + "]",
+        ]
+    )
     from ppir.loader import load_text
 
     s = load_text(text, path="<big>")
@@ -144,8 +163,11 @@ def test_vshape_odd_v_order_cycle():
     from ppir.loader import load_text
     from ppir.schedules import builtin_source
 
-    lines = [ln for ln in builtin_source("interleaved_vshape").splitlines()
-             if not (ln.startswith("require") and "v % 2" in ln)]
+    lines = [
+        ln
+        for ln in builtin_source("interleaved_vshape").splitlines()
+        if not (ln.startswith("require") and "v % 2" in ln)
+    ]
     assert len(lines) < len(builtin_source("interleaved_vshape").splitlines())
     s = load_text("\n".join(lines), {"P": 2, "M": 4, "v": 3}, path="<vshape-odd-v>")
     errs = verify(LowerComms().apply(s)).errors

@@ -68,10 +68,14 @@ def naive_completes(s: Schedule) -> bool:
                     continue
                 k = _channel_rank(s, progs[r], r, pc[r], j)
                 for j2, b in enumerate(progs[q][pc[q]]):
-                    if (b.kind.is_comm and (b.kind in SEND) != (a.kind in SEND)
-                            and _peer(s, b) == r and j2 not in met[q]
-                            and not (q == r and j2 == j)
-                            and _channel_rank(s, progs[q], q, pc[q], j2) == k):
+                    if (
+                        b.kind.is_comm
+                        and (b.kind in SEND) != (a.kind in SEND)
+                        and _peer(s, b) == r
+                        and j2 not in met[q]
+                        and not (q == r and j2 == j)
+                        and _channel_rank(s, progs[q], q, pc[q], j2) == k
+                    ):
                         met[r].add(j)
                         met[q].add(j2)
                         changed = True
@@ -84,10 +88,15 @@ def naive_completes(s: Schedule) -> bool:
 
 
 # ------------------------------------------------------------------ inputs
-BASES = [("1f1b", {"P": 2, "M": 2}), ("1f1b", {"P": 3, "M": 3}), ("1f1b", {"P": 4, "M": 4}),
-         ("gpipe", {"P": 3, "M": 2}), ("interleaved_1f1b", {"P": 2, "M": 2, "v": 2}),
-         ("looped_bfs", {"P": 2, "M": 2, "v": 2}),
-         ("interleaved_vshape", {"P": 2, "M": 2, "v": 2})]
+BASES = [
+    ("1f1b", {"P": 2, "M": 2}),
+    ("1f1b", {"P": 3, "M": 3}),
+    ("1f1b", {"P": 4, "M": 4}),
+    ("gpipe", {"P": 3, "M": 2}),
+    ("interleaved_1f1b", {"P": 2, "M": 2, "v": 2}),
+    ("looped_bfs", {"P": 2, "M": 2, "v": 2}),
+    ("interleaved_vshape", {"P": 2, "M": 2, "v": 2}),
+]
 
 
 @cache
@@ -119,11 +128,11 @@ def _perturb_lowered(s: Schedule, rng: random.Random, n: int) -> Schedule:
         if op < 0.4:
             _move(prog, rng, 1)
         elif op < 0.7 and isinstance(prog[i], Group) and len(prog[i].actions) > 1:
-            prog[i:i + 1] = list(prog[i].actions)  # split a group into lone ops
+            prog[i : i + 1] = list(prog[i].actions)  # split a group into lone ops
         elif i + 1 < len(prog):  # merge two adjacent comm items into one group
             a, b = prog[i], prog[i + 1]
             if all(x.kind.is_comm for x in item_actions(a) + item_actions(b)):
-                prog[i:i + 2] = [Group(item_actions(a) + item_actions(b))]
+                prog[i : i + 2] = [Group(item_actions(a) + item_actions(b))]
     return s.replace_programs(tuple(tuple(p) for p in progs))
 
 

@@ -52,7 +52,7 @@ def test_run_data_deps_point_at_producers():
     for r, row in enumerate(d["deps"]):
         for i in range(len(row) // 2):
             kind, mb, stage = (d["ops"][r][5 * i + k] for k in (2, 3, 4))
-            for g in row[2 * i: 2 * i + 2]:
+            for g in row[2 * i : 2 * i + 2]:
                 if g < 0:
                     continue
                 pr, pi = ops[g]
@@ -67,14 +67,17 @@ def test_run_data_deps_point_at_producers():
 
 
 def test_page_is_self_contained_and_embeds_both_runs():
-    html = render_html([timed(), timed("interleaved_1f1b", P=4, M=8, v=2)],
-                       {"view": "local", "rank": 2})
+    html = render_html(
+        [timed(), timed("interleaved_1f1b", P=4, M=8, v=2)], {"view": "local", "rank": 2}
+    )
     assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", html)
     assert "http://" not in html and "https://" not in html
     data = embedded(html)
     assert data["format"] == "ppir.viz/1" and data["initial"] == {"view": "local", "rank": 2}
-    assert [r["label"] for r in data["runs"]] == ["1f1b(P=4, M=8)",
-                                                  "interleaved_1f1b(P=4, M=8, v=2)"]
+    assert [r["label"] for r in data["runs"]] == [
+        "1f1b(P=4, M=8)",
+        "interleaved_1f1b(P=4, M=8, v=2)",
+    ]
     assert data["colors"]["F"].startswith("#")  # the cost backend's palette
     for name in JS_FILES:
         assert resources.files("ppir.viz").joinpath(name).read_text()[:40] in html
@@ -96,8 +99,20 @@ def test_large_schedule_data_stays_compact():
 
 def test_cli_writes_html_with_inherited_compare_params(cli, tmp_path):
     out = tmp_path / "cmp.html"
-    code, stdout, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--compare",
-                            "interleaved_1f1b", "-D2", "v=2", "-o", str(out))
+    code, stdout, err = cli(
+        "viz",
+        "1f1b",
+        "-D",
+        "P=4",
+        "-D",
+        "M=8",
+        "--compare",
+        "interleaved_1f1b",
+        "-D2",
+        "v=2",
+        "-o",
+        str(out),
+    )
     assert code == 0, err
     assert f"wrote {out}" in stdout
     labels = [r["label"] for r in embedded(out.read_text())["runs"]]
@@ -106,21 +121,36 @@ def test_cli_writes_html_with_inherited_compare_params(cli, tmp_path):
 
 def test_cli_d2_alone_compares_parameter_sets(cli, tmp_path):
     out = tmp_path / "v.html"
-    code, _, err = cli("viz", "interleaved_1f1b", "-D", "P=4", "-D", "M=8", "-D", "v=2",
-                       "--compare-define", "v=4", "-o", str(out))
+    code, _, err = cli(
+        "viz",
+        "interleaved_1f1b",
+        "-D",
+        "P=4",
+        "-D",
+        "M=8",
+        "-D",
+        "v=2",
+        "--compare-define",
+        "v=4",
+        "-o",
+        str(out),
+    )
     assert code == 0, err
     runs = embedded(out.read_text())["runs"]
     assert [r["params"]["v"] for r in runs] == [2, 4]
     assert runs[1]["step"] < runs[0]["step"]  # more chunks, smaller bubble
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["1f1b", "-o", "x.txt"], "cannot tell the format"),
-    (["1f1b", "--compare", "nosuch"], "no such file or built-in schedule: 'nosuch'"),
-    (["1f1b", "-D2", "P"], "-D P: expected NAME=VALUE"),
-    (["1f1b", "--rank", "-1"], "--rank -1: must be 0 or more"),
-    (["1f1b", "-D2", "Q=3"], "unknown parameter"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["1f1b", "-o", "x.txt"], "cannot tell the format"),
+        (["1f1b", "--compare", "nosuch"], "no such file or built-in schedule: 'nosuch'"),
+        (["1f1b", "-D2", "P"], "-D P: expected NAME=VALUE"),
+        (["1f1b", "--rank", "-1"], "--rank -1: must be 0 or more"),
+        (["1f1b", "-D2", "Q=3"], "unknown parameter"),
+    ],
+)
 def test_cli_mistakes_are_diagnostics(cli, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
     code, _, err = cli("viz", *argv)
@@ -136,8 +166,22 @@ def test_cli_unwritable_output(cli, tmp_path):
 def test_static_formats(cli, tmp_path, fmt, magic):
     pytest.importorskip("matplotlib")
     out = tmp_path / f"chart.{fmt}"
-    code, _, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--compare", "interleaved_1f1b",
-                       "-D2", "v=2", "--format", fmt, "-o", str(out))
+    code, _, err = cli(
+        "viz",
+        "1f1b",
+        "-D",
+        "P=4",
+        "-D",
+        "M=8",
+        "--compare",
+        "interleaved_1f1b",
+        "-D2",
+        "v=2",
+        "--format",
+        fmt,
+        "-o",
+        str(out),
+    )
     assert code == 0, err
     data = out.read_bytes()
     assert data.startswith(magic)

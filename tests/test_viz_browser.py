@@ -16,8 +16,16 @@ import pytest
 
 from ppir.cli import main
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 MEMCOLOR = (106, 61, 154)  # draw.js MEMCOLOR: the memory curve
 
 
@@ -50,8 +58,12 @@ def browser():
 
 def page_for(browser, path, errors):
     page = browser.new_page(viewport={"width": 1300, "height": 850})
-    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}")
-            if m.type in ("error", "warning") else None)
+    page.on(
+        "console",
+        lambda m: (
+            errors.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None
+        ),
+    )
     page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
     page.goto(path.as_uri())
     page.wait_for_function("window.ppirViz !== undefined", timeout=15_000)
@@ -65,7 +77,8 @@ def viz(tmp_path, name, *argv):
 
 
 def count_color(page, rgb, tol=12) -> int:
-    return page.evaluate("""([r, g, b, tol]) => {
+    return page.evaluate(
+        """([r, g, b, tol]) => {
       const c = document.getElementById("main"), copy = document.createElement("canvas");
       copy.width = c.width; copy.height = c.height;
       const cx = copy.getContext("2d", { willReadFrequently: true });
@@ -75,15 +88,28 @@ def count_color(page, rgb, tol=12) -> int:
       for (let i = 0; i < d.length; i += 4)
         if (Math.abs(d[i] - r) <= tol && Math.abs(d[i + 1] - g) <= tol &&
             Math.abs(d[i + 2] - b) <= tol) n++;
-      return n; }""", [*rgb, tol])
+      return n; }""",
+        [*rgb, tol],
+    )
 
 
 def test_page_loads_plays_and_shows_a_rank_memory_curve(browser, tmp_path):
     pytest.importorskip("PIL")
     from PIL import Image
 
-    path = viz(tmp_path, "cmp.html", "1f1b", "-D", "P=4", "-D", "M=8", "--compare",
-               "interleaved_1f1b", "-D2", "v=2")
+    path = viz(
+        tmp_path,
+        "cmp.html",
+        "1f1b",
+        "-D",
+        "P=4",
+        "-D",
+        "M=8",
+        "--compare",
+        "interleaved_1f1b",
+        "-D2",
+        "v=2",
+    )
     errors: list[str] = []
     page = page_for(browser, path, errors)
     assert "1f1b(P=4, M=8)" in page.inner_text("#hdr") and "bubble/total" in page.inner_text("#hdr")
@@ -122,8 +148,10 @@ def test_hover_says_what_an_op_waits_on(browser, tmp_path):
     path = viz(tmp_path, "h.html", "1f1b", "-D", "P=4", "-D", "M=8")
     errors: list[str] = []
     page = page_for(browser, path, errors)
-    g = page.evaluate("(() => { const g = ppirViz.geom(); return {x: g.x(1.5), "
-                      "y: g.panels[0].rowsTop + 1.5 * g.rowH}; })()")
+    g = page.evaluate(
+        "(() => { const g = ppirViz.geom(); return {x: g.x(1.5), "
+        "y: g.panels[0].rowsTop + 1.5 * g.rowH}; })()"
+    )
     box = page.locator("#main").bounding_box()
     page.mouse.move(box["x"] + g["x"], box["y"] + g["y"])
     tip = page.locator("#tip")

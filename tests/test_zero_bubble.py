@@ -123,14 +123,12 @@ def test_v_half_halves_1f1b_memory_and_bubble():
 # ----------------------------------------------------------------- torch's own generators
 def _torch(cls_name, P, M, rank):
     mod = pytest.importorskip("torch.distributed.pipelining.schedules")
-    ns = SimpleNamespace(pp_group_size=P, _n_microbatches=M, num_stages=2 * P,
-                         n_local_stages=2)
+    ns = SimpleNamespace(pp_group_size=P, _n_microbatches=M, num_stages=2 * P, n_local_stages=2)
     ops = getattr(mod, cls_name)._calculate_single_rank_operations(ns, rank)
     return [str(a) for a in ops if a is not None]
 
 
-@pytest.mark.parametrize("P,M", [(2, 3), (2, 6), (3, 5), (4, 7), (4, 8), (4, 13), (6, 11),
-                                 (8, 16)])
+@pytest.mark.parametrize("P,M", [(2, 3), (2, 6), (3, 5), (4, 7), (4, 8), (4, 13), (6, 11), (8, 16)])
 def test_zbv_equals_torch(P, M):
     s = load_schedule("zbv", {"P": P, "M": M})
     for r in range(P):

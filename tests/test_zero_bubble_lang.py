@@ -77,8 +77,11 @@ FB_BODY = """program r {
 def test_fb_emits_one_overlapped_item():
     s = run(FB_BODY)
     overlaps = [it for it in s.programs[1] if isinstance(it, Overlap)]
-    assert [str(o) for o in overlaps] == ["(2F1;2B0)OVERLAP_F_B", "(2F2;2B1)OVERLAP_F_B",
-                                         "(2F3;2B2)OVERLAP_F_B"]
+    assert [str(o) for o in overlaps] == [
+        "(2F1;2B0)OVERLAP_F_B",
+        "(2F2;2B1)OVERLAP_F_B",
+        "(2F3;2B2)OVERLAP_F_B",
+    ]
     assert len(s.compute_only().programs[1]) == len(s.programs[1])
 
 
@@ -93,8 +96,9 @@ def test_lowering_keeps_overlaps_whole():
     s = load_schedule("dualpipev", {"P": 2, "M": 4})
     low = LowerComms().apply(s)
     assert verify(low).ok
-    assert [it for p in low.programs for it in p if isinstance(it, Overlap)] == \
-        [it for p in s.programs for it in p if isinstance(it, Overlap)]
+    assert [it for p in low.programs for it in p if isinstance(it, Overlap)] == [
+        it for p in s.programs for it in p if isinstance(it, Overlap)
+    ]
     assert from_json(to_json(low)) == low
     assert expand(parse_text(format_pps(low))).programs == low.programs
 
@@ -123,10 +127,14 @@ def test_estimator_times_an_overlap_as_one_op():
 
 
 def test_greedy_block_builds_orders():
-    s = run("""program r greedy {
+    s = run(
+        """program r greedy {
   memory 4
   priority 2 * is_w + is_f
-}""", P=2, M=4)
+}""",
+        P=2,
+        M=4,
+    )
     assert verify(LowerComms().apply(s)).ok
     assert max(m.peak_chunks for m in analyze_memory(s, i_fraction=0).per_rank) <= 4
     kinds = {a.kind for r in range(2) for a in s.actions(r)}
@@ -135,16 +143,19 @@ def test_greedy_block_builds_orders():
     assert {a.kind for a in fused.actions(0)} == {OpKind.F, OpKind.B}
 
 
-@pytest.mark.parametrize("body,kind,where", [
-    ("program r { W(next) }", "no-pending-weight", "t.pps:6:13"),
-    ("program r { FB(0, 0, 0) }", "bad-call", "t.pps:6:13"),
-    ("program r { for m in 0 .. 5 { F(next, 0) } }", "microbatch-out-of-range", "t.pps:6:31"),
-    ("program r greedy { memory 1 }", "memory-too-small", "t.pps:6:20"),
-    ("program r greedy { memory 4 memory 5 }", "duplicate-option", "t.pps:6:29"),
-    ("program r greedy { cost X = 1 }", "unknown-op", "t.pps:6:25"),
-    ("program r greedy { cost F = 0 }", "bad-cost", "t.pps:6:20"),
-    ("program r greedy { priority nope }", "undefined-name", "t.pps:6:29"),
-])
+@pytest.mark.parametrize(
+    "body,kind,where",
+    [
+        ("program r { W(next) }", "no-pending-weight", "t.pps:6:13"),
+        ("program r { FB(0, 0, 0) }", "bad-call", "t.pps:6:13"),
+        ("program r { for m in 0 .. 5 { F(next, 0) } }", "microbatch-out-of-range", "t.pps:6:31"),
+        ("program r greedy { memory 1 }", "memory-too-small", "t.pps:6:20"),
+        ("program r greedy { memory 4 memory 5 }", "duplicate-option", "t.pps:6:29"),
+        ("program r greedy { cost X = 1 }", "unknown-op", "t.pps:6:25"),
+        ("program r greedy { cost F = 0 }", "bad-cost", "t.pps:6:20"),
+        ("program r greedy { priority nope }", "undefined-name", "t.pps:6:29"),
+    ],
+)
 def test_diagnostics_point_at_the_source(body, kind, where):
     e = err(body)
     assert e.kind == kind, e.render()

@@ -36,7 +36,7 @@ def refresh(text: str) -> str:
             j = i + 1
             while j < len(lines) and not lines[j].startswith(("$ ", "```")):
                 j += 1
-            old = lines[i + 1:j]
+            old = lines[i + 1 : j]
             new = run(line[2:])
             if "..." in old:
                 k = old.index("...")

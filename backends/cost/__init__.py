@@ -30,12 +30,33 @@ from .trace import write_trace
 
 def write_plot(est, path):  # lazy: keeps matplotlib out of every import
     from .plot import write_plot as _w
+
     return _w(est, path)
 
 
 __all__ = [
-    "BACKEND", "Bar", "CostBackend", "CostConfig", "CostTables", "Estimate", "FORMAT",
-    "GanttLayout", "HARDWARE", "Hardware", "Link", "MessageTiming", "OpTiming", "RankEstimate",
-    "Timeline", "build_tables", "estimate", "gantt_layout", "load_config_file", "make_config",
-    "op_label", "simulate", "write_plot", "write_trace",
+    "BACKEND",
+    "Bar",
+    "CostBackend",
+    "CostConfig",
+    "CostTables",
+    "Estimate",
+    "FORMAT",
+    "GanttLayout",
+    "HARDWARE",
+    "Hardware",
+    "Link",
+    "MessageTiming",
+    "OpTiming",
+    "RankEstimate",
+    "Timeline",
+    "build_tables",
+    "estimate",
+    "gantt_layout",
+    "load_config_file",
+    "make_config",
+    "op_label",
+    "simulate",
+    "write_plot",
+    "write_trace",
 ]

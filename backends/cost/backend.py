@@ -39,6 +39,7 @@ class CostBackend:
         trace = getattr(args, "cost_trace", None)
         if trace:
             from .trace import write_trace
+
             try:
                 write_trace(est, trace)
             except OSError as e:
@@ -46,6 +47,7 @@ class CostBackend:
         plot = getattr(args, "cost_plot", None)
         if plot:
             from .plot import write_plot
+
             write_plot(est, plot)
         return 0
 

@@ -50,11 +50,28 @@ DEFAULT_EFFICIENCY = 0.5
 
 SECTIONS = {
     "costs": {"F", "B", "I", "W", "FB", "stage_weights"},
-    "model": {"preset", "layers", "hidden", "heads", "seq", "mbs", "dtype", "tp", "ffn",
-              "recompute"},
+    "model": {
+        "preset",
+        "layers",
+        "hidden",
+        "heads",
+        "seq",
+        "mbs",
+        "dtype",
+        "tp",
+        "ffn",
+        "recompute",
+    },
     "hardware": {"preset", "peak_tflops", "efficiency", "ranks_per_node"},
-    "comm": {"free", "latency", "inter_latency", "intra_latency_us", "inter_latency_us",
-             "intra_bandwidth_gbs", "inter_bandwidth_gbs"},
+    "comm": {
+        "free",
+        "latency",
+        "inter_latency",
+        "intra_latency_us",
+        "inter_latency_us",
+        "intra_bandwidth_gbs",
+        "inter_bandwidth_gbs",
+    },
 }
 
 
@@ -98,8 +115,9 @@ class CostConfig:
 
     @property
     def free_comm(self) -> bool:
-        return all(link.latency == 0 and link.bandwidth is None
-                   for link in (self.intra, self.inter))
+        return all(
+            link.latency == 0 and link.bandwidth is None for link in (self.intra, self.inter)
+        )
 
     def cost_of(self, kind: str) -> Fraction:
         return getattr(self, kind)
@@ -113,16 +131,20 @@ class CostConfig:
             head = f"uniform costs {costs} per rank share (time unit: one forward)"
         else:
             hw = self.hardware
-            head = (f"model {self.model.name} (L={self.model.layers}, h={self.model.hidden}, "
-                    f"s={self.model.seq}, b={self.model.mbs}, tp={self.model.tp}) on "
-                    f"{hw.name} at {hw.peak_tflops:g} TFLOP/s x {self.efficiency:g}; {costs} "
-                    "x forward FLOP time")
+            head = (
+                f"model {self.model.name} (L={self.model.layers}, h={self.model.hidden}, "
+                f"s={self.model.seq}, b={self.model.mbs}, tp={self.model.tp}) on "
+                f"{hw.name} at {hw.peak_tflops:g} TFLOP/s x {self.efficiency:g}; {costs} "
+                "x forward FLOP time"
+            )
         if self.stage_weights:
             head += "; stage weights " + ",".join(str(w) for w in self.stage_weights)
         if self.free_comm:
             return head + "; free communication"
-        return (head + f"; comm {self.ranks_per_node} ranks/node, intra {_link(self.intra)}, "
-                f"inter {_link(self.inter)}")
+        return (
+            head + f"; comm {self.ranks_per_node} ranks/node, intra {_link(self.intra)}, "
+            f"inter {_link(self.inter)}"
+        )
 
 
 def _link(link: Link) -> str:
@@ -164,10 +186,13 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
     if "stage_weights" in costs:
         ws = costs["stage_weights"]
         if not isinstance(ws, list) or not ws:
-            raise error("bad-config", f"{where}: costs.stage_weights must be a list of numbers, "
-                        "one per stage")
-        kw["stage_weights"] = tuple(_number(w, "costs.stage_weights", where, minimum=0,
-                                            strict=True) for w in ws)
+            raise error(
+                "bad-config",
+                f"{where}: costs.stage_weights must be a list of numbers, one per stage",
+            )
+        kw["stage_weights"] = tuple(
+            _number(w, "costs.stage_weights", where, minimum=0, strict=True) for w in ws
+        )
     model = None
     if msec:
         fields = {k: v for k, v in msec.items() if k not in ("preset", "recompute")}
@@ -176,8 +201,10 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
         check_recompute(kw["recompute"])
     rpn = hsec.get("ranks_per_node", 8)
     if not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0:
-        raise error("bad-config", f"{where}: hardware.ranks_per_node must be a positive integer, "
-                    f"got {rpn!r}")
+        raise error(
+            "bad-config",
+            f"{where}: hardware.ranks_per_node must be a positive integer, got {rpn!r}",
+        )
     kw["ranks_per_node"] = rpn
     free = csec.get("free", False)
     if not isinstance(free, bool):
@@ -186,14 +213,23 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
     if model is None:
         for k in ("preset", "peak_tflops", "efficiency"):
             if k in hsec:
-                raise error("bad-config", f"{where}: hardware.{k} needs a model: op times come "
-                            "from the model's FLOPs", hints=["add --model PRESET (or a [model] "
-                                                             "section), e.g. --model llama3-8b"])
-        for k in ("intra_latency_us", "inter_latency_us", "intra_bandwidth_gbs",
-                  "inter_bandwidth_gbs"):
+                raise error(
+                    "bad-config",
+                    f"{where}: hardware.{k} needs a model: op times come from the model's FLOPs",
+                    hints=["add --model PRESET (or a [model] section), e.g. --model llama3-8b"],
+                )
+        for k in (
+            "intra_latency_us",
+            "inter_latency_us",
+            "intra_bandwidth_gbs",
+            "inter_bandwidth_gbs",
+        ):
             if k in csec:
-                raise error("bad-config", f"{where}: comm.{k} needs a model (message sizes and "
-                            "times in seconds); without one use comm.latency in time units")
+                raise error(
+                    "bad-config",
+                    f"{where}: comm.{k} needs a model (message sizes and "
+                    "times in seconds); without one use comm.latency in time units",
+                )
         lat = _number(csec.get("latency", 0), "comm.latency", where, minimum=0)
         inter = _number(csec.get("inter_latency", lat), "comm.inter_latency", where, minimum=0)
         if not free:
@@ -201,18 +237,46 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
         return CostConfig(model=None, **kw)
     for k in ("latency", "inter_latency"):
         if k in csec:
-            raise error("bad-config", f"{where}: comm.{k} is in time units, which only apply "
-                        "without a model", hints=[f"use comm.{'intra_' if k == 'latency' else ''}"
-                                                  f"{k}_us (microseconds) with a model"])
-    eff = float(_number(hsec.get("efficiency", DEFAULT_EFFICIENCY), "hardware.efficiency",
-                        where, minimum=0, strict=True))
+            raise error(
+                "bad-config",
+                f"{where}: comm.{k} is in time units, which only apply without a model",
+                hints=[
+                    f"use comm.{'intra_' if k == 'latency' else ''}"
+                    f"{k}_us (microseconds) with a model"
+                ],
+            )
+    eff = float(
+        _number(
+            hsec.get("efficiency", DEFAULT_EFFICIENCY),
+            "hardware.efficiency",
+            where,
+            minimum=0,
+            strict=True,
+        )
+    )
     if eff > 1:
-        raise error("bad-config", f"{where}: hardware.efficiency is a fraction of peak in (0, 1], "
-                    f"got {eff:g}")
-    peak = float(_number(hsec.get("peak_tflops", hw.peak_tflops), "hardware.peak_tflops", where,
-                         minimum=0, strict=True))
-    hw = Hardware(hw.name, peak, hw.intra_bandwidth_gbs, hw.intra_latency,
-                  hw.inter_bandwidth_gbs, hw.inter_latency, rpn)
+        raise error(
+            "bad-config",
+            f"{where}: hardware.efficiency is a fraction of peak in (0, 1], got {eff:g}",
+        )
+    peak = float(
+        _number(
+            hsec.get("peak_tflops", hw.peak_tflops),
+            "hardware.peak_tflops",
+            where,
+            minimum=0,
+            strict=True,
+        )
+    )
+    hw = Hardware(
+        hw.name,
+        peak,
+        hw.intra_bandwidth_gbs,
+        hw.intra_latency,
+        hw.inter_bandwidth_gbs,
+        hw.inter_latency,
+        rpn,
+    )
     if not free:
         kw["intra"] = _seconds_link(csec, "intra", hw.intra_latency, hw.intra_bandwidth_gbs, where)
         kw["inter"] = _seconds_link(csec, "inter", hw.inter_latency, hw.inter_bandwidth_gbs, where)
@@ -220,10 +284,16 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
 
 
 def _seconds_link(csec: dict, which: str, latency: float, gbs: float, where: str) -> Link:
-    lat_us = _number(csec.get(f"{which}_latency_us", latency * 1e6), f"comm.{which}_latency_us",
-                     where, minimum=0)
-    bw = _number(csec.get(f"{which}_bandwidth_gbs", gbs), f"comm.{which}_bandwidth_gbs", where,
-                 minimum=0, strict=True)
+    lat_us = _number(
+        csec.get(f"{which}_latency_us", latency * 1e6), f"comm.{which}_latency_us", where, minimum=0
+    )
+    bw = _number(
+        csec.get(f"{which}_bandwidth_gbs", gbs),
+        f"comm.{which}_bandwidth_gbs",
+        where,
+        minimum=0,
+        strict=True,
+    )
     return Link(float(lat_us) * 1e-6, float(bw) * 1e9)
 
 
@@ -233,23 +303,31 @@ def _hardware(name, where: str) -> Hardware:
     for key, hw in HARDWARE.items():
         if key.lower() == name.lower():
             return hw
-    raise error("unknown-hardware", f"unknown hardware preset '{name}'",
-                hints=did_you_mean(name.upper(), HARDWARE)
-                + [f"presets: {', '.join(HARDWARE)}"])
+    raise error(
+        "unknown-hardware",
+        f"unknown hardware preset '{name}'",
+        hints=did_you_mean(name.upper(), HARDWARE) + [f"presets: {', '.join(HARDWARE)}"],
+    )
 
 
 def _check_keys(data: dict, where: str) -> None:
     for sec, table in data.items():
         if sec not in SECTIONS:
-            raise error("bad-config", f"{where}: unknown section [{sec}]",
-                        hints=did_you_mean(sec, SECTIONS) + [f"sections: {', '.join(SECTIONS)}"])
+            raise error(
+                "bad-config",
+                f"{where}: unknown section [{sec}]",
+                hints=did_you_mean(sec, SECTIONS) + [f"sections: {', '.join(SECTIONS)}"],
+            )
         if not isinstance(table, dict):
             raise error("bad-config", f"{where}: [{sec}] must be a table of key = value lines")
         for k in table:
             if k not in SECTIONS[sec]:
                 keys = sorted(SECTIONS[sec])
-                raise error("bad-config", f"{where}: unknown key '{k}' in [{sec}]",
-                            hints=did_you_mean(k, keys) + [f"keys: {', '.join(keys)}"])
+                raise error(
+                    "bad-config",
+                    f"{where}: unknown key '{k}' in [{sec}]",
+                    hints=did_you_mean(k, keys) + [f"keys: {', '.join(keys)}"],
+                )
 
 
 def _number(v, key: str, where: str, *, minimum=None, strict: bool = False) -> Fraction:

@@ -115,7 +115,9 @@ class Estimate:
             "format": FORMAT,
             "schedule": self.schedule,
             "params": dict(self.params),
-            "ranks": self.ranks, "stages": self.stages, "microbatches": self.microbatches,
+            "ranks": self.ranks,
+            "stages": self.stages,
+            "microbatches": self.microbatches,
             "time_unit": self.time_unit,
             "assumptions": self.config.describe(),
             "progress": self.progress,
@@ -123,24 +125,42 @@ class Estimate:
             "busiest_rank_compute": self.busiest,
             "bubble_fraction_of_total": self.bubble_fraction_of_total,
             "bubble_fraction_of_ideal": self.bubble_fraction_of_ideal,
-            "critical_path": {"length": self.critical_path,
-                              "ops": [f"{op_label(o.action)}@r{o.rank}"
-                                      for o in self.critical_path_ops]},
+            "critical_path": {
+                "length": self.critical_path,
+                "ops": [f"{op_label(o.action)}@r{o.rank}" for o in self.critical_path_ops],
+            },
             "messages": {"count": self.message_count, "bytes": self.message_bytes},
-            "per_rank": [{"rank": r.rank, "busy": r.busy, "idle": r.idle,
-                          "exposed_comm": r.exposed_comm, "waiting": r.waiting,
-                          "compute_ops": r.compute_ops, "messages_sent": r.messages_sent,
-                          "peak_activations": r.peak_activations, "peak_bytes": r.peak_bytes}
-                         for r in self.per_rank],
+            "per_rank": [
+                {
+                    "rank": r.rank,
+                    "busy": r.busy,
+                    "idle": r.idle,
+                    "exposed_comm": r.exposed_comm,
+                    "waiting": r.waiting,
+                    "compute_ops": r.compute_ops,
+                    "messages_sent": r.messages_sent,
+                    "peak_activations": r.peak_activations,
+                    "peak_bytes": r.peak_bytes,
+                }
+                for r in self.per_rank
+            ],
         }
         if with_ops:
-            out["ops"] = [{"rank": o.rank, "op": op_label(o.action), "start": o.start,
-                           "end": o.end} for row in self.ops for o in row]
+            out["ops"] = [
+                {"rank": o.rank, "op": op_label(o.action), "start": o.start, "end": o.end}
+                for row in self.ops
+                for o in row
+            ]
         return out
 
 
-def estimate(schedule: Schedule, config: CostConfig | None = None, *,
-             progress: str = "fifo", memory: bool = True) -> Estimate:
+def estimate(
+    schedule: Schedule,
+    config: CostConfig | None = None,
+    *,
+    progress: str = "fifo",
+    memory: bool = True,
+) -> Estimate:
     """Time one training step of ``schedule`` (lowered with lockstep lowering if it is
     compute-only) under ``config`` (default: :class:`CostConfig` ``()``, the textbook costs)
     and the verifier's ``progress`` model (``"fifo"``, the default, or ``"relaxed"``).
@@ -165,10 +185,14 @@ def _estimate(schedule: Schedule, cfg: CostConfig, progress: str, memory: bool) 
     tl = simulate(s, tables, progress)
     conv = tables.converter()
     step = max(tl.finish, default=0)
-    ops = tuple(tuple(OpTiming(r, o.action, conv(o.start), conv(o.end)) for o in row)
-                for r, row in enumerate(tl.ops))
-    msgs = tuple(MessageTiming(t.send, t.recv, t.src, t.dst, conv(t.start), conv(t.end),
-                               t.nbytes) for t in tl.transfers)
+    ops = tuple(
+        tuple(OpTiming(r, o.action, conv(o.start), conv(o.end)) for o in row)
+        for r, row in enumerate(tl.ops)
+    )
+    msgs = tuple(
+        MessageTiming(t.send, t.recv, t.src, t.dst, conv(t.start), conv(t.end), t.nbytes)
+        for t in tl.transfers
+    )
     exposed = _exposed_comm(s.ranks, tl)
     peaks = _memory_peaks(s, cfg) if memory else None
     sent = [0] * s.ranks
@@ -177,14 +201,36 @@ def _estimate(schedule: Schedule, cfg: CostConfig, progress: str, memory: bool) 
     per_rank = []
     for r in range(s.ranks):
         busy = sum(o.end - o.start for o in tl.ops[r])
-        per_rank.append(RankEstimate(
-            r, conv(busy), conv(step - busy), conv(exposed[r]), len(tl.ops[r]), sent[r],
-            *(peaks[r] if peaks else (None, None))))
+        per_rank.append(
+            RankEstimate(
+                r,
+                conv(busy),
+                conv(step - busy),
+                conv(exposed[r]),
+                len(tl.ops[r]),
+                sent[r],
+                *(peaks[r] if peaks else (None, None)),
+            )
+        )
     cp_len, cp_path = critical_path(s, tables, tl)
     return Estimate(
-        s.name, s.param_dict, s.ranks, s.stages, s.microbatches, cfg.time_unit, cfg, progress,
-        conv(step), tuple(per_rank), conv(cp_len),
-        tuple(ops[r][i] for r, i in cp_path), len(msgs), sum(m.nbytes for m in msgs), ops, msgs)
+        s.name,
+        s.param_dict,
+        s.ranks,
+        s.stages,
+        s.microbatches,
+        cfg.time_unit,
+        cfg,
+        progress,
+        conv(step),
+        tuple(per_rank),
+        conv(cp_len),
+        tuple(ops[r][i] for r, i in cp_path),
+        len(msgs),
+        sum(m.nbytes for m in msgs),
+        ops,
+        msgs,
+    )
 
 
 def _exposed_comm(P: int, tl: Timeline) -> list:
@@ -234,8 +280,9 @@ def critical_path(s: Schedule, tables: CostTables, tl: Timeline):
             a = o.action
             k = B if a.kind is I else a.kind  # the backward of (s, m), whichever kind runs it
             where.setdefault((a.stage, k, a.mb), (r, i))
-    order = sorted((o.start, o.end, r, i) for r, row in enumerate(tl.ops)
-                   for i, o in enumerate(row))
+    order = sorted(
+        (o.start, o.end, r, i) for r, row in enumerate(tl.ops) for i, o in enumerate(row)
+    )
     dist: dict[tuple[int, int], int | float] = {}
     back: dict[tuple[int, int], tuple[int, int] | None] = {}
     link = tables.link
@@ -282,5 +329,7 @@ def _memory_peaks(s: Schedule, cfg: CostConfig):
     except ImportError:  # the memory analysis ships separately; estimates work without it
         return None
     rep = analyze_memory(s, cfg.model, recompute=cfg.recompute)
-    return [(float(m.peak_activations),
-             float(m.peak_bytes) if m.peak_bytes is not None else None) for m in rep.per_rank]
+    return [
+        (float(m.peak_activations), float(m.peak_bytes) if m.peak_bytes is not None else None)
+        for m in rep.per_rank
+    ]

@@ -13,8 +13,14 @@ from .estimate import Estimate
 from .report import fmt_time
 
 # Colour-blind-friendly (Okabe-Ito): forward blue, backward orange/vermillion, weight green.
-KIND_COLORS = {"F": "#0072B2", "B": "#E69F00", "I": "#D55E00", "W": "#009E73",
-               "comm": "#CC79A7", "idle": "#EEEEEE"}
+KIND_COLORS = {
+    "F": "#0072B2",
+    "B": "#E69F00",
+    "I": "#D55E00",
+    "W": "#009E73",
+    "comm": "#CC79A7",
+    "idle": "#EEEEEE",
+}
 
 
 @dataclass(frozen=True)
@@ -55,10 +61,18 @@ def gantt_layout(e: Estimate) -> GanttLayout:
             for r in (m.src, m.dst):
                 bars.append(Bar(r, m.start, m.end, "comm", "", KIND_COLORS["comm"]))
     params = ", ".join(f"{k}={v}" for k, v in e.params.items())
-    title = (f"{e.schedule}({params})   step {fmt_time(e.step_time, e.time_unit)}"
-             f"{'' if e.time_unit == 's' else ' units'}   bubble {e.bubble_fraction_of_total:.1%}"
-             f" of total, {e.bubble_fraction_of_ideal:.1%} of ideal")
+    title = (
+        f"{e.schedule}({params})   step {fmt_time(e.step_time, e.time_unit)}"
+        f"{'' if e.time_unit == 's' else ' units'}   bubble {e.bubble_fraction_of_total:.1%}"
+        f" of total, {e.bubble_fraction_of_ideal:.1%} of ideal"
+    )
     kinds = {b.kind for b in bars}
     legend = tuple((k, c) for k, c in KIND_COLORS.items() if k in kinds)
-    return GanttLayout(tuple(f"rank {r}" for r in range(e.ranks)), tuple(bars), e.step_time,
-                       title, e.time_unit, legend)
+    return GanttLayout(
+        tuple(f"rank {r}" for r in range(e.ranks)),
+        tuple(bars),
+        e.step_time,
+        title,
+        e.time_unit,
+        legend,
+    )

@@ -20,8 +20,9 @@ from .simulate import simulate
 from .tables import build_tables
 
 
-def planner(schedule: Schedule, cfg: CostConfig, progress: str = "fifo"
-            ) -> tuple[PlanCosts, Callable[[Schedule], float]]:
+def planner(
+    schedule: Schedule, cfg: CostConfig, progress: str = "fifo"
+) -> tuple[PlanCosts, Callable[[Schedule], float]]:
     """(op and transfer costs in the tables' ticks, a lowered schedule -> step time in ticks)."""
     tables = build_tables(schedule, cfg)
     op = [dict(row) for row in tables.op]

@@ -31,10 +31,12 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
     path = " -> ".join(f"{op_label(o.action)}@r{o.rank}" for o in e.critical_path_ops)
     if len(e.critical_path_ops) > max_path_ops:
         head = e.critical_path_ops[: max_path_ops // 2]
-        tail = e.critical_path_ops[-max_path_ops // 2:]
-        path = (" -> ".join(f"{op_label(o.action)}@r{o.rank}" for o in head)
-                + f" -> ... ({len(e.critical_path_ops) - len(head) - len(tail)} more) -> "
-                + " -> ".join(f"{op_label(o.action)}@r{o.rank}" for o in tail))
+        tail = e.critical_path_ops[-max_path_ops // 2 :]
+        path = (
+            " -> ".join(f"{op_label(o.action)}@r{o.rank}" for o in head)
+            + f" -> ... ({len(e.critical_path_ops) - len(head) - len(tail)} more) -> "
+            + " -> ".join(f"{op_label(o.action)}@r{o.rank}" for o in tail)
+        )
     mean_idle = sum(r.idle for r in e.per_rank) / max(e.ranks, 1)
     lines = [
         f"{e.schedule}({params}): {e.ranks} ranks, {e.stages} stages, {e.microbatches} "
@@ -61,9 +63,16 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
         header.append("peak act bytes")
     rows = [header]
     for r in e.per_rank:
-        row = [str(r.rank), t(r.busy), t(r.idle), t(r.exposed_comm), t(r.waiting),
-               f"{r.idle / e.step_time:.1%}" if e.step_time else "-", str(r.compute_ops),
-               str(r.messages_sent)]
+        row = [
+            str(r.rank),
+            t(r.busy),
+            t(r.idle),
+            t(r.exposed_comm),
+            t(r.waiting),
+            f"{r.idle / e.step_time:.1%}" if e.step_time else "-",
+            str(r.compute_ops),
+            str(r.messages_sent),
+        ]
         if mem:
             row.append(f"{r.peak_activations:.4g}" if r.peak_activations is not None else "-")
         if membytes:
@@ -71,6 +80,10 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
         rows.append(row)
     widths = [max(len(row[c]) for row in rows) for c in range(len(header))]
     for row in rows:
-        lines.append("  ".join(cell.rjust(w) if c else cell.ljust(w)
-                               for c, (cell, w) in enumerate(zip(row, widths))).rstrip())
+        lines.append(
+            "  ".join(
+                cell.rjust(w) if c else cell.ljust(w)
+                for c, (cell, w) in enumerate(zip(row, widths))
+            ).rstrip()
+        )
     return "\n".join(lines) + "\n"

@@ -86,8 +86,11 @@ def _overlapped(row: list[OpSpan], parts: list[Action], t, tables: CostTables):
     total, whole = tables.overlap_time(durs), sum(durs)
     start = t
     for k, a in enumerate(parts):
-        end = t + total if k == len(parts) - 1 else start + (
-            durs[k] * total // whole if tables.exact else durs[k] * total / whole)
+        end = (
+            t + total
+            if k == len(parts) - 1
+            else start + (durs[k] * total // whole if tables.exact else durs[k] * total / whole)
+        )
         row.append(OpSpan(a, start, end))
         start = end
     return t + total
@@ -96,8 +99,11 @@ def _overlapped(row: list[OpSpan], parts: list[Action], t, tables: CostTables):
 def simulate(schedule: Schedule, tables: CostTables, progress: str = "fifo") -> Timeline:
     """Time every unit of ``schedule`` (see the module docstring); ppir error when stuck."""
     if progress not in PROGRESS_MODELS:
-        raise error("bad-usage", f"unknown progress model '{progress}'",
-                    hints=[f"progress models: {', '.join(PROGRESS_MODELS)}"])
+        raise error(
+            "bad-usage",
+            f"unknown progress model '{progress}'",
+            hints=[f"progress models: {', '.join(PROGRESS_MODELS)}"],
+        )
     idx = OpIndex.build(schedule)
     u = build_units(idx, progress)
     n = len(u.rank)
@@ -154,8 +160,9 @@ def simulate(schedule: Schedule, tables: CostTables, progress: str = "fifo") -> 
             elif progress == "fifo":
                 end = _overlapped(ops[u.rank[x]], acts[lo:hi], t, tables)
             else:  # relaxed: one unit per part, in order; each part scaled like the whole
-                k = part_seen[(u.rank[x], u.item[x])] = part_seen.get((u.rank[x], u.item[x]),
-                                                                      -1) + 1
+                k = part_seen[(u.rank[x], u.item[x])] = (
+                    part_seen.get((u.rank[x], u.item[x]), -1) + 1
+                )
                 a = acts[lo + k]
                 end = t + tables.overlap_time([op_time[a.stage][a.kind]])
                 ops[u.rank[x]].append(OpSpan(a, t, end))
@@ -186,10 +193,14 @@ def simulate(schedule: Schedule, tables: CostTables, progress: str = "fifo") -> 
         if remaining[x] == 0:
             complete(x, done_at[x])
     if count != n:
-        stuck = sorted({u.rank[x] for x in range(n) if remaining[x] and waiting[x] == 0
-                        and x not in work})
-        raise error("deadlock", f"{schedule.name} cannot finish under rendezvous semantics "
-                    f"({progress} progress): ranks {stuck[:8]} wait forever",
-                    hints=["run 'ppir check' on the schedule for the wait-for cycle"],
-                    exit_code=EXIT_INVALID)
+        stuck = sorted(
+            {u.rank[x] for x in range(n) if remaining[x] and waiting[x] == 0 and x not in work}
+        )
+        raise error(
+            "deadlock",
+            f"{schedule.name} cannot finish under rendezvous semantics "
+            f"({progress} progress): ranks {stuck[:8]} wait forever",
+            hints=["run 'ppir check' on the schedule for the wait-for cycle"],
+            exit_code=EXIT_INVALID,
+        )
     return Timeline(ops, groups, transfers, finish, progress)

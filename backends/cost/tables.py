@@ -79,11 +79,16 @@ def stage_forward_times(schedule: Schedule, cfg: CostConfig) -> list[Fraction | 
     w = cfg.stage_weights
     if w is not None and len(w) != S:
         what = "missing" if len(w) < S else "extra"
-        raise error("bad-stage-weights",
-                    f"stage_weights has {len(w)} entries but {schedule.name} has {S} stages "
-                    f"({what} {abs(S - len(w))})",
-                    hints=["give exactly one weight per stage, e.g. --stage-weights "
-                           + ",".join(["1"] * min(S, 16)) + (",..." if S > 16 else "")])
+        raise error(
+            "bad-stage-weights",
+            f"stage_weights has {len(w)} entries but {schedule.name} has {S} stages "
+            f"({what} {abs(S - len(w))})",
+            hints=[
+                "give exactly one weight per stage, e.g. --stage-weights "
+                + ",".join(["1"] * min(S, 16))
+                + (",..." if S > 16 else "")
+            ],
+        )
     if cfg.model is None:
         base: Fraction | float = Fraction(P, S)
     else:
@@ -102,8 +107,13 @@ def build_tables(schedule: Schedule, cfg: CostConfig) -> CostTables:
     op = [{k: f * mult[k] for k in KINDS} for f in fwd]
     nbytes = float(cfg.model.message_bytes()) if cfg.model is not None else 0.0
     P, rpn = schedule.ranks, cfg.ranks_per_node
-    link = [[(cfg.intra if a // rpn == b // rpn else cfg.inter).time(nbytes) if a != b else 0
-             for b in range(P)] for a in range(P)]
+    link = [
+        [
+            (cfg.intra if a // rpn == b // rpn else cfg.inter).time(nbytes) if a != b else 0
+            for b in range(P)
+        ]
+        for a in range(P)
+    ]
     values = [d for row in op for d in row.values()] + [t for row in link for t in row]
     ratio = None if cfg.FB is None else cfg.FB / (cfg.F + cfg.B)
     if all(isinstance(x, (int, Fraction)) for x in values):
@@ -115,5 +125,4 @@ def build_tables(schedule: Schedule, cfg: CostConfig) -> CostTables:
         return CostTables(op_t, link_t, Fraction(1, den), True, ratio)
     op_f = tuple({k: float(d) for k, d in row.items()} for row in op)
     link_f = tuple(tuple((float(t), nbytes) for t in row) for row in link)
-    return CostTables(op_f, link_f, 1.0, False,
-                      None if ratio is None else float(ratio))
+    return CostTables(op_f, link_f, 1.0, False, None if ratio is None else float(ratio))

@@ -25,33 +25,81 @@ def trace_events(e: Estimate) -> list[dict]:
         ev.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}})
         ev.append({"ph": "M", "name": "process_sort_index", "pid": r, "args": {"sort_index": r}})
         for tid, name in ((0, "compute"), (1, "comm")):
-            ev.append({"ph": "M", "name": "thread_name", "pid": r, "tid": tid,
-                       "args": {"name": name}})
+            ev.append(
+                {"ph": "M", "name": "thread_name", "pid": r, "tid": tid, "args": {"name": name}}
+            )
     for row in e.ops:
         for o in row:
             a = o.action
-            ev.append({"ph": "X", "name": op_label(a), "cat": a.kind.value, "pid": o.rank,
-                       "tid": 0, "ts": o.start * scale, "dur": (o.end - o.start) * scale,
-                       "args": {"stage": a.stage, "microbatch": a.mb, "kind": a.kind.value}})
+            ev.append(
+                {
+                    "ph": "X",
+                    "name": op_label(a),
+                    "cat": a.kind.value,
+                    "pid": o.rank,
+                    "tid": 0,
+                    "ts": o.start * scale,
+                    "dur": (o.end - o.start) * scale,
+                    "args": {"stage": a.stage, "microbatch": a.mb, "kind": a.kind.value},
+                }
+            )
     for n, m in enumerate(e.messages):
         ts, dur = m.start * scale, (m.end - m.start) * scale
         args = {"bytes": m.nbytes, "src": m.src, "dst": m.dst}
-        ev.append({"ph": "X", "name": f"{op_label(m.send)} -> r{m.dst}", "cat": "comm",
-                   "pid": m.src, "tid": 1, "ts": ts, "dur": dur, "args": args})
-        ev.append({"ph": "X", "name": f"{op_label(m.recv)} <- r{m.src}", "cat": "comm",
-                   "pid": m.dst, "tid": 1, "ts": ts, "dur": dur, "args": args})
-        ev.append({"ph": "s", "id": n, "name": "message", "cat": "flow", "pid": m.src,
-                   "tid": 1, "ts": ts})
-        ev.append({"ph": "f", "bp": "e", "id": n, "name": "message", "cat": "flow",
-                   "pid": m.dst, "tid": 1, "ts": ts})
+        ev.append(
+            {
+                "ph": "X",
+                "name": f"{op_label(m.send)} -> r{m.dst}",
+                "cat": "comm",
+                "pid": m.src,
+                "tid": 1,
+                "ts": ts,
+                "dur": dur,
+                "args": args,
+            }
+        )
+        ev.append(
+            {
+                "ph": "X",
+                "name": f"{op_label(m.recv)} <- r{m.src}",
+                "cat": "comm",
+                "pid": m.dst,
+                "tid": 1,
+                "ts": ts,
+                "dur": dur,
+                "args": args,
+            }
+        )
+        ev.append(
+            {"ph": "s", "id": n, "name": "message", "cat": "flow", "pid": m.src, "tid": 1, "ts": ts}
+        )
+        ev.append(
+            {
+                "ph": "f",
+                "bp": "e",
+                "id": n,
+                "name": "message",
+                "cat": "flow",
+                "pid": m.dst,
+                "tid": 1,
+                "ts": ts,
+            }
+        )
     return ev
 
 
 def write_trace(e: Estimate, path: str) -> None:
     """Write the trace file (``displayTimeUnit`` ms; metadata names the schedule)."""
-    doc = {"traceEvents": trace_events(e), "displayTimeUnit": "ms",
-           "otherData": {"format": TRACE_FORMAT, "schedule": e.schedule,
-                         "params": {k: str(v) for k, v in e.params.items()},
-                         "time_unit": e.time_unit, "assumptions": e.config.describe()}}
+    doc = {
+        "traceEvents": trace_events(e),
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "format": TRACE_FORMAT,
+            "schedule": e.schedule,
+            "params": {k: str(v) for k, v in e.params.items()},
+            "time_unit": e.time_unit,
+            "assumptions": e.config.describe(),
+        },
+    }
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f, separators=(",", ":"))

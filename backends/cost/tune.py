@@ -59,8 +59,15 @@ def parse_budget(text: str | None, has_model: bool) -> tuple[float, str] | None:
     if text is None:
         return None
     t = text.strip()
-    units = (("GiB", 2**30), ("MiB", 2**20), ("TiB", 2**40), ("GB", 1e9), ("MB", 1e6),
-             ("TB", 1e12), ("A", None))
+    units = (
+        ("GiB", 2**30),
+        ("MiB", 2**20),
+        ("TiB", 2**40),
+        ("GB", 1e9),
+        ("MB", 1e6),
+        ("TB", 1e12),
+        ("A", None),
+    )
     for suffix, scale in units:
         if t.endswith(suffix):
             num = t[: -len(suffix)].strip()
@@ -73,16 +80,25 @@ def parse_budget(text: str | None, has_model: bool) -> tuple[float, str] | None:
             if scale is None:
                 return x, "A"
             if not has_model:
-                raise error("bad-usage", f"--memory-budget {text}: a budget in bytes needs "
-                            "--model (activation sizes)", hints=["without a model give the "
-                                                                 "budget in A, e.g. 6A"])
+                raise error(
+                    "bad-usage",
+                    f"--memory-budget {text}: a budget in bytes needs --model (activation sizes)",
+                    hints=["without a model give the budget in A, e.g. 6A"],
+                )
             return x * scale, "bytes"
     raise error("bad-usage", f"--memory-budget {text}: expected e.g. 40GiB, 80GB or 6A")
 
 
-def tune(schedules: list[str], ranks: int, global_batch: int, micro_batches: list[int],
-         vs: list[int], config: CostConfig, budget: tuple[float, str] | None = None,
-         progress: str = "fifo") -> list[Candidate]:
+def tune(
+    schedules: list[str],
+    ranks: int,
+    global_batch: int,
+    micro_batches: list[int],
+    vs: list[int],
+    config: CostConfig,
+    budget: tuple[float, str] | None = None,
+    progress: str = "fifo",
+) -> list[Candidate]:
     """Estimate every feasible choice; see the module docstring for ranking and reasons."""
     if ranks < 1 or global_batch < 1:
         raise error("bad-usage", "--ranks and --global-batch must be positive")
@@ -90,22 +106,34 @@ def tune(schedules: list[str], ranks: int, global_batch: int, micro_batches: lis
     for name in schedules:
         params = schedule_params(name)
         for mbs in micro_batches:
-            for v in (vs if "v" in params else [1]):
-                out.append(_one(name, params, ranks, global_batch, mbs, v, config, budget,
-                                progress))
+            for v in vs if "v" in params else [1]:
+                out.append(
+                    _one(name, params, ranks, global_batch, mbs, v, config, budget, progress)
+                )
     ok = sorted((c for c in out if c.ok), key=lambda c: (c.step_time, c.schedule, c.v, c.mbs))
     return ok + [c for c in out if not c.ok]
 
 
 def _one(name, params, P, G, mbs, v, cfg: CostConfig, budget, progress) -> Candidate:
     if mbs < 1 or G % mbs:
-        return Candidate(name, v, mbs, None, reason=f"global batch {G} is not a multiple of "
-                         f"micro-batch size {mbs}", why="divisibility")
+        return Candidate(
+            name,
+            v,
+            mbs,
+            None,
+            reason=f"global batch {G} is not a multiple of micro-batch size {mbs}",
+            why="divisibility",
+        )
     M = G // mbs
     if cfg.model is not None and cfg.model.layers % (P * v):
-        return Candidate(name, v, mbs, M, why="divisibility",
-                         reason=f"{cfg.model.layers} layers do not split into P*v = {P * v} "
-                                "stages")
+        return Candidate(
+            name,
+            v,
+            mbs,
+            M,
+            why="divisibility",
+            reason=f"{cfg.model.layers} layers do not split into P*v = {P * v} stages",
+        )
     values = {"P": P, "M": M, "v": v}
     try:
         s = load_schedule(name, {k: values[k] for k in params if k in values})
@@ -123,8 +151,12 @@ def _one(name, params, P, G, mbs, v, cfg: CostConfig, budget, progress) -> Candi
     cand = Candidate(name, v, mbs, M, est, est.step_time * scale, peak)
     if budget is not None and peak > budget[0]:
         unit = "A" if budget[1] == "A" else "bytes"
-        return replace(cand, why="memory", reason=f"peak activations {_fmt(peak, unit)} on rank "
-                       f"{worst} exceed the budget {_fmt(budget[0], unit)}")
+        return replace(
+            cand,
+            why="memory",
+            reason=f"peak activations {_fmt(peak, unit)} on rank "
+            f"{worst} exceed the budget {_fmt(budget[0], unit)}",
+        )
     return cand
 
 

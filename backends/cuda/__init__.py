@@ -16,8 +16,15 @@ import sys
 
 from .plan import PLAN_FORMAT, PlanError, build_plan, check_plan, load_plan, save_plan
 
-__all__ = ["BACKEND", "PLAN_FORMAT", "PlanError", "build_plan", "check_plan", "load_plan",
-           "save_plan"]
+__all__ = [
+    "BACKEND",
+    "PLAN_FORMAT",
+    "PlanError",
+    "build_plan",
+    "check_plan",
+    "load_plan",
+    "save_plan",
+]
 
 
 class CudaBackend:
@@ -27,8 +34,11 @@ class CudaBackend:
     help = "per-rank execution plan for ppir's torch.distributed runtime (ppir.run)"
 
     def add_arguments(self, group) -> None:
-        group.add_argument("--plan-compact", action="store_true",
-                           help="cuda: write the plan as one JSON line (default: indented)")
+        group.add_argument(
+            "--plan-compact",
+            action="store_true",
+            help="cuda: write the plan as one JSON line (default: indented)",
+        )
 
     def run(self, schedule, args) -> int:
         from ...diagnostics import EXIT_USAGE
@@ -49,10 +59,14 @@ class CudaBackend:
 
         print(f"wrote {out}: {plan_summary(plan)}")
         print("run it with:")
-        print(f"  torchrun --nproc-per-node {plan['ranks']} -m ppir.run {out} --model MODEL "
-              "--steps 10")
-        print("where MODEL is a .py file or module with build_stage, make_batch and loss_fn "
-              "(see docs/executor.md); e.g. --model examples/gpt_model.py")
+        print(
+            f"  torchrun --nproc-per-node {plan['ranks']} -m ppir.run {out} --model MODEL "
+            "--steps 10"
+        )
+        print(
+            "where MODEL is a .py file or module with build_stage, make_batch and loss_fn "
+            "(see docs/executor.md); e.g. --model examples/gpt_model.py"
+        )
         return 0
 
 

@@ -46,8 +46,9 @@ def describe(shape, dtype) -> str:
 class Executor:
     """Runs ``plan["programs"][rank]`` with ``modules[chunk]`` (the rank's stages, ascending)."""
 
-    def __init__(self, plan: dict, rank: int, modules: list, loss_fn, meta: Meta, device,
-                 group=None):
+    def __init__(
+        self, plan: dict, rank: int, modules: list, loss_fn, meta: Meta, device, group=None
+    ):
         self.program = plan["programs"][rank]
         self.rank = rank
         self.stages = plan["stages_of_rank"][rank]
@@ -76,12 +77,16 @@ class Executor:
             self.index = i
             getattr(self, "_op_" + ins["op"])(ins)
         if self.pending:
-            raise RuntimeError(f"rank {self.rank}: {len(self.pending)} deferred group(s) posted "
-                               "but never waited on in this step")
+            raise RuntimeError(
+                f"rank {self.rank}: {len(self.pending)} deferred group(s) posted "
+                "but never waited on in this step"
+            )
         left = [k for k in self.bufs] + [f"{s}:{m}" for s, m in self.saved]
         if left:
-            raise RuntimeError(f"rank {self.rank}: the plan left values unused at the end of "
-                               f"the step: {', '.join(sorted(left))}")
+            raise RuntimeError(
+                f"rank {self.rank}: the plan left values unused at the end of "
+                f"the step: {', '.join(sorted(left))}"
+            )
         return self.loss
 
     def _where(self, ins) -> str:
@@ -94,7 +99,8 @@ class Executor:
         if tuple(t.shape) != tuple(want[0]) or t.dtype != want[1]:
             raise ShapeMismatch(
                 f"{self._where(ins)}: {what} has shape {describe(t.shape, t.dtype)} but the "
-                f"plan's metadata for boundary {boundary} says {describe(*want)}")
+                f"plan's metadata for boundary {boundary} says {describe(*want)}"
+            )
 
     def _put(self, name: str, t: torch.Tensor) -> None:
         self.bufs[name] = t
@@ -111,8 +117,10 @@ class Executor:
                 x.requires_grad_(True)
         y = self.modules[chunk](x)
         if not isinstance(y, torch.Tensor):
-            raise ShapeMismatch(f"{self._where(ins)}: stage {s} returned {type(y).__name__}; "
-                                "a stage must return one tensor")
+            raise ShapeMismatch(
+                f"{self._where(ins)}: stage {s} returned {type(y).__name__}; "
+                "a stage must return one tensor"
+            )
         if ins["out"] == "loss":
             y = check_loss(self.loss_fn(y, self.targets[m]), s, m, self.rank) * self.scale
             self.loss = y.detach() if self.loss is None else self.loss + y.detach()
@@ -144,16 +152,18 @@ class Executor:
         g = self._grad_in(ins)
         dx = None
         if ins["grad_out"] and x.requires_grad:
-            (dx,) = torch.autograd.grad(y, [x], grad_outputs=g, retain_graph=True,
-                                        allow_unused=True)
+            (dx,) = torch.autograd.grad(
+                y, [x], grad_outputs=g, retain_graph=True, allow_unused=True
+            )
         self.weight_todo[key] = (y, g)
         self._send_input_grad(ins, x, dx)
 
     def _op_W(self, ins) -> None:
         key = (ins["stage"], ins["mb"])
         if key not in self.weight_todo:
-            raise RuntimeError(f"{self._where(ins)}: W before the I of stage {key[0]}, "
-                               f"microbatch {key[1]}")
+            raise RuntimeError(
+                f"{self._where(ins)}: W before the I of stage {key[0]}, microbatch {key[1]}"
+            )
         y, g = self.weight_todo.pop(key)
         self.saved.pop(key)
         params = self._params[ins["chunk"]]

@@ -50,17 +50,30 @@ def free_port() -> int:
 
 def rank_env(rank: int, world: int, port: int, base: dict | None = None) -> dict:
     env = dict(os.environ if base is None else base)
-    env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
-               LOCAL_WORLD_SIZE=str(world), GROUP_RANK="0", MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(port))
+    env.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_WORLD_SIZE=str(world),
+        GROUP_RANK="0",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
     env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
 
-def launch(cmd: list[str], nprocs: int, *, grace_s: float = 10.0,
-           deadline_s: float | None = None, env: dict | None = None,
-           stdout=None, stderr=None) -> LaunchResult:
+def launch(
+    cmd: list[str],
+    nprocs: int,
+    *,
+    grace_s: float = 10.0,
+    deadline_s: float | None = None,
+    env: dict | None = None,
+    stdout=None,
+    stderr=None,
+) -> LaunchResult:
     """Run ``cmd`` as ranks 0..nprocs-1 (see the module docstring)."""
     errdir = tempfile.mkdtemp(prefix="ppir-launch-")
     port = free_port()

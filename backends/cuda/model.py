@@ -37,8 +37,10 @@ def load_model(spec: str, options: dict | None = None):
     mod = _import(spec)
     missing = [n for n in REQUIRED if not callable(getattr(mod, n, None))]
     if missing:
-        raise ModelError(f"model {spec!r} lacks {', '.join(missing)} "
-                         f"(a model module defines {', '.join(REQUIRED)})")
+        raise ModelError(
+            f"model {spec!r} lacks {', '.join(missing)} "
+            f"(a model module defines {', '.join(REQUIRED)})"
+        )
     if options:
         if not callable(getattr(mod, "configure", None)):
             raise ModelError(f"model {spec!r} takes no options (it has no configure())")
@@ -90,8 +92,10 @@ def build_stages(model, stages: list[int], num_stages: int, device, rank: int) -
     for s in stages:
         mod = model.build_stage(s, num_stages)
         if not isinstance(mod, torch.nn.Module):
-            raise ModelError(f"rank {rank}: build_stage({s}, {num_stages}) returned "
-                             f"{type(mod).__name__}, expected a torch.nn.Module")
+            raise ModelError(
+                f"rank {rank}: build_stage({s}, {num_stages}) returned "
+                f"{type(mod).__name__}, expected a torch.nn.Module"
+            )
         out.append(mod.to(device))
     return out
 
@@ -99,16 +103,23 @@ def build_stages(model, stages: list[int], num_stages: int, device, rank: int) -
 def split_batch(model, step: int, microbatches: int, device, rank: int):
     """``make_batch(step)`` split into M equal microbatches: (inputs list, targets list)."""
     batch = model.make_batch(step)
-    if not (isinstance(batch, (tuple, list)) and len(batch) == 2
-            and all(isinstance(t, torch.Tensor) for t in batch)):
-        raise ModelError(f"rank {rank}: make_batch({step}) must return (inputs, targets) "
-                         f"tensors, got {type(batch).__name__}")
+    if not (
+        isinstance(batch, (tuple, list))
+        and len(batch) == 2
+        and all(isinstance(t, torch.Tensor) for t in batch)
+    ):
+        raise ModelError(
+            f"rank {rank}: make_batch({step}) must return (inputs, targets) "
+            f"tensors, got {type(batch).__name__}"
+        )
     parts = []
     for name, t in zip(("inputs", "targets"), batch):
         if t.dim() == 0 or t.shape[0] % microbatches:
-            raise ModelError(f"rank {rank}: make_batch({step}) {name} have shape "
-                             f"{tuple(t.shape)}: dim 0 must split into {microbatches} equal "
-                             "microbatches")
+            raise ModelError(
+                f"rank {rank}: make_batch({step}) {name} have shape "
+                f"{tuple(t.shape)}: dim 0 must split into {microbatches} equal "
+                "microbatches"
+            )
         parts.append(list(t.to(device).chunk(microbatches)))
     return parts[0], parts[1]
 
@@ -116,8 +127,10 @@ def split_batch(model, step: int, microbatches: int, device, rank: int):
 def check_loss(loss, stage: int, mb: int, rank: int):
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
-        raise ModelError(f"rank {rank}: loss_fn on stage {stage}, microbatch {mb} returned "
-                         f"{shape}; it must return a scalar tensor (the microbatch mean)")
+        raise ModelError(
+            f"rank {rank}: loss_fn on stage {stage}, microbatch {mb} returned "
+            f"{shape}; it must return a scalar tensor (the microbatch mean)"
+        )
     return loss.reshape(())
 
 

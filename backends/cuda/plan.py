@@ -97,11 +97,16 @@ def build_plan(schedule: Schedule) -> dict:
                 g = posted.pop(it.actions, None)
                 if g is None:
                     raise PlanError(f"rank {r}: {it} waits for no deferred group posted before")
-                out.append({"op": "wait", "group": g["id"], "ir": str(it),
-                            "recv": [o["buffer"] for o in g["ops"] if o["op"] == "recv"]})
+                out.append(
+                    {
+                        "op": "wait",
+                        "group": g["id"],
+                        "ir": str(it),
+                        "recv": [o["buffer"] for o in g["ops"] if o["op"] == "recv"],
+                    }
+                )
             elif not is_compute_item(it):
-                ins = {"op": "group", "ops": [_comm(s, a) for a in item_actions(it)],
-                       "ir": str(it)}
+                ins = {"op": "group", "ops": [_comm(s, a) for a in item_actions(it)], "ir": str(it)}
                 if isinstance(it, Group) and it.deferred:
                     ins["deferred"] = True
                     ins["id"] = len(out)
@@ -110,8 +115,10 @@ def build_plan(schedule: Schedule) -> dict:
             else:  # an overlapped step (ppir.ir.Overlap) runs its parts in order
                 out.extend(_compute(s, a, chunk[a.stage]) for a in item_actions(it))
         if posted:
-            raise PlanError(f"rank {r}: {len(posted)} deferred group(s) never waited on, e.g. "
-                            f"{next(iter(posted.values()))['ir']}")
+            raise PlanError(
+                f"rank {r}: {len(posted)} deferred group(s) never waited on, e.g. "
+                f"{next(iter(posted.values()))['ir']}"
+            )
         programs.append(out)
     plan = {
         "format": PLAN_FORMAT,
@@ -129,9 +136,10 @@ def _reads_writes(ins: dict) -> tuple[list[str], list[str]]:
     """Buffers an instruction reads and writes (local hand-offs and received values)."""
     op = ins["op"]
     if op == "group":  # a deferred group's received values exist only after its wait
-        return ([o["buffer"] for o in ins["ops"] if o["op"] == "send"],
-                [] if ins.get("deferred") else
-                [o["buffer"] for o in ins["ops"] if o["op"] == "recv"])
+        return (
+            [o["buffer"] for o in ins["ops"] if o["op"] == "send"],
+            [] if ins.get("deferred") else [o["buffer"] for o in ins["ops"] if o["op"] == "recv"],
+        )
     if op == "wait":
         return [], list(ins["recv"])
     if op == "F":
@@ -153,25 +161,31 @@ def check_plan(plan: dict) -> None:
         if key not in plan:
             raise PlanError(f"plan lacks the field {key!r}")
     if len(plan["programs"]) != plan["ranks"] or len(plan["placement"]) != plan["stages"]:
-        raise PlanError(f"plan has {len(plan['programs'])} programs and "
-                        f"{len(plan['placement'])} placements for {plan['ranks']} ranks and "
-                        f"{plan['stages']} stages")
+        raise PlanError(
+            f"plan has {len(plan['programs'])} programs and "
+            f"{len(plan['placement'])} placements for {plan['ranks']} ranks and "
+            f"{plan['stages']} stages"
+        )
     for r, prog in enumerate(plan["programs"]):
         have: set[str] = set()
         for i, ins in enumerate(prog):
             reads, writes = _reads_writes(ins)
             for b in reads:
                 if b not in have:
-                    raise PlanError(f"rank {r}, instruction #{i} ({ins.get('ir', ins['op'])}) "
-                                    f"reads buffer {b} before anything on rank {r} provides it")
+                    raise PlanError(
+                        f"rank {r}, instruction #{i} ({ins.get('ir', ins['op'])}) "
+                        f"reads buffer {b} before anything on rank {r} provides it"
+                    )
                 have.discard(b)
             have.update(writes)
 
 
 def plan_summary(plan: dict) -> str:
     n = sum(len(p) for p in plan["programs"])
-    return (f"{plan['schedule']}: {plan['ranks']} ranks, {plan['stages']} stages, "
-            f"{plan['microbatches']} microbatches, {n} instructions")
+    return (
+        f"{plan['schedule']}: {plan['ranks']} ranks, {plan['stages']} stages, "
+        f"{plan['microbatches']} microbatches, {n} instructions"
+    )
 
 
 def save_plan(plan: dict, path: str | Path, indent: int | None = 1) -> None:

@@ -53,14 +53,16 @@ def pick_device(requested: str | None, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
-def init(device: str | None = None, backend: str | None = None,
-         timeout_s: float = 60.0) -> Context:
+def init(device: str | None = None, backend: str | None = None, timeout_s: float = 60.0) -> Context:
     """Initialise the default process group from the environment; returns the rank's context."""
-    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-               if k not in os.environ]
+    missing = [
+        k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ
+    ]
     if missing:
-        raise RuntimeError(f"{', '.join(missing)} not set: start ranks with torchrun "
-                           "(torchrun --nproc-per-node P -m ppir.run ...) or 'ppir launch'")
+        raise RuntimeError(
+            f"{', '.join(missing)} not set: start ranks with torchrun "
+            "(torchrun --nproc-per-node P -m ppir.run ...) or 'ppir launch'"
+        )
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     dev = pick_device(device, local_rank)
@@ -70,8 +72,13 @@ def init(device: str | None = None, backend: str | None = None,
     kwargs = {"device_id": dev} if backend == "nccl" else {}
     if rank != 0:
         _wait_for_store(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), timeout_s)
-    dist.init_process_group(backend, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=timeout_s), **kwargs)
+    dist.init_process_group(
+        backend,
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=timeout_s),
+        **kwargs,
+    )
     # after init: without an agent store, rank 0 hosts the store only from here on
     channel = FailureChannel.connect(rank, timeout_s)
     return Context(rank, world, local_rank, dev, backend, channel)
@@ -122,9 +129,12 @@ class FailureChannel:
     @classmethod
     def connect(cls, rank: int, timeout_s: float) -> FailureChannel | None:
         try:
-            store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                                  is_master=False,
-                                  timeout=datetime.timedelta(seconds=timeout_s))
+            store = dist.TCPStore(
+                os.environ["MASTER_ADDR"],
+                int(os.environ["MASTER_PORT"]),
+                is_master=False,
+                timeout=datetime.timedelta(seconds=timeout_s),
+            )
         except Exception:  # noqa: BLE001 - no store: fall back on the process-group timeout
             return None
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
@@ -156,8 +166,11 @@ class FailureChannel:
                     return
                 if self._stop.is_set():
                     return
-                print(f"ppir.run: error: rank {self.rank} stopping: {first}", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"ppir.run: error: rank {self.rank} stopping: {first}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 os._exit(1)
 
         self._thread = threading.Thread(target=watch, name="ppir-watchdog", daemon=True)
@@ -173,8 +186,11 @@ def fail(ctx: Context | None, rank: int | None, message: str) -> None:
     Besides stderr, the report goes to ``$PPIR_ERROR_DIR/rank<R>.json`` when the launcher set
     that variable (``time``, ``rank``, ``message``, ``first``, ``secondary``)."""
     own = f"rank {rank}"
-    text = message if rank is None or message.startswith((own + ":", own + ",")) \
+    text = (
+        message
+        if rank is None or message.startswith((own + ":", own + ","))
         else f"{own}: {message}"
+    )
     first = text
     if ctx is not None and ctx.channel is not None:
         ctx.channel.stop()
@@ -193,8 +209,13 @@ def _write_report(rank: int | None, text: str, first: str) -> None:
     if not folder:
         return
     try:
-        rec = {"time": time.time(), "rank": rank, "message": text, "first": first,
-               "secondary": first != text}
+        rec = {
+            "time": time.time(),
+            "rank": rank,
+            "message": text,
+            "first": first,
+            "secondary": first != text,
+        }
         with open(os.path.join(folder, f"rank{rank}.json"), "w") as f:
             json.dump(rec, f)
     except OSError:

@@ -20,8 +20,14 @@ def reference_grads(model, num_stages: int, step: int, device):
         x = m(x)
     loss = model.loss_fn(x, target).reshape(())
     loss.backward()
-    grads = [{n: (p.grad if p.grad is not None else torch.zeros_like(p))
-              for n, p in m.named_parameters() if p.requires_grad} for m in mods]
+    grads = [
+        {
+            n: (p.grad if p.grad is not None else torch.zeros_like(p))
+            for n, p in m.named_parameters()
+            if p.requires_grad
+        }
+        for m in mods
+    ]
     return loss.detach(), grads
 
 

@@ -21,34 +21,67 @@ EXIT_FAIL, EXIT_USAGE = 1, 2
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """Runtime options shared by ``ppir.run`` and ``ppir launch``."""
-    p.add_argument("--model", required=True, metavar="MODEL",
-                   help="model module: a .py path or a dotted name with build_stage, "
-                        "make_batch and loss_fn")
-    p.add_argument("--model-opt", action="append", default=[], metavar="KEY=VALUE",
-                   help="option passed to the model's configure(**options) (repeatable)")
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="MODEL",
+        help="model module: a .py path or a dotted name with build_stage, make_batch and loss_fn",
+    )
+    p.add_argument(
+        "--model-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option passed to the model's configure(**options) (repeatable)",
+    )
     p.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
-    p.add_argument("--lr", type=float, default=0.01,
-                   help="SGD learning rate when the model has no make_optimizer (default 0.01)")
-    p.add_argument("--device", default="auto",
-                   help="auto (cuda:LOCAL_RANK when GPUs are present, else cpu), cpu, cuda")
-    p.add_argument("--dist-backend", choices=["nccl", "gloo"],
-                   help="default: nccl on cuda, gloo on cpu")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="process-group timeout: a stuck peer fails after this (default 60)")
-    p.add_argument("--verify-grads", action="store_true",
-                   help="compare step 0's loss and gradients with a single-process reference")
-    p.add_argument("--tolerance", type=float, default=1e-5,
-                   help="largest allowed absolute difference for --verify-grads (default 1e-5)")
-    p.add_argument("--dump-plan", metavar="PATH",
-                   help="rank 0 writes the plan with its inferred metadata to PATH")
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=0.01,
+        help="SGD learning rate when the model has no make_optimizer (default 0.01)",
+    )
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="auto (cuda:LOCAL_RANK when GPUs are present, else cpu), cpu, cuda",
+    )
+    p.add_argument(
+        "--dist-backend", choices=["nccl", "gloo"], help="default: nccl on cuda, gloo on cpu"
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="process-group timeout: a stuck peer fails after this (default 60)",
+    )
+    p.add_argument(
+        "--verify-grads",
+        action="store_true",
+        help="compare step 0's loss and gradients with a single-process reference",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=1e-5,
+        help="largest allowed absolute difference for --verify-grads (default 1e-5)",
+    )
+    p.add_argument(
+        "--dump-plan",
+        metavar="PATH",
+        help="rank 0 writes the plan with its inferred metadata to PATH",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ppir.run",
-                                description="Run one rank of a ppir execution plan "
-                                            "(start with torchrun or 'ppir launch').")
-    p.add_argument("plan", metavar="PLAN", help="a ppir.plan/1 file (ppir compile --backend "
-                                               "cuda -o PLAN)")
+    p = argparse.ArgumentParser(
+        prog="python -m ppir.run",
+        description="Run one rank of a ppir execution plan (start with torchrun or 'ppir launch').",
+    )
+    p.add_argument(
+        "plan", metavar="PLAN", help="a ppir.plan/1 file (ppir compile --backend cuda -o PLAN)"
+    )
     add_run_arguments(p)
     return p
 
@@ -61,9 +94,11 @@ def prepare(ctx, plan: dict, model):
     from .shapes import infer_meta, meta_from_json
 
     if ctx.world != plan["ranks"]:
-        raise PlanError(f"rank {ctx.rank}: the plan is for {plan['ranks']} ranks but the "
-                        f"process group has {ctx.world} (WORLD_SIZE): launch "
-                        f"--nproc-per-node {plan['ranks']}")
+        raise PlanError(
+            f"rank {ctx.rank}: the plan is for {plan['ranks']} ranks but the "
+            f"process group has {ctx.world} (WORLD_SIZE): launch "
+            f"--nproc-per-node {plan['ranks']}"
+        )
     stages = plan["stages_of_rank"][ctx.rank]
     modules = build_stages(model, stages, plan["stages"], ctx.device, ctx.rank)
     if plan.get("meta"):
@@ -90,11 +125,15 @@ def verify_step0(ctx, plan, model, ex, loss, tolerance: float) -> bool:
     gmax, lmax = worst.tolist()
     ok = gmax <= tolerance and lmax <= tolerance
     if ctx.rank == 0:
-        print(f"verify-grads: largest |grad diff| {gmax:.3e}, |loss diff| {lmax:.3e} "
-              f"(tolerance {tolerance:g}): {'OK' if ok else 'FAILED'}", flush=True)
+        print(
+            f"verify-grads: largest |grad diff| {gmax:.3e}, |loss diff| {lmax:.3e} "
+            f"(tolerance {tolerance:g}): {'OK' if ok else 'FAILED'}",
+            flush=True,
+        )
     if gdiff > tolerance:
-        print(f"verify-grads: rank {ctx.rank}: largest difference at {where}: {gdiff:.3e}",
-              flush=True)
+        print(
+            f"verify-grads: rank {ctx.rank}: largest difference at {where}: {gdiff:.3e}", flush=True
+        )
     return ok
 
 
@@ -118,8 +157,11 @@ def train(ctx, plan: dict, model, args) -> int:
             opt.zero_grad(set_to_none=True)
         inputs, targets = split_batch(model, step, plan["microbatches"], ctx.device, ctx.rank)
         loss = ex.step(inputs, targets)
-        if step == 0 and args.verify_grads and not verify_step0(
-                ctx, plan, model, ex, loss, args.tolerance):
+        if (
+            step == 0
+            and args.verify_grads
+            and not verify_step0(ctx, plan, model, ex, loss, args.tolerance)
+        ):
             status = EXIT_FAIL
         if opt is not None:
             opt.step()
@@ -131,9 +173,12 @@ def train(ctx, plan: dict, model, args) -> int:
             print(f"step {step:4d}  loss {loss.item():.4f}  {dt * 1e3:8.1f} ms", flush=True)
     if holds_loss and len(times) > 1:
         steady = times[1:]
-        print(f"ppir.run: {len(times)} steps, mean step time {sum(steady) / len(steady) * 1e3:.1f}"
-              f" ms (steps 1..{len(times) - 1}), peak in-flight activations on rank "
-              f"{ctx.rank}: {ex.peak_saved}", flush=True)
+        print(
+            f"ppir.run: {len(times)} steps, mean step time {sum(steady) / len(steady) * 1e3:.1f}"
+            f" ms (steps 1..{len(times) - 1}), peak in-flight activations on rank "
+            f"{ctx.rank}: {ex.peak_saved}",
+            flush=True,
+        )
     return status
 
 

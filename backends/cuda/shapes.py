@@ -31,14 +31,19 @@ def parse_dtype(name: str) -> torch.dtype:
 
 
 def meta_to_json(meta: Meta) -> dict:
-    return {"boundaries": {str(b): {"shape": list(shape), "dtype": dtype_name(dt)}
-                           for b, (shape, dt) in sorted(meta.items())},
-            "source": "runtime"}
+    return {
+        "boundaries": {
+            str(b): {"shape": list(shape), "dtype": dtype_name(dt)}
+            for b, (shape, dt) in sorted(meta.items())
+        },
+        "source": "runtime",
+    }
 
 
 def meta_from_json(obj: dict) -> Meta:
-    return {int(b): (tuple(v["shape"]), parse_dtype(v["dtype"]))
-            for b, v in obj["boundaries"].items()}
+    return {
+        int(b): (tuple(v["shape"]), parse_dtype(v["dtype"])) for b, v in obj["boundaries"].items()
+    }
 
 
 def trace_stage(module, x: torch.Tensor, stage: int, rank: int):
@@ -46,13 +51,14 @@ def trace_stage(module, x: torch.Tensor, stage: int, rank: int):
     with torch.no_grad():
         y = module(x)
     if not isinstance(y, torch.Tensor):
-        raise TypeError(f"rank {rank}: stage {stage} returned {type(y).__name__}; a stage must "
-                        "return one tensor")
+        raise TypeError(
+            f"rank {rank}: stage {stage} returned {type(y).__name__}; a stage must "
+            "return one tensor"
+        )
     return tuple(y.shape), y.dtype
 
 
-def infer_meta(plan: dict, rank: int, modules: list, sample_input: torch.Tensor,
-               device) -> Meta:
+def infer_meta(plan: dict, rank: int, modules: list, sample_input: torch.Tensor, device) -> Meta:
     """Metadata for every boundary, identical on every rank (collective: all ranks call it)."""
     stages_here = plan["stages_of_rank"][rank]
     meta: Meta = {0: (tuple(sample_input.shape), sample_input.dtype)}

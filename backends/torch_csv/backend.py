@@ -75,9 +75,13 @@ class TorchCsvBackend:
     help = "write a torch.distributed.pipelining schedule CSV (_PipelineScheduleRuntime._load_csv)"
 
     def add_arguments(self, group) -> None:
-        group.add_argument("--csv-format", choices=FORMATS, default="compute_only",
-                           help="torch-csv: compute_only (default; torch inserts the comms) or "
-                                "compute_comms (ppir's verified comms, with REDUCE_GRAD)")
+        group.add_argument(
+            "--csv-format",
+            choices=FORMATS,
+            default="compute_only",
+            help="torch-csv: compute_only (default; torch inserts the comms) or "
+            "compute_comms (ppir's verified comms, with REDUCE_GRAD)",
+        )
 
     def run(self, schedule: Schedule, args) -> int:
         fmt = getattr(args, "csv_format", "compute_only")
@@ -87,8 +91,11 @@ class TorchCsvBackend:
             sys.stdout.write(text)
             return 0
         write_output(out, text)
-        print(f"wrote {out}: {schedule.ranks} rows ({fmt}); load it with "
-              f"_PipelineScheduleRuntime._load_csv({out!r}, format={fmt!r})", file=sys.stderr)
+        print(
+            f"wrote {out}: {schedule.ranks} rows ({fmt}); load it with "
+            f"_PipelineScheduleRuntime._load_csv({out!r}, format={fmt!r})",
+            file=sys.stderr,
+        )
         return 0
 
 

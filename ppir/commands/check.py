@@ -27,9 +27,13 @@ def add_arguments(p):
     add_schedule_arguments(p)
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--strict", action="store_true", help="treat warnings (lints) as errors")
-    p.add_argument("--progress", choices=["fifo", "relaxed"], default="fifo",
-                   help="progress model: one FIFO of groups per rank (default, conservative) "
-                        "or independent progress per peer channel (relaxed)")
+    p.add_argument(
+        "--progress",
+        choices=["fifo", "relaxed"],
+        default="fifo",
+        help="progress model: one FIFO of groups per rank (default, conservative) "
+        "or independent progress per peer channel (relaxed)",
+    )
     add_planning_arguments(p)
 
 
@@ -40,20 +44,24 @@ def run(args) -> int:
     report = verify(s, progress=args.progress, strict=args.strict)
     ok = report.ok
     if args.format == "json":
-        emit_json({
-            "format": "ppir.check/1",
-            "schedule": s.name,
-            "params": dict(s.params),
-            "ok": ok,
-            "diagnostics": [d.to_json() for d in report.diagnostics],
-        })
+        emit_json(
+            {
+                "format": "ppir.check/1",
+                "schedule": s.name,
+                "params": dict(s.params),
+                "ok": ok,
+                "diagnostics": [d.to_json() for d in report.diagnostics],
+            }
+        )
     else:
         for d in report.diagnostics:
             print(d.render(), file=sys.stderr)
         if ok:
             params = ", ".join(f"{k}={v}" for k, v in s.params)
             n_msgs = sum(1 for r in range(s.ranks) for a in s.actions(r) if a.kind.is_send)
-            print(f"ok: {s.name}({params}): {s.ranks} ranks, {s.stages} stages, "
-                  f"{s.num_compute_ops} compute ops, {n_msgs} messages; deadlock-free under "
-                  f"rendezvous semantics ({args.progress} progress)")
+            print(
+                f"ok: {s.name}({params}): {s.ranks} ranks, {s.stages} stages, "
+                f"{s.num_compute_ops} compute ops, {n_msgs} messages; deadlock-free under "
+                f"rendezvous semantics ({args.progress} progress)"
+            )
     return EXIT_OK if ok else EXIT_INVALID

@@ -17,31 +17,59 @@ from ..passes.overlap import overlap_best
 SCHEDULE_HELP = "a .pps file, a torch .csv schedule, or a built-in name (see 'ppir list')"
 
 
-def add_schedule_arguments(p: argparse.ArgumentParser, lowering: bool = True,
-                           overlap: bool = False) -> None:
+def add_schedule_arguments(
+    p: argparse.ArgumentParser, lowering: bool = True, overlap: bool = False
+) -> None:
     """SCHEDULE, -D, --placement, the expansion caps and (with ``lowering``) --lowering and
     --overlap/--no-overlap, whose default is ``overlap`` (on for the commands that time or run
     a schedule: compile, launch, viz)."""
     p.add_argument("schedule", metavar="SCHEDULE", help=SCHEDULE_HELP)
-    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
-                   help="set a schedule parameter, e.g. -D P=4 -D M=8 (repeatable)")
-    p.add_argument("--placement", metavar="R0,R1,...",
-                   help="for CSV schedules: the rank of each stage (default: inferred)")
-    p.add_argument("--max-ops", type=int, default=DEFAULT_MAX_OPS, metavar="N",
-                   help=f"cap on expanded ops (default {DEFAULT_MAX_OPS:,})")
-    p.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS, metavar="N",
-                   help=f"cap on loop iterations during expansion (default {DEFAULT_MAX_STEPS:,})")
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a schedule parameter, e.g. -D P=4 -D M=8 (repeatable)",
+    )
+    p.add_argument(
+        "--placement",
+        metavar="R0,R1,...",
+        help="for CSV schedules: the rank of each stage (default: inferred)",
+    )
+    p.add_argument(
+        "--max-ops",
+        type=int,
+        default=DEFAULT_MAX_OPS,
+        metavar="N",
+        help=f"cap on expanded ops (default {DEFAULT_MAX_OPS:,})",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=DEFAULT_MAX_STEPS,
+        metavar="N",
+        help=f"cap on loop iterations during expansion (default {DEFAULT_MAX_STEPS:,})",
+    )
     if lowering:
-        p.add_argument("--lowering", choices=["auto", *STRATEGIES], default="auto",
-                       help="how communication is inserted: lockstep (exchange where both "
-                            "ranks are between ops), eager (exchange when the producer "
-                            "finishes, planned with the cost options' transfer times), naive "
-                            "(each recv right before its consumer; deadlocks 1F1B; never "
-                            "overlapped); default auto: lockstep, or with --overlap the faster "
-                            "of lockstep and eager under the cost options")
-        p.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=overlap,
-                       help="split each group's post from its wait (the overlap-comms pass) "
-                            f"so transfers overlap compute (default: {'on' if overlap else 'off'})")
+        p.add_argument(
+            "--lowering",
+            choices=["auto", *STRATEGIES],
+            default="auto",
+            help="how communication is inserted: lockstep (exchange where both "
+            "ranks are between ops), eager (exchange when the producer "
+            "finishes, planned with the cost options' transfer times), naive "
+            "(each recv right before its consumer; deadlocks 1F1B; never "
+            "overlapped); default auto: lockstep, or with --overlap the faster "
+            "of lockstep and eager under the cost options",
+        )
+        p.add_argument(
+            "--overlap",
+            action=argparse.BooleanOptionalAction,
+            default=overlap,
+            help="split each group's post from its wait (the overlap-comms pass) "
+            f"so transfers overlap compute (default: {'on' if overlap else 'off'})",
+        )
 
 
 def add_planning_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,11 +77,15 @@ def add_planning_arguments(p: argparse.ArgumentParser) -> None:
     that have no cost backend of their own (check, dump, analyze, launch)."""
     from ..backends.cost.cli import add_cost_arguments
 
-    add_cost_arguments(p.add_argument_group(
-        "overlap planning",
-        "what --overlap plans exchange times with (as for 'ppir compile --backend cost'; a model "
-        "shape can come from --config), e.g. --comm-latency 0.5: a message takes half a rank "
-        "share's forward"), model=False)
+    add_cost_arguments(
+        p.add_argument_group(
+            "overlap planning",
+            "what --overlap plans exchange times with (as for 'ppir compile --backend cost'; "
+            "a model shape can come from --config), e.g. --comm-latency 0.5: a message takes "
+            "half a rank share's forward",
+        ),
+        model=False,
+    )
 
 
 def parse_defines(defines: list[str]) -> dict[str, int]:
@@ -77,31 +109,38 @@ def parse_placement(text: str | None) -> tuple[int, ...] | None:
     try:
         return tuple(int(x) for x in text.split(","))
     except ValueError:
-        raise error("bad-placement", f"--placement {text}: expected comma-separated ranks, "
-                    "e.g. --placement 0,1,1,0") from None
+        raise error(
+            "bad-placement",
+            f"--placement {text}: expected comma-separated ranks, e.g. --placement 0,1,1,0",
+        ) from None
 
 
 def load_from_args(args: argparse.Namespace) -> Schedule:
     """Parse and expand the SCHEDULE argument (compute-only, or as written for literal files)."""
-    return load_schedule(args.schedule, parse_defines(args.defines),
-                         placement=parse_placement(args.placement),
-                         max_ops=args.max_ops, max_steps=args.max_steps)
+    return load_schedule(
+        args.schedule,
+        parse_defines(args.defines),
+        placement=parse_placement(args.placement),
+        max_ops=args.max_ops,
+        max_steps=args.max_steps,
+    )
 
 
-def _lowered(args: argparse.Namespace, loaded: Schedule | None = None
-             ) -> tuple[Schedule, Schedule]:
+def _lowered(args: argparse.Namespace, loaded: Schedule | None = None) -> tuple[Schedule, Schedule]:
     """(blocking, to run): the lowered schedule (literal lowered input kept as written), and
     the same after overlap-comms when --overlap asks for it (else the same object).
     ``loaded`` is the already expanded schedule, if the caller has it."""
     s = loaded if loaded is not None else load_from_args(args)
     if s.is_lowered:
         return s, s
-    return lower_for_run(s, getattr(args, "lowering", "auto"), getattr(args, "overlap", False),
-                         args)
+    return lower_for_run(
+        s, getattr(args, "lowering", "auto"), getattr(args, "overlap", False), args
+    )
 
 
-def lower_for_run(s: Schedule, strategy: str, overlap: bool, args: argparse.Namespace
-                  ) -> tuple[Schedule, Schedule]:
+def lower_for_run(
+    s: Schedule, strategy: str, overlap: bool, args: argparse.Namespace
+) -> tuple[Schedule, Schedule]:
     """(blocking, to run) for compute-only ``s``: see ``--lowering``; ``eager`` and ``auto``
     plan with the cost options in ``args`` (the cost model's defaults when it has none).  The
     overlapped schedule is not verified here; :func:`lowered_and_report` does that."""
@@ -120,8 +159,9 @@ def lower_for_run(s: Schedule, strategy: str, overlap: bool, args: argparse.Name
     return blocking, overlap_best(s, blocking, costs, step_time)
 
 
-def lowered_and_report(args: argparse.Namespace, loaded: Schedule | None = None
-                       ) -> tuple[Schedule, Report | None]:
+def lowered_and_report(
+    args: argparse.Namespace, loaded: Schedule | None = None
+) -> tuple[Schedule, Report | None]:
     """The schedule a command runs and its verification report (None with --no-verify).
 
     The overlapped schedule is verified; when it fails, the blocking one is returned with its

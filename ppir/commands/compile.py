@@ -23,13 +23,14 @@ examples:
 
 def add_arguments(p):
     add_schedule_arguments(p, overlap=True)
-    p.add_argument("--backend", default="cost",
-                   help="backend name (default cost); available: "
-                        + ", ".join(available_backends()))
+    p.add_argument(
+        "--backend",
+        default="cost",
+        help="backend name (default cost); available: " + ", ".join(available_backends()),
+    )
     p.add_argument("-o", "--output", metavar="PATH", help="where the backend writes its output")
     p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("--no-verify", action="store_true",
-                   help="skip verification (not recommended)")
+    p.add_argument("--no-verify", action="store_true", help="skip verification (not recommended)")
     for name in available_backends():
         try:
             backend = get_backend(name)

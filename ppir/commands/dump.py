@@ -28,8 +28,9 @@ examples:
 def add_arguments(p):
     add_schedule_arguments(p)
     p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("--compute-only", action="store_true",
-                   help="leave the communication actions out")
+    p.add_argument(
+        "--compute-only", action="store_true", help="leave the communication actions out"
+    )
     add_planning_arguments(p)
 
 

@@ -36,31 +36,64 @@ exit status: 0 every checked choice holds, 1 a failing choice was found, 2 unusa
 
 def add_arguments(p):
     p.add_argument("schedule", metavar="SCHEDULE", help="a .pps file or a built-in name")
-    p.add_argument("--over", action="append", default=[], metavar="NAME=LO..HI",
-                   help="a parameter and its values: P=2..16 (inclusive), M=P..8P, v=1,2,4 "
-                        "(repeatable; order matters: bounds may use earlier parameters)")
-    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
-                   help="fix a parameter (repeatable)")
-    p.add_argument("--max-peak", metavar="EXPR",
-                   help="bound on the worst rank's peak activations, in A (e.g. P)")
-    p.add_argument("--max-bubble", metavar="EXPR",
-                   help="bound on bubble/ideal under the estimator's textbook costs")
-    p.add_argument("--max-step-time", metavar="EXPR",
-                   help="bound on the estimated step time (F=1, B=2 per rank share)")
-    p.add_argument("--examples", type=int, default=100, metavar="N",
-                   help="parameter choices to check (default 100)")
+    p.add_argument(
+        "--over",
+        action="append",
+        default=[],
+        metavar="NAME=LO..HI",
+        help="a parameter and its values: P=2..16 (inclusive), M=P..8P, v=1,2,4 "
+        "(repeatable; order matters: bounds may use earlier parameters)",
+    )
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="fix a parameter (repeatable)",
+    )
+    p.add_argument(
+        "--max-peak",
+        metavar="EXPR",
+        help="bound on the worst rank's peak activations, in A (e.g. P)",
+    )
+    p.add_argument(
+        "--max-bubble",
+        metavar="EXPR",
+        help="bound on bubble/ideal under the estimator's textbook costs",
+    )
+    p.add_argument(
+        "--max-step-time",
+        metavar="EXPR",
+        help="bound on the estimated step time (F=1, B=2 per rank share)",
+    )
+    p.add_argument(
+        "--examples",
+        type=int,
+        default=100,
+        metavar="N",
+        help="parameter choices to check (default 100)",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--lowering", choices=list(STRATEGIES), default="lockstep")
     p.add_argument("--strict", action="store_true", help="treat verifier warnings as errors")
-    p.add_argument("--max-ops", type=int, default=2_000_000, metavar="N",
-                   help="cap on expanded ops per choice (default 2,000,000)")
+    p.add_argument(
+        "--max-ops",
+        type=int,
+        default=2_000_000,
+        metavar="N",
+        help="cap on expanded ops per choice (default 2,000,000)",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
 
 
 def _space(args) -> ParamSpace:
     if not args.over:
-        raise error("bad-usage", "nothing to fuzz: give at least one --over NAME=LO..HI",
-                    hints=["e.g. ppir fuzz 1f1b --over P=2..16 --over M=P..8P"])
+        raise error(
+            "bad-usage",
+            "nothing to fuzz: give at least one --over NAME=LO..HI",
+            hints=["e.g. ppir fuzz 1f1b --over P=2..16 --over M=P..8P"],
+        )
     if args.examples < 1:
         raise error("bad-usage", f"--examples must be at least 1, got {args.examples}")
     module = load_module(args.schedule)  # syntax errors: exit 2 before any search
@@ -70,12 +103,17 @@ def _space(args) -> ParamSpace:
     for name in [n for n, _ in over] + list(fixed):
         if name not in declared:
             from ..diagnostics import did_you_mean
-            raise error("unknown-parameter", f"'{name}' is not a parameter of {args.schedule}",
-                        hints=did_you_mean(name, declared)
-                        + [f"its parameters: {', '.join(declared) or 'none'}"])
+
+            raise error(
+                "unknown-parameter",
+                f"'{name}' is not a parameter of {args.schedule}",
+                hints=did_you_mean(name, declared)
+                + [f"its parameters: {', '.join(declared) or 'none'}"],
+            )
     names = {n for n, _ in over}
-    defaults = {k: v for k, v in declared.items()
-                if k not in names and k not in fixed and v is not None}
+    defaults = {
+        k: v for k, v in declared.items() if k not in names and k not in fixed and v is not None
+    }
     for b in (args.max_peak, args.max_bubble, args.max_step_time):
         if b is not None:
             Expr.parse(b)  # syntax now rather than at the first check
@@ -113,32 +151,51 @@ def run(args) -> int:
     space = _space(args)
 
     def check(params: dict):
-        return check_schedule(args.schedule, max_peak_activations=args.max_peak,
-                              max_bubble=args.max_bubble, max_step_time=args.max_step_time,
-                              lowering=args.lowering, strict=args.strict,
-                              max_ops=args.max_ops, **params)
+        return check_schedule(
+            args.schedule,
+            max_peak_activations=args.max_peak,
+            max_bubble=args.max_bubble,
+            max_step_time=args.max_step_time,
+            lowering=args.lowering,
+            strict=args.strict,
+            max_ops=args.max_ops,
+            **params,
+        )
 
     progress = _Progress(args.examples, args.quiet)
     try:
         res = search(space, check, examples=args.examples, seed=args.seed, progress=progress)
     finally:
         progress.done()
-    props = "verifies" + "".join(f", {what} <= {b}" for what, b in (
-        ("peak", args.max_peak), ("bubble/ideal", args.max_bubble),
-        ("step time", args.max_step_time)) if b is not None)
+    props = "verifies" + "".join(
+        f", {what} <= {b}"
+        for what, b in (
+            ("peak", args.max_peak),
+            ("bubble/ideal", args.max_bubble),
+            ("step time", args.max_step_time),
+        )
+        if b is not None
+    )
     if res.failure is not None:
         f = res.failure
         ps = ", ".join(f"{k}={v}" for k, v in f.params.items() if k in space.names)
-        print(f"FAILED: {args.schedule} with {ps} (shrunk in {res.shrink_steps} step(s) from "
-              f"{_point(res.first_failure, space)}; {res.checked} choice(s) checked)")
+        print(
+            f"FAILED: {args.schedule} with {ps} (shrunk in {res.shrink_steps} step(s) from "
+            f"{_point(res.first_failure, space)}; {res.checked} choice(s) checked)"
+        )
         print("\n".join(f.failures))
         return EXIT_INVALID
     if res.checked == 0:
-        raise error("no-valid-parameters", f"no choice in {space.describe()} satisfies the "
-                    f"require lines of {args.schedule}", exit_code=EXIT_USAGE)
-    print(f"ok: {args.schedule}: {res.checked} parameter choice(s) hold ({props}) for "
-          f"{space.describe()}" + (f"; {res.skipped} rejected by require lines"
-                                   if res.skipped else ""))
+        raise error(
+            "no-valid-parameters",
+            f"no choice in {space.describe()} satisfies the require lines of {args.schedule}",
+            exit_code=EXIT_USAGE,
+        )
+    print(
+        f"ok: {args.schedule}: {res.checked} parameter choice(s) hold ({props}) for "
+        f"{space.describe()}"
+        + (f"; {res.skipped} rejected by require lines" if res.skipped else "")
+    )
     return EXIT_OK
 
 

@@ -38,10 +38,19 @@ examples:
 
 def add_arguments(p):
     p.add_argument("source", metavar="SOURCE", help="torch:NAME, a .csv or a .txt file")
-    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
-                   help="torch:NAME parameters: P ranks, M microbatches, v stages per rank")
-    p.add_argument("--placement", metavar="R0,R1,...",
-                   help="the rank of each stage (default: torch's, or inferred)")
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="torch:NAME parameters: P ranks, M microbatches, v stages per rank",
+    )
+    p.add_argument(
+        "--placement",
+        metavar="R0,R1,...",
+        help="the rank of each stage (default: torch's, or inferred)",
+    )
     p.add_argument("--name", help="the schedule name in the .pps header (default: from SOURCE)")
     p.add_argument("-o", "--output", metavar="PATH", help="write the .pps here instead of stdout")
 
@@ -78,13 +87,16 @@ def _overlap_note(s) -> str | None:
     n = text.count("OVERLAP_F_B") if text else 0
     if not n:
         return None
-    return (f"{n} overlapped cell(s) (a;b)OVERLAP_F_B imported as their two actions in order; "
-            "ppir's IR has no overlapped F&B op")
+    return (
+        f"{n} overlapped cell(s) (a;b)OVERLAP_F_B imported as their two actions in order; "
+        "ppir's IR has no overlapped F&B op"
+    )
 
 
 def run(args) -> int:
-    s = load_source(args.source, parse_defines(args.defines), parse_placement(args.placement),
-                    args.name)
+    s = load_source(
+        args.source, parse_defines(args.defines), parse_placement(args.placement), args.name
+    )
     note = _overlap_note(s)
     comment = f"imported by ppir from {args.source}"
     if note:

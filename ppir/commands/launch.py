@@ -36,36 +36,64 @@ examples:
 def add_arguments(p):
     from ..backends.cuda.runtime import add_run_arguments
 
-    p.add_argument("-n", "--nproc", type=int, metavar="P",
-                   help="number of processes (default: the schedule's ranks; sets -D P=P for "
-                        "schedules with a parameter P when -D P is not given)")
+    p.add_argument(
+        "-n",
+        "--nproc",
+        type=int,
+        metavar="P",
+        help="number of processes (default: the schedule's ranks; sets -D P=P for "
+        "schedules with a parameter P when -D P is not given)",
+    )
     add_schedule_arguments(p, overlap=True)
     add_run_arguments(p)
     add_planning_arguments(p)
     p.add_argument("--no-verify", action="store_true", help="skip verification (not recommended)")
     p.add_argument("--plan-out", metavar="PATH", help="also keep the plan at PATH")
-    p.add_argument("--grace", type=float, default=10.0, metavar="SECONDS",
-                   help="after a rank fails, how long the others get before they are killed")
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="after a rank fails, how long the others get before they are killed",
+    )
 
 
 def _schedule(args):
     """The schedule to run and its verification report, with -n setting P when it can."""
     loaded = load_from_args(args)
-    if (args.nproc is not None and args.nproc != loaded.ranks and "P" in loaded.param_dict
-            and not any(d.split("=")[0].strip() == "P" for d in args.defines)):
+    if (
+        args.nproc is not None
+        and args.nproc != loaded.ranks
+        and "P" in loaded.param_dict
+        and not any(d.split("=")[0].strip() == "P" for d in args.defines)
+    ):
         args.defines = [*args.defines, f"P={args.nproc}"]
         loaded = load_from_args(args)
     s, report = lowered_and_report(args, loaded)
     if args.nproc is not None and s.ranks != args.nproc:
-        raise error("rank-mismatch", f"-n {args.nproc}: the schedule has {s.ranks} ranks",
-                    hints=[f"use -n {s.ranks}, or set the schedule's rank count with -D"])
+        raise error(
+            "rank-mismatch",
+            f"-n {args.nproc}: the schedule has {s.ranks} ranks",
+            hints=[f"use -n {s.ranks}, or set the schedule's rank count with -D"],
+        )
     return s, report
 
 
 def _runtime_argv(args) -> list[str]:
-    out = ["--model", args.model, "--steps", str(args.steps), "--lr", repr(args.lr),
-           "--device", args.device, "--timeout", repr(args.timeout),
-           "--tolerance", repr(args.tolerance)]
+    out = [
+        "--model",
+        args.model,
+        "--steps",
+        str(args.steps),
+        "--lr",
+        repr(args.lr),
+        "--device",
+        args.device,
+        "--timeout",
+        repr(args.timeout),
+        "--tolerance",
+        repr(args.tolerance),
+    ]
     for opt in args.model_opt:
         out += ["--model-opt", opt]
     if args.dist_backend:

@@ -25,8 +25,10 @@ def run(args) -> int:
     for name in builtin_names():
         path, text = read_source(name)
         mod = parse_text(text, path)
-        params = ", ".join(f"{p.name}={p.default}" if p.default is not None else p.name
-                           for p in (mod.header.params if mod.header else ()))
+        params = ", ".join(
+            f"{p.name}={p.default}" if p.default is not None else p.name
+            for p in (mod.header.params if mod.header else ())
+        )
         first = next((ln[1:].strip() for ln in text.splitlines() if ln.startswith("#")), "")
         first = first.split(": ")[0].rstrip(".")
         rows.append((name, params, first))

@@ -36,10 +36,20 @@ _COST = {OpKind.F: 1, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1}
 
 def add_arguments(p):
     p.add_argument("schedule", metavar="SCHEDULE", help="a .pps file or a built-in name")
-    p.add_argument("--over", required=True, metavar="NAME=V1,V2,...",
-                   help="the parameter to sweep and its values, e.g. --over v=1,2,4,8")
-    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
-                   help="fix a schedule parameter, e.g. -D P=4 (repeatable)")
+    p.add_argument(
+        "--over",
+        required=True,
+        metavar="NAME=V1,V2,...",
+        help="the parameter to sweep and its values, e.g. --over v=1,2,4,8",
+    )
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="fix a schedule parameter, e.g. -D P=4 (repeatable)",
+    )
     p.add_argument("--placement", help="for CSV schedules: the rank of each stage")
     p.add_argument("--format", choices=["text", "json"], default="text")
     add_model_arguments(p)
@@ -99,26 +109,49 @@ _BUBBLE = [
     ("bubble/total", "(P-1)/(M+P-1)", "reference", lambda P, M, v: _f(P - 1) / (M + P - 1), None),
 ]
 _INTERLEAVED = [
-    ("bubble/ideal", "(P-1)/(v*M)", "reference; seed cheat sheet",
-     lambda P, M, v: _f(P - 1) / (v * M), None),
-    ("bubble/total", "(P-1)/(v*M+P-1)", "reference ((P-1)(F+B)/v per rank)",
-     lambda P, M, v: _f(P - 1) / (v * M + P - 1), None),
-    ("bubble/total", "(P-1)/(M+v*P-1)", "seed demo", lambda P, M, v: _f(P - 1) / (M + v * P - 1),
-     None),
+    (
+        "bubble/ideal",
+        "(P-1)/(v*M)",
+        "reference; seed cheat sheet",
+        lambda P, M, v: _f(P - 1) / (v * M),
+        None,
+    ),
+    (
+        "bubble/total",
+        "(P-1)/(v*M+P-1)",
+        "reference ((P-1)(F+B)/v per rank)",
+        lambda P, M, v: _f(P - 1) / (v * M + P - 1),
+        None,
+    ),
+    (
+        "bubble/total",
+        "(P-1)/(M+v*P-1)",
+        "seed demo",
+        lambda P, M, v: _f(P - 1) / (M + v * P - 1),
+        None,
+    ),
     ("p2p fwd/mb", "v*(P-1)", "seed cheat sheet", lambda P, M, v: _f(v * (P - 1)), None),
     ("p2p fwd/mb", "v*P-1", "seed demo (M(kP-1) per step)", lambda P, M, v: _f(v * P - 1), None),
-    ("peak A", "(v*P+P-1)/v", "reference (rank 0, M large enough)",
-     lambda P, M, v: _f(v * P + P - 1) / v, lambda P, M, v: v * P + P - 2 < v * M),
+    (
+        "peak A",
+        "(v*P+P-1)/v",
+        "reference (rank 0, M large enough)",
+        lambda P, M, v: _f(v * P + P - 1) / v,
+        lambda P, M, v: v * P + P - 2 < v * M,
+    ),
     ("peak A", "P*(v+1)/2", "seed cheat sheet", lambda P, M, v: _f(P * (v + 1)) / 2, None),
 ]
 CLOSED_FORMS = {
-    "gpipe": _BUBBLE + [("p2p fwd/mb", "P-1", "contiguous placement",
-                         lambda P, M, v: _f(P - 1), None),
-                        ("peak A", "M", "reference", lambda P, M, v: _f(M), None)],
-    "1f1b": _BUBBLE + [("p2p fwd/mb", "P-1", "contiguous placement",
-                        lambda P, M, v: _f(P - 1), None),
-                       ("peak A", "min(P, M)", "reference (rank 0)",
-                        lambda P, M, v: _f(min(P, M)), None)],
+    "gpipe": _BUBBLE
+    + [
+        ("p2p fwd/mb", "P-1", "contiguous placement", lambda P, M, v: _f(P - 1), None),
+        ("peak A", "M", "reference", lambda P, M, v: _f(M), None),
+    ],
+    "1f1b": _BUBBLE
+    + [
+        ("p2p fwd/mb", "P-1", "contiguous placement", lambda P, M, v: _f(P - 1), None),
+        ("peak A", "min(P, M)", "reference (rank 0)", lambda P, M, v: _f(min(P, M)), None),
+    ],
     "interleaved_1f1b": _INTERLEAVED,
     "looped_bfs": [("peak A", "M", "reference (approximately)", lambda P, M, v: _f(M), None)],
 }
@@ -133,12 +166,18 @@ def measure(s: Schedule, model=None, recompute="none", layers=None) -> dict:
     mem = analyze_memory(low, i_fraction=split_fractions(model, recompute))
     p2p = analyze_p2p(low, model)
     L = layers if layers is not None else (model.layers if model else None)
-    out = {"bubble": T - busy[r], "bubble/ideal": (T - busy[r]) / busy[r] if busy[r] else None,
-           "bubble/total": (T - busy[r]) / T if T else None,
-           "est bubble/ideal": estimator_bubble(low),
-           "p2p fwd/mb": p2p.forward_per_microbatch, "p2p bwd/mb": p2p.backward_per_microbatch,
-           "peak A": mem.worst.peak_activations, "peak rank": mem.worst.rank,
-           "layers/chunk": None, "layers error": None}
+    out = {
+        "bubble": T - busy[r],
+        "bubble/ideal": (T - busy[r]) / busy[r] if busy[r] else None,
+        "bubble/total": (T - busy[r]) / T if T else None,
+        "est bubble/ideal": estimator_bubble(low),
+        "p2p fwd/mb": p2p.forward_per_microbatch,
+        "p2p bwd/mb": p2p.backward_per_microbatch,
+        "peak A": mem.worst.peak_activations,
+        "peak rank": mem.worst.rank,
+        "layers/chunk": None,
+        "layers error": None,
+    }
     if L is not None:
         try:
             out["layers/chunk"] = _f(check_layers(L, s.stages, s.ranks))
@@ -148,12 +187,29 @@ def measure(s: Schedule, model=None, recompute="none", layers=None) -> dict:
 
 
 # Errors that no value of the swept parameter can fix: reported once, exit 2.
-_UNUSABLE = frozenset({"unknown-parameter", "bad-input", "syntax-error", "bad-define",
-                       "missing-parameter", "unknown-model", "bad-model"})
+_UNUSABLE = frozenset(
+    {
+        "unknown-parameter",
+        "bad-input",
+        "syntax-error",
+        "bad-define",
+        "missing-parameter",
+        "unknown-model",
+        "bad-model",
+    }
+)
 
 
-def sweep(spec: str, over: str, values: list[int], fixed: dict[str, int], model=None,
-          recompute="none", layers=None, placement=None) -> list[dict]:
+def sweep(
+    spec: str,
+    over: str,
+    values: list[int],
+    fixed: dict[str, int],
+    model=None,
+    recompute="none",
+    layers=None,
+    placement=None,
+) -> list[dict]:
     """One row per value: params, measured figures, and the closed forms with agreement."""
     rows = []
     for val in values:
@@ -173,15 +229,30 @@ def sweep(spec: str, over: str, values: list[int], fixed: dict[str, int], model=
         for q, text, src, fn, applies in CLOSED_FORMS.get(s.name, []):
             ok = applies is None or applies(P, M, v)
             pv = fn(P, M, v)
-            preds.append({"quantity": q, "formula": text, "source": src, "predicted": pv,
-                          "applies": ok, "agrees": (pv == meas[q]) if ok else None})
+            preds.append(
+                {
+                    "quantity": q,
+                    "formula": text,
+                    "source": src,
+                    "predicted": pv,
+                    "applies": ok,
+                    "agrees": (pv == meas[q]) if ok else None,
+                }
+            )
         if meas["layers/chunk"] is not None or meas["layers error"]:
             L = layers if layers is not None else model.layers
             pv = _f(L) / (P * v)
             ok = meas["layers error"] is None
-            preds.append({"quantity": "layers/chunk", "formula": "L/(P*v)", "source": "seed",
-                          "predicted": pv, "applies": ok,
-                          "agrees": pv == meas["layers/chunk"] if ok else None})
+            preds.append(
+                {
+                    "quantity": "layers/chunk",
+                    "formula": "L/(P*v)",
+                    "source": "seed",
+                    "predicted": pv,
+                    "applies": ok,
+                    "agrees": pv == meas["layers/chunk"] if ok else None,
+                }
+            )
         rows.append({"value": val, "params": p, "measured": meas, "predictions": preds})
     return rows
 
@@ -200,11 +271,26 @@ def _parse_over(text: str) -> tuple[str, list[int]]:
 def run(args) -> int:
     name, values = _parse_over(args.over)
     model = parse_model_spec(args.model) if args.model else None
-    rows = sweep(args.schedule, name, values, parse_defines(args.defines), model,
-                 args.recompute, args.layers, parse_placement(args.placement))
+    rows = sweep(
+        args.schedule,
+        name,
+        values,
+        parse_defines(args.defines),
+        model,
+        args.recompute,
+        args.layers,
+        parse_placement(args.placement),
+    )
     if args.format == "json":
-        emit_json({"format": "ppir.sweep/1", "schedule": args.schedule, "over": name,
-                   "costs": {"F": 1, "B": 2, "I": 1, "W": 1}, "rows": _json_rows(rows)})
+        emit_json(
+            {
+                "format": "ppir.sweep/1",
+                "schedule": args.schedule,
+                "over": name,
+                "costs": {"F": 1, "B": 2, "I": 1, "W": 1},
+                "rows": _json_rows(rows),
+            }
+        )
     else:
         print(format_text(args.schedule, name, rows), end="")
     return 0
@@ -218,20 +304,31 @@ def _json_rows(rows: list[dict]) -> list[dict]:
             continue
         m = {k: (num(x) if not isinstance(x, str) else x) for k, x in row["measured"].items()}
         preds = [dict(p, predicted=num(p["predicted"])) for p in row["predictions"]]
-        out.append({"value": row["value"], "params": row["params"], "measured": m,
-                    "predictions": preds})
+        out.append(
+            {"value": row["value"], "params": row["params"], "measured": m, "predictions": preds}
+        )
     return out
 
 
-_COLS = ["bubble/ideal", "bubble/total", "est bubble/ideal", "p2p fwd/mb", "p2p bwd/mb",
-         "peak A", "layers/chunk"]
+_COLS = [
+    "bubble/ideal",
+    "bubble/total",
+    "est bubble/ideal",
+    "p2p fwd/mb",
+    "p2p bwd/mb",
+    "peak A",
+    "layers/chunk",
+]
 
 
 def format_text(spec: str, over: str, rows: list[dict]) -> str:
-    lines = [f"{spec}: sweeping {over}; uniform costs F=1 B=2 I=W=1 per rank share, no comm "
-             "cost; A = one microbatch's activations of L/P layers; peak A on the worst rank",
-             "bubble/*: compute graph (ASAP, program order + data deps); est bubble/ideal: the "
-             "cost estimator running the lowered program", ""]
+    lines = [
+        f"{spec}: sweeping {over}; uniform costs F=1 B=2 I=W=1 per rank share, no comm "
+        "cost; A = one microbatch's activations of L/P layers; peak A on the worst rank",
+        "bubble/*: compute graph (ASAP, program order + data deps); est bubble/ideal: the "
+        "cost estimator running the lowered program",
+        "",
+    ]
     table = [[over] + _COLS]
     for row in rows:
         if "error" in row:
@@ -245,10 +342,16 @@ def format_text(spec: str, over: str, rows: list[dict]) -> str:
     w = [max(len(r[i]) for r in table if len(r) > 2) for i in range(len(_COLS) + 1)]
     for r in table:
         full = len(r) == len(w)
-        lines.append("  ".join(c.rjust(w[i]) for i, c in enumerate(r)) if full
-                     else f"{r[0].rjust(w[0])}  {r[1]}")
-    forms = [(p["quantity"], p["formula"], p["source"]) for row in rows
-             for p in row.get("predictions", [])]
+        lines.append(
+            "  ".join(c.rjust(w[i]) for i, c in enumerate(r))
+            if full
+            else f"{r[0].rjust(w[0])}  {r[1]}"
+        )
+    forms = [
+        (p["quantity"], p["formula"], p["source"])
+        for row in rows
+        for p in row.get("predictions", [])
+    ]
     if not forms:
         return "\n".join(lines) + "\n\n(no closed forms on record for this schedule)\n"
     lines += ["", "closed forms (measured vs predicted; 'DIFFERS' flags disagreement):"]
@@ -260,7 +363,7 @@ def format_text(spec: str, over: str, rows: list[dict]) -> str:
                 if (p["quantity"], p["formula"], p["source"]) != key:
                     continue
                 mv = row["measured"][q]
-                mark = ("n/a" if not p["applies"] else "ok" if p["agrees"] else "DIFFERS")
+                mark = "n/a" if not p["applies"] else "ok" if p["agrees"] else "DIFFERS"
                 cells.append(f"{over}={row['value']}: {fmt(mv)} vs {fmt(p['predicted'])} {mark}")
         lines.append(f"  {q:<13} {text:<18} [{src}]")
         lines.extend(f"      {c}" for c in cells)

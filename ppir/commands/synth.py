@@ -27,17 +27,36 @@ exit status: 0 written, 2 unusable input or usage.
 
 
 def add_arguments(p):
-    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
-                   help="P (ranks) and M (microbatches), e.g. -D P=4 -D M=8")
-    p.add_argument("--mem-cap", type=int, required=True, metavar="A",
-                   help="per-rank cap on activations, in A (whole microbatches of a share)")
-    p.add_argument("--cost", default=None, metavar="F=1,B=2,I=1,W=1",
-                   help="op costs per rank share (default F=1,B=2,I=1,W=1)")
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="P (ranks) and M (microbatches), e.g. -D P=4 -D M=8",
+    )
+    p.add_argument(
+        "--mem-cap",
+        type=int,
+        required=True,
+        metavar="A",
+        help="per-rank cap on activations, in A (whole microbatches of a share)",
+    )
+    p.add_argument(
+        "--cost",
+        default=None,
+        metavar="F=1,B=2,I=1,W=1",
+        help="op costs per rank share (default F=1,B=2,I=1,W=1)",
+    )
     p.add_argument("--no-vshape", action="store_true", help="contiguous placement only")
     p.add_argument("--name", default="zb_synth", help="schedule name in the .pps header")
     p.add_argument("-o", "--output", metavar="FILE", help="write the .pps here (default stdout)")
-    p.add_argument("--format", choices=["pps", "json"], default="pps",
-                   help="pps (default): the schedule; json: the summary and every candidate")
+    p.add_argument(
+        "--format",
+        choices=["pps", "json"],
+        default="pps",
+        help="pps (default): the schedule; json: the summary and every candidate",
+    )
 
 
 def parse_costs(text: str | None) -> dict[str, Fraction]:
@@ -49,8 +68,11 @@ def parse_costs(text: str | None) -> dict[str, Fraction]:
         k, eq, v = part.partition("=")
         k = k.strip()
         if not eq or k not in ("F", "B", "I", "W"):
-            raise error("bad-usage", f"--cost {text}: expected KIND=NUMBER with KIND in F, B, "
-                        "I, W, e.g. --cost F=1,B=2,I=1,W=1")
+            raise error(
+                "bad-usage",
+                f"--cost {text}: expected KIND=NUMBER with KIND in F, B, "
+                "I, W, e.g. --cost F=1,B=2,I=1,W=1",
+            )
         try:
             out[k] = Fraction(v.strip())
         except (ValueError, ZeroDivisionError):
@@ -67,23 +89,47 @@ def run(args) -> int:
     d = parse_defines(args.defines)
     unknown = sorted(set(d) - {"P", "M"})
     if unknown or "P" not in d or "M" not in d:
-        raise error("bad-usage", "ppir synth takes -D P=... and -D M=... (and nothing else"
-                    + (f"; got {', '.join(unknown)}" if unknown else "") + ")")
-    res = synthesize(d["P"], d["M"], args.mem_cap, parse_costs(args.cost),
-                     vshape=not args.no_vshape, name=args.name)
+        raise error(
+            "bad-usage",
+            "ppir synth takes -D P=... and -D M=... (and nothing else"
+            + (f"; got {', '.join(unknown)}" if unknown else "")
+            + ")",
+        )
+    res = synthesize(
+        d["P"],
+        d["M"],
+        args.mem_cap,
+        parse_costs(args.cost),
+        vshape=not args.no_vshape,
+        name=args.name,
+    )
     if args.format == "json":
-        emit_json({
-            "format": "ppir.synth/1", "schedule": res.schedule.name,
-            "params": dict(res.schedule.params), "chosen": res.label,
-            "step_time": res.step_time, "bubble": res.bubble, "peak_activations": str(res.peak),
-            "candidates": [{"label": t.label, "step_time": t.step_time,
-                            "peak_activations": None if t.peak is None else str(t.peak),
-                            "note": t.note} for t in res.trials],
-        })
+        emit_json(
+            {
+                "format": "ppir.synth/1",
+                "schedule": res.schedule.name,
+                "params": dict(res.schedule.params),
+                "chosen": res.label,
+                "step_time": res.step_time,
+                "bubble": res.bubble,
+                "peak_activations": str(res.peak),
+                "candidates": [
+                    {
+                        "label": t.label,
+                        "step_time": t.step_time,
+                        "peak_activations": None if t.peak is None else str(t.peak),
+                        "note": t.note,
+                    }
+                    for t in res.trials
+                ],
+            }
+        )
         return EXIT_OK
-    comment = (f"synthesised by 'ppir synth': {res.label}; step time {res.step_time:g}, worst-"
-               f"rank bubble {res.bubble:g} (estimator, free comm), peak {res.peak} A "
-               f"<= cap {args.mem_cap} A")
+    comment = (
+        f"synthesised by 'ppir synth': {res.label}; step time {res.step_time:g}, worst-"
+        f"rank bubble {res.bubble:g} (estimator, free comm), peak {res.peak} A "
+        f"<= cap {args.mem_cap} A"
+    )
     text = format_pps(res.schedule, comment=comment)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:

@@ -39,26 +39,51 @@ FORMATS = ("html", "png", "svg")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_schedule_arguments(p, overlap=True)
-    p.add_argument("-o", "--output", metavar="PATH",
-                   help="output file (default: SCHEDULE's name with the format's extension)")
-    p.add_argument("--format", choices=FORMATS,
-                   help="html (interactive, default), png or svg (static chart); default: from "
-                        "the -o extension")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="output file (default: SCHEDULE's name with the format's extension)",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="html (interactive, default), png or svg (static chart); default: from "
+        "the -o extension",
+    )
     cmp = p.add_argument_group("comparison")
-    cmp.add_argument("--compare", metavar="SCHEDULE2",
-                     help="a second schedule drawn below the first on the same time axis")
-    cmp.add_argument("-D2", "--compare-define", dest="defines2", action="append", default=[],
-                     metavar="NAME=VALUE",
-                     help="a parameter of the second schedule (repeatable); overrides what it "
-                          "inherits from -D")
+    cmp.add_argument(
+        "--compare",
+        metavar="SCHEDULE2",
+        help="a second schedule drawn below the first on the same time axis",
+    )
+    cmp.add_argument(
+        "-D2",
+        "--compare-define",
+        dest="defines2",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a parameter of the second schedule (repeatable); overrides what it inherits from -D",
+    )
     page = p.add_argument_group("page")
-    page.add_argument("--view", choices=("global", "local"), default="global",
-                      help="view the page opens in (default global)")
-    page.add_argument("--mode", choices=("static", "dynamic"), default="static",
-                      help="mode the page opens in (default static)")
-    page.add_argument("--rank", type=int, default=0, metavar="R",
-                      help="rank of the local view (default 0)")
+    page.add_argument(
+        "--view",
+        choices=("global", "local"),
+        default="global",
+        help="view the page opens in (default global)",
+    )
+    page.add_argument(
+        "--mode",
+        choices=("static", "dynamic"),
+        default="static",
+        help="mode the page opens in (default static)",
+    )
+    page.add_argument(
+        "--rank", type=int, default=0, metavar="R", help="rank of the local view (default 0)"
+    )
     from ..backends.cost.cli import add_cost_arguments
+
     add_cost_arguments(p.add_argument_group("cost model"))
 
 
@@ -70,8 +95,11 @@ def output_format(args) -> tuple[str, str]:
         if ext in ("htm",):
             ext = "html"
         if ext not in FORMATS:
-            raise error("bad-usage", f"-o {out}: cannot tell the format from the extension",
-                        hints=["use .html, .png or .svg, or pass --format"])
+            raise error(
+                "bad-usage",
+                f"-o {out}: cannot tell the format from the extension",
+                hints=["use .html, .png or .svg, or pass --format"],
+            )
         fmt = ext
     fmt = fmt or "html"
     if not out:
@@ -97,8 +125,9 @@ def second_schedule(args):
     first, own = parse_defines(args.defines), parse_defines(args.defines2)
     declared = declared_params(spec)
     inherited = {k: v for k, v in first.items() if declared is not None and k in declared}
-    sched = load_schedule(spec, {**inherited, **own}, max_ops=args.max_ops,
-                          max_steps=args.max_steps)
+    sched = load_schedule(
+        spec, {**inherited, **own}, max_ops=args.max_ops, max_steps=args.max_steps
+    )
     return lowered_from_args(args, sched)  # the same lowering and overlap: like with like
 
 
@@ -117,11 +146,19 @@ def run(args) -> int:
     runs = [time_schedule(s, cfg, progress) for s in schedules]
     if fmt == "html":
         from ..viz import render_html
-        text = render_html(runs, {"view": args.view, "mode": args.mode,
-                                  "rank": min(args.rank, max(s.ranks for s in schedules) - 1)})
+
+        text = render_html(
+            runs,
+            {
+                "view": args.view,
+                "mode": args.mode,
+                "rank": min(args.rank, max(s.ranks for s in schedules) - 1),
+            },
+        )
         write_output(out, text)
     else:
         from ..viz import write_image
+
         write_image(runs, out, fmt)
     print(f"wrote {out}")
     return 0

@@ -69,13 +69,19 @@ def outgoing_message(schedule: Schedule, a: Action) -> tuple[Action, Action, int
     if a.kind is OpKind.F and s + 1 < schedule.stages:
         dst = schedule.placement[s + 1]
         if dst != schedule.placement[s]:
-            return (Action(s, OpKind.SEND_F, m, a.span), Action(s + 1, OpKind.RECV_F, m, a.span),
-                    dst)
+            return (
+                Action(s, OpKind.SEND_F, m, a.span),
+                Action(s + 1, OpKind.RECV_F, m, a.span),
+                dst,
+            )
     elif a.kind.is_backward and s > 0:
         dst = schedule.placement[s - 1]
         if dst != schedule.placement[s]:
-            return (Action(s, OpKind.SEND_B, m, a.span), Action(s - 1, OpKind.RECV_B, m, a.span),
-                    dst)
+            return (
+                Action(s, OpKind.SEND_B, m, a.span),
+                Action(s - 1, OpKind.RECV_B, m, a.span),
+                dst,
+            )
     return None
 
 
@@ -100,7 +106,8 @@ class LowerComms:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown lowering strategy {self.strategy!r}")
         costs = self.costs or PlanCosts.uniform(
-            base.stages, base.ranks, dict(self.durations) if self.durations else None)
+            base.stages, base.ranks, dict(self.durations) if self.durations else None
+        )
         index = ComputeIndex.build(base)
         try:
             finish = asap_finish(base, index=index, costs=costs)
@@ -130,8 +137,9 @@ def _item_times(s: Schedule, finish: list[list[int]], costs: PlanCosts):
     return starts, ends, item_of
 
 
-def _lower_lockstep(s: Schedule, finish: list[list[int]], costs: PlanCosts,
-                    index: ComputeIndex) -> Schedule:
+def _lower_lockstep(
+    s: Schedule, finish: list[list[int]], costs: PlanCosts, index: ComputeIndex
+) -> Schedule:
     starts, ends, item_of = _item_times(s, finish, costs)
 
     def meeting(r: int, t, recv: Action, dst: int):
@@ -139,19 +147,21 @@ def _lower_lockstep(s: Schedule, finish: list[list[int]], costs: PlanCosts,
         hi = starts[dst][item_of[dst][consumer[1]]] if consumer and consumer[0] == dst else None
         return _meeting_time(t, hi, (starts[r], ends[r]), (starts[dst], ends[dst]))
 
-    return _place_groups(s, _exchanges(s, index, ends, item_of, meeting), starts,
-                         before_start=True)
+    return _place_groups(s, _exchanges(s, index, ends, item_of, meeting), starts, before_start=True)
 
 
-def _lower_eager(s: Schedule, finish: list[list[int]], costs: PlanCosts,
-                 index: ComputeIndex) -> Schedule:
+def _lower_eager(
+    s: Schedule, finish: list[list[int]], costs: PlanCosts, index: ComputeIndex
+) -> Schedule:
     _, ends, item_of = _item_times(s, finish, costs)
-    return _place_groups(s, _exchanges(s, index, ends, item_of, lambda r, t, recv, dst: t),
-                         ends, before_start=False)
+    return _place_groups(
+        s, _exchanges(s, index, ends, item_of, lambda r, t, recv, dst: t), ends, before_start=False
+    )
 
 
-def _exchanges(s: Schedule, index: ComputeIndex, ends: list[list], item_of: list[list[int]],
-               when) -> list[dict]:
+def _exchanges(
+    s: Schedule, index: ComputeIndex, ends: list[list], item_of: list[list[int]], when
+) -> list[dict]:
     """Per rank, {exchange time: [SEND/RECV actions]} for every cross-rank message; the time is
     ``when(src rank, producer item's finish, recv, dst rank)``, the same on both ranks."""
     comms: list[dict[int, list[Action]]] = [{} for _ in range(s.ranks)]
@@ -166,8 +176,9 @@ def _exchanges(s: Schedule, index: ComputeIndex, ends: list[list], item_of: list
     return comms
 
 
-def _place_groups(s: Schedule, comms: list[dict], times_of_items: list[list],
-                  before_start: bool) -> Schedule:
+def _place_groups(
+    s: Schedule, comms: list[dict], times_of_items: list[list], before_start: bool
+) -> Schedule:
     """One group per (rank, time t), in time order, each before the first program item with
     start >= t (``before_start``) or with finish > t (otherwise)."""
     key = _sort_key(s)
@@ -239,8 +250,9 @@ def _lower_naive(s: Schedule) -> Schedule:
             acts = item_actions(it)
             for a in acts:
                 if a.kind is not OpKind.W:
-                    out.extend(recv_before.pop(
-                        _consumer_key(r, a.stage, a.mb, a.kind is OpKind.F), []))
+                    out.extend(
+                        recv_before.pop(_consumer_key(r, a.stage, a.mb, a.kind is OpKind.F), [])
+                    )
             out.append(it)
             for a in acts:
                 msg = outgoing_message(s, a)

@@ -78,11 +78,15 @@ def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
         slot = max(last_post, seen - hoist)
         for a in acts:
             if a.kind.is_send:
-                slot = max(slot, *(where[k] + 1 for k in comm_endpoints(a) if k in where),
-                           slot)
+                slot = max(slot, *(where[k] + 1 for k in comm_endpoints(a) if k in where), slot)
         slot = last_post = min(slot, seen)
-        consumers = [where[k] for a in acts if a.kind.is_recv for k in comm_endpoints(a)
-                     if k in where and where[k] >= seen]
+        consumers = [
+            where[k]
+            for a in acts
+            if a.kind.is_recv
+            for k in comm_endpoints(a)
+            if k in where and where[k] >= seen
+        ]
         group = Group(tuple(acts), getattr(it, "span", None), deferred=True)
         posts.append((slot, group))
         waits.append((min(consumers) if consumers else None, Wait(group.actions, group.span)))
@@ -112,8 +116,12 @@ def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
     return out
 
 
-def overlap_best(schedule: Schedule, lockstep: Schedule, costs: PlanCosts | None,
-                 step_time: Callable[[Schedule], float] | None) -> Schedule:
+def overlap_best(
+    schedule: Schedule,
+    lockstep: Schedule,
+    costs: PlanCosts | None,
+    step_time: Callable[[Schedule], float] | None,
+) -> Schedule:
     """Communication for running ``schedule`` (compute-only) with transfers overlapped: the
     faster, by ``step_time``, of ``overlap-comms`` over ``lockstep`` (its lockstep lowering)
     and ``overlap-comms`` over the ``eager`` lowering planned with ``costs``.

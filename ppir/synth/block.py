@@ -46,8 +46,12 @@ def expand_greedy(ex, block: A.GreedyBlock, top, ranks: int) -> list[tuple[Actio
                 continue
             key = st.what if st.what != "cost" else f"cost {st.kind}"
             if key in seen:
-                raise error("duplicate-option", f"'{key}' is given twice in this greedy block",
-                            st.span, notes=[Note("first given here", seen[key])])
+                raise error(
+                    "duplicate-option",
+                    f"'{key}' is given twice in this greedy block",
+                    st.span,
+                    notes=[Note("first given here", seen[key])],
+                )
             seen[key] = st.span
             value = ex.compile(st.value)
             if st.what == "priority":
@@ -55,46 +59,76 @@ def expand_greedy(ex, block: A.GreedyBlock, top, ranks: int) -> list[tuple[Actio
             elif st.what == "memory":
                 cap, mem_span = value(scope), st.span
                 if cap < 1:
-                    raise error("bad-memory", f"the memory cap must be at least 1 chunk "
-                                f"activation, got {cap} on rank {r}", st.span)
+                    raise error(
+                        "bad-memory",
+                        f"the memory cap must be at least 1 chunk "
+                        f"activation, got {cap} on rank {r}",
+                        st.span,
+                    )
             elif st.what == "split":
                 split = int(bool(value(scope)))
             else:
                 kind = _KINDS.get(st.kind)
                 if kind is None:
-                    raise error("unknown-op", f"unknown op kind '{st.kind}' in a cost line",
-                                st.kind_span, hints=["costs are given for F, B, I and W"])
+                    raise error(
+                        "unknown-op",
+                        f"unknown op kind '{st.kind}' in a cost line",
+                        st.kind_span,
+                        hints=["costs are given for F, B, I and W"],
+                    )
                 costs[kind] = value(scope)
                 if costs[kind] < 1:
-                    raise error("bad-cost", f"cost {st.kind} must be a positive integer, "
-                                f"got {costs[kind]}", st.span)
+                    raise error(
+                        "bad-cost",
+                        f"cost {st.kind} must be a positive integer, got {costs[kind]}",
+                        st.span,
+                    )
         for name, val in (("split", split), ("costs", costs)):
             if name in global_opts and global_opts[name][0] != val:
-                raise error("rank-dependent-option",
-                            f"'{name}' must be the same on every rank (rank 0 and rank {r} "
-                            "differ)", seen.get(name, block.span))
+                raise error(
+                    "rank-dependent-option",
+                    f"'{name}' must be the same on every rank (rank 0 and rank {r} differ)",
+                    seen.get(name, block.span),
+                )
             global_opts.setdefault(name, (val, block.span))
         scopes.append(scope)
         caps.append(cap)
         prio_fns.append(prio)
-    spec = GreedySpec(ranks, ex.microbatches, ex.placement, tuple(caps),
-                      bool(global_opts["split"][0]), tuple(global_opts["costs"][0].items()))
+    spec = GreedySpec(
+        ranks,
+        ex.microbatches,
+        ex.placement,
+        tuple(caps),
+        bool(global_opts["split"][0]),
+        tuple(global_opts["costs"][0].items()),
+    )
 
     def priority(c: Candidate) -> int:
         fn = prio_fns[c.rank]
         if fn is None:
             return default_priority(c)
         s = _Scope(scopes[c.rank])
-        s.vars.update(mb=c.mb, chunk=c.chunk, stage=c.stage, is_f=int(c.kind is OpKind.F),
-                      is_b=int(c.kind in (OpKind.B, OpKind.I)), is_w=int(c.kind is OpKind.W),
-                      mem=c.mem, time=c.time)
+        s.vars.update(
+            mb=c.mb,
+            chunk=c.chunk,
+            stage=c.stage,
+            is_f=int(c.kind is OpKind.F),
+            is_b=int(c.kind in (OpKind.B, OpKind.I)),
+            is_w=int(c.kind is OpKind.W),
+            mem=c.mem,
+            time=c.time,
+        )
         return fn(s)
 
     try:
         progs = list_schedule(spec, priority)
     except GreedyStuck as e:
-        raise error("memory-too-small", f"list scheduling is stuck: {e}", mem_span,
-                    hints=["raise the memory cap"]) from None
+        raise error(
+            "memory-too-small",
+            f"list scheduling is stuck: {e}",
+            mem_span,
+            hints=["raise the memory cap"],
+        ) from None
     ex.ops += sum(len(p) for p in progs)
     if ex.ops > ex.max_ops:
         raise error("op-limit", f"expansion produced more than {ex.max_ops:,} ops", block.span)

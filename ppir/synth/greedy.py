@@ -64,8 +64,12 @@ class GreedySpec:
     placement: tuple[int, ...]
     caps: tuple[int | None, ...]
     split: bool = True
-    costs: tuple[tuple[OpKind, int], ...] = ((OpKind.F, 1), (OpKind.B, 2), (OpKind.I, 1),
-                                             (OpKind.W, 1))
+    costs: tuple[tuple[OpKind, int], ...] = (
+        (OpKind.F, 1),
+        (OpKind.B, 2),
+        (OpKind.I, 1),
+        (OpKind.W, 1),
+    )
 
 
 class GreedyStuck(Exception):
@@ -81,8 +85,7 @@ def default_priority(c: Candidate) -> int:
     return 0 if c.kind is OpKind.B or c.kind is OpKind.I else (1 if c.kind is OpKind.F else 2)
 
 
-def list_schedule(spec: GreedySpec, priority: Priority = default_priority
-                  ) -> list[list[Action]]:
+def list_schedule(spec: GreedySpec, priority: Priority = default_priority) -> list[list[Action]]:
     """Each rank's compute actions in program order (see the module docstring)."""
     P, M, place = spec.ranks, spec.microbatches, spec.placement
     S = len(place)
@@ -107,12 +110,18 @@ def list_schedule(spec: GreedySpec, priority: Priority = default_priority
         held = len(stages_of[r])
         for s in stages_of[r]:
             m = nf[s]
-            if m < M and (cap is None or mem[r] + held - chunk_of[s] <= cap) and \
-                    (s == 0 or f_done.get((s - 1, m), never) <= t):
+            if (
+                m < M
+                and (cap is None or mem[r] + held - chunk_of[s] <= cap)
+                and (s == 0 or f_done.get((s - 1, m), never) <= t)
+            ):
                 cands.append(Candidate(r, OpKind.F, s, chunk_of[s], m, mem[r], t))
             m = nb[s]
-            if m < nf[s] and f_done[(s, m)] <= t and \
-                    (s == S - 1 or b_done.get((s + 1, m), never) <= t):
+            if (
+                m < nf[s]
+                and f_done[(s, m)] <= t
+                and (s == S - 1 or b_done.get((s + 1, m), never) <= t)
+            ):
                 cands.append(Candidate(r, back, s, chunk_of[s], m, mem[r], t))
             if spec.split and nw[s] < nb[s]:
                 cands.append(Candidate(r, OpKind.W, s, chunk_of[s], nw[s], mem[r], t))
@@ -149,8 +158,12 @@ def list_schedule(spec: GreedySpec, priority: Priority = default_priority
         if not times:
             if left:
                 r = min(range(P), key=lambda r: (-mem[r], r))
-                raise GreedyStuck(r, t, f"rank {r} holds {mem[r]} chunk activation(s), its cap, "
-                                  f"and no op can free one (at time {t})")
+                raise GreedyStuck(
+                    r,
+                    t,
+                    f"rank {r} holds {mem[r]} chunk activation(s), its cap, "
+                    f"and no op can free one (at time {t})",
+                )
             break
         t = times[0]
     return out

@@ -83,8 +83,15 @@ def one_f_one_b_at_cap(P: int, M: int, cap: int) -> Schedule:
             ops += [Action(r, OpKind.F, w + i), Action(r, OpKind.B, i)]
         ops += [Action(r, OpKind.B, m) for m in range(M - w, M)]
         progs.append(tuple(ops))
-    return Schedule("1f1b_at_cap", (("P", P), ("M", M), ("cap", cap)), P, P, M,
-                    looped_placement(P, P), tuple(progs))
+    return Schedule(
+        "1f1b_at_cap",
+        (("P", P), ("M", M), ("cap", cap)),
+        P,
+        P,
+        M,
+        looped_placement(P, P),
+        tuple(progs),
+    )
 
 
 def int_costs(costs: dict[str, Fraction]) -> dict[OpKind, int]:
@@ -95,8 +102,15 @@ def int_costs(costs: dict[str, Fraction]) -> dict[OpKind, int]:
     return {k: max(1, v // g) for k, v in ints.items()}
 
 
-def synthesize(P: int, M: int, cap: int, costs: dict[str, Fraction] | None = None, *,
-               vshape: bool = True, name: str = "zb_synth") -> SynthResult:
+def synthesize(
+    P: int,
+    M: int,
+    cap: int,
+    costs: dict[str, Fraction] | None = None,
+    *,
+    vshape: bool = True,
+    name: str = "zb_synth",
+) -> SynthResult:
     """The fastest verified candidate within ``cap`` A per rank (see the module docstring)."""
     from ppir.backends.cost import estimate, make_config
     from ppir.verify import verify
@@ -104,8 +118,11 @@ def synthesize(P: int, M: int, cap: int, costs: dict[str, Fraction] | None = Non
     if P < 1 or M < 1:
         raise error("bad-usage", f"need P >= 1 and M >= 1, got P={P}, M={M}")
     if cap < 1:
-        raise error("bad-usage", f"--mem-cap must be at least 1 (activations of one microbatch "
-                    f"of a rank's share), got {cap}")
+        raise error(
+            "bad-usage",
+            f"--mem-cap must be at least 1 (activations of one microbatch "
+            f"of a rank's share), got {cap}",
+        )
     cost = {**DEFAULT_COSTS, **(costs or {})}
     ic = int_costs(cost)
     cfg = make_config({"costs": {k: v for k, v in cost.items()}})
@@ -127,10 +144,8 @@ def synthesize(P: int, M: int, cap: int, costs: dict[str, Fraction] | None = Non
             best = (label, est, sched, peak)
     label, est, sched, peak = best
     params = (("P", P), ("M", M), ("cap", cap))
-    out = Schedule(name, params, sched.ranks, sched.stages, M, sched.placement,
-                   sched.programs)
-    return SynthResult(out, label, est.step_time, max(r.idle for r in est.per_rank), peak,
-                       trials)
+    out = Schedule(name, params, sched.ranks, sched.stages, M, sched.placement, sched.programs)
+    return SynthResult(out, label, est.step_time, max(r.idle for r in est.per_rank), peak, trials)
 
 
 def _candidates(P, M, cap, ic, vshape, trials):
@@ -148,5 +163,4 @@ def _candidates(P, M, cap, ic, vshape, trials):
             except GreedyStuck as e:
                 trials.append(Trial(label, None, None, f"stuck: {e}"))
                 continue
-            yield label, Schedule("g", (), P, len(place), M, place,
-                                  tuple(tuple(p) for p in progs))
+            yield label, Schedule("g", (), P, len(place), M, place, tuple(tuple(p) for p in progs))

@@ -18,8 +18,9 @@ from ..order import ComputeIndex, OrderCycle
 Costs = dict[OpKind, Fraction]
 
 
-def item_asap(s: Schedule, costs: Costs, fb_ratio: Fraction | None = None
-              ) -> list[list[tuple[Fraction, Fraction]]]:
+def item_asap(
+    s: Schedule, costs: Costs, fb_ratio: Fraction | None = None
+) -> list[list[tuple[Fraction, Fraction]]]:
     """Per rank, (start, finish) of every compute item.  ``costs`` are per op of one chunk;
     an Overlap costs the sum of its parts times ``fb_ratio`` (default 1)."""
     idx = ComputeIndex.build(s)

@@ -36,5 +36,11 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'ppir.testing' has no attribute {name!r}")
 
 
-__all__ = ["CheckResult", "ParamSpace", "assert_schedule_ok", "check_schedule", "parse_domain",
-           *_LAZY]
+__all__ = [
+    "CheckResult",
+    "ParamSpace",
+    "assert_schedule_ok",
+    "check_schedule",
+    "parse_domain",
+    *_LAZY,
+]

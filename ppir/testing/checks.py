@@ -71,8 +71,11 @@ class CheckResult:
     def render(self) -> str:
         """A heading naming the schedule and parameters, then every failure."""
         ps = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        head = {"ok": "holds", "failed": "FAILS",
-                "unsupported": "is not defined (a require line rejects it)"}[self.status]
+        head = {
+            "ok": "holds",
+            "failed": "FAILS",
+            "unsupported": "is not defined (a require line rejects it)",
+        }[self.status]
         return "\n".join([f"{self.name}({ps}) {head}"] + self.failures)
 
 
@@ -91,8 +94,13 @@ def load_module(spec: str | os.PathLike) -> Module:
     return _parse_cached(path, text)
 
 
-def expand_params(spec, params: dict[str, int], *, max_ops: int = DEFAULT_MAX_OPS,
-                  max_steps: int = DEFAULT_MAX_STEPS) -> Schedule:
+def expand_params(
+    spec,
+    params: dict[str, int],
+    *,
+    max_ops: int = DEFAULT_MAX_OPS,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> Schedule:
     """Expand a .pps schedule (path, built-in name, or parsed Module) for ``params``."""
     module = spec if isinstance(spec, Module) else load_module(spec)
     return expand(module, params, max_ops=max_ops, max_steps=max_steps)
@@ -111,11 +119,18 @@ def eval_bound(bound: Bound, env: dict[str, int]) -> Fraction | float | None:
     return bound
 
 
-def check_schedule(schedule: Schedule | str | os.PathLike, *,
-                   max_peak_activations: Bound = None, max_bubble: Bound = None,
-                   max_step_time: Bound = None, lowering: str = "lockstep",
-                   progress: str = "fifo", strict: bool = False,
-                   max_ops: int = DEFAULT_MAX_OPS, **params: int) -> CheckResult:
+def check_schedule(
+    schedule: Schedule | str | os.PathLike,
+    *,
+    max_peak_activations: Bound = None,
+    max_bubble: Bound = None,
+    max_step_time: Bound = None,
+    lowering: str = "lockstep",
+    progress: str = "fifo",
+    strict: bool = False,
+    max_ops: int = DEFAULT_MAX_OPS,
+    **params: int,
+) -> CheckResult:
     """Check one schedule for one parameter choice; see the module docstring.
 
     ``schedule`` is an expanded :class:`Schedule` (then ``params`` must be empty), a .pps or
@@ -130,6 +145,7 @@ def check_schedule(schedule: Schedule | str | os.PathLike, *,
         try:
             if spec.endswith(".csv"):
                 from ..loader import load_schedule
+
                 s = load_schedule(spec, params, max_ops=max_ops)
             else:
                 s = expand_params(spec, params, max_ops=max_ops)
@@ -154,8 +170,9 @@ def _display(spec: str) -> str:
     return os.path.splitext(os.path.basename(spec))[0] or spec
 
 
-def _check_expanded(res: CheckResult, s: Schedule, lowering: str, progress: str,
-                    strict: bool) -> None:
+def _check_expanded(
+    res: CheckResult, s: Schedule, lowering: str, progress: str, strict: bool
+) -> None:
     from ..passes import LowerComms
     from ..verify import verify
 
@@ -165,11 +182,9 @@ def _check_expanded(res: CheckResult, s: Schedule, lowering: str, progress: str,
         res.fail("the verifier rejects it:\n" + "\n".join(d.render() for d in report.errors))
 
 
-def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound,
-                  max_step: Bound) -> None:
+def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound, max_step: Bound) -> None:
     s = res.lowered
-    env = {**s.param_dict, "ranks": s.ranks, "stages": s.stages,
-           "microbatches": s.microbatches}
+    env = {**s.param_dict, "ranks": s.ranks, "stages": s.stages, "microbatches": s.microbatches}
     if max_peak is not None:
         from ..memory import analyze_memory
 
@@ -178,19 +193,25 @@ def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound,
         res.peak_activations = worst.peak_activations
         limit = eval_bound(max_peak, env)
         if worst.peak_activations > limit + _TOLERANCE:
-            res.fail(f"peak activations {_fmt(worst.peak_activations)} A on rank {worst.rank} "
-                     f"(at {worst.peak_op}) exceed the bound {_fmt(limit)} A ({max_peak!r})")
+            res.fail(
+                f"peak activations {_fmt(worst.peak_activations)} A on rank {worst.rank} "
+                f"(at {worst.peak_op}) exceed the bound {_fmt(limit)} A ({max_peak!r})"
+            )
     if max_bubble is not None or max_step is not None:
         from ..backends.cost.estimate import estimate
 
         e = estimate(s, memory=False)
         res.bubble, res.step_time = e.bubble_fraction_of_ideal, e.step_time
-        for what, value, bound in (("bubble/ideal", e.bubble_fraction_of_ideal, max_bubble),
-                                   ("step time", e.step_time, max_step)):
+        for what, value, bound in (
+            ("bubble/ideal", e.bubble_fraction_of_ideal, max_bubble),
+            ("step time", e.step_time, max_step),
+        ):
             limit = eval_bound(bound, env)
             if limit is not None and value > float(limit) + _TOLERANCE:
-                res.fail(f"{what} {value:.6g} exceeds the bound {_fmt(limit)} ({bound!r}) "
-                         f"under the estimator's textbook costs")
+                res.fail(
+                    f"{what} {value:.6g} exceeds the bound {_fmt(limit)} ({bound!r}) "
+                    f"under the estimator's textbook costs"
+                )
 
 
 def _fmt(x) -> str:
@@ -199,13 +220,23 @@ def _fmt(x) -> str:
     return f"{x:.6g}" if isinstance(x, float) else str(x)
 
 
-def assert_schedule_ok(schedule: Schedule | str | os.PathLike, *,
-                       max_peak_activations: Bound = None, max_bubble: Bound = None,
-                       max_step_time: Bound = None, **kwargs) -> CheckResult:
+def assert_schedule_ok(
+    schedule: Schedule | str | os.PathLike,
+    *,
+    max_peak_activations: Bound = None,
+    max_bubble: Bound = None,
+    max_step_time: Bound = None,
+    **kwargs,
+) -> CheckResult:
     """Like :func:`check_schedule`, but raise ``AssertionError`` (message: the rendered
     diagnostics) unless every property holds.  Returns the result for further assertions."""
-    res = check_schedule(schedule, max_peak_activations=max_peak_activations,
-                         max_bubble=max_bubble, max_step_time=max_step_time, **kwargs)
+    res = check_schedule(
+        schedule,
+        max_peak_activations=max_peak_activations,
+        max_bubble=max_bubble,
+        max_step_time=max_step_time,
+        **kwargs,
+    )
     if not res.ok:
         raise AssertionError(res.render())
     return res

@@ -99,8 +99,9 @@ def _candidates(space: ParamSpace, point: dict) -> list[tuple[str, int]]:
     return out
 
 
-def shrink(space: ParamSpace, runner: _Runner, failing: dict[str, int],
-           budget: int = 400) -> tuple[dict[str, int], int]:
+def shrink(
+    space: ParamSpace, runner: _Runner, failing: dict[str, int], budget: int = 400
+) -> tuple[dict[str, int], int]:
     """A locally minimal failing point below ``failing`` (see the module docstring)."""
     steps = 0
     improved = True
@@ -119,8 +120,15 @@ def shrink(space: ParamSpace, runner: _Runner, failing: dict[str, int],
     return failing, steps
 
 
-def search(space: ParamSpace, check: Callable[[dict], CheckResult], *, examples: int = 100,
-           seed: int = 0, progress=None, shrink_budget: int = 400) -> SearchResult:
+def search(
+    space: ParamSpace,
+    check: Callable[[dict], CheckResult],
+    *,
+    examples: int = 100,
+    seed: int = 0,
+    progress=None,
+    shrink_budget: int = 400,
+) -> SearchResult:
     """Check up to ``examples`` distinct supported points; shrink the first failure."""
     res = SearchResult()
     runner = _Runner(space, check, res, progress)

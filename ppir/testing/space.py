@@ -25,8 +25,11 @@ from ..diagnostics import did_you_mean, error
 Number = int | Fraction
 _IMPLICIT_MUL = re.compile(r"(\d)\s*(?=[A-Za-z_(])")
 _BINOPS = {
-    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-    ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
     ast.Div: lambda a, b: Fraction(a) / b,
 }
 
@@ -46,9 +49,11 @@ class Expr:
         try:
             tree = ast.parse(_IMPLICIT_MUL.sub(r"\1*", src), mode="eval").body
         except SyntaxError:
-            raise error("bad-range", f"cannot read the expression '{src}'",
-                        hints=["use integers, names, + - * // % /, min(), max(); e.g. 8P or "
-                               "2*P-1"]) from None
+            raise error(
+                "bad-range",
+                f"cannot read the expression '{src}'",
+                hints=["use integers, names, + - * // % /, min(), max(); e.g. 8P or 2*P-1"],
+            ) from None
         names = frozenset(_check(tree, src))
         return Expr(src, tree, names)
 
@@ -56,9 +61,12 @@ class Expr:
         """The value under ``env``: an int, or a Fraction when '/' does not divide exactly."""
         missing = sorted(self.names - set(env) - {"min", "max"})
         if missing:
-            raise error("bad-range", f"'{self.text}' refers to '{missing[0]}', which has no value "
-                        "here", hints=did_you_mean(missing[0], env)
-                        + ["a bound may use parameters declared before it"])
+            raise error(
+                "bad-range",
+                f"'{self.text}' refers to '{missing[0]}', which has no value here",
+                hints=did_you_mean(missing[0], env)
+                + ["a bound may use parameters declared before it"],
+            )
         try:
             v = _eval(self.tree, env)
         except ZeroDivisionError:
@@ -78,11 +86,19 @@ def _check(node: ast.AST, src: str) -> set[str]:
         return _check(node.left, src) | _check(node.right, src)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         return _check(node.operand, src)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id in ("min", "max") and node.args and not node.keywords):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("min", "max")
+        and node.args
+        and not node.keywords
+    ):
         return set().union(*(_check(a, src) for a in node.args))
-    raise error("bad-range", f"'{src}' is not a bound expression",
-                hints=["use integers, names, + - * // % /, min(), max(); e.g. 8P or 2*P-1"])
+    raise error(
+        "bad-range",
+        f"'{src}' is not a bound expression",
+        hints=["use integers, names, + - * // % /, min(), max(); e.g. 8P or 2*P-1"],
+    )
 
 
 def _eval(node: ast.expr, env: Mapping[str, Number]) -> Number:
@@ -133,8 +149,9 @@ class Domain:
 
 def _as_int(v: Number, text: str) -> int:
     if isinstance(v, Fraction):
-        raise error("bad-range", f"'{text}' is {v}, not an integer",
-                    hints=["use // for integer division"])
+        raise error(
+            "bad-range", f"'{text}' is {v}, not an integer", hints=["use // for integer division"]
+        )
     return v
 
 
@@ -154,8 +171,11 @@ def parse_domain(spec) -> Domain:
             raise error("bad-range", "an empty list of values")
         return Domain(choices=tuple(Expr.parse(v) for v in spec))
     if not isinstance(spec, str):
-        raise error("bad-range", f"{spec!r} is not a parameter domain",
-                    hints=["give an int, a range, a list, or text like '2..16' or 'P..8P'"])
+        raise error(
+            "bad-range",
+            f"{spec!r} is not a parameter domain",
+            hints=["give an int, a range, a list, or text like '2..16' or 'P..8P'"],
+        )
     if ".." in spec:
         lo, _, hi = spec.partition("..")
         if not lo.strip() or not hi.strip():
@@ -169,8 +189,11 @@ def parse_over(text: str) -> tuple[str, Domain]:
     name, eq, spec = text.partition("=")
     name = name.strip()
     if not eq or not name.isidentifier():
-        raise error("bad-range", f"--over {text}: expected NAME=LO..HI or NAME=V1,V2,...",
-                    hints=["e.g. --over P=2..16 --over M=P..8P"])
+        raise error(
+            "bad-range",
+            f"--over {text}: expected NAME=LO..HI or NAME=V1,V2,...",
+            hints=["e.g. --over P=2..16 --over M=P..8P"],
+        )
     return name, parse_domain(spec)
 
 
@@ -190,10 +213,15 @@ class ParamSpace:
                 raise error("bad-range", f"parameter '{name}' is given twice")
             late = sorted(dom.names - known - {"min", "max"})
             if late:
-                raise error("bad-range", f"the domain of '{name}' ({dom}) refers to '{late[0]}'",
-                            hints=[f"declare '{late[0]}' before '{name}'"
-                                   if late[0] in {n for n, _ in self.domains}
-                                   else f"'{late[0]}' is not a parameter declared before it"])
+                raise error(
+                    "bad-range",
+                    f"the domain of '{name}' ({dom}) refers to '{late[0]}'",
+                    hints=[
+                        f"declare '{late[0]}' before '{name}'"
+                        if late[0] in {n for n, _ in self.domains}
+                        else f"'{late[0]}' is not a parameter declared before it"
+                    ],
+                )
             known.add(name)
 
     @classmethod

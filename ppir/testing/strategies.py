@@ -17,8 +17,10 @@ try:
     from hypothesis import assume, given, note, settings
     from hypothesis import strategies as st
 except ImportError as e:  # pragma: no cover - exercised only without the test extra
-    raise ImportError("ppir.testing's strategies need hypothesis: pip install 'ppir[test]' "
-                      "(or pip install hypothesis)") from e
+    raise ImportError(
+        "ppir.testing's strategies need hypothesis: pip install 'ppir[test]' "
+        "(or pip install hypothesis)"
+    ) from e
 
 from ..diagnostics import PpirError
 from ..ir import Action, OpKind, Schedule, looped_placement, vshape_placement
@@ -56,8 +58,9 @@ def _split_specs(specs: dict) -> tuple[list[tuple[str, object]], dict]:
     plain = {k: v for k, v in specs.items() if not isinstance(v, st.SearchStrategy)}
     space = ParamSpace.from_specs(plain)  # validates order and syntax
     doms = dict(space.domains)
-    return [(k, v if isinstance(v, st.SearchStrategy) else doms[k])
-            for k, v in specs.items()], space.fixed
+    return [
+        (k, v if isinstance(v, st.SearchStrategy) else doms[k]) for k, v in specs.items()
+    ], space.fixed
 
 
 def shapes(schedule: str | os.PathLike, **bounds) -> st.SearchStrategy[dict[str, int]]:
@@ -75,9 +78,13 @@ def shapes(schedule: str | os.PathLike, **bounds) -> st.SearchStrategy[dict[str,
     unknown = [k for k in bounds if k not in declared]
     if unknown:
         from ..diagnostics import did_you_mean, error
-        raise error("unknown-parameter", f"'{unknown[0]}' is not a parameter of "
-                    f"{os.fspath(schedule)}", hints=did_you_mean(unknown[0], declared)
-                    + [f"its parameters: {', '.join(declared) or 'none'}"])
+
+        raise error(
+            "unknown-parameter",
+            f"'{unknown[0]}' is not a parameter of {os.fspath(schedule)}",
+            hints=did_you_mean(unknown[0], declared)
+            + [f"its parameters: {', '.join(declared) or 'none'}"],
+        )
     defaults = {k: v for k, v in declared.items() if k not in bounds and v is not None}
     domains, _ = _split_specs(bounds)
 
@@ -100,10 +107,15 @@ def _supported(module, point: dict[str, int]) -> bool:
     return True
 
 
-def valid_schedules(P=range(1, 5), M=range(1, 7), v=range(1, 3), *,
-                    placement: str | tuple[int, ...] = "looped",
-                    split_backward: bool | None = False,
-                    max_in_flight: int | None = None) -> st.SearchStrategy[Schedule]:
+def valid_schedules(
+    P=range(1, 5),
+    M=range(1, 7),
+    v=range(1, 3),
+    *,
+    placement: str | tuple[int, ...] = "looped",
+    split_backward: bool | None = False,
+    max_in_flight: int | None = None,
+) -> st.SearchStrategy[Schedule]:
     """Random valid compute-only schedules with ``S = P*v`` stages and ``M`` microbatches.
 
     The ops (F and B, or F, I and W with ``split_backward``; ``None`` picks per (stage,
@@ -191,8 +203,12 @@ def _linear_extension(draw, place, M: int, split, cap: int | None, P: int) -> li
     return order
 
 
-def mutations(schedule: Schedule | st.SearchStrategy[Schedule], *, max_mutations: int = 1,
-              kinds: tuple[str, ...] = ("swap", "move")) -> st.SearchStrategy[Schedule]:
+def mutations(
+    schedule: Schedule | st.SearchStrategy[Schedule],
+    *,
+    max_mutations: int = 1,
+    kinds: tuple[str, ...] = ("swap", "move"),
+) -> st.SearchStrategy[Schedule]:
     """The schedule with 1..``max_mutations`` edits of one rank's program each: ``swap`` two
     items or ``move`` one item elsewhere.  Items are compute actions or communication groups,
     so lowered schedules mutate too.  Every edit changes the program (the two positions
@@ -225,8 +241,9 @@ def mutations(schedule: Schedule | st.SearchStrategy[Schedule], *, max_mutations
 _DEFAULT_EXAMPLES: dict[str, int | None] = {"n": None}  # set by the pytest plugin's option
 
 
-def property_test(schedule: str | os.PathLike, *, over: dict, examples: int | None = None,
-                  **checks):
+def property_test(
+    schedule: str | os.PathLike, *, over: dict, examples: int | None = None, **checks
+):
     """A pytest test function: for every shape drawn from ``over`` (as in :func:`shapes`),
     :func:`assert_schedule_ok` holds with ``checks`` (``max_peak_activations=``, ...).
 

@@ -39,17 +39,29 @@ from .witness import deadlock_diagnostic, order_cycle_diagnostic
 MAX_PER_KIND = 20
 
 KINDS = (
-    "out-of-range", "wrong-rank", "duplicate-op", "incomplete", "local-order", "missing-recv",
-    "unmatched-send", "unmatched-recv", "payload-mismatch", "deadlock", "order-cycle",
-    "asymmetric-group", "group-too-large", "mixed-batched", "unwaited-group", "bad-wait",
+    "out-of-range",
+    "wrong-rank",
+    "duplicate-op",
+    "incomplete",
+    "local-order",
+    "missing-recv",
+    "unmatched-send",
+    "unmatched-recv",
+    "payload-mismatch",
+    "deadlock",
+    "order-cycle",
+    "asymmetric-group",
+    "group-too-large",
+    "mixed-batched",
+    "unwaited-group",
+    "bad-wait",
 )
 
 
 def verify(schedule: Schedule, progress: str = "fifo", strict: bool = False) -> Report:
     """Check ``schedule``; the report is ``ok`` when it has no error (warnings allowed)."""
     if progress not in PROGRESS_MODELS:
-        raise ValueError(f"unknown progress model {progress!r} (expected one of "
-                         f"{PROGRESS_MODELS})")
+        raise ValueError(f"unknown progress model {progress!r} (expected one of {PROGRESS_MODELS})")
     idx = OpIndex.build(schedule)
     diags = check_structure(schedule, idx)
     order = check_local_order(schedule, idx)
@@ -107,8 +119,11 @@ def _capped(diags: list[Diagnostic]) -> list[Diagnostic]:
     for kind, n in seen.items():
         if n > MAX_PER_KIND:
             sev = next(d.severity for d in diags if d.kind == kind)
-            out.append(Diagnostic(kind, f"... and {n - MAX_PER_KIND} more '{kind}' "
-                                  f"diagnostic(s)", severity=sev))
+            out.append(
+                Diagnostic(
+                    kind, f"... and {n - MAX_PER_KIND} more '{kind}' diagnostic(s)", severity=sev
+                )
+            )
     return out
 
 

@@ -24,13 +24,13 @@ from ..ir import Action, Group, OpKind, Schedule, Span, item_actions
 @dataclass
 class OpIndex:
     schedule: Schedule
-    actions: list[Action]          # by op id
-    rank: list[int]                # by op id
-    item: list[int]                # by op id: index of the program item on its rank
-    pos: list[int]                 # by op id: position among the rank's actions
-    peer: list[int]                # by op id
-    partner: list[int]             # by op id
-    rank_start: list[int]          # first op id of each rank (len ranks + 1)
+    actions: list[Action]  # by op id
+    rank: list[int]  # by op id
+    item: list[int]  # by op id: index of the program item on its rank
+    pos: list[int]  # by op id: position among the rank's actions
+    peer: list[int]  # by op id
+    partner: list[int]  # by op id
+    rank_start: list[int]  # first op id of each rank (len ranks + 1)
     item_ops: list[list[tuple[int, int]]]  # per rank, per item: [start, end) op ids
     sends: dict[tuple[int, int], list[int]]  # channel -> send op ids in order
     recvs: dict[tuple[int, int], list[int]]  # channel -> recv op ids in order
@@ -82,8 +82,7 @@ class OpIndex:
             for o, p in zip(ss, recvs.get(ch, ())):
                 partner[o] = p
                 partner[p] = o
-        return cls(s, actions, rank, item, pos, peer, partner, rank_start, item_ops, sends,
-                   recvs)
+        return cls(s, actions, rank, item, pos, peer, partner, rank_start, item_ops, sends, recvs)
 
     @property
     def num_ops(self) -> int:

@@ -21,8 +21,7 @@ MAX_GROUP_OPS = 256
 
 
 def check_lints(s: Schedule, idx: OpIndex, severity: str = "warning") -> list[Diagnostic]:
-    return (_asymmetric(s, idx, severity) + _too_large(s, idx, severity)
-            + _mixed(s, idx, severity))
+    return _asymmetric(s, idx, severity) + _too_large(s, idx, severity) + _mixed(s, idx, severity)
 
 
 def _asymmetric(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
@@ -42,17 +41,30 @@ def _asymmetric(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
         span = idx.item_span(r, i)
         item = s.programs[r][i]
         if len(its) > 1:
-            msg = (f"{item} on rank {r} pairs with {len(its)} different items of rank {q}; "
-                   f"the two ranks group their exchange differently")
+            msg = (
+                f"{item} on rank {r} pairs with {len(its)} different items of rank {q}; "
+                f"the two ranks group their exchange differently"
+            )
         else:
             j = next(iter(its))
-            msg = (f"{item} on rank {r} pairs with part of {s.programs[q][j]} on rank {q}, which "
-                   f"also pairs with other items of rank {r}")
-        notes = tuple(Note(f"rank {q}, step {j}: {s.programs[q][j]}", idx.item_span(q, j))
-                      for j in sorted(its)[:4])
-        out.append(Diagnostic("asymmetric-group", msg, span, severity=severity,
-                              hints=("post the ops of one exchange in one group on both ranks",),
-                              notes=notes))
+            msg = (
+                f"{item} on rank {r} pairs with part of {s.programs[q][j]} on rank {q}, which "
+                f"also pairs with other items of rank {r}"
+            )
+        notes = tuple(
+            Note(f"rank {q}, step {j}: {s.programs[q][j]}", idx.item_span(q, j))
+            for j in sorted(its)[:4]
+        )
+        out.append(
+            Diagnostic(
+                "asymmetric-group",
+                msg,
+                span,
+                severity=severity,
+                hints=("post the ops of one exchange in one group on both ranks",),
+                notes=notes,
+            )
+        )
     return out
 
 
@@ -61,11 +73,16 @@ def _too_large(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
     for r, prog in enumerate(s.programs):
         for i, it in enumerate(prog):
             if isinstance(it, Group) and len(it.actions) > MAX_GROUP_OPS:
-                out.append(Diagnostic(
-                    "group-too-large", f"group at step {i} of rank {r} holds {len(it.actions)} "
-                    f"ops, more than NCCL's {MAX_GROUP_OPS} per group", idx.item_span(r, i),
-                    severity=severity, hints=("split it into groups of at most "
-                                              f"{MAX_GROUP_OPS} ops",)))
+                out.append(
+                    Diagnostic(
+                        "group-too-large",
+                        f"group at step {i} of rank {r} holds {len(it.actions)} "
+                        f"ops, more than NCCL's {MAX_GROUP_OPS} per group",
+                        idx.item_span(r, i),
+                        severity=severity,
+                        hints=(f"split it into groups of at most {MAX_GROUP_OPS} ops",),
+                    )
+                )
     return out
 
 
@@ -84,9 +101,15 @@ def _mixed(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
         if b is None or lone is None:
             continue
         la, ba = idx.actions[lone], idx.actions[b]
-        out.append(Diagnostic(
-            "mixed-batched", f"ranks {r} and {q} exchange both in groups and with lone ops: "
-            f"{la} on rank {idx.rank[lone]} is posted alone", la.span, severity=severity,
-            hints=("use groups (or lone ops) for every exchange between one pair of ranks",),
-            notes=(Note(f"{ba} is posted in a group ({idx.where(b)})", ba.span),)))
+        out.append(
+            Diagnostic(
+                "mixed-batched",
+                f"ranks {r} and {q} exchange both in groups and with lone ops: "
+                f"{la} on rank {idx.rank[lone]} is posted alone",
+                la.span,
+                severity=severity,
+                hints=("use groups (or lone ops) for every exchange between one pair of ranks",),
+                notes=(Note(f"{ba} is posted in a group ({idx.where(b)})", ba.span),),
+            )
+        )
     return out

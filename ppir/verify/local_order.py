@@ -96,14 +96,22 @@ def _recv_ready_items(prog) -> dict[tuple, int]:
 def _local_order(idx: OpIndex, o: int, p: int) -> Diagnostic:
     a, pa, r = idx.actions[o], idx.actions[p], idx.rank[o]
     if a.kind.is_send:
-        msg = (f"{a} on rank {r} sends the output of {pa} before {pa} runs (step {idx.item[p]} "
-               f"of rank {r})")
+        msg = (
+            f"{a} on rank {r} sends the output of {pa} before {pa} runs (step {idx.item[p]} "
+            f"of rank {r})"
+        )
     else:
-        msg = (f"{a} on rank {r} runs before its input {pa}, which comes later on the same rank "
-               f"(step {idx.item[p]})")
-    return Diagnostic("local-order", msg, a.span,
-                      hints=(f"move {a} after {pa}",),
-                      notes=(Note(f"{pa} is here", pa.span),))
+        msg = (
+            f"{a} on rank {r} runs before its input {pa}, which comes later on the same rank "
+            f"(step {idx.item[p]})"
+        )
+    return Diagnostic(
+        "local-order",
+        msg,
+        a.span,
+        hints=(f"move {a} after {pa}",),
+        notes=(Note(f"{pa} is here", pa.span),),
+    )
 
 
 def _missing_recv(s: Schedule, idx: OpIndex, o: int, key, later: int | None) -> Diagnostic:
@@ -114,18 +122,29 @@ def _missing_recv(s: Schedule, idx: OpIndex, o: int, key, later: int | None) -> 
     else:
         what, src_stage = "gradient", a.stage + 1
     src = s.placement[src_stage]
-    msg = (f"{a} on rank {r} needs the {what} of microbatch {a.mb} from stage {src_stage} "
-           f"(rank {src}), but no {recv} precedes it")
+    msg = (
+        f"{a} on rank {r} needs the {what} of microbatch {a.mb} from stage {src_stage} "
+        f"(rank {src}), but no {recv} precedes it"
+    )
     notes = ()
     if later is not None and later < o:  # posted before it, but its wait[...] comes after
-        msg = (f"{a} on rank {r} uses the {what} of microbatch {a.mb} from stage {src_stage} "
-               f"(rank {src}) before the wait of the deferred group receiving it ({recv})")
-        notes = (Note(f"{recv} is posted at step {idx.item[later]} of rank {r}",
-                      idx.actions[later].span),)
+        msg = (
+            f"{a} on rank {r} uses the {what} of microbatch {a.mb} from stage {src_stage} "
+            f"(rank {src}) before the wait of the deferred group receiving it ({recv})"
+        )
+        notes = (
+            Note(
+                f"{recv} is posted at step {idx.item[later]} of rank {r}", idx.actions[later].span
+            ),
+        )
         hints = (f"move the wait[...] of that group before {a}",)
     elif later is not None:
-        notes = (Note(f"{recv} comes after it, at step {idx.item[later]} of rank {r}",
-                      idx.actions[later].span),)
+        notes = (
+            Note(
+                f"{recv} comes after it, at step {idx.item[later]} of rank {r}",
+                idx.actions[later].span,
+            ),
+        )
         hints = (f"post {recv} before {a}",)
     else:
         hints = (f"add {recv} before {a} (and the matching send on rank {src})",)

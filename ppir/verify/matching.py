@@ -24,30 +24,45 @@ def check_matching(s: Schedule, idx: OpIndex) -> list[Diagnostic]:
     for ch in sorted(set(idx.sends) | set(idx.recvs)):
         src, dst = ch
         ss, rs = idx.sends.get(ch, []), idx.recvs.get(ch, [])
-        bad = [k for k, (o, p) in enumerate(zip(ss, rs))
-               if payload(idx.actions[o]) != payload(idx.actions[p])]
+        bad = [
+            k
+            for k, (o, p) in enumerate(zip(ss, rs))
+            if payload(idx.actions[o]) != payload(idx.actions[p])
+        ]
         if bad:
             out.append(_mismatch(idx, ch, bad[0], ss[bad[0]], rs[bad[0]], len(bad)))
         if len(ss) > len(rs):
             o = ss[len(rs)]
             a = idx.actions[o]
-            out.append(Diagnostic(
-                "unmatched-send",
-                f"{a} on rank {src} is the {ordinal(len(rs) + 1)} send to rank {dst}, but rank "
-                f"{dst} posts only {len(rs)} recv(s) from rank {src}", a.span,
-                hints=(f"{len(ss) - len(rs)} send(s) on channel {src}->{dst} have no recv; "
-                       "the sender would hang",),
-                notes=_last_note(idx, rs, f"rank {dst}'s last recv from rank {src}")))
+            out.append(
+                Diagnostic(
+                    "unmatched-send",
+                    f"{a} on rank {src} is the {ordinal(len(rs) + 1)} send to rank {dst}, but rank "
+                    f"{dst} posts only {len(rs)} recv(s) from rank {src}",
+                    a.span,
+                    hints=(
+                        f"{len(ss) - len(rs)} send(s) on channel {src}->{dst} have no recv; "
+                        "the sender would hang",
+                    ),
+                    notes=_last_note(idx, rs, f"rank {dst}'s last recv from rank {src}"),
+                )
+            )
         elif len(rs) > len(ss):
             o = rs[len(ss)]
             a = idx.actions[o]
-            out.append(Diagnostic(
-                "unmatched-recv",
-                f"{a} on rank {dst} is the {ordinal(len(ss) + 1)} recv from rank {src}, but rank "
-                f"{src} posts only {len(ss)} send(s) to rank {dst}", a.span,
-                hints=(f"{len(rs) - len(ss)} recv(s) on channel {src}->{dst} have no send; "
-                       "the receiver would hang",),
-                notes=_last_note(idx, ss, f"rank {src}'s last send to rank {dst}")))
+            out.append(
+                Diagnostic(
+                    "unmatched-recv",
+                    f"{a} on rank {dst} is the {ordinal(len(ss) + 1)} recv from rank {src}, "
+                    f"but rank {src} posts only {len(ss)} send(s) to rank {dst}",
+                    a.span,
+                    hints=(
+                        f"{len(rs) - len(ss)} recv(s) on channel {src}->{dst} have no send; "
+                        "the receiver would hang",
+                    ),
+                    notes=_last_note(idx, ss, f"rank {src}'s last send to rank {dst}"),
+                )
+            )
     return out
 
 
@@ -61,13 +76,23 @@ def _last_note(idx: OpIndex, ops: list[int], what: str) -> tuple[Note, ...]:
 def _mismatch(idx: OpIndex, ch, k: int, o: int, p: int, count: int) -> Diagnostic:
     src, dst = ch
     sa, ra = idx.actions[o], idx.actions[p]
-    msg = (f"the {ordinal(k + 1)} message from rank {src} to rank {dst} is sent as {sa} but "
-           f"received as {ra}")
-    hints = [f"{sa} sends {describe_payload(payload(sa))}; {ra} expects "
-             f"{describe_payload(payload(ra))}",
-             "matching is FIFO per channel: post recvs in the order the peer sends"]
+    msg = (
+        f"the {ordinal(k + 1)} message from rank {src} to rank {dst} is sent as {sa} but "
+        f"received as {ra}"
+    )
+    hints = [
+        f"{sa} sends {describe_payload(payload(sa))}; {ra} expects {describe_payload(payload(ra))}",
+        "matching is FIFO per channel: post recvs in the order the peer sends",
+    ]
     if count > 1:
         hints.append(f"{count} messages on channel {src}->{dst} disagree in all")
-    return Diagnostic("payload-mismatch", msg, ra.span, hints=tuple(hints),
-                      notes=(Note(f"the send: {idx.where(o)}", sa.span),
-                             Note(f"the recv: {idx.where(p)}", ra.span)))
+    return Diagnostic(
+        "payload-mismatch",
+        msg,
+        ra.span,
+        hints=tuple(hints),
+        notes=(
+            Note(f"the send: {idx.where(o)}", sa.span),
+            Note(f"the recv: {idx.where(p)}", ra.span),
+        ),
+    )

@@ -39,11 +39,11 @@ PROGRESS_MODELS = ("fifo", "relaxed")
 
 @dataclass
 class Units:
-    rank: list[int]            # by unit
-    item: list[int]            # by unit: program item it belongs to
-    ops: list[list[int]]       # by unit: comm op ids (posting order)
-    deps: list[list[int]]      # by unit: units that must complete first
-    op_unit: list[int]         # by op id: unit holding the op (-1 for compute ops)
+    rank: list[int]  # by unit
+    item: list[int]  # by unit: program item it belongs to
+    ops: list[list[int]]  # by unit: comm op ids (posting order)
+    deps: list[list[int]]  # by unit: units that must complete first
+    op_unit: list[int]  # by op id: unit holding the op (-1 for compute ops)
 
 
 def build_units(idx: OpIndex, progress: str = "fifo") -> Units:
@@ -102,7 +102,7 @@ def _relaxed_units(idx: OpIndex) -> Units:
     u = Units([], [], [], [], [-1] * idx.num_ops)
     acts = idx.actions
     for r, items in enumerate(idx.item_ops):
-        unit_of_key: dict[tuple, int] = {}   # first unit on this rank holding an action key
+        unit_of_key: dict[tuple, int] = {}  # first unit on this rank holding an action key
         pending: list[tuple[int, int]] = []  # (unit, op) whose extra deps resolve below
         last_compute = -1
         last_to_peer: dict[int, int] = {}
@@ -159,10 +159,10 @@ def _new_unit(u: Units, r: int, i: int, deps: list[int]) -> int:
 @dataclass
 class SimResult:
     units: Units
-    posted: bytearray      # by unit
-    done: bytearray        # by unit
-    matched: bytearray     # by op id
-    completed: bool        # every unit completed: no deadlock
+    posted: bytearray  # by unit
+    done: bytearray  # by unit
+    matched: bytearray  # by op id
+    completed: bool  # every unit completed: no deadlock
 
 
 def simulate(idx: OpIndex, progress: str = "fifo") -> SimResult:
@@ -252,7 +252,7 @@ def find_cycle(res: SimResult, idx: OpIndex) -> list[Hop] | None:
             path.append((x, -1 if e is None else e[1]))
             x = None if e is None else e[0]
         if x is not None and color[x] == 1:
-            cyc = path[where[x]:]
+            cyc = path[where[x] :]
             hops = [Hop(y, o, idx.partner[o]) for y, o in cyc if o >= 0]
             if not hops:  # a cycle of dependencies alone (relaxed, after a local-order error)
                 for y, _ in path:

@@ -33,18 +33,27 @@ def check_structure(s: Schedule, idx: OpIndex) -> list[Diagnostic]:
                 flagged.add(a.span)  # a lowering gives its messages the producer's span
             continue
         if place[st] != rank[o]:
-            out.append(Diagnostic("wrong-rank", f"{a} runs on rank {rank[o]}, but stage {st} "
-                                  f"lives on rank {place[st]}", a.span,
-                                  hints=(f"move it to rank {place[st]}'s program",)))
+            out.append(
+                Diagnostic(
+                    "wrong-rank",
+                    f"{a} runs on rank {rank[o]}, but stage {st} lives on rank {place[st]}",
+                    a.span,
+                    hints=(f"move it to rank {place[st]}'s program",),
+                )
+            )
         key = (st, k, m)
         p = first.get(key)
         if p is None:
             first[key] = o
         elif k not in COMM_KINDS:  # repeated messages show up as matching errors
-            out.append(Diagnostic("duplicate-op", f"{a} appears twice (rank {rank[o]}, step "
-                                  f"{idx.item[o]})", a.span,
-                                  notes=(Note(f"first occurrence: {idx.where(p)}",
-                                              idx.actions[p].span),)))
+            out.append(
+                Diagnostic(
+                    "duplicate-op",
+                    f"{a} appears twice (rank {rank[o]}, step {idx.item[o]})",
+                    a.span,
+                    notes=(Note(f"first occurrence: {idx.where(p)}", idx.actions[p].span),),
+                )
+            )
     out.extend(_backward_conflicts(idx, first))
     out.extend(_missing(s, idx, first))
     return out
@@ -52,15 +61,25 @@ def check_structure(s: Schedule, idx: OpIndex) -> list[Diagnostic]:
 
 def _out_of_range(a: Action, r: int, S: int, M: int) -> Diagnostic:
     if not 0 <= a.stage < S:
-        return Diagnostic("out-of-range", f"{a} on rank {r} names stage {a.stage}, out of range "
-                          f"0..{S - 1}", a.span)
+        return Diagnostic(
+            "out-of-range",
+            f"{a} on rank {r} names stage {a.stage}, out of range 0..{S - 1}",
+            a.span,
+        )
     if not 0 <= a.mb < M:
-        return Diagnostic("out-of-range", f"{a} on rank {r} names microbatch {a.mb}, out of "
-                          f"range 0..{M - 1}", a.span,
-                          hints=(f"the schedule has {M} microbatches",))
+        return Diagnostic(
+            "out-of-range",
+            f"{a} on rank {r} names microbatch {a.mb}, out of range 0..{M - 1}",
+            a.span,
+            hints=(f"the schedule has {M} microbatches",),
+        )
     verb = "sends to" if a.kind.is_send else "receives from"
-    return Diagnostic("out-of-range", f"{a} on rank {r} {verb} stage {partner_stage(a)}, which "
-                      f"does not exist (stages 0..{S - 1})", a.span)
+    return Diagnostic(
+        "out-of-range",
+        f"{a} on rank {r} {verb} stage {partner_stage(a)}, which "
+        f"does not exist (stages 0..{S - 1})",
+        a.span,
+    )
 
 
 def _backward_conflicts(idx: OpIndex, first: dict) -> list[Diagnostic]:
@@ -72,11 +91,16 @@ def _backward_conflicts(idx: OpIndex, first: dict) -> list[Diagnostic]:
                 p = first.get((stage, other, m))
                 if p is not None:
                     a, b = (o, p) if o > p else (p, o)
-                    out.append(Diagnostic(
-                        "duplicate-op", f"stage {stage} has two backwards for microbatch {m}: "
-                        f"{idx.actions[b]} and {idx.actions[a]}", idx.actions[a].span,
-                        hints=("run B (full backward) or I then W, not both",),
-                        notes=(Note(f"{idx.where(b)}", idx.actions[b].span),)))
+                    out.append(
+                        Diagnostic(
+                            "duplicate-op",
+                            f"stage {stage} has two backwards for microbatch {m}: "
+                            f"{idx.actions[b]} and {idx.actions[a]}",
+                            idx.actions[a].span,
+                            hints=("run B (full backward) or I then W, not both",),
+                            notes=(Note(f"{idx.where(b)}", idx.actions[b].span),),
+                        )
+                    )
     return out
 
 
@@ -96,11 +120,13 @@ def _missing(s: Schedule, idx: OpIndex, first: dict) -> list[Diagnostic]:
             if b is None and i is None and w is None:
                 missing.append((Action(st, OpKind.B, m), "a backward (B, or I then W)", (f,)))
             elif b is None and i is None:
-                missing.append((Action(st, OpKind.I, m), "the backward-input I before its W",
-                                (w, f)))
+                missing.append(
+                    (Action(st, OpKind.I, m), "the backward-input I before its W", (w, f))
+                )
             elif b is None and w is None:
-                missing.append((Action(st, OpKind.W, m), "the backward-weight W after its I",
-                                (i, f)))
+                missing.append(
+                    (Action(st, OpKind.W, m), "the backward-weight W after its I", (i, f))
+                )
             for a, what, near in missing:
                 related = next((x for x in near if x is not None), None)
                 if related is not None:
@@ -108,9 +134,14 @@ def _missing(s: Schedule, idx: OpIndex, first: dict) -> list[Diagnostic]:
                     seen = f" (it runs {idx.where(related)})"
                 else:
                     span, seen = _first_span(idx, holder), ""
-                out.append(Diagnostic(
-                    "incomplete", f"{a} is missing: stage {st} (rank {holder}) never runs {what} "
-                    f"of microbatch {m}{seen}", span))
+                out.append(
+                    Diagnostic(
+                        "incomplete",
+                        f"{a} is missing: stage {st} (rank {holder}) never runs {what} "
+                        f"of microbatch {m}{seen}",
+                        span,
+                    )
+                )
     return out
 
 

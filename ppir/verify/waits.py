@@ -25,14 +25,23 @@ def check_waits(s: Schedule) -> list[Diagnostic]:
                 open_groups[it.actions] = it
             elif isinstance(it, Wait):
                 if open_groups.pop(it.actions, None) is None:
-                    out.append(Diagnostic(
-                        "bad-wait", f"{it} on rank {r} waits for a group that is not posted "
-                        "(with post[...]) earlier on this rank, or was already waited on",
-                        it.span or (it.actions[0].span if it.actions else None),
-                        hints=("a wait names exactly the actions of an earlier post[...]",)))
+                    out.append(
+                        Diagnostic(
+                            "bad-wait",
+                            f"{it} on rank {r} waits for a group that is not posted "
+                            "(with post[...]) earlier on this rank, or was already waited on",
+                            it.span or (it.actions[0].span if it.actions else None),
+                            hints=("a wait names exactly the actions of an earlier post[...]",),
+                        )
+                    )
         for g in open_groups.values():
             span = g.span or (g.actions[0].span if g.actions else None)
-            out.append(Diagnostic(
-                "unwaited-group", f"{g} on rank {r} is posted but never waited on", span,
-                hints=(f"add wait[{' '.join(str(a) for a in g.actions)}] after it",)))
+            out.append(
+                Diagnostic(
+                    "unwaited-group",
+                    f"{g} on rank {r} is posted but never waited on",
+                    span,
+                    hints=(f"add wait[{' '.join(str(a) for a in g.actions)}] after it",),
+                )
+            )
     return out

@@ -21,8 +21,14 @@ MAX_GRID_RANKS = 16
 BEFORE, AFTER = 2, 4
 
 
-def deadlock_diagnostic(s: Schedule, idx: OpIndex, res: SimResult, hops: list[Hop],
-                        progress: str, relaxed_ok: bool | None) -> Diagnostic:
+def deadlock_diagnostic(
+    s: Schedule,
+    idx: OpIndex,
+    res: SimResult,
+    hops: list[Hop],
+    progress: str,
+    relaxed_ok: bool | None,
+) -> Diagnostic:
     u = res.units
     ranks = [u.rank[h.unit] for h in hops]
     if len(hops) == 2 and ranks[0] != ranks[1]:
@@ -35,11 +41,14 @@ def deadlock_diagnostic(s: Schedule, idx: OpIndex, res: SimResult, hops: list[Ho
         o, p = h.op, h.partner
         a, r, q = idx.actions[o], idx.rank[o], idx.rank[p]
         verb = f"sends to rank {q}" if a.kind.is_send else f"receives from rank {q}"
-        msg = (f"rank {r} is blocked at step {idx.item[o]} on {a} ({verb}); its partner "
-               f"{idx.actions[p]} is step {idx.item[p]} of rank {q}")
+        msg = (
+            f"rank {r} is blocked at step {idx.item[o]} on {a} ({verb}); its partner "
+            f"{idx.actions[p]} is step {idx.item[p]} of rank {q}"
+        )
         behind = [b for b in blocked.get(q, ()) if b < idx.item[p]]
-        msg += (f", behind step {behind[0]} where rank {q} is blocked" if behind
-                else ", not posted yet")
+        msg += (
+            f", behind step {behind[0]} where rank {q} is blocked" if behind else ", not posted yet"
+        )
         notes.append(Note(msg, a.span))
     hints = []
     # Grouping a blocked send with the recv its peer waits behind is always data-safe (a recv
@@ -49,21 +58,34 @@ def deadlock_diagnostic(s: Schedule, idx: OpIndex, res: SimResult, hops: list[Ho
         for i, h in enumerate(hops):
             waited = hops[i - 1].partner  # the op of this rank the previous hop waits for
             if idx.rank[waited] == idx.rank[h.op] and waited != h.op:
-                pairs.append(f"on rank {idx.rank[h.op]} post {idx.actions[h.op]} and "
-                             f"{idx.actions[waited]} in one group")
+                pairs.append(
+                    f"on rank {idx.rank[h.op]} post {idx.actions[h.op]} and "
+                    f"{idx.actions[waited]} in one group"
+                )
         if pairs:
-            hints.append("; ".join(pairs) + " (Megatron's pairing), or reorder so that one side "
-                         "receives first")
+            hints.append(
+                "; ".join(pairs) + " (Megatron's pairing), or reorder so that one side "
+                "receives first"
+            )
     if progress == "fifo" and relaxed_ok:
-        hints.append("it would complete under --progress relaxed (independent progress per "
-                     "peer), which NCCL and CUDA do not guarantee")
-    label = ("one FIFO of groups per rank" if progress == "fifo"
-             else "relaxed: independent progress per peer")
+        hints.append(
+            "it would complete under --progress relaxed (independent progress per "
+            "peer), which NCCL and CUDA do not guarantee"
+        )
+    label = (
+        "one FIFO of groups per rank"
+        if progress == "fifo"
+        else "relaxed: independent progress per peer"
+    )
     first = idx.actions[hops[0].op]
     return Diagnostic(
-        "deadlock", f"deadlock: {who} (rendezvous sends, {label})", first.span,
-        hints=tuple(hints), notes=tuple(notes),
-        extra=_grid(s, _item_status(s, res), sorted(set(ranks))))
+        "deadlock",
+        f"deadlock: {who} (rendezvous sends, {label})",
+        first.span,
+        hints=tuple(hints),
+        notes=tuple(notes),
+        extra=_grid(s, _item_status(s, res), sorted(set(ranks))),
+    )
 
 
 def _blocked_steps(res: SimResult) -> dict[int, list[int]]:
@@ -93,15 +115,23 @@ GRID_HEAD = "around the stuck point (rank x step; '=' done, '>' blocked, blank n
 CYCLE_HEAD = "around the cycle (rank x step; '>' on the cycle):"
 
 
-def _grid(s: Schedule, status: list[list[str]], focus_ranks: list[int],
-          head: str = GRID_HEAD, anchors: list[int] | None = None) -> str:
+def _grid(
+    s: Schedule,
+    status: list[list[str]],
+    focus_ranks: list[int],
+    head: str = GRID_HEAD,
+    anchors: list[int] | None = None,
+) -> str:
     """Rows of items around each rank's anchor (default: its first item that is not done)."""
     ranks = list(range(s.ranks)) if s.ranks <= MAX_GRID_RANKS else focus_ranks
     rows = []
     for r in ranks:
         prog = s.programs[r]
-        f = anchors[r] if anchors else next(
-            (i for i, c in enumerate(status[r]) if c != "="), len(prog))
+        f = (
+            anchors[r]
+            if anchors
+            else next((i for i, c in enumerate(status[r]) if c != "="), len(prog))
+        )
         lo, hi = max(0, f - BEFORE), min(len(prog), f + AFTER)
         cells = [status[r][i] + str(prog[i]) for i in range(lo, hi)]
         done = f == len(prog) and not anchors
@@ -117,11 +147,11 @@ def _grid(s: Schedule, status: list[list[str]], focus_ranks: list[int],
     return "\n".join(out)
 
 
-def order_cycle_diagnostic(s: Schedule, idx: OpIndex, cycle: list[tuple[int, int]]
-                           ) -> Diagnostic:
+def order_cycle_diagnostic(s: Schedule, idx: OpIndex, cycle: list[tuple[int, int]]) -> Diagnostic:
     """``cycle`` lists (rank, compute index) in dependency order: each waits on the previous."""
-    compute_ops = [[o for o in idx.ops_of(r) if idx.actions[o].kind.is_compute]
-                   for r in range(s.ranks)]
+    compute_ops = [
+        [o for o in idx.ops_of(r) if idx.actions[o].kind.is_compute] for r in range(s.ranks)
+    ]
     ops = [compute_ops[r][i] for r, i in cycle]
     notes = []
     for k, o in enumerate(ops):
@@ -129,7 +159,8 @@ def order_cycle_diagnostic(s: Schedule, idx: OpIndex, cycle: list[tuple[int, int
         a, pa = idx.actions[o], idx.actions[prev]
         r = idx.rank[o]
         if pa.key in {p.key for p in producers(a, s.stages)} or (
-                pa.stage == a.stage + 1 and pa.mb == a.mb and a.kind.is_backward):
+            pa.stage == a.stage + 1 and pa.mb == a.mb and a.kind.is_backward
+        ):
             why = f"needs the output of {pa} (rank {idx.rank[prev]}, step {idx.item[prev]})"
         else:
             why = f"comes after {pa} in rank {r}'s program (step {idx.item[prev]})"
@@ -146,4 +177,6 @@ def order_cycle_diagnostic(s: Schedule, idx: OpIndex, cycle: list[tuple[int, int
         f"{', '.join(map(str, ranks))} wait on each other, so no execution exists",
         first.span,
         hints=("no placement of sends and recvs can fix this: reorder the compute ops",),
-        notes=tuple(notes), extra=_grid(s, status, ranks, CYCLE_HEAD, anchors))
+        notes=tuple(notes),
+        extra=_grid(s, status, ranks, CYCLE_HEAD, anchors),
+    )

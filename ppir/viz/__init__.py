@@ -25,4 +25,5 @@ __all__ = ["FORMAT", "Timed", "render_html", "run_data", "time_schedule", "write
 
 def write_image(runs, path, fmt):  # lazy: keeps matplotlib out of every import
     from .static import write_image as _w
+
     return _w(runs, path, fmt)

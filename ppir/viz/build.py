@@ -24,8 +24,9 @@ class Timed:
     memory: MemoryReport
 
 
-def time_schedule(schedule: Schedule, config: CostConfig | None = None,
-                  progress: str = "fifo") -> Timed:
+def time_schedule(
+    schedule: Schedule, config: CostConfig | None = None, progress: str = "fifo"
+) -> Timed:
     """Lower ``schedule`` if it is compute-only (lockstep), estimate it under ``config`` and
     ``progress``, and analyse its activation memory with the config's model.  Raises the
     estimator's ppir errors (exit 1 for a deadlocking schedule, exit 2 for a bad config)."""

@@ -91,11 +91,16 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
         "schedule": est.schedule,
         "label": _label(est.schedule, est.params),
         "params": dict(est.params),
-        "ranks": P, "stages": est.stages, "microbatches": est.microbatches,
+        "ranks": P,
+        "stages": est.stages,
+        "microbatches": est.microbatches,
         "unit": est.time_unit,
         "step": _t(est.step_time),
         "base": base,
-        "ops": ops, "deps": deps, "mem": memc, "msgs": msgs,
+        "ops": ops,
+        "deps": deps,
+        "mem": memc,
+        "msgs": msgs,
         "busy": [_t(x.busy) for x in est.per_rank],
         "idle": [_t(x.idle) for x in est.per_rank],
         "peak": [float(f"{float(x.peak_activations):.4g}") for x in mem.per_rank],
@@ -129,7 +134,8 @@ def figures(est: Estimate, mem: MemoryReport) -> dict:
         "peak_act": float(f"{float(worst.peak_activations):.4g}") if worst else 0,
         "peak_rank": worst.rank if worst else 0,
         "peak_bytes": fmt_bytes(float(worst.peak_bytes))
-        if worst is not None and worst.peak_bytes is not None else None,
+        if worst is not None and worst.peak_bytes is not None
+        else None,
         "assumptions": est.config.describe(),
     }
     return out

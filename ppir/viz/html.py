@@ -38,8 +38,12 @@ def render_html(runs: list[Timed], initial: dict | None = None) -> str:
     """
     js = "(function () {\n" + "\n".join(_asset(f) for f in JS_FILES) + "\n})();"
     title = " vs ".join(run_data_label(t) for t in runs)
-    values = {"CSS": _asset("page.css"), "TITLE": _escape(title),
-              "DATA": page_json(runs, initial), "JS": js}
+    values = {
+        "CSS": _asset("page.css"),
+        "TITLE": _escape(title),
+        "DATA": page_json(runs, initial),
+        "JS": js,
+    }
     # one pass, so no inserted text is ever searched for another placeholder
     return _SLOT.sub(lambda m: values[m.group(1)], _asset("page.html"))
 

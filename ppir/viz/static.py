@@ -35,12 +35,13 @@ def chunk_shades(t: Timed) -> dict[tuple[int, float, float], float]:
 def _darken(color: str, amount: float) -> str:
     if not amount:
         return color
-    rgb = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    rgb = [int(color[i : i + 2], 16) for i in (1, 3, 5)]
     return "#" + "".join(f"{round(x * (1 - amount)):02x}" for x in rgb)
 
 
-def draw_gantt(ax, lay: GanttLayout, tmax: float, labels: bool = True,
-               shades: dict | None = None) -> None:
+def draw_gantt(
+    ax, lay: GanttLayout, tmax: float, labels: bool = True, shades: dict | None = None
+) -> None:
     """Bars of ``lay`` on ``ax`` (rank 0 on top), x from 0 to ``tmax``, microbatch labels where
     they fit; ``shades`` (from :func:`chunk_shades`) darkens later chunks."""
     n = len(lay.rows)
@@ -54,15 +55,22 @@ def draw_gantt(ax, lay: GanttLayout, tmax: float, labels: bool = True,
     for (row, kind, color), spans in groups.items():
         h = 0.3 if kind == "comm" else 0.86
         edge = "white" if kind not in ("idle", "comm") and len(spans) * 4 < width_pts else "none"
-        ax.broken_barh(spans, (n - 1 - row - h / 2, h), facecolors=color, edgecolors=edge,
-                       linewidth=0.6)
+        ax.broken_barh(
+            spans, (n - 1 - row - h / 2, h), facecolors=color, edgecolors=edge, linewidth=0.6
+        )
     if labels:
         fs = 7 if n <= 8 else 5.5
         for b in lay.bars:
             if b.label and (b.end - b.start) * per_unit >= fs * 0.75 * len(b.label) + 2:
-                ax.text((b.start + b.end) / 2, n - 1 - b.row, b.label, ha="center",
-                        va="center", fontsize=fs,
-                        color="#1d2330" if b.kind in DARK_TEXT else "white")
+                ax.text(
+                    (b.start + b.end) / 2,
+                    n - 1 - b.row,
+                    b.label,
+                    ha="center",
+                    va="center",
+                    fontsize=fs,
+                    color="#1d2330" if b.kind in DARK_TEXT else "white",
+                )
     ax.set_yticks(range(n))
     ax.set_yticklabels(list(reversed(lay.rows)), fontsize=8)
     ax.set_ylim(-0.6, n - 0.4)
@@ -79,37 +87,54 @@ def write_image(runs: list[Timed], path: str, fmt: str) -> None:
         raise error("bad-usage", f"--format {fmt}: expected one of {', '.join(FORMATS)}")
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         from matplotlib.patches import Patch
     except ImportError:
-        raise error("missing-dependency", f"--format {fmt} needs matplotlib",
-                    hints=["pip install 'ppir[viz]' (or pip install matplotlib)"]) from None
+        raise error(
+            "missing-dependency",
+            f"--format {fmt} needs matplotlib",
+            hints=["pip install 'ppir[viz]' (or pip install matplotlib)"],
+        ) from None
     lays = [gantt_layout(t.estimate) for t in runs]
     tmax = max(lay.step_time for lay in lays) or 1
     rows = [len(lay.rows) for lay in lays]
     width = 9.0 if max(rows) <= 8 else 12.0
     heights = [0.55 + 0.28 * n for n in rows]
-    fig, axes = plt.subplots(len(lays), 1, figsize=(width, sum(heights) + 0.7),
-                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    fig, axes = plt.subplots(
+        len(lays),
+        1,
+        figsize=(width, sum(heights) + 0.7),
+        gridspec_kw={"height_ratios": heights},
+        squeeze=False,
+    )
     fig.canvas.draw()  # sizes the axes, so labels can be fitted to bar widths
     for ax, lay, t in zip(axes[:, 0], lays, runs):
-        draw_gantt(ax, lay, tmax, labels=sum(rows) * len(lay.bars) < 200_000,
-                   shades=chunk_shades(t))
+        draw_gantt(
+            ax, lay, tmax, labels=sum(rows) * len(lay.bars) < 200_000, shades=chunk_shades(t)
+        )
     unit = lays[0].time_unit
-    axes[-1, 0].set_xlabel("time (s)" if unit == "s" else
-                           "time (units: one forward of a full rank share)", fontsize=8)
+    axes[-1, 0].set_xlabel(
+        "time (s)" if unit == "s" else "time (units: one forward of a full rank share)", fontsize=8
+    )
     legend: dict[str, str] = {}
     for lay in lays:
         legend.update(dict(lay.legend))
-    names = {"F": "forward", "B": "backward", "I": "backward-input", "W": "backward-weight",
-             "comm": "exposed comm", "idle": "idle"}
+    names = {
+        "F": "forward",
+        "B": "backward",
+        "I": "backward-input",
+        "W": "backward-weight",
+        "comm": "exposed comm",
+        "idle": "idle",
+    }
     handles = [Patch(color=c, label=names.get(k, k)) for k, c in legend.items()]
     if any(t.schedule.stages > t.schedule.ranks for t in runs):
-        handles.append(Patch(color=_darken(legend.get("F", "#0072B2"), 0.3),
-                             label="darker: later chunk"))
-    fig.legend(handles=handles,
-               loc="lower center", ncol=len(handles), fontsize=7.5, frameon=False)
+        handles.append(
+            Patch(color=_darken(legend.get("F", "#0072B2"), 0.3), label="darker: later chunk")
+        )
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7.5, frameon=False)
     fig.tight_layout(rect=(0, 0.06 if len(lays) == 1 and rows[0] <= 4 else 0.035, 1, 1))
     try:
         fig.savefig(path, format=fmt, dpi=110)
