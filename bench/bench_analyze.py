@@ -14,7 +14,7 @@ import argparse
 import time
 
 from ppir import load_schedule, lower
-from ppir.memory import analyze_memory, analyze_p2p
+from ppir.analysis.memory import analyze_memory, analyze_p2p
 
 
 def main(argv=None) -> None:

@@ -17,9 +17,8 @@ import gc
 import logging
 import time
 
-from ppir.backends.cost import estimate
-
-from ppir.loader import load_schedule
+from ppir.analysis.estimate import estimate
+from ppir.frontend.loader import load_schedule
 from ppir.passes import LowerComms
 
 

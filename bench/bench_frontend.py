@@ -22,8 +22,8 @@ from types import SimpleNamespace
 
 
 def ppir_phases(P: int, M: int, v: int) -> dict[str, float]:
-    from ppir.graph import build_graph
-    from ppir.loader import load_schedule
+    from ppir.frontend.loader import load_schedule
+    from ppir.ir.graph import build_graph
     from ppir.passes import LowerComms
 
     t0 = time.perf_counter()

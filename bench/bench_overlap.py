@@ -22,11 +22,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ppir.backends.cost.config import make_config
-from ppir.backends.cost.estimate import estimate
-from ppir.backends.cost.planning import planner
-
-from ppir.loader import load_schedule
+from ppir.analysis.config import make_config
+from ppir.analysis.estimate import estimate
+from ppir.analysis.planning import planner
+from ppir.frontend.loader import load_schedule
 from ppir.passes import LowerComms
 from ppir.passes.overlap import overlap_best
 from ppir.verify import verify

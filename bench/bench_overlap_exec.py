@@ -67,13 +67,13 @@ def wide_model(width: int, M: int):
 def bench_schedule(ctx, name: str, v: int, args) -> dict:
     import torch
     import torch.distributed as dist
-    from ppir.backends.cost.config import make_config
-    from ppir.backends.cost.estimate import estimate
-    from ppir.backends.cost.planning import planner
     from ppir.backends.cuda import build_plan, runtime
     from ppir.backends.cuda.model import split_batch
 
     import ppir
+    from ppir.analysis.config import make_config
+    from ppir.analysis.estimate import estimate
+    from ppir.analysis.planning import planner
     from ppir.passes import OverlapComms
     from ppir.passes.overlap import overlap_best
 

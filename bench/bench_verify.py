@@ -22,8 +22,8 @@ import logging
 import sys
 import time
 
+from ppir.frontend.loader import load_schedule
 from ppir.ir import Action, Schedule, looped_placement
-from ppir.loader import load_schedule
 from ppir.passes import LowerComms
 from ppir.verify import deadlock_free, verify
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 
-from ppir.backends.cost import estimate, make_config
-from ppir.backends.cost.planning import planner
-
-from ppir.loader import load_schedule
+from ppir.analysis.config import make_config
+from ppir.analysis.estimate import estimate
+from ppir.analysis.planning import planner
+from ppir.frontend.loader import load_schedule
 from ppir.passes import LowerComms
 from ppir.passes.overlap import overlap_best
 

@@ -23,10 +23,16 @@ import argparse
 import copy
 import sys
 
-from ppir.csvio import read_csv_text
 from ppir.diagnostics import PpirError
+from ppir.frontend.csvio import read_csv_text
+from ppir.frontend.torch_import import (
+    MULTI,
+    NAMES,
+    SINGLE,
+    load_torch_builtin,
+    torch_schedule_object,
+)
 from ppir.passes import LowerComms
-from ppir.torch_import import MULTI, NAMES, SINGLE, load_torch_builtin, torch_schedule_object
 from ppir.verify import verify
 
 

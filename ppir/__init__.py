@@ -8,10 +8,10 @@ Write a schedule once in a .pps file, prove it safe, measure it, and run it::
 torch is optional: parsing, the IR, passes and the estimator import without it.
 """
 
-from .diagnostics import Diagnostic, PpirError
-from .ir import Action, Group, OpKind, Schedule
-from .loader import load_schedule, load_text
-from .passes import LowerComms
+from ppir.diagnostics import Diagnostic, PpirError
+from ppir.frontend.loader import load_schedule, load_text
+from ppir.ir import Action, Group, OpKind, Schedule
+from ppir.passes import LowerComms
 
 __version__ = "0.1.0"
 

@@ -19,22 +19,11 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from .ir import Span
+from ppir.ir import Span
 
 EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
-
-# Sources registered by the loaders so that diagnostics can quote the offending line.
-_SOURCES: dict[str, str] = {}
-
-
-def register_source(path: str, text: str) -> None:
-    _SOURCES[path] = text
-
-
-def source_text(path: str) -> str | None:
-    return _SOURCES.get(path)
 
 
 @dataclass(frozen=True)
@@ -94,8 +83,8 @@ class Diagnostic:
 
 
 def quote(span: Span, indent: str = "") -> list[str]:
-    """The source line of a span with carets under it (empty when the source is unknown)."""
-    text = source_text(span.path)
+    """The source line of a span with carets under it (empty when the span carries no source)."""
+    text = span.source
     if text is None:
         return []
     lines = text.splitlines()

@@ -1,7 +1,8 @@
 """``python -m ppir.run PLAN --model MODEL ...``: run one rank of a ppir execution plan.
 
 A thin entry point for torchrun (``torchrun --nproc-per-node P -m ppir.run plan.json --model
-examples/gpt_model.py``); the runtime lives in :mod:`ppir.backends.cuda.runtime` and needs torch.
+examples/gpt_model.py``); the runtime belongs to the
+``cuda`` backend (found through the ``ppir.backends`` entry points) and needs torch.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .backends.cuda.runtime import main as run_main
+    from ppir.plugins import get_backend
 
-    return run_main(argv)
+    return get_backend("cuda").run_rank(argv)
 
 
 if __name__ == "__main__":

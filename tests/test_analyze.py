@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ppir.memory import ANALYSIS_FORMAT
+from ppir.analysis.memory import ANALYSIS_FORMAT
 
 
 def test_json_schema(cli):

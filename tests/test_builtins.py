@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from ppir.diagnostics import PpirError
-from ppir.loader import load_schedule
+from ppir.frontend.loader import load_schedule
 
 
 def orders(name, **params):
@@ -145,8 +145,8 @@ def test_builtins_expand_on_the_grid(name):
 
 
 def _params(name):
-    from ppir.loader import read_source
-    from ppir.parser import parse_text
+    from ppir.frontend.loader import read_source
+    from ppir.frontend.parser import parse_text
 
     path, text = read_source(name)
     return {p.name for p in parse_text(text, path).header.params}

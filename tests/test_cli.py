@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ppir.cli import COMMAND_MODULES, build_parser
+from ppir.cli.main import COMMAND_MODULES, build_parser
 from ppir.schedules import builtin_names
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ppir.backends.cost import CostConfig, estimate, make_config
-from ppir.backends.cost.config import Link
-from ppir.backends.cost.tomlmini import loads_subset
 
+from ppir.analysis.config import CostConfig, Link, make_config
+from ppir.analysis.estimate import estimate
+from ppir.analysis.tomlmini import loads_subset
 from ppir.diagnostics import PpirError
+from ppir.frontend.loader import load_schedule
 from ppir.ir import Action, OpKind, Schedule, looped_placement, producers
-from ppir.loader import load_schedule
 from ppir.passes import LowerComms
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -42,9 +42,9 @@ def test_error_golden(path, cli, golden, monkeypatch):
 
 def test_error_kinds_are_distinct(monkeypatch):
     """At least 12 distinct diagnostic kinds are covered by the corpus."""
-    from ppir.commands.common import parse_defines
+    from ppir.cli.common import parse_defines
     from ppir.diagnostics import PpirError
-    from ppir.loader import load_schedule
+    from ppir.frontend.loader import load_schedule
 
     monkeypatch.chdir(ROOT)
     kinds = set()

@@ -136,8 +136,8 @@ def run_case(ctx, P: int, case):
     if transform == "iw":
         s = split_backward(s)
     if transform == "eager":
+        from ppir.analysis.order import PlanCosts
         from ppir.ir import OpKind
-        from ppir.order import PlanCosts
 
         costs = PlanCosts.uniform(
             s.stages, s.ranks, {OpKind.F: 4, OpKind.B: 8, OpKind.I: 4, OpKind.W: 4}, transfer=1

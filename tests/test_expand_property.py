@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppir.diagnostics import PpirError
-from ppir.loader import load_schedule
+from ppir.frontend.loader import load_schedule
 
 BUILTINS = ["gpipe", "1f1b", "interleaved_1f1b", "interleaved_vshape", "looped_bfs"]
 NAMES = ["P", "M", "v", "Q", "p"]

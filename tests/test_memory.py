@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppir import load_schedule
+from ppir.analysis.memory import analyze_memory, analyze_p2p, split_fractions
+from ppir.analysis.models import make_model
 from ppir.ir import Action, OpKind, Schedule
-from ppir.memory import analyze_memory, analyze_p2p, split_fractions
-from ppir.models import make_model
 from ppir.passes import LowerComms
 
 GRID_PM = [(P, M) for P in (1, 2, 3, 4, 6) for M in (1, 2, 3, 5, 8, 12)]

@@ -6,8 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from ppir.diagnostics import EXIT_USAGE, PpirError
-from ppir.models import (
+from ppir.analysis.models import (
     PRESETS,
     ModelShape,
     check_layers,
@@ -15,6 +14,7 @@ from ppir.models import (
     parse_model_spec,
     valid_chunk_counts,
 )
+from ppir.diagnostics import EXIT_USAGE, PpirError
 
 
 def test_korthikanti_per_layer_bytes():

@@ -7,15 +7,15 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ppir.backends.cost.config import make_config
-from ppir.backends.cost.estimate import estimate
-from ppir.backends.cost.planning import planner
 
+from ppir.analysis.config import make_config
+from ppir.analysis.estimate import estimate
+from ppir.analysis.planning import planner
+from ppir.frontend.loader import load_schedule, load_text
 from ppir.ir import Group, Wait, is_compute_item
-from ppir.loader import load_schedule, load_text
+from ppir.ir.printer import format_pps, from_json, to_json
 from ppir.passes import LowerComms, OverlapComms
 from ppir.passes.overlap import overlap_best
-from ppir.printer import format_pps, from_json, to_json
 from ppir.schedules import builtin_names
 from ppir.testing import valid_schedules
 from ppir.verify import verify
@@ -145,8 +145,8 @@ def _compute(s, r):
 @st.composite
 def _plan_costs(draw, s):
     """Random positive op costs per stage and random transfer times per link (0 allowed)."""
+    from ppir.analysis.order import PlanCosts
     from ppir.ir import OpKind
-    from ppir.order import PlanCosts
 
     op = tuple(
         {k: draw(st.integers(1, 4)) for k in (OpKind.F, OpKind.B, OpKind.I, OpKind.W)}
@@ -273,8 +273,8 @@ def test_every_builtin_overlaps_safely_with_transfer_costs(name):
 def test_overlapped_steps_send_their_outputs_after_the_whole_step():
     """A consumer of an overlapped step's first part is planned after the step's end (both
     lowerings send after the whole step): 2 ranks, placement (0, 1, 1, 0)."""
+    from ppir.analysis.order import PlanCosts
     from ppir.ir import Action, OpKind, Overlap, Schedule
-    from ppir.order import PlanCosts
 
     F, B = OpKind.F, OpKind.B
     r0 = (
@@ -307,8 +307,8 @@ def test_overlapped_steps_send_their_outputs_after_the_whole_step():
 
 
 def test_plan_costs_are_validated():
+    from ppir.analysis.order import PlanCosts
     from ppir.ir import OpKind
-    from ppir.order import PlanCosts
 
     ok = {OpKind.F: 1, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1}
     with pytest.raises(ValueError, match="positive"):
@@ -363,8 +363,8 @@ def _with_overlapped_steps(draw):
     fused into overlapped F&B steps (kept only when the compute order stays acyclic)."""
     from hypothesis import assume
 
+    from ppir.analysis.order import OrderCycle, asap_finish
     from ppir.ir import Action, OpKind, Overlap
-    from ppir.order import OrderCycle, asap_finish
 
     s = draw(_ANY_SCHEDULE)
     programs = []

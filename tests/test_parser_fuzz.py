@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppir.diagnostics import PpirError
-from ppir.expand import expand
-from ppir.loader import load_text
-from ppir.parser import parse_text
+from ppir.frontend.expand import expand
+from ppir.frontend.loader import load_text
+from ppir.frontend.parser import parse_text
 from ppir.schedules import builtin_names, builtin_source
 
 TOKEN = re.compile(

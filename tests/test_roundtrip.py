@@ -8,9 +8,9 @@ from hypothesis import given, reject
 from hypothesis import strategies as st
 
 from ppir.diagnostics import PpirError
-from ppir.loader import load_schedule, load_text
+from ppir.frontend.loader import load_schedule, load_text
+from ppir.ir.printer import format_pps, from_json, to_json
 from ppir.passes import LowerComms
-from ppir.printer import format_pps, from_json, to_json
 
 BUILTINS = ["gpipe", "1f1b", "interleaved_1f1b", "interleaved_vshape", "looped_bfs"]
 

@@ -6,7 +6,7 @@ import json
 from fractions import Fraction
 
 from ppir import load_schedule
-from ppir.commands.sweep import sweep, uniform_timing
+from ppir.cli.sweep import sweep, uniform_timing
 
 
 def test_uniform_timing_closed_forms():

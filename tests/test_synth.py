@@ -6,17 +6,17 @@ import itertools
 from fractions import Fraction
 
 import pytest
-from ppir.backends.cost import make_config
-from ppir.backends.cost.estimate import estimate
 
+from ppir.analysis.config import make_config
+from ppir.analysis.estimate import estimate
+from ppir.analysis.memory import analyze_memory
 from ppir.cli import main
-from ppir.expand import expand
+from ppir.frontend.expand import expand
+from ppir.frontend.loader import load_schedule
+from ppir.frontend.parser import parse_text
 from ppir.ir import OpKind, vshape_placement
-from ppir.loader import load_schedule
-from ppir.memory import analyze_memory
-from ppir.parser import parse_text
+from ppir.ir.printer import format_pps
 from ppir.passes import LowerComms
-from ppir.printer import format_pps
 from ppir.synth.greedy import GreedySpec, GreedyStuck, list_schedule
 from ppir.synth.search import one_f_one_b_at_cap, synthesize
 from ppir.verify import verify

@@ -193,7 +193,7 @@ def test_the_plugin_gives_a_fixture_and_an_examples_option(tmp_path):
             "-m",
             "pytest",
             "-p",
-            "ppir.pytest_plugin",
+            "ppir.testing.pytest_plugin",
             "-p",
             "no:cacheprovider",
             "--ppir-examples",

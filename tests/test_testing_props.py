@@ -21,12 +21,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ppir.analysis.memory import analyze_memory
+from ppir.analysis.order import OrderCycle, unit_levels
+from ppir.frontend.loader import load_schedule
 from ppir.ir import OpKind
-from ppir.loader import load_schedule
-from ppir.memory import analyze_memory
-from ppir.order import OrderCycle, unit_levels
+from ppir.ir.printer import from_json, to_json
 from ppir.passes import LowerComms
-from ppir.printer import from_json, to_json
 from ppir.testing import check_schedule, mutations, valid_schedules
 from ppir.verify import verify
 

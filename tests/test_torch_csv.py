@@ -15,10 +15,10 @@ import pytest
 from ppir.backends.torch_csv import export_csv
 from ppir.backends.torch_csv.backend import flatten_groups
 
-from ppir.csvio import read_action_text, read_csv_text, write_csv
 from ppir.diagnostics import PpirError
+from ppir.frontend.csvio import read_action_text, read_csv_text, write_csv
+from ppir.frontend.loader import load_schedule
 from ppir.ir import Action, OpKind
-from ppir.loader import load_schedule
 from ppir.passes import LowerComms
 from ppir.verify import verify
 
@@ -225,7 +225,7 @@ def test_unknown_torch_schedule_and_parameter(cli):
 
 
 def test_parse_cell_kinds():
-    from ppir.csvio import parse_cell
+    from ppir.frontend.csvio import parse_cell
     from ppir.ir import Span
 
     sp = Span("<c>", 1, 1, 1, 2)

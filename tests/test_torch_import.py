@@ -15,10 +15,10 @@ pytest.importorskip("torch")
 from ppir.backends.torch_csv import export_csv  # noqa: E402
 from torch.distributed.pipelining import schedules as sch  # noqa: E402
 
-from ppir.csvio import read_csv_text, write_csv  # noqa: E402
-from ppir.loader import load_schedule  # noqa: E402
+from ppir.frontend.csvio import read_csv_text, write_csv  # noqa: E402
+from ppir.frontend.loader import load_schedule  # noqa: E402
+from ppir.frontend.torch_import import NAMES, SINGLE, load_torch_builtin, torch_schedule_object  # noqa: E402
 from ppir.passes import LowerComms  # noqa: E402
-from ppir.torch_import import NAMES, SINGLE, load_torch_builtin, torch_schedule_object  # noqa: E402
 from ppir.verify import verify  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -77,7 +77,7 @@ def _free_port() -> int:
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_exported_csv_runs_on_torch_runtime_with_reference_gradients(tmp_path, cli):
-    from ppir.loader import load_schedule
+    from ppir.frontend.loader import load_schedule
 
     cases = []
     for i, (name, params, fmt) in enumerate(CASES):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ppir.backends.cost import CostConfig, make_config
-from ppir.backends.cost.tune import parse_budget, tune
+from ppir.analysis.config import CostConfig, make_config
+from ppir.analysis.tune import parse_budget, tune
 
 
 def test_ranked_by_step_time_with_memory_and_constraint_rejections():

@@ -13,9 +13,9 @@ from functools import cache
 import pytest
 
 from ppir.diagnostics import PpirError
-from ppir.expand import expand
-from ppir.loader import read_source
-from ppir.parser import parse_text
+from ppir.frontend.expand import expand
+from ppir.frontend.loader import read_source
+from ppir.frontend.parser import parse_text
 from ppir.passes import LowerComms
 from ppir.schedules import builtin_names
 from ppir.verify import verify

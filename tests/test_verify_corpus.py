@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ppir.loader import load_schedule
+from ppir.frontend.loader import load_schedule
 from ppir.passes import LowerComms
 from ppir.verify import KINDS, verify
 
@@ -146,7 +146,7 @@ def test_group_too_large():
             + "]",
         ]
     )
-    from ppir.loader import load_text
+    from ppir.frontend.loader import load_text
 
     s = load_text(text, path="<big>")
     rep = verify(s)
@@ -160,7 +160,7 @@ def test_group_too_large():
 def test_vshape_odd_v_order_cycle():
     """interleaved_vshape's warm-up formula assumes an even v (the built-in now requires it).
     Without that requirement, v=3 has a cyclic compute order and the verifier says so."""
-    from ppir.loader import load_text
+    from ppir.frontend.loader import load_text
     from ppir.schedules import builtin_source
 
     lines = [

@@ -19,8 +19,8 @@ from functools import cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ppir.frontend.loader import load_schedule
 from ppir.ir import Action, Group, OpKind, Schedule, item_actions, looped_placement
-from ppir.loader import load_schedule
 from ppir.passes import LowerComms
 from ppir.verify import deadlock_free, verify
 

@@ -8,8 +8,8 @@ from importlib import resources
 
 import pytest
 
-from ppir.loader import load_schedule
-from ppir.memory import analyze_memory
+from ppir.analysis.memory import analyze_memory
+from ppir.frontend.loader import load_schedule
 from ppir.viz import render_html, time_schedule
 from ppir.viz.data import KINDS, run_data
 from ppir.viz.html import JS_FILES, page_json

@@ -15,12 +15,12 @@ from fractions import Fraction as Fr
 from types import SimpleNamespace
 
 import pytest
-from ppir.backends.cost import make_config
-from ppir.backends.cost.estimate import estimate
 
+from ppir.analysis.config import make_config
+from ppir.analysis.estimate import estimate
+from ppir.analysis.memory import analyze_memory
+from ppir.frontend.loader import load_schedule
 from ppir.ir import OpKind, Overlap
-from ppir.loader import load_schedule
-from ppir.memory import analyze_memory
 from ppir.passes import LowerComms
 from ppir.synth.timing import idle_per_rank, item_asap
 

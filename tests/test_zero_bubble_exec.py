@@ -43,7 +43,7 @@ def _materialise(case, P: int, tmp: Path):
     name, params, model, tr = case
     if name != "@synth":
         return case
-    from ppir.printer import format_pps
+    from ppir.ir.printer import format_pps
     from ppir.synth.search import synthesize
 
     res = synthesize(P, params["M"], params["cap"])

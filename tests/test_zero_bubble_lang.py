@@ -8,16 +8,16 @@ estimator and the printers treat an :class:`~ppir.ir.Overlap` as one atomic step
 from __future__ import annotations
 
 import pytest
-from ppir.backends.cost.estimate import estimate
 
+from ppir.analysis.estimate import estimate
+from ppir.analysis.memory import analyze_memory
 from ppir.diagnostics import PpirError
-from ppir.expand import expand
+from ppir.frontend.expand import expand
+from ppir.frontend.loader import load_schedule
+from ppir.frontend.parser import parse_text
 from ppir.ir import Action, OpKind, Overlap, item_actions
-from ppir.loader import load_schedule
-from ppir.memory import analyze_memory
-from ppir.parser import parse_text
+from ppir.ir.printer import format_pps, from_json, to_json
 from ppir.passes import LowerComms
-from ppir.printer import format_pps, from_json, to_json
 from ppir.verify import verify
 
 HEAD = """schedule t(P = 2, M = 4)

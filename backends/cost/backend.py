@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import sys
 
-from ppir.diagnostics import error, write_output
+from ppir.backends.cost.report import format_summary
 
-from .cli import add_cost_arguments, add_output_arguments, config_from_args, progress_from_args
-from .estimate import estimate
-from .report import format_summary
+from ppir.analysis.estimate import estimate
+from ppir.cli.cost_options import (
+    add_cost_arguments,
+    add_output_arguments,
+    config_from_args,
+    progress_from_args,
+)
+from ppir.diagnostics import error, write_output
 
 
 class CostBackend:
@@ -38,7 +43,7 @@ class CostBackend:
             sys.stdout.write(text)
         trace = getattr(args, "cost_trace", None)
         if trace:
-            from .trace import write_trace
+            from ppir.backends.cost.trace import write_trace
 
             try:
                 write_trace(est, trace)
@@ -46,7 +51,7 @@ class CostBackend:
                 raise error("bad-output", f"cannot write {trace}: {e}") from None
         plot = getattr(args, "cost_plot", None)
         if plot:
-            from .plot import write_plot
+            from ppir.backends.cost.plot import write_plot
 
             write_plot(est, plot)
         return 0

@@ -6,10 +6,9 @@ matplotlib is imported only here, lazily, with the non-interactive Agg backend; 
 
 from __future__ import annotations
 
+from ppir.analysis.estimate import Estimate
 from ppir.diagnostics import error
-
-from .estimate import Estimate
-from .layout import gantt_layout
+from ppir.viz.layout import gantt_layout
 
 FORMATS = (".png", ".svg", ".pdf")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from .estimate import Estimate, op_label
+from ppir.analysis.estimate import Estimate, op_label
 
 TRACE_FORMAT = "ppir.trace/1"
 

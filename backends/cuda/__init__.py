@@ -14,7 +14,14 @@ from __future__ import annotations
 import json
 import sys
 
-from .plan import PLAN_FORMAT, PlanError, build_plan, check_plan, load_plan, save_plan
+from ppir.backends.cuda.plan import (
+    PLAN_FORMAT,
+    PlanError,
+    build_plan,
+    check_plan,
+    load_plan,
+    save_plan,
+)
 
 __all__ = [
     "BACKEND",
@@ -41,7 +48,7 @@ class CudaBackend:
         )
 
     def run(self, schedule, args) -> int:
-        from ...diagnostics import EXIT_USAGE
+        from ppir.diagnostics import EXIT_USAGE
 
         try:
             plan = build_plan(schedule)
@@ -55,7 +62,7 @@ class CudaBackend:
             sys.stdout.write("\n")
             return 0
         save_plan(plan, out, indent=indent)
-        from .plan import plan_summary
+        from ppir.backends.cuda.plan import plan_summary
 
         print(f"wrote {out}: {plan_summary(plan)}")
         print("run it with:")
@@ -68,6 +75,24 @@ class CudaBackend:
             "(see docs/executor.md); e.g. --model examples/gpt_model.py"
         )
         return 0
+
+    def add_launch_arguments(self, parser) -> None:
+        """The runtime options of ``ppir launch`` (the same as ``ppir.run``'s)."""
+        from ppir.backends.cuda.runtime import add_run_arguments
+
+        add_run_arguments(parser)
+
+    def launch(self, schedule, args) -> int:
+        """``ppir launch``: run the verified, lowered schedule on local processes."""
+        from ppir.backends.cuda.launch import launch_schedule
+
+        return launch_schedule(schedule, args)
+
+    def run_rank(self, argv: list[str] | None = None) -> int:
+        """``python -m ppir.run``: one rank of a plan (needs torch)."""
+        from ppir.backends.cuda.runtime import main
+
+        return main(argv)
 
 
 BACKEND = CudaBackend()

@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-
-from .model import check_loss
-from .plan import boundary_of
+from ppir.backends.cuda.model import check_loss
+from ppir.backends.cuda.plan import boundary_of
 
 Meta = dict[int, tuple[tuple[int, ...], torch.dtype]]
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...ir import Action, Group, OpKind, Schedule, Wait, is_compute_item, item_actions
-from ...printer import schedule_header
+from ppir.ir import Action, Group, OpKind, Schedule, Wait, is_compute_item, item_actions
+from ppir.ir.printer import schedule_header
 
 PLAN_FORMAT = "ppir.plan/1"
 

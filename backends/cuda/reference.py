@@ -8,8 +8,7 @@ and calls ``backward``; pipelined gradients must match it up to floating-point r
 from __future__ import annotations
 
 import torch
-
-from .model import build_stages
+from ppir.backends.cuda.model import build_stages
 
 
 def reference_grads(model, num_stages: int, step: int, device):

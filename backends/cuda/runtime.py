@@ -14,7 +14,7 @@ import argparse
 import sys
 import time
 
-from .plan import PlanError, load_plan, save_plan
+from ppir.backends.cuda.plan import PlanError, load_plan, save_plan
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
 
@@ -88,10 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def prepare(ctx, plan: dict, model):
     """Check the world, build this rank's stages, fill metadata, warm up; -> Executor."""
-    from .executor import Executor
-    from .model import build_stages, split_batch
-    from .procgroup import plan_pairs, warm_up
-    from .shapes import infer_meta, meta_from_json
+    from ppir.backends.cuda.executor import Executor
+    from ppir.backends.cuda.model import build_stages, split_batch
+    from ppir.backends.cuda.procgroup import plan_pairs, warm_up
+    from ppir.backends.cuda.shapes import infer_meta, meta_from_json
 
     if ctx.world != plan["ranks"]:
         raise PlanError(
@@ -114,8 +114,7 @@ def verify_step0(ctx, plan, model, ex, loss, tolerance: float) -> bool:
     """Compare this step's grads (and loss) with the reference; all ranks agree on the verdict."""
     import torch
     import torch.distributed as dist
-
-    from .reference import max_grad_diff, reference_grads
+    from ppir.backends.cuda.reference import max_grad_diff, reference_grads
 
     ref_loss, ref = reference_grads(model, plan["stages"], 0, ctx.device)
     gdiff, where = max_grad_diff(ex.modules, ex.stages, ref)
@@ -139,12 +138,11 @@ def verify_step0(ctx, plan, model, ex, loss, tolerance: float) -> bool:
 
 def train(ctx, plan: dict, model, args) -> int:
     import torch
-
-    from .model import make_optimizer, split_batch
+    from ppir.backends.cuda.model import make_optimizer, split_batch
 
     ex = prepare(ctx, plan, model)
     if args.dump_plan and ctx.rank == 0:
-        from .shapes import meta_to_json
+        from ppir.backends.cuda.shapes import meta_to_json
 
         save_plan({**plan, "meta": meta_to_json(ex.meta)}, args.dump_plan)
     params = [p for m in ex.modules for p in m.parameters() if p.requires_grad]
@@ -189,14 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as e:
         print(f"ppir.run: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    from . import procgroup
+    from ppir.backends.cuda import procgroup
 
     ctx = None
     try:
         ctx = procgroup.init(args.device, args.dist_backend, args.timeout)
         if ctx.channel is not None:
             ctx.channel.start_watchdog()
-        from .model import load_model, parse_options
+        from ppir.backends.cuda.model import load_model, parse_options
 
         model = load_model(args.model, parse_options(args.model_opt))
         status = train(ctx, plan, model, args)

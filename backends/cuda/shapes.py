@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-
-from .executor import Meta
+from ppir.backends.cuda.executor import Meta
 
 
 def dtype_name(dtype: torch.dtype) -> str:

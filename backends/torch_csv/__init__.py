@@ -10,6 +10,6 @@ Library API::
 
 from __future__ import annotations
 
-from .backend import BACKEND, FORMATS, TorchCsvBackend, export_csv
+from ppir.backends.torch_csv.backend import BACKEND, FORMATS, TorchCsvBackend, export_csv
 
 __all__ = ["BACKEND", "FORMATS", "TorchCsvBackend", "export_csv"]

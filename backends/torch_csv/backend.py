@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import sys
 
-from ppir.csvio import write_csv
 from ppir.diagnostics import write_output
+from ppir.frontend.csvio import write_csv
 from ppir.ir import Action, Group, OpKind, Schedule
 
 FORMATS = ("compute_only", "compute_comms")

@@ -2,8 +2,8 @@
 ``apply(schedule) -> schedule``; it leaves the IR valid.  :data:`PASSES` maps names to classes.
 """
 
-from .lower_comms import LowerComms
-from .overlap import OverlapComms
+from ppir.passes.lower_comms import LowerComms
+from ppir.passes.overlap import OverlapComms
 
 PASSES = {LowerComms.name: LowerComms, OverlapComms.name: OverlapComms}
 

@@ -4,7 +4,7 @@ Three strategies, each a pure function from a compute-only schedule to a lowered
 
 ``lockstep`` (default)
     Give every compute action its ASAP finish time t under relative op costs
-    (:func:`ppir.order.asap_finish`; default F=1, B=2, I=1, W=1 per chunk, or the costs the
+    (:func:`ppir.analysis.order.asap_finish`; default F=1, B=2, I=1, W=1 per chunk, or the costs the
     caller passes).  The message carrying the output of an action finishing at t is sent and
     received in a group posted at "time t" on both ranks: on each rank, the group of time t sits
     after every compute action that starts before t and before every action that starts at or
@@ -21,16 +21,16 @@ Three strategies, each a pure function from a compute-only schedule to a lowered
 
 ``eager``
     Plan the ASAP times with *transfers included* (``costs``: op durations per stage and a
-    transfer time per link, :class:`ppir.order.PlanCosts`; by default the lockstep costs and free
-    transfers), and exchange every message at the moment its producer finishes, t: on each rank
-    the group of time t sits after every item that finishes by t and before every item that
+    transfer time per link, :class:`ppir.analysis.order.PlanCosts`; by default the lockstep costs
+    and free transfers), and exchange every message at the moment its producer finishes, t: on each
+    rank the group of time t sits after every item that finishes by t and before every item that
     finishes after t.  A sender's producer finishes at t, so its send follows it; a receiver
     usually is in the middle of an op at t, and its group goes *before* that op, so that once
     ``overlap-comms`` splits post from wait the transfer runs while the op computes and is done
     when the consumer (planned at t + transfer or later) starts.  Deadlock-free for any
-    :class:`~ppir.order.PlanCosts` (positive durations, which it enforces) in exact arithmetic
-    (the cost backend plans in integer ticks), for the same reason as lockstep: a consumer
-    starts at t or later and, its duration being positive, finishes after t, so every recv
+    :class:`~ppir.analysis.order.PlanCosts` (positive durations, which it enforces) in exact
+    arithmetic (the cost backend plans in integer ticks), for the same reason as lockstep: a
+    consumer starts at t or later and, its duration being positive, finishes after t, so every recv
     precedes its consumer and every send follows its producer (an overlapped step's outputs
     leave when the step ends); groups of time t pair only with groups of time t; each rank's
     groups are in time order, one per time; and everything a rank does before its group of
@@ -57,8 +57,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from ..ir import Action, Group, Item, OpKind, Schedule, item_actions
-from ..order import ComputeIndex, OrderCycle, PlanCosts, asap_finish
+from ppir.analysis.order import ComputeIndex, OrderCycle, PlanCosts, asap_finish
+from ppir.ir import Action, Group, Item, OpKind, Schedule, item_actions
 
 STRATEGIES = ("lockstep", "eager", "naive")
 

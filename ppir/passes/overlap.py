@@ -33,9 +33,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..diagnostics import EXIT_INVALID, PpirError
-from ..ir import Group, Item, Schedule, Wait, comm_endpoints, is_compute_item, item_actions
-from ..order import PlanCosts
+from ppir.analysis.order import PlanCosts
+from ppir.diagnostics import EXIT_INVALID, PpirError
+from ppir.ir import Group, Item, Schedule, Wait, comm_endpoints, is_compute_item, item_actions
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class OverlapComms:
         programs = tuple(tuple(_overlap_rank(prog, self.hoist)) for prog in schedule.programs)
         out = schedule.replace_programs(programs)
         if self.verify:
-            from ..verify import verify
+            from ppir.verify import verify
 
             report = verify(out)
             if not report.ok:  # a bug in this pass: never hand out an invalid schedule
@@ -138,8 +138,8 @@ def overlap_best(
     base = OverlapComms(verify=False).apply(lockstep)
     if costs is None or step_time is None or not any(any(row) for row in costs.link):
         return base
-    from ..verify import verify
-    from .lower_comms import LowerComms
+    from ppir.passes.lower_comms import LowerComms
+    from ppir.verify import verify
 
     eager = OverlapComms(verify=False).apply(LowerComms("eager", costs=costs).apply(schedule))
     if step_time(eager) < step_time(base) and verify(eager).ok:  # verified only when it wins

@@ -16,10 +16,10 @@ that no rank can progress.
 
 from __future__ import annotations
 
-from .. import ast as A
-from ..diagnostics import Note, error
-from ..ir import Action, OpKind, Span
-from .greedy import Candidate, GreedySpec, GreedyStuck, default_priority, list_schedule
+from ppir.diagnostics import Note, error
+from ppir.frontend import ast as A
+from ppir.ir import Action, OpKind, Span
+from ppir.synth.greedy import Candidate, GreedySpec, GreedyStuck, default_priority, list_schedule
 
 _KINDS = {"F": OpKind.F, "B": OpKind.B, "I": OpKind.I, "W": OpKind.W}
 _DEFAULT_COSTS = {OpKind.F: 1, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1}
@@ -27,7 +27,7 @@ _DEFAULT_COSTS = {OpKind.F: 1, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1}
 
 def expand_greedy(ex, block: A.GreedyBlock, top, ranks: int) -> list[tuple[Action, ...]]:
     """Per-rank programs for ``block`` (``ex`` is the running expander, ``top`` its scope)."""
-    from ..interpreter import Scope as _Scope
+    from ppir.frontend.interpreter import Scope as _Scope
 
     scopes, caps, prio_fns = [], [], []
     global_opts: dict[str, tuple[object, Span]] = {}

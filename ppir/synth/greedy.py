@@ -23,8 +23,8 @@ chunk, then F < B/I < W.  Costs are positive integers per op of one chunk.
 
 Contract: the result holds every F and B (or I and W) of every stage and microbatch exactly
 once, respects the data dependencies of :func:`ppir.ir.producers`, and never exceeds a cap
-(in program order, which is how :mod:`ppir.memory` counts).  When no op can ever run (a cap too
-small to let the first forward through) :class:`GreedyStuck` says which rank and why.
+(in program order, which is how :mod:`ppir.analysis.memory` counts).  When no op can ever run (a
+cap too small to let the first forward through) :class:`GreedyStuck` says which rank and why.
 Complexity O(E · P · v) for E events.
 """
 
@@ -34,7 +34,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir import Action, OpKind
+from ppir.ir import Action, OpKind
 
 KIND_ORDER = {OpKind.F: 0, OpKind.B: 1, OpKind.I: 1, OpKind.W: 2}
 

@@ -16,8 +16,9 @@ its weight pass), in A (one microbatch's activations of a full rank share): a ch
 2-chunk rank is A/2, so a cap of c A is 2c chunk activations there.
 
 Contract: the returned schedule is compute-only, verified (after lowering) by
-:func:`ppir.verify.verify`, and its peak under ``ppir.memory.analyze_memory(i_fraction=0)`` is
-at most the cap on every rank.  A cap below 1 A is a ppir error (exit 2).
+:func:`ppir.verify.verify`, and its peak under
+``ppir.analysis.memory.analyze_memory(i_fraction=0)`` is at most the cap on every rank.  A cap
+below 1 A is a ppir error (exit 2).
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ..diagnostics import error
-from ..ir import Action, OpKind, Schedule, looped_placement, vshape_placement
-from ..memory import analyze_memory
-from ..passes import LowerComms
-from .greedy import Candidate, GreedySpec, GreedyStuck, list_schedule
+from ppir.analysis.memory import analyze_memory
+from ppir.diagnostics import error
+from ppir.ir import Action, OpKind, Schedule, looped_placement, vshape_placement
+from ppir.passes import LowerComms
+from ppir.synth.greedy import Candidate, GreedySpec, GreedyStuck, list_schedule
 
 DEFAULT_COSTS = {"F": Fraction(1), "B": Fraction(2), "I": Fraction(1), "W": Fraction(1)}
 
@@ -112,7 +113,8 @@ def synthesize(
     name: str = "zb_synth",
 ) -> SynthResult:
     """The fastest verified candidate within ``cap`` A per rank (see the module docstring)."""
-    from ppir.backends.cost import estimate, make_config
+    from ppir.analysis.config import make_config
+    from ppir.analysis.estimate import estimate
     from ppir.verify import verify
 
     if P < 1 or M < 1:

@@ -1,10 +1,10 @@
 """Compute-graph timing of a schedule's items: the ASAP timeline with no communication at all.
 
-:func:`item_asap` is :func:`ppir.order.asap_finish` one level up: one node per compute *item*
-(an action or a whole :class:`~ppir.ir.Overlap` step), so an overlapped step can be given its
+:func:`item_asap` is :func:`ppir.analysis.order.asap_finish` one level up: one node per compute
+*item* (an action or a whole :class:`~ppir.ir.Overlap` step), so an overlapped step can be given its
 own cost.  It is the ideal a lowering can reach; the estimator's figure for the lowered program
 is never below it, and the difference is waiting that the communication placement adds.
-Linear in the number of actions.  Raises :class:`ppir.order.OrderCycle` on a cyclic order.
+Linear in the number of actions.  Raises :class:`ppir.analysis.order.OrderCycle` on a cyclic order.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import deque
 from fractions import Fraction
 
-from ..ir import OpKind, Schedule, item_actions
-from ..order import ComputeIndex, OrderCycle
+from ppir.analysis.order import ComputeIndex, OrderCycle
+from ppir.ir import OpKind, Schedule, item_actions
 
 Costs = dict[OpKind, Fraction]
 

@@ -22,15 +22,15 @@ Public API
 
 from __future__ import annotations
 
-from .checks import CheckResult, assert_schedule_ok, check_schedule
-from .space import ParamSpace, parse_domain
+from ppir.testing.checks import CheckResult, assert_schedule_ok, check_schedule
+from ppir.testing.space import ParamSpace, parse_domain
 
 _LAZY = ("shapes", "valid_schedules", "mutations", "property_test")
 
 
 def __getattr__(name: str):
     if name in _LAZY:
-        from . import strategies
+        from ppir.testing import strategies
 
         return getattr(strategies, name)
     raise AttributeError(f"module 'ppir.testing' has no attribute {name!r}")

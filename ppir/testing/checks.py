@@ -5,7 +5,7 @@ the file is already lowered), runs the verifier (completeness, matching, deadloc
 rendezvous semantics) and, when it verifies, checks the optional bounds:
 
 * ``max_peak_activations``: the worst rank's peak in-flight activations, in A (one microbatch's
-  activations of one full rank share, :mod:`ppir.memory`), must not exceed the bound;
+  activations of one full rank share, :mod:`ppir.analysis.memory`), must not exceed the bound;
 * ``max_bubble``: the estimator's bubble/ideal ratio (Narayanan 2021: (P-1)/M for 1F1B) under
   its default textbook costs must not exceed the bound;
 * ``max_step_time``: the estimator's step time (F=1, B=2 per rank share) must not exceed it.
@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 
-from ..ast import Module
-from ..diagnostics import PpirError
-from ..expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS, expand
-from ..ir import Schedule
-from ..parser import parse_text
-from .space import Expr
+from ppir.diagnostics import PpirError
+from ppir.frontend.ast import Module
+from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS, expand
+from ppir.frontend.parser import parse_text
+from ppir.ir import Schedule
+from ppir.testing.space import Expr
 
 Bound = int | float | Fraction | str | Callable[[dict], object] | None
 # Expansion errors that mean the caller asked for something unusable, not that the schedule is
@@ -86,11 +86,9 @@ def _parse_cached(path: str, text: str) -> Module:
 
 def load_module(spec: str | os.PathLike) -> Module:
     """Parse a .pps file or built-in name once (cached by its text).  PpirError when unusable."""
-    from ..diagnostics import register_source
-    from ..loader import read_source
+    from ppir.frontend.loader import read_source
 
     path, text = read_source(os.fspath(spec))
-    register_source(path, text)
     return _parse_cached(path, text)
 
 
@@ -144,7 +142,7 @@ def check_schedule(
         spec = os.fspath(schedule)
         try:
             if spec.endswith(".csv"):
-                from ..loader import load_schedule
+                from ppir.frontend.loader import load_schedule
 
                 s = load_schedule(spec, params, max_ops=max_ops)
             else:
@@ -173,8 +171,8 @@ def _display(spec: str) -> str:
 def _check_expanded(
     res: CheckResult, s: Schedule, lowering: str, progress: str, strict: bool
 ) -> None:
-    from ..passes import LowerComms
-    from ..verify import verify
+    from ppir.passes import LowerComms
+    from ppir.verify import verify
 
     res.lowered = s if s.is_lowered else LowerComms(lowering).apply(s)
     report = verify(res.lowered, progress=progress, strict=strict)
@@ -186,7 +184,7 @@ def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound, max_step
     s = res.lowered
     env = {**s.param_dict, "ranks": s.ranks, "stages": s.stages, "microbatches": s.microbatches}
     if max_peak is not None:
-        from ..memory import analyze_memory
+        from ppir.analysis.memory import analyze_memory
 
         mem = analyze_memory(s)
         worst = mem.worst
@@ -198,7 +196,7 @@ def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound, max_step
                 f"(at {worst.peak_op}) exceed the bound {_fmt(limit)} A ({max_peak!r})"
             )
     if max_bubble is not None or max_step is not None:
-        from ..backends.cost.estimate import estimate
+        from ppir.analysis.estimate import estimate
 
         e = estimate(s, memory=False)
         res.bubble, res.step_time = e.bubble_fraction_of_ideal, e.step_time

@@ -19,8 +19,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .checks import CheckResult
-from .space import ParamSpace
+from ppir.testing.checks import CheckResult
+from ppir.testing.space import ParamSpace
 
 _SCAN = 24
 Point = tuple[tuple[str, int], ...]

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ..diagnostics import did_you_mean, error
+from ppir.diagnostics import did_you_mean, error
 
 Number = int | Fraction
 _IMPLICIT_MUL = re.compile(r"(\d)\s*(?=[A-Za-z_(])")

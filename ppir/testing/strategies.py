@@ -22,10 +22,10 @@ except ImportError as e:  # pragma: no cover - exercised only without the test e
         "(or pip install hypothesis)"
     ) from e
 
-from ..diagnostics import PpirError
-from ..ir import Action, OpKind, Schedule, looped_placement, vshape_placement
-from .checks import assert_schedule_ok, expand_params, load_module
-from .space import Domain, ParamSpace, parse_domain
+from ppir.diagnostics import PpirError
+from ppir.ir import Action, OpKind, Schedule, looped_placement, vshape_placement
+from ppir.testing.checks import assert_schedule_ok, expand_params, load_module
+from ppir.testing.space import Domain, ParamSpace, parse_domain
 
 _RETRIES = 8  # draws per example before a require-rejected example is given up
 
@@ -77,7 +77,7 @@ def shapes(schedule: str | os.PathLike, **bounds) -> st.SearchStrategy[dict[str,
     declared = {p.name: p.default for p in module.header.params} if module.header else {}
     unknown = [k for k in bounds if k not in declared]
     if unknown:
-        from ..diagnostics import did_you_mean, error
+        from ppir.diagnostics import did_you_mean, error
 
         raise error(
             "unknown-parameter",

@@ -24,17 +24,17 @@ counting the rest.  Everything is linear in the number of ops.
 
 from __future__ import annotations
 
-from ..diagnostics import Diagnostic, Report
-from ..ir import Schedule
-from ..order import OrderCycle, unit_levels
-from .index import OpIndex
-from .lints import check_lints
-from .local_order import check_local_order
-from .matching import check_matching
-from .simulate import PROGRESS_MODELS, SimResult, find_cycle, simulate
-from .structure import check_structure
-from .waits import check_waits
-from .witness import deadlock_diagnostic, order_cycle_diagnostic
+from ppir.analysis.order import OrderCycle, unit_levels
+from ppir.diagnostics import Diagnostic, Report
+from ppir.ir import Schedule
+from ppir.verify.index import OpIndex
+from ppir.verify.lints import check_lints
+from ppir.verify.local_order import check_local_order
+from ppir.verify.matching import check_matching
+from ppir.verify.simulate import PROGRESS_MODELS, SimResult, find_cycle, simulate
+from ppir.verify.structure import check_structure
+from ppir.verify.waits import check_waits
+from ppir.verify.witness import deadlock_diagnostic, order_cycle_diagnostic
 
 MAX_PER_KIND = 20
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import Action, Group, OpKind, Schedule, Span, item_actions
+from ppir.ir import Action, Group, OpKind, Schedule, Span, item_actions
 
 
 @dataclass

@@ -13,9 +13,9 @@ A group of one op written ``[x]`` counts as batched.  Linear in the number of op
 
 from __future__ import annotations
 
-from ..diagnostics import Diagnostic, Note
-from ..ir import Group, Schedule
-from .index import OpIndex
+from ppir.diagnostics import Diagnostic, Note
+from ppir.ir import Group, Schedule
+from ppir.verify.index import OpIndex
 
 MAX_GROUP_OPS = 256
 

@@ -12,9 +12,9 @@ A producer that is missing altogether is left to ``incomplete``.  Linear in the 
 
 from __future__ import annotations
 
-from ..diagnostics import Diagnostic, Note
-from ..ir import Action, Group, OpKind, Schedule, Wait, comm_endpoints, item_actions
-from .index import OpIndex
+from ppir.diagnostics import Diagnostic, Note
+from ppir.ir import Action, Group, OpKind, Schedule, Wait, comm_endpoints, item_actions
+from ppir.verify.index import OpIndex
 
 
 def check_local_order(s: Schedule, idx: OpIndex) -> list[Diagnostic]:

@@ -14,9 +14,9 @@ Shapes and dtypes are not in the IR; when they are, they join the payload.  Line
 
 from __future__ import annotations
 
-from ..diagnostics import Diagnostic, Note
-from ..ir import Schedule
-from .index import OpIndex, describe_payload, ordinal, payload
+from ppir.diagnostics import Diagnostic, Note
+from ppir.ir import Schedule
+from ppir.verify.index import OpIndex, describe_payload, ordinal, payload
 
 
 def check_matching(s: Schedule, idx: OpIndex) -> list[Diagnostic]:

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import COMM_KINDS, Group, OpKind, Wait, comm_endpoints
-from .index import OpIndex
+from ppir.ir import COMM_KINDS, Group, OpKind, Wait, comm_endpoints
+from ppir.verify.index import OpIndex
 
 PROGRESS_MODELS = ("fifo", "relaxed")
 

@@ -14,9 +14,9 @@ Literal and CSV files can contain all of these; the expander rejects them only i
 
 from __future__ import annotations
 
-from ..diagnostics import Diagnostic, Note
-from ..ir import COMM_KINDS, Action, OpKind, Schedule
-from .index import OpIndex, partner_stage
+from ppir.diagnostics import Diagnostic, Note
+from ppir.ir import COMM_KINDS, Action, OpKind, Schedule
+from ppir.verify.index import OpIndex, partner_stage
 
 
 def check_structure(s: Schedule, idx: OpIndex) -> list[Diagnostic]:

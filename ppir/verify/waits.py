@@ -12,8 +12,8 @@ Linear in the number of items.
 
 from __future__ import annotations
 
-from ..diagnostics import Diagnostic
-from ..ir import Group, Schedule, Wait
+from ppir.diagnostics import Diagnostic
+from ppir.ir import Group, Schedule, Wait
 
 
 def check_waits(s: Schedule) -> list[Diagnostic]:

@@ -5,17 +5,18 @@
                  waits for and the source line of the op; then the grid around the stuck point.
 ``order-cycle``  the compute graph (data dependencies + program order) has a cycle, so no
                  execution exists whatever the communication; the cycle (from
-                 :class:`ppir.order.OrderCycle`, already canonical) with the same kind of grid.
+                 :class:`ppir.analysis.order.OrderCycle`, already canonical) with the same kind of
+                 grid.
 Grid cells carry one status mark: ``=`` done, ``>`` blocked (posted, waiting for a partner, or on
 the cycle), blank: not reached.  ``step`` is the index of the item in the rank's program.
 """
 
 from __future__ import annotations
 
-from ..diagnostics import Diagnostic, Note
-from ..ir import Schedule, producers
-from .index import OpIndex
-from .simulate import Hop, SimResult
+from ppir.diagnostics import Diagnostic, Note
+from ppir.ir import Schedule, producers
+from ppir.verify.index import OpIndex
+from ppir.verify.simulate import Hop, SimResult
 
 MAX_GRID_RANKS = 16
 BEFORE, AFTER = 2, 4

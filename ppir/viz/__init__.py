@@ -11,19 +11,19 @@ Library API::
 * :mod:`.data`: the compact ``ppir.viz/1`` JSON the page embeds (flat arrays, see its docstring).
 * :mod:`.html`: the page (``page.html``, ``page.css``, ``model.js``, ``draw.js``, ``app.js`` are
   package data).
-* :mod:`.static`: PNG / SVG through :func:`ppir.backends.cost.layout.gantt_layout`.
+* :mod:`.static`: PNG / SVG through :func:`ppir.viz.layout.gantt_layout`.
 """
 
 from __future__ import annotations
 
-from .build import Timed, time_schedule
-from .data import FORMAT, run_data
-from .html import render_html
+from ppir.viz.build import Timed, time_schedule
+from ppir.viz.data import FORMAT, run_data
+from ppir.viz.html import render_html
 
 __all__ = ["FORMAT", "Timed", "render_html", "run_data", "time_schedule", "write_image"]
 
 
 def write_image(runs, path, fmt):  # lazy: keeps matplotlib out of every import
-    from .static import write_image as _w
+    from ppir.viz.static import write_image as _w
 
     return _w(runs, path, fmt)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ppir.backends.cost.config import CostConfig
-from ppir.backends.cost.estimate import Estimate, estimate
+from ppir.analysis.config import CostConfig
+from ppir.analysis.estimate import Estimate, estimate
+from ppir.analysis.memory import MemoryReport, analyze_memory
 from ppir.ir import Schedule
-from ppir.memory import MemoryReport, analyze_memory
 from ppir.passes import LowerComms
 
 

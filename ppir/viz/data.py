@@ -2,7 +2,7 @@
 
 Contract
 --------
-:func:`run_data` turns a lowered schedule plus its :class:`~ppir.backends.cost.Estimate` into a
+:func:`run_data` turns a lowered schedule plus its :class:`~ppir.analysis.estimate.Estimate` into a
 plain dict of numbers and short strings (``FORMAT``).  Everything large is a flat array, never a
 list of objects, so a P=32, M=128, v=2 schedule embeds in about a megabyte:
 
@@ -11,7 +11,8 @@ list of objects, so a P=32, M=128, v=2 schedule embeds in about a megabyte:
 * ``deps[r]``: 2 numbers per op, the *global* ids of its data producers (``-1`` for none); the
   global id of op i of rank r is ``base[r] + i``.
 * ``mem[r]``: 1 number per op, the rank's activation memory in A (one microbatch's activations
-  of a full rank share) once that op has finished (:func:`ppir.memory.analyze_memory`'s curve).
+  of a full rank share) once that op has finished (:func:`ppir.analysis.memory.analyze_memory`'s
+  curve).
 * ``msgs``: 8 numbers per message: ``src, dst, start, end, grad, mb, src_op, dst_op``
   (``grad`` 1 for a backward gradient, 0 for a forward activation; ``src_op`` / ``dst_op`` are
   the producing and consuming op indices on their ranks, ``-1`` when not found).
@@ -23,11 +24,11 @@ valid (verified) schedule.
 
 from __future__ import annotations
 
-from ppir.backends.cost.estimate import Estimate
-from ppir.backends.cost.layout import KIND_COLORS
-from ppir.backends.cost.report import fmt_bytes, fmt_time
+from ppir.analysis.estimate import Estimate
+from ppir.analysis.memory import MemoryReport
+from ppir.analysis.units import fmt_bytes, fmt_time
 from ppir.ir import Action, OpKind, Schedule, producers
-from ppir.memory import MemoryReport
+from ppir.viz.layout import KIND_COLORS
 
 FORMAT = "ppir.viz/1"
 KINDS = "FBIW"
@@ -47,8 +48,8 @@ def _label(schedule: str, params: dict) -> str:
 def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
     """The ``ppir.viz/1`` run object for ``lowered`` timed by ``est`` with memory ``mem``.
 
-    ``est`` must come from :func:`ppir.backends.cost.estimate` on ``lowered`` and ``mem`` from
-    :func:`ppir.memory.analyze_memory` on it (same ranks, same compute order).
+    ``est`` must come from :func:`ppir.analysis.estimate` on ``lowered`` and ``mem`` from
+    :func:`ppir.analysis.memory.analyze_memory` on it (same ranks, same compute order).
     """
     P = est.ranks
     where: dict[tuple[int, OpKind, int], tuple[int, int]] = {}

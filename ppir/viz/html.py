@@ -12,8 +12,8 @@ import json
 import re
 from importlib import resources
 
-from .build import Timed
-from .data import page_data, run_data
+from ppir.viz.build import Timed
+from ppir.viz.data import page_data, run_data
 
 JS_FILES = ("model.js", "draw.js", "app.js")  # concatenated in this order, in one scope
 _SLOT = re.compile(r"__(CSS|TITLE|DATA|JS)__")

@@ -1,5 +1,5 @@
 """Static charts (``ppir viz --format png|svg``) drawn with matplotlib from the cost backend's
-Gantt layout (:func:`ppir.backends.cost.layout.gantt_layout`), one panel per run on a shared time
+Gantt layout (:func:`ppir.viz.layout.gantt_layout`), one panel per run on a shared time
 axis.
 
 Contract: :func:`write_image` writes ``path`` in ``fmt`` (png or svg) or raises a ppir error
@@ -10,10 +10,9 @@ matplotlib figure (the cost backend's ``--plot`` draws the same bars).
 
 from __future__ import annotations
 
-from ppir.backends.cost.layout import GanttLayout, gantt_layout
 from ppir.diagnostics import error
-
-from .build import Timed
+from ppir.viz.build import Timed
+from ppir.viz.layout import GanttLayout, gantt_layout
 
 FORMATS = ("png", "svg")
 DARK_TEXT = {"B"}  # labels on light bars are dark, on the others white

@@ -1,0 +1,343 @@
+"""Cost-model configuration: op costs, model shape, hardware preset and links, validated.
+
+Contract
+--------
+* :class:`CostConfig` is frozen; build it with :func:`make_config` from a nested dict shaped like
+  the TOML file (sections ``costs``, ``model``, ``hardware``, ``comm``; see
+  ``examples/cost_config.toml`` and ``docs/cost-model.md``).  Every bad value raises a ppir
+  diagnostic (exit 2) naming the key, with a did-you-mean hint for unknown keys and presets.
+* Two time bases.  Without a model, times are *units*: one forward of a full rank share costs
+  ``costs.F`` (default 1) and communication is free unless ``comm.latency`` is set (in units).
+  With a model, times are *seconds*: a forward of a stage costs its FLOPs over the hardware's
+  peak × efficiency, and each message costs latency + bytes / bandwidth on the intra- or
+  inter-node link (``hardware.ranks_per_node``).
+* Costs and unit-mode latencies are kept as exact fractions, so uniform estimates are exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ppir.analysis import tomlmini
+from ppir.analysis.models import ModelShape, check_recompute, make_model
+from ppir.diagnostics import did_you_mean, error
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """An accelerator and its cluster links.  Bandwidths in GB/s (1e9 bytes/s, one direction),
+    latencies in seconds."""
+
+    name: str
+    peak_tflops: float
+    intra_bandwidth_gbs: float
+    intra_latency: float
+    inter_bandwidth_gbs: float
+    inter_latency: float
+    ranks_per_node: int = 8
+
+
+# Dense bf16 peaks and typical links (REFERENCE.md "Cost model facts"): NVLink ~450 GB/s per
+# direction on H100/H200 (300 on A100), InfiniBand NDR 400 Gb/s ~ 50 GB/s (HDR 200 Gb/s on A100).
+HARDWARE: dict[str, Hardware] = {
+    "H100": Hardware("H100", 989.0, 450.0, 3e-6, 50.0, 8e-6),
+    "H200": Hardware("H200", 989.0, 450.0, 3e-6, 50.0, 8e-6),
+    "A100": Hardware("A100", 312.0, 300.0, 3e-6, 25.0, 8e-6),
+}
+DEFAULT_EFFICIENCY = 0.5
+
+SECTIONS = {
+    "costs": {"F", "B", "I", "W", "FB", "stage_weights"},
+    "model": {
+        "preset",
+        "layers",
+        "hidden",
+        "heads",
+        "seq",
+        "mbs",
+        "dtype",
+        "tp",
+        "ffn",
+        "recompute",
+    },
+    "hardware": {"preset", "peak_tflops", "efficiency", "ranks_per_node"},
+    "comm": {
+        "free",
+        "latency",
+        "inter_latency",
+        "intra_latency_us",
+        "inter_latency_us",
+        "intra_bandwidth_gbs",
+        "inter_bandwidth_gbs",
+    },
+}
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link class: ``latency`` in the run's time unit, ``bandwidth`` in bytes per time unit
+    (``None``: messages have no size-dependent cost)."""
+
+    latency: Fraction | float = 0
+    bandwidth: float | None = None
+
+    def time(self, nbytes: float) -> Fraction | float:
+        if self.bandwidth is None or not nbytes:
+            return self.latency
+        return self.latency + nbytes / self.bandwidth
+
+
+@dataclass(frozen=True)
+class CostConfig:
+    """Everything the estimator needs besides the schedule.  ``CostConfig()`` is the textbook
+    default: F=1, B=2, I=1, W=1 per rank share, free communication, times in units."""
+
+    F: Fraction = Fraction(1)
+    B: Fraction = Fraction(2)
+    I: Fraction = Fraction(1)  # noqa: E741
+    W: Fraction = Fraction(1)
+    FB: Fraction | None = None  # an overlapped F&B step, in forwards; None: F + B (its parts)
+    stage_weights: tuple[Fraction, ...] | None = None
+    model: ModelShape | None = None
+    recompute: str = "none"
+    hardware: Hardware | None = None
+    efficiency: float = DEFAULT_EFFICIENCY
+    ranks_per_node: int = 8
+    intra: Link = Link()
+    inter: Link = Link()
+
+    @property
+    def time_unit(self) -> str:
+        """``"s"`` (seconds) with a model, ``"unit"`` (one rank-share forward) without."""
+        return "s" if self.model is not None else "unit"
+
+    @property
+    def free_comm(self) -> bool:
+        return all(
+            link.latency == 0 and link.bandwidth is None for link in (self.intra, self.inter)
+        )
+
+    def cost_of(self, kind: str) -> Fraction:
+        return getattr(self, kind)
+
+    def describe(self) -> str:
+        """One line saying what the numbers assume."""
+        costs = f"F={self.F} B={self.B} I={self.I} W={self.W}"
+        if self.FB is not None:
+            costs += f" FB={self.FB}"
+        if self.model is None:
+            head = f"uniform costs {costs} per rank share (time unit: one forward)"
+        else:
+            hw = self.hardware
+            head = (
+                f"model {self.model.name} (L={self.model.layers}, h={self.model.hidden}, "
+                f"s={self.model.seq}, b={self.model.mbs}, tp={self.model.tp}) on "
+                f"{hw.name} at {hw.peak_tflops:g} TFLOP/s x {self.efficiency:g}; {costs} "
+                "x forward FLOP time"
+            )
+        if self.stage_weights:
+            head += "; stage weights " + ",".join(str(w) for w in self.stage_weights)
+        if self.free_comm:
+            return head + "; free communication"
+        return (
+            head + f"; comm {self.ranks_per_node} ranks/node, intra {_link(self.intra)}, "
+            f"inter {_link(self.inter)}"
+        )
+
+
+def _link(link: Link) -> str:
+    if link.bandwidth is None:
+        return f"latency {link.latency}"
+    return f"{float(link.latency) * 1e6:g} us + bytes / {link.bandwidth / 1e9:g} GB/s"
+
+
+def load_config_file(path: str) -> dict:
+    """The nested dict of a TOML config file; ppir errors for unreadable or malformed files."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise error("bad-config", f"cannot read cost config {path}: {e}") from None
+    try:
+        return tomlmini.loads(text)
+    except ValueError as e:
+        raise error("bad-config", f"{path}: not valid TOML: {e}") from None
+
+
+def merge(base: dict, over: dict) -> dict:
+    """``over``'s keys replace ``base``'s, section by section (CLI flags over the file)."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for sec, table in over.items():
+        out.setdefault(sec, {}).update(table)
+    return out
+
+
+def make_config(data: dict | None = None, where: str = "cost config") -> CostConfig:
+    """Validate a nested settings dict and build the :class:`CostConfig`."""
+    data = data or {}
+    _check_keys(data, where)
+    costs, msec, hsec, csec = (data.get(k, {}) for k in ("costs", "model", "hardware", "comm"))
+    kw: dict = {}
+    for k in ("F", "B", "I", "W", "FB"):
+        if k in costs:
+            kw[k] = _number(costs[k], f"costs.{k}", where, minimum=0)
+    if "stage_weights" in costs:
+        ws = costs["stage_weights"]
+        if not isinstance(ws, list) or not ws:
+            raise error(
+                "bad-config",
+                f"{where}: costs.stage_weights must be a list of numbers, one per stage",
+            )
+        kw["stage_weights"] = tuple(
+            _number(w, "costs.stage_weights", where, minimum=0, strict=True) for w in ws
+        )
+    model = None
+    if msec:
+        fields = {k: v for k, v in msec.items() if k not in ("preset", "recompute")}
+        model = make_model(msec.get("preset"), **fields)
+        kw["recompute"] = msec.get("recompute", "none")
+        check_recompute(kw["recompute"])
+    rpn = hsec.get("ranks_per_node", 8)
+    if not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0:
+        raise error(
+            "bad-config",
+            f"{where}: hardware.ranks_per_node must be a positive integer, got {rpn!r}",
+        )
+    kw["ranks_per_node"] = rpn
+    free = csec.get("free", False)
+    if not isinstance(free, bool):
+        raise error("bad-config", f"{where}: comm.free must be true or false, got {free!r}")
+    hw = _hardware(hsec.get("preset", "H100"), where)
+    if model is None:
+        for k in ("preset", "peak_tflops", "efficiency"):
+            if k in hsec:
+                raise error(
+                    "bad-config",
+                    f"{where}: hardware.{k} needs a model: op times come from the model's FLOPs",
+                    hints=["add --model PRESET (or a [model] section), e.g. --model llama3-8b"],
+                )
+        for k in (
+            "intra_latency_us",
+            "inter_latency_us",
+            "intra_bandwidth_gbs",
+            "inter_bandwidth_gbs",
+        ):
+            if k in csec:
+                raise error(
+                    "bad-config",
+                    f"{where}: comm.{k} needs a model (message sizes and "
+                    "times in seconds); without one use comm.latency in time units",
+                )
+        lat = _number(csec.get("latency", 0), "comm.latency", where, minimum=0)
+        inter = _number(csec.get("inter_latency", lat), "comm.inter_latency", where, minimum=0)
+        if not free:
+            kw["intra"], kw["inter"] = Link(lat), Link(inter)
+        return CostConfig(model=None, **kw)
+    for k in ("latency", "inter_latency"):
+        if k in csec:
+            raise error(
+                "bad-config",
+                f"{where}: comm.{k} is in time units, which only apply without a model",
+                hints=[
+                    f"use comm.{'intra_' if k == 'latency' else ''}"
+                    f"{k}_us (microseconds) with a model"
+                ],
+            )
+    eff = float(
+        _number(
+            hsec.get("efficiency", DEFAULT_EFFICIENCY),
+            "hardware.efficiency",
+            where,
+            minimum=0,
+            strict=True,
+        )
+    )
+    if eff > 1:
+        raise error(
+            "bad-config",
+            f"{where}: hardware.efficiency is a fraction of peak in (0, 1], got {eff:g}",
+        )
+    peak = float(
+        _number(
+            hsec.get("peak_tflops", hw.peak_tflops),
+            "hardware.peak_tflops",
+            where,
+            minimum=0,
+            strict=True,
+        )
+    )
+    hw = Hardware(
+        hw.name,
+        peak,
+        hw.intra_bandwidth_gbs,
+        hw.intra_latency,
+        hw.inter_bandwidth_gbs,
+        hw.inter_latency,
+        rpn,
+    )
+    if not free:
+        kw["intra"] = _seconds_link(csec, "intra", hw.intra_latency, hw.intra_bandwidth_gbs, where)
+        kw["inter"] = _seconds_link(csec, "inter", hw.inter_latency, hw.inter_bandwidth_gbs, where)
+    return CostConfig(model=model, hardware=hw, efficiency=eff, **kw)
+
+
+def _seconds_link(csec: dict, which: str, latency: float, gbs: float, where: str) -> Link:
+    lat_us = _number(
+        csec.get(f"{which}_latency_us", latency * 1e6), f"comm.{which}_latency_us", where, minimum=0
+    )
+    bw = _number(
+        csec.get(f"{which}_bandwidth_gbs", gbs),
+        f"comm.{which}_bandwidth_gbs",
+        where,
+        minimum=0,
+        strict=True,
+    )
+    return Link(float(lat_us) * 1e-6, float(bw) * 1e9)
+
+
+def _hardware(name, where: str) -> Hardware:
+    if not isinstance(name, str):
+        raise error("bad-config", f"{where}: hardware.preset must be a name, got {name!r}")
+    for key, hw in HARDWARE.items():
+        if key.lower() == name.lower():
+            return hw
+    raise error(
+        "unknown-hardware",
+        f"unknown hardware preset '{name}'",
+        hints=did_you_mean(name.upper(), HARDWARE) + [f"presets: {', '.join(HARDWARE)}"],
+    )
+
+
+def _check_keys(data: dict, where: str) -> None:
+    for sec, table in data.items():
+        if sec not in SECTIONS:
+            raise error(
+                "bad-config",
+                f"{where}: unknown section [{sec}]",
+                hints=did_you_mean(sec, SECTIONS) + [f"sections: {', '.join(SECTIONS)}"],
+            )
+        if not isinstance(table, dict):
+            raise error("bad-config", f"{where}: [{sec}] must be a table of key = value lines")
+        for k in table:
+            if k not in SECTIONS[sec]:
+                keys = sorted(SECTIONS[sec])
+                raise error(
+                    "bad-config",
+                    f"{where}: unknown key '{k}' in [{sec}]",
+                    hints=did_you_mean(k, keys) + [f"keys: {', '.join(keys)}"],
+                )
+
+
+def _number(v, key: str, where: str, *, minimum=None, strict: bool = False) -> Fraction:
+    """A non-bool number as an exact Fraction (floats through their shortest repr)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str, Fraction)):
+        raise error("bad-config", f"{where}: {key} must be a number, got {v!r}")
+    try:
+        x = Fraction(str(v).strip())
+    except (ValueError, ZeroDivisionError):
+        raise error("bad-config", f"{where}: {key} must be a number, got {v!r}") from None
+    if minimum is not None and (x < minimum or (strict and x == minimum)):
+        rel = "positive" if strict and minimum == 0 else f">= {minimum}"
+        raise error("bad-config", f"{where}: {key} must be {rel}, got {v}")
+    return x

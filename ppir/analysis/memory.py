@@ -1,0 +1,277 @@
+"""Activation memory and point-to-point traffic of a schedule, computed from its IR.
+
+Units
+-----
+* A *chunk activation* is what one forward of one stage keeps for one microbatch until its
+  backward: the activations of that stage's layers (layers are split evenly over the S stages).
+* ``A`` (stage-activation unit) is one microbatch's activations of one full rank share, L/P layers.
+  A chunk activation is therefore ``P/S`` A for every stage, whatever the placement (v = S/P chunks
+  per rank on average; a rank holding more stages holds more chunks, not bigger ones).
+
+Memory model (per rank, over its compute actions in program order)
+-------------------------------------------------------------------
+F allocates one chunk activation; B frees it.  With split backward, I frees ``i_fraction`` of it
+and W the rest.  The default ``i_fraction`` is the zero-bubble repo's split (F keeps 34h+5as per
+token-layer, I frees 2h+5as, W the other 32h) at the model's shape, or at GPT-3 175B's shape when
+no model is given (41/57 with no recomputation).  Received-but-not-yet-consumed buffers (a RECV
+posted before the compute action that consumes it, in the lowered IR) are counted separately, in
+messages (see :meth:`ppir.analysis.models.ModelShape.message_bytes` for their size).
+
+Everything is one pass over each rank's program: linear in the number of actions.  Inputs are
+assumed complete and valid (``ppir check``); an invalid program gives numbers, not errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ppir.analysis.models import PRESETS, ModelShape, check_layers, check_recompute
+from ppir.ir import Action, OpKind, Schedule
+from ppir.passes import LowerComms
+
+ANALYSIS_FORMAT = "ppir.analysis/1"
+
+
+def split_fractions(model: ModelShape | None = None, recompute: str = "none") -> Fraction:
+    """Fraction of a chunk activation that I frees (W frees ``1 -`` that).
+
+    Zero-bubble split: I frees (2h + 5as)/(34h + 5as) of what F kept.  Under selective
+    recomputation the 5as term is never kept (2/34).  Under full recomputation only each layer's
+    input is kept and it must live until W has run: I frees 0.
+    """
+    check_recompute(recompute)
+    if recompute == "full":
+        return Fraction(0)
+    m = model or PRESETS["gpt3-175b"]
+    lin, attn = m.activation_terms(recompute)  # 34*s*b*h and 5*a*s*s*b
+    return Fraction(lin // 17 + attn, lin + attn)  # (2h + 5as) / (34h + 5as), times s*b
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """Activation memory of one rank.  ``curve[i]`` is the memory after the i-th compute action
+    of the rank, in units of ``unit`` chunk activations (integers keep the pass exact and fast)."""
+
+    rank: int
+    chunks: int
+    peak_chunks: Fraction
+    peak_activations: Fraction
+    peak_op: Action | None
+    peak_index: int
+    curve: tuple[int, ...]
+    unit: Fraction
+    peak_recv_forward: int
+    peak_recv_backward: int
+    peak_recv: int
+    peak_bytes: Fraction | None = None
+    peak_recv_bytes: Fraction | None = None
+
+    def curve_chunks(self) -> list[float]:
+        """The memory curve in chunk activations (floats, for plotting and JSON)."""
+        u = float(self.unit)
+        return [c * u for c in self.curve]
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Result of :func:`analyze_memory`.  ``chunk_size`` is one chunk activation in A (= P/S)."""
+
+    schedule: str
+    ranks: int
+    stages: int
+    microbatches: int
+    chunk_size: Fraction
+    i_fraction: Fraction
+    per_rank: tuple[RankMemory, ...]
+    model: ModelShape | None = None
+    recompute: str = "none"
+    layers: int | None = None
+    layers_per_stage: int | None = None
+    chunk_bytes: Fraction | None = None
+
+    @property
+    def worst(self) -> RankMemory:
+        """The rank with the largest peak (lowest rank on ties)."""
+        return max(self.per_rank, key=lambda m: (m.peak_chunks, -m.rank))
+
+    def peak_activations(self) -> list[Fraction]:
+        return [m.peak_activations for m in self.per_rank]
+
+    def peak_bytes(self) -> list[Fraction | None]:
+        return [m.peak_bytes for m in self.per_rank]
+
+
+def analyze_memory(
+    schedule: Schedule,
+    model: ModelShape | None = None,
+    *,
+    recompute: str = "none",
+    i_fraction: Fraction | float | None = None,
+    layers: int | None = None,
+) -> MemoryReport:
+    """Peak in-flight activations per rank, the op where each peak occurs, the memory curves and
+    the received-buffer peaks.
+
+    ``layers`` (default ``model.layers``) must be divisible by the number of stages (ppir error,
+    exit 2, listing the v that work).  Bytes are filled in when a model is given.  A compute-only
+    schedule is lowered (lockstep) to find the received buffers; a lowered one is used as is.
+    """
+    check_recompute(recompute)
+    fi = Fraction(i_fraction) if i_fraction is not None else split_fractions(model, recompute)
+    if not 0 <= fi <= 1:
+        raise ValueError(f"i_fraction must lie in [0, 1], got {fi}")
+    P, S = schedule.ranks, schedule.stages
+    chunk_size = Fraction(P, S)
+    n_layers = layers if layers is not None else (model.layers if model else None)
+    lps = check_layers(n_layers, S, P) if n_layers is not None else None
+    chunk_bytes = None
+    if model is not None:
+        chunk_bytes = (lps or 0) * model.activation_bytes_per_layer(recompute)
+    msg_bytes = model.message_bytes() if model is not None else None
+    # integer units: F allocates D, I frees fi*D, W frees (1-fi)*D
+    D = fi.denominator
+    free = {OpKind.B: D, OpKind.I: fi.numerator, OpKind.W: D - fi.numerator}
+    unit = Fraction(1, D)
+    lowered = schedule if schedule.is_lowered else LowerComms().apply(schedule)
+    per_rank = []
+    for r in range(P):
+        level = peak = 0
+        peak_i, peak_op = -1, None
+        curve = []
+        for i, a in enumerate(schedule.compute_actions(r)):
+            level += D if a.kind is OpKind.F else -free[a.kind]
+            curve.append(level)
+            if level > peak:
+                peak, peak_i, peak_op = level, i, a
+        rf, rb, rt = _recv_peaks(lowered, r)
+        pc = peak * unit
+        per_rank.append(
+            RankMemory(
+                rank=r,
+                chunks=len(schedule.stages_of_rank[r]),
+                peak_chunks=pc,
+                peak_activations=pc * chunk_size,
+                peak_op=peak_op,
+                peak_index=peak_i,
+                curve=tuple(curve),
+                unit=unit,
+                peak_recv_forward=rf,
+                peak_recv_backward=rb,
+                peak_recv=rt,
+                peak_bytes=pc * chunk_bytes if chunk_bytes is not None else None,
+                peak_recv_bytes=rt * msg_bytes if msg_bytes is not None else None,
+            )
+        )
+    return MemoryReport(
+        schedule.name,
+        P,
+        S,
+        schedule.microbatches,
+        chunk_size,
+        fi,
+        tuple(per_rank),
+        model,
+        recompute,
+        n_layers,
+        lps,
+        chunk_bytes,
+    )
+
+
+def _recv_peaks(lowered: Schedule, rank: int) -> tuple[int, int, int]:
+    """Peak (forward, backward, total) buffers a rank holds between each RECV and the compute
+    action that consumes it."""
+    pending: set[tuple[int, bool, int]] = set()
+    nf = nb = pf = pb = pt = 0
+    for a in lowered.actions(rank):
+        k = a.kind
+        if k is OpKind.RECV_F or k is OpKind.RECV_B:
+            fwd = k is OpKind.RECV_F
+            pending.add((a.stage, fwd, a.mb))
+            nf, nb = nf + fwd, nb + (not fwd)
+            pf, pb, pt = max(pf, nf), max(pb, nb), max(pt, nf + nb)
+        elif k is OpKind.F or k is OpKind.B or k is OpKind.I:
+            key = (a.stage, k is OpKind.F, a.mb)
+            if key in pending:
+                pending.discard(key)
+                nf, nb = nf - key[1], nb - (not key[1])
+    return pf, pb, pt
+
+
+# ------------------------------------------------------------------ point-to-point traffic
+@dataclass(frozen=True)
+class RankP2P:
+    rank: int
+    sends_forward: int
+    sends_backward: int
+    recvs_forward: int
+    recvs_backward: int
+    bytes_sent: Fraction | None = None
+
+
+@dataclass(frozen=True)
+class P2PReport:
+    """Messages of one step (all microbatches).  Same-rank stage hand-offs are ``local_*``, not
+    messages.  ``*_per_microbatch`` divide the step totals by M."""
+
+    microbatches: int
+    forward_messages: int
+    backward_messages: int
+    local_forward: int
+    local_backward: int
+    per_rank: tuple[RankP2P, ...]
+    message_bytes: Fraction | None = None
+
+    @property
+    def forward_per_microbatch(self) -> Fraction:
+        return Fraction(self.forward_messages, self.microbatches)
+
+    @property
+    def backward_per_microbatch(self) -> Fraction:
+        return Fraction(self.backward_messages, self.microbatches)
+
+    @property
+    def bytes_per_step(self) -> Fraction | None:
+        if self.message_bytes is None:
+            return None
+        return (self.forward_messages + self.backward_messages) * self.message_bytes
+
+
+def analyze_p2p(schedule: Schedule, model: ModelShape | None = None) -> P2PReport:
+    """Count the SEND/RECV actions of the lowered IR (lowering a compute-only schedule first) and
+    the same-rank hand-offs (an F whose previous stage, or a B/I whose next stage, is on the same
+    rank).  Linear in the number of actions."""
+    lowered = schedule if schedule.is_lowered else LowerComms().apply(schedule)
+    pl, S = lowered.placement, lowered.stages
+    mb = model.message_bytes() if model is not None else None
+    rows = []
+    lf = lb = 0
+    for r in range(lowered.ranks):
+        c = dict.fromkeys(OpKind, 0)
+        for a in lowered.actions(r):
+            c[a.kind] += 1
+            if a.kind is OpKind.F and a.stage > 0 and pl[a.stage - 1] == r:
+                lf += 1
+            elif a.kind.is_backward and a.stage + 1 < S and pl[a.stage + 1] == r:
+                lb += 1
+        sent = c[OpKind.SEND_F] + c[OpKind.SEND_B]
+        rows.append(
+            RankP2P(
+                r,
+                c[OpKind.SEND_F],
+                c[OpKind.SEND_B],
+                c[OpKind.RECV_F],
+                c[OpKind.RECV_B],
+                sent * mb if mb is not None else None,
+            )
+        )
+    return P2PReport(
+        lowered.microbatches,
+        sum(x.sends_forward for x in rows),
+        sum(x.sends_backward for x in rows),
+        lf,
+        lb,
+        tuple(rows),
+        mb,
+    )

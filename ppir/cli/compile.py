@@ -1,0 +1,50 @@
+"""ppir compile: lower a schedule and hand it to a backend (cost, cuda, ...)."""
+
+from __future__ import annotations
+
+from ppir.cli.common import add_schedule_arguments, lowered_and_report, print_report
+from ppir.diagnostics import EXIT_INVALID
+from ppir.plugins import available_backends, get_backend
+
+NAME = "compile"
+HELP = "compile a schedule for a backend: cost (estimate) or cuda (execution plan)"
+DESCRIPTION = """Parse, expand, lower and verify a schedule, then run a backend on it.
+
+Backends are found by name (built-ins, and plug-ins registered under the 'ppir.backends'
+entry-point group):
+  cost   time the schedule before it runs (step time, bubble, memory, traces, charts)
+  cuda   write the per-rank execution plan that 'ppir.run' / 'ppir launch' execute
+
+examples:
+  ppir compile 1f1b -D P=4 -D M=8 --backend cost
+  ppir compile interleaved_1f1b -D P=4 -D M=8 -D v=2 --backend cuda -o plan.json
+"""
+
+
+def add_arguments(p):
+    add_schedule_arguments(p, overlap=True)
+    p.add_argument(
+        "--backend",
+        default="cost",
+        help="backend name (default cost); available: " + ", ".join(available_backends()),
+    )
+    p.add_argument("-o", "--output", metavar="PATH", help="where the backend writes its output")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--no-verify", action="store_true", help="skip verification (not recommended)")
+    for name in available_backends():
+        try:
+            backend = get_backend(name)
+        except Exception:  # noqa: BLE001 - a broken plug-in must not break every command
+            continue
+        group = p.add_argument_group(f"{name} backend")
+        backend.add_arguments(group)
+
+
+def run(args) -> int:
+    backend = get_backend(args.backend)
+    if not getattr(backend, "runs_deferred_groups", True):
+        args.overlap = False  # e.g. torch's CSV: torch's runtime places its own waits
+    s, report = lowered_and_report(args)
+    if report is not None and not print_report(report):
+        return EXIT_INVALID
+    return backend.run(s, args)

@@ -1,0 +1,203 @@
+"""ppir fuzz: check a schedule over a whole parameter space and shrink the first failure."""
+
+from __future__ import annotations
+
+import sys
+
+from ppir.cli.common import parse_defines
+from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, error
+from ppir.passes.lower_comms import STRATEGIES
+from ppir.testing.checks import check_schedule, load_module
+from ppir.testing.search import search
+from ppir.testing.space import Expr, ParamSpace, parse_over
+
+NAME = "fuzz"
+HELP = "check a schedule for many parameter choices; shrink to the smallest failing one"
+DESCRIPTION = """Expand, lower and verify a schedule for many parameter choices drawn from the
+given ranges (and check optional bounds on peak activations, bubble and step time), the same
+properties as ppir.testing.assert_schedule_ok.  The low corner and the high corner of the space
+come first, then seeded random points.  Points a 'require' line of the schedule rejects are
+skipped.  On the first failure the parameters are shrunk (each lowered in turn while it still
+fails) and the smallest failing choice is printed with its diagnostic.
+
+Ranges are inclusive, and a bound may use the parameters given before it: --over P=2..16
+--over M=P..8P.  A list of values is written v=1,2,4.  Bounds (--max-peak, --max-bubble,
+--max-step-time) are expressions over the parameters, e.g. --max-peak P or --max-bubble '(P-1)/M'.
+Progress goes to stderr.
+
+examples:
+  ppir fuzz 1f1b --over P=2..16 --over M=P..8P --max-peak P
+  ppir fuzz interleaved_1f1b --over P=2..8 --over v=1,2,4 --over M=P..4P --examples 200
+  ppir fuzz my.pps --over P=2..16 --over M=P..8P --max-bubble '(P-1)/M' --seed 3
+
+exit status: 0 every checked choice holds, 1 a failing choice was found, 2 unusable input.
+"""
+
+
+def add_arguments(p):
+    p.add_argument("schedule", metavar="SCHEDULE", help="a .pps file or a built-in name")
+    p.add_argument(
+        "--over",
+        action="append",
+        default=[],
+        metavar="NAME=LO..HI",
+        help="a parameter and its values: P=2..16 (inclusive), M=P..8P, v=1,2,4 "
+        "(repeatable; order matters: bounds may use earlier parameters)",
+    )
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="fix a parameter (repeatable)",
+    )
+    p.add_argument(
+        "--max-peak",
+        metavar="EXPR",
+        help="bound on the worst rank's peak activations, in A (e.g. P)",
+    )
+    p.add_argument(
+        "--max-bubble",
+        metavar="EXPR",
+        help="bound on bubble/ideal under the estimator's textbook costs",
+    )
+    p.add_argument(
+        "--max-step-time",
+        metavar="EXPR",
+        help="bound on the estimated step time (F=1, B=2 per rank share)",
+    )
+    p.add_argument(
+        "--examples",
+        type=int,
+        default=100,
+        metavar="N",
+        help="parameter choices to check (default 100)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--lowering", choices=list(STRATEGIES), default="lockstep")
+    p.add_argument("--strict", action="store_true", help="treat verifier warnings as errors")
+    p.add_argument(
+        "--max-ops",
+        type=int,
+        default=2_000_000,
+        metavar="N",
+        help="cap on expanded ops per choice (default 2,000,000)",
+    )
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+
+
+def _space(args) -> ParamSpace:
+    if not args.over:
+        raise error(
+            "bad-usage",
+            "nothing to fuzz: give at least one --over NAME=LO..HI",
+            hints=["e.g. ppir fuzz 1f1b --over P=2..16 --over M=P..8P"],
+        )
+    if args.examples < 1:
+        raise error("bad-usage", f"--examples must be at least 1, got {args.examples}")
+    module = load_module(args.schedule)  # syntax errors: exit 2 before any search
+    declared = {p.name: p.default for p in module.header.params} if module.header else {}
+    over = [parse_over(o) for o in args.over]
+    fixed = parse_defines(args.defines)
+    for name in [n for n, _ in over] + list(fixed):
+        if name not in declared:
+            from ppir.diagnostics import did_you_mean
+
+            raise error(
+                "unknown-parameter",
+                f"'{name}' is not a parameter of {args.schedule}",
+                hints=did_you_mean(name, declared)
+                + [f"its parameters: {', '.join(declared) or 'none'}"],
+            )
+    names = {n for n, _ in over}
+    defaults = {
+        k: v for k, v in declared.items() if k not in names and k not in fixed and v is not None
+    }
+    for b in (args.max_peak, args.max_bubble, args.max_step_time):
+        if b is not None:
+            Expr.parse(b)  # syntax now rather than at the first check
+    return ParamSpace(over, {**defaults, **fixed})
+
+
+class _Progress:
+    """One line per tenth of the run on a non-terminal; a live line on a terminal."""
+
+    def __init__(self, total: int, quiet: bool):
+        self.total, self.quiet = total, quiet
+        self.tty = sys.stderr.isatty()
+        self.n = self.shown = 0
+
+    def __call__(self, point: dict, result) -> None:
+        if self.quiet:
+            return
+        self.n += 1
+        ps = " ".join(f"{k}={v}" for k, v in point.items())
+        line = f"[{self.n:>4}/{self.total}] {ps}: {result.status}"
+        if self.tty:
+            sys.stderr.write("\r\033[K" + line)
+            sys.stderr.flush()
+        elif result.status == "failed" or self.n * 10 // self.total > self.shown:
+            self.shown = self.n * 10 // self.total
+            print(line, file=sys.stderr)
+
+    def done(self) -> None:
+        if self.tty and not self.quiet and self.n:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def run(args) -> int:
+    space = _space(args)
+
+    def check(params: dict):
+        return check_schedule(
+            args.schedule,
+            max_peak_activations=args.max_peak,
+            max_bubble=args.max_bubble,
+            max_step_time=args.max_step_time,
+            lowering=args.lowering,
+            strict=args.strict,
+            max_ops=args.max_ops,
+            **params,
+        )
+
+    progress = _Progress(args.examples, args.quiet)
+    try:
+        res = search(space, check, examples=args.examples, seed=args.seed, progress=progress)
+    finally:
+        progress.done()
+    props = "verifies" + "".join(
+        f", {what} <= {b}"
+        for what, b in (
+            ("peak", args.max_peak),
+            ("bubble/ideal", args.max_bubble),
+            ("step time", args.max_step_time),
+        )
+        if b is not None
+    )
+    if res.failure is not None:
+        f = res.failure
+        ps = ", ".join(f"{k}={v}" for k, v in f.params.items() if k in space.names)
+        print(
+            f"FAILED: {args.schedule} with {ps} (shrunk in {res.shrink_steps} step(s) from "
+            f"{_point(res.first_failure, space)}; {res.checked} choice(s) checked)"
+        )
+        print("\n".join(f.failures))
+        return EXIT_INVALID
+    if res.checked == 0:
+        raise error(
+            "no-valid-parameters",
+            f"no choice in {space.describe()} satisfies the require lines of {args.schedule}",
+            exit_code=EXIT_USAGE,
+        )
+    print(
+        f"ok: {args.schedule}: {res.checked} parameter choice(s) hold ({props}) for "
+        f"{space.describe()}"
+        + (f"; {res.skipped} rejected by require lines" if res.skipped else "")
+    )
+    return EXIT_OK
+
+
+def _point(r, space: ParamSpace) -> str:
+    return ", ".join(f"{k}={v}" for k, v in r.params.items() if k in space.names)

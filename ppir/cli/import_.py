@@ -1,0 +1,109 @@
+"""ppir import: read a torch.distributed.pipelining schedule and print it as literal .pps.
+
+The module is ``import_`` because ``import`` is a Python keyword; the CLI maps the name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+
+from ppir.cli.common import parse_defines, parse_placement
+from ppir.diagnostics import error, write_output
+from ppir.frontend.loader import load_schedule
+from ppir.ir.printer import format_pps
+
+NAME = "import"
+HELP = "import a torch.distributed.pipelining schedule (CSV, action text or built-in) as .pps"
+DESCRIPTION = """Read a schedule written for torch.distributed.pipelining and print it as literal
+.pps (or write it with -o).  SOURCE is one of:
+
+  torch:NAME   one of torch's built-in classes, built on stand-in stages (needs torch):
+               GPipe, 1F1B, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble,
+               ZBVZeroBubble, DualPipeV; parameters -D P=.. -D M=.. -D v=..
+  FILE.csv     torch's schedule CSV (compute_only or compute_comms): one row per rank
+  FILE.txt     torch action text: one rank per line, actions separated by spaces
+
+The placement is torch's (torch:NAME) or inferred from where each stage computes; --placement
+overrides it.  torch's UNSHARD/RESHARD/REDUCE_GRAD are dropped; an overlapped cell
+(0F7;7B3)OVERLAP_F_B becomes its two actions in order, as torch's runtime runs them.
+Every ppir command also accepts torch:NAME directly (ppir check torch:1F1B -D P=4).
+
+examples:
+  ppir import torch:Interleaved1F1B -D P=4 -D M=8 -D v=2
+  ppir import schedule.csv --placement 0,1,1,0 -o schedule.pps
+"""
+
+
+def add_arguments(p):
+    p.add_argument("source", metavar="SOURCE", help="torch:NAME, a .csv or a .txt file")
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="torch:NAME parameters: P ranks, M microbatches, v stages per rank",
+    )
+    p.add_argument(
+        "--placement",
+        metavar="R0,R1,...",
+        help="the rank of each stage (default: torch's, or inferred)",
+    )
+    p.add_argument("--name", help="the schedule name in the .pps header (default: from SOURCE)")
+    p.add_argument("-o", "--output", metavar="PATH", help="write the .pps here instead of stdout")
+
+
+def load_source(source: str, defines: dict[str, int], placement, name: str | None):
+    """The imported Schedule (see DESCRIPTION for what SOURCE may be)."""
+    if source.endswith(".txt"):
+        from ppir.frontend.csvio import read_action_text
+
+        if defines:
+            raise error("unknown-parameter", "action text takes no -D parameters")
+        try:
+            with open(source, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise error("bad-input", f"cannot read {source}: {e}") from None
+        s = read_action_text(text, source, placement)
+    else:
+        s = load_schedule(source, defines, placement=placement)
+    if name is None and not s.name.isidentifier():  # a file stem such as my-sched
+        name = re.sub(r"\W", "_", s.name)
+        name = name if name.isidentifier() else f"s_{name}"
+    if name:
+        if not name.isidentifier():
+            raise error("bad-usage", f"--name {name}: a schedule name is an identifier")
+        s = dataclasses.replace(s, name=name)
+    return s
+
+
+def _overlap_note(s) -> str | None:
+    span = next((a.span for r in range(s.ranks) for a in s.actions(r) if a.span), None)
+    text = span.source if span else None
+    n = text.count("OVERLAP_F_B") if text else 0
+    if not n:
+        return None
+    return (
+        f"{n} overlapped cell(s) (a;b)OVERLAP_F_B imported as their two actions in order; "
+        "ppir's IR has no overlapped F&B op"
+    )
+
+
+def run(args) -> int:
+    s = load_source(
+        args.source, parse_defines(args.defines), parse_placement(args.placement), args.name
+    )
+    note = _overlap_note(s)
+    comment = f"imported by ppir from {args.source}"
+    if note:
+        comment += f"\n{note}"
+        print(f"ppir: note: {note}", file=sys.stderr)
+    text = format_pps(s, comment=comment)
+    if args.output:
+        write_output(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,39 @@
+"""ppir list: the built-in schedules and their parameters."""
+
+from __future__ import annotations
+
+from ppir.frontend.loader import read_source
+from ppir.frontend.parser import parse_text
+from ppir.schedules import builtin_names
+
+NAME = "list"
+HELP = "list the built-in schedules and their parameters"
+DESCRIPTION = """List the built-in schedules (each a .pps file shipped with ppir) with their
+parameters and defaults.  Use any of them wherever a SCHEDULE is asked for.
+
+example:
+  ppir list
+"""
+
+
+def add_arguments(p):
+    pass
+
+
+def run(args) -> int:
+    rows = []
+    for name in builtin_names():
+        path, text = read_source(name)
+        mod = parse_text(text, path)
+        params = ", ".join(
+            f"{p.name}={p.default}" if p.default is not None else p.name
+            for p in (mod.header.params if mod.header else ())
+        )
+        first = next((ln[1:].strip() for ln in text.splitlines() if ln.startswith("#")), "")
+        first = first.split(": ")[0].rstrip(".")
+        rows.append((name, params, first))
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    for name, params, doc in rows:
+        print(f"{name:<{w0}}  {params:<{w1}}  {doc}")
+    return 0

@@ -1,0 +1,370 @@
+"""ppir sweep: one parameter swept, measured figures beside the closed forms people quote."""
+
+from __future__ import annotations
+
+from collections import deque
+from fractions import Fraction
+
+from ppir.analysis.memory import analyze_memory, analyze_p2p, split_fractions
+from ppir.analysis.models import check_layers, parse_model_spec
+from ppir.analysis.order import ComputeIndex, OrderCycle
+from ppir.cli.analyze import add_model_arguments, fmt, num
+from ppir.cli.common import emit_json, parse_defines, parse_placement
+from ppir.diagnostics import PpirError, error
+from ppir.frontend.loader import load_schedule
+from ppir.ir import OpKind, Schedule
+from ppir.passes import LowerComms
+
+NAME = "sweep"
+HELP = "sweep one parameter; measured bubble, P2P and memory beside published formulas"
+DESCRIPTION = """For each value of one parameter, expand and lower the schedule and measure from
+its IR: the bubble under uniform costs (F=1, B=2, I=W=1 per rank share, a chunk costs P/S of that;
+no communication cost), point-to-point messages per microbatch, the worst rank's peak activations
+(A = one microbatch's activations of L/P layers) and layers per chunk.  Beside each figure: the
+closed forms from the literature and from popular explanations, and whether they agree.
+
+Two bubble ratios: bubble/ideal (Narayanan 2021, (P-1)/M for 1F1B) and bubble/total.
+
+examples:
+  ppir sweep interleaved_1f1b --over v=1,2,4,8 -D P=4 -D M=8
+  ppir sweep 1f1b --over M=4,8,16 -D P=4 --format json
+  ppir sweep interleaved_1f1b --over v=1,2,3,4 -D P=8 -D M=16 --layers 96
+"""
+
+_COST = {OpKind.F: 1, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1}
+
+
+def add_arguments(p):
+    p.add_argument("schedule", metavar="SCHEDULE", help="a .pps file or a built-in name")
+    p.add_argument(
+        "--over",
+        required=True,
+        metavar="NAME=V1,V2,...",
+        help="the parameter to sweep and its values, e.g. --over v=1,2,4,8",
+    )
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="fix a schedule parameter, e.g. -D P=4 (repeatable)",
+    )
+    p.add_argument("--placement", help="for CSV schedules: the rank of each stage")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    add_model_arguments(p)
+
+
+def uniform_timing(s: Schedule) -> tuple[Fraction, list[Fraction]]:
+    """(step time, busy time per rank) in rank-share units: ASAP start of every compute action
+    = the latest finish of its program-order predecessor and data producers (a weighted longest
+    path, linear time).  Raises OrderCycle for a schedule that cannot run."""
+    idx = ComputeIndex.build(s)
+    succs: dict = {}
+    indeg: dict = {}
+    for r, prog in enumerate(idx.actions):
+        for i, a in enumerate(prog):
+            preds = idx.data_preds(a, s.stages) + ([(r, i - 1)] if i else [])
+            indeg[(r, i)] = len(preds)
+            for q in preds:
+                succs.setdefault(q, []).append((r, i))
+    start = {loc: 0 for loc in indeg}
+    ready = deque(loc for loc, d in indeg.items() if d == 0)
+    end = 0
+    while ready:
+        loc = ready.popleft()
+        fin = start[loc] + _COST[idx.actions[loc[0]][loc[1]].kind]
+        end = max(end, fin)
+        for q in succs.get(loc, ()):
+            start[q] = max(start[q], fin)
+            indeg[q] -= 1
+            if indeg[q] == 0:
+                ready.append(q)
+    if any(indeg.values()):
+        raise OrderCycle([])
+    scale = Fraction(s.ranks, s.stages)
+    return end * scale, [sum(_COST[a.kind] for a in prog) * scale for prog in idx.actions]
+
+
+def estimator_bubble(s: Schedule) -> float | None:
+    """bubble/ideal from the cost estimator (``ppir.analysis.estimate``, default textbook costs) on
+    the lowered program, or None when the estimator is missing or fails.  Unlike
+    :func:`uniform_timing` it executes the communication groups as lowered (rendezvous, one FIFO
+    of groups per rank), so grouping waits show up here."""
+    try:
+        from ppir.analysis.estimate import estimate
+
+        return float(estimate(s, memory=False).bubble_fraction_of_ideal)
+    except Exception:  # noqa: BLE001 - another component; the sweep must still run
+        return None
+
+
+def _f(x) -> Fraction:
+    return Fraction(x)
+
+
+# (quantity, formula text, source, value(P, M, v), applies(P, M, v))
+_BUBBLE = [
+    ("bubble/ideal", "(P-1)/M", "reference (Narayanan 2021)", lambda P, M, v: _f(P - 1) / M, None),
+    ("bubble/total", "(P-1)/(M+P-1)", "reference", lambda P, M, v: _f(P - 1) / (M + P - 1), None),
+]
+_INTERLEAVED = [
+    (
+        "bubble/ideal",
+        "(P-1)/(v*M)",
+        "reference; seed cheat sheet",
+        lambda P, M, v: _f(P - 1) / (v * M),
+        None,
+    ),
+    (
+        "bubble/total",
+        "(P-1)/(v*M+P-1)",
+        "reference ((P-1)(F+B)/v per rank)",
+        lambda P, M, v: _f(P - 1) / (v * M + P - 1),
+        None,
+    ),
+    (
+        "bubble/total",
+        "(P-1)/(M+v*P-1)",
+        "seed demo",
+        lambda P, M, v: _f(P - 1) / (M + v * P - 1),
+        None,
+    ),
+    ("p2p fwd/mb", "v*(P-1)", "seed cheat sheet", lambda P, M, v: _f(v * (P - 1)), None),
+    ("p2p fwd/mb", "v*P-1", "seed demo (M(kP-1) per step)", lambda P, M, v: _f(v * P - 1), None),
+    (
+        "peak A",
+        "(v*P+P-1)/v",
+        "reference (rank 0, M large enough)",
+        lambda P, M, v: _f(v * P + P - 1) / v,
+        lambda P, M, v: v * P + P - 2 < v * M,
+    ),
+    ("peak A", "P*(v+1)/2", "seed cheat sheet", lambda P, M, v: _f(P * (v + 1)) / 2, None),
+]
+CLOSED_FORMS = {
+    "gpipe": _BUBBLE
+    + [
+        ("p2p fwd/mb", "P-1", "contiguous placement", lambda P, M, v: _f(P - 1), None),
+        ("peak A", "M", "reference", lambda P, M, v: _f(M), None),
+    ],
+    "1f1b": _BUBBLE
+    + [
+        ("p2p fwd/mb", "P-1", "contiguous placement", lambda P, M, v: _f(P - 1), None),
+        ("peak A", "min(P, M)", "reference (rank 0)", lambda P, M, v: _f(min(P, M)), None),
+    ],
+    "interleaved_1f1b": _INTERLEAVED,
+    "looped_bfs": [("peak A", "M", "reference (approximately)", lambda P, M, v: _f(M), None)],
+}
+
+
+def measure(s: Schedule, model=None, recompute="none", layers=None) -> dict:
+    """The measured figures of one expanded schedule (exact Fractions)."""
+    low = s if s.is_lowered else LowerComms().apply(s)
+    T, busy = uniform_timing(s.compute_only())
+    r = max(range(s.ranks), key=lambda i: T - busy[i])
+    # peak A needs no bytes: keep the model's split, not its layer count (checked below)
+    mem = analyze_memory(low, i_fraction=split_fractions(model, recompute))
+    p2p = analyze_p2p(low, model)
+    L = layers if layers is not None else (model.layers if model else None)
+    out = {
+        "bubble": T - busy[r],
+        "bubble/ideal": (T - busy[r]) / busy[r] if busy[r] else None,
+        "bubble/total": (T - busy[r]) / T if T else None,
+        "est bubble/ideal": estimator_bubble(low),
+        "p2p fwd/mb": p2p.forward_per_microbatch,
+        "p2p bwd/mb": p2p.backward_per_microbatch,
+        "peak A": mem.worst.peak_activations,
+        "peak rank": mem.worst.rank,
+        "layers/chunk": None,
+        "layers error": None,
+    }
+    if L is not None:
+        try:
+            out["layers/chunk"] = _f(check_layers(L, s.stages, s.ranks))
+        except PpirError as e:
+            out["layers error"] = e.diagnostics[0].message
+    return out
+
+
+# Errors that no value of the swept parameter can fix: reported once, exit 2.
+_UNUSABLE = frozenset(
+    {
+        "unknown-parameter",
+        "bad-input",
+        "syntax-error",
+        "bad-define",
+        "missing-parameter",
+        "unknown-model",
+        "bad-model",
+    }
+)
+
+
+def sweep(
+    spec: str,
+    over: str,
+    values: list[int],
+    fixed: dict[str, int],
+    model=None,
+    recompute="none",
+    layers=None,
+    placement=None,
+) -> list[dict]:
+    """One row per value: params, measured figures, and the closed forms with agreement."""
+    rows = []
+    for val in values:
+        params = dict(fixed, **{over: val})
+        try:
+            s = load_schedule(spec, params, placement=placement)
+            meas = measure(s, model, recompute, layers)
+        except (PpirError, OrderCycle) as e:
+            if isinstance(e, PpirError) and e.kind in _UNUSABLE:
+                raise  # not about this value: the sweep itself cannot run
+            rows.append({"value": val, "params": params, "error": str(e)})
+            continue
+        p = dict(s.params)
+        P, M = s.ranks, s.microbatches
+        v = p.get("v", Fraction(s.stages, s.ranks))
+        preds = []
+        for q, text, src, fn, applies in CLOSED_FORMS.get(s.name, []):
+            ok = applies is None or applies(P, M, v)
+            pv = fn(P, M, v)
+            preds.append(
+                {
+                    "quantity": q,
+                    "formula": text,
+                    "source": src,
+                    "predicted": pv,
+                    "applies": ok,
+                    "agrees": (pv == meas[q]) if ok else None,
+                }
+            )
+        if meas["layers/chunk"] is not None or meas["layers error"]:
+            L = layers if layers is not None else model.layers
+            pv = _f(L) / (P * v)
+            ok = meas["layers error"] is None
+            preds.append(
+                {
+                    "quantity": "layers/chunk",
+                    "formula": "L/(P*v)",
+                    "source": "seed",
+                    "predicted": pv,
+                    "applies": ok,
+                    "agrees": pv == meas["layers/chunk"] if ok else None,
+                }
+            )
+        rows.append({"value": val, "params": p, "measured": meas, "predictions": preds})
+    return rows
+
+
+def _parse_over(text: str) -> tuple[str, list[int]]:
+    name, eq, vals = text.partition("=")
+    try:
+        values = [int(x) for x in vals.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not eq or not name.strip().isidentifier() or not values:
+        raise error("bad-usage", f"--over {text}: expected NAME=V1,V2,..., e.g. --over v=1,2,4")
+    return name.strip(), values
+
+
+def run(args) -> int:
+    name, values = _parse_over(args.over)
+    model = parse_model_spec(args.model) if args.model else None
+    rows = sweep(
+        args.schedule,
+        name,
+        values,
+        parse_defines(args.defines),
+        model,
+        args.recompute,
+        args.layers,
+        parse_placement(args.placement),
+    )
+    if args.format == "json":
+        emit_json(
+            {
+                "format": "ppir.sweep/1",
+                "schedule": args.schedule,
+                "over": name,
+                "costs": {"F": 1, "B": 2, "I": 1, "W": 1},
+                "rows": _json_rows(rows),
+            }
+        )
+    else:
+        print(format_text(args.schedule, name, rows), end="")
+    return 0
+
+
+def _json_rows(rows: list[dict]) -> list[dict]:
+    out = []
+    for row in rows:
+        if "error" in row:
+            out.append(row)
+            continue
+        m = {k: (num(x) if not isinstance(x, str) else x) for k, x in row["measured"].items()}
+        preds = [dict(p, predicted=num(p["predicted"])) for p in row["predictions"]]
+        out.append(
+            {"value": row["value"], "params": row["params"], "measured": m, "predictions": preds}
+        )
+    return out
+
+
+_COLS = [
+    "bubble/ideal",
+    "bubble/total",
+    "est bubble/ideal",
+    "p2p fwd/mb",
+    "p2p bwd/mb",
+    "peak A",
+    "layers/chunk",
+]
+
+
+def format_text(spec: str, over: str, rows: list[dict]) -> str:
+    lines = [
+        f"{spec}: sweeping {over}; uniform costs F=1 B=2 I=W=1 per rank share, no comm "
+        "cost; A = one microbatch's activations of L/P layers; peak A on the worst rank",
+        "bubble/*: compute graph (ASAP, program order + data deps); est bubble/ideal: the "
+        "cost estimator running the lowered program",
+        "",
+    ]
+    table = [[over] + _COLS]
+    for row in rows:
+        if "error" in row:
+            table.append([str(row["value"]), "error: " + row["error"].splitlines()[0]])
+            continue
+        m = row["measured"]
+        cells = [fmt(m[c]) for c in _COLS]
+        if m["layers error"]:
+            cells[-1] = "not divisible"
+        table.append([str(row["value"])] + cells)
+    w = [max(len(r[i]) for r in table if len(r) > 2) for i in range(len(_COLS) + 1)]
+    for r in table:
+        full = len(r) == len(w)
+        lines.append(
+            "  ".join(c.rjust(w[i]) for i, c in enumerate(r))
+            if full
+            else f"{r[0].rjust(w[0])}  {r[1]}"
+        )
+    forms = [
+        (p["quantity"], p["formula"], p["source"])
+        for row in rows
+        for p in row.get("predictions", [])
+    ]
+    if not forms:
+        return "\n".join(lines) + "\n\n(no closed forms on record for this schedule)\n"
+    lines += ["", "closed forms (measured vs predicted; 'DIFFERS' flags disagreement):"]
+    for key in dict.fromkeys(forms):
+        q, text, src = key
+        cells = []
+        for row in rows:
+            for p in row.get("predictions", []):
+                if (p["quantity"], p["formula"], p["source"]) != key:
+                    continue
+                mv = row["measured"][q]
+                mark = "n/a" if not p["applies"] else "ok" if p["agrees"] else "DIFFERS"
+                cells.append(f"{over}={row['value']}: {fmt(mv)} vs {fmt(p['predicted'])} {mark}")
+        lines.append(f"  {q:<13} {text:<18} [{src}]")
+        lines.extend(f"      {c}" for c in cells)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,164 @@
+"""ppir viz: an interactive timeline page (HTML) or a static chart (PNG / SVG) of a schedule."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ppir.cli.common import add_schedule_arguments, lowered_from_args, parse_defines
+from ppir.diagnostics import error, write_output
+from ppir.frontend.loader import load_schedule, read_source
+from ppir.frontend.parser import parse_text
+
+NAME = "viz"
+HELP = "draw a schedule's timeline: interactive HTML page, or PNG / SVG"
+DESCRIPTION = """Time a schedule with the cost model and draw it.
+
+HTML (the default) is one self-contained file, no network needed: a global view (every rank a
+row, ops coloured by kind and labelled with their microbatch, idle time in grey, messages as
+arrows on demand), a local view (one rank: its ops, activation memory over time, the buffers it
+holds), a static mode (the whole step) and a dynamic mode (play, pause, step and scrub through
+time), hover details (start, end, what an op waited on) and the key figures in the header.
+PNG and SVG draw the static Gantt chart with matplotlib (the 'viz' extra).
+
+Compare two schedules, or one schedule with two parameter sets, on the same time axis with
+--compare SCHEDULE2 and -D2 NAME=VALUE.  The second schedule inherits each -D value it declares
+(so P and M carry over); -D2 overrides.  Without --compare, -D2 compares SCHEDULE with itself.
+Cost options (--cost, --comm-latency, --model, ...) apply to both.
+
+examples:
+  ppir viz 1f1b -D P=4 -D M=8 -o 1f1b.html
+  ppir viz 1f1b -D P=4 -D M=8 --compare interleaved_1f1b -D2 v=2 -o cmp.html
+  ppir viz interleaved_1f1b -D P=4 -D M=8 -D v=2 -D2 v=4 -o v2_vs_v4.html
+  ppir viz interleaved_1f1b -D P=4 -D M=8 -D v=2 --format png -o interleaved.png
+  ppir viz 1f1b -D P=8 -D M=16 --comm-latency 0.2 --view local --rank 3 -o r3.html
+"""
+
+FORMATS = ("html", "png", "svg")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_schedule_arguments(p, overlap=True)
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="output file (default: SCHEDULE's name with the format's extension)",
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="html (interactive, default), png or svg (static chart); default: from "
+        "the -o extension",
+    )
+    cmp = p.add_argument_group("comparison")
+    cmp.add_argument(
+        "--compare",
+        metavar="SCHEDULE2",
+        help="a second schedule drawn below the first on the same time axis",
+    )
+    cmp.add_argument(
+        "-D2",
+        "--compare-define",
+        dest="defines2",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a parameter of the second schedule (repeatable); overrides what it inherits from -D",
+    )
+    page = p.add_argument_group("page")
+    page.add_argument(
+        "--view",
+        choices=("global", "local"),
+        default="global",
+        help="view the page opens in (default global)",
+    )
+    page.add_argument(
+        "--mode",
+        choices=("static", "dynamic"),
+        default="static",
+        help="mode the page opens in (default static)",
+    )
+    page.add_argument(
+        "--rank", type=int, default=0, metavar="R", help="rank of the local view (default 0)"
+    )
+    from ppir.cli.cost_options import add_cost_arguments
+
+    add_cost_arguments(p.add_argument_group("cost model"))
+
+
+def output_format(args) -> tuple[str, str]:
+    """(format, path) from --format and -o: the extension decides when --format is absent."""
+    fmt, out = args.format, args.output
+    if out and not fmt:
+        ext = os.path.splitext(out)[1].lower().lstrip(".")
+        if ext in ("htm",):
+            ext = "html"
+        if ext not in FORMATS:
+            raise error(
+                "bad-usage",
+                f"-o {out}: cannot tell the format from the extension",
+                hints=["use .html, .png or .svg, or pass --format"],
+            )
+        fmt = ext
+    fmt = fmt or "html"
+    if not out:
+        stem = os.path.splitext(os.path.basename(args.schedule))[0] or "schedule"
+        out = f"{stem}.{fmt}"
+    return fmt, out
+
+
+def declared_params(spec: str) -> set[str] | None:
+    """Parameter names a .pps schedule declares; None for a CSV (which takes none)."""
+    if spec.endswith(".csv") and os.path.exists(spec):
+        return None
+    path, text = read_source(spec)
+    mod = parse_text(text, path)
+    return {p.name for p in (mod.header.params if mod.header else ())}
+
+
+def second_schedule(args):
+    """The comparison schedule (lowered), or None without --compare / -D2."""
+    if not args.compare and not args.defines2:
+        return None
+    spec = args.compare or args.schedule
+    first, own = parse_defines(args.defines), parse_defines(args.defines2)
+    declared = declared_params(spec)
+    inherited = {k: v for k, v in first.items() if declared is not None and k in declared}
+    sched = load_schedule(
+        spec, {**inherited, **own}, max_ops=args.max_ops, max_steps=args.max_steps
+    )
+    return lowered_from_args(args, sched)  # the same lowering and overlap: like with like
+
+
+def run(args) -> int:
+    from ppir.cli.cost_options import config_from_args, progress_from_args
+    from ppir.viz import time_schedule
+
+    fmt, out = output_format(args)
+    if args.rank < 0:
+        raise error("bad-usage", f"--rank {args.rank}: must be 0 or more")
+    cfg, progress = config_from_args(args), progress_from_args(args)
+    schedules = [lowered_from_args(args)]
+    other = second_schedule(args)
+    if other is not None:
+        schedules.append(other)
+    runs = [time_schedule(s, cfg, progress) for s in schedules]
+    if fmt == "html":
+        from ppir.viz import render_html
+
+        text = render_html(
+            runs,
+            {
+                "view": args.view,
+                "mode": args.mode,
+                "rank": min(args.rank, max(s.ranks for s in schedules) - 1),
+            },
+        )
+        write_output(out, text)
+    else:
+        from ppir.viz import write_image
+
+        write_image(runs, out, fmt)
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,168 @@
+"""The .pps abstract syntax tree.  Every node keeps the span of the text it came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ppir.ir import Action, Overlap, Span
+
+
+# ------------------------------------------------------------------ expressions
+@dataclass(frozen=True)
+class Expr:
+    span: Span
+
+
+@dataclass(frozen=True)
+class IntLit(Expr):
+    value: int
+
+
+@dataclass(frozen=True)
+class Name(Expr):
+    name: str
+
+
+@dataclass(frozen=True)
+class BinOp(Expr):
+    op: str  # + - * // % == != < <= > >= and or
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True)
+class UnaryOp(Expr):
+    op: str  # - not
+    operand: Expr
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    func: str
+    func_span: Span
+    args: tuple[Expr, ...]
+
+
+# ------------------------------------------------------------------ statements
+@dataclass(frozen=True)
+class Stmt:
+    span: Span
+
+
+@dataclass(frozen=True)
+class Let(Stmt):
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Def(Stmt):
+    name: str
+    params: tuple[str, ...]
+    body: Expr
+
+
+@dataclass(frozen=True)
+class Require(Stmt):
+    cond: Expr
+    message: str
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    var: str
+    start: Expr
+    stop: Expr
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class OpStmt(Stmt):
+    """``F(mb)`` or ``F(mb, chunk)``: an op on the current rank's local chunk."""
+
+    op: str
+    name_span: Span
+    args: tuple[Expr, ...]
+
+
+# ------------------------------------------------------------------ top level
+@dataclass(frozen=True)
+class Param:
+    name: str
+    default: int | None
+    span: Span
+
+
+@dataclass(frozen=True)
+class Header:
+    name: str
+    params: tuple[Param, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Decl(Stmt):
+    """``ranks e``, ``stages e``, ``microbatches e`` or ``placement ...``.
+
+    For placement, ``value`` is "looped", "vshape" or a tuple of expressions (stage -> rank).
+    """
+
+    what: str
+    value: Expr | str | tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class ProgramBlock(Stmt):
+    rank_var: str
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class GreedyOpt(Stmt):
+    """``memory e``, ``priority e``, ``split e`` or ``cost K = e`` inside a greedy program."""
+
+    what: str
+    value: Expr
+    kind: str | None = None  # the op letter of a ``cost`` line
+    kind_span: Span | None = None
+
+
+@dataclass(frozen=True)
+class GreedyBlock(Stmt):
+    """``program r greedy { ... }``: each rank's order comes from list scheduling
+    (:mod:`ppir.synth.greedy`); ``body`` holds lets, defs, requires and :class:`GreedyOpt`."""
+
+    rank_var: str
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class LiteralGroup:
+    """``[a b]`` (post and wait), ``post[a b]`` (post only) or ``wait[a b]`` (wait for it)."""
+
+    actions: tuple[Action, ...]
+    span: Span
+    form: str = "group"  # "group" | "post" | "wait"
+
+
+@dataclass(frozen=True)
+class RankLine(Stmt):
+    rank: int
+    rank_span: Span
+    items: tuple[Action | Overlap | LiteralGroup, ...]
+
+
+@dataclass(frozen=True)
+class Module:
+    """A parsed .pps file."""
+
+    path: str
+    header: Header | None
+    items: tuple[Stmt, ...]  # declarations, requires, lets, defs, program blocks, rank lines

@@ -1,0 +1,295 @@
+"""torch.distributed.pipelining schedule CSV files (``compute_only`` and ``compute_comms``).
+
+Reading
+    One row per rank, one cell per action in torch's action text (``2F0``, ``1I3``,
+    ``3SEND_F1``).  Rows may differ in length (torch does not pad them) and an empty cell is an
+    idle slot, dropped.  Blank rows at the end of the file are ignored; a blank row elsewhere is
+    a rank with no actions.  torch's bookkeeping actions (``0UNSHARD``, ``0RESHARD``,
+    ``0REDUCE_GRAD``: no microbatch) are accepted and dropped, since ppir has nothing to order
+    them by.  An overlapped cell ``(0F7;7B3)OVERLAP_F_B`` becomes its sub-actions in order (see
+    :func:`expand_overlap`).  Everything else is a diagnostic at ``file:row:col`` (col = the
+    character column of the cell): an unknown action kind, a missing stage or microbatch, a
+    negative index, an index no schedule of this size can use, or trailing text after an action
+    (torch's own parser silently ignores ``2F0x``).
+Writing
+    :func:`write_csv` writes what ``_PipelineScheduleRuntime._load_csv`` reads.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+
+from ppir.diagnostics import error
+from ppir.frontend.literal import infer_placement
+from ppir.ir import Action, OpKind, Schedule, Span
+
+# torch's kinds, longest first; the bookkeeping ones carry no microbatch.
+_KINDS = (
+    "REDUCE_GRAD",
+    "UNSHARD",
+    "RESHARD",
+    "SEND_F",
+    "RECV_F",
+    "SEND_B",
+    "RECV_B",
+    "F",
+    "B",
+    "I",
+    "W",
+)
+BOOKKEEPING = frozenset({"REDUCE_GRAD", "UNSHARD", "RESHARD"})
+_CELL_RE = re.compile(r"(-?\d*)(" + "|".join(_KINDS) + r")(-?\d*)(.*)$", re.S)
+_OVERLAP_RE = re.compile(r"\((.*)\)OVERLAP_F_B(.*)$", re.S)
+_HINT = "cells hold torch action text: stage, kind, microbatch, e.g. 2F0"
+
+
+def _sub_span(span: Span, start: int, length: int) -> Span:
+    col = span.col + start
+    return Span(span.path, span.line, col, span.line, col + max(length, 1), span.source)
+
+
+def expand_overlap(text: str, span: Span) -> list[Action] | None:
+    """The sub-actions of an overlapped cell ``(a;b)OVERLAP_F_B``, in order; None otherwise.
+
+    ppir's IR has no overlapped F&B op (yet): torch's runtime without a custom OVERLAP_F_B
+    function runs the sub-actions one after the other, and that is what the import keeps.  This
+    is the one place to change when the IR grows such an op.
+    """
+    m = _OVERLAP_RE.match(text)
+    if not m:
+        return None
+    if m.group(2).strip():
+        raise error(
+            "csv-bad-action",
+            f"trailing text {m.group(2)!r} after OVERLAP_F_B",
+            _sub_span(span, m.start(2), len(m.group(2))),
+            hints=[_HINT],
+        )
+    out: list[Action] = []
+    offset = 1
+    for part in m.group(1).split(";"):
+        lead = len(part) - len(part.lstrip())
+        sub = parse_cell(part.strip(), _sub_span(span, offset + lead, len(part.strip())))
+        if len(sub) != 1 or not sub[0].kind.is_compute:
+            raise error(
+                "csv-bad-action",
+                f"OVERLAP_F_B holds {part.strip()!r}; it overlaps compute actions only",
+                _sub_span(span, offset, len(part)),
+            )
+        out.extend(sub)
+        offset += len(part) + 1
+    return out
+
+
+def parse_cell(text: str, span: Span) -> list[Action]:
+    """The ppir actions of one non-empty, stripped cell (none for bookkeeping actions)."""
+    if text.startswith("("):
+        acts = expand_overlap(text, span)
+        if acts is not None:
+            return acts
+    m = _CELL_RE.match(text)
+    if not m:
+        raise error(
+            "csv-bad-action", f"unknown action {text!r} in row {span.line}", span, hints=[_HINT]
+        )
+    stage, kind, mb, rest = m.groups()
+    if not stage or stage.startswith("-"):
+        what = "has no stage index" if not stage else f"has a negative stage index {stage}"
+        raise error(
+            "csv-bad-index",
+            f"{text!r} {what}",
+            _sub_span(span, 0, len(stage)),
+            hints=["stage indices are 0, 1, 2, ... and come first, e.g. 2F0"],
+        )
+    if kind in BOOKKEEPING:
+        if mb:
+            raise error(
+                "csv-bad-index",
+                f"{stage}{kind} takes no microbatch, got {mb}",
+                _sub_span(span, m.start(3), len(mb)),
+            )
+    elif not mb or mb.startswith("-"):
+        what = "has no microbatch index" if not mb else f"has a negative microbatch index {mb}"
+        raise error(
+            "csv-bad-index",
+            f"{text!r} {what}",
+            _sub_span(span, m.start(3), len(mb)),
+            hints=[f"{kind} needs a microbatch: {stage}{kind}0, {stage}{kind}1, ..."],
+        )
+    if rest:
+        tail = _sub_span(span, m.start(4), len(rest))
+        raise error(
+            "csv-bad-action",
+            f"trailing text {rest!r} after {stage}{kind}{mb}",
+            tail,
+            hints=[_HINT + " (one action per cell)", "torch's own parser silently drops this text"],
+        )
+    if kind in BOOKKEEPING:
+        return []
+    return [Action(int(stage), OpKind(kind), int(mb), span)]
+
+
+def parse_rows(
+    rows: list[list[str]], path: str, text: str, sep_width: int = 1
+) -> list[list[Action]]:
+    """Parse rows of cells (row i = rank i); trailing blank rows are dropped.
+
+    Columns are counted as if cells were joined by ``sep_width`` characters, as in the source.
+    """
+    programs: list[list[Action]] = []
+    for row_no, row in enumerate(rows, start=1):
+        acts: list[Action] = []
+        col = 1
+        for cell in row:
+            stripped = cell.strip()
+            if stripped:
+                start = col + (len(cell) - len(cell.lstrip()))
+                acts.extend(
+                    parse_cell(
+                        stripped, Span(path, row_no, start, row_no, start + len(stripped), text)
+                    )
+                )
+            col += len(cell) + sep_width
+        programs.append(acts)
+    while programs and not programs[-1]:
+        programs.pop()
+    if not programs:
+        raise error("csv-empty", f"{path}: the file holds no actions", Span(path, 1, 1, 1, 2, text))
+    return programs
+
+
+def build_schedule(
+    programs: list[list[Action]],
+    path: str,
+    placement: tuple[int, ...] | None = None,
+    name: str | None = None,
+    microbatches: int | None = None,
+    params: tuple[tuple[str, int], ...] = (),
+) -> Schedule:
+    """A Schedule from parsed per-rank actions; placement inferred unless given."""
+    ranks = len(programs)
+    all_actions = [(r, a) for r, p in enumerate(programs) for a in p]
+    limit = max(len(all_actions), microbatches or 0)
+    for _, a in all_actions:  # an index no schedule with this many actions can use
+        for what, value in (("stage", a.stage), ("microbatch", a.mb)):
+            if value >= limit:
+                raise error(
+                    "csv-bad-index",
+                    f"{what} index {value} of {a} is out of range: "
+                    f"{path} holds {len(all_actions)} actions",
+                    a.span,
+                )
+    stages = max(a.stage for _, a in all_actions) + 1
+    mbs = microbatches if microbatches is not None else max(a.mb for _, a in all_actions) + 1
+    if placement is None:
+        placement = infer_placement(ranks, stages, all_actions)
+    else:
+        _check_placement(placement, ranks, stages, all_actions)
+    stem = name or os.path.splitext(os.path.basename(path))[0]
+    return Schedule(
+        stem,
+        params,
+        ranks,
+        len(placement),
+        mbs,
+        tuple(placement),
+        tuple(tuple(p) for p in programs),
+        path,
+    )
+
+
+def _check_placement(placement, ranks, stages, all_actions) -> None:
+    if len(placement) < stages:
+        raise error(
+            "bad-placement",
+            f"--placement lists {len(placement)} stages but the schedule uses {stages}",
+        )
+    for s, r in enumerate(placement):
+        if not 0 <= r < ranks:
+            raise error(
+                "bad-placement",
+                f"--placement puts stage {s} on rank {r}, but the "
+                f"schedule has {ranks} rank(s) (one per row)",
+            )
+    for r, a in all_actions:
+        if a.kind.is_compute and placement[a.stage] != r:
+            raise error(
+                "placement-conflict",
+                f"{a} runs on rank {r} but --placement puts stage {a.stage} on "
+                f"rank {placement[a.stage]}",
+                a.span,
+            )
+
+
+def read_csv_text(
+    text: str,
+    path: str,
+    placement: tuple[int, ...] | None = None,
+    name: str | None = None,
+    microbatches: int | None = None,
+    params: tuple[tuple[str, int], ...] = (),
+) -> Schedule:
+    """Parse torch CSV text into a Schedule (see the module docstring for what is accepted)."""
+    reader = csv.reader(io.StringIO(text), strict=True)
+    try:
+        rows = list(reader)
+    except csv.Error as e:
+        line = reader.line_num
+        raise error(
+            "csv-syntax",
+            f"malformed CSV: {e}",
+            Span(path, line, 1, line, 2, text),
+            hints=["cells hold plain action text; torch never quotes them"],
+        ) from None
+    return build_schedule(parse_rows(rows, path, text), path, placement, name, microbatches, params)
+
+
+def read_action_text(
+    text: str, path: str, placement: tuple[int, ...] | None = None, name: str | None = None
+) -> Schedule:
+    """torch action text: one rank per line, actions separated by single spaces or tabs.
+
+    This is what ``" ".join(map(str, pipeline_order[r]))`` prints; ``None`` and ``_`` are idle
+    slots.  Lines that are blank or start with ``#`` are skipped.
+    """
+    rows = [
+        []
+        if line.lstrip().startswith("#")
+        else ["" if c in ("None", "_") else c for c in re.split(r"[ \t]", line)]
+        for line in text.splitlines()
+    ]
+    keep = [
+        i
+        for i, line in enumerate(text.splitlines())
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    programs = parse_rows(rows, path, text)
+    programs += [[] for _ in range(len(rows) - len(programs))]
+    return build_schedule([programs[i] for i in keep], path, placement, name)
+
+
+def write_csv(schedule: Schedule, compute_only: bool = True, reduce_grad: bool = False) -> str:
+    """The schedule as torch CSV text, one row per rank (groups are flattened: torch has none).
+
+    ``compute_only`` drops communication (torch's runtime inserts its own).  ``reduce_grad``
+    appends ``sREDUCE_GRAD`` right after the last backward (B or W) of each stage, which the
+    ``compute_comms`` format needs for gradients to be divided by M (without it they are M
+    times too large) and which the ``compute_only`` format must not contain.
+    """
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    for r in range(schedule.ranks):
+        acts = [a for a in schedule.actions(r) if not compute_only or a.kind.is_compute]
+        cells = [str(a) for a in acts]
+        if reduce_grad:
+            last: dict[int, int] = {}
+            for i, a in enumerate(acts):
+                if a.kind in (OpKind.B, OpKind.W):
+                    last[a.stage] = i
+            for s, i in sorted(last.items(), key=lambda x: -x[1]):
+                cells.insert(i + 1, f"{s}REDUCE_GRAD")
+        w.writerow(cells)
+    return buf.getvalue()

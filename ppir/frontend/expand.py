@@ -1,0 +1,201 @@
+"""Expansion: bind parameters, evaluate a .pps module and produce per-rank programs.
+
+``expand(module, {"P": 4, "M": 8})`` returns a compute-only (or, for literal files, possibly
+already lowered) :class:`ppir.ir.Schedule`.  Every failure is a :class:`PpirError` whose
+diagnostic points at the offending source span (or names the offending ``-D`` value).
+
+Semantics of the language, in short (README "The .pps language" has the long form):
+* integers only; ``//`` and ``%`` floor like Python; comparisons and ``and``/``or``/``not`` give
+  0 or 1; ``for i in a .. b`` runs ``i = a, a+1, ..., b-1``;
+* ``let`` binds once per scope (blocks open scopes); ``def f(x) = expr`` is a pure function that
+  sees the names visible where it is defined;
+* builtins: ``min``, ``max``, ``abs``, ``stage(r, c)`` (global stage of rank r's local chunk c),
+  ``chunks(r)`` (how many stages rank r holds), ``rank_of(s)``;
+* ``F(mb)``, ``F(mb, chunk)`` and likewise ``B``, ``I``, ``W`` emit an op for the current rank's
+  local chunk (default 0); ``FB(mb_f, chunk_f, mb_b, chunk_b)`` emits one overlapped step (a
+  forward and a full backward run as one item, :class:`ppir.ir.Overlap`);
+* ``next`` as a microbatch means "the next one of this chunk": forwards and backwards (B or I)
+  count per chunk; ``W(next)`` runs the oldest pending weight pass of the rank (any chunk) and
+  ``pending_w()`` says how many are pending (every I adds one, every W removes its own);
+* ``program r greedy { ... }`` builds each rank's order by list scheduling
+  (:mod:`ppir.synth.block`).
+"""
+
+from __future__ import annotations
+
+from ppir.diagnostics import Note, PpirError, did_you_mean, error
+from ppir.frontend import ast as A
+from ppir.frontend.declarations import resolve_placement
+from ppir.frontend.interpreter import Interpreter, Scope
+from ppir.frontend.literal import infer_placement, literal_schedule
+from ppir.ir import Schedule, Span
+
+DEFAULT_MAX_OPS = 5_000_000
+DEFAULT_MAX_STEPS = 100_000_000
+
+
+def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
+    """Header defaults overridden by ``overrides``; errors for unknown and missing ones."""
+    header = module.header
+    declared = {p.name: p for p in header.params} if header else {}
+    for name, value in overrides.items():
+        if name not in declared:
+            where = f"schedule '{header.name}'" if header else module.path
+            params = ", ".join(declared) or "none"
+            raise error(
+                "unknown-parameter",
+                f"unknown parameter '{name}' (-D {name}={value}) for {where}",
+                hints=did_you_mean(name, declared) + [f"its parameters: {params}"],
+            )
+    values: dict[str, int] = {}
+    for name, p in declared.items():
+        if name in overrides:
+            values[name] = overrides[name]
+        elif p.default is None:
+            raise error(
+                "missing-parameter",
+                f"parameter '{name}' has no default; give it with -D {name}=...",
+                p.span,
+            )
+        else:
+            values[name] = p.default
+    return values
+
+
+def expand(
+    module: A.Module,
+    overrides: dict[str, int] | None = None,
+    *,
+    max_ops: int = DEFAULT_MAX_OPS,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> Schedule:
+    """Expand a parsed module for concrete parameter values into a :class:`Schedule`."""
+    try:
+        return _expand(module, overrides, max_ops, max_steps)
+    except RecursionError:  # expressions compile and evaluate recursively
+        raise error(
+            "too-deep",
+            f"{module.path}: expressions nest too deeply to evaluate",
+            hints=["split the expression with 'let' or 'def'"],
+        ) from None
+
+
+def _expand(
+    module: A.Module, overrides: dict[str, int] | None, max_ops: int, max_steps: int
+) -> Schedule:
+    params = bind_params(module, dict(overrides or {}))
+    ex = Interpreter(module, max_ops, max_steps)
+    top = Scope()
+    top.vars.update(params)
+    decls: dict[str, tuple[object, Span]] = {}
+    programs: list[A.ProgramBlock] = []
+    rank_lines: list[A.RankLine] = []
+
+    for item in module.items:
+        if isinstance(item, A.Decl):
+            if item.what in decls:
+                raise error(
+                    "duplicate-declaration",
+                    f"'{item.what}' is declared twice",
+                    item.span,
+                    notes=[Note("first declared here", decls[item.what][1])],
+                )
+            if item.what == "placement":
+                value = item.value
+                if isinstance(value, tuple):
+                    value = tuple(ex.compile(e)(top) for e in value)
+            else:
+                value = ex.compile(item.value)(top)
+            decls[item.what] = (value, item.span)
+            resolve_placement(ex, decls)
+        elif isinstance(item, (A.ProgramBlock, A.GreedyBlock)):
+            if programs:
+                raise error(
+                    "duplicate-program",
+                    "a file holds one 'program' block",
+                    item.span,
+                    notes=[Note("first program block", programs[0].span)],
+                )
+            programs.append(item)
+        elif isinstance(item, A.RankLine):
+            rank_lines.append(item)
+        else:
+            ex.compile_stmt(item)(top)
+
+    name = module.header.name if module.header else _stem(module.path)
+    param_tuple = tuple(params.items())
+    if programs and rank_lines:
+        raise error(
+            "mixed-forms",
+            "a file holds either a 'program' block or literal 'rank N:' lines, not both",
+            rank_lines[0].span,
+            notes=[Note("program block", programs[0].span)],
+        )
+    if rank_lines:
+        return literal_schedule(module, name, param_tuple, decls, rank_lines, max_steps)
+    if not programs:
+        raise error(
+            "no-program",
+            "the file defines no program: add a 'program r { ... }' "
+            "block or literal 'rank N: ...' lines",
+            module.header.span if module.header else None,
+        )
+    for what in ("ranks", "microbatches"):
+        if what not in decls:
+            raise error(
+                "missing-declaration",
+                f"missing '{what}' declaration",
+                programs[0].span,
+                hints=[f"add e.g. '{what} P'" if what == "ranks" else "add e.g. 'microbatches M'"],
+            )
+    resolve_placement(ex, decls, final=True)
+    ranks = decls["ranks"][0]
+    ex.microbatches = decls["microbatches"][0]
+    if ex.microbatches < 1:
+        raise error(
+            "bad-declaration",
+            f"microbatches must be at least 1, got {ex.microbatches}",
+            decls["microbatches"][1],
+        )
+
+    block = programs[0]
+    if isinstance(block, A.GreedyBlock):
+        from ppir.synth.block import expand_greedy
+
+        out_programs = expand_greedy(ex, block, top, ranks)
+    else:
+        body = ex.compile_block(block.body)
+        out_programs = []
+        for r in range(ranks):
+            scope = Scope(top)
+            scope.vars[block.rank_var] = r
+            scope.vars["$rank"] = r
+            ex.reset_rank()
+            body(Scope(scope))
+            out_programs.append(tuple(ex.out))
+    return Schedule(
+        name,
+        param_tuple,
+        ranks,
+        len(ex.placement),
+        ex.microbatches,
+        ex.placement,
+        tuple(out_programs),
+        module.path,
+    )
+
+
+def _stem(path: str) -> str:
+    import os
+
+    return os.path.splitext(os.path.basename(path))[0]
+
+
+__all__ = [
+    "expand",
+    "bind_params",
+    "infer_placement",
+    "PpirError",
+    "DEFAULT_MAX_OPS",
+    "DEFAULT_MAX_STEPS",
+]

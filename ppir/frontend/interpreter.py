@@ -1,0 +1,505 @@
+"""The .pps interpreter: compiles a module's expressions and statements into closures and
+runs them for one rank at a time, emitting that rank's compute ops.
+
+:class:`Interpreter` holds what expansion has learnt so far (placement, microbatches, caps and
+counters) and the ops of the rank being expanded; :class:`Scope` is a chain of variable
+bindings.  The semantics are summarised in :mod:`ppir.frontend.expand`; every error is a ppir error
+pointing at the source span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ppir.diagnostics import Note, did_you_mean, error
+from ppir.frontend import ast as A
+from ppir.ir import Action, OpKind, Overlap, Span
+
+MAX_CALL_DEPTH = 200
+
+_OPS = {"F": OpKind.F, "B": OpKind.B, "I": OpKind.I, "W": OpKind.W}
+_BUILTINS = ("min", "max", "abs", "stage", "chunks", "rank_of", "pending_w")
+
+
+class Scope:
+    __slots__ = ("vars", "parent")
+
+    def __init__(self, parent: Scope | None = None):
+        self.vars: dict[str, object] = {}
+        self.parent = parent
+
+    def lookup(self, name: str):
+        s = self
+        while s is not None:
+            v = s.vars.get(name, _MISSING)
+            if v is not _MISSING:
+                return v
+            s = s.parent
+        return _MISSING
+
+    def visible_names(self) -> set[str]:
+        out: set[str] = set()
+        s = self
+        while s is not None:
+            out.update(s.vars)
+            s = s.parent
+        return out
+
+
+_MISSING = object()
+
+
+@dataclass
+class Function:
+    name: str
+    params: tuple[str, ...]
+    body: Callable
+    scope: Scope
+    span: Span
+
+
+class Interpreter:
+    def __init__(self, module: A.Module, max_ops: int, max_steps: int):
+        self.module = module
+        self.max_ops = max_ops
+        self.max_steps = max_steps
+        self.ops = 0
+        self.steps = 0
+        self.depth = 0
+        self.placement: tuple[int, ...] | None = None
+        self.stages_of: tuple[tuple[int, ...], ...] = ()
+        self.microbatches: int | None = None
+        self.out: list[Action | Overlap] = []
+        self.count: dict[tuple[int, bool], int] = {}  # (stage, is_forward) -> ops emitted
+        self.wq: list[tuple[int, int]] = []  # pending weight passes (stage, mb), oldest first
+
+    def reset_rank(self) -> None:
+        """Start a rank's program: no ops, counters at zero, no pending weight passes."""
+        self.out, self.count, self.wq = [], {}, []
+
+    # ================================================================ expressions
+    def compile(self, e: A.Expr) -> Callable[[Scope], int]:
+        if isinstance(e, A.IntLit):
+            v = e.value
+            return lambda scope: v
+        if isinstance(e, A.Name):
+            return self._compile_name(e)
+        if isinstance(e, A.UnaryOp):
+            f = self.compile(e.operand)
+            if e.op == "-":
+                return lambda scope: -f(scope)
+            return lambda scope: int(not f(scope))
+        if isinstance(e, A.BinOp):
+            return self._compile_binop(e)
+        if isinstance(e, A.Call):
+            return self._compile_call(e)
+        raise AssertionError(f"unknown expression {e!r}")
+
+    def _compile_name(self, e: A.Name):
+        name, span = e.name, e.span
+
+        def f(scope: Scope):
+            v = scope.lookup(name)
+            if v is _MISSING or isinstance(v, Function):
+                if isinstance(v, Function):
+                    raise error(
+                        "not-a-value", f"'{name}' is a function; call it as {name}(...)", span
+                    )
+                raise error(
+                    "undefined-name",
+                    f"undefined name '{name}'",
+                    span,
+                    hints=did_you_mean(name, scope.visible_names()),
+                )
+            return v
+
+        return f
+
+    def _compile_binop(self, e: A.BinOp):
+        lf, rf, op, span = self.compile(e.left), self.compile(e.right), e.op, e.span
+        if op == "+":
+            return lambda s: lf(s) + rf(s)
+        if op == "-":
+            return lambda s: lf(s) - rf(s)
+        if op == "*":
+            return lambda s: lf(s) * rf(s)
+        if op in ("//", "%"):
+
+            def div(s):
+                a, b = lf(s), rf(s)
+                if b == 0:
+                    raise error(
+                        "division-by-zero",
+                        f"division by zero: {_text(e.right)} is 0 in '{op}'",
+                        span,
+                    )
+                return a // b if op == "//" else a % b
+
+            return div
+        if op == "and":
+            return lambda s: int(bool(lf(s)) and bool(rf(s)))
+        if op == "or":
+            return lambda s: int(bool(lf(s)) or bool(rf(s)))
+        cmp = {
+            "==": lambda a, b: a == b,
+            "!=": lambda a, b: a != b,
+            "<": lambda a, b: a < b,
+            "<=": lambda a, b: a <= b,
+            ">": lambda a, b: a > b,
+            ">=": lambda a, b: a >= b,
+        }[op]
+        return lambda s: int(cmp(lf(s), rf(s)))
+
+    def _compile_call(self, e: A.Call):
+        args = [self.compile(a) for a in e.args]
+        name, span, n = e.func, e.span, len(e.args)
+        if name in ("min", "max"):
+            if n < 1:
+                raise error("bad-call", f"{name}() needs at least one argument", span)
+            fn = min if name == "min" else max
+            return lambda s: fn(a(s) for a in args)
+        if name == "abs":
+            self._arity(e, 1)
+            return lambda s: abs(args[0](s))
+        if name == "stage":
+            self._arity(e, 2)
+            return lambda s: self._stage(args[0](s), args[1](s), span)
+        if name == "chunks":
+            self._arity(e, 1)
+            return lambda s: len(self._rank_stages(args[0](s), span))
+        if name == "rank_of":
+            self._arity(e, 1)
+            return lambda s: self._rank_of(args[0](s), span)
+        if name == "pending_w":
+            if n > 1:
+                raise error("bad-call", f"pending_w() takes () or (chunk), {n} given", span)
+            if n == 0:
+                return lambda s: len(self.wq)
+
+            def pending(s):
+                st = self._chunk_stage(s.lookup("$rank"), args[0](s), span)
+                return sum(1 for x in self.wq if x[0] == st)
+
+            return pending
+
+        def call(scope: Scope):
+            fn = scope.lookup(name)
+            if not isinstance(fn, Function):
+                if fn is _MISSING:
+                    cands = [k for k in scope.visible_names()] + list(_BUILTINS)
+                    raise error(
+                        "undefined-function",
+                        f"undefined function '{name}'",
+                        e.func_span,
+                        hints=did_you_mean(name, cands),
+                    )
+                raise error("not-a-function", f"'{name}' is a value, not a function", e.func_span)
+            if len(fn.params) != n:
+                raise error(
+                    "bad-call",
+                    f"'{name}' takes {len(fn.params)} argument(s), {n} given",
+                    span,
+                    notes=[Note(f"'{name}' is defined here", fn.span)],
+                )
+            inner = Scope(fn.scope)
+            for p, a in zip(fn.params, args):
+                inner.vars[p] = a(scope)
+            self.depth += 1
+            if self.depth > MAX_CALL_DEPTH:
+                self.depth = 0
+                raise error(
+                    "recursion-limit",
+                    f"calls nest deeper than {MAX_CALL_DEPTH} (runaway recursion in '{name}'?)",
+                    span,
+                )
+            try:
+                return fn.body(inner)
+            finally:
+                self.depth -= 1
+
+        return call
+
+    @staticmethod
+    def _arity(e: A.Call, n: int) -> None:
+        if len(e.args) != n:
+            raise error(
+                "bad-call", f"{e.func}() takes {n} argument(s), {len(e.args)} given", e.span
+            )
+
+    def _need_placement(self, span: Span):
+        if self.placement is None:
+            raise error(
+                "placement-not-ready",
+                "stage(), chunks() and rank_of() need 'ranks', 'stages' and 'placement' "
+                "declared before they are used",
+                span,
+            )
+
+    def _rank_stages(self, r: int, span: Span) -> tuple[int, ...]:
+        self._need_placement(span)
+        if not 0 <= r < len(self.stages_of):
+            raise error(
+                "rank-out-of-range", f"rank {r} is out of range 0..{len(self.stages_of) - 1}", span
+            )
+        return self.stages_of[r]
+
+    def _stage(self, r: int, c: int, span: Span) -> int:
+        st = self._rank_stages(r, span)
+        if not 0 <= c < len(st):
+            raise error(
+                "chunk-out-of-range",
+                f"chunk {c} is out of range: rank {r} holds {len(st)} chunk(s) (0..{len(st) - 1})",
+                span,
+            )
+        return st[c]
+
+    def _rank_of(self, s: int, span: Span) -> int:
+        self._need_placement(span)
+        if not 0 <= s < len(self.placement):
+            raise error(
+                "stage-out-of-range",
+                f"stage {s} is out of range 0..{len(self.placement) - 1}",
+                span,
+            )
+        return self.placement[s]
+
+    # ================================================================ statements
+    def compile_block(self, stmts) -> Callable[[Scope], None]:
+        parts = [self.compile_stmt(s) for s in stmts]
+
+        def run(scope: Scope):
+            for p in parts:
+                p(scope)
+
+        return run
+
+    def compile_stmt(self, st: A.Stmt) -> Callable[[Scope], None]:
+        if isinstance(st, A.Let):
+            val = self.compile(st.value)
+            name, span = st.name, st.span
+
+            def let(scope: Scope):
+                if name in scope.vars:
+                    raise error(
+                        "rebinding",
+                        f"'{name}' is already bound in this scope",
+                        span,
+                        hints=["'let' binds a name once; use a new name"],
+                    )
+                scope.vars[name] = val(scope)
+
+            return let
+        if isinstance(st, A.Def):
+            body = self.compile(st.body)
+
+            def define(scope: Scope):
+                if st.name in scope.vars:
+                    raise error("rebinding", f"'{st.name}' is already bound in this scope", st.span)
+                scope.vars[st.name] = Function(st.name, st.params, body, scope, st.span)
+
+            return define
+        if isinstance(st, A.Require):
+            return self._compile_require(st)
+        if isinstance(st, A.For):
+            return self._compile_for(st)
+        if isinstance(st, A.If):
+            cond = self.compile(st.cond)
+            then, orelse = self.compile_block(st.then), self.compile_block(st.orelse)
+
+            def if_(scope: Scope):
+                if cond(scope):
+                    then(Scope(scope))
+                else:
+                    orelse(Scope(scope))
+
+            return if_
+        if isinstance(st, A.OpStmt):
+            return self._compile_op(st)
+        raise error(
+            "misplaced-statement",
+            f"'{type(st).__name__.lower()}' is not allowed inside a program block",
+            st.span,
+        )
+
+    def _compile_require(self, st: A.Require):
+        cond = self.compile(st.cond)
+        names = sorted(_names_in(st.cond))
+
+        def require(scope: Scope):
+            if not cond(scope):
+                vals = []
+                for n in names:
+                    v = scope.lookup(n)
+                    if v is not _MISSING and not isinstance(v, Function):
+                        vals.append(f"{n} = {v}")
+                bound = f" (with {', '.join(vals)})" if vals else ""
+                raise error(
+                    "require-failed", f"requirement failed: {st.message}{bound}", st.cond.span
+                )
+
+        return require
+
+    def _compile_for(self, st: A.For):
+        start, stop = self.compile(st.start), self.compile(st.stop)
+        body = self.compile_block(st.body)
+        var, span = st.var, st.span
+
+        def for_(scope: Scope):
+            a, b = start(scope), stop(scope)
+            n = max(0, b - a)
+            self.steps += n
+            if self.steps > self.max_steps:
+                raise error(
+                    "runaway-loop",
+                    f"loops ran more than {self.max_steps:,} iterations in total "
+                    f"(this loop alone: {n:,})",
+                    span,
+                    hints=["check the loop bounds; the cap is --max-steps"],
+                )
+            for i in range(a, b):
+                inner = Scope(scope)
+                inner.vars[var] = i
+                body(inner)
+
+        return for_
+
+    def _compile_op(self, st: A.OpStmt):
+        if st.op == "FB":
+            return self._compile_fb(st)
+        kind = _OPS.get(st.op)
+        if kind is None:
+            raise error(
+                "unknown-op",
+                f"unknown operation '{st.op}'",
+                st.name_span,
+                hints=did_you_mean(st.op, list(_OPS) + ["FB"]) or ["ops are F, B, I and W"],
+            )
+        if not 1 <= len(st.args) <= 2:
+            raise error(
+                "bad-call",
+                f"{st.op} takes (microbatch) or (microbatch, chunk), "
+                f"{len(st.args)} argument(s) given",
+                st.span,
+            )
+        mb_f = self._mb_arg(st.args[0])
+        ch_f = self.compile(st.args[1]) if len(st.args) == 2 else (lambda s: 0)
+        span = st.span
+        any_chunk = kind is OpKind.W and mb_f is None and len(st.args) == 1
+
+        def op(scope: Scope):
+            self._emit(self._action(kind, mb_f, None if any_chunk else ch_f, scope, span))
+
+        return op
+
+    def _compile_fb(self, st: A.OpStmt):
+        if len(st.args) != 4:
+            raise error(
+                "bad-call",
+                f"FB takes (mb_f, chunk_f, mb_b, chunk_b), {len(st.args)} argument(s) given",
+                st.span,
+            )
+        mf, cf = self._mb_arg(st.args[0]), self.compile(st.args[1])
+        mb, cb = self._mb_arg(st.args[2]), self.compile(st.args[3])
+        span = st.span
+
+        def op(scope: Scope):
+            f = self._action(OpKind.F, mf, cf, scope, span)
+            b = self._action(OpKind.B, mb, cb, scope, span)
+            try:
+                self._emit(Overlap((f, b), span))
+            except ValueError as e:
+                raise error("bad-overlap", str(e), span) from None
+
+        return op
+
+    def _mb_arg(self, e: A.Expr):
+        """None for the word ``next``, else the compiled microbatch expression."""
+        return None if isinstance(e, A.Name) and e.name == "next" else self.compile(e)
+
+    def _action(self, kind: OpKind, mb_f, ch_f, scope: Scope, span: Span) -> Action:
+        rank = scope.lookup("$rank")
+        stages = self.stages_of[rank]
+        stage = None if ch_f is None else self._chunk_stage(rank, ch_f(scope), span)
+        if kind is OpKind.W and mb_f is None:
+            q = [x for x in self.wq if stage is None or x[0] == stage]
+            if not q:
+                what = "" if stage is None else f" of chunk {stages.index(stage)}"
+                raise error(
+                    "no-pending-weight",
+                    f"W(next) on rank {rank}: no weight pass{what} is pending (every I adds one)",
+                    span,
+                    hints=["guard it with 'if pending_w() > 0 { ... }'"],
+                )
+            return self._count(Action(q[0][0], kind, q[0][1], span))
+        fwd = kind is OpKind.F
+        mb = self.count.get((stage, fwd), 0) if mb_f is None else mb_f(scope)
+        M = self.microbatches
+        if not 0 <= mb < M:
+            why = " (the next one after every microbatch ran)" if mb_f is None else ""
+            raise error(
+                "microbatch-out-of-range",
+                f"microbatch {mb} is out of range 0..{M - 1} (microbatches = {M}){why}",
+                span,
+            )
+        return self._count(Action(stage, kind, mb, span))
+
+    def _chunk_stage(self, rank: int, ch: int, span: Span) -> int:
+        stages = self.stages_of[rank]
+        if not 0 <= ch < len(stages):
+            raise error(
+                "chunk-out-of-range",
+                f"chunk {ch} is out of range: rank {rank} holds {len(stages)} "
+                f"chunk(s) (0..{len(stages) - 1})",
+                span,
+            )
+        return stages[ch]
+
+    def _count(self, a: Action) -> Action:
+        """Advance the counters and the pending-weight queue for ``a``."""
+        if a.kind is OpKind.W:
+            if (a.stage, a.mb) in self.wq:
+                self.wq.remove((a.stage, a.mb))
+        else:
+            key = (a.stage, a.kind is OpKind.F)
+            self.count[key] = self.count.get(key, 0) + 1
+            if a.kind is OpKind.I:
+                self.wq.append((a.stage, a.mb))
+        return a
+
+    def _emit(self, item: Action | Overlap) -> None:
+        self.ops += len(item.actions) if isinstance(item, Overlap) else 1
+        if self.ops > self.max_ops:
+            raise error(
+                "op-limit",
+                f"expansion produced more than {self.max_ops:,} ops",
+                item.span,
+                hints=["a runaway loop? the cap is --max-ops"],
+            )
+        self.out.append(item)
+
+
+def _names_in(e: A.Expr) -> set[str]:
+    if isinstance(e, A.Name):
+        return {e.name}
+    if isinstance(e, A.BinOp):
+        return _names_in(e.left) | _names_in(e.right)
+    if isinstance(e, A.UnaryOp):
+        return _names_in(e.operand)
+    if isinstance(e, A.Call):
+        out: set[str] = set()
+        for a in e.args:
+            out |= _names_in(a)
+        return out
+    return set()
+
+
+def _text(e: A.Expr) -> str:
+    """A short rendering of an expression for messages."""
+    if isinstance(e, A.IntLit):
+        return str(e.value)
+    if isinstance(e, A.Name):
+        return e.name
+    if isinstance(e, A.Call):
+        return f"{e.func}(...)"
+    return "the divisor"

@@ -1,0 +1,85 @@
+"""Resolve a schedule argument to a Schedule: a .pps path, a torch .csv path, a built-in name,
+or ``torch:NAME`` (torch.distributed.pipelining's class NAME, built with ``-D P/M/v``).
+
+This is the one entry point every command uses, so a user's own file and a built-in name are
+accepted everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ppir.diagnostics import did_you_mean, error
+from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS, expand
+from ppir.frontend.parser import parse_text
+from ppir.ir import Schedule
+from ppir.schedules import builtin_display_path, builtin_names, builtin_source
+
+
+def read_source(spec: str) -> tuple[str, str]:
+    """(display path, text) of a .pps schedule given as a path or a built-in name."""
+    if os.path.exists(spec):
+        if os.path.isdir(spec):
+            raise error("bad-input", f"{spec} is a directory, not a schedule file")
+        try:
+            with open(spec, encoding="utf-8") as f:
+                return spec, f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise error("bad-input", f"cannot read {spec}: {e}") from None
+    if spec in builtin_names():
+        return builtin_display_path(spec), builtin_source(spec)
+    looks_like_path = os.sep in spec or spec.endswith((".pps", ".csv"))
+    what = "no such file" if looks_like_path else "no such file or built-in schedule"
+    raise error(
+        "bad-input",
+        f"{what}: '{spec}'",
+        hints=did_you_mean(spec, builtin_names())
+        + ([] if looks_like_path else [f"built-ins: {', '.join(builtin_names())}"]),
+    )
+
+
+def load_schedule(
+    spec: str,
+    params: dict[str, int] | None = None,
+    *,
+    placement: tuple[int, ...] | None = None,
+    max_ops: int = DEFAULT_MAX_OPS,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> Schedule:
+    """Parse and expand a schedule.  CSV files take no parameters; ``placement`` is for CSV and
+    ``torch:NAME`` schedules."""
+    params = dict(params or {})
+    if spec.startswith("torch:"):  # torch's built-in classes; torch imported only here
+        from ppir.frontend.torch_import import load_torch_builtin
+
+        return load_torch_builtin(spec[len("torch:") :], params, placement)
+    if spec.endswith(".csv") and os.path.exists(spec):
+        from ppir.frontend.csvio import read_csv_text
+
+        if params:
+            name = next(iter(params))
+            raise error(
+                "unknown-parameter",
+                f"unknown parameter '{name}': a CSV schedule takes no -D parameters",
+            )
+        try:
+            with open(spec, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise error("bad-input", f"cannot read {spec}: {e}") from None
+        return read_csv_text(text, spec, placement)
+    path, text = read_source(spec)
+    if placement is not None:
+        raise error(
+            "bad-usage",
+            "--placement applies to CSV schedules; a .pps file declares "
+            "its placement with 'placement ...'",
+        )
+    return expand(parse_text(text, path), params, max_ops=max_ops, max_steps=max_steps)
+
+
+def load_text(
+    text: str, params: dict[str, int] | None = None, path: str = "<string>", **kw
+) -> Schedule:
+    """Parse and expand .pps source text (handy for tests and tools)."""
+    return expand(parse_text(text, path), dict(params or {}), **kw)

@@ -1,0 +1,405 @@
+"""Parse .pps text into the AST (:mod:`ppir.frontend.ast`), with diagnostics for syntax errors."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken, VisitError
+
+from ppir.diagnostics import EXIT_USAGE, Diagnostic, PpirError, error
+from ppir.frontend import ast as A
+from ppir.ir import Action, Overlap, Span
+
+# What the user types for each terminal, for "expected ..." messages.
+_TERMINAL_TEXT = {
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "COMMA": "','",
+    "COLON": "':'",
+    "EQUAL": "'='",
+    "PLUS": "'+'",
+    "MINUS": "'-'",
+    "STAR": "'*'",
+    "PERCENT": "'%'",
+    "SLASH": "'/'",
+    "NAME": "a name",
+    "INT": "an integer",
+    "STRING": "a string in double quotes",
+    "ACTION": "an action like 2F0",
+    "OVERLAP": "an overlapped step like (0F3;3B1)OVERLAP_F_B",
+    "CMP": "a comparison",
+    "$END": "end of file",
+    "__ANON_0": "'..'",
+    "__ANON_1": "'//'",
+}
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _TERMINAL_TEXT:
+        return _TERMINAL_TEXT[name]
+    if name.isupper() and name.isalpha():
+        return f"'{name.lower()}'"
+    return name
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark.open_from_package(
+        "ppir.grammar",
+        "pps.lark",
+        ("",),
+        parser="lalr",
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
+
+
+class _ToAst(Transformer):
+    """Builds AST nodes; ``path`` is attached to every span."""
+
+    def __init__(self, path: str, text: str):
+        super().__init__()
+        self.path = path
+        self.text = text
+
+    # ---- spans
+    def _span(self, meta) -> Span:
+        return Span(self.path, meta.line, meta.column, meta.end_line, meta.end_column, self.text)
+
+    def _tspan(self, tok: Token) -> Span:
+        return Span(self.path, tok.line, tok.column, tok.end_line, tok.end_column, self.text)
+
+    # ---- top level
+    @v_args(meta=True)
+    def start(self, meta, items):
+        header = None
+        rest = []
+        for it in items:
+            if isinstance(it, A.Header):
+                if header is not None:
+                    raise error(
+                        "duplicate-header",
+                        "a file holds one 'schedule' header",
+                        it.span,
+                        notes=[_note("first header is here", header.span)],
+                    )
+                header = it
+            else:
+                rest.append(it)
+        return A.Module(self.path, header, tuple(rest))
+
+    @v_args(meta=True)
+    def header(self, meta, children):
+        name, *params = children
+        params = tuple(p for p in params if p is not None)
+        seen: dict[str, A.Param] = {}
+        for p in params:
+            if p.name in seen:
+                raise error(
+                    "duplicate-parameter",
+                    f"parameter '{p.name}' is declared twice",
+                    p.span,
+                    notes=[_note("first declared here", seen[p.name].span)],
+                )
+            seen[p.name] = p
+        return A.Header(str(name), params, self._span(meta))
+
+    @v_args(meta=True)
+    def param(self, meta, children):
+        name, default = children
+        return A.Param(str(name), default, self._span(meta))
+
+    def signed_int(self, children):
+        return int(children[0])
+
+    def neg_int(self, children):
+        return -int(children[0])
+
+    @v_args(meta=True)
+    def ranks_decl(self, meta, c):
+        return A.Decl(self._span(meta), "ranks", c[0])
+
+    @v_args(meta=True)
+    def stages_decl(self, meta, c):
+        return A.Decl(self._span(meta), "stages", c[0])
+
+    @v_args(meta=True)
+    def microbatches_decl(self, meta, c):
+        return A.Decl(self._span(meta), "microbatches", c[0])
+
+    @v_args(meta=True)
+    def placement_decl(self, meta, c):
+        return A.Decl(self._span(meta), "placement", c[0])
+
+    def looped(self, _):
+        return "looped"
+
+    def vshape(self, _):
+        return "vshape"
+
+    def explicit(self, c):
+        return tuple(x for x in c if x is not None)
+
+    @v_args(meta=True)
+    def require_stmt(self, meta, c):
+        return A.Require(self._span(meta), c[0], str(c[1])[1:-1])
+
+    @v_args(meta=True)
+    def let_stmt(self, meta, c):
+        return A.Let(self._span(meta), str(c[0]), c[1])
+
+    @v_args(meta=True)
+    def def_stmt(self, meta, c):
+        name, *rest = c
+        body = rest[-1]
+        params = tuple(str(p) for p in rest[:-1] if p is not None)
+        if len(set(params)) != len(params):
+            raise error(
+                "duplicate-parameter",
+                f"function '{name}' names a parameter twice",
+                self._span(meta),
+            )
+        return A.Def(self._span(meta), str(name), params, body)
+
+    @v_args(meta=True)
+    def program_block(self, meta, c):
+        return A.ProgramBlock(self._span(meta), str(c[0]), c[1])
+
+    def block(self, c):
+        return tuple(c)
+
+    @v_args(meta=True)
+    def greedy_block(self, meta, c):
+        return A.GreedyBlock(self._span(meta), str(c[0]), c[1])
+
+    def greedy_body(self, c):
+        return tuple(c)
+
+    @v_args(meta=True)
+    def g_memory(self, meta, c):
+        return A.GreedyOpt(self._span(meta), "memory", c[0])
+
+    @v_args(meta=True)
+    def g_priority(self, meta, c):
+        return A.GreedyOpt(self._span(meta), "priority", c[0])
+
+    @v_args(meta=True)
+    def g_split(self, meta, c):
+        return A.GreedyOpt(self._span(meta), "split", c[0])
+
+    @v_args(meta=True)
+    def g_cost(self, meta, c):
+        return A.GreedyOpt(self._span(meta), "cost", c[1], str(c[0]), self._tspan(c[0]))
+
+    @v_args(meta=True)
+    def for_stmt(self, meta, c):
+        return A.For(self._span(meta), str(c[0]), c[1], c[2], c[3])
+
+    @v_args(meta=True)
+    def if_stmt(self, meta, c):
+        cond, then, orelse = c
+        if orelse is None:
+            orelse = ()
+        elif isinstance(orelse, A.If):
+            orelse = (orelse,)
+        return A.If(self._span(meta), cond, then, orelse)
+
+    @v_args(meta=True)
+    def op_stmt(self, meta, c):
+        name, *args = c
+        return A.OpStmt(
+            self._span(meta), str(name), self._tspan(name), tuple(a for a in args if a is not None)
+        )
+
+    @v_args(meta=True)
+    def rank_line(self, meta, c):
+        rank_tok, *items = c
+        return A.RankLine(self._span(meta), int(rank_tok), self._tspan(rank_tok), tuple(items))
+
+    def lit_action(self, c):
+        tok = c[0]
+        return Action.parse(str(tok), self._tspan(tok))
+
+    def lit_overlap(self, c):
+        tok = c[0]
+        return Overlap.parse(str(tok), self._tspan(tok))
+
+    @v_args(meta=True)
+    def lit_post(self, meta, c):
+        g = self._group(meta, c)
+        return A.LiteralGroup(g.actions, g.span, "post")
+
+    @v_args(meta=True)
+    def lit_wait(self, meta, c):
+        g = self._group(meta, c)
+        return A.LiteralGroup(g.actions, g.span, "wait")
+
+    @v_args(meta=True)
+    def lit_group(self, meta, c):
+        return self._group(meta, c)
+
+    def _group(self, meta, c):
+        span = self._span(meta)
+        acts = tuple(Action.parse(str(t), self._tspan(t)) for t in c)
+        for a in acts:
+            if not a.kind.is_comm:
+                raise error(
+                    "compute-in-group",
+                    f"'{a}' is a compute action; groups '[...]' hold only SEND/RECV",
+                    a.span,
+                )
+        if not acts:
+            raise error("empty-group", "an empty group '[]' posts nothing", span)
+        return A.LiteralGroup(acts, span)
+
+    # ---- expressions
+    @v_args(meta=True)
+    def int_lit(self, meta, c):
+        return A.IntLit(self._tspan(c[0]), int(c[0]))
+
+    @v_args(meta=True)
+    def name(self, meta, c):
+        return A.Name(self._tspan(c[0]), str(c[0]))
+
+    @v_args(meta=True)
+    def call(self, meta, c):
+        name, *args = c
+        return A.Call(
+            self._span(meta), str(name), self._tspan(name), tuple(a for a in args if a is not None)
+        )
+
+    def _bin(op):  # noqa: N805 - a helper that builds methods
+        @v_args(meta=True)
+        def f(self, meta, c):
+            return A.BinOp(self._span(meta), op, c[0], c[-1])
+
+        return f
+
+    add = _bin("+")
+    sub = _bin("-")
+    mul = _bin("*")
+    floordiv = _bin("//")
+    mod = _bin("%")
+    and_ = _bin("and")
+    or_ = _bin("or")
+
+    @v_args(meta=True)
+    def cmp(self, meta, c):
+        return A.BinOp(self._span(meta), str(c[1]), c[0], c[2])
+
+    @v_args(meta=True)
+    def neg(self, meta, c):
+        return A.UnaryOp(self._span(meta), "-", c[0])
+
+    @v_args(meta=True)
+    def not_(self, meta, c):
+        return A.UnaryOp(self._span(meta), "not", c[0])
+
+
+def _note(msg, span):
+    from ppir.diagnostics import Note
+
+    return Note(msg, span)
+
+
+def parse_text(text: str, path: str = "<string>") -> A.Module:
+    """Parse .pps source text into a :class:`ppir.frontend.ast.Module`.
+
+    Raises :class:`PpirError` (kind ``syntax-error`` or a more specific one) for bad input.
+    """
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedCharacters as e:
+        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
+        span = Span(path, e.line, e.column, e.line, e.column + 1, text)
+        hints = []
+        if ch == "/":
+            hints.append("integer division is written '//'")
+        elif ch == '"':
+            hints.append("strings end on the same line with a closing '\"'")
+        elif ch == "=":
+            hints.append("compare with '==' ; bind names with 'let name = value'")
+        raise error("syntax-error", f"unexpected character {ch!r}", span, hints=hints) from None
+    except UnexpectedEOF as e:
+        lines = text.splitlines() or [""]
+        span = Span(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2, text)
+        exp = sorted({_describe_terminal(t) for t in e.expected})
+        raise error(
+            "syntax-error", "unexpected end of file", span, hints=[f"expected {_join(exp)}"]
+        ) from None
+    except UnexpectedToken as e:
+        tok = e.token
+        if tok.type == "$END":
+            lines = text.splitlines() or [""]
+            span = Span(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2, text)
+            what = "end of file"
+        else:
+            span = Span(
+                path,
+                tok.line,
+                tok.column,
+                tok.end_line or tok.line,
+                tok.end_column or tok.column + 1,
+                text,
+            )
+            what = f"'{tok}'"
+        exp = sorted({_describe_terminal(t) for t in e.expected})
+        hints = [f"expected {_join(exp)}"] if exp else []
+        if tok.type == "EQUAL":
+            hints.append("compare with '=='")
+        notes = []
+        if tok.type == "$END":
+            opened = _unclosed_brace(text, path)
+            if opened:
+                notes.append(_note("this '{' is never closed", opened))
+        raise error("syntax-error", f"unexpected {what}", span, hints=hints, notes=notes) from None
+    try:
+        return _ToAst(path, text).transform(tree)
+    except VisitError as e:  # errors raised in the transformer arrive wrapped
+        if isinstance(e.orig_exc, PpirError):
+            raise e.orig_exc from None
+        if isinstance(e.orig_exc, ValueError):
+            raise PpirError(Diagnostic("syntax-error", str(e.orig_exc)), EXIT_USAGE) from None
+        if isinstance(e.orig_exc, RecursionError):
+            raise _too_deep(path) from None
+        raise
+    except RecursionError:  # lark's transformer recurses once per level of nesting
+        raise _too_deep(path) from None
+
+
+def _too_deep(path: str) -> PpirError:
+    return error(
+        "too-deep",
+        f"{path}: expressions or blocks nest too deeply to read",
+        hints=["split the expression with 'let' or 'def'"],
+    )
+
+
+def _unclosed_brace(text: str, path: str) -> Span | None:
+    """The span of the innermost '{' that has no matching '}' (comments and strings skipped)."""
+    stack: list[Span] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        in_str = False
+        for col, ch in enumerate(line, start=1):
+            if ch == '"':
+                in_str = not in_str
+            elif in_str:
+                continue
+            elif ch == "#":
+                break
+            elif ch == "{":
+                stack.append(Span(path, lineno, col, lineno, col + 1, text))
+            elif ch == "}" and stack:
+                stack.pop()
+    return stack[-1] if stack else None
+
+
+def _join(items: list[str]) -> str:
+    if len(items) > 8:
+        items = items[:8] + ["..."]
+    return ", ".join(items[:-1]) + (" or " if len(items) > 1 else "") + items[-1]

@@ -1,0 +1,159 @@
+"""Import torch.distributed.pipelining's built-in schedule classes as ppir schedules.
+
+``load_torch_builtin("Interleaved1F1B", {"P": 4, "M": 8, "v": 2}) -> Schedule``
+
+Contract
+--------
+* torch is imported here only, and only when a ``torch:NAME`` schedule is asked for; without
+  torch the user gets a ``torch-missing`` diagnostic, not a traceback.
+* The schedule is *what torch produces*: the class is constructed on stand-in stages (no process
+  group), its compute-only ``pipeline_order`` is read, written as torch CSV text under the
+  display path ``<torch>/NAME_P4_M8_v2.csv`` and parsed by :mod:`ppir.frontend.csvio`, so
+  diagnostics quote the imported row and column.  Nothing is corrected: torch 2.13's 1F1B order
+  labels the last rank's forwards 1..M, and ppir's verifier reports exactly that.
+* Placement is torch's own (``stage_index_to_group_rank``; stage s on rank s for the single-stage
+  classes).  ``M`` is the microbatch count the class was built with.
+* Overlapped cells (DualPipeV) become their two sub-actions in order
+  (:func:`ppir.frontend.csvio.expand_overlap`).
+* Parameters: ``P`` ranks (default 4), ``M`` microbatches (default 8), ``v`` stages per rank
+  (default 1; 2 for ZBVZeroBubble and DualPipeV; GPipe and 1F1B take no ``v``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from types import SimpleNamespace
+
+from ppir.diagnostics import did_you_mean, error
+from ppir.ir import Schedule
+
+SINGLE = ("GPipe", "1F1B")
+MULTI = ("Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV")
+NAMES = SINGLE + MULTI
+DEFAULT_V = {"ZBVZeroBubble": 2, "DualPipeV": 2}
+
+
+def canonical_name(name: str) -> str:
+    """The spelling used here for a torch schedule name (case-insensitive); diagnostic if
+    unknown."""
+    for n in NAMES:
+        if n.lower() == name.lower():
+            return n
+    raise error(
+        "unknown-torch-schedule",
+        f"unknown torch schedule '{name}'",
+        hints=did_you_mean(name, NAMES) + [f"torch schedules: {', '.join(NAMES)}"],
+    )
+
+
+def bind_torch_params(name: str, params: dict[str, int]) -> tuple[int, int, int]:
+    """(P, M, v) from ``-D`` values, with defaults; diagnostics for unknown or bad ones."""
+    allowed = ("P", "M") if name in SINGLE else ("P", "M", "v")
+    for k in params:
+        if k not in allowed:
+            raise error(
+                "unknown-parameter",
+                f"unknown parameter '{k}' for torch:{name}",
+                hints=did_you_mean(k, allowed) + [f"torch:{name} takes {', '.join(allowed)}"],
+            )
+    P, M, v = params.get("P", 4), params.get("M", 8), params.get("v", DEFAULT_V.get(name, 1))
+    for k, val in (("P", P), ("M", M), ("v", v)):
+        if val < 1:
+            raise error("bad-define", f"torch:{name}: {k} must be at least 1, got {val}")
+    return P, M, v
+
+
+def _torch_schedules():
+    try:
+        from torch.distributed.pipelining import schedules
+    except ImportError as e:
+        raise error(
+            "torch-missing",
+            f"torch schedules need PyTorch, which cannot be imported here ({e})",
+            hints=["pip install 'ppir[torch]'"],
+        ) from None
+    return schedules
+
+
+def torch_schedule_object(name: str, P: int, M: int, v: int):
+    """torch's schedule object for the class ``name``, built on stand-in stages.
+
+    torch's own constraint errors (e.g. ``M >= 2P`` for DualPipeV) become ``torch-rejected``.
+    """
+    sch = _torch_schedules()
+    cls = sch.get_schedule_class(name)
+
+    def stage():
+        return SimpleNamespace(
+            num_stages=P * v, group_size=P, group_rank=0, stage_index=0, submod=None
+        )
+
+    stages = stage() if name in SINGLE else [stage() for _ in range(v)]
+    log = logging.getLogger("torch.distributed.pipelining")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return cls(stages, M)
+    except (ValueError, AssertionError, RuntimeError) as e:
+        raise error(
+            "torch-rejected",
+            f"torch rejects {name}(P={P}, M={M}"
+            + ("" if name in SINGLE else f", v={v}")
+            + f"): {str(e).splitlines()[0]}",
+            exit_code=2,
+        ) from None
+    finally:
+        log.setLevel(level)
+
+
+def torch_order(name: str, P: int, M: int, v: int) -> tuple[list[list[str]], tuple[int, ...]]:
+    """(per-rank cell text with '' for idle, placement) of torch's compute-only order."""
+    obj = torch_schedule_object(name, P, M, v)
+    S = P * v if name in MULTI else P
+    if name in MULTI:
+        placement = tuple(obj.stage_index_to_group_rank[s] for s in range(S))
+    else:
+        placement = tuple(range(P))
+    rows = []
+    for r in range(P):
+        cells = [] if obj.pipeline_order.get(r) is None else obj.pipeline_order[r]
+        rows.append(
+            [
+                "" if a is None else str(a)
+                for a in cells
+                if a is None or a.computation_type.value != "REDUCE_GRAD"
+            ]
+        )
+    return rows, placement
+
+
+def display_path(name: str, P: int, M: int, v: int) -> str:
+    tail = f"P{P}_M{M}" + ("" if name in SINGLE else f"_v{v}")
+    return f"<torch>/{name}_{tail}.csv"
+
+
+def load_torch_builtin(
+    name: str, params: dict[str, int] | None = None, placement: tuple[int, ...] | None = None
+) -> Schedule:
+    """The compute-only ppir Schedule of torch's built-in class ``name`` (see module doc)."""
+    from ppir.frontend.csvio import read_csv_text
+
+    name = canonical_name(name)
+    P, M, v = bind_torch_params(name, dict(params or {}))
+    rows, torch_placement = torch_order(name, P, M, v)
+    text = "".join(",".join(row) + "\n" for row in rows)
+    bound = (("P", P), ("M", M)) + ((("v", v),) if name in MULTI else ())
+    return read_csv_text(
+        text,
+        display_path(name, P, M, v),
+        placement if placement is not None else torch_placement,
+        name=f"torch_{name}",
+        microbatches=M,
+        params=bound,
+    )
+
+
+__all__ = ["NAMES", "canonical_name", "load_torch_builtin", "torch_order", "torch_schedule_object"]

@@ -1,0 +1,365 @@
+"""Core IR types: actions, communication groups, per-rank programs and the schedule.
+
+Contract
+--------
+* The per-rank programs held by :class:`Schedule` are the source of truth.  Everything else
+  (the networkx graph in :mod:`ppir.ir.graph`, analyses, backends) is derived from them.
+* All types are frozen and hashable.  Source spans are carried along but never take part in
+  equality, so ``parse(print(ir)) == ir`` compares meaning, not where the text came from.
+* Action text follows torch.distributed.pipelining: stage first, microbatch last, e.g. ``2F0``,
+  ``1I3``, ``3SEND_F1``.  ``SEND_F`` carries the *sending* stage, ``RECV_F`` the *receiving* stage
+  (the same convention as torch), so ``3SEND_F1`` on one rank matches ``4RECV_F1`` on another.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+
+
+class OpKind(str, enum.Enum):
+    """What an action does.  Values are the letters torch.distributed.pipelining prints."""
+
+    F = "F"  # forward
+    B = "B"  # full backward (input and weight gradients)
+    I = "I"  # backward-input only  # noqa: E741
+    W = "W"  # backward-weight only
+    SEND_F = "SEND_F"  # send a forward activation to the next stage
+    RECV_F = "RECV_F"  # receive a forward activation from the previous stage
+    SEND_B = "SEND_B"  # send an input gradient to the previous stage
+    RECV_B = "RECV_B"  # receive an output gradient from the next stage
+
+    @property
+    def is_compute(self) -> bool:
+        return self in COMPUTE_KINDS
+
+    @property
+    def is_comm(self) -> bool:
+        return not self.is_compute
+
+    @property
+    def is_send(self) -> bool:
+        return self in (OpKind.SEND_F, OpKind.SEND_B)
+
+    @property
+    def is_recv(self) -> bool:
+        return self in (OpKind.RECV_F, OpKind.RECV_B)
+
+    @property
+    def is_backward(self) -> bool:
+        """B and I: the ops that consume the next stage's gradient."""
+        return self in (OpKind.B, OpKind.I)
+
+
+COMPUTE_KINDS = frozenset({OpKind.F, OpKind.B, OpKind.I, OpKind.W})
+COMM_KINDS = frozenset({OpKind.SEND_F, OpKind.RECV_F, OpKind.SEND_B, OpKind.RECV_B})
+
+# Longest names first so that "SEND_F" is not read as "S" + ...
+_ACTION_RE = re.compile(r"^(\d+)(SEND_F|RECV_F|SEND_B|RECV_B|F|B|I|W)(\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A region of a source file (1-based line and column, end exclusive).
+
+    ``source`` is the whole text of the file the span points into (shared, not copied), so a
+    diagnostic can quote its line wherever it is rendered; it takes no part in ``==``."""
+
+    path: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    source: str | None = field(default=None, compare=False, hash=False, repr=False)
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One operation of one stage on one microbatch.
+
+    ``span`` points at the source text that produced the action; it is ignored by ``==`` and
+    ``hash``.
+    """
+
+    stage: int
+    kind: OpKind
+    mb: int
+    span: Span | None = field(default=None, compare=False, hash=False, repr=False)
+
+    def __str__(self) -> str:
+        return f"{self.stage}{self.kind.value}{self.mb}"
+
+    @staticmethod
+    def parse(text: str, span: Span | None = None) -> Action:
+        """Parse torch-style action text (``2F0``, ``3SEND_F1``); ValueError when malformed."""
+        m = _ACTION_RE.match(text.strip())
+        if not m:
+            raise ValueError(f"not an action: {text!r} (expected e.g. 2F0, 1I3, 3SEND_F1)")
+        return Action(int(m.group(1)), OpKind(m.group(2)), int(m.group(3)), span)
+
+    @property
+    def key(self) -> tuple[int, OpKind, int]:
+        return (self.stage, self.kind, self.mb)
+
+    def with_span(self, span: Span | None) -> Action:
+        return Action(self.stage, self.kind, self.mb, span)
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Communication actions posted together (``batch_isend_irecv``).
+
+    The group completes as a unit, only once every action in it has met its partner.  Actions
+    in a group are all communication actions; the order inside the group is the order in which
+    they are posted (and, per peer channel, the FIFO matching order).
+    """
+
+    actions: tuple[Action, ...]
+    span: Span | None = field(default=None, compare=False, hash=False, repr=False)
+    deferred: bool = False
+    """False: the rank posts the group and waits for it right there (``[a b]``).  True: the rank
+    posts it and goes on; a later :class:`Wait` with the same actions blocks until it has
+    completed (``post[a b]`` ... ``wait[a b]``).  Either way the group joins the rank's FIFO of
+    groups when posted."""
+
+    def __post_init__(self) -> None:
+        for a in self.actions:
+            if not a.kind.is_comm:
+                raise ValueError(f"group holds a compute action {a}")
+
+    def __str__(self) -> str:
+        body = "[" + " ".join(str(a) for a in self.actions) + "]"
+        return "post" + body if self.deferred else body
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Block the rank until the deferred :class:`Group` holding ``actions`` has completed.
+
+    A wait holds no actions of its own (``item_actions`` gives ``()``); ``actions`` names the
+    group (communication actions are unique in a schedule).  Printed ``wait[a b]``.
+    """
+
+    actions: tuple[Action, ...]
+    span: Span | None = field(default=None, compare=False, hash=False, repr=False)
+
+    def __str__(self) -> str:
+        return "wait[" + " ".join(str(a) for a in self.actions) + "]"
+
+
+_OVERLAP_RE = re.compile(r"^\((\d+F\d+);(\d+[BI]\d+)\)OVERLAP_F_B$")
+
+
+@dataclass(frozen=True, slots=True)
+class Overlap:
+    """A forward and a backward (B or I) of the same rank run as ONE compute step (DualPipe's
+    overlapped F&B; torch prints it ``(0F3;3B1)OVERLAP_F_B``).
+
+    Contract: ``actions == (forward, backward)``.  The step is atomic: every input of either
+    part is received before it starts and every output is sent after it ends (lower-comms, the
+    verifier and the estimator treat it as one item).  Memory and the compute-order analyses see
+    its parts in order, forward first.  ``span`` is ignored by ``==`` and ``hash``.
+    """
+
+    actions: tuple[Action, ...]
+    span: Span | None = field(default=None, compare=False, hash=False, repr=False)
+
+    def __post_init__(self) -> None:
+        a = self.actions
+        if len(a) != 2 or a[0].kind is not OpKind.F or a[1].kind not in (OpKind.B, OpKind.I):
+            raise ValueError(
+                "an overlapped step holds one forward then one backward (B or I), "
+                f"got {' '.join(str(x) for x in a)}"
+            )
+
+    def __str__(self) -> str:
+        return f"({self.actions[0]};{self.actions[1]})OVERLAP_F_B"
+
+    @staticmethod
+    def parse(text: str, span: Span | None = None) -> Overlap:
+        """Parse ``(0F3;3B1)OVERLAP_F_B``; ValueError when malformed."""
+        m = _OVERLAP_RE.match(text.strip())
+        if not m:
+            raise ValueError(
+                f"not an overlapped step: {text!r} (expected e.g. (0F3;3B1)OVERLAP_F_B)"
+            )
+        return Overlap((Action.parse(m.group(1), span), Action.parse(m.group(2), span)), span)
+
+
+Item = Action | Group | Overlap | Wait
+"""One entry of a rank's program: a compute action, a lone communication action (a group of
+one), a :class:`Group` of communication actions, an :class:`Overlap` of two compute actions, or
+the :class:`Wait` of a deferred group."""
+
+
+def item_actions(item: Item) -> tuple[Action, ...]:
+    """The actions of a program item, in posting (or execution) order; ``()`` for a Wait."""
+    if isinstance(item, Action):
+        return (item,)
+    return () if isinstance(item, Wait) else item.actions
+
+
+def is_compute_item(item: Item) -> bool:
+    """True for a compute action or an :class:`Overlap`; False for communication."""
+    return isinstance(item, Overlap) or (isinstance(item, Action) and item.kind.is_compute)
+
+
+def parse_item(text: str, span: Span | None = None) -> Action | Overlap:
+    """An action (``2F0``) or an overlapped step (``(0F3;3B1)OVERLAP_F_B``) from its text."""
+    return Overlap.parse(text, span) if text.lstrip().startswith("(") else Action.parse(text, span)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A fully expanded pipeline schedule: one program per rank.
+
+    ``placement[s]`` is the rank that holds virtual stage ``s``.  A rank's *local chunk* ``c`` is
+    the ``c``-th smallest stage it holds.  ``params`` are the parameter values the schedule was
+    expanded with (kept for printing and reports).
+    """
+
+    name: str
+    params: tuple[tuple[str, int], ...]
+    ranks: int
+    stages: int
+    microbatches: int
+    placement: tuple[int, ...]
+    programs: tuple[tuple[Item, ...], ...]
+    source: str | None = field(default=None, compare=False, hash=False)
+
+    # ----------------------------------------------------------------- placement helpers
+    @cached_property
+    def stages_of_rank(self) -> tuple[tuple[int, ...], ...]:
+        """For each rank, the stages it holds, ascending (index = local chunk)."""
+        out: list[list[int]] = [[] for _ in range(self.ranks)]
+        for s, r in enumerate(self.placement):
+            out[r].append(s)
+        return tuple(tuple(x) for x in out)
+
+    def rank_of(self, stage: int) -> int:
+        return self.placement[stage]
+
+    def peer(self, action: Action) -> int:
+        """The rank a communication action talks to."""
+        k = action.kind
+        if k is OpKind.SEND_F or k is OpKind.RECV_B:
+            return self.placement[action.stage + 1]
+        if k is OpKind.RECV_F or k is OpKind.SEND_B:
+            return self.placement[action.stage - 1]
+        raise ValueError(f"{action} is not a communication action")
+
+    @property
+    def param_dict(self) -> dict[str, int]:
+        return dict(self.params)
+
+    # ----------------------------------------------------------------- views
+    @property
+    def is_lowered(self) -> bool:
+        """True when any program holds communication actions."""
+        return any(not is_compute_item(it) for prog in self.programs for it in prog)
+
+    def actions(self, rank: int) -> Iterator[Action]:
+        """All actions of a rank in program order, groups flattened."""
+        for it in self.programs[rank]:
+            yield from item_actions(it)
+
+    def compute_actions(self, rank: int) -> list[Action]:
+        return [a for a in self.actions(rank) if a.kind.is_compute]
+
+    def compute_items(self, rank: int) -> list[Action | Overlap]:
+        """A rank's compute items (actions and overlapped steps) in program order."""
+        return [it for it in self.programs[rank] if is_compute_item(it)]
+
+    def compute_only(self) -> Schedule:
+        """The same schedule with every communication action removed (overlaps are kept)."""
+        progs = tuple(tuple(self.compute_items(r)) for r in range(self.ranks))
+        return self.replace_programs(progs)
+
+    def replace_programs(self, programs: tuple[tuple[Item, ...], ...]) -> Schedule:
+        return Schedule(
+            self.name,
+            self.params,
+            self.ranks,
+            self.stages,
+            self.microbatches,
+            self.placement,
+            programs,
+            self.source,
+        )
+
+    @property
+    def num_compute_ops(self) -> int:
+        return sum(1 for r in range(self.ranks) for a in self.actions(r) if a.kind.is_compute)
+
+    @property
+    def num_ops(self) -> int:
+        return sum(1 for r in range(self.ranks) for _ in self.actions(r))
+
+    def uses_split_backward(self) -> bool:
+        return any(
+            a.kind in (OpKind.I, OpKind.W) for r in range(self.ranks) for a in self.actions(r)
+        )
+
+
+# ------------------------------------------------------------------ placements
+def looped_placement(ranks: int, stages: int) -> tuple[int, ...]:
+    """Stage s on rank s mod P (Megatron's interleaved placement; contiguous when S == P)."""
+    return tuple(s % ranks for s in range(stages))
+
+
+def vshape_placement(ranks: int, stages: int) -> tuple[int, ...]:
+    """Rank r holds r and 2P-1-r, then 2P+r and 4P-1-r, ...: the pipeline folds back and forth."""
+    out = []
+    for s in range(stages):
+        c, i = divmod(s, ranks)
+        out.append(i if c % 2 == 0 else ranks - 1 - i)
+    return tuple(out)
+
+
+def placement_name(ranks: int, placement: tuple[int, ...]) -> str | None:
+    """'looped' or 'vshape' when the placement is one of the named ones, else None."""
+    if len(placement) % ranks:
+        return None  # the named placements need stages divisible by ranks
+    if placement == looped_placement(ranks, len(placement)):
+        return "looped"
+    if placement == vshape_placement(ranks, len(placement)):
+        return "vshape"
+    return None
+
+
+# ------------------------------------------------------------------ data dependencies
+def producers(action: Action, num_stages: int, backward_kind: dict | None = None) -> list[Action]:
+    """The compute actions whose outputs ``action`` consumes (data dependencies).
+
+    F(s,m) <- F(s-1,m);  B/I(s,m) <- F(s,m) and B/I(s+1,m);  W(s,m) <- I(s,m).
+    ``backward_kind`` maps (stage, mb) to the kind (B or I) that runs the backward of that
+    stage on that microbatch; stages missing from it default to B.
+    """
+    s, k, m = action.stage, action.kind, action.mb
+    if k is OpKind.F:
+        return [Action(s - 1, OpKind.F, m)] if s > 0 else []
+    if k is OpKind.B or k is OpKind.I:
+        out = [Action(s, OpKind.F, m)]
+        if s + 1 < num_stages:
+            nk = (backward_kind or {}).get((s + 1, m), OpKind.B)
+            out.append(Action(s + 1, nk, m))
+        return out
+    if k is OpKind.W:
+        return [Action(s, OpKind.I, m)]
+    raise ValueError(f"{action} is not a compute action")
+
+
+def comm_endpoints(action: Action) -> tuple[tuple[int, OpKind, int], ...]:
+    """Keys of the compute actions at this end of a communication action: the producer whose
+    output a SEND carries, the consumer a RECV feeds.  ``sSEND_Fm``/``sRECV_Fm``: F(s,m);
+    ``sSEND_Bm``/``sRECV_Bm``: the backward of (s,m), B or I."""
+    s, m = action.stage, action.mb
+    if action.kind in (OpKind.SEND_F, OpKind.RECV_F):
+        return ((s, OpKind.F, m),)
+    return ((s, OpKind.B, m), (s, OpKind.I, m))
