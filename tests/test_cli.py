@@ -33,7 +33,7 @@ def test_dump_text_reparses(cli, tmp_path):
 
 
 def test_dump_json_format(cli):
-    code, out, _ = cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")
+    code, out, _ = cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json", "--no-overlap")
     obj = json.loads(out)
     assert code == 0 and obj["format"] == "ppir.program/1"
     assert obj["programs"][0] == [
@@ -47,6 +47,10 @@ def test_dump_json_format(cli):
         "0B1",
     ]
     assert obj["placement"] == [0, 1] and obj["params"] == {"P": 2, "M": 2}
+    # by default dump prints what runs: the same groups, posted early and waited late
+    code, out, _ = cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")
+    overlapped = json.loads(out)
+    assert code == 0 and overlapped["deferred"] and overlapped["waits"]
 
 
 def test_dump_compute_only(cli):

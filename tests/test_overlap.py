@@ -9,13 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppir.analysis.config import make_config
+from ppir.analysis.costs import Costs, costs_for
 from ppir.analysis.estimate import estimate
-from ppir.analysis.planning import planner
+from ppir.analysis.timeline import run
 from ppir.frontend.loader import load_schedule, load_text
 from ppir.ir import Group, Wait, is_compute_item
+from ppir.ir.graph import build_graph
 from ppir.ir.printer import format_pps, from_json, to_json
 from ppir.passes import LowerComms, OverlapComms
-from ppir.passes.overlap import overlap_best
+from ppir.pipeline import compile
 from ppir.schedules import builtin_names
 from ppir.testing import valid_schedules
 from ppir.verify import verify
@@ -145,18 +147,16 @@ def _compute(s, r):
 @st.composite
 def _plan_costs(draw, s):
     """Random positive op costs per stage and random transfer times per link (0 allowed)."""
-    from ppir.analysis.order import PlanCosts
     from ppir.ir import OpKind
 
     op = tuple(
         {k: draw(st.integers(1, 4)) for k in (OpKind.F, OpKind.B, OpKind.I, OpKind.W)}
         for _ in range(s.stages)
     )
-    link = tuple(
-        tuple(0 if a == b else draw(st.integers(0, 3)) for b in range(s.ranks))
-        for a in range(s.ranks)
+    pairs = tuple(
+        ((a, b), draw(st.integers(0, 3))) for a in range(s.ranks) for b in range(s.ranks) if a != b
     )
-    return PlanCosts(op, link)
+    return Costs(op, pairs=pairs)
 
 
 _ANY_SCHEDULE = st.one_of(
@@ -198,11 +198,12 @@ def test_auto_overlap_is_never_slower_than_blocking_lockstep(s, latency, costs):
     kinds = dict(part.split("=") for part in costs.split(","))
     cfg = make_config({"comm": {"latency": float(latency)}, "costs": kinds})
     lockstep = LowerComms().apply(s)
-    out = overlap_best(s, lockstep, *planner(s, cfg))
-    assert verify(out).ok
+    c = compile(s, costs=cfg)
+    assert c.ok and verify(c.program).ok
     for r in range(s.ranks):
-        assert _compute(out, r) == _compute(lockstep, r)
-    assert estimate(out, cfg).step_time <= estimate(lockstep, cfg).step_time
+        assert _compute(c.program, r) == _compute(lockstep, r)
+    assert c.step_time <= estimate(lockstep, cfg).step_time
+    assert c.step_time >= c.dependency_bound
 
 
 @pytest.mark.parametrize(
@@ -225,8 +226,8 @@ def test_default_overlap_reaches_the_critical_path(name, params, share):
     s = load_schedule(name, params)
     cfg = make_config({"comm": {"latency": share * s.ranks / s.stages}})
     lockstep = LowerComms().apply(s)
-    best = estimate(overlap_best(s, lockstep, *planner(s, cfg)), cfg)
-    assert best.step_time == best.critical_path
+    best = estimate(s, cfg)  # compiled as 'ppir compile' runs it
+    assert best.step_time == best.critical_path == best.dependency_bound
     assert estimate(lockstep, cfg).step_time > best.step_time
 
 
@@ -263,17 +264,15 @@ def test_every_builtin_overlaps_safely_with_transfer_costs(name):
     lockstep = LowerComms().apply(s)
     for latency in (Fraction(1, 8), Fraction(1, 2), 1):
         cfg = make_config({"comm": {"latency": latency}})
-        costs, step_time = planner(s, cfg)
-        assert verify(LowerComms("eager", costs=costs).apply(s)).ok
-        out = overlap_best(s, lockstep, costs, step_time)
-        assert verify(out).ok
-        assert estimate(out, cfg).step_time <= estimate(lockstep, cfg).step_time
+        assert verify(LowerComms("eager", costs=costs_for(s, cfg)).apply(s)).ok
+        c = compile(s, costs=cfg)
+        assert c.ok and verify(c.program).ok
+        assert c.step_time <= estimate(lockstep, cfg).step_time
 
 
 def test_overlapped_steps_send_their_outputs_after_the_whole_step():
     """A consumer of an overlapped step's first part is planned after the step's end (both
     lowerings send after the whole step): 2 ranks, placement (0, 1, 1, 0)."""
-    from ppir.analysis.order import PlanCosts
     from ppir.ir import Action, OpKind, Overlap, Schedule
 
     F, B = OpKind.F, OpKind.B
@@ -297,26 +296,26 @@ def test_overlapped_steps_send_their_outputs_after_the_whole_step():
         Action(1, B, 1),
     )
     s = Schedule("ovl", (), 2, 4, 2, (0, 1, 1, 0), (r0, r1))
-    heavy = PlanCosts(
-        tuple({F: 1, B: 100 if st == 3 else 2, OpKind.I: 1, OpKind.W: 1} for st in range(4)),
-        ((0, 0), (0, 0)),
+    heavy = Costs(
+        tuple({F: 1, B: 100 if st == 3 else 2, OpKind.I: 1, OpKind.W: 1} for st in range(4))
     )
     for strategy in ("lockstep", "eager"):
         for costs in (None, heavy):
             assert verify(LowerComms(strategy, costs=costs).apply(s)).ok, (strategy, costs)
 
 
-def test_plan_costs_are_validated():
-    from ppir.analysis.order import PlanCosts
+def test_planning_costs_are_positive_and_keep_the_ratios():
+    """The eager lowering's proof needs positive durations: an op that costs nothing is planned
+    as half a tick, every other cost doubles (the same times, in finer ticks)."""
     from ppir.ir import OpKind
 
-    ok = {OpKind.F: 1, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1}
-    with pytest.raises(ValueError, match="positive"):
-        PlanCosts(({**ok, OpKind.F: 0},), ((0,),))
-    with pytest.raises(ValueError, match="square"):
-        PlanCosts((ok,), ((0, 1),))
-    with pytest.raises(ValueError, match="square"):
-        PlanCosts((ok, ok), ((1, 0), (0, 0)))
+    c = Costs(
+        ({OpKind.F: 0, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1},), intra=3, pairs=(((0, 1), 5),)
+    )
+    p = c.for_planning()
+    assert p.op[0] == {OpKind.F: 1, OpKind.B: 4, OpKind.I: 2, OpKind.W: 2}
+    assert (p.intra, p.link(0, 1), p.link(1, 0), p.tick) == (6, 10, 6, Fraction(1, 2))
+    assert c.link(0, 0) == 0 and c.for_planning().for_planning() == p
 
 
 def test_zero_cost_ops_are_planned_and_the_eager_result_verifies(cli):
@@ -363,7 +362,6 @@ def _with_overlapped_steps(draw):
     fused into overlapped F&B steps (kept only when the compute order stays acyclic)."""
     from hypothesis import assume
 
-    from ppir.analysis.order import OrderCycle, asap_finish
     from ppir.ir import Action, OpKind, Overlap
 
     s = draw(_ANY_SCHEDULE)
@@ -387,10 +385,7 @@ def _with_overlapped_steps(draw):
                 i += 1
         programs.append(tuple(out))
     fused = s.replace_programs(tuple(programs))
-    try:
-        asap_finish(fused)
-    except OrderCycle:
-        assume(False)
+    assume(run(build_graph(fused)).complete)  # the fused compute order stays acyclic
     return fused
 
 

@@ -6,16 +6,16 @@ import json
 from fractions import Fraction
 
 from ppir import load_schedule
-from ppir.cli.sweep import sweep, uniform_timing
+from ppir.cli.sweep import dependency_timing, sweep
 
 
-def test_uniform_timing_closed_forms():
+def test_dependency_timing_closed_forms():
     for P, M in [(1, 3), (2, 4), (4, 8), (5, 3)]:
         for name in ("gpipe", "1f1b"):
-            T, busy = uniform_timing(load_schedule(name, {"P": P, "M": M}))
+            T, busy = dependency_timing(load_schedule(name, {"P": P, "M": M}))
             assert busy == [3 * M] * P and T - busy[0] == 3 * (P - 1)
     for P, v in [(2, 2), (4, 2), (4, 4), (3, 3)]:
-        T, busy = uniform_timing(load_schedule("interleaved_1f1b", {"P": P, "M": 2 * P, "v": v}))
+        T, busy = dependency_timing(load_schedule("interleaved_1f1b", {"P": P, "M": 2 * P, "v": v}))
         assert T - busy[0] == Fraction(3 * (P - 1), v)
 
 

@@ -22,9 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppir.analysis.memory import analyze_memory
-from ppir.analysis.order import OrderCycle, unit_levels
+from ppir.analysis.timeline import run
 from ppir.frontend.loader import load_schedule
 from ppir.ir import OpKind
+from ppir.ir.graph import build_graph
 from ppir.ir.printer import from_json, to_json
 from ppir.passes import LowerComms
 from ppir.testing import check_schedule, mutations, valid_schedules
@@ -50,7 +51,7 @@ def test_lowering_preserves_compute_ops_and_verifies(placement, data):
         if a.kind in (OpKind.F, OpKind.B, OpKind.I)
     )
     assert keys == Counter({(st_, m): 2 for st_ in range(S) for m in range(M)})
-    unit_levels(s)  # acyclic: no OrderCycle
+    assert run(build_graph(s)).complete  # acyclic compute order
     for strategy in ("lockstep", "naive"):
         low = LowerComms(strategy).apply(s)
         assert _compute_multiset(low) == _compute_multiset(s)
@@ -90,11 +91,7 @@ def test_mutants_verify_exactly_when_acyclic(case, data):
     s = load_schedule(name, params)
     mutant = data.draw(mutations(s, max_mutations=2))
     assert _compute_multiset(mutant) == _compute_multiset(s)
-    try:
-        unit_levels(mutant)
-        acyclic = True
-    except OrderCycle:
-        acyclic = False
+    acyclic = run(build_graph(mutant)).complete
     assert check_schedule(mutant).ok == acyclic
 
 

@@ -1,4 +1,5 @@
-"""The ``cost`` backend object behind ``ppir compile SCHEDULE --backend cost``."""
+"""The ``cost`` backend object behind ``ppir compile SCHEDULE --backend cost``: it presents
+the estimate of the compiled program (:attr:`ppir.pipeline.Compiled.estimate`)."""
 
 from __future__ import annotations
 
@@ -7,31 +8,34 @@ import sys
 
 from ppir.backends.cost.report import format_summary
 
-from ppir.analysis.estimate import estimate
-from ppir.cli.cost_options import (
-    add_cost_arguments,
-    add_output_arguments,
-    config_from_args,
-    progress_from_args,
-)
 from ppir.diagnostics import error, write_output
 
 
 class CostBackend:
-    """Estimate one training step of the verified, lowered schedule; print a summary (or
+    """Print the estimate of one training step of the compiled program (a summary, or
     ``--format json``, ``ppir.estimate/1``) to stdout or ``-o``; optionally write a trace and a
-    Gantt chart."""
+    Gantt chart.  The cost options themselves belong to the compile (they plan the lowering
+    too)."""
 
     name = "cost"
     help = "estimate step time, bubble, communication and memory (no GPU needed)"
 
     def add_arguments(self, group) -> None:
-        add_cost_arguments(group)
-        add_output_arguments(group)
+        group.add_argument(
+            "--trace",
+            dest="cost_trace",
+            metavar="PATH",
+            help="write a Chrome-trace / Perfetto JSON timeline (one track per rank)",
+        )
+        group.add_argument(
+            "--plot",
+            dest="cost_plot",
+            metavar="PATH",
+            help="write a Gantt chart (.png, .svg or .pdf; needs matplotlib, the 'viz' extra)",
+        )
 
-    def run(self, schedule, args) -> int:
-        cfg = config_from_args(args)
-        est = estimate(schedule, cfg, progress=progress_from_args(args))
+    def run(self, compiled, args) -> int:
+        est = compiled.estimate
         if getattr(args, "format", "text") == "json":
             text = json.dumps(est.to_json(), indent=2) + "\n"
         else:

@@ -47,11 +47,11 @@ class CudaBackend:
             help="cuda: write the plan as one JSON line (default: indented)",
         )
 
-    def run(self, schedule, args) -> int:
+    def run(self, compiled, args) -> int:
         from ppir.diagnostics import EXIT_USAGE
 
         try:
-            plan = build_plan(schedule)
+            plan = build_plan(compiled.program)
         except PlanError as e:
             print(f"ppir: error: {e}", file=sys.stderr)
             return EXIT_USAGE

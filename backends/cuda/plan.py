@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ppir.ir import Action, Group, OpKind, Schedule, Wait, is_compute_item, item_actions
+from ppir.ir import Action, Group, OpKind, Schedule, Wait, deps, is_compute_item, item_actions
 from ppir.ir.printer import schedule_header
 
 PLAN_FORMAT = "ppir.plan/1"
@@ -34,44 +34,35 @@ class PlanError(ValueError):
     """A plan that cannot be executed (malformed, or reading a buffer nothing provides)."""
 
 
-def act_buffer(boundary: int, mb: int) -> str:
-    return f"a{boundary}.{mb}"
-
-
-def grad_buffer(boundary: int, mb: int) -> str:
-    return f"g{boundary}.{mb}"
-
-
 def boundary_of(buffer: str) -> int:
     """The stage boundary a buffer id crosses (``a3.1`` -> 3)."""
     return int(buffer[1:].split(".")[0])
 
 
 def _compute(s: Schedule, a: Action, chunk: int) -> dict:
-    st, m, last = a.stage, a.mb, s.stages - 1
-    ins = {"op": a.kind.value, "stage": st, "mb": m, "chunk": chunk, "ir": str(a)}
+    S, place = s.stages, s.placement
+    ins = {"op": a.kind.value, "stage": a.stage, "mb": a.mb, "chunk": chunk, "ir": str(a)}
+    msg_in, msg_out = deps.message_in(a, S), deps.message_out(a, S)
     if a.kind is OpKind.F:
-        ins["in"] = "data" if st == 0 else act_buffer(st, m)
-        ins["out"] = "loss" if st == last else act_buffer(st + 1, m)
-        ins["local"] = st < last and s.placement[st + 1] == s.placement[st]
+        ins["in"] = "data" if msg_in is None else msg_in.buffer
+        ins["out"] = "loss" if msg_out is None else msg_out.buffer
+        ins["local"] = msg_out is not None and not deps.crosses_ranks(place, msg_out)
     elif a.kind.is_backward:
-        ins["grad_in"] = None if st == last else grad_buffer(st + 1, m)
-        ins["grad_out"] = None if st == 0 else grad_buffer(st, m)
-        ins["local"] = st > 0 and s.placement[st - 1] == s.placement[st]
+        ins["grad_in"] = None if msg_in is None else msg_in.buffer
+        ins["grad_out"] = None if msg_out is None else msg_out.buffer
+        ins["local"] = msg_out is not None and not deps.crosses_ranks(place, msg_out)
     return ins
 
 
 def _comm(s: Schedule, a: Action) -> dict:
-    k = a.kind
-    boundary = a.stage + 1 if k in (OpKind.SEND_F, OpKind.RECV_B) else a.stage
-    is_act = k in (OpKind.SEND_F, OpKind.RECV_F)
+    msg = deps.message_of(a)
     return {
-        "op": "send" if k.is_send else "recv",
-        "kind": "act" if is_act else "grad",
-        "peer": s.peer(a),
+        "op": "send" if a.kind.is_send else "recv",
+        "kind": "grad" if msg.grad else "act",
+        "peer": deps.peer_rank(s.placement, a),
         "stage": a.stage,
         "mb": a.mb,
-        "buffer": act_buffer(boundary, a.mb) if is_act else grad_buffer(boundary, a.mb),
+        "buffer": msg.buffer,
         "ir": str(a),
     }
 

@@ -22,7 +22,7 @@ import sys
 
 from ppir.diagnostics import write_output
 from ppir.frontend.csvio import write_csv
-from ppir.ir import Action, Group, OpKind, Schedule
+from ppir.ir import Action, Group, Schedule, deps
 
 FORMATS = ("compute_only", "compute_comms")
 
@@ -30,10 +30,9 @@ FORMATS = ("compute_only", "compute_comms")
 def message_key(schedule: Schedule, rank: int, a: Action) -> tuple:
     """A key both ends of a message compute alike: (low rank, high rank, direction, sending
     stage, microbatch)."""
-    peer = schedule.peer(a)
-    forward = a.kind in (OpKind.SEND_F, OpKind.RECV_F)
-    sender = a.stage if a.kind.is_send else (a.stage - 1 if forward else a.stage + 1)
-    return (min(rank, peer), max(rank, peer), not forward, sender, a.mb)
+    peer = deps.peer_rank(schedule.placement, a)
+    msg = deps.message_of(a)
+    return (min(rank, peer), max(rank, peer), msg.grad, msg.src, msg.mb)
 
 
 def flatten_groups(schedule: Schedule) -> Schedule:
@@ -83,7 +82,8 @@ class TorchCsvBackend:
             "compute_comms (ppir's verified comms, with REDUCE_GRAD)",
         )
 
-    def run(self, schedule: Schedule, args) -> int:
+    def run(self, compiled, args) -> int:
+        schedule = compiled.program
         fmt = getattr(args, "csv_format", "compute_only")
         text = export_csv(schedule, fmt)
         out = getattr(args, "output", None)

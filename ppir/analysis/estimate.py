@@ -1,8 +1,10 @@
-"""The estimator's library entry point: :func:`estimate` and the :class:`Estimate` it returns.
+"""The estimator: :func:`from_timeline` turns the timeline of a program's graph into the
+:class:`Estimate` every command reports; :func:`estimate` times a lowered program.
 
 Definitions (all per step, in the config's time unit: ``"unit"`` or ``"s"``)
 ---------------------------------------------------------------------------
-* ``step_time``: when the last rank finishes its program (every rank starts at 0).
+* ``step_time``: when the last node of the program's graph finishes (every rank starts at 0):
+  the length of the graph's longest path under the costs (:mod:`ppir.analysis.timeline`).
 * ``busy[r]``: the sum of rank r's compute durations; ``idle[r] = step_time - busy[r]`` is its
   *bubble* (the closed forms (P-1)(F+B) etc. are this number).
 * ``exposed_comm[r]``: the part of ``idle[r]`` during which a message of rank r is on the wire
@@ -11,22 +13,22 @@ Definitions (all per step, in the config's time unit: ``"unit"`` or ``"s"``)
   ``idle - exposed_comm`` (``waiting``) is time with neither compute nor own traffic.
 * ``bubble_fraction_of_total = sum(idle) / (P · step_time)`` (1F1B: (P-1)/(M+P-1)) and
   ``bubble_fraction_of_ideal = sum(idle) / sum(busy)`` (Narayanan 2021; 1F1B: (P-1)/M).
-* ``critical_path``: the longest path through the compute actions along program order and data
-  dependencies, cross-rank edges weighted with their message time.  A lower bound on
-  ``step_time``; the two differ by the waiting that communication grouping adds.
+* ``critical_path``: the longest path itself (its length is ``step_time``) and the compute ops
+  on it; ``dependency_bound``: the longest path of the compute order alone, cross-rank data
+  edges weighted with their message time -- a lower bound for every lowering of the order.
 """
 
 from __future__ import annotations
 
-import gc
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from ppir.analysis.config import CostConfig
-from ppir.analysis.simulate import Timeline, simulate
-from ppir.analysis.tables import CostTables, build_tables
-from ppir.ir import Action, OpKind, Schedule
-from ppir.passes import LowerComms
+from ppir.analysis.costs import costs_for
+from ppir.analysis.timeline import Timeline, run
+from ppir.diagnostics import EXIT_INVALID, PpirError, error
+from ppir.ir import Action, Schedule
+from ppir.ir.graph import COMPUTE, ProgramGraph, build_graph
 
 FORMAT = "ppir.estimate/1"
 
@@ -76,7 +78,11 @@ class RankEstimate:
 @dataclass(frozen=True)
 class Estimate:
     """Result of :func:`estimate`.  Times are floats in ``time_unit``; in unit mode they are the
-    exact rationals rounded once (so ``== float(Fraction(...))`` comparisons hold)."""
+    exact rationals rounded once (so ``== float(Fraction(...))`` comparisons hold).
+    ``critical_path`` is the length of the longest path of the timed graph (= ``step_time``)
+    and ``critical_path_ops`` the compute ops along it; ``dependency_bound`` is the longest
+    path of the compute order alone with transfer times on its cross-rank edges: no lowering
+    of this order can be faster (None when not computed)."""
 
     schedule: str
     params: dict
@@ -90,6 +96,7 @@ class Estimate:
     per_rank: tuple[RankEstimate, ...]
     critical_path: float
     critical_path_ops: tuple[OpTiming, ...]
+    dependency_bound: float | None
     message_count: int
     message_bytes: float
     ops: tuple[tuple[OpTiming, ...], ...] = field(repr=False)
@@ -129,6 +136,7 @@ class Estimate:
                 "length": self.critical_path,
                 "ops": [f"{op_label(o.action)}@r{o.rank}" for o in self.critical_path_ops],
             },
+            "dependency_bound": self.dependency_bound,
             "messages": {"count": self.message_count, "bytes": self.message_bytes},
             "per_rank": [
                 {
@@ -155,64 +163,104 @@ class Estimate:
 
 
 def estimate(
-    schedule: Schedule,
+    program: Schedule | ProgramGraph,
     config: CostConfig | None = None,
     *,
     progress: str = "fifo",
     memory: bool = True,
 ) -> Estimate:
-    """Time one training step of ``schedule`` (lowered with lockstep lowering if it is
-    compute-only) under ``config`` (default: :class:`CostConfig` ``()``, the textbook costs)
-    and the verifier's ``progress`` model (``"fifo"``, the default, or ``"relaxed"``).
+    """Time one training step of ``program`` under ``config`` (default: :class:`CostConfig`
+    ``()``, the textbook costs) and the verifier's ``progress`` model (``"fifo"``, the default,
+    or ``"relaxed"``).  A program with communication is timed as written; a compute-only one is
+    compiled first exactly as ``ppir compile`` does (:func:`ppir.compile`: lowered, overlapped,
+    verified), so the numbers are those of the program that runs.
 
-    Raises ppir errors: exit 2 for configs that do not fit the schedule (stage weights, layers),
-    exit 1 when the schedule deadlocks or mismatches (unverified input).  O(n) in actions plus
-    O(k log k) per rank for its k messages.  ``memory=False`` skips the memory analysis.
+    Raises ppir errors: exit 2 for configs that do not fit the program (stage weights, layers),
+    exit 1 when it does not verify or cannot run.  Linear in the number of ops.
+    ``memory=False`` skips the memory analysis.
     """
     cfg = config or CostConfig()
-    gc_was_on = gc.isenabled()
-    gc.disable()  # hundreds of thousands of small tuples: generational GC would go superlinear
-    try:
-        return _estimate(schedule, cfg, progress, memory)
-    finally:
-        if gc_was_on:
-            gc.enable()
+    g = program if isinstance(program, ProgramGraph) else None
+    schedule = g.schedule if g is not None else program
+    if not schedule.is_lowered:
+        from ppir.pipeline import compile
+
+        c = compile(schedule, costs=cfg, progress=progress)
+        if not c.ok:
+            raise PpirError(c.report.errors if c.report else [], EXIT_INVALID)
+        est = c.estimate
+        return est if memory else _without_memory(est)
+    if g is None or g.progress != progress:
+        g = build_graph(schedule, progress)
+    costs = costs_for(schedule, cfg)
+    return from_timeline(run(g, costs), cfg, memory_report(g, cfg) if memory else None)
 
 
-def _estimate(schedule: Schedule, cfg: CostConfig, progress: str, memory: bool) -> Estimate:
-    s = schedule if schedule.is_lowered else LowerComms().apply(schedule)
-    tables = build_tables(s, cfg)
-    tl = simulate(s, tables, progress)
-    conv = tables.converter()
-    step = max(tl.finish, default=0)
-    ops = tuple(
-        tuple(OpTiming(r, o.action, conv(o.start), conv(o.end)) for o in row)
-        for r, row in enumerate(tl.ops)
-    )
-    msgs = tuple(
-        MessageTiming(t.send, t.recv, t.src, t.dst, conv(t.start), conv(t.end), t.nbytes)
-        for t in tl.transfers
-    )
-    exposed = _exposed_comm(s.ranks, tl)
-    peaks = _memory_peaks(s, cfg) if memory else None
+def _without_memory(est: Estimate) -> Estimate:
+    rows = tuple(replace(r, peak_activations=None, peak_bytes=None) for r in est.per_rank)
+    return replace(est, per_rank=rows)
+
+
+def memory_report(g: ProgramGraph, cfg: CostConfig):
+    """The activation-memory analysis of ``g`` at the config's model (None without the
+    memory module)."""
+    from ppir.analysis.memory import analyze_memory
+
+    return analyze_memory(g, cfg.model, recompute=cfg.recompute)
+
+
+def from_timeline(
+    tl: Timeline, cfg: CostConfig, mem=None, dependency_bound: float | None = None
+) -> Estimate:
+    """The :class:`Estimate` of a complete timeline (``tl.costs`` made from ``cfg``); ``mem``
+    (a :class:`~ppir.analysis.memory.MemoryReport`) fills the memory columns."""
+    g, costs = tl.graph, tl.costs
+    s = g.schedule
+    if not tl.complete:
+        stuck = sorted({g.rank[v] for v in range(g.n) if not tl.ran[v]})
+        raise error(
+            "deadlock",
+            f"{s.name} cannot finish under rendezvous semantics ({g.progress} progress): "
+            f"ranks {stuck[:8]} wait forever",
+            hints=["run 'ppir check' on the schedule for the wait-for cycle"],
+            exit_code=EXIT_INVALID,
+        )
+    conv = costs.converter()
+    ops, busy = _op_timings(tl, conv)
+    msgs = _message_timings(tl, conv)
+    exposed = _exposed_comm(tl, ops, msgs, conv)
+    step = tl.makespan
     sent = [0] * s.ranks
-    for t in tl.transfers:
-        sent[t.src] += 1
+    for m in msgs:
+        sent[m.src] += 1
     per_rank = []
     for r in range(s.ranks):
-        busy = sum(o.end - o.start for o in tl.ops[r])
+        peak = mem.per_rank[r] if mem is not None else None
         per_rank.append(
             RankEstimate(
                 r,
-                conv(busy),
-                conv(step - busy),
-                conv(exposed[r]),
-                len(tl.ops[r]),
+                conv(busy[r]),
+                conv(step - busy[r]),
+                exposed[r],
+                len(ops[r]),
                 sent[r],
-                *(peaks[r] if peaks else (None, None)),
+                float(peak.peak_activations) if peak is not None else None,
+                float(peak.peak_bytes)
+                if peak is not None and peak.peak_bytes is not None
+                else None,
             )
         )
-    cp_len, cp_path = critical_path(s, tables, tl)
+    path = tl.critical_path()
+    where = {}
+    for r, row in enumerate(ops):
+        for o in row:
+            where.setdefault((r, o.action.key), o)
+    cp_ops = tuple(
+        where[(g.rank[v], g.ops[o].key)]
+        for v in path
+        if g.kind[v] == COMPUTE
+        for o in range(g.lo[v], g.hi[v])
+    )
     return Estimate(
         s.name,
         s.param_dict,
@@ -221,27 +269,86 @@ def _estimate(schedule: Schedule, cfg: CostConfig, progress: str, memory: bool) 
         s.microbatches,
         cfg.time_unit,
         cfg,
-        progress,
+        g.progress,
         conv(step),
         tuple(per_rank),
-        conv(cp_len),
-        tuple(ops[r][i] for r, i in cp_path),
+        conv(step),
+        cp_ops,
+        dependency_bound,
         len(msgs),
         sum(m.nbytes for m in msgs),
-        ops,
-        msgs,
+        tuple(tuple(row) for row in ops),
+        tuple(msgs),
     )
 
 
-def _exposed_comm(P: int, tl: Timeline) -> list:
-    """Per rank, the time (ticks) during which one of its messages is on the wire while its
-    compute stream is idle: the union of its transfers' intervals minus its compute intervals.
-    Linear after sorting each rank's transfers."""
+def _op_timings(tl: Timeline, conv) -> tuple[list[list[OpTiming]], list]:
+    """Per rank, each compute action's interval in program order (an overlapped step timed as
+    one op gives its parts consecutive sub-intervals in proportion to their own durations),
+    and each rank's busy ticks."""
+    g, costs = tl.graph, tl.costs
+    op, exact = costs.op, costs.exact
+    ops: list[list[OpTiming]] = [[] for _ in range(g.schedule.ranks)]
+    busy = [0] * g.schedule.ranks
+    for r, order in enumerate(g.rank_nodes):
+        row = ops[r]
+        for v in order:
+            if g.kind[v] != COMPUTE:
+                continue
+            t, end = tl.start[v], tl.finish[v]
+            busy[r] += end - t
+            lo, hi = g.lo[v], g.hi[v]
+            if hi - lo == 1:
+                row.append(OpTiming(r, g.ops[lo], conv(t), conv(end)))
+                continue
+            durs = [op[a.stage][a.kind] for a in g.ops[lo:hi]]
+            total, whole = end - t, sum(durs)
+            start = t
+            for k, a in enumerate(g.ops[lo:hi]):
+                if k == hi - lo - 1:
+                    stop = end
+                elif exact:
+                    stop = start + durs[k] * total // whole
+                else:
+                    stop = start + durs[k] * total / whole
+                row.append(OpTiming(r, a, conv(start), conv(stop)))
+                start = stop
+    return ops, busy
+
+
+def _message_timings(tl: Timeline, conv) -> list[MessageTiming]:
+    g = tl.graph
+    nbytes = tl.costs.nbytes
+    return [
+        MessageTiming(
+            g.ops[g.lo[m]],
+            g.ops[g.hi[m]],
+            g.op_rank[g.lo[m]],
+            g.op_rank[g.hi[m]],
+            conv(tl.start[m]),
+            conv(tl.finish[m]),
+            nbytes,
+        )
+        for m in g.messages
+    ]
+
+
+def _exposed_comm(tl: Timeline, ops, msgs, conv) -> list:
+    """Per rank, the time during which one of its messages is on the wire while its compute
+    stream is idle: the union of its transfers' intervals minus its compute intervals (ticks,
+    converted once).  Linear after sorting each rank's transfers."""
+    g = tl.graph
+    P = g.schedule.ranks
     spans: list[list] = [[] for _ in range(P)]
-    for t in tl.transfers:
-        if t.end > t.start:
-            spans[t.src].append((t.start, t.end))
-            spans[t.dst].append((t.start, t.end))
+    for m in g.messages:
+        a, b = tl.start[m], tl.finish[m]
+        if b > a:
+            spans[g.op_rank[g.lo[m]]].append((a, b))
+            spans[g.op_rank[g.hi[m]]].append((a, b))
+    compute = [
+        [(tl.start[v], tl.finish[v]) for v in order if g.kind[v] == COMPUTE]
+        for order in g.rank_nodes
+    ]
     out = []
     for r, row in enumerate(spans):
         row.sort()
@@ -251,85 +358,14 @@ def _exposed_comm(P: int, tl: Timeline) -> list:
                 merged[-1][1] = max(merged[-1][1], b)
             else:
                 merged.append([a, b])
-        ops, k, total = tl.ops[r], 0, 0
+        cs, k, total = compute[r], 0, 0
         for a, b in merged:
             total += b - a
-            while k < len(ops) and ops[k].end <= a:
+            while k < len(cs) and cs[k][1] <= a:
                 k += 1
             j = k
-            while j < len(ops) and ops[j].start < b:
-                total -= min(b, ops[j].end) - max(a, ops[j].start)
+            while j < len(cs) and cs[j][0] < b:
+                total -= min(b, cs[j][1]) - max(a, cs[j][0])
                 j += 1
-        out.append(total)
+        out.append(conv(total))
     return out
-
-
-def critical_path(s: Schedule, tables: CostTables, tl: Timeline):
-    """(length in ticks, [(rank, index among its compute ops)]) of the longest path through the
-    compute actions along program order and data dependencies (see the module docstring).
-
-    Uses the simulated start times as a topological order (every predecessor finishes no later
-    than its successor starts; ties broken by end time, then program position), so it is
-    O(n log n) and needs no graph.  Data producers: F(s,m) <- F(s-1,m); B/I(s,m) <- F(s,m) and
-    the B or I of (s+1,m); W(s,m) <- I(s,m) (:func:`ppir.ir.producers`).
-    """
-    F, B, I, W = OpKind.F, OpKind.B, OpKind.I, OpKind.W
-    where: dict[tuple, tuple[int, int]] = {}
-    for r, row in enumerate(tl.ops):
-        for i, o in enumerate(row):
-            a = o.action
-            k = B if a.kind is I else a.kind  # the backward of (s, m), whichever kind runs it
-            where.setdefault((a.stage, k, a.mb), (r, i))
-    order = sorted(
-        (o.start, o.end, r, i) for r, row in enumerate(tl.ops) for i, o in enumerate(row)
-    )
-    dist: dict[tuple[int, int], int | float] = {}
-    back: dict[tuple[int, int], tuple[int, int] | None] = {}
-    link = tables.link
-    for start, end, r, i in order:
-        a = tl.ops[r][i].action
-        st, k, m = a.stage, a.kind, a.mb
-        if k is F:
-            preds = (where.get((st - 1, F, m)),)
-        elif k is W:
-            preds = (where.get((st, B, m)),)
-        else:
-            preds = (where.get((st, F, m)), where.get((st + 1, B, m)))
-        best, arg = 0, None
-        if i > 0:
-            best, arg = dist[(r, i - 1)], (r, i - 1)
-        for p in preds:
-            if p is None or p == (r, i):
-                continue
-            d = dist.get(p)
-            if d is None:  # only for zero-length ties: fall back to its end time
-                d = tl.ops[p[0]][p[1]].end
-            if p[0] != r:
-                d += link[p[0]][r][0]
-            if d > best:
-                best, arg = d, p
-        dist[(r, i)] = best + (end - start)
-        back[(r, i)] = arg
-    if not dist:
-        return 0, []
-    node = max(dist, key=lambda k: (dist[k], -k[0]))
-    length, path = dist[node], []
-    while node is not None:
-        path.append(node)
-        node = back[node]
-    path.reverse()
-    return length, path
-
-
-def _memory_peaks(s: Schedule, cfg: CostConfig):
-    """Per rank (peak activations in A, peak bytes or None), from :func:`ppir.analysis.memory.
-    analyze_memory`; None when that module is unavailable."""
-    try:
-        from ppir.analysis.memory import analyze_memory
-    except ImportError:  # the memory analysis ships separately; estimates work without it
-        return None
-    rep = analyze_memory(s, cfg.model, recompute=cfg.recompute)
-    return [
-        (float(m.peak_activations), float(m.peak_bytes) if m.peak_bytes is not None else None)
-        for m in rep.per_rank
-    ]

@@ -17,7 +17,9 @@ no model is given (41/57 with no recomputation).  Received-but-not-yet-consumed 
 posted before the compute action that consumes it, in the lowered IR) are counted separately, in
 messages (see :meth:`ppir.analysis.models.ModelShape.message_bytes` for their size).
 
-Everything is one pass over each rank's program: linear in the number of actions.  Inputs are
+Everything is read from the program's dependency graph (:mod:`ppir.ir.graph`) in one pass over
+each rank's nodes in program order: linear in the number of ops.  A received buffer is held
+from the post of the group holding its RECV to the compute op that consumes it.  Inputs are
 assumed complete and valid (``ppir check``); an invalid program gives numbers, not errors.
 """
 
@@ -27,8 +29,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ppir.analysis.models import PRESETS, ModelShape, check_layers, check_recompute
-from ppir.ir import Action, OpKind, Schedule
-from ppir.passes import LowerComms
+from ppir.ir import Action, OpKind, Schedule, deps
+from ppir.ir.graph import COMPUTE, POST, ProgramGraph, build_graph
 
 ANALYSIS_FORMAT = "ppir.analysis/1"
 
@@ -103,7 +105,7 @@ class MemoryReport:
 
 
 def analyze_memory(
-    schedule: Schedule,
+    program: Schedule | ProgramGraph,
     model: ModelShape | None = None,
     *,
     recompute: str = "none",
@@ -111,13 +113,15 @@ def analyze_memory(
     layers: int | None = None,
 ) -> MemoryReport:
     """Peak in-flight activations per rank, the op where each peak occurs, the memory curves and
-    the received-buffer peaks.
+    the received-buffer peaks, along each rank's program in ``program``'s graph.
 
     ``layers`` (default ``model.layers``) must be divisible by the number of stages (ppir error,
-    exit 2, listing the v that work).  Bytes are filled in when a model is given.  A compute-only
-    schedule is lowered (lockstep) to find the received buffers; a lowered one is used as is.
+    exit 2, listing the v that work).  Bytes are filled in when a model is given.  A
+    compute-only program holds no received buffers.
     """
     check_recompute(recompute)
+    g = program if isinstance(program, ProgramGraph) else build_graph(program)
+    schedule = g.schedule
     fi = Fraction(i_fraction) if i_fraction is not None else split_fractions(model, recompute)
     if not 0 <= fi <= 1:
         raise ValueError(f"i_fraction must lie in [0, 1], got {fi}")
@@ -133,18 +137,17 @@ def analyze_memory(
     D = fi.denominator
     free = {OpKind.B: D, OpKind.I: fi.numerator, OpKind.W: D - fi.numerator}
     unit = Fraction(1, D)
-    lowered = schedule if schedule.is_lowered else LowerComms().apply(schedule)
     per_rank = []
     for r in range(P):
         level = peak = 0
         peak_i, peak_op = -1, None
         curve = []
-        for i, a in enumerate(schedule.compute_actions(r)):
+        for a in _compute_actions(g, r):
             level += D if a.kind is OpKind.F else -free[a.kind]
             curve.append(level)
             if level > peak:
-                peak, peak_i, peak_op = level, i, a
-        rf, rb, rt = _recv_peaks(lowered, r)
+                peak, peak_i, peak_op = level, len(curve) - 1, a
+        rf, rb, rt = _recv_peaks(g, r)
         pc = peak * unit
         per_rank.append(
             RankMemory(
@@ -179,23 +182,43 @@ def analyze_memory(
     )
 
 
-def _recv_peaks(lowered: Schedule, rank: int) -> tuple[int, int, int]:
-    """Peak (forward, backward, total) buffers a rank holds between each RECV and the compute
-    action that consumes it."""
-    pending: set[tuple[int, bool, int]] = set()
+def _compute_actions(g: ProgramGraph, r: int):
+    """Rank r's compute actions along its program (an overlapped step's parts in order)."""
+    ops = g.ops
+    for v in g.rank_nodes[r]:
+        if g.kind[v] == COMPUTE:
+            yield from ops[g.lo[v] : g.hi[v]]
+
+
+def _recv_peaks(g: ProgramGraph, r: int) -> tuple[int, int, int]:
+    """Peak (forward, backward, total) buffers rank r holds between the post of each RECV and
+    the compute op that consumes it."""
+    S = g.num_stages
+    pending: set[tuple] = set()
     nf = nb = pf = pb = pt = 0
-    for a in lowered.actions(rank):
-        k = a.kind
-        if k is OpKind.RECV_F or k is OpKind.RECV_B:
-            fwd = k is OpKind.RECV_F
-            pending.add((a.stage, fwd, a.mb))
-            nf, nb = nf + fwd, nb + (not fwd)
-            pf, pb, pt = max(pf, nf), max(pb, nb), max(pt, nf + nb)
-        elif k is OpKind.F or k is OpKind.B or k is OpKind.I:
-            key = (a.stage, k is OpKind.F, a.mb)
-            if key in pending:
-                pending.discard(key)
-                nf, nb = nf - key[1], nb - (not key[1])
+    ops = g.ops
+    for v in g.rank_nodes[r]:
+        k = g.kind[v]
+        if k == POST:
+            for o in g.unit_op_ids(v):
+                a = ops[o]
+                if a.kind.is_recv:
+                    fwd = not deps.message_of(a).grad
+                    pending.add(a.key)
+                    nf, nb = nf + fwd, nb + (not fwd)
+                    pf, pb, pt = max(pf, nf), max(pb, nb), max(pt, nf + nb)
+        elif k == COMPUTE:
+            for a in ops[g.lo[v] : g.hi[v]]:
+                msg = deps.message_in(a, S) if 0 <= a.stage < S else None
+                if msg is None:
+                    continue
+                key = deps.recv_action(msg).key
+                if key in pending:
+                    pending.discard(key)
+                    if msg.grad:
+                        nb -= 1
+                    else:
+                        nf -= 1
     return pf, pb, pt
 
 
@@ -238,23 +261,31 @@ class P2PReport:
         return (self.forward_messages + self.backward_messages) * self.message_bytes
 
 
-def analyze_p2p(schedule: Schedule, model: ModelShape | None = None) -> P2PReport:
-    """Count the SEND/RECV actions of the lowered IR (lowering a compute-only schedule first) and
-    the same-rank hand-offs (an F whose previous stage, or a B/I whose next stage, is on the same
-    rank).  Linear in the number of actions."""
-    lowered = schedule if schedule.is_lowered else LowerComms().apply(schedule)
-    pl, S = lowered.placement, lowered.stages
+def analyze_p2p(program: Schedule | ProgramGraph, model: ModelShape | None = None) -> P2PReport:
+    """Count the SEND/RECV ops of the program's graph (for a compute-only program: the messages
+    its cross-rank data edges need, one SEND and one RECV each, which is what every lowering
+    inserts) and the same-rank hand-offs (an output that stays on its rank: a V-placement fold).
+    Linear in the number of ops."""
+    g = program if isinstance(program, ProgramGraph) else build_graph(program)
+    pl = g.schedule.placement
     mb = model.message_bytes() if model is not None else None
     rows = []
     lf = lb = 0
-    for r in range(lowered.ranks):
+    for r in range(g.schedule.ranks):
         c = dict.fromkeys(OpKind, 0)
-        for a in lowered.actions(r):
+        for a in g.ops[g.rank_start[r] : g.rank_start[r + 1]]:
             c[a.kind] += 1
-            if a.kind is OpKind.F and a.stage > 0 and pl[a.stage - 1] == r:
-                lf += 1
-            elif a.kind.is_backward and a.stage + 1 < S and pl[a.stage + 1] == r:
-                lb += 1
+            if not a.kind.is_compute:
+                continue
+            msg = deps.message_out(a, len(pl))
+            if msg is not None and not deps.crosses_ranks(pl, msg):
+                lf, lb = lf + (not msg.grad), lb + msg.grad
+            if not g.lowered:  # the messages a lowering would insert for this op
+                if msg is not None and deps.crosses_ranks(pl, msg):
+                    c[deps.send_action(msg).kind] += 1
+                back = deps.message_in(a, len(pl))
+                if back is not None and deps.crosses_ranks(pl, back):
+                    c[deps.recv_action(back).kind] += 1
         sent = c[OpKind.SEND_F] + c[OpKind.SEND_B]
         rows.append(
             RankP2P(
@@ -267,7 +298,7 @@ def analyze_p2p(schedule: Schedule, model: ModelShape | None = None) -> P2PRepor
             )
         )
     return P2PReport(
-        lowered.microbatches,
+        g.schedule.microbatches,
         sum(x.sends_forward for x in rows),
         sum(x.sends_backward for x in rows),
         lf,

@@ -24,10 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ppir.analysis.config import CostConfig
-from ppir.analysis.estimate import Estimate, estimate
+from ppir.analysis.estimate import Estimate
 from ppir.diagnostics import PpirError, error
 from ppir.frontend.loader import load_schedule, read_source
 from ppir.frontend.parser import parse_text
+from ppir.pipeline import compile
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,12 @@ def _one(name, params, P, G, mbs, v, cfg: CostConfig, budget, progress) -> Candi
     try:
         s = load_schedule(name, {k: values[k] for k in params if k in values})
         c = cfg if cfg.model is None else replace(cfg, model=replace(cfg.model, mbs=mbs))
-        est = estimate(s, c, progress=progress)
+        compiled = compile(s, costs=c, progress=progress)  # the program compile would run
+        if not compiled.ok:
+            first = compiled.report.errors[0] if compiled.report else None
+            why = first.message if first else "the program does not verify"
+            return Candidate(name, v, mbs, M, reason=why, why="constraint")
+        est = compiled.estimate
     except PpirError as e:
         return Candidate(name, v, mbs, M, reason=e.diagnostics[0].message, why="constraint")
     scale = 1 if cfg.model is not None else mbs

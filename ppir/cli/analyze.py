@@ -7,12 +7,13 @@ from fractions import Fraction
 from ppir.analysis.memory import ANALYSIS_FORMAT, analyze_memory, analyze_p2p
 from ppir.analysis.models import RECOMPUTE_MODES, parse_model_spec
 from ppir.cli.common import (
-    add_planning_arguments,
+    add_compile_arguments,
     add_schedule_arguments,
+    compile_from_args,
     emit_json,
-    lowered_from_args,
+    print_report,
 )
-from ppir.diagnostics import error
+from ppir.diagnostics import EXIT_INVALID, error
 
 NAME = "analyze"
 HELP = "peak activation memory per rank and point-to-point traffic (table or JSON)"
@@ -51,7 +52,7 @@ def add_arguments(p):
         "when no model is given)",
     )
     p.add_argument("--curve", action="store_true", help="text: draw each rank's memory curve")
-    add_planning_arguments(p)
+    add_compile_arguments(p, model=False)
 
 
 def add_model_arguments(p) -> None:
@@ -94,15 +95,18 @@ def parse_fraction(text: str | None) -> Fraction | None:
 
 def run(args) -> int:
     model = parse_model_spec(args.model) if args.model else None
-    s = lowered_from_args(args)
+    c = compile_from_args(args)
+    if c.report is not None and not print_report(c.report):
+        return EXIT_INVALID
+    s = c.program
     mem = analyze_memory(
-        s,
+        c.graph,
         model,
         recompute=args.recompute,
         layers=args.layers,
         i_fraction=parse_fraction(args.i_fraction),
     )
-    p2p = analyze_p2p(s, model)
+    p2p = analyze_p2p(c.graph, model)
     if args.format == "json":
         emit_json(to_json(s, mem, p2p))
     else:

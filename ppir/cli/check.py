@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 
 from ppir.cli.common import (
-    add_planning_arguments,
+    add_compile_arguments,
     add_schedule_arguments,
+    compile_from_args,
     emit_json,
-    lowered_from_args,
 )
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK
 
@@ -24,6 +24,9 @@ examples:
   ppir check interleaved_1f1b -D P=4 -D M=8 -D v=2 --format json
   ppir check 1f1b --lowering naive        # see why naive lowering deadlocks
 
+It compiles exactly as 'ppir compile' and 'ppir launch' do (the same lowering, overlap and
+cost options), so what it verifies is what runs.
+
 exit status: 0 verified, 1 the schedule is invalid, 2 unusable input or usage.
 """
 
@@ -31,22 +34,13 @@ exit status: 0 verified, 1 the schedule is invalid, 2 unusable input or usage.
 def add_arguments(p):
     add_schedule_arguments(p)
     p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("--strict", action="store_true", help="treat warnings (lints) as errors")
-    p.add_argument(
-        "--progress",
-        choices=["fifo", "relaxed"],
-        default="fifo",
-        help="progress model: one FIFO of groups per rank (default, conservative) "
-        "or independent progress per peer channel (relaxed)",
-    )
-    add_planning_arguments(p)
+    add_compile_arguments(p, model=False)
 
 
 def run(args) -> int:
-    s = lowered_from_args(args)
-    from ppir.verify import verify  # after expansion: its errors need no verifier
-
-    report = verify(s, progress=args.progress, strict=args.strict)
+    args.no_verify = False
+    c = compile_from_args(args)
+    s, report = c.program, c.report
     ok = report.ok
     if args.format == "json":
         emit_json(
@@ -63,7 +57,7 @@ def run(args) -> int:
             print(d.render(), file=sys.stderr)
         if ok:
             params = ", ".join(f"{k}={v}" for k, v in s.params)
-            n_msgs = sum(1 for r in range(s.ranks) for a in s.actions(r) if a.kind.is_send)
+            n_msgs = len(c.graph.messages)
             print(
                 f"ok: {s.name}({params}): {s.ranks} ranks, {s.stages} stages, "
                 f"{s.num_compute_ops} compute ops, {n_msgs} messages; deadlock-free under "

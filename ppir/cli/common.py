@@ -10,19 +10,15 @@ from ppir.diagnostics import Report, error
 from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS
 from ppir.frontend.loader import load_schedule
 from ppir.ir import Schedule
-from ppir.passes import LowerComms, OverlapComms
-from ppir.passes.lower_comms import STRATEGIES
-from ppir.passes.overlap import overlap_best
+from ppir.ir.graph import PROGRESS_MODELS
+from ppir.passes import PASSES
+from ppir.pipeline import LOWERINGS, Compiled, compile
 
 SCHEDULE_HELP = "a .pps file, a torch .csv schedule, or a built-in name (see 'ppir list')"
 
 
-def add_schedule_arguments(
-    p: argparse.ArgumentParser, lowering: bool = True, overlap: bool = False
-) -> None:
-    """SCHEDULE, -D, --placement, the expansion caps and (with ``lowering``) --lowering and
-    --overlap/--no-overlap, whose default is ``overlap`` (on for the commands that time or run
-    a schedule: compile, launch, viz)."""
+def add_schedule_arguments(p: argparse.ArgumentParser) -> None:
+    """SCHEDULE, -D, --placement and the expansion caps."""
     p.add_argument("schedule", metavar="SCHEDULE", help=SCHEDULE_HELP)
     p.add_argument(
         "-D",
@@ -51,40 +47,58 @@ def add_schedule_arguments(
         metavar="N",
         help=f"cap on loop iterations during expansion (default {DEFAULT_MAX_STEPS:,})",
     )
-    if lowering:
-        p.add_argument(
-            "--lowering",
-            choices=["auto", *STRATEGIES],
-            default="auto",
-            help="how communication is inserted: lockstep (exchange where both "
-            "ranks are between ops), eager (exchange when the producer "
-            "finishes, planned with the cost options' transfer times), naive "
-            "(each recv right before its consumer; deadlocks 1F1B; never "
-            "overlapped); default auto: lockstep, or with --overlap the faster "
-            "of lockstep and eager under the cost options",
-        )
-        p.add_argument(
-            "--overlap",
-            action=argparse.BooleanOptionalAction,
-            default=overlap,
-            help="split each group's post from its wait (the overlap-comms pass) "
-            f"so transfers overlap compute (default: {'on' if overlap else 'off'})",
-        )
 
 
-def add_planning_arguments(p: argparse.ArgumentParser) -> None:
-    """The cost options that ``--lowering auto``/``eager`` plan exchange times with, for commands
-    that have no cost backend of their own (check, dump, analyze, launch)."""
+def add_compile_arguments(p: argparse.ArgumentParser, model: bool = True) -> None:
+    """How the schedule is compiled, the same for every command: --lowering, --overlap,
+    --passes, --progress, --strict and the cost options that plan and time it (``model``:
+    also the model-shape options, for commands where --model is not taken)."""
+    g = p.add_argument_group(
+        "compilation",
+        "every command compiles the same way, so 'ppir check' verifies what 'ppir launch' runs",
+    )
+    g.add_argument(
+        "--lowering",
+        choices=LOWERINGS,
+        default="auto",
+        help="how communication is inserted: lockstep (exchange where both ranks are between "
+        "ops), eager (exchange when the producer finishes, planned with the cost options' "
+        "transfer times), naive (each recv right before its consumer; deadlocks 1F1B; never "
+        "overlapped); default auto: lockstep, and eager too when lockstep is slower than the "
+        "dependency bound, the faster under the cost options",
+    )
+    g.add_argument(
+        "--overlap",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="split each group's post from its wait (the overlap-comms pass) so transfers "
+        "overlap compute (default: on)",
+    )
+    g.add_argument(
+        "-p",
+        "--passes",
+        metavar="PIPELINE",
+        help="an explicit pass pipeline instead of --lowering/--overlap, e.g. "
+        "'lower-comms{strategy=eager},overlap-comms' (passes: " + ", ".join(PASSES) + ")",
+    )
+    g.add_argument(
+        "--progress",
+        choices=PROGRESS_MODELS,
+        default="fifo",
+        help="progress model: one FIFO of groups per rank (default, what NCCL guarantees) or "
+        "independent progress per peer channel (relaxed)",
+    )
+    g.add_argument("--strict", action="store_true", help="treat warnings (lints) as errors")
+    g.add_argument("--no-verify", action="store_true", help="skip verification (not recommended)")
     from ppir.cli.cost_options import add_cost_arguments
 
     add_cost_arguments(
         p.add_argument_group(
-            "overlap planning",
-            "what --overlap plans exchange times with (as for 'ppir compile --backend cost'; "
-            "a model shape can come from --config), e.g. --comm-latency 0.5: a message takes "
-            "half a rank share's forward",
+            "cost model",
+            "what plans the lowering and times the program (as for 'ppir compile --backend "
+            "cost'), e.g. --comm-latency 0.5: a message takes half a rank share's forward",
         ),
-        model=False,
+        model=model,
     )
 
 
@@ -126,70 +140,25 @@ def load_from_args(args: argparse.Namespace) -> Schedule:
     )
 
 
-def _lowered(args: argparse.Namespace, loaded: Schedule | None = None) -> tuple[Schedule, Schedule]:
-    """(blocking, to run): the lowered schedule (literal lowered input kept as written), and
-    the same after overlap-comms when --overlap asks for it (else the same object).
-    ``loaded`` is the already expanded schedule, if the caller has it."""
-    s = loaded if loaded is not None else load_from_args(args)
-    if s.is_lowered:
-        return s, s
-    return lower_for_run(
-        s, getattr(args, "lowering", "auto"), getattr(args, "overlap", False), args
+def compile_from_args(
+    args: argparse.Namespace, schedule: Schedule | None = None, overlap: bool | None = None
+) -> Compiled:
+    """Compile the SCHEDULE argument (or ``schedule``) as the command line says, through the
+    one pipeline (:func:`ppir.compile`); ``overlap`` overrides --overlap (a backend that runs
+    blocking groups only)."""
+    from ppir.cli.cost_options import config_from_args
+
+    s = schedule if schedule is not None else load_from_args(args)
+    return compile(
+        s,
+        lowering=args.lowering,
+        overlap=args.overlap if overlap is None else overlap,
+        costs=config_from_args(args),
+        verify=not args.no_verify,
+        progress=args.progress,
+        strict=args.strict,
+        passes=args.passes,
     )
-
-
-def lower_for_run(
-    s: Schedule, strategy: str, overlap: bool, args: argparse.Namespace
-) -> tuple[Schedule, Schedule]:
-    """(blocking, to run) for compute-only ``s``: see ``--lowering``; ``eager`` and ``auto``
-    plan with the cost options in ``args`` (the cost model's defaults when it has none).  The
-    overlapped schedule is not verified here; :func:`lowered_and_report` does that."""
-    costs = step_time = None
-    if strategy == "eager" or (strategy == "auto" and overlap):
-        from ppir.analysis.planning import planner
-        from ppir.cli.cost_options import config_from_args, progress_from_args
-
-        costs, step_time = planner(s, config_from_args(args), progress_from_args(args))
-    chosen = "lockstep" if strategy == "auto" else strategy
-    blocking = LowerComms(chosen, costs=costs if chosen == "eager" else None).apply(s)
-    if not overlap or strategy == "naive":
-        return blocking, blocking
-    if strategy != "auto":
-        return blocking, OverlapComms(verify=False).apply(blocking)
-    return blocking, overlap_best(s, blocking, costs, step_time)
-
-
-def lowered_and_report(
-    args: argparse.Namespace, loaded: Schedule | None = None
-) -> tuple[Schedule, Report | None]:
-    """The schedule a command runs and its verification report (None with --no-verify).
-
-    The overlapped schedule is verified; when it fails, the blocking one is returned with its
-    own report, so that diagnostics describe the program the user wrote.  A valid schedule is
-    verified once.
-    """
-    blocking, out = _lowered(args, loaded)
-    if getattr(args, "no_verify", False):
-        return out, None
-    return _verified(blocking, out)
-
-
-def _verified(blocking: Schedule, out: Schedule) -> tuple[Schedule, Report]:
-    from ppir.verify import verify
-
-    report = verify(out)
-    if not report.ok and out is not blocking:
-        out, report = blocking, verify(blocking)
-    return out, report
-
-
-def lowered_from_args(args: argparse.Namespace, loaded: Schedule | None = None) -> Schedule:
-    """The schedule with communication, for commands that verify it themselves or not at all;
-    overlapped (when asked for) only if it verifies, like :func:`lowered_and_report`."""
-    blocking, out = _lowered(args, loaded)
-    if out is blocking or getattr(args, "no_verify", False):
-        return out
-    return _verified(blocking, out)[0]
 
 
 def print_report(report: Report) -> bool:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from ppir.cli.common import add_schedule_arguments, lowered_and_report, print_report
+from ppir.cli.common import (
+    add_compile_arguments,
+    add_schedule_arguments,
+    compile_from_args,
+    print_report,
+)
 from ppir.diagnostics import EXIT_INVALID
 from ppir.plugins import available_backends, get_backend
 
@@ -22,7 +27,7 @@ examples:
 
 
 def add_arguments(p):
-    add_schedule_arguments(p, overlap=True)
+    add_schedule_arguments(p)
     p.add_argument(
         "--backend",
         default="cost",
@@ -30,7 +35,7 @@ def add_arguments(p):
     )
     p.add_argument("-o", "--output", metavar="PATH", help="where the backend writes its output")
     p.add_argument("--format", choices=["text", "json"], default="text")
-    p.add_argument("--no-verify", action="store_true", help="skip verification (not recommended)")
+    add_compile_arguments(p)
     for name in available_backends():
         try:
             backend = get_backend(name)
@@ -42,9 +47,9 @@ def add_arguments(p):
 
 def run(args) -> int:
     backend = get_backend(args.backend)
-    if not getattr(backend, "runs_deferred_groups", True):
-        args.overlap = False  # e.g. torch's CSV: torch's runtime places its own waits
-    s, report = lowered_and_report(args)
-    if report is not None and not print_report(report):
+    # e.g. torch's CSV: torch's runtime places its own waits, so groups stay blocking
+    blocking = not getattr(backend, "runs_deferred_groups", True)
+    compiled = compile_from_args(args, overlap=False if blocking else None)
+    if compiled.report is not None and not print_report(compiled.report):
         return EXIT_INVALID
-    return backend.run(s, args)
+    return backend.run(compiled, args)

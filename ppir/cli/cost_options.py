@@ -12,7 +12,6 @@ import argparse
 
 from ppir.analysis.config import HARDWARE, CostConfig, load_config_file, make_config, merge
 from ppir.analysis.models import PRESETS, parse_model_spec
-from ppir.analysis.simulate import PROGRESS_MODELS
 from ppir.diagnostics import error
 
 
@@ -24,7 +23,7 @@ def _add(group, *flags: str, **kw) -> None:
 
 
 def add_cost_arguments(group, model: bool = True) -> None:
-    """The cost-model options (config, model, hardware, costs, links, progress); with
+    """The cost-model options (config, model, hardware, costs, links); with
     ``model=False`` only those that make sense without a model shape on the command line
     (a ``--config`` file may still give one)."""
     _add(
@@ -96,14 +95,6 @@ def add_cost_arguments(group, model: bool = True) -> None:
             default=None,
             help="make communication free even with a model",
         )
-    _add(
-        group,
-        "--progress",
-        dest="cost_progress",
-        choices=list(PROGRESS_MODELS),
-        help="progress model (default fifo, what 'ppir check' proves): fifo blocks each rank at "
-        "every group; relaxed posts recvs early and waits at their consumer",
-    )
 
 
 def _add_model_arguments(group) -> None:
@@ -136,23 +127,6 @@ def _add_model_arguments(group) -> None:
         type=float,
         metavar="FRACTION",
         help="achieved fraction of peak FLOP/s (default 0.5)",
-    )
-
-
-def add_output_arguments(group) -> None:
-    _add(
-        group,
-        "--trace",
-        dest="cost_trace",
-        metavar="PATH",
-        help="write a Chrome-trace / Perfetto JSON timeline (one track per rank)",
-    )
-    _add(
-        group,
-        "--plot",
-        dest="cost_plot",
-        metavar="PATH",
-        help="write a Gantt chart (.png, .svg or .pdf; needs matplotlib, the 'viz' extra)",
     )
 
 
@@ -221,7 +195,3 @@ def config_from_args(args: argparse.Namespace) -> CostConfig:
     """The validated :class:`CostConfig` for the parsed command line."""
     where = getattr(args, "cost_config", None) or "cost options"
     return make_config(settings_from_args(args), where)
-
-
-def progress_from_args(args: argparse.Namespace) -> str:
-    return getattr(args, "cost_progress", None) or "fifo"

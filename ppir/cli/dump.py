@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from ppir.cli.common import (
-    add_planning_arguments,
+    add_compile_arguments,
     add_schedule_arguments,
+    compile_from_args,
     emit_json,
     load_from_args,
-    lowered_from_args,
+    print_report,
 )
+from ppir.diagnostics import EXIT_INVALID
 from ppir.ir.printer import format_pps, to_json
 
 NAME = "dump"
@@ -31,13 +33,17 @@ def add_arguments(p):
     p.add_argument(
         "--compute-only", action="store_true", help="leave the communication actions out"
     )
-    add_planning_arguments(p)
+    add_compile_arguments(p, model=False)
 
 
 def run(args) -> int:
-    s = load_from_args(args) if args.compute_only else lowered_from_args(args)
     if args.compute_only:
-        s = s.compute_only()
+        s = load_from_args(args).compute_only()
+    else:
+        c = compile_from_args(args)
+        if c.report is not None and not print_report(c.report):
+            return EXIT_INVALID
+        s = c.program
     if args.format == "json":
         emit_json(to_json(s))
     else:

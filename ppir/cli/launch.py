@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ppir.cli.common import (
-    add_planning_arguments,
+    add_compile_arguments,
     add_schedule_arguments,
+    compile_from_args,
     load_from_args,
-    lowered_and_report,
     print_report,
 )
 from ppir.diagnostics import EXIT_INVALID, error
@@ -40,10 +40,9 @@ def add_arguments(p):
         help="number of processes (default: the schedule's ranks; sets -D P=P for "
         "schedules with a parameter P when -D P is not given)",
     )
-    add_schedule_arguments(p, overlap=True)
+    add_schedule_arguments(p)
     _cuda().add_launch_arguments(p)
-    add_planning_arguments(p)
-    p.add_argument("--no-verify", action="store_true", help="skip verification (not recommended)")
+    add_compile_arguments(p, model=False)
     p.add_argument("--plan-out", metavar="PATH", help="also keep the plan at PATH")
     p.add_argument(
         "--grace",
@@ -65,7 +64,8 @@ def _schedule(args):
     ):
         args.defines = [*args.defines, f"P={args.nproc}"]
         loaded = load_from_args(args)
-    s, report = lowered_and_report(args, loaded)
+    c = compile_from_args(args, loaded)
+    s, report = c.program, c.report
     if args.nproc is not None and s.ranks != args.nproc:
         raise error(
             "rank-mismatch",

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections import deque
 from fractions import Fraction
 
+from ppir.analysis import timeline
+from ppir.analysis.costs import costs_for
 from ppir.analysis.memory import analyze_memory, analyze_p2p, split_fractions
 from ppir.analysis.models import check_layers, parse_model_spec
-from ppir.analysis.order import ComputeIndex, OrderCycle
 from ppir.cli.analyze import add_model_arguments, fmt, num
 from ppir.cli.common import emit_json, parse_defines, parse_placement
-from ppir.diagnostics import PpirError, error
+from ppir.diagnostics import EXIT_INVALID, PpirError, error
 from ppir.frontend.loader import load_schedule
-from ppir.ir import OpKind, Schedule
-from ppir.passes import LowerComms
+from ppir.ir import Schedule
+from ppir.ir.graph import build_graph
+from ppir.pipeline import compile
 
 NAME = "sweep"
 HELP = "sweep one parameter; measured bubble, P2P and memory beside published formulas"
@@ -30,8 +31,6 @@ examples:
   ppir sweep 1f1b --over M=4,8,16 -D P=4 --format json
   ppir sweep interleaved_1f1b --over v=1,2,3,4 -D P=8 -D M=16 --layers 96
 """
-
-_COST = {OpKind.F: 1, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1}
 
 
 def add_arguments(p):
@@ -55,48 +54,22 @@ def add_arguments(p):
     add_model_arguments(p)
 
 
-def uniform_timing(s: Schedule) -> tuple[Fraction, list[Fraction]]:
-    """(step time, busy time per rank) in rank-share units: ASAP start of every compute action
-    = the latest finish of its program-order predecessor and data producers (a weighted longest
-    path, linear time).  Raises OrderCycle for a schedule that cannot run."""
-    idx = ComputeIndex.build(s)
-    succs: dict = {}
-    indeg: dict = {}
-    for r, prog in enumerate(idx.actions):
-        for i, a in enumerate(prog):
-            preds = idx.data_preds(a, s.stages) + ([(r, i - 1)] if i else [])
-            indeg[(r, i)] = len(preds)
-            for q in preds:
-                succs.setdefault(q, []).append((r, i))
-    start = {loc: 0 for loc in indeg}
-    ready = deque(loc for loc, d in indeg.items() if d == 0)
-    end = 0
-    while ready:
-        loc = ready.popleft()
-        fin = start[loc] + _COST[idx.actions[loc[0]][loc[1]].kind]
-        end = max(end, fin)
-        for q in succs.get(loc, ()):
-            start[q] = max(start[q], fin)
-            indeg[q] -= 1
-            if indeg[q] == 0:
-                ready.append(q)
-    if any(indeg.values()):
-        raise OrderCycle([])
-    scale = Fraction(s.ranks, s.stages)
-    return end * scale, [sum(_COST[a.kind] for a in prog) * scale for prog in idx.actions]
-
-
-def estimator_bubble(s: Schedule) -> float | None:
-    """bubble/ideal from the cost estimator (``ppir.analysis.estimate``, default textbook costs) on
-    the lowered program, or None when the estimator is missing or fails.  Unlike
-    :func:`uniform_timing` it executes the communication groups as lowered (rendezvous, one FIFO
-    of groups per rank), so grouping waits show up here."""
-    try:
-        from ppir.analysis.estimate import estimate
-
-        return float(estimate(s, memory=False).bubble_fraction_of_ideal)
-    except Exception:  # noqa: BLE001 - another component; the sweep must still run
-        return None
+def dependency_timing(s: Schedule) -> tuple[Fraction, list[Fraction]]:
+    """(step time, busy time per rank) of the compute order alone under the textbook costs (F=1,
+    B=2, I=W=1 per rank share, a chunk costs P/S of that; no communication cost): the timeline
+    of the compute-only graph, exact.  A ppir error (exit 1) for an order that cannot run."""
+    g = build_graph(s.compute_only())
+    costs = costs_for(s)
+    tl = timeline.run(g, costs)
+    if not tl.complete:
+        raise error(
+            "order-cycle",
+            f"{s.name}: the compute order has a cycle (see 'ppir check')",
+            exit_code=EXIT_INVALID,
+        )
+    tick = costs.tick
+    busy = [sum(tl.duration[v] for v in order) * tick for order in g.rank_nodes]
+    return tl.makespan * tick, busy
 
 
 def _f(x) -> Fraction:
@@ -159,18 +132,20 @@ CLOSED_FORMS = {
 
 def measure(s: Schedule, model=None, recompute="none", layers=None) -> dict:
     """The measured figures of one expanded schedule (exact Fractions)."""
-    low = s if s.is_lowered else LowerComms().apply(s)
-    T, busy = uniform_timing(s.compute_only())
+    c = compile(s)
+    if not c.ok:
+        raise PpirError(c.report.errors, EXIT_INVALID)
+    T, busy = dependency_timing(s)
     r = max(range(s.ranks), key=lambda i: T - busy[i])
     # peak A needs no bytes: keep the model's split, not its layer count (checked below)
-    mem = analyze_memory(low, i_fraction=split_fractions(model, recompute))
-    p2p = analyze_p2p(low, model)
+    mem = analyze_memory(c.graph, i_fraction=split_fractions(model, recompute))
+    p2p = analyze_p2p(c.graph, model)
     L = layers if layers is not None else (model.layers if model else None)
     out = {
         "bubble": T - busy[r],
         "bubble/ideal": (T - busy[r]) / busy[r] if busy[r] else None,
         "bubble/total": (T - busy[r]) / T if T else None,
-        "est bubble/ideal": estimator_bubble(low),
+        "est bubble/ideal": c.estimate.bubble_fraction_of_ideal,
         "p2p fwd/mb": p2p.forward_per_microbatch,
         "p2p bwd/mb": p2p.backward_per_microbatch,
         "peak A": mem.worst.peak_activations,
@@ -217,8 +192,8 @@ def sweep(
         try:
             s = load_schedule(spec, params, placement=placement)
             meas = measure(s, model, recompute, layers)
-        except (PpirError, OrderCycle) as e:
-            if isinstance(e, PpirError) and e.kind in _UNUSABLE:
+        except PpirError as e:
+            if e.kind in _UNUSABLE:
                 raise  # not about this value: the sweep itself cannot run
             rows.append({"value": val, "params": params, "error": str(e)})
             continue

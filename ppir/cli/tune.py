@@ -7,8 +7,9 @@ import sys
 
 from ppir.analysis.tune import parse_budget, tune
 from ppir.analysis.units import fmt_bytes, fmt_time
-from ppir.cli.cost_options import add_cost_arguments, config_from_args, progress_from_args
+from ppir.cli.cost_options import add_cost_arguments, config_from_args
 from ppir.diagnostics import error
+from ppir.ir.graph import PROGRESS_MODELS
 from ppir.schedules import builtin_names
 
 NAME = "tune"
@@ -70,6 +71,12 @@ def add_arguments(p):
     )
     p.add_argument("--top", type=int, default=0, metavar="N", help="show only the N best")
     p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--progress",
+        choices=PROGRESS_MODELS,
+        default="fifo",
+        help="progress model the candidates are compiled and timed under (default fifo)",
+    )
     add_cost_arguments(p.add_argument_group("cost model"))
 
 
@@ -89,7 +96,7 @@ def run(args) -> int:
         _ints(args.v, "--v"),
         cfg,
         budget,
-        progress_from_args(args),
+        args.progress,
     )
     ok = [c for c in cands if c.ok]
     bad = [c for c in cands if not c.ok]

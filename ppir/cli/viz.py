@@ -5,8 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 
-from ppir.cli.common import add_schedule_arguments, lowered_from_args, parse_defines
-from ppir.diagnostics import error, write_output
+from ppir.cli.common import (
+    add_compile_arguments,
+    add_schedule_arguments,
+    compile_from_args,
+    parse_defines,
+    print_report,
+)
+from ppir.diagnostics import EXIT_INVALID, error, write_output
 from ppir.frontend.loader import load_schedule, read_source
 from ppir.frontend.parser import parse_text
 
@@ -38,7 +44,7 @@ FORMATS = ("html", "png", "svg")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_schedule_arguments(p, overlap=True)
+    add_schedule_arguments(p)
     p.add_argument(
         "-o",
         "--output",
@@ -82,9 +88,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     page.add_argument(
         "--rank", type=int, default=0, metavar="R", help="rank of the local view (default 0)"
     )
-    from ppir.cli.cost_options import add_cost_arguments
-
-    add_cost_arguments(p.add_argument_group("cost model"))
+    add_compile_arguments(p)
 
 
 def output_format(args) -> tuple[str, str]:
@@ -128,22 +132,24 @@ def second_schedule(args):
     sched = load_schedule(
         spec, {**inherited, **own}, max_ops=args.max_ops, max_steps=args.max_steps
     )
-    return lowered_from_args(args, sched)  # the same lowering and overlap: like with like
+    return compile_from_args(args, sched)  # the same lowering and overlap: like with like
 
 
 def run(args) -> int:
-    from ppir.cli.cost_options import config_from_args, progress_from_args
     from ppir.viz import time_schedule
 
     fmt, out = output_format(args)
     if args.rank < 0:
         raise error("bad-usage", f"--rank {args.rank}: must be 0 or more")
-    cfg, progress = config_from_args(args), progress_from_args(args)
-    schedules = [lowered_from_args(args)]
+    compiled = [compile_from_args(args)]
     other = second_schedule(args)
     if other is not None:
-        schedules.append(other)
-    runs = [time_schedule(s, cfg, progress) for s in schedules]
+        compiled.append(other)
+    for c in compiled:
+        if c.report is not None and not print_report(c.report):
+            return EXIT_INVALID
+    runs = [time_schedule(c) for c in compiled]
+    schedules = [c.program for c in compiled]
     if fmt == "html":
         from ppir.viz import render_html
 

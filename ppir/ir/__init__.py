@@ -3,6 +3,8 @@ them.
 
 * :mod:`ppir.ir.types` -- actions, groups, waits, overlapped steps, per-rank programs and the
   :class:`Schedule` that holds them (frozen dataclasses).
+* :mod:`ppir.ir.deps` -- the semantics of ops: what each consumes and produces, what crosses a
+  stage boundary and who is at the other end of each message (the only place it is written).
 * :mod:`ppir.ir.printer` -- the literal ``.pps`` text and the JSON ``ppir.program/1`` forms.
 * :mod:`ppir.ir.graph` -- the networkx dependency graph that passes and analyses read.
 """
@@ -18,13 +20,11 @@ from ppir.ir.types import (
     Schedule,
     Span,
     Wait,
-    comm_endpoints,
     is_compute_item,
     item_actions,
     looped_placement,
     parse_item,
     placement_name,
-    producers,
     vshape_placement,
 )
 
@@ -39,12 +39,10 @@ __all__ = [
     "Schedule",
     "Span",
     "Wait",
-    "comm_endpoints",
     "is_compute_item",
     "item_actions",
     "looped_placement",
     "parse_item",
     "placement_name",
-    "producers",
     "vshape_placement",
 ]

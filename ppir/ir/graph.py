@@ -1,57 +1,496 @@
-"""The networkx dependency graph of a schedule, derived from its per-rank programs.
+"""The dependency graph of a program: the IR that the verifier, the timeline, memory and the
+passes read.  :func:`build_graph` is the one function that builds it.
 
-Nodes are ``(rank, i)``: the i-th action of the rank's program with groups flattened.  Node
-attributes: ``action`` (Action), ``rank``, ``group`` (index of the program item holding it).
-Edges carry ``kind``:
+Construction (``progress="fifo"``, the semantics ``ppir check`` proves; docs/verification.md
+states it with the proof that a lowered program is deadlock-free exactly when this graph is
+acyclic)
+--------------------------------------------------------------------------------------------
+Node kinds (:data:`NODE_KINDS`), one or more per program item of a rank:
 
-* ``order`` — consecutive actions of one rank (program order);
-* ``data``  — producer -> consumer between compute actions (F(s,m) -> F(s+1,m), F(s,m) -> B/I(s,m),
-  B/I(s+1,m) -> B/I(s,m), I(s,m) -> W(s,m));
-* ``comm``  — the k-th send on a (src, dst) channel -> the k-th recv on it (FIFO matching).
+* ``compute``  a compute item (an action, or an overlapped F&B step as one node);
+* ``post`` and ``done``  a communication group (``[a b]``, ``post[a b]`` or a lone SEND/RECV):
+  when it is posted, and when all its ops have met their partners (the group completes as a
+  unit);
+* ``wait``  the ``wait[a b]`` of a deferred group;
+* ``message``  one matched SEND/RECV pair: the k-th send and the k-th recv of a
+  ``(src, dst)`` rank channel (FIFO matching, no tags).
+
+Wait-for edges (:data:`EDGE_KINDS`) say what must have happened before a node can happen:
+
+* ``order``  program order: a compute item, a wait and every post follow the previous item
+  that blocks the rank's program (a compute item, a blocking group's ``done``, a wait); a
+  group's ``done`` follows its ``post``;
+* ``fifo``  one FIFO of groups per rank: a post also follows the ``done`` of the rank's
+  previous group;
+* ``wait``  a wait follows the ``done`` of the group it names;
+* ``rendezvous``  a message happens once both of its groups are posted (a send completes only
+  together with its recv: no buffering), and each group's ``done`` follows its messages;
+* ``channel``  a message follows the previous message on its channel (the k-th transfer on a
+  link starts after the (k-1)-th).
+
+``data`` edges link each compute node to the compute nodes it consumes from
+(:func:`ppir.ir.deps.inputs`).  In a lowered program they are not waits (the runtime waits
+only through program order and rendezvous; the verifier checks that every data edge is
+implied), so the *wait-for graph* is every edge but ``data``.  In a compute-only program data
+edges are the waits (a message is assumed to arrive once its producer is done, plus its
+transfer time), and the graph has only compute nodes.
+
+``progress="relaxed"`` (independent progress per peer, *not* guaranteed by NCCL) builds the
+verifier's relaxed units instead: one compute node per compute action (the parts of an
+overlapped step in turn), one post/done pair per (comm item, peer); a compute op waits for the
+previous compute op of its rank and for the recvs (earlier on its rank) carrying its inputs;
+a comm unit waits for the previous unit to the same peer and for the compute ops (earlier)
+whose outputs its sends carry.  Waits are not nodes.
+
+The object
+----------
+:class:`ProgramGraph` is a read-only :class:`networkx.DiGraph` (nodes ``0..n-1`` with the
+attributes ``kind``, ``rank``, ``item``, ``ops``; edges with ``kind`` and, where a pair of
+nodes has several, ``kinds``): every networkx algorithm runs on it.  Its storage is flat
+per-node lists (``kind``, ``rank``, ``item``, ``after``, ``before`` ...) and an op index
+(``ops``, ``op_rank``, ``op_item``, ``op_node``, ``op_peer``, ``op_partner``), which the hot
+loops of the timeline and the checks use directly.  Building is linear in the number of ops.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 
 import networkx as nx
 
-from ppir.analysis.order import ComputeIndex
-from ppir.ir import Schedule, item_actions
+from ppir.ir import deps
+from ppir.ir.types import Action, Group, Overlap, Schedule, Wait, item_actions
+
+COMPUTE, POST, DONE, WAIT, MESSAGE = range(5)
+NODE_KINDS = ("compute", "post", "done", "wait", "message")
+ORDER, FIFO, DATA, RENDEZVOUS, CHANNEL, WAITS = range(6)
+EDGE_KINDS = ("order", "fifo", "data", "rendezvous", "channel", "wait")
+PROGRESS_MODELS = ("fifo", "relaxed")
+_SHIFT = 3  # a wait-for predecessor is stored as node << _SHIFT | edge kind
 
 
-def build_graph(s: Schedule) -> nx.DiGraph:
-    g = nx.DiGraph(schedule=s.name, ranks=s.ranks, stages=s.stages)
-    compute_loc: dict = {}
-    sends: dict[tuple[int, int], deque] = defaultdict(deque)
-    recvs: dict[tuple[int, int], list] = defaultdict(list)
-    for r, prog in enumerate(s.programs):
-        i = 0
-        prev = None
-        for gi, it in enumerate(prog):
-            for a in item_actions(it):
-                node = (r, i)
-                g.add_node(node, action=a, rank=r, group=gi)
-                if prev is not None:
-                    g.add_edge(prev, node, kind="order")
-                if a.kind.is_compute:
-                    compute_loc.setdefault(a.key, node)
-                elif a.kind.is_send:
-                    sends[(r, s.peer(a))].append(node)
-                else:
-                    recvs[(s.peer(a), r)].append(node)
-                prev = node
-                i += 1
-    index = ComputeIndex.build(s)
-    for node, a in ((n, d["action"]) for n, d in g.nodes(data=True)):
-        if a.kind.is_compute:
-            for p in index.data_preds(a, s.stages):
-                pa = index.actions[p[0]][p[1]]
-                g.add_edge(compute_loc[pa.key], node, kind="data")
-    for ch, rs in recvs.items():
-        q = sends.get(ch, deque())
-        for rn in rs:
-            if not q:
-                break
-            g.add_edge(q.popleft(), rn, kind="comm")
+class ProgramGraph(nx.DiGraph):
+    """The dependency graph of one program (see the module docstring).  Build it with
+    :func:`build_graph`; ``ProgramGraph()`` alone is an ordinary empty DiGraph (networkx
+    creates those for views and copies)."""
+
+    def __init__(self, incoming_graph_data=None, **attr):
+        super().__init__(incoming_graph_data, **attr)
+        self.built = False
+
+    # ------------------------------------------------------------------ storage
+    def _init_storage(self, schedule: Schedule, progress: str) -> None:
+        self.built = True
+        self.schedule = schedule
+        self.progress = progress
+        self.lowered = schedule.is_lowered
+        self.num_stages = schedule.stages
+        # per node
+        self.kind: list[int] = []
+        self.rank: list[int] = []
+        self.item: list[int] = []
+        self.lo: list[int] = []  # compute: first op; post/done: first op of its item; wait:
+        self.hi: list[int] = []  # its group's post (lo) or -1; message: send op (lo), recv (hi)
+        self.after: list[list[int]] = []  # wait-for successors
+        self.before: list[list[int]] = []  # wait-for predecessors, encoded node << 3 | kind
+        self.data_in: list = []  # data producers (compute nodes), () when none
+        self.data_out: list = []
+        self.blocked: dict[int, int] = {}  # done node -> ops in it that have no partner
+        self.unit_ops: dict[int, list[int]] = {}  # relaxed post -> its comm ops (a subset)
+        self.rank_nodes: list[list[int]] = []  # per rank, its nodes in program order
+        # per op
+        self.ops: list[Action] = []
+        self.op_rank: list[int] = []
+        self.op_item: list[int] = []
+        self.op_node: list[int] = []  # compute node, or the post node of the op's unit
+        self.op_peer: list[int] = []  # comm: peer rank (-1: no such stage); compute: -1
+        self.op_partner: list[int] = []  # the matched op, -1 when none
+        self.op_msg: list[int] = []  # the message node of a matched comm op, else -1
+        self.rank_start: list[int] = []
+        self.item_ops: list[list[tuple[int, int]]] = []  # per rank, per item: op range
+        self.first: dict[tuple, int] = {}  # (stage, kind, mb) -> first op holding it
+        self.sends: dict[tuple[int, int], list[int]] = {}  # channel -> send ops in order
+        self.recvs: dict[tuple[int, int], list[int]] = {}
+        self.messages: list[int] = []  # message nodes, in creation order
+        self.graph.update(
+            schedule=schedule.name, ranks=schedule.ranks, stages=schedule.stages, progress=progress
+        )
+        self._node = _Nodes(self)
+        self._adj = _Adjacency(self, successors=True)
+        self._pred = _Adjacency(self, successors=False)
+        nx.freeze(self)
+
+    def _add(self, kind: int, rank: int, item: int, lo: int, hi: int) -> int:
+        n = len(self.kind)
+        self.kind.append(kind)
+        self.rank.append(rank)
+        self.item.append(item)
+        self.lo.append(lo)
+        self.hi.append(hi)
+        self.after.append([])
+        self.before.append([])
+        self.data_in.append(())
+        self.data_out.append(())
+        return n
+
+    def _edge(self, u: int, v: int, kind: int) -> None:
+        self.after[u].append(v)
+        self.before[v].append(u << _SHIFT | kind)
+
+    def _data(self, u: int, v: int) -> None:
+        if not self.data_out[u]:
+            self.data_out[u] = []
+        self.data_out[u].append(v)
+        if not self.data_in[v]:
+            self.data_in[v] = []
+        self.data_in[v].append(u)
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def n(self) -> int:
+        return len(self.kind)
+
+    @property
+    def num_ops(self) -> int:
+        return len(self.ops)
+
+    def preds(self, v: int) -> Iterator[tuple[int, int]]:
+        """(node, edge kind) of every wait-for predecessor of ``v``, in construction order."""
+        for e in self.before[v]:
+            yield e >> _SHIFT, e & 7
+
+    def unit_op_ids(self, post: int) -> list[int]:
+        """The comm ops of the unit whose post node is ``post``, in posting order."""
+        if post in self.unit_ops:
+            return self.unit_ops[post]
+        lo, hi = self.item_ops[self.rank[post]][self.item[post]]
+        return [o for o in range(lo, hi) if self.ops[o].kind.is_comm]
+
+    def node_ops(self, v: int) -> tuple[int, ...]:
+        """The ops a node stands for: a compute node's actions, a unit's comm ops, a message's
+        send and recv; () for a wait."""
+        k = self.kind[v]
+        if k == COMPUTE:
+            return tuple(range(self.lo[v], self.hi[v]))
+        if k == POST or k == DONE:
+            return tuple(self.unit_op_ids(v if k == POST else v - 1))
+        if k == MESSAGE:
+            return (self.lo[v], self.hi[v])
+        return ()
+
+    def label(self, v: int) -> str:
+        """A short readable name: ``r1:3F2``, ``r0:post[0SEND_F1]``, ``msg 0SEND_F1->1RECV_F1``."""
+        k = self.kind[v]
+        if k == MESSAGE:
+            return f"msg {self.ops[self.lo[v]]}->{self.ops[self.hi[v]]}"
+        prog = self.schedule.programs[self.rank[v]]
+        it = prog[self.item[v]]
+        if k == COMPUTE:
+            text = " ".join(str(self.ops[o]) for o in self.node_ops(v))
+            return f"r{self.rank[v]}:{text}"
+        if k == WAIT:
+            return f"r{self.rank[v]}:{it}"
+        body = " ".join(str(self.ops[o]) for o in self.node_ops(v))
+        return f"r{self.rank[v]}:{NODE_KINDS[k]}[{body}]"
+
+    def where(self, o: int) -> str:
+        """``0SEND_F1 (rank 0, step 5)``: an op and where it sits (step = item index)."""
+        return f"{self.ops[o]} (rank {self.op_rank[o]}, step {self.op_item[o]})"
+
+    def item_span(self, r: int, i: int):
+        it = self.schedule.programs[r][i]
+        if isinstance(it, Group):
+            return it.span or (it.actions[0].span if it.actions else None)
+        return it.span
+
+    def node_attrs(self, v: int) -> dict:
+        return {
+            "kind": NODE_KINDS[self.kind[v]],
+            "rank": self.rank[v],
+            "item": self.item[v],
+            "ops": tuple(str(self.ops[o]) for o in self.node_ops(v)),
+            "label": self.label(v),
+        }
+
+    def __reduce__(self):  # pickling rebuilds from the program
+        return (build_graph, (self.schedule, self.progress))
+
+
+# ------------------------------------------------------------------ networkx views
+_EDGE_ATTRS: dict[tuple[int, ...], Mapping] = {}
+
+
+def _edge_attrs(kinds: tuple[int, ...]) -> Mapping:
+    a = _EDGE_ATTRS.get(kinds)
+    if a is None:
+        names = tuple(EDGE_KINDS[k] for k in kinds)
+        a = _EDGE_ATTRS[kinds] = MappingProxyType({"kind": names[0], "kinds": names})
+    return a
+
+
+class _Nodes(Mapping):
+    __slots__ = ("_g",)
+
+    def __init__(self, g: ProgramGraph):
+        self._g = g
+
+    def _check(self, v) -> int:
+        if type(v) is not int or not 0 <= v < self._g.n:
+            raise KeyError(v)
+        return v
+
+    def __getitem__(self, v):
+        return MappingProxyType(self._g.node_attrs(self._check(v)))
+
+    def __contains__(self, v) -> bool:
+        return type(v) is int and 0 <= v < self._g.n
+
+    def __iter__(self):
+        return iter(range(self._g.n))
+
+    def __len__(self) -> int:
+        return self._g.n
+
+
+class _Adjacency(_Nodes):
+    """node -> {neighbour: edge attributes}, over wait-for and data edges together."""
+
+    __slots__ = ("_successors",)
+
+    def __init__(self, g: ProgramGraph, successors: bool):
+        super().__init__(g)
+        self._successors = successors
+
+    def __getitem__(self, v):
+        g = self._g
+        self._check(v)
+        kinds: dict[int, list[int]] = {}
+        if self._successors:
+            for w in g.after[v]:
+                for e in g.before[w]:
+                    if e >> _SHIFT == v:
+                        kinds.setdefault(w, []).append(e & 7)
+            for w in g.data_out[v]:
+                kinds.setdefault(w, []).append(DATA)
+        else:
+            for e in g.before[v]:
+                kinds.setdefault(e >> _SHIFT, []).append(e & 7)
+            for w in g.data_in[v]:
+                kinds.setdefault(w, []).append(DATA)
+        return MappingProxyType(
+            {w: _edge_attrs(tuple(dict.fromkeys(ks))) for w, ks in kinds.items()}
+        )
+
+
+# ------------------------------------------------------------------ construction
+def build_graph(schedule: Schedule, progress: str = "fifo") -> ProgramGraph:
+    """The dependency graph of ``schedule`` under ``progress`` (see the module docstring).
+    A compute-only program gives compute nodes, order and data edges (``progress`` does not
+    matter).  Linear in the number of ops."""
+    if progress not in PROGRESS_MODELS:
+        raise ValueError(f"unknown progress model {progress!r} (expected one of {PROGRESS_MODELS})")
+    g = ProgramGraph()
+    g._init_storage(schedule, progress)
+    _index_ops(g, schedule)
+    if not g.lowered:
+        _compute_only(g, schedule)
+    elif progress == "fifo":
+        _fifo_units(g, schedule)
+    else:
+        _relaxed_units(g, schedule)
+    _data_edges(g)
+    if g.lowered:
+        _match(g)
     return g
+
+
+def _index_ops(g: ProgramGraph, s: Schedule) -> None:
+    """Op ids, their items and peers, and each channel's sends and recvs in program order."""
+    ops, op_rank, op_item, op_peer = g.ops, g.op_rank, g.op_item, g.op_peer
+    first, sends, recvs = g.first, g.sends, g.recvs
+    place = s.placement
+    for r, prog in enumerate(s.programs):
+        g.rank_start.append(len(ops))
+        spans = []
+        for i, it in enumerate(prog):
+            lo = len(ops)
+            for a in item_actions(it):
+                o = len(ops)
+                ops.append(a)
+                op_rank.append(r)
+                op_item.append(i)
+                first.setdefault((a.stage, a.kind, a.mb), o)
+                if a.kind.is_compute:
+                    op_peer.append(-1)
+                    continue
+                q = deps.peer_rank(place, a) if 0 <= a.stage < len(place) else -1
+                op_peer.append(q)
+                if q >= 0:
+                    if a.kind.is_send:
+                        sends.setdefault((r, q), []).append(o)
+                    else:
+                        recvs.setdefault((q, r), []).append(o)
+            spans.append((lo, len(ops)))
+        g.item_ops.append(spans)
+    g.rank_start.append(len(ops))
+    n = len(ops)
+    g.op_node = [-1] * n
+    g.op_partner = [-1] * n
+    g.op_msg = [-1] * n
+
+
+def _compute_only(g: ProgramGraph, s: Schedule) -> None:
+    for r in range(s.ranks):
+        order, last = [], -1
+        for i, (lo, hi) in enumerate(g.item_ops[r]):
+            v = g._add(COMPUTE, r, i, lo, hi)
+            for o in range(lo, hi):
+                g.op_node[o] = v
+            if last >= 0:
+                g._edge(last, v, ORDER)
+            last = v
+            order.append(v)
+        g.rank_nodes.append(order)
+
+
+def _fifo_units(g: ProgramGraph, s: Schedule) -> None:
+    ops = g.ops
+    for r, prog in enumerate(s.programs):
+        order: list[int] = []
+        last_block = last_group = -1
+        deferred: dict[tuple, int] = {}  # a deferred group's actions -> its post node
+        for i, (lo, hi) in enumerate(g.item_ops[r]):
+            it = prog[i]
+            if isinstance(it, Wait):
+                v = g._add(WAIT, r, i, deferred.pop(it.actions, -1), -1)
+                if last_block >= 0:
+                    g._edge(last_block, v, ORDER)
+                if g.lo[v] >= 0:
+                    g._edge(g.lo[v] + 1, v, WAITS)
+                last_block = v
+                order.append(v)
+                continue
+            if isinstance(it, Overlap) or (hi > lo and ops[lo].kind.is_compute):
+                v = g._add(COMPUTE, r, i, lo, hi)
+                for o in range(lo, hi):
+                    g.op_node[o] = v
+                if last_block >= 0:
+                    g._edge(last_block, v, ORDER)
+                last_block = v
+                order.append(v)
+                continue
+            p = g._add(POST, r, i, lo, hi)
+            d = g._add(DONE, r, i, lo, hi)
+            for o in range(lo, hi):
+                g.op_node[o] = p
+            if last_block >= 0:
+                g._edge(last_block, p, ORDER)
+            if hi > lo:  # an empty group is a no-op, not a group of the FIFO
+                if last_group >= 0 and last_group != last_block:
+                    g._edge(last_group, p, FIFO)
+                last_group = d
+            g._edge(p, d, ORDER)
+            if isinstance(it, Group) and it.deferred:
+                deferred[it.actions] = p
+            else:
+                last_block = d
+            order.extend((p, d))
+        g.rank_nodes.append(order)
+
+
+def _relaxed_units(g: ProgramGraph, s: Schedule) -> None:
+    ops, S = g.ops, s.stages
+    for r in range(s.ranks):
+        order: list[int] = []
+        unit_of_key: dict[tuple, int] = {}  # first unit on this rank holding an action key
+        pending: list[tuple[int, list[tuple]]] = []  # (node, keys it waits on)
+        last_compute = -1
+        last_to_peer: dict[int, int] = {}
+        for i, (lo, hi) in enumerate(g.item_ops[r]):
+            by_peer: dict[int, list[int]] = {}
+            for o in range(lo, hi):
+                a = ops[o]
+                if a.kind.is_compute:
+                    v = g._add(COMPUTE, r, i, o, o + 1)
+                    g.op_node[o] = v
+                    if last_compute >= 0:
+                        g._edge(last_compute, v, ORDER)
+                    last_compute = v
+                    unit_of_key.setdefault(a.key, v)
+                    msg = deps.message_in(a, S) if 0 <= a.stage < S else None
+                    if msg is not None:
+                        pending.append((v, [deps.recv_action(msg).key]))
+                    order.append(v)
+                else:
+                    by_peer.setdefault(g.op_peer[o], []).append(o)
+            for q, unit in by_peer.items():
+                p = g._add(POST, r, i, lo, hi)
+                d = g._add(DONE, r, i, lo, hi)
+                g.unit_ops[p] = unit
+                prev = last_to_peer.get(q)
+                if prev is not None:
+                    g._edge(prev, p, FIFO)
+                g._edge(p, d, ORDER)
+                last_to_peer[q] = d
+                for o in unit:
+                    g.op_node[o] = p
+                    a = ops[o]
+                    unit_of_key.setdefault(a.key, p)
+                    if a.kind.is_send and 0 <= a.stage < S:
+                        pending.append((p, list(deps.served_keys(a))))
+                order.extend((p, d))
+        for v, keys in pending:
+            for key in keys:
+                u = unit_of_key.get(key)
+                if u is not None and u < v:  # a later one is a local-order error
+                    g._edge(u + 1 if g.kind[u] == POST else u, v, ORDER)
+        g.rank_nodes.append(order)
+
+
+def _data_edges(g: ProgramGraph) -> None:
+    """A data edge from each compute node to each compute node consuming its output."""
+    S, first, ops, op_node = g.num_stages, g.first, g.ops, g.op_node
+    for o, a in enumerate(ops):
+        if not a.kind.is_compute or not 0 <= a.stage < S:
+            continue
+        v = op_node[o]
+        for p in deps.inputs(a, S):
+            for k in p.kinds:
+                src = first.get((p.stage, k, p.mb))
+                if src is not None:
+                    u = op_node[src]
+                    if u != v and g.kind[u] == COMPUTE:
+                        g._data(u, v)
+                    break
+
+
+def _match(g: ProgramGraph) -> None:
+    """FIFO matching per channel; one message node per matched pair, with its rendezvous and
+    channel edges; each unit's done node then waits for its messages in posting order."""
+    partner, op_msg, op_node = g.op_partner, g.op_msg, g.op_node
+    for ch in sorted(g.sends.keys() | g.recvs.keys()):
+        prev = -1
+        for o, p in zip(g.sends.get(ch, ()), g.recvs.get(ch, ())):
+            partner[o], partner[p] = p, o
+            m = g._add(MESSAGE, ch[0], -1, o, p)
+            g.messages.append(m)
+            op_msg[o] = op_msg[p] = m
+            g._edge(op_node[o], m, RENDEZVOUS)
+            g._edge(op_node[p], m, RENDEZVOUS)
+            if prev >= 0:
+                g._edge(prev, m, CHANNEL)
+            prev = m
+    for order in g.rank_nodes:
+        for p in order:
+            if g.kind[p] != POST:
+                continue
+            missing = 0
+            for o in g.unit_op_ids(p):
+                m = op_msg[o]
+                if m >= 0:
+                    g._edge(m, p + 1, RENDEZVOUS)
+                else:
+                    missing += 1
+            if missing:
+                g.blocked[p + 1] = missing

@@ -245,15 +245,6 @@ class Schedule:
     def rank_of(self, stage: int) -> int:
         return self.placement[stage]
 
-    def peer(self, action: Action) -> int:
-        """The rank a communication action talks to."""
-        k = action.kind
-        if k is OpKind.SEND_F or k is OpKind.RECV_B:
-            return self.placement[action.stage + 1]
-        if k is OpKind.RECV_F or k is OpKind.SEND_B:
-            return self.placement[action.stage - 1]
-        raise ValueError(f"{action} is not a communication action")
-
     @property
     def param_dict(self) -> dict[str, int]:
         return dict(self.params)
@@ -331,35 +322,3 @@ def placement_name(ranks: int, placement: tuple[int, ...]) -> str | None:
     if placement == vshape_placement(ranks, len(placement)):
         return "vshape"
     return None
-
-
-# ------------------------------------------------------------------ data dependencies
-def producers(action: Action, num_stages: int, backward_kind: dict | None = None) -> list[Action]:
-    """The compute actions whose outputs ``action`` consumes (data dependencies).
-
-    F(s,m) <- F(s-1,m);  B/I(s,m) <- F(s,m) and B/I(s+1,m);  W(s,m) <- I(s,m).
-    ``backward_kind`` maps (stage, mb) to the kind (B or I) that runs the backward of that
-    stage on that microbatch; stages missing from it default to B.
-    """
-    s, k, m = action.stage, action.kind, action.mb
-    if k is OpKind.F:
-        return [Action(s - 1, OpKind.F, m)] if s > 0 else []
-    if k is OpKind.B or k is OpKind.I:
-        out = [Action(s, OpKind.F, m)]
-        if s + 1 < num_stages:
-            nk = (backward_kind or {}).get((s + 1, m), OpKind.B)
-            out.append(Action(s + 1, nk, m))
-        return out
-    if k is OpKind.W:
-        return [Action(s, OpKind.I, m)]
-    raise ValueError(f"{action} is not a compute action")
-
-
-def comm_endpoints(action: Action) -> tuple[tuple[int, OpKind, int], ...]:
-    """Keys of the compute actions at this end of a communication action: the producer whose
-    output a SEND carries, the consumer a RECV feeds.  ``sSEND_Fm``/``sRECV_Fm``: F(s,m);
-    ``sSEND_Bm``/``sRECV_Bm``: the backward of (s,m), B or I."""
-    s, m = action.stage, action.mb
-    if action.kind in (OpKind.SEND_F, OpKind.RECV_F):
-        return ((s, OpKind.F, m),)
-    return ((s, OpKind.B, m), (s, OpKind.I, m))

@@ -1,5 +1,7 @@
 """Passes over the IR.  A pass is a small frozen dataclass with a kebab-case ``name`` and one
-``apply(schedule) -> schedule``; it leaves the IR valid.  :data:`PASSES` maps names to classes.
+``apply(schedule) -> schedule``; its options are its fields.  :data:`PASSES` is the registry
+the pass driver (:mod:`.driver`, ``-p lower-comms{strategy=eager},overlap-comms``) reads; the
+driver verifies the program after each pass.
 """
 
 from ppir.passes.lower_comms import LowerComms

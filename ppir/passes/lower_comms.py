@@ -55,124 +55,73 @@ ASAP start of its first part and the finish of its last).
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ppir.analysis.order import ComputeIndex, OrderCycle, PlanCosts, asap_finish
-from ppir.ir import Action, Group, Item, OpKind, Schedule, item_actions
+from ppir.analysis.costs import Costs, costs_for
+from ppir.analysis.timeline import run
+from ppir.ir import Action, Group, Item, OpKind, Schedule, deps, item_actions
+from ppir.ir.graph import ProgramGraph, build_graph
 
 STRATEGIES = ("lockstep", "eager", "naive")
-
-
-def outgoing_message(schedule: Schedule, a: Action) -> tuple[Action, Action, int] | None:
-    """(send, recv, destination rank) for the cross-rank output of compute action ``a``, if any."""
-    s, m = a.stage, a.mb
-    if a.kind is OpKind.F and s + 1 < schedule.stages:
-        dst = schedule.placement[s + 1]
-        if dst != schedule.placement[s]:
-            return (
-                Action(s, OpKind.SEND_F, m, a.span),
-                Action(s + 1, OpKind.RECV_F, m, a.span),
-                dst,
-            )
-    elif a.kind.is_backward and s > 0:
-        dst = schedule.placement[s - 1]
-        if dst != schedule.placement[s]:
-            return (
-                Action(s, OpKind.SEND_B, m, a.span),
-                Action(s - 1, OpKind.RECV_B, m, a.span),
-                dst,
-            )
-    return None
+_KIND_ORDER = {OpKind.SEND_F: 0, OpKind.SEND_B: 1, OpKind.RECV_F: 2, OpKind.RECV_B: 3}
 
 
 def _sort_key(schedule: Schedule):
-    order = {OpKind.SEND_F: 0, OpKind.SEND_B: 1, OpKind.RECV_F: 2, OpKind.RECV_B: 3}
-    return lambda a: (schedule.peer(a), order[a.kind], a.stage, a.mb)
+    place = schedule.placement
+    return lambda a: (deps.peer_rank(place, a), _KIND_ORDER[a.kind], a.stage, a.mb)
 
 
 @dataclass(frozen=True)
 class LowerComms:
-    """Insert communication; leaves a valid lowered schedule (see module docstring)."""
+    """Insert communication; leaves a valid lowered schedule (see module docstring).
+    ``costs`` are the planning costs (default: the textbook costs of ``CostConfig()``)."""
 
     strategy: str = "lockstep"
-    durations: tuple[tuple[OpKind, int], ...] | None = None  # relative costs per kind
-    costs: PlanCosts | None = None  # per stage and link; overrides ``durations``
+    costs: Costs | None = None
     name = "lower-comms"
 
     def apply(self, schedule: Schedule) -> Schedule:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown lowering strategy {self.strategy!r}")
         base = schedule.compute_only()
         if self.strategy == "naive":
             return _lower_naive(base)
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"unknown lowering strategy {self.strategy!r}")
-        costs = self.costs or PlanCosts.uniform(
-            base.stages, base.ranks, dict(self.durations) if self.durations else None
-        )
-        index = ComputeIndex.build(base)
-        try:
-            finish = asap_finish(base, index=index, costs=costs)
-        except OrderCycle:
+        costs = (self.costs or costs_for(base)).for_planning()
+        if self.strategy == "lockstep":
+            costs = replace(costs, intra=0, inter=0)
+        g = build_graph(base)
+        tl = run(g, costs)
+        if not tl.complete:  # a cyclic compute order: the verifier shows the cycle
             return _lower_naive(base)
+        starts = [[tl.start[v] for v in order] for order in g.rank_nodes]
+        ends = [[tl.finish[v] for v in order] for order in g.rank_nodes]
         if self.strategy == "eager":
-            return _lower_eager(base, finish, costs, index)
-        return _lower_lockstep(base, finish, costs, index)
+            comms = _exchanges(g, ends, lambda r, t, recv, dst: t)
+            return _place_groups(base, comms, ends, before_start=False)
+
+        def meeting(r: int, t, recv: Action, dst: int):
+            c = next((g.first[k] for k in deps.served_keys(recv) if k in g.first), None)
+            hi = starts[dst][g.op_item[c]] if c is not None and g.op_rank[c] == dst else None
+            return _meeting_time(t, hi, (starts[r], ends[r]), (starts[dst], ends[dst]))
+
+        return _place_groups(base, _exchanges(g, ends, meeting), starts, before_start=True)
 
 
-def _item_times(s: Schedule, finish: list[list[int]], costs: PlanCosts):
-    """Per rank: (start, finish) of every program item, and the item index of every compute
-    action (an Overlap spans from its first part's start to its last part's finish)."""
-    starts, ends, item_of = [], [], []
-    for r in range(s.ranks):
-        st, en, io = [], [], []
-        k = 0
-        for i, it in enumerate(s.programs[r]):
-            acts = item_actions(it)
-            st.append(finish[r][k] - costs.duration(acts[0]))
-            en.append(finish[r][k + len(acts) - 1])
-            io.extend([i] * len(acts))
-            k += len(acts)
-        starts.append(st)
-        ends.append(en)
-        item_of.append(io)
-    return starts, ends, item_of
-
-
-def _lower_lockstep(
-    s: Schedule, finish: list[list[int]], costs: PlanCosts, index: ComputeIndex
-) -> Schedule:
-    starts, ends, item_of = _item_times(s, finish, costs)
-
-    def meeting(r: int, t, recv: Action, dst: int):
-        consumer = index.where.get(_consumer_of(recv, index))
-        hi = starts[dst][item_of[dst][consumer[1]]] if consumer and consumer[0] == dst else None
-        return _meeting_time(t, hi, (starts[r], ends[r]), (starts[dst], ends[dst]))
-
-    return _place_groups(s, _exchanges(s, index, ends, item_of, meeting), starts, before_start=True)
-
-
-def _lower_eager(
-    s: Schedule, finish: list[list[int]], costs: PlanCosts, index: ComputeIndex
-) -> Schedule:
-    _, ends, item_of = _item_times(s, finish, costs)
-    return _place_groups(
-        s, _exchanges(s, index, ends, item_of, lambda r, t, recv, dst: t), ends, before_start=False
-    )
-
-
-def _exchanges(
-    s: Schedule, index: ComputeIndex, ends: list[list], item_of: list[list[int]], when
-) -> list[dict]:
+def _exchanges(g: ProgramGraph, ends: list[list], when) -> list[dict]:
     """Per rank, {exchange time: [SEND/RECV actions]} for every cross-rank message; the time is
     ``when(src rank, producer item's finish, recv, dst rank)``, the same on both ranks."""
+    s = g.schedule
+    place = s.placement
     comms: list[dict[int, list[Action]]] = [{} for _ in range(s.ranks)]
-    for r in range(s.ranks):
-        for k, a in enumerate(index.actions[r]):
-            msg = outgoing_message(s, a)
-            if msg:
-                send, recv, dst = msg
-                tau = when(r, ends[r][item_of[r][k]], recv, dst)
-                comms[r].setdefault(tau, []).append(send)
-                comms[dst].setdefault(tau, []).append(recv)
+    for o, a in enumerate(g.ops):
+        msg = deps.outgoing_message(place, a)
+        if msg is None:
+            continue
+        r, dst = g.op_rank[o], place[msg.dst]
+        send, recv = deps.send_action(msg, a.span), deps.recv_action(msg, a.span)
+        tau = when(r, ends[r][g.op_item[o]], recv, dst)
+        comms[r].setdefault(tau, []).append(send)
+        comms[dst].setdefault(tau, []).append(recv)
     return comms
 
 
@@ -196,13 +145,6 @@ def _place_groups(
             out.append(Group(tuple(sorted(comms[r][t], key=key))))
         programs.append(tuple(out))
     return s.replace_programs(tuple(programs))
-
-
-def _consumer_of(recv: Action, index: ComputeIndex) -> tuple:
-    """The key of the compute action that consumes what ``recv`` receives."""
-    if recv.kind is OpKind.RECV_F:
-        return (recv.stage, OpKind.F, recv.mb)
-    return (recv.stage, index.backward_kind.get((recv.stage, recv.mb), OpKind.B), recv.mb)
 
 
 def _meeting_time(lo: int, hi: int | None, a: tuple[list, list], b: tuple[list, list]) -> int:
@@ -230,34 +172,31 @@ def _free_point(t: int, starts: list[int], finishes: list[int]) -> int:
     return t
 
 
-def _consumer_key(rank: int, stage: int, mb: int, forward: bool) -> tuple:
-    return (rank, stage, mb, forward)
-
-
 def _lower_naive(s: Schedule) -> Schedule:
+    """Each RECV right before its consumer, each SEND right after its producer, all alone."""
+    place = s.placement
     recv_before: dict[tuple, list[Action]] = {}
     for r in range(s.ranks):
         for a in s.compute_actions(r):
-            msg = outgoing_message(s, a)
+            msg = deps.outgoing_message(place, a)
             if msg:
-                _, recv, dst = msg
-                key = _consumer_key(dst, recv.stage, recv.mb, recv.kind is OpKind.RECV_F)
-                recv_before.setdefault(key, []).append(recv)
+                recv_before.setdefault((place[msg.dst], msg.dst, msg.mb, msg.grad), []).append(
+                    deps.recv_action(msg, a.span)
+                )
     programs = []
     for r in range(s.ranks):
         out: list[Item] = []
         for it in s.programs[r]:
             acts = item_actions(it)
             for a in acts:
-                if a.kind is not OpKind.W:
-                    out.extend(
-                        recv_before.pop(_consumer_key(r, a.stage, a.mb, a.kind is OpKind.F), [])
-                    )
+                msg = deps.message_in(a, s.stages)
+                if msg is not None:
+                    out.extend(recv_before.pop((r, msg.dst, msg.mb, msg.grad), []))
             out.append(it)
             for a in acts:
-                msg = outgoing_message(s, a)
+                msg = deps.outgoing_message(place, a)
                 if msg:
-                    out.append(msg[0])
+                    out.append(deps.send_action(msg, a.span))
         programs.append(out)
     for (r, *_), recvs in recv_before.items():  # consumers that are missing: recv at the end
         programs[r].extend(recvs)

@@ -24,18 +24,15 @@ compute item or wait before it, which the input's blocking group, or the later g
 completion the wait is placed before, already waited for).  Matching is
 unchanged because posting order is.  The rendezvous system is monotone — removing waits can
 only make every unit complete earlier — so a schedule that was deadlock-free stays
-deadlock-free, and its estimated step time never grows.  The pass still runs the verifier on
-its result and refuses to return an invalid schedule.
+deadlock-free, and its estimated step time never grows.  The pass driver verifies its result,
+as after every pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from ppir.analysis.order import PlanCosts
-from ppir.diagnostics import EXIT_INVALID, PpirError
-from ppir.ir import Group, Item, Schedule, Wait, comm_endpoints, is_compute_item, item_actions
+from ppir.ir import Group, Item, Schedule, Wait, deps, is_compute_item, item_actions
 
 
 @dataclass(frozen=True)
@@ -43,19 +40,11 @@ class OverlapComms:
     """Post groups early and wait late (see the module docstring)."""
 
     hoist: int = 1
-    verify: bool = True
     name = "overlap-comms"
 
     def apply(self, schedule: Schedule) -> Schedule:
         programs = tuple(tuple(_overlap_rank(prog, self.hoist)) for prog in schedule.programs)
-        out = schedule.replace_programs(programs)
-        if self.verify:
-            from ppir.verify import verify
-
-            report = verify(out)
-            if not report.ok:  # a bug in this pass: never hand out an invalid schedule
-                raise PpirError(report.errors, EXIT_INVALID)
-        return out
+        return schedule.replace_programs(programs)
 
 
 def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
@@ -78,13 +67,13 @@ def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
         slot = max(last_post, seen - hoist)
         for a in acts:
             if a.kind.is_send:
-                slot = max(slot, *(where[k] + 1 for k in comm_endpoints(a) if k in where), slot)
+                slot = max(slot, *(where[k] + 1 for k in deps.served_keys(a) if k in where), slot)
         slot = last_post = min(slot, seen)
         consumers = [
             where[k]
             for a in acts
             if a.kind.is_recv
-            for k in comm_endpoints(a)
+            for k in deps.served_keys(a)
             if k in where and where[k] >= seen
         ]
         group = Group(tuple(acts), getattr(it, "span", None), deferred=True)
@@ -114,34 +103,3 @@ def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
         if k < len(compute):
             out.append(compute[k])
     return out
-
-
-def overlap_best(
-    schedule: Schedule,
-    lockstep: Schedule,
-    costs: PlanCosts | None,
-    step_time: Callable[[Schedule], float] | None,
-) -> Schedule:
-    """Communication for running ``schedule`` (compute-only) with transfers overlapped: the
-    faster, by ``step_time``, of ``overlap-comms`` over ``lockstep`` (its lockstep lowering)
-    and ``overlap-comms`` over the ``eager`` lowering planned with ``costs``.
-
-    The lockstep candidate is kept on a tie, when ``costs`` has no transfer time (then there is
-    nothing to plan around), and when the eager candidate is faster but does not verify
-    (possible only when floating-point planning times lose the strict order the eager proof
-    needs; it is verified only when it wins).  Both
-    candidates keep every rank's compute order, and ``overlap-comms`` never slows its input
-    down, so the result is never slower under ``step_time`` than the lockstep lowering with
-    blocking groups.  The lockstep candidate is returned unverified, like ``overlap-comms``
-    with ``verify=False``: callers verify what they run.
-    """
-    base = OverlapComms(verify=False).apply(lockstep)
-    if costs is None or step_time is None or not any(any(row) for row in costs.link):
-        return base
-    from ppir.passes.lower_comms import LowerComms
-    from ppir.verify import verify
-
-    eager = OverlapComms(verify=False).apply(LowerComms("eager", costs=costs).apply(schedule))
-    if step_time(eager) < step_time(base) and verify(eager).ok:  # verified only when it wins
-        return eager
-    return base

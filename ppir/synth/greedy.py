@@ -22,7 +22,7 @@ gradient is done).  Ties on the priority key go to the smaller microbatch, then 
 chunk, then F < B/I < W.  Costs are positive integers per op of one chunk.
 
 Contract: the result holds every F and B (or I and W) of every stage and microbatch exactly
-once, respects the data dependencies of :func:`ppir.ir.producers`, and never exceeds a cap
+once, respects the data dependencies of :func:`ppir.ir.deps.inputs`, and never exceeds a cap
 (in program order, which is how :mod:`ppir.analysis.memory` counts).  When no op can ever run (a
 cap too small to let the first forward through) :class:`GreedyStuck` says which rank and why.
 Complexity O(E · P · v) for E events.

@@ -30,7 +30,6 @@ from fractions import Fraction
 from ppir.analysis.memory import analyze_memory
 from ppir.diagnostics import error
 from ppir.ir import Action, OpKind, Schedule, looped_placement, vshape_placement
-from ppir.passes import LowerComms
 from ppir.synth.greedy import Candidate, GreedySpec, GreedyStuck, list_schedule
 
 DEFAULT_COSTS = {"F": Fraction(1), "B": Fraction(2), "I": Fraction(1), "W": Fraction(1)}
@@ -114,8 +113,7 @@ def synthesize(
 ) -> SynthResult:
     """The fastest verified candidate within ``cap`` A per rank (see the module docstring)."""
     from ppir.analysis.config import make_config
-    from ppir.analysis.estimate import estimate
-    from ppir.verify import verify
+    from ppir.pipeline import compile
 
     if P < 1 or M < 1:
         raise error("bad-usage", f"need P >= 1 and M >= 1, got P={P}, M={M}")
@@ -128,7 +126,6 @@ def synthesize(
     cost = {**DEFAULT_COSTS, **(costs or {})}
     ic = int_costs(cost)
     cfg = make_config({"costs": {k: v for k, v in cost.items()}})
-    lower = LowerComms(durations=tuple(ic.items()))
     trials: list[Trial] = []
     best: tuple | None = None
     for label, sched in _candidates(P, M, cap, ic, vshape, trials):
@@ -136,11 +133,11 @@ def synthesize(
         if peak > cap:
             trials.append(Trial(label, None, peak, "over the cap"))
             continue
-        low = lower.apply(sched)
-        if not verify(low).ok:
+        c = compile(sched, costs=cfg)  # as 'ppir compile' would run it
+        if not c.ok:
             trials.append(Trial(label, None, peak, "failed verification"))
             continue
-        est = estimate(low, cfg, memory=False)
+        est = c.estimate
         trials.append(Trial(label, est.step_time, peak))
         if best is None or (est.step_time, peak) < (best[1].step_time, best[3]):
             best = (label, est, sched, peak)

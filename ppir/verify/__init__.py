@@ -1,37 +1,38 @@
-"""The verifier: prove a schedule deadlock-free under NCCL point-to-point semantics.
+"""The verifier: prove a program deadlock-free under NCCL point-to-point semantics.
 
-``verify(schedule, progress="fifo", strict=False) -> Report`` runs, in order:
+``verify(program, progress="fifo", strict=False) -> Report`` reads the program's dependency
+graph (:func:`ppir.ir.graph.build_graph`; pass a built graph to reuse it) and runs, in order:
 
 1. completeness (:mod:`.structure`): ``out-of-range``, ``wrong-rank``, ``duplicate-op``,
-   ``incomplete``;
+   ``duplicate-message``, ``local-message``, ``incomplete``;
 2. local order (:mod:`.local_order`): ``local-order``, ``missing-recv`` (lowered only);
 3. matching (:mod:`.matching`, lowered only): ``unmatched-send``, ``unmatched-recv``,
-   ``payload-mismatch``;
-4. deadlock freedom (:mod:`.simulate`, :mod:`.witness`): ``deadlock`` for a stuck rendezvous run
-   of a lowered schedule; ``order-cycle`` when the compute graph itself is cyclic.  For a lowered
-   schedule the compute graph is examined only when checks 2-4 found something (an acyclic order
-   is implied otherwise), and a cycle then replaces the matching and deadlock findings, which
-   are its consequences; compute-only schedules are always examined;
-   Deferred groups (``post[...]``) must each be waited on once, later (:mod:`.waits`):
-   ``unwaited-group``, ``bad-wait``;
+   ``payload-mismatch``; deferred groups (:mod:`.waits`): each ``post[...]`` waited exactly
+   once, later: ``unwaited-group``, ``bad-wait``;
+4. deadlock freedom (:mod:`.deadlock`, :mod:`.witness`): ``deadlock`` when the wait-for graph
+   of a lowered program has a cycle; ``order-cycle`` when the compute graph itself is cyclic.
+   For a lowered program the compute graph is examined only when checks 2-4 found something
+   (an acyclic order is implied otherwise), and a cycle then replaces the matching and
+   deadlock findings, which are its consequences; compute-only programs are always examined;
 5. lints (:mod:`.lints`, lowered only): ``asymmetric-group``, ``group-too-large``,
    ``mixed-batched`` -- warnings, errors under ``strict``.
 
-The semantics are written down in docs/verification.md; the executor runs exactly those.  The
-report lists diagnostics in check order, at most :data:`MAX_PER_KIND` per kind plus one line
-counting the rest.  Everything is linear in the number of ops.
+The semantics and the proof that check 4 decides deadlock freedom are in docs/verification.md;
+the executor runs exactly those semantics.  The report lists diagnostics in check order, at
+most :data:`MAX_PER_KIND` per kind plus one line counting the rest.  Everything is linear in
+the number of ops.
 """
 
 from __future__ import annotations
 
-from ppir.analysis.order import OrderCycle, unit_levels
+from ppir.analysis.timeline import Timeline, run, stuck_cycle
 from ppir.diagnostics import Diagnostic, Report
 from ppir.ir import Schedule
-from ppir.verify.index import OpIndex
+from ppir.ir.graph import COMPUTE, PROGRESS_MODELS, ProgramGraph, build_graph
+from ppir.verify.deadlock import find_cycle
 from ppir.verify.lints import check_lints
 from ppir.verify.local_order import check_local_order
 from ppir.verify.matching import check_matching
-from ppir.verify.simulate import PROGRESS_MODELS, SimResult, find_cycle, simulate
 from ppir.verify.structure import check_structure
 from ppir.verify.waits import check_waits
 from ppir.verify.witness import deadlock_diagnostic, order_cycle_diagnostic
@@ -42,6 +43,8 @@ KINDS = (
     "out-of-range",
     "wrong-rank",
     "duplicate-op",
+    "duplicate-message",
+    "local-message",
     "incomplete",
     "local-order",
     "missing-recv",
@@ -58,57 +61,78 @@ KINDS = (
 )
 
 
-def verify(schedule: Schedule, progress: str = "fifo", strict: bool = False) -> Report:
-    """Check ``schedule``; the report is ``ok`` when it has no error (warnings allowed)."""
+def verify(
+    program: Schedule | ProgramGraph,
+    progress: str = "fifo",
+    strict: bool = False,
+    timeline: Timeline | None = None,
+) -> Report:
+    """Check ``program`` (a schedule, or its graph built under ``progress``); the report is
+    ``ok`` when it has no error (warnings allowed).  ``timeline`` may be a run of that graph
+    already made (timed or not): the deadlock check then reuses it."""
     if progress not in PROGRESS_MODELS:
         raise ValueError(f"unknown progress model {progress!r} (expected one of {PROGRESS_MODELS})")
-    idx = OpIndex.build(schedule)
-    diags = check_structure(schedule, idx)
-    order = check_local_order(schedule, idx)
+    g = _graph(program, progress)
+    diags, more_missing = check_structure(g)
+    order = check_local_order(g)
     diags += order
     local_ok = not any(d.kind == "local-order" for d in order)
-    if schedule.is_lowered:
-        comm = check_waits(schedule) + check_matching(schedule, idx)
-        comm += _deadlock(schedule, idx, progress)
+    if g.lowered:
+        comm = check_waits(g.schedule) + check_matching(g)
+        comm += _deadlock(g, timeline if timeline is not None else run(g), progress)
         if (comm or order) and local_ok:
             # A cyclic compute order is the root cause of whatever the lowering then got wrong.
-            cyc = _order_cycle(schedule, idx)
+            cyc = _order_cycle(g)
             if cyc:
                 comm = [cyc]
         diags += comm
-        diags += check_lints(schedule, idx, "error" if strict else "warning")
+        diags += check_lints(g.schedule, g, "error" if strict else "warning")
     elif local_ok:
-        cyc = _order_cycle(schedule, idx)
+        cyc = _order_cycle(g, timeline)
         if cyc:
             diags.append(cyc)
-    return Report(_capped(diags))
+    return Report(_capped(diags, {"incomplete": more_missing}))
 
 
-def deadlock_free(schedule: Schedule, progress: str = "fifo") -> bool:
+def deadlock_free(program: Schedule | ProgramGraph, progress: str = "fifo") -> bool:
     """True when every rank runs to the end under the rendezvous semantics (check 4 alone)."""
-    return simulate(OpIndex.build(schedule), progress).completed
+    return run(_graph(program, progress)).complete
 
 
-def _order_cycle(s: Schedule, idx: OpIndex) -> Diagnostic | None:
-    try:
-        unit_levels(s.compute_only())
-    except OrderCycle as e:
-        return order_cycle_diagnostic(s, idx, e.cycle)
-    return None
+def _graph(program: Schedule | ProgramGraph, progress: str) -> ProgramGraph:
+    if isinstance(program, ProgramGraph) and program.built:
+        if program.progress == progress or not program.lowered:
+            return program
+        program = program.schedule
+    return build_graph(program, progress)
 
 
-def _deadlock(s: Schedule, idx: OpIndex, progress: str) -> list[Diagnostic]:
-    res: SimResult = simulate(idx, progress)
-    if res.completed:
+def _order_cycle(g: ProgramGraph, timeline: Timeline | None = None) -> Diagnostic | None:
+    """The compute-order cycle of ``g``'s program, reported on ``g`` (None when acyclic)."""
+    cg = build_graph(g.schedule.compute_only()) if g.lowered else g
+    tl = timeline if timeline is not None and not g.lowered else run(cg)
+    if tl.complete:
+        return None
+    stuck = [v for v in range(cg.n) if not tl.ran[v] and cg.kind[v] == COMPUTE]
+    cycle = stuck_cycle(tl, stuck[0])
+    if not cycle:
+        return None
+    k = cycle.index(min(cycle))
+    cycle = cycle[k:] + cycle[:k]
+    return order_cycle_diagnostic(g, [cg.ops[cg.lo[v]].key for v in cycle])
+
+
+def _deadlock(g: ProgramGraph, tl: Timeline, progress: str) -> list[Diagnostic]:
+    if tl.complete:
         return []
-    hops = find_cycle(res, idx)
+    hops = find_cycle(tl)
     if hops is None:  # stuck only on ops that have no partner: reported by matching
         return []
-    relaxed_ok = simulate(idx, "relaxed").completed if progress == "fifo" else None
-    return [deadlock_diagnostic(s, idx, res, hops, progress, relaxed_ok)]
+    relaxed_ok = deadlock_free(g.schedule, "relaxed") if progress == "fifo" else None
+    return [deadlock_diagnostic(tl, hops, progress, relaxed_ok)]
 
 
-def _capped(diags: list[Diagnostic]) -> list[Diagnostic]:
+def _capped(diags: list[Diagnostic], more: dict[str, int]) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     seen: dict[str, int] = {}
     for d in diags:
@@ -116,6 +140,9 @@ def _capped(diags: list[Diagnostic]) -> list[Diagnostic]:
         seen[d.kind] = n + 1
         if n < MAX_PER_KIND:
             out.append(d)
+    for kind, extra in more.items():
+        if extra:
+            seen[kind] = seen.get(kind, 0) + extra
     for kind, n in seen.items():
         if n > MAX_PER_KIND:
             sev = next(d.severity for d in diags if d.kind == kind)

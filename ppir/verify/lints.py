@@ -15,21 +15,21 @@ from __future__ import annotations
 
 from ppir.diagnostics import Diagnostic, Note
 from ppir.ir import Group, Schedule
-from ppir.verify.index import OpIndex
+from ppir.ir.graph import ProgramGraph
 
 MAX_GROUP_OPS = 256
 
 
-def check_lints(s: Schedule, idx: OpIndex, severity: str = "warning") -> list[Diagnostic]:
-    return _asymmetric(s, idx, severity) + _too_large(s, idx, severity) + _mixed(s, idx, severity)
+def check_lints(s: Schedule, g: ProgramGraph, severity: str = "warning") -> list[Diagnostic]:
+    return _asymmetric(s, g, severity) + _too_large(s, g, severity) + _mixed(s, g, severity)
 
 
-def _asymmetric(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
+def _asymmetric(s: Schedule, g: ProgramGraph, severity: str) -> list[Diagnostic]:
     # (rank, item, peer) -> set of partner (peer, item): both directions
     pairs: dict[tuple[int, int, int], set[int]] = {}
-    for o, p in enumerate(idx.partner):
+    for o, p in enumerate(g.op_partner):
         if p >= 0:
-            pairs.setdefault((idx.rank[o], idx.item[o], idx.rank[p]), set()).add(idx.item[p])
+            pairs.setdefault((g.op_rank[o], g.op_item[o], g.op_rank[p]), set()).add(g.op_item[p])
     out = []
     reported: set[tuple[int, int, int]] = set()
     for (r, i, q), its in sorted(pairs.items()):
@@ -38,7 +38,7 @@ def _asymmetric(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
             continue
         reported.add((r, i, q))
         reported.update((q, j, r) for j in its)
-        span = idx.item_span(r, i)
+        span = g.item_span(r, i)
         item = s.programs[r][i]
         if len(its) > 1:
             msg = (
@@ -52,7 +52,7 @@ def _asymmetric(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
                 f"also pairs with other items of rank {r}"
             )
         notes = tuple(
-            Note(f"rank {q}, step {j}: {s.programs[q][j]}", idx.item_span(q, j))
+            Note(f"rank {q}, step {j}: {s.programs[q][j]}", g.item_span(q, j))
             for j in sorted(its)[:4]
         )
         out.append(
@@ -68,7 +68,7 @@ def _asymmetric(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
     return out
 
 
-def _too_large(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
+def _too_large(s: Schedule, g: ProgramGraph, severity: str) -> list[Diagnostic]:
     out = []
     for r, prog in enumerate(s.programs):
         for i, it in enumerate(prog):
@@ -78,7 +78,7 @@ def _too_large(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
                         "group-too-large",
                         f"group at step {i} of rank {r} holds {len(it.actions)} "
                         f"ops, more than NCCL's {MAX_GROUP_OPS} per group",
-                        idx.item_span(r, i),
+                        g.item_span(r, i),
                         severity=severity,
                         hints=(f"split it into groups of at most {MAX_GROUP_OPS} ops",),
                     )
@@ -86,30 +86,30 @@ def _too_large(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
     return out
 
 
-def _mixed(s: Schedule, idx: OpIndex, severity: str) -> list[Diagnostic]:
+def _mixed(s: Schedule, g: ProgramGraph, severity: str) -> list[Diagnostic]:
     first: dict[tuple[int, int], list[int | None]] = {}  # pair -> [first batched, first lone]
-    for o, q in enumerate(idx.peer):
+    for o, q in enumerate(g.op_peer):
         if q < 0:
             continue
-        r = idx.rank[o]
+        r = g.op_rank[o]
         slot = first.setdefault((min(r, q), max(r, q)), [None, None])
-        k = 0 if isinstance(idx.item_of(o), Group) else 1
+        k = 0 if isinstance(s.programs[g.op_rank[o]][g.op_item[o]], Group) else 1
         if slot[k] is None:
             slot[k] = o
     out = []
     for (r, q), (b, lone) in sorted(first.items()):
         if b is None or lone is None:
             continue
-        la, ba = idx.actions[lone], idx.actions[b]
+        la, ba = g.ops[lone], g.ops[b]
         out.append(
             Diagnostic(
                 "mixed-batched",
                 f"ranks {r} and {q} exchange both in groups and with lone ops: "
-                f"{la} on rank {idx.rank[lone]} is posted alone",
+                f"{la} on rank {g.op_rank[lone]} is posted alone",
                 la.span,
                 severity=severity,
                 hints=("use groups (or lone ops) for every exchange between one pair of ranks",),
-                notes=(Note(f"{ba} is posted in a group ({idx.where(b)})", ba.span),),
+                notes=(Note(f"{ba} is posted in a group ({g.where(b)})", ba.span),),
             )
         )
     return out

@@ -15,25 +15,26 @@ Shapes and dtypes are not in the IR; when they are, they join the payload.  Line
 from __future__ import annotations
 
 from ppir.diagnostics import Diagnostic, Note
-from ppir.ir import Schedule
-from ppir.verify.index import OpIndex, describe_payload, ordinal, payload
+from ppir.ir import deps
+from ppir.ir.graph import ProgramGraph
+from ppir.verify.words import ordinal
 
 
-def check_matching(s: Schedule, idx: OpIndex) -> list[Diagnostic]:
+def check_matching(g: ProgramGraph) -> list[Diagnostic]:
     out: list[Diagnostic] = []
-    for ch in sorted(set(idx.sends) | set(idx.recvs)):
+    for ch in sorted(set(g.sends) | set(g.recvs)):
         src, dst = ch
-        ss, rs = idx.sends.get(ch, []), idx.recvs.get(ch, [])
+        ss, rs = g.sends.get(ch, []), g.recvs.get(ch, [])
         bad = [
             k
             for k, (o, p) in enumerate(zip(ss, rs))
-            if payload(idx.actions[o]) != payload(idx.actions[p])
+            if deps.payload(g.ops[o]) != deps.payload(g.ops[p])
         ]
         if bad:
-            out.append(_mismatch(idx, ch, bad[0], ss[bad[0]], rs[bad[0]], len(bad)))
+            out.append(_mismatch(g, ch, bad[0], ss[bad[0]], rs[bad[0]], len(bad)))
         if len(ss) > len(rs):
             o = ss[len(rs)]
-            a = idx.actions[o]
+            a = g.ops[o]
             out.append(
                 Diagnostic(
                     "unmatched-send",
@@ -44,12 +45,12 @@ def check_matching(s: Schedule, idx: OpIndex) -> list[Diagnostic]:
                         f"{len(ss) - len(rs)} send(s) on channel {src}->{dst} have no recv; "
                         "the sender would hang",
                     ),
-                    notes=_last_note(idx, rs, f"rank {dst}'s last recv from rank {src}"),
+                    notes=_last_note(g, rs, f"rank {dst}'s last recv from rank {src}"),
                 )
             )
         elif len(rs) > len(ss):
             o = rs[len(ss)]
-            a = idx.actions[o]
+            a = g.ops[o]
             out.append(
                 Diagnostic(
                     "unmatched-recv",
@@ -60,28 +61,29 @@ def check_matching(s: Schedule, idx: OpIndex) -> list[Diagnostic]:
                         f"{len(rs) - len(ss)} recv(s) on channel {src}->{dst} have no send; "
                         "the receiver would hang",
                     ),
-                    notes=_last_note(idx, ss, f"rank {src}'s last send to rank {dst}"),
+                    notes=_last_note(g, ss, f"rank {src}'s last send to rank {dst}"),
                 )
             )
     return out
 
 
-def _last_note(idx: OpIndex, ops: list[int], what: str) -> tuple[Note, ...]:
+def _last_note(g: ProgramGraph, ops: list[int], what: str) -> tuple[Note, ...]:
     if not ops:
         return ()
     o = ops[-1]
-    return (Note(f"{what}: {idx.where(o)}", idx.actions[o].span),)
+    return (Note(f"{what}: {g.where(o)}", g.ops[o].span),)
 
 
-def _mismatch(idx: OpIndex, ch, k: int, o: int, p: int, count: int) -> Diagnostic:
+def _mismatch(g: ProgramGraph, ch, k: int, o: int, p: int, count: int) -> Diagnostic:
     src, dst = ch
-    sa, ra = idx.actions[o], idx.actions[p]
+    sa, ra = g.ops[o], g.ops[p]
     msg = (
         f"the {ordinal(k + 1)} message from rank {src} to rank {dst} is sent as {sa} but "
         f"received as {ra}"
     )
     hints = [
-        f"{sa} sends {describe_payload(payload(sa))}; {ra} expects {describe_payload(payload(ra))}",
+        f"{sa} sends {deps.message_of(sa).describe()}; "
+        f"{ra} expects {deps.message_of(ra).describe()}",
         "matching is FIFO per channel: post recvs in the order the peer sends",
     ]
     if count > 1:
@@ -92,7 +94,7 @@ def _mismatch(idx: OpIndex, ch, k: int, o: int, p: int, count: int) -> Diagnosti
         ra.span,
         hints=tuple(hints),
         notes=(
-            Note(f"the send: {idx.where(o)}", sa.span),
-            Note(f"the recv: {idx.where(p)}", ra.span),
+            Note(f"the send: {g.where(o)}", sa.span),
+            Note(f"the recv: {g.where(p)}", ra.span),
         ),
     )

@@ -2,33 +2,46 @@
 
 Kinds
 -----
-``out-of-range``  a stage or microbatch outside the declared ranges, or a comm op whose partner
-                  stage does not exist (``3SEND_F0`` when there are 4 stages).
-``wrong-rank``    an op on a rank that does not hold its stage.
-``duplicate-op``  a compute op that appears twice (anywhere), or a stage/microbatch with two
-                  backwards (B and I, B and W).  Repeated messages surface as matching errors.
-``incomplete``    a (stage, microbatch) without its forward, without a backward, or with I but
-                  no W (or W but no I).
-Literal and CSV files can contain all of these; the expander rejects them only in program blocks.
+``out-of-range``       a stage or microbatch outside the declared ranges, or a comm op whose
+                       partner stage does not exist (``3SEND_F0`` when there are 4 stages).
+``wrong-rank``         an op on a rank that does not hold its stage.
+``duplicate-op``       a compute op that appears twice (anywhere), or a stage/microbatch with two
+                       backwards (B and I, B and W).
+``duplicate-message``  a SEND or RECV that appears twice: each value crosses its boundary once
+                       (the runtime's buffers are written once and read once).
+``local-message``      a SEND or RECV between two stages of one rank: a local hand-off needs no
+                       message (and gloo/NCCL cannot send a rank to itself).
+``incomplete``         a (stage, microbatch) without its forward, without a backward, or with I
+                       but no W (or W but no I).
+Literal and CSV files can contain all of these; the expander rejects them only in program
+blocks.  Linear in the number of ops: missing ops are found by scanning (stage, microbatch)
+pairs in order past the complete ones, and only the first :data:`LISTED` are described; the
+rest are counted.
 """
 
 from __future__ import annotations
 
 from ppir.diagnostics import Diagnostic, Note
-from ppir.ir import COMM_KINDS, Action, OpKind, Schedule
-from ppir.verify.index import OpIndex, partner_stage
+from ppir.ir import Action, OpKind, deps
+from ppir.ir.graph import ProgramGraph
+
+LISTED = 21  # missing ops described one by one; the verifier shows 20 and counts the rest
+F, B, I, W = OpKind.F, OpKind.B, OpKind.I, OpKind.W  # noqa: E741
 
 
-def check_structure(s: Schedule, idx: OpIndex) -> list[Diagnostic]:
+def check_structure(g: ProgramGraph) -> tuple[list[Diagnostic], int]:
+    """(diagnostics, how many 'incomplete' findings exist beyond those listed)."""
+    s = g.schedule
     out: list[Diagnostic] = []
     S, M = s.stages, s.microbatches
-    first: dict[tuple, int] = {}
+    seen: dict[tuple, int] = {}
     flagged: set = set()
-    place, rank, peer = s.placement, idx.rank, idx.peer
-    for o, a in enumerate(idx.actions):
+    place, rank, peer = s.placement, g.op_rank, g.op_peer
+    for o, a in enumerate(g.ops):
         st, k, m = a.stage, a.kind, a.mb
-        if not (0 <= st < S and 0 <= m < M) or (peer[o] < 0 and k in COMM_KINDS):
-            if k not in COMM_KINDS or a.span is None or a.span not in flagged:
+        comm = not k.is_compute
+        if not (0 <= st < S and 0 <= m < M) or (comm and peer[o] < 0):
+            if not comm or a.span is None or a.span not in flagged:
                 out.append(_out_of_range(a, rank[o], S, M))
                 flagged.add(a.span)  # a lowering gives its messages the producer's span
             continue
@@ -42,21 +55,16 @@ def check_structure(s: Schedule, idx: OpIndex) -> list[Diagnostic]:
                 )
             )
         key = (st, k, m)
-        p = first.get(key)
+        p = seen.get(key)
         if p is None:
-            first[key] = o
-        elif k not in COMM_KINDS:  # repeated messages show up as matching errors
-            out.append(
-                Diagnostic(
-                    "duplicate-op",
-                    f"{a} appears twice (rank {rank[o]}, step {idx.item[o]})",
-                    a.span,
-                    notes=(Note(f"first occurrence: {idx.where(p)}", idx.actions[p].span),),
-                )
-            )
-    out.extend(_backward_conflicts(idx, first))
-    out.extend(_missing(s, idx, first))
-    return out
+            seen[key] = o
+            if comm and peer[o] == rank[o]:
+                out.append(_local_message(g, o))
+        else:
+            out.append(_duplicate(g, o, p))
+    out.extend(_backward_conflicts(g, seen))
+    missing, extra = _missing(g, seen)
+    return out + missing, extra
 
 
 def _out_of_range(a: Action, r: int, S: int, M: int) -> Diagnostic:
@@ -76,77 +84,140 @@ def _out_of_range(a: Action, r: int, S: int, M: int) -> Diagnostic:
     verb = "sends to" if a.kind.is_send else "receives from"
     return Diagnostic(
         "out-of-range",
-        f"{a} on rank {r} {verb} stage {partner_stage(a)}, which "
-        f"does not exist (stages 0..{S - 1})",
+        f"{a} on rank {r} {verb} stage {deps.peer_stage(a)}, which does not exist "
+        f"(stages 0..{S - 1})",
         a.span,
     )
 
 
-def _backward_conflicts(idx: OpIndex, first: dict) -> list[Diagnostic]:
+def _duplicate(g: ProgramGraph, o: int, p: int) -> Diagnostic:
+    a = g.ops[o]
+    note = (Note(f"first occurrence: {g.where(p)}", g.ops[p].span),)
+    where = f"(rank {g.op_rank[o]}, step {g.op_item[o]})"
+    if a.kind.is_compute:
+        return Diagnostic("duplicate-op", f"{a} appears twice {where}", a.span, notes=note)
+    msg = deps.message_of(a)
+    return Diagnostic(
+        "duplicate-message",
+        f"{a} appears twice {where}: {msg.describe()} crosses its boundary once",
+        a.span,
+        hints=(
+            "send and receive each value once; the runtime's buffers are written once and "
+            "read once",
+        ),
+        notes=note,
+    )
+
+
+def _local_message(g: ProgramGraph, o: int) -> Diagnostic:
+    a, r = g.ops[o], g.op_rank[o]
+    return Diagnostic(
+        "local-message",
+        f"{a} on rank {r} talks to stage {deps.peer_stage(a)}, which is on rank {r} too: a "
+        "hand-off between stages of one rank needs no message",
+        a.span,
+        hints=(f"remove {a} (and its partner); the value stays on rank {r}",),
+    )
+
+
+def _backward_conflicts(g: ProgramGraph, seen: dict) -> list[Diagnostic]:
     out = []
-    for key, o in first.items():
+    for key, o in seen.items():
         stage, kind, m = key
-        if kind is OpKind.B:
-            for other in (OpKind.I, OpKind.W):
-                p = first.get((stage, other, m))
-                if p is not None:
-                    a, b = (o, p) if o > p else (p, o)
-                    out.append(
-                        Diagnostic(
-                            "duplicate-op",
-                            f"stage {stage} has two backwards for microbatch {m}: "
-                            f"{idx.actions[b]} and {idx.actions[a]}",
-                            idx.actions[a].span,
-                            hints=("run B (full backward) or I then W, not both",),
-                            notes=(Note(f"{idx.where(b)}", idx.actions[b].span),),
-                        )
-                    )
-    return out
-
-
-def _missing(s: Schedule, idx: OpIndex, first: dict) -> list[Diagnostic]:
-    """One diagnostic per missing compute op, located at a related op when one exists."""
-    out = []
-    for st in range(s.stages):
-        holder = s.placement[st]
-        for m in range(s.microbatches):
-            f = first.get((st, OpKind.F, m))
-            b = first.get((st, OpKind.B, m))
-            i = first.get((st, OpKind.I, m))
-            w = first.get((st, OpKind.W, m))
-            missing: list[tuple[Action, str, tuple]] = []
-            if f is None:
-                missing.append((Action(st, OpKind.F, m), "the forward", (b, i, w)))
-            if b is None and i is None and w is None:
-                missing.append((Action(st, OpKind.B, m), "a backward (B, or I then W)", (f,)))
-            elif b is None and i is None:
-                missing.append(
-                    (Action(st, OpKind.I, m), "the backward-input I before its W", (w, f))
-                )
-            elif b is None and w is None:
-                missing.append(
-                    (Action(st, OpKind.W, m), "the backward-weight W after its I", (i, f))
-                )
-            for a, what, near in missing:
-                related = next((x for x in near if x is not None), None)
-                if related is not None:
-                    span = idx.actions[related].span
-                    seen = f" (it runs {idx.where(related)})"
-                else:
-                    span, seen = _first_span(idx, holder), ""
+        if kind is not B:
+            continue
+        for other in (I, W):
+            p = seen.get((stage, other, m))
+            if p is not None:
+                a, b = (o, p) if o > p else (p, o)
                 out.append(
                     Diagnostic(
-                        "incomplete",
-                        f"{a} is missing: stage {st} (rank {holder}) never runs {what} "
-                        f"of microbatch {m}{seen}",
-                        span,
+                        "duplicate-op",
+                        f"stage {stage} has two backwards for microbatch {m}: {g.ops[b]} and "
+                        f"{g.ops[a]}",
+                        g.ops[a].span,
+                        hints=("run B (full backward) or I then W, not both",),
+                        notes=(Note(f"{g.where(b)}", g.ops[b].span),),
                     )
                 )
     return out
 
 
-def _first_span(idx: OpIndex, r: int):
-    for o in idx.ops_of(r):
-        if idx.actions[o].span is not None:
-            return idx.actions[o].span
+def _missing(g: ProgramGraph, seen: dict) -> tuple[list[Diagnostic], int]:
+    """The first :data:`LISTED` missing compute ops in (stage, microbatch) order, each located
+    at a related op when one exists, and how many more are missing."""
+    s = g.schedule
+    S, M = s.stages, s.microbatches
+    # How many pairs lack each part, counted from what is present (no scan over S x M).
+    have_f: set = set()
+    have_b: set = set()  # a backward of some kind (B, I or W) is there
+    have_i: set = set()
+    have_w: set = set()
+    have_full: set = set()
+    for st, k, m in seen:
+        if k is F:
+            have_f.add((st, m))
+        elif k is B:
+            have_b.add((st, m))
+            have_full.add((st, m))
+        elif k is I:
+            have_b.add((st, m))
+            have_i.add((st, m))
+        elif k is W:
+            have_b.add((st, m))
+            have_w.add((st, m))
+    total = S * M - len(have_f) + S * M - len(have_b)
+    total += len(have_w - have_i - have_full) + len(have_i - have_w - have_full)
+    if total == 0:
+        return [], 0
+    out: list[Diagnostic] = []
+    complete = {p for p in have_f if p in have_full or (p in have_i and p in have_w)}
+    for st in range(S):
+        if len(out) >= LISTED:
+            break
+        holder = s.placement[st]
+        for m in range(M):
+            if (st, m) in complete:
+                continue
+            out.extend(_missing_at(g, seen, st, m, holder))
+            if len(out) >= LISTED:
+                break
+    return out[:LISTED], total - len(out[:LISTED])
+
+
+def _missing_at(g: ProgramGraph, seen: dict, st: int, m: int, holder: int) -> list[Diagnostic]:
+    f, b = seen.get((st, F, m)), seen.get((st, B, m))
+    i, w = seen.get((st, I, m)), seen.get((st, W, m))
+    missing: list[tuple[Action, str, tuple]] = []
+    if f is None:
+        missing.append((Action(st, F, m), "the forward", (b, i, w)))
+    if b is None and i is None and w is None:
+        missing.append((Action(st, B, m), "a backward (B, or I then W)", (f,)))
+    elif b is None and i is None:
+        missing.append((Action(st, I, m), "the backward-input I before its W", (w, f)))
+    elif b is None and w is None:
+        missing.append((Action(st, W, m), "the backward-weight W after its I", (i, f)))
+    out = []
+    for a, what, near in missing:
+        related = next((x for x in near if x is not None), None)
+        if related is not None:
+            span = g.ops[related].span
+            where = f" (it runs {g.where(related)})"
+        else:
+            span, where = _first_span(g, holder), ""
+        out.append(
+            Diagnostic(
+                "incomplete",
+                f"{a} is missing: stage {st} (rank {holder}) never runs {what} of microbatch "
+                f"{m}{where}",
+                span,
+            )
+        )
+    return out
+
+
+def _first_span(g: ProgramGraph, r: int):
+    for o in range(g.rank_start[r], g.rank_start[r + 1]):
+        if g.ops[o].span is not None:
+            return g.ops[o].span
     return None

@@ -3,8 +3,9 @@
 
 Kinds
 -----
-``unwaited-group``  a deferred group with no wait after it (its buffers would never be known
-                    to be free, and a recv in it would never be known to have arrived);
+``unwaited-group``  a deferred group with no wait after it, or posted again before its wait
+                    (its buffers would never be known to be free, and a recv in it would never
+                    be known to have arrived): every post is waited exactly once;
 ``bad-wait``        a wait that names no deferred group posted earlier on its rank, or one
                     already waited on.
 Linear in the number of items.
@@ -22,6 +23,9 @@ def check_waits(s: Schedule) -> list[Diagnostic]:
         open_groups: dict[tuple, Group] = {}
         for it in prog:
             if isinstance(it, Group) and it.deferred:
+                earlier = open_groups.get(it.actions)
+                if earlier is not None:  # posted again before its wait: each post waits once
+                    out.append(_unwaited(earlier, r, " before it is posted again"))
                 open_groups[it.actions] = it
             elif isinstance(it, Wait):
                 if open_groups.pop(it.actions, None) is None:
@@ -35,13 +39,15 @@ def check_waits(s: Schedule) -> list[Diagnostic]:
                         )
                     )
         for g in open_groups.values():
-            span = g.span or (g.actions[0].span if g.actions else None)
-            out.append(
-                Diagnostic(
-                    "unwaited-group",
-                    f"{g} on rank {r} is posted but never waited on",
-                    span,
-                    hints=(f"add wait[{' '.join(str(a) for a in g.actions)}] after it",),
-                )
-            )
+            out.append(_unwaited(g, r, ""))
     return out
+
+
+def _unwaited(g: Group, r: int, when: str) -> Diagnostic:
+    span = g.span or (g.actions[0].span if g.actions else None)
+    return Diagnostic(
+        "unwaited-group",
+        f"{g} on rank {r} is posted but never waited on{when}",
+        span,
+        hints=(f"add wait[{' '.join(str(a) for a in g.actions)}] after it",),
+    )

@@ -1,6 +1,6 @@
 """Readable witnesses for check 4: the wait-for cycle and the rank x step grid.
 
-``deadlock``     a stuck rendezvous run (see :mod:`.simulate`): the wait-for cycle rotated so the
+``deadlock``     a stuck rendezvous run (see :mod:`.deadlock`): the wait-for cycle rotated so the
                  lowest rank comes first; for each rank on it, the op it is blocked on, the peer it
                  waits for and the source line of the op; then the grid around the stuck point.
 ``order-cycle``  the compute graph (data dependencies + program order) has a cycle, so no
@@ -13,40 +13,37 @@ the cycle), blank: not reached.  ``step`` is the index of the item in the rank's
 
 from __future__ import annotations
 
+from ppir.analysis.timeline import Timeline
 from ppir.diagnostics import Diagnostic, Note
-from ppir.ir import Schedule, producers
-from ppir.verify.index import OpIndex
-from ppir.verify.simulate import Hop, SimResult
+from ppir.ir import Schedule, deps
+from ppir.ir.graph import ProgramGraph
+from ppir.verify.deadlock import Hop, blocked_steps, item_status
 
 MAX_GRID_RANKS = 16
 BEFORE, AFTER = 2, 4
 
 
 def deadlock_diagnostic(
-    s: Schedule,
-    idx: OpIndex,
-    res: SimResult,
-    hops: list[Hop],
-    progress: str,
-    relaxed_ok: bool | None,
+    tl: Timeline, hops: list[Hop], progress: str, relaxed_ok: bool | None
 ) -> Diagnostic:
-    u = res.units
-    ranks = [u.rank[h.unit] for h in hops]
+    g = tl.graph
+    s = g.schedule
+    ranks = [h.rank for h in hops]
     if len(hops) == 2 and ranks[0] != ranks[1]:
         who = f"ranks {ranks[0]} and {ranks[1]} wait for each other"
     else:
         who = "ranks " + " -> ".join(str(r) for r in ranks + ranks[:1]) + " wait in a cycle"
-    blocked = _blocked_steps(res)
+    blocked = blocked_steps(tl)
     notes = []
     for h in hops:
         o, p = h.op, h.partner
-        a, r, q = idx.actions[o], idx.rank[o], idx.rank[p]
+        a, r, q = g.ops[o], g.op_rank[o], g.op_rank[p]
         verb = f"sends to rank {q}" if a.kind.is_send else f"receives from rank {q}"
         msg = (
-            f"rank {r} is blocked at step {idx.item[o]} on {a} ({verb}); its partner "
-            f"{idx.actions[p]} is step {idx.item[p]} of rank {q}"
+            f"rank {r} is blocked at step {g.op_item[o]} on {a} ({verb}); its partner "
+            f"{g.ops[p]} is step {g.op_item[p]} of rank {q}"
         )
-        behind = [b for b in blocked.get(q, ()) if b < idx.item[p]]
+        behind = [b for b in blocked.get(q, ()) if b < g.op_item[p]]
         msg += (
             f", behind step {behind[0]} where rank {q} is blocked" if behind else ", not posted yet"
         )
@@ -54,14 +51,13 @@ def deadlock_diagnostic(
     hints = []
     # Grouping a blocked send with the recv its peer waits behind is always data-safe (a recv
     # has no inputs); with a blocked recv it may not be, so no hint is given then.
-    if len(hops) <= 4 and all(idx.actions[h.op].kind.is_send for h in hops):
+    if len(hops) <= 4 and all(g.ops[h.op].kind.is_send for h in hops):
         pairs = []
         for i, h in enumerate(hops):
             waited = hops[i - 1].partner  # the op of this rank the previous hop waits for
-            if idx.rank[waited] == idx.rank[h.op] and waited != h.op:
+            if g.op_rank[waited] == g.op_rank[h.op] and waited != h.op:
                 pairs.append(
-                    f"on rank {idx.rank[h.op]} post {idx.actions[h.op]} and "
-                    f"{idx.actions[waited]} in one group"
+                    f"on rank {g.op_rank[h.op]} post {g.ops[h.op]} and {g.ops[waited]} in one group"
                 )
         if pairs:
             hints.append(
@@ -78,38 +74,15 @@ def deadlock_diagnostic(
         if progress == "fifo"
         else "relaxed: independent progress per peer"
     )
-    first = idx.actions[hops[0].op]
+    first = g.ops[hops[0].op]
     return Diagnostic(
         "deadlock",
         f"deadlock: {who} (rendezvous sends, {label})",
         first.span,
         hints=tuple(hints),
         notes=tuple(notes),
-        extra=_grid(s, _item_status(s, res), sorted(set(ranks))),
+        extra=_grid(s, item_status(tl), sorted(set(ranks))),
     )
-
-
-def _blocked_steps(res: SimResult) -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    u = res.units
-    for x in range(len(u.rank)):
-        if res.posted[x] and not res.done[x]:
-            out.setdefault(u.rank[x], []).append(u.item[x])
-    return out
-
-
-def _item_status(s: Schedule, res: SimResult) -> list[list[str]]:
-    """Per rank, per item: '=' done, '>' blocked, ' ' not reached."""
-    st = [["="] * len(p) for p in s.programs]
-    u = res.units
-    for x in range(len(u.rank)):
-        if not res.done[x]:
-            r, i = u.rank[x], u.item[x]
-            if res.posted[x]:
-                st[r][i] = ">"
-            elif st[r][i] == "=":
-                st[r][i] = " "
-    return st
 
 
 GRID_HEAD = "around the stuck point (rank x step; '=' done, '>' blocked, blank not reached):"
@@ -148,30 +121,31 @@ def _grid(
     return "\n".join(out)
 
 
-def order_cycle_diagnostic(s: Schedule, idx: OpIndex, cycle: list[tuple[int, int]]) -> Diagnostic:
-    """``cycle`` lists (rank, compute index) in dependency order: each waits on the previous."""
-    compute_ops = [
-        [o for o in idx.ops_of(r) if idx.actions[o].kind.is_compute] for r in range(s.ranks)
-    ]
-    ops = [compute_ops[r][i] for r, i in cycle]
+def order_cycle_diagnostic(g: ProgramGraph, cycle: list[tuple]) -> Diagnostic:
+    """``cycle`` lists the action keys of a compute-order cycle in dependency order (each
+    waits on the previous); ``g`` is the graph of the program reported on."""
+    s = g.schedule
+    ops = [g.first[k] for k in cycle]
     notes = []
     for k, o in enumerate(ops):
         prev = ops[k - 1]
-        a, pa = idx.actions[o], idx.actions[prev]
-        r = idx.rank[o]
-        if pa.key in {p.key for p in producers(a, s.stages)} or (
-            pa.stage == a.stage + 1 and pa.mb == a.mb and a.kind.is_backward
-        ):
-            why = f"needs the output of {pa} (rank {idx.rank[prev]}, step {idx.item[prev]})"
+        a, pa = g.ops[o], g.ops[prev]
+        r = g.op_rank[o]
+        made = any(
+            pa.stage == p.stage and pa.kind in p.kinds and pa.mb == p.mb
+            for p in deps.inputs(a, s.stages)
+        )
+        if made:
+            why = f"needs the output of {pa} (rank {g.op_rank[prev]}, step {g.op_item[prev]})"
         else:
-            why = f"comes after {pa} in rank {r}'s program (step {idx.item[prev]})"
-        notes.append(Note(f"{a} (rank {r}, step {idx.item[o]}) {why}", a.span))
+            why = f"comes after {pa} in rank {r}'s program (step {g.op_item[prev]})"
+        notes.append(Note(f"{a} (rank {r}, step {g.op_item[o]}) {why}", a.span))
     status = [[" "] * len(p) for p in s.programs]
     for o in ops:
-        status[idx.rank[o]][idx.item[o]] = ">"
+        status[g.op_rank[o]][g.op_item[o]] = ">"
     anchors = [next((i for i, c in enumerate(row) if c == ">"), len(row)) for row in status]
-    first = idx.actions[ops[0]]
-    ranks = sorted({idx.rank[o] for o in ops})
+    first = g.ops[ops[0]]
+    ranks = sorted({g.op_rank[o] for o in ops})
     return Diagnostic(
         "order-cycle",
         f"compute order has a cycle: {len(ops)} ops on rank(s) "

@@ -1,7 +1,8 @@
-"""Time a schedule for viewing: the estimator's timeline plus the memory analysis.
+"""Time a schedule for viewing: the compiled program's estimate plus its memory analysis.
 
-:func:`time_schedule` is the one place the viz command asks the cost backend for numbers, so the
-HTML page and the static charts always show the same step.
+:func:`time_schedule` compiles through the one pipeline (:func:`ppir.compile`), so the HTML page
+and the static charts show the program and the step that ``ppir compile`` reports and
+``ppir launch`` runs.
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ppir.analysis.config import CostConfig
-from ppir.analysis.estimate import Estimate, estimate
-from ppir.analysis.memory import MemoryReport, analyze_memory
+from ppir.analysis.estimate import Estimate
+from ppir.analysis.memory import MemoryReport
 from ppir.ir import Schedule
-from ppir.passes import LowerComms
+from ppir.pipeline import Compiled, compile
 
 
 @dataclass(frozen=True)
@@ -25,13 +26,18 @@ class Timed:
 
 
 def time_schedule(
-    schedule: Schedule, config: CostConfig | None = None, progress: str = "fifo"
+    schedule: Schedule | Compiled, config: CostConfig | None = None, progress: str = "fifo"
 ) -> Timed:
-    """Lower ``schedule`` if it is compute-only (lockstep), estimate it under ``config`` and
-    ``progress``, and analyse its activation memory with the config's model.  Raises the
-    estimator's ppir errors (exit 1 for a deadlocking schedule, exit 2 for a bad config)."""
-    cfg = config or CostConfig()
-    lowered = schedule if schedule.is_lowered else LowerComms().apply(schedule)
-    est = estimate(lowered, cfg, progress=progress, memory=False)
-    mem = analyze_memory(lowered, cfg.model, recompute=cfg.recompute)
-    return Timed(lowered, est, mem)
+    """Compile ``schedule`` (unless it is compiled already) under ``config`` and ``progress``
+    and time it.  Raises ppir errors (exit 1 for a program that does not verify, exit 2 for a
+    bad config)."""
+    from ppir.diagnostics import EXIT_INVALID, PpirError
+
+    c = (
+        schedule
+        if isinstance(schedule, Compiled)
+        else compile(schedule, costs=config, progress=progress)
+    )
+    if not c.ok:
+        raise PpirError(c.report.errors if c.report else [], EXIT_INVALID)
+    return Timed(c.program, c.estimate, c.memory)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from ppir.analysis.estimate import Estimate
 from ppir.analysis.memory import MemoryReport
 from ppir.analysis.units import fmt_bytes, fmt_time
-from ppir.ir import Action, OpKind, Schedule, producers
+from ppir.ir import OpKind, Schedule, deps
 from ppir.viz.layout import KIND_COLORS
 
 FORMAT = "ppir.viz/1"
@@ -53,17 +53,13 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
     """
     P = est.ranks
     where: dict[tuple[int, OpKind, int], tuple[int, int]] = {}
-    backward_kind: dict[tuple[int, int], OpKind] = {}
     base, n = [], 0
     for r in range(P):
         base.append(n)
         for i, o in enumerate(est.ops[r]):
-            a = o.action
-            where[(a.stage, a.kind, a.mb)] = (r, i)
-            if a.kind is OpKind.I or a.kind is OpKind.B:
-                backward_kind[(a.stage, a.mb)] = a.kind
+            where[o.action.key] = (r, i)
         n += len(est.ops[r])
-    ops, deps, memc = [], [], []
+    ops, deps_, memc = [], [], []
     for r in range(P):
         row_ops: list = []
         row_deps: list = []
@@ -71,22 +67,31 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
             a = o.action
             row_ops += [_t(o.start), _t(o.end), KINDS.index(a.kind.value), a.mb, a.stage]
             ids = []
-            for p in producers(a, lowered.stages, backward_kind):
-                hit = where.get(p.key)
+            for p in deps.inputs(a, lowered.stages):
+                hit = _find(where, p)
                 if hit is not None:
                     ids.append(base[hit[0]] + hit[1])
             row_deps += (ids + [-1, -1])[:2]
         ops.append(row_ops)
-        deps.append(row_deps)
+        deps_.append(row_deps)
         scale = float(mem.chunk_size)
         curve = mem.per_rank[r].curve_chunks() if r < len(mem.per_rank) else []
         memc.append([float(f"{c * scale:.4g}") for c in curve])
     msgs: list = []
     for m in est.messages:
-        grad = m.send.kind is OpKind.SEND_B
-        src_op = _find(where, m.send, grad, producing=True)
-        dst_op = _find(where, m.recv, grad, producing=False)
-        msgs += [m.src, m.dst, _t(m.start), _t(m.end), int(grad), m.send.mb, src_op, dst_op]
+        grad = deps.message_of(m.send).grad
+        src_op = _find(where, deps.served(m.send))
+        dst_op = _find(where, deps.served(m.recv))
+        msgs += [
+            m.src,
+            m.dst,
+            _t(m.start),
+            _t(m.end),
+            int(grad),
+            m.send.mb,
+            -1 if src_op is None else src_op[1],
+            -1 if dst_op is None else dst_op[1],
+        ]
     return {
         "format": FORMAT,
         "schedule": est.schedule,
@@ -99,7 +104,7 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
         "step": _t(est.step_time),
         "base": base,
         "ops": ops,
-        "deps": deps,
+        "deps": deps_,
         "mem": memc,
         "msgs": msgs,
         "busy": [_t(x.busy) for x in est.per_rank],
@@ -109,17 +114,13 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
     }
 
 
-def _find(where: dict, a: Action, grad: bool, producing: bool) -> int:
-    """Index, on its rank, of the compute op that produces (send) or consumes (recv) a message."""
-    if grad:
-        kinds = (OpKind.B, OpKind.I)
-    else:
-        kinds = (OpKind.F,)
-    for k in kinds:
-        hit = where.get((a.stage, k, a.mb))
+def _find(where: dict, p: deps.Producer) -> tuple[int, int] | None:
+    """(rank, index on it) of the compute op ``p`` names, whichever of its kinds exists."""
+    for k in p.kinds:
+        hit = where.get((p.stage, k, p.mb))
         if hit is not None:
-            return hit[1]
-    return -1
+            return hit
+    return None
 
 
 def figures(est: Estimate, mem: MemoryReport) -> dict:

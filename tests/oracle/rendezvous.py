@@ -1,4 +1,5 @@
-"""Check 4's engine: run the rendezvous semantics once, in time linear in the number of ops.
+"""TEST ORACLE (ppir's former check-4 engine, kept only to cross-check the graph IR): run the
+rendezvous semantics once, in time linear in the number of ops.
 
 Model
 -----
@@ -31,8 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ppir.ir import COMM_KINDS, Group, OpKind, Wait, comm_endpoints
-from ppir.verify.index import OpIndex
+from oracle.index import OpIndex
+from ppir.ir import COMM_KINDS, Group, OpKind, Wait
 
 PROGRESS_MODELS = ("fifo", "relaxed")
 
@@ -133,6 +134,14 @@ def _relaxed_units(idx: OpIndex) -> Units:
                 if d is not None and d < n:  # a later one is a local-order error
                     u.deps[n].append(d)
     return u
+
+
+def comm_endpoints(action) -> tuple[tuple, ...]:
+    """Keys of the compute actions at this end of a comm action (the oracle's own copy)."""
+    s, m = action.stage, action.mb
+    if action.kind in (OpKind.SEND_F, OpKind.RECV_F):
+        return ((s, OpKind.F, m),)
+    return ((s, OpKind.B, m), (s, OpKind.I, m))
 
 
 def _inputs(a) -> list[tuple]:

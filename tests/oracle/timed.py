@@ -1,4 +1,5 @@
-"""Timed simulation of a lowered schedule under exactly the semantics the verifier proves.
+"""TEST ORACLE (ppir's former estimator engine, kept only to cross-check the graph timeline):
+timed simulation of a lowered schedule under the semantics the verifier proves.
 
 The schedule is cut into the verifier's *units* (:func:`ppir.verify.simulate.build_units`, the
 same code ``ppir check`` runs, so the two cannot drift apart): a compute unit holds one compute
@@ -31,11 +32,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ppir.analysis.tables import CostTables
+from oracle.index import OpIndex
+from oracle.rendezvous import PROGRESS_MODELS, build_units
 from ppir.diagnostics import EXIT_INVALID, error
 from ppir.ir import Action, Schedule
-from ppir.verify.index import OpIndex
-from ppir.verify.simulate import PROGRESS_MODELS, build_units
+
+
+class Tables:
+    """The oracle's cost tables (its former format) from a :class:`ppir.analysis.costs.Costs`:
+    ``op[stage][kind]``, a full ``link[src][dst] = (time, bytes)`` matrix."""
+
+    def __init__(self, costs, ranks: int):
+        self.op, self.exact, self._c = costs.op, costs.exact, costs
+        self.link = [[(costs.link(a, b), costs.nbytes) for b in range(ranks)] for a in range(ranks)]
+
+    def overlap_time(self, parts):
+        return self._c.overlap_time(sum(parts))
 
 
 class OpSpan(NamedTuple):
@@ -78,7 +90,7 @@ class Timeline:
     progress: str
 
 
-def _overlapped(row: list[OpSpan], parts: list[Action], t, tables: CostTables):
+def _overlapped(row: list[OpSpan], parts: list[Action], t, tables):
     """Time an overlapped step (ppir.ir.Overlap) as one op starting at ``t``; its parts get
     consecutive sub-intervals in proportion to their own durations.  Returns its end."""
     durs = [tables.op[a.stage][a.kind] for a in parts]
@@ -95,7 +107,7 @@ def _overlapped(row: list[OpSpan], parts: list[Action], t, tables: CostTables):
     return t + total
 
 
-def simulate(schedule: Schedule, tables: CostTables, progress: str = "fifo") -> Timeline:
+def simulate(schedule: Schedule, tables, progress: str = "fifo") -> Timeline:
     """Time every unit of ``schedule`` (see the module docstring); ppir error when stuck."""
     if progress not in PROGRESS_MODELS:
         raise error(

@@ -1,4 +1,5 @@
-"""The flat view of a schedule every check shares: ops with ids, items, peers and FIFO partners.
+"""TEST ORACLE (ppir's former op index, kept for tests/oracle only): the flat view of a
+schedule: ops with ids, items, peers and FIFO partners.
 
 Contract
 --------

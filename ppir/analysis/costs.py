@@ -1,0 +1,184 @@
+"""What each node of a program's graph costs: op durations per stage and kind, the time of one
+message between two ranks, and how an overlapped F&B step is timed.  One structure serves the
+estimator, the critical path and the passes that plan with costs (lower-comms).
+
+Op durations (per stage ``s`` and kind ``k``)
+    ``cost[k] × weight[s] × T_stage``, where ``cost`` are the config's F/B/I/W multiples of one
+    forward (:class:`~ppir.analysis.config.CostConfig`, default F=1, B=2, I=1, W=1) and
+    ``T_stage`` is the forward time of one stage:
+
+    * no model: ``1 / v`` units with ``v = stages / ranks`` (a chunk is 1/v of a rank share);
+    * with a model: ``(L / S) · flops_fwd_layer / tp / (peak × efficiency)`` seconds, where
+      ``flops_fwd_layer = 2bs(4h² + 2h·ffn) + 4bs²h`` (= 24bsh² + 4bs²h for ffn = 4h; Narayanan
+      et al. SC'21, :meth:`ppir.analysis.models.ModelShape.forward_flops_per_layer`).  Full
+      recomputation adds one forward to B and I.
+
+Messages
+    One boundary activation (or its gradient), ``s·b·h·dtype_bytes / tp`` bytes, costs
+    ``latency + bytes / bandwidth`` on the intra-node link when both ranks share a node
+    (``rank // ranks_per_node``), else on the inter-node link.  No model: 0 bytes.  Only the
+    two link classes are stored, never a ranks × ranks matrix.
+
+Overlapped steps (:class:`ppir.ir.Overlap`, DualPipe's F&B) take the sum of their parts'
+durations (the DualPipe README's F&B is "the execution time of two mutually overlapped forward
+and backward chunks"; with no communication to hide, that is F + B), or, when ``costs.FB`` is
+set, that sum times ``FB / (F + B)`` (``FB = B`` for perfect overlap).
+
+Exactness: when every duration and cost is rational (the unit-mode case) everything is scaled
+to integer *ticks* (``tick`` = 1 / lcm of the denominators), so timelines add integers and the
+reported figures are exact; otherwise they are floats in seconds with ``tick = 1``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from ppir.analysis.config import CostConfig
+from ppir.analysis.models import check_layers
+from ppir.diagnostics import error
+from ppir.ir import OpKind, Schedule
+
+KINDS = (OpKind.F, OpKind.B, OpKind.I, OpKind.W)
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Durations in ticks: ``op[stage][kind]``; ``intra``/``inter`` the time of one message
+    within a node / between nodes (``ranks_per_node`` ranks per node); ``nbytes`` one message's
+    size; ``overlap`` the F&B ratio (None: 1)."""
+
+    op: tuple[dict[OpKind, int | float], ...]
+    intra: int | float = 0
+    inter: int | float = 0
+    ranks_per_node: int = 8
+    nbytes: float = 0.0
+    tick: Fraction | float = Fraction(1)
+    exact: bool = True
+    overlap: Fraction | float | None = None
+    pairs: tuple[tuple[tuple[int, int], int | float], ...] = ()
+    """Per-link times that replace the link classes for those (src, dst) pairs (measured or
+    planned links); only the pairs given are stored."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_pairs", dict(self.pairs))
+
+    def link(self, src: int, dst: int) -> int | float:
+        """The time one message takes from rank ``src`` to rank ``dst`` (0 within a rank)."""
+        if src == dst:
+            return 0
+        if self._pairs:
+            t = self._pairs.get((src, dst))
+            if t is not None:
+                return t
+        rpn = self.ranks_per_node
+        return self.intra if src // rpn == dst // rpn else self.inter
+
+    @property
+    def free_links(self) -> bool:
+        return not self.intra and not self.inter and not any(t for _, t in self.pairs)
+
+    def overlap_time(self, total: int | float) -> int | float:
+        """Duration of an overlapped step whose parts alone take ``total`` together."""
+        if self.overlap is None:
+            return total
+        scaled = total * self.overlap
+        return int(scaled) if self.exact else float(scaled)
+
+    def converter(self):
+        """A fast ``ticks -> float`` function (int / int division rounds correctly)."""
+        if not self.exact:
+            return float
+        num, den = self.tick.numerator, self.tick.denominator
+        if num == 1:
+            return lambda t: t / den
+        return lambda t: t * num / den
+
+    def to_time(self, ticks: int | float) -> float:
+        return self.converter()(ticks)
+
+    def for_planning(self) -> Costs:
+        """The same costs with every op positive, as the eager lowering's proof needs: an op
+        that costs nothing is planned as a sliver (half a tick in exact mode, where everything
+        else doubles)."""
+        if all(d > 0 for row in self.op for d in row.values()):
+            return self
+        if self.exact:
+            op = tuple({k: 2 * d or 1 for k, d in row.items()} for row in self.op)
+            pairs = tuple((k, 2 * t) for k, t in self.pairs)
+            return replace(
+                self,
+                op=op,
+                intra=2 * self.intra,
+                inter=2 * self.inter,
+                tick=self.tick / 2,
+                pairs=pairs,
+            )
+        tiny = min((d for row in self.op for d in row.values() if d > 0), default=1.0) * 1e-6
+        return replace(self, op=tuple({k: d or tiny for k, d in row.items()} for row in self.op))
+
+
+def stage_forward_times(schedule: Schedule, cfg: CostConfig) -> list[Fraction | float]:
+    """The forward time of each stage (before ``costs.F`` is applied)."""
+    P, S = schedule.ranks, schedule.stages
+    w = cfg.stage_weights
+    if w is not None and len(w) != S:
+        what = "missing" if len(w) < S else "extra"
+        raise error(
+            "bad-stage-weights",
+            f"stage_weights has {len(w)} entries but {schedule.name} has {S} stages "
+            f"({what} {abs(S - len(w))})",
+            hints=[
+                "give exactly one weight per stage, e.g. --stage-weights "
+                + ",".join(["1"] * min(S, 16))
+                + (",..." if S > 16 else "")
+            ],
+        )
+    if cfg.model is None:
+        base: Fraction | float = Fraction(P, S)
+    else:
+        m, hw = cfg.model, cfg.hardware
+        lps = check_layers(m.layers, S, P)
+        flops = lps * m.forward_flops_per_layer() / m.tp
+        base = flops / (hw.peak_tflops * 1e12 * cfg.efficiency)
+    return [base * (w[s] if w else 1) for s in range(S)]
+
+
+def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
+    """The :class:`Costs` of ``schedule`` under ``cfg`` (default: ``CostConfig()``, the
+    textbook costs F=1, B=2, I=1, W=1 per rank share with free links)."""
+    cfg = cfg or CostConfig()
+    fwd = stage_forward_times(schedule, cfg)
+    extra = 1 if cfg.model is not None and cfg.recompute == "full" else 0
+    mult = {OpKind.F: cfg.F, OpKind.B: cfg.B + extra, OpKind.I: cfg.I + extra, OpKind.W: cfg.W}
+    op = [{k: f * mult[k] for k in KINDS} for f in fwd]
+    nbytes = float(cfg.model.message_bytes()) if cfg.model is not None else 0.0
+    intra, inter = cfg.intra.time(nbytes), cfg.inter.time(nbytes)
+    ratio = None if cfg.FB is None else cfg.FB / (cfg.F + cfg.B)
+    values = [d for row in op for d in row.values()] + [intra, inter]
+    rpn = cfg.ranks_per_node
+    if all(isinstance(x, (int, Fraction)) for x in values):
+        den = 1
+        for x in values + ([ratio] if ratio is not None else []):
+            den = math.lcm(den, Fraction(x).denominator)
+        return Costs(
+            tuple({k: int(d * den) for k, d in row.items()} for row in op),
+            int(intra * den),
+            int(inter * den),
+            rpn,
+            nbytes,
+            Fraction(1, den),
+            True,
+            ratio,
+        )
+    return Costs(
+        tuple({k: float(d) for k, d in row.items()} for row in op),
+        float(intra),
+        float(inter),
+        rpn,
+        nbytes,
+        1.0,
+        False,
+        None if ratio is None else float(ratio),
+    )

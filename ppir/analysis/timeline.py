@@ -1,0 +1,188 @@
+"""The timeline: when every node of a program's graph happens, under given costs.  The one
+engine behind the estimator, the critical path, the verifier's deadlock check and the passes
+that plan with times (lower-comms).
+
+Semantics (max-plus over the wait-for graph, :mod:`ppir.ir.graph`)
+    A node starts when every wait-for predecessor has finished (time 0 for none) and lasts its
+    duration: a compute node its op's (an overlapped step as one op, or each part under
+    ``relaxed`` progress, scaled like the whole), a message node the transfer time of its link
+    (its channel edge makes it start after the previous transfer on the link ends), every other
+    node zero.  A post is when a group is posted, a done when it completes, a message when the
+    pair's transfer runs.  In a compute-only graph the data edges are the waits, and an edge
+    between ranks adds the transfer time of the link.
+
+    Nodes run in an order compatible with the edges (Kahn's algorithm over integer lists), so
+    every node and edge is handled once: linear.  With all durations zero the same run is the
+    untimed rendezvous semantics; nodes that never run are exactly those on or behind a cycle
+    of the wait-for graph (a deadlock) or waiting on an op without a partner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ppir.analysis.costs import Costs
+from ppir.ir.graph import _SHIFT, COMPUTE, DATA, MESSAGE, ProgramGraph
+
+
+@dataclass
+class Timeline:
+    """Start and finish of every node (ticks of ``costs``); ``ran[v]`` is 1 for every node
+    that happened.  ``complete`` when all did."""
+
+    graph: ProgramGraph
+    costs: Costs | None
+    duration: list
+    start: list
+    finish: list
+    ran: bytearray
+    count: int
+
+    @property
+    def complete(self) -> bool:
+        return self.count == self.graph.n
+
+    @property
+    def makespan(self):
+        """When the last node finishes (0 for an empty program)."""
+        return max(self.finish, default=0)
+
+    def critical_path(self) -> list[int]:
+        """The nodes of a longest path, first to last, ending at the node that finishes last:
+        each node's predecessor is the first one (in construction order) whose finish (plus
+        the transfer time in a compute-only graph) equals its start.  Its length is the
+        makespan."""
+        g, start, finish = self.graph, self.start, self.finish
+        if not g.n or not self.complete:
+            return []
+        v = max(range(g.n), key=lambda x: (finish[x], -g.rank[x], x))
+        path = [v]
+        data = not g.lowered
+        while True:
+            t, nxt = start[v], -1
+            for e in g.before[v]:
+                u = e >> _SHIFT
+                if finish[u] == t:
+                    nxt = u
+                    break
+            if nxt < 0 and data:
+                for u in g.data_in[v]:
+                    if finish[u] + self._delay(u, v) == t:
+                        nxt = u
+                        break
+            if nxt < 0:
+                break
+            path.append(nxt)
+            v = nxt
+        path.reverse()
+        return path
+
+    def _delay(self, u: int, v: int):
+        g = self.graph
+        return self.costs.link(g.rank[u], g.rank[v]) if self.costs else 0
+
+
+def durations(g: ProgramGraph, costs: Costs) -> list:
+    """The duration of every node of ``g`` under ``costs`` (see the module docstring)."""
+    dur = [0] * g.n
+    op, ops, kind, lo, hi = costs.op, g.ops, g.kind, g.lo, g.hi
+    overlap = costs.overlap
+    relaxed_parts = g.progress == "relaxed" and g.lowered
+    for v in range(g.n):
+        k = kind[v]
+        if k == COMPUTE:
+            a, b = lo[v], hi[v]
+            if b - a == 1:
+                x = ops[a]
+                d = op[x.stage][x.kind]
+                if overlap is not None and relaxed_parts and _in_overlap(g, v):
+                    d = costs.overlap_time(d)
+            else:
+                d = sum(op[x.stage][x.kind] for x in ops[a:b])
+                if overlap is not None:
+                    d = costs.overlap_time(d)
+            dur[v] = d
+        elif k == MESSAGE:
+            dur[v] = costs.link(g.op_rank[lo[v]], g.op_rank[hi[v]])
+    return dur
+
+
+def _in_overlap(g: ProgramGraph, v: int) -> bool:
+    a, b = g.item_ops[g.rank[v]][g.item[v]]
+    return b - a > 1
+
+
+def run(g: ProgramGraph, costs: Costs | None = None) -> Timeline:
+    """Time every node of ``g`` (all durations zero when ``costs`` is None: the untimed
+    rendezvous run the verifier uses)."""
+    n = g.n
+    dur = durations(g, costs) if costs is not None else [0] * n
+    succ, pred = g.after, g.before
+    indeg = [len(p) for p in pred]
+    for v, c in g.blocked.items():
+        indeg[v] += c
+    data = not g.lowered
+    if data:
+        dsucc = g.data_out
+        for v, ps in enumerate(g.data_in):
+            indeg[v] += len(ps)
+        rank = g.rank
+        link = costs.link if costs is not None and not costs.free_links else None
+    start = [0] * n
+    finish = [0] * n
+    ran = bytearray(n)
+    stack = [v for v in range(n - 1, -1, -1) if not indeg[v]]
+    count = 0
+    pop, push = stack.pop, stack.append
+    while stack:
+        v = pop()
+        count += 1
+        ran[v] = 1
+        f = finish[v] = start[v] + dur[v]
+        for w in succ[v]:
+            if start[w] < f:
+                start[w] = f
+            indeg[w] -= 1
+            if not indeg[w]:
+                push(w)
+        if data:
+            for w in dsucc[v]:
+                t = f + link(rank[v], rank[w]) if link is not None else f
+                if start[w] < t:
+                    start[w] = t
+                indeg[w] -= 1
+                if not indeg[w]:
+                    push(w)
+    return Timeline(g, costs, dur, start, finish, ran, count)
+
+
+def stuck_cycle(tl: Timeline, first: int) -> list[int] | None:
+    """A cycle of wait-for edges among the nodes that never ran, found by walking from
+    ``first`` to the first predecessor (in construction order) that never ran; the cycle's
+    nodes in wait-for order (each waits for the one before it), or None when the walk ends
+    at a node that waits only for ops without a partner."""
+    g, ran = tl.graph, tl.ran
+    seen: dict[int, int] = {}
+    path: list[int] = []
+    v = first
+    data = not g.lowered
+    while v not in seen:
+        seen[v] = len(path)
+        path.append(v)
+        nxt = -1
+        for e in g.before[v]:
+            u = e >> _SHIFT
+            if not ran[u]:
+                nxt = u
+                break
+        if nxt < 0 and data:
+            nxt = next((u for u in g.data_in[v] if not ran[u]), -1)
+        if nxt < 0:
+            return None
+        v = nxt
+    cycle = path[seen[v] :]
+    cycle.reverse()
+    return cycle
+
+
+__all__ = ["DATA", "Timeline", "durations", "run", "stuck_cycle"]

@@ -1,0 +1,194 @@
+"""The one compile pipeline: every command, the Python API, the benches, tune, viz and
+``ppir.testing`` compile through :func:`compile`, so each reports the numbers of the program
+that ``ppir launch`` runs.
+
+Stages, for a compute-only schedule (a literal program with communication is taken as
+written and only verified and timed):
+
+1. the input's graph is verified (completeness, local order, compute-order cycles) and timed
+   under the costs with transfer times on its cross-rank data edges: the *dependency bound*,
+   which no lowering of this compute order can beat;
+2. the pass pipeline runs (``passes``, or the one ``lowering`` and ``overlap`` name:
+   ``lower-comms{strategy=...}`` then ``overlap-comms``), the program verified after each pass
+   (the pass driver, :mod:`ppir.passes.driver`); the first pass whose output fails verification
+   stops the pipeline and its report is returned;
+3. the final program's graph is timed (the estimator's timeline) and the verification of that
+   graph reuses the run.
+
+``lowering="auto"`` compiles with the lockstep lowering and, when that program is slower than
+the dependency bound (so another lowering could win), also with the eager one planned with the
+same costs; the faster under the estimator is kept (lockstep on a tie).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+from ppir.analysis.config import CostConfig
+from ppir.analysis.costs import Costs, costs_for
+from ppir.analysis.timeline import Timeline, run
+from ppir.diagnostics import Report
+from ppir.ir import Schedule
+from ppir.ir.graph import ProgramGraph, build_graph
+from ppir.passes import PASSES, LowerComms, OverlapComms
+from ppir.passes.driver import parse_pipeline, pipeline_text
+from ppir.passes.lower_comms import STRATEGIES
+
+LOWERINGS = ("auto", *STRATEGIES)
+
+
+@dataclass(eq=False)
+class Compiled:
+    """A compiled program: ``program`` is what runs (lowered, and overlapped unless asked
+    otherwise), ``graph`` its dependency graph, ``report`` its verification (None when
+    compiled with ``verify=False``), ``timeline`` its timed run under ``costs`` (made from
+    ``config``).  ``pipeline`` names the passes that produced it; ``failed`` the pass whose
+    output failed verification ("input" for the input itself), else None."""
+
+    source: Schedule
+    program: Schedule
+    graph: ProgramGraph
+    report: Report | None
+    timeline: Timeline
+    config: CostConfig
+    costs: Costs
+    pipeline: str = ""
+    failed: str | None = None
+    blocking: Schedule | None = None
+    dependency_bound: float | None = None
+    progress: str = "fifo"
+    candidates: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the program verified (or verification was skipped) and the pipeline
+        finished."""
+        return self.failed is None and (self.report is None or self.report.ok)
+
+    @property
+    def step_time(self) -> float:
+        """The estimated step time, in the config's time unit."""
+        return self.costs.to_time(self.timeline.makespan)
+
+    @cached_property
+    def memory(self):
+        """The activation-memory report of the program at the config's model."""
+        from ppir.analysis.memory import analyze_memory
+
+        return analyze_memory(self.graph, self.config.model, recompute=self.config.recompute)
+
+    @cached_property
+    def estimate(self):
+        """The :class:`~ppir.analysis.estimate.Estimate` of the program (a ppir error, exit 1,
+        when it cannot run)."""
+        from ppir.analysis.estimate import from_timeline
+
+        return from_timeline(self.timeline, self.config, self.memory, self.dependency_bound)
+
+
+def compile(  # noqa: A001 - the library's verb
+    schedule: Schedule,
+    *,
+    lowering: str = "auto",
+    overlap: bool = True,
+    costs: CostConfig | None = None,
+    verify: bool = True,
+    progress: str = "fifo",
+    strict: bool = False,
+    passes: str | None = None,
+) -> Compiled:
+    """Compile ``schedule`` (see the module docstring).  ``lowering`` is one of
+    :data:`LOWERINGS`; ``overlap`` adds ``overlap-comms`` (not after ``naive``); ``passes`` is
+    an explicit pipeline text (``"lower-comms{strategy=eager},overlap-comms"``) that replaces
+    both; ``costs`` is the cost model that plans and times (default ``CostConfig()``: F=1,
+    B=2, I=1, W=1 per rank share, free links); ``progress`` the verifier's model."""
+    if lowering not in LOWERINGS:
+        raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
+    cfg = costs or CostConfig()
+    c = costs_for(schedule, cfg)
+    base = dict(source=schedule, config=cfg, costs=c, progress=progress)
+    if schedule.is_lowered:  # a literal program with communication runs as written
+        return _finish(schedule, build_graph(schedule, progress), verify, strict, **base)
+    cg = build_graph(schedule, progress)
+    ctl = run(cg, c)
+    bound = c.to_time(ctl.makespan) if ctl.complete else None
+    base["dependency_bound"] = bound
+    if verify:
+        from ppir.verify import verify as check
+
+        report = check(cg, progress, strict, timeline=ctl)
+        if not report.ok:
+            return Compiled(
+                program=schedule, graph=cg, report=report, timeline=ctl, failed="input", **base
+            )
+    if passes is not None:
+        return _run(schedule, parse_pipeline(passes, PASSES), verify, strict, base)
+    strategy = "lockstep" if lowering == "auto" else lowering
+    best = _run(schedule, _passes(strategy, overlap), verify, strict, base)
+    if lowering != "auto" or not best.ok or bound is None or best.step_time <= bound:
+        return best
+    eager = _run(schedule, _passes("eager", overlap), verify, strict, base)
+    candidates = {"lockstep": best.step_time, "eager": eager.step_time}
+    if eager.ok and eager.step_time < best.step_time:
+        best = eager
+    best.candidates = candidates
+    return best
+
+
+def _passes(strategy: str, overlap: bool) -> list:
+    out = [LowerComms(strategy)]
+    if overlap and strategy != "naive":
+        out.append(OverlapComms())
+    return out
+
+
+def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dict) -> Compiled:
+    """Apply ``passes`` in order, verifying after each; the final program timed."""
+    program = schedule
+    blocking = None
+    c = base["costs"]
+    progress = base["progress"]
+    for i, p in enumerate(passes):
+        if isinstance(p, LowerComms):
+            if p.costs is None:
+                p = replace(p, costs=c)
+            program = p.apply(program)
+            blocking = program
+        else:
+            program = p.apply(program)
+        last = i == len(passes) - 1
+        g = build_graph(program, progress)
+        if not last and verify:
+            from ppir.verify import verify as check
+
+            report = check(g, progress, strict)
+            if not report.ok:
+                return Compiled(
+                    program=program,
+                    graph=g,
+                    report=report,
+                    timeline=run(g, c),
+                    pipeline=pipeline_text(passes[: i + 1]),
+                    failed=p.name,
+                    blocking=blocking,
+                    **base,
+                )
+    if not passes:
+        g = build_graph(program, progress)
+    out = _finish(
+        program, g, verify, strict, pipeline=pipeline_text(passes), blocking=blocking, **base
+    )
+    if not out.ok and passes:
+        out.failed = passes[-1].name
+    return out
+
+
+def _finish(program: Schedule, g: ProgramGraph, verify: bool, strict: bool, **kw) -> Compiled:
+    tl = run(g, kw["costs"])
+    report = None
+    if verify:
+        from ppir.verify import verify as check
+
+        report = check(g, kw["progress"], strict, timeline=tl)
+    return Compiled(program=program, graph=g, report=report, timeline=tl, **kw)

@@ -1,0 +1,104 @@
+"""Check 4, deadlock freedom: the wait-for graph of the program is acyclic.
+
+A lowered program is deadlock-free under the rendezvous semantics exactly when every node of
+its wait-for graph (:mod:`ppir.ir.graph`) can happen, i.e. when the graph has no cycle and
+every op has a partner (docs/verification.md has the construction and the proof).  The check
+runs the untimed timeline (:func:`ppir.analysis.timeline.run` with no costs: Kahn's algorithm)
+once; nodes that never ran lie on or behind a cycle, or wait for an op without a partner
+(reported by matching).  A cycle is then extracted as the witness:
+
+* the walk starts at the first group (rank-major, program order) that was posted and never
+  completed, and steps to the first predecessor that never ran (construction order: program
+  order, then the FIFO of groups, then the group's messages in posting order);
+* the cycle's *hops* are the steps from a posted group through one of its messages to the
+  partner's group that was never posted: "rank r is blocked at step i on op a; its partner b
+  is step j of rank q";
+* the hops are rotated so that the lowest (rank, step) comes first.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ppir.analysis.timeline import Timeline
+from ppir.ir.graph import _SHIFT, DONE, MESSAGE, ProgramGraph
+
+
+class Hop(NamedTuple):
+    """One step of a wait-for cycle: the group at ``(rank, item)`` was posted and waits on its
+    op ``op``, whose partner ``partner`` sits in a group that is not posted yet."""
+
+    rank: int
+    item: int
+    op: int
+    partner: int
+
+
+def blocked_units(tl: Timeline) -> list[int]:
+    """Done nodes of groups that were posted but never completed, in node order."""
+    g, ran = tl.graph, tl.ran
+    return [v for v in range(g.n) if g.kind[v] == DONE and not ran[v] and ran[v - 1]]
+
+
+def find_cycle(tl: Timeline) -> list[Hop] | None:
+    """The wait-for cycle of a stuck run as hops (see the module docstring), or None when no
+    posted group is stuck on a cycle (only on ops without a partner)."""
+    g, ran = tl.graph, tl.ran
+    color = bytearray(g.n)  # 0 new, 1 on the current path, 2 explored
+    for start in blocked_units(tl):
+        path: list[int] = []
+        where: dict[int, int] = {}
+        v = start
+        while v >= 0 and color[v] == 0:
+            color[v] = 1
+            where[v] = len(path)
+            path.append(v)
+            v = next((e >> _SHIFT for e in g.before[v] if not ran[e >> _SHIFT]), -1)
+        if v >= 0 and color[v] == 1:
+            hops = _hops(g, path[where[v] :])
+            if hops:
+                k = min(range(len(hops)), key=lambda i: (hops[i].rank, hops[i].item))
+                return hops[k:] + hops[:k]
+        for x in path:
+            color[x] = 2
+    return None
+
+
+def _hops(g: ProgramGraph, cycle: list[int]) -> list[Hop]:
+    """The done -> message -> post steps of a cycle given in walk order (each node waits for
+    the next one, the last for the first)."""
+    out = []
+    for i, v in enumerate(cycle):
+        m = cycle[(i + 1) % len(cycle)]
+        if g.kind[v] != DONE or g.kind[m] != MESSAGE:
+            continue
+        send, recv = g.lo[m], g.hi[m]
+        op, partner = (send, recv) if g.op_node[send] == v - 1 else (recv, send)
+        out.append(Hop(g.rank[v], g.item[v], op, partner))
+    return out
+
+
+def item_status(tl: Timeline) -> list[list[str]]:
+    """Per rank, per program item: '=' done, '>' blocked (a group posted and waiting for a
+    partner), ' ' not reached."""
+    g, ran = tl.graph, tl.ran
+    s = g.schedule
+    st = [["="] * len(p) for p in s.programs]
+    for v in range(g.n):
+        if ran[v] or g.kind[v] == MESSAGE:
+            continue
+        r, i = g.rank[v], g.item[v]
+        if g.kind[v] == DONE and ran[v - 1]:
+            st[r][i] = ">"
+        elif st[r][i] == "=":
+            st[r][i] = " "
+    return st
+
+
+def blocked_steps(tl: Timeline) -> dict[int, list[int]]:
+    """Per rank, the program items of its groups that were posted and never completed."""
+    g = tl.graph
+    out: dict[int, list[int]] = {}
+    for v in blocked_units(tl):
+        out.setdefault(g.rank[v], []).append(g.item[v])
+    return out
