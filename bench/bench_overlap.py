@@ -24,10 +24,9 @@ from fractions import Fraction
 
 from ppir.analysis.config import make_config
 from ppir.analysis.estimate import estimate
-from ppir.analysis.planning import planner
 from ppir.frontend.loader import load_schedule
 from ppir.passes import LowerComms
-from ppir.passes.overlap import overlap_best
+from ppir.pipeline import compile
 from ppir.verify import verify
 
 CASES = [
@@ -60,8 +59,9 @@ def main() -> None:
         for share in (Fraction(1, 4), Fraction(1, 2)):
             cfg = make_config({"comm": {"latency": share / v}})
             blk = estimate(lockstep, cfg)
-            ovl = estimate(overlap_best(s, lockstep, *planner(s, cfg)), cfg)
-            crit = blk.critical_path
+            compiled = compile(s, costs=cfg)  # what 'ppir compile' runs
+            ovl = compiled.estimate
+            crit = compiled.dependency_bound
             nv = f"{estimate(naive, cfg).step_time:8.2f}" if naive_ok else "deadlock"
             e_b, e_o = blk.step_time - free, ovl.step_time - free
             l_b, l_o = blk.step_time - crit, ovl.step_time - crit

@@ -73,9 +73,8 @@ def bench_schedule(ctx, name: str, v: int, args) -> dict:
     import ppir
     from ppir.analysis.config import make_config
     from ppir.analysis.estimate import estimate
-    from ppir.analysis.planning import planner
     from ppir.passes import OverlapComms
-    from ppir.passes.overlap import overlap_best
+    from ppir.pipeline import compile
 
     P, M = ctx.world, args.microbatches
     model = wide_model(args.width, M)
@@ -84,7 +83,7 @@ def bench_schedule(ctx, name: str, v: int, args) -> dict:
     fwd, bwd, xfer = args.measured
     # costs in forwards of a rank share (v chunks, each one Linear here)
     cfg = make_config({"costs": {"B": bwd / fwd}, "comm": {"latency": xfer / (v * fwd)}})
-    planned = overlap_best(s, lowered, *planner(s, cfg))
+    planned = compile(s, costs=cfg).program  # what 'ppir launch' runs with these costs
     overlapped = OverlapComms().apply(lowered)
     predicted = [estimate(x, cfg, memory=False).step_time for x in (lowered, overlapped, planned)]
     runs = {

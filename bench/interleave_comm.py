@@ -4,7 +4,7 @@
     python bench/interleave_comm.py [--model llama3-8b,seq=4096] [-P 4] [-M 16] [--markdown]
 
 Prints step time, bubble and exposed communication per setting; docs/cost-model.md quotes the
-output.  Every number comes from estimate() on the lowered IR.
+output.  Every number comes from ppir.compile(...).estimate, the program 'ppir compile' runs.
 """
 
 from __future__ import annotations
@@ -12,11 +12,8 @@ from __future__ import annotations
 import argparse
 
 from ppir.analysis.config import make_config
-from ppir.analysis.estimate import estimate
-from ppir.analysis.planning import planner
 from ppir.frontend.loader import load_schedule
-from ppir.passes import LowerComms
-from ppir.passes.overlap import overlap_best
+from ppir.pipeline import compile
 
 SETTINGS = [  # (label, hardware section, comm section)
     ("one node, NVLink 450 GB/s", {"ranks_per_node": 8}, {}),
@@ -57,10 +54,7 @@ def main() -> None:
         base = None
         for v in (int(x) for x in args.vs.split(",")):
             c = load_schedule("interleaved_1f1b", {"P": args.P, "M": args.M, "v": v})
-            s = LowerComms().apply(c)
-            if args.overlap:
-                s = overlap_best(c, s, *planner(c, cfg, args.progress))
-            e = estimate(s, cfg, progress=args.progress, memory=False)
+            e = compile(c, overlap=args.overlap, costs=cfg, progress=args.progress).estimate
             base = base or e.step_time
             exposed = max(r.exposed_comm for r in e.per_rank)
             print(

@@ -2,34 +2,176 @@
 
 Write a schedule once in a .pps file, prove it safe, measure it, and run it::
 
-    from ppir import load_schedule, lower
-    s = lower(load_schedule("interleaved_1f1b", {"P": 4, "M": 8, "v": 2}))
+    import ppir
+    s = ppir.load("interleaved_1f1b", P=4, M=8, v=2)   # a built-in, a .pps or a torch CSV
+    c = ppir.compile(s)                                 # lower, overlap, verify, time
+    c.ok, c.step_time, c.program                        # what 'ppir compile' reports and runs
+    ppir.estimate(c).bubble_fraction_of_ideal
+    ppir.analyze(c).memory.worst.peak_activations
+    g = ppir.graph(c.program)                           # the networkx dependency graph
 
-torch is optional: parsing, the IR, passes and the estimator import without it.
+Every function compiles the way the ``ppir`` command does (:func:`compile`), so the library and
+the CLI report the same numbers.  torch is optional: everything here imports without it.
+docs/api.md has the whole API with examples.
 """
 
-from ppir.diagnostics import Diagnostic, PpirError
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ppir.analysis.config import CostConfig, make_config
+from ppir.analysis.estimate import Estimate
+from ppir.analysis.memory import MemoryReport, P2PReport
+from ppir.analysis.models import ModelShape, parse_model_spec
+from ppir.diagnostics import Diagnostic, PpirError, Report
 from ppir.frontend.loader import load_schedule, load_text
-from ppir.ir import Action, Group, OpKind, Schedule
-from ppir.passes import LowerComms
+from ppir.ir import Action, Group, OpKind, Overlap, Schedule, Span, Wait
+from ppir.ir.graph import ProgramGraph, build_graph
+from ppir.ir.printer import format_pps, from_json
+from ppir.ir.printer import to_json as _program_json
+from ppir.passes import PASSES, LowerComms, OverlapComms
+from ppir.pipeline import Compiled
+from ppir.pipeline import compile as _compile
+from ppir.verify import verify as _check  # loads the ppir.verify package before the function
 
 __version__ = "0.1.0"
 
+Program = Schedule | Compiled
+
+
+def load(spec: str, placement: tuple[int, ...] | None = None, **params: int) -> Schedule:
+    """Parse and expand a schedule: a built-in name, a ``.pps`` or torch ``.csv`` path, or
+    ``torch:NAME``; ``params`` are its parameters (``P=4, M=8``).  A ppir error, with
+    file:line:col, for bad input."""
+    return load_schedule(spec, params, placement=placement)
+
+
+def compile(schedule: Schedule, **options) -> Compiled:  # noqa: A001 - the library's verb
+    """Compile ``schedule`` exactly as ``ppir compile`` does; see :func:`ppir.pipeline.compile`
+    for the options (``lowering``, ``overlap``, ``costs``, ``verify``, ``progress``, ``strict``,
+    ``passes``)."""
+    return _compile(schedule, **options)
+
+
+def _compiled(program: Program, costs: CostConfig | None = None, progress: str = "fifo"):
+    if isinstance(program, Compiled):
+        return program
+    return _compile(program, costs=costs, progress=progress)
+
+
+# ``ppir.verify`` names this function; the checks live in the package of the same name, which
+# is imported above, before this definition, so the attribute stays the function.
+def verify(program: Program, *, progress: str = "fifo", strict: bool = False) -> Report:
+    """The verification report of ``program`` as it would run: a compiled program's own, a
+    lowered schedule's, or a compute-only schedule's after compiling it (as ``ppir check``)."""
+    if isinstance(program, Compiled) and program.report is not None:
+        return program.report
+    if isinstance(program, Schedule) and not program.is_lowered:
+        return _compile(program, progress=progress, strict=strict).report
+    target = program.program if isinstance(program, Compiled) else program
+    return _check(target, progress, strict)
+
+
+def estimate(program: Program, costs: CostConfig | None = None, *, progress: str = "fifo"):
+    """The :class:`Estimate` of one training step of ``program`` (compiled with ``costs`` when
+    it is a compute-only schedule), as ``ppir compile --backend cost`` prints it."""
+    from ppir.analysis.estimate import estimate as _estimate
+
+    if isinstance(program, Compiled):
+        return program.estimate
+    return _estimate(program, costs, progress=progress)
+
+
+class Analysis(NamedTuple):
+    """What ``ppir analyze`` prints: activation memory and point-to-point traffic."""
+
+    memory: MemoryReport
+    p2p: P2PReport
+
+
+def analyze(
+    program: Program,
+    model: ModelShape | str | None = None,
+    *,
+    recompute: str = "none",
+    i_fraction=None,
+    layers: int | None = None,
+) -> Analysis:
+    """Activation memory per rank and point-to-point traffic of ``program`` as it runs
+    (compiled first when it is a compute-only schedule); ``model`` (a :class:`ModelShape` or a
+    spec such as ``"llama3-8b,tp=8"``) adds bytes."""
+    from ppir.analysis.memory import analyze_memory, analyze_p2p
+
+    if isinstance(model, str):
+        model = parse_model_spec(model)
+    c = _compiled(program)
+    if not c.ok:
+        raise PpirError(c.report.errors if c.report else [], 1)
+    mem = analyze_memory(c.graph, model, recompute=recompute, i_fraction=i_fraction, layers=layers)
+    return Analysis(mem, analyze_p2p(c.graph, model))
+
+
+def graph(program: Program, progress: str = "fifo") -> ProgramGraph:
+    """The networkx dependency graph of a program (a :class:`ProgramGraph`, a read-only
+    ``networkx.DiGraph``): of a compiled program's program, or of a schedule as given."""
+    if isinstance(program, Compiled):
+        return (
+            program.graph
+            if program.progress == progress
+            else build_graph(program.program, progress)
+        )
+    return build_graph(program, progress)
+
+
+def to_json(program: Program) -> dict:
+    """The ``ppir.program/1`` JSON object of a program (what ``ppir dump --format json``
+    prints)."""
+    return _program_json(program.program if isinstance(program, Compiled) else program)
+
+
+def to_pps(program: Program) -> str:
+    """The literal ``.pps`` text of a program (it parses back to the same IR)."""
+    return format_pps(program.program if isinstance(program, Compiled) else program)
+
 
 def lower(schedule: Schedule, strategy: str = "lockstep") -> Schedule:
-    """Insert communication (the lower-comms pass)."""
+    """Insert communication with one lowering strategy, blocking groups (the lower-comms pass
+    alone; :func:`compile` is what the tools run)."""
     return LowerComms(strategy).apply(schedule)
 
 
 __all__ = [
+    "PASSES",
     "Action",
+    "Analysis",
+    "Compiled",
+    "CostConfig",
     "Diagnostic",
+    "Estimate",
     "Group",
+    "LowerComms",
+    "ModelShape",
     "OpKind",
+    "Overlap",
+    "OverlapComms",
     "PpirError",
+    "ProgramGraph",
+    "Report",
     "Schedule",
+    "Span",
+    "Wait",
+    "__version__",
+    "analyze",
+    "compile",
+    "estimate",
+    "from_json",
+    "graph",
+    "load",
     "load_schedule",
     "load_text",
     "lower",
-    "__version__",
+    "make_config",
+    "to_json",
+    "to_pps",
+    "verify",
 ]

@@ -136,12 +136,11 @@ def run_case(ctx, P: int, case):
     if transform == "iw":
         s = split_backward(s)
     if transform == "eager":
-        from ppir.analysis.order import PlanCosts
+        from ppir.analysis.costs import Costs
         from ppir.ir import OpKind
 
-        costs = PlanCosts.uniform(
-            s.stages, s.ranks, {OpKind.F: 4, OpKind.B: 8, OpKind.I: 4, OpKind.W: 4}, transfer=1
-        )
+        op = {OpKind.F: 4, OpKind.B: 8, OpKind.I: 4, OpKind.W: 4}
+        costs = Costs(tuple(dict(op) for _ in range(s.stages)), intra=1, inter=1)
         s = ppir.passes.LowerComms("eager", costs=costs).apply(s)
     else:
         s = ppir.lower(s)

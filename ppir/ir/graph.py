@@ -213,6 +213,14 @@ class ProgramGraph(nx.DiGraph):
             "label": self.label(v),
         }
 
+    def wait_for(self) -> nx.DiGraph:
+        """A read-only view of the wait-for graph: every edge but the data-only ones.  The
+        program is deadlock-free exactly when this view is acyclic and every op has a partner
+        (``not self.blocked``)."""
+        return nx.subgraph_view(
+            self, filter_edge=lambda u, v: any(k != "data" for k in self[u][v]["kinds"])
+        )
+
     def __reduce__(self):  # pickling rebuilds from the program
         return (build_graph, (self.schedule, self.progress))
 
