@@ -85,3 +85,23 @@ def test_position_attributes_are_preferred_when_the_parser_has_them():
     assert _toml_position(old, "") == (2, 9, "Invalid value")
     end = ValueError("Unterminated string (at end of document)")
     assert _toml_position(end, "a\nbc") == (2, 3, "Unterminated string")
+    assert _toml_position(ValueError("Unknown"), "x") == (None, None, "Unknown")
+
+
+def test_an_error_without_a_position_still_names_the_file(tmp_path, monkeypatch):
+    parser = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+
+    class NoPosition(parser.TOMLDecodeError):
+        def __init__(self):
+            ValueError.__init__(self, "Something new")  # a message that gives no position
+
+    def fail(text):
+        raise NoPosition
+
+    monkeypatch.setattr(parser, "loads", fail)
+    path = tmp_path / "c.toml"
+    path.write_text("[costs]\n")
+    with pytest.raises(PpirError) as ei:
+        load_config_file(str(path))
+    assert ei.value.diagnostics[0].span is None
+    assert ei.value.render() == f"ppir: error: {path}: not valid TOML: Something new"
