@@ -150,7 +150,7 @@ def run(args) -> int:
             **params,
         )
 
-    with progress(args.examples, f"fuzz {args.schedule}", quiet=args.quiet, unit="choice") as bar:
+    with progress(args.examples, f"fuzz {args.schedule}", quiet=args.quiet, unit="choices") as bar:
         res = search(space, check, examples=args.examples, seed=args.seed, progress=_Shown(bar))
     props = "verifies" + "".join(
         f", {what} <= {b}"

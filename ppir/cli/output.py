@@ -14,7 +14,7 @@ Contract
 
 Usage::
 
-    with progress(len(jobs), "tune", quiet=args.quiet, unit="choice") as bar:
+    with progress(len(jobs), "tune", quiet=args.quiet, unit="choices") as bar:
         for job in jobs:
             run(job)
             bar.update(status=job.name)
