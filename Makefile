@@ -1,5 +1,8 @@
 # Quick start:  make demo   (set up, then compile + estimate + a short pipelined training run)
 #               make test   (set up, then run the test suite)
+#               make lint   (set up, then the checks CI runs first: ruff format --check, ruff check)
+# `make` sets up a development environment: ppir with the 'dev' extra (torch, plots, the test
+# tools, ruff, build, playwright).  Users install only the extra they need (see README).
 PY ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
@@ -10,7 +13,7 @@ $(BIN)/ppir: pyproject.toml
 	$(PY) -m venv $(VENV)
 	# torch first, pinned: on this machine 2.13.0 is a local CPU wheel (never a CUDA download)
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[torch,viz,test]"
+	$(BIN)/pip install -q -e ".[dev]"
 	touch $(BIN)/ppir
 
 setup: $(BIN)/ppir
@@ -30,6 +33,7 @@ test-all: setup
 	$(BIN)/python -m pytest -q -m "slow or not slow"
 
 lint: setup
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
 bench: setup

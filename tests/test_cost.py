@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from ppir.analysis.config import CostConfig, Link, make_config
 from ppir.analysis.estimate import estimate
-from ppir.analysis.tomlmini import loads_subset
 from ppir.diagnostics import PpirError
 from ppir.frontend.loader import load_schedule
 from ppir.ir import Action, OpKind, Schedule, deps, looped_placement
@@ -208,15 +207,6 @@ def test_stage_weight_count_must_match(weights, word):
         estimate(
             load_schedule("1f1b", {"P": 4}), make_config({"costs": {"stage_weights": weights}})
         )
-
-
-def test_example_config_parses_the_same_with_the_fallback_parser():
-    import tomllib
-
-    text = (ROOT / "examples" / "cost_config.toml").read_text()
-    assert loads_subset(text) == tomllib.loads(text)
-    cfg = make_config(loads_subset(text))
-    assert cfg.model.seq == 4096 and cfg.hardware.name == "H100" and cfg.ranks_per_node == 4
 
 
 # ------------------------------------------------------------------ CLI

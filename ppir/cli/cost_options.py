@@ -2,8 +2,12 @@
 ``ppir tune``: :func:`add_cost_arguments` and :func:`config_from_args`.
 
 Precedence: command-line flags over the ``--config`` TOML file over presets and defaults.
-Options are registered with ``dest`` names prefixed ``cost_``; a flag another backend already
-registered on the same parser is skipped (that backend's option wins), never an argparse crash.
+Options are registered with ``dest`` names prefixed ``cost_``, so they never collide with a
+command's own settings.  A flag the command (or another backend) already registered on the same
+parser keeps its meaning there and the cost option is left out, never an argparse crash: e.g.
+``ppir check --progress`` is the verifier's progress model.  Conflicts are detected through
+argparse's public contract (with the default ``conflict_handler="error"``, ``add_argument``
+raises :class:`argparse.ArgumentError` and registers nothing), not its private tables.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ from ppir.analysis.models import PRESETS, parse_model_spec
 from ppir.diagnostics import error
 
 
-def _add(group, *flags: str, **kw) -> None:
-    taken = getattr(group, "_option_string_actions", {})
-    flags = tuple(f for f in flags if f not in taken)
-    if flags:
-        group.add_argument(*flags, **kw)
+def _add(group, flag: str, **kw) -> None:
+    """Register one cost option unless ``flag`` is already taken on ``group``'s parser."""
+    try:
+        group.add_argument(flag, **kw)
+    except argparse.ArgumentError:  # the flag is taken: the existing option keeps its meaning
+        pass
 
 
 def add_cost_arguments(group, model: bool = True) -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sys
-
 from ppir.cli.common import parse_defines
+from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, error
 from ppir.passes.lower_comms import STRATEGIES
 from ppir.testing.checks import check_schedule, load_module
@@ -23,7 +22,7 @@ fails) and the smallest failing choice is printed with its diagnostic.
 Ranges are inclusive, and a bound may use the parameters given before it: --over P=2..16
 --over M=P..8P.  A list of values is written v=1,2,4.  Bounds (--max-peak, --max-bubble,
 --max-step-time) are expressions over the parameters, e.g. --max-peak P or --max-bubble '(P-1)/M'.
-Progress goes to stderr.
+A progress bar goes to stderr on a terminal (none when piped, or with --quiet).
 
 examples:
   ppir fuzz 1f1b --over P=2..16 --over M=P..8P --max-peak P
@@ -84,7 +83,7 @@ def add_arguments(p):
         metavar="N",
         help="cap on expanded ops per choice (default 2,000,000)",
     )
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    add_quiet_argument(p)
 
 
 def _space(args) -> ParamSpace:
@@ -120,31 +119,20 @@ def _space(args) -> ParamSpace:
     return ParamSpace(over, {**defaults, **fixed})
 
 
-class _Progress:
-    """One line per tenth of the run on a non-terminal; a live line on a terminal."""
+class _Shown:
+    """The search's progress callback: one step per checked choice, with its parameters and
+    outcome; at the first failure the bar becomes the count of shrinking tries."""
 
-    def __init__(self, total: int, quiet: bool):
-        self.total, self.quiet = total, quiet
-        self.tty = sys.stderr.isatty()
-        self.n = self.shown = 0
+    def __init__(self, bar):
+        self.bar, self.shrinking = bar, False
 
     def __call__(self, point: dict, result) -> None:
-        if self.quiet:
-            return
-        self.n += 1
         ps = " ".join(f"{k}={v}" for k, v in point.items())
-        line = f"[{self.n:>4}/{self.total}] {ps}: {result.status}"
-        if self.tty:
-            sys.stderr.write("\r\033[K" + line)
-            sys.stderr.flush()
-        elif result.status == "failed" or self.n * 10 // self.total > self.shown:
-            self.shown = self.n * 10 // self.total
-            print(line, file=sys.stderr)
-
-    def done(self) -> None:
-        if self.tty and not self.quiet and self.n:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+        if result.status == "failed" and not self.shrinking:
+            self.shrinking = True
+            self.bar.restart(f"shrinking the failure at {ps}")
+            return
+        self.bar.update(0 if result.status == "unsupported" else 1, f"{ps}: {result.status}")
 
 
 def run(args) -> int:
@@ -162,11 +150,8 @@ def run(args) -> int:
             **params,
         )
 
-    progress = _Progress(args.examples, args.quiet)
-    try:
-        res = search(space, check, examples=args.examples, seed=args.seed, progress=progress)
-    finally:
-        progress.done()
+    with progress(args.examples, f"fuzz {args.schedule}", quiet=args.quiet, unit="choices") as bar:
+        res = search(space, check, examples=args.examples, seed=args.seed, progress=_Shown(bar))
     props = "verifies" + "".join(
         f", {what} <= {b}"
         for what, b in (

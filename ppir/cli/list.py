@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ppir.cli.output import table
 from ppir.frontend.loader import read_source
 from ppir.frontend.parser import parse_text
 from ppir.schedules import builtin_names
@@ -32,8 +33,5 @@ def run(args) -> int:
         first = next((ln[1:].strip() for ln in text.splitlines() if ln.startswith("#")), "")
         first = first.split(": ")[0].rstrip(".")
         rows.append((name, params, first))
-    w0 = max(len(r[0]) for r in rows)
-    w1 = max(len(r[1]) for r in rows)
-    for name, params, doc in rows:
-        print(f"{name:<{w0}}  {params:<{w1}}  {doc}")
+    print(table(rows))
     return 0

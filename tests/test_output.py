@@ -1,0 +1,175 @@
+"""ppir.cli.output: plain aligned tables, and progress bars on a terminal's stderr only."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ppir.cli import main
+from ppir.cli.output import add_quiet_argument, progress, table
+from ppir.schedules import builtin_names
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+# ------------------------------------------------------------------ tables
+def test_table_aligns_columns_and_leaves_no_trailing_spaces():
+    rows = [["rank", "busy", "idle"], [0, "24", "9"], [10, "1.5", "-"]]
+    assert table(rows).splitlines() == ["rank  busy  idle", "0     24    9", "10    1.5   -"]
+    assert table(rows, align="<>").splitlines() == [
+        "rank  busy  idle",
+        "0       24     9",
+        "10     1.5     -",
+    ]
+    assert table(rows, align=">", gap=" | ").splitlines()[1] == "   0 |   24 |    9"
+
+
+def test_a_short_row_spans_the_remaining_columns():
+    rows = [["v", "bubble", "peak"], ["1", "0.25", "4"], ["2", "error: not divisible by 3"]]
+    lines = table(rows, align=">").splitlines()
+    assert lines == ["v  bubble  peak", "1    0.25     4", "2  error: not divisible by 3"]
+
+
+def test_table_edge_cases():
+    assert table([]) == ""
+    assert table([["only"]]) == "only"
+    assert table([["a", ""], ["bb", ""]]) == "a\nbb"
+    with pytest.raises(ValueError, match="align"):
+        table([["a"]], align="^")
+
+
+words = st.text(alphabet="abcxyz0189=,.%", min_size=1, max_size=8)
+
+
+@given(st.integers(1, 5).flatmap(lambda n: st.lists(st.lists(words, min_size=n, max_size=n))))
+def test_table_cells_are_recovered_from_their_columns(rows):
+    """Every cell of a full row starts at its column's offset and reads back unchanged."""
+    lines = table(rows).splitlines()
+    assert len(lines) == len(rows)
+    if not rows:
+        return
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    starts = [sum(widths[:i]) + 2 * i for i in range(len(widths))]
+    for line, row in zip(lines, rows):
+        assert line == line.rstrip()
+        for i, cell in enumerate(row):
+            assert line[starts[i] : starts[i] + widths[i]].rstrip() == cell
+
+
+def test_ppir_list_is_one_aligned_table(cli):
+    code, out, _ = cli("list")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == len(builtin_names())
+    col = lines[0].index("P=4")
+    assert all(line[col - 2 : col] == "  " and line[col] == "P" for line in lines)
+    assert all(line == line.rstrip() for line in lines)
+
+
+# ------------------------------------------------------------------ progress
+def test_progress_on_a_terminal_counts_shows_the_status_and_clears_itself():
+    tty = Terminal()
+    with progress(5, "demo", file=tty, unit="choice") as bar:
+        assert bar.shown
+        for i in range(4):
+            bar.update(status=f"P={i}")
+        bar.update(0, status="P=9: ok")  # a status change alone redraws
+    text = tty.getvalue()
+    assert "demo:" in text and "4/5" in text and "P=9: ok" in text and "choice/s" in text
+    assert text.endswith("\r") and text.rsplit("\r", 2)[-2].strip() == ""  # cleared
+
+
+def test_progress_restart_begins_an_open_ended_phase():
+    tty = Terminal()
+    with progress(50, "fuzz x", file=tty) as bar:
+        bar.update()
+        bar.restart("shrinking the failure at P=16")
+        bar.update(0, "P=8: failed")
+    text = tty.getvalue()
+    last = text[text.index("shrinking") :]
+    assert "/50" not in last and "0 it" in last and "P=8: failed" in last
+
+
+def test_progress_is_cleared_when_the_work_fails():
+    tty = Terminal()
+    with pytest.raises(KeyboardInterrupt):
+        with progress(3, "tune", file=tty) as bar:
+            bar.update()
+            raise KeyboardInterrupt
+    assert tty.getvalue().endswith("\r")
+
+
+@pytest.mark.parametrize("stream, quiet", [(io.StringIO(), False), (Terminal(), True)])
+def test_progress_writes_nothing_when_piped_or_quiet(stream, quiet):
+    with progress(3, "tune", file=stream, quiet=quiet) as bar:
+        assert not bar.shown
+        bar.update(status="x")
+        bar.restart("again")
+    assert stream.getvalue() == ""
+
+
+def test_hidden_progress_does_not_import_tqdm():
+    code = (
+        "import sys, io; from ppir.cli.output import progress\n"
+        "with progress(2, 'x', file=io.StringIO()) as bar: bar.update()\n"
+        "assert 'tqdm' not in sys.modules, 'tqdm imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_progress_defaults_to_stderr_at_entry(monkeypatch):
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    with progress(2, "check") as bar:
+        bar.update()
+    assert "check:" in tty.getvalue()
+
+
+def test_quiet_flag():
+    p = argparse.ArgumentParser()
+    add_quiet_argument(p)
+    assert p.parse_args(["-q"]).quiet and p.parse_args(["--quiet"]).quiet
+    assert not p.parse_args([]).quiet
+
+
+# ------------------------------------------------------------------ ppir fuzz, the first user
+FUZZ = ["fuzz", "1f1b", "--over", "P=2..5", "--over", "M=P..3P", "--examples", "12"]
+
+
+def test_fuzz_on_a_terminal_shows_a_bar_and_keeps_stdout_clean(monkeypatch, capsys):
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert main(FUZZ) == 0
+    assert capsys.readouterr().out.startswith("ok: 1f1b: 12 parameter choice(s) hold")
+    text = tty.getvalue()
+    assert "fuzz 1f1b:" in text and "/12" in text and "choice" in text
+    assert text.endswith("\r")
+
+
+def test_fuzz_shows_the_failure_it_shrinks(monkeypatch, capsys):
+    from pathlib import Path
+
+    bad = Path(__file__).resolve().parent.parent / "examples" / "bad_schedule.pps"
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    argv = ["fuzz", str(bad), "--over", "P=2..16", "--over", "M=P..8P", "--max-peak", "P"]
+    assert main(argv) == 1
+    assert "shrinking the failure at P=16 M=128" in tty.getvalue()
+    assert capsys.readouterr().out.startswith("FAILED: ")
+
+
+def test_fuzz_quiet_on_a_terminal_writes_nothing(monkeypatch, capsys):
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert main([*FUZZ, "-q"]) == 0
+    assert tty.getvalue() == ""
