@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ppir.cli.cost_options import add_cost_arguments, add_output_arguments, config_from_args
+from ppir.cli.cost_options import add_cost_arguments, config_from_args
 
 ROOT = Path(__file__).resolve().parent.parent
 COST_FLAGS = [
@@ -26,7 +26,6 @@ COST_FLAGS = [
     "--bandwidth",
     "--inter-bandwidth",
     "--free-comm",
-    "--progress",
 ]
 
 
@@ -37,10 +36,9 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
 def test_every_cost_option_registers_on_a_fresh_parser():
     p = argparse.ArgumentParser()
     add_cost_arguments(p.add_argument_group("cost model"))
-    add_output_arguments(p.add_argument_group("outputs"))
-    assert set(COST_FLAGS + ["--trace", "--plot"]) <= set(_flags(p))
-    args = p.parse_args(["--model", "llama3-8b", "--comm-latency", "5", "--progress", "relaxed"])
-    assert (args.cost_model, args.cost_latency, args.cost_progress) == ("llama3-8b", "5", "relaxed")
+    assert set(COST_FLAGS) <= set(_flags(p))
+    args = p.parse_args(["--model", "llama3-8b", "--comm-latency", "5"])
+    assert (args.cost_model, args.cost_latency) == ("llama3-8b", "5")
     assert config_from_args(args).intra.latency == pytest.approx(5e-6)  # us with a model
 
 
@@ -54,12 +52,12 @@ def test_without_a_model_the_model_flags_are_left_out():
 
 def test_a_flag_the_command_already_has_keeps_its_meaning():
     p = argparse.ArgumentParser()
-    p.add_argument("--progress", choices=["fifo", "relaxed"], default="fifo")
+    p.add_argument("--config", dest="mine", default="x")
     add_cost_arguments(p.add_argument_group("cost model"), model=False)
-    args = p.parse_args(["--progress", "relaxed", "--comm-latency", "0.5"])
-    assert args.progress == "relaxed" and not hasattr(args, "cost_progress")
+    args = p.parse_args(["--config", "y", "--comm-latency", "0.5"])
+    assert args.mine == "y" and not hasattr(args, "cost_config")
     assert args.cost_latency == "0.5"
-    assert _flags(p).count("--progress") == 1
+    assert _flags(p).count("--config") == 1
 
 
 def test_ppir_check_keeps_its_progress_model_next_to_the_planning_options(cli):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
+import sys
+
 from ppir.cli.common import (
     add_compile_arguments,
     add_schedule_arguments,
@@ -42,7 +45,10 @@ def add_arguments(p):
         except Exception:  # noqa: BLE001 - a broken plug-in must not break every command
             continue
         group = p.add_argument_group(f"{name} backend")
-        backend.add_arguments(group)
+        try:
+            backend.add_arguments(group)
+        except argparse.ArgumentError as e:  # a plug-in reusing a taken flag: warn, go on
+            print(f"ppir: warning: backend '{name}' options ignored: {e}", file=sys.stderr)
 
 
 def run(args) -> int:
