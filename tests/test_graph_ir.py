@@ -1,0 +1,161 @@
+"""The dependency graph is the IR: its construction, its networkx face, and the figures the issue
+that introduced it names (the naive 1F1B deadlock as a cycle, the F&B critical path, the
+eager lowering with free links)."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+
+import ppir
+from ppir.ir.graph import DONE, MESSAGE, POST, ProgramGraph, build_graph
+from ppir.schedules import builtin_names
+
+EXTRA = {"interleaved_vshape": {"v": 2}}
+
+
+def _load(name, P=4, M=8):
+    return ppir.load(name, P=P, M=M, **EXTRA.get(name, {}))
+
+
+def test_the_naive_1f1b_lowering_has_a_cycle_and_verify_reports_it():
+    naive = ppir.lower(ppir.load("1f1b", P=3, M=4), "naive")
+    g = ppir.graph(naive)
+    cycle = nx.find_cycle(g.wait_for())
+    kinds = {g.edges[u, v]["kind"] for u, v in cycle}
+    ranks = {g.nodes[u]["rank"] for u, _ in cycle if g.nodes[u]["kind"] != "message"}
+    assert "rendezvous" in kinds and ranks == {1, 2}
+    report = ppir.verify(naive)
+    assert [d.kind for d in report.errors] == ["deadlock"]
+    assert "ranks 1 and 2 wait for each other" in report.errors[0].message
+
+
+@pytest.mark.parametrize("name", builtin_names())
+@pytest.mark.parametrize("lowering", ["lockstep", "eager"])
+@pytest.mark.parametrize("overlap", [False, True])
+def test_every_lowering_ppir_emits_gives_an_acyclic_graph(name, lowering, overlap):
+    cfg = ppir.make_config({"comm": {"latency": "1/4"}})
+    c = ppir.compile(_load(name), lowering=lowering, overlap=overlap, costs=cfg)
+    assert c.ok, [d.render() for d in c.report.errors]
+    assert nx.is_directed_acyclic_graph(c.graph) and not c.graph.blocked
+
+
+def test_nodes_and_edges_are_labelled_and_the_graph_is_read_only():
+    c = ppir.compile(ppir.load("1f1b", P=2, M=2))
+    g = c.graph
+    assert isinstance(g, nx.DiGraph) and isinstance(g, ProgramGraph)
+    kinds = {d["kind"] for _, d in g.nodes(data=True)}
+    assert kinds == {"compute", "post", "done", "wait", "message"}
+    edge_kinds = {k for _, _, d in g.edges(data=True) for k in d["kinds"]}
+    assert edge_kinds == {"order", "fifo", "data", "rendezvous", "wait"} | (
+        {"channel"} & edge_kinds
+    )
+    assert sum(1 for _, d in g.nodes(data=True) if d["kind"] == "message") == 2 * 2 * 1
+    copy = nx.DiGraph(g)  # a plain networkx copy has the same nodes and edges
+    assert set(copy.edges) == set(g.edges) and copy.number_of_nodes() == g.number_of_nodes()
+    with pytest.raises(nx.NetworkXError):
+        g.add_edge(0, 1)
+    # every message waits for both groups' posts (and the previous message on its channel);
+    # both groups' done nodes wait for it (and the next message on the channel does)
+    for m in g.messages:
+        pre = [g.kind[u] for u in g.predecessors(m)]
+        post = [g.kind[v] for v in g.successors(m)]
+        assert pre.count(POST) == 2 and set(pre) <= {POST, MESSAGE}
+        assert post.count(DONE) == 2 and set(post) <= {DONE, MESSAGE}
+    assert all(g.kind[m] == MESSAGE for m in g.messages)
+
+
+def test_a_compute_only_graph_has_compute_nodes_order_and_data_edges():
+    g = build_graph(ppir.load("gpipe", P=2, M=2))
+    assert {d["kind"] for _, d in g.nodes(data=True)} == {"compute"}
+    assert {k for _, _, d in g.edges(data=True) for k in d["kinds"]} == {"order", "data"}
+    assert nx.is_directed_acyclic_graph(g)
+    longest = nx.dag_longest_path_length(g)  # edges, not weights: 2 ranks x (F, B) per mb
+    assert longest >= 4
+
+
+def test_zb_h1_with_free_links_and_uneven_costs_is_timed_at_49():
+    cfg = ppir.make_config({"costs": {"F": 2, "I": 2, "W": 1}})
+    assert ppir.estimate(ppir.load("zb_h1", P=4, M=8), cfg).step_time == 49
+    # the same figure with a vanishing latency: the estimate is continuous
+    tiny = ppir.make_config({"costs": {"F": 2, "I": 2, "W": 1}, "comm": {"latency": "1/1000000"}})
+    assert ppir.estimate(ppir.load("zb_h1", P=4, M=8), tiny).step_time == pytest.approx(49, 1e-4)
+
+
+def test_the_critical_path_of_dualpipev_counts_both_halves_of_an_overlapped_step():
+    e = ppir.estimate(ppir.load("dualpipev", P=4, M=12), progress="relaxed")
+    assert e.critical_path == e.step_time == 39
+    assert e.dependency_bound == 39
+
+
+def test_library_and_cli_agree_on_the_overlapped_interleaved_step(cli):
+    import json
+
+    code, out, _ = cli(
+        "compile",
+        "interleaved_1f1b",
+        "-D",
+        "P=4",
+        "-D",
+        "M=8",
+        "-D",
+        "v=2",
+        "--comm-latency",
+        "0.25",
+        "--format",
+        "json",
+    )
+    assert code == 0 and json.loads(out)["step_time"] == 32
+    cfg = ppir.make_config({"comm": {"latency": "0.25"}})
+    assert ppir.estimate(ppir.load("interleaved_1f1b", P=4, M=8, v=2), cfg).step_time == 32
+
+
+def test_the_pass_driver_reads_a_pipeline_and_verifies_after_each_pass(cli):
+    s = ppir.load("1f1b", P=4, M=8)
+    c = ppir.compile(s, passes="lower-comms{strategy=eager},overlap-comms")
+    assert c.ok and c.pipeline == "lower-comms{strategy=eager},overlap-comms"
+    bad = ppir.compile(s, passes="lower-comms{strategy=naive},overlap-comms")
+    assert not bad.ok and bad.failed == "lower-comms"  # stopped after the failing pass
+    assert [d.kind for d in bad.report.errors] == ["deadlock"]
+    code, _, err = cli("check", "1f1b", "-p", "lower-comms{strategy=lockstep}")
+    assert code == 0, err
+    code, _, err = cli("check", "1f1b", "-p", "lower-coms")
+    assert code == 2 and "did you mean 'lower-comms'" in err
+    code, _, err = cli("check", "1f1b", "-p", "lower-comms{hoist=2}")
+    assert code == 2 and "unknown option 'hoist'" in err
+
+
+def test_check_verifies_the_program_launch_runs(cli, monkeypatch):
+    """Both commands compile through the same function with the same options."""
+    import ppir.pipeline as pipeline
+
+    seen = []
+    real = pipeline.compile
+
+    def spy(schedule, **kw):
+        c = real(schedule, **kw)
+        seen.append(ppir.to_json(c))
+        return c
+
+    monkeypatch.setattr("ppir.cli.common.compile", spy)
+    code, _, _ = cli("check", "interleaved_1f1b", "-D", "P=4", "-D", "M=8", "--comm-latency", "1")
+    assert code == 0
+    from ppir.cli.common import compile_from_args
+    from ppir.cli.main import build_parser
+
+    args = build_parser().parse_args(
+        [
+            "launch",
+            "-n",
+            "4",
+            "interleaved_1f1b",
+            "-D",
+            "M=8",
+            "--model",
+            "m.py",
+            "--comm-latency",
+            "1",
+        ]
+    )
+    compile_from_args(args)
+    assert len(seen) == 2 and seen[0] == seen[1]
