@@ -74,9 +74,7 @@ def build_plan(schedule: Schedule) -> dict:
     anything provides it (see :func:`check_plan`).
     """
     s = schedule
-    if not s.is_lowered and any(
-        s.placement[st] != s.placement[st + 1] for st in range(s.stages - 1)
-    ):
+    if not s.is_lowered and deps.has_boundaries_across_ranks(s.placement):
         raise PlanError("the schedule has no communication: lower it first (ppir.lower)")
     programs = []
     for r, prog in enumerate(s.programs):

@@ -180,6 +180,11 @@ def crosses_ranks(placement: tuple[int, ...], msg: Message) -> bool:
     return placement[msg.src] != placement[msg.dst]
 
 
+def has_boundaries_across_ranks(placement: tuple[int, ...]) -> bool:
+    """True when some stage boundary joins two ranks (the program then needs messages)."""
+    return any(placement[s] != placement[s + 1] for s in range(len(placement) - 1))
+
+
 def outgoing_message(placement: tuple[int, ...], a: Action) -> Message | None:
     """The message compute op ``a`` must send to another rank, if any."""
     msg = message_out(a, len(placement))

@@ -34,7 +34,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ppir.ir import Action, OpKind
+from ppir.ir import Action, OpKind, deps
 
 KIND_ORDER = {OpKind.F: 0, OpKind.B: 1, OpKind.I: 1, OpKind.W: 2}
 
@@ -93,8 +93,6 @@ def list_schedule(spec: GreedySpec, priority: Priority = default_priority) -> li
     back = OpKind.I if spec.split else OpKind.B
     stages_of = [[s for s in range(S) if place[s] == r] for r in range(P)]
     chunk_of = {s: c for r in range(P) for c, s in enumerate(stages_of[r])}
-    f_done: dict[tuple[int, int], int] = {}
-    b_done: dict[tuple[int, int], int] = {}
     nf, nb, nw = [0] * S, [0] * S, [0] * S
     mem, free = [0] * P, [0] * P
     out: list[list[Action]] = [[] for _ in range(P)]
@@ -103,6 +101,14 @@ def list_schedule(spec: GreedySpec, priority: Priority = default_priority) -> li
     times: list[int] = [0]
     t = 0
     never = 1 << 62
+
+    done: dict[tuple, int] = {}  # (stage, kind, mb) -> finish time
+
+    def inputs_done(s: int, kind: OpKind, m: int) -> bool:
+        return all(
+            any(done.get((p.stage, k, p.mb), never) <= t for k in p.kinds)
+            for p in deps.inputs(Action(s, kind, m), S)
+        )
 
     def ready(r: int) -> list[Candidate]:
         cands = []
@@ -113,15 +119,11 @@ def list_schedule(spec: GreedySpec, priority: Priority = default_priority) -> li
             if (
                 m < M
                 and (cap is None or mem[r] + held - chunk_of[s] <= cap)
-                and (s == 0 or f_done.get((s - 1, m), never) <= t)
+                and inputs_done(s, OpKind.F, m)
             ):
                 cands.append(Candidate(r, OpKind.F, s, chunk_of[s], m, mem[r], t))
             m = nb[s]
-            if (
-                m < nf[s]
-                and f_done[(s, m)] <= t
-                and (s == S - 1 or b_done.get((s + 1, m), never) <= t)
-            ):
+            if m < nf[s] and inputs_done(s, back, m):
                 cands.append(Candidate(r, back, s, chunk_of[s], m, mem[r], t))
             if spec.split and nw[s] < nb[s]:
                 cands.append(Candidate(r, OpKind.W, s, chunk_of[s], nw[s], mem[r], t))
@@ -137,16 +139,15 @@ def list_schedule(spec: GreedySpec, priority: Priority = default_priority) -> li
             c = min(cands, key=lambda c: (priority(c), c.mb, c.chunk, KIND_ORDER[c.kind]))
             end = t + cost[c.kind]
             s, m = c.stage, c.mb
+            done[(s, c.kind, m)] = end
             if c.kind is OpKind.F:
                 nf[s] += 1
                 mem[r] += 1
-                f_done[(s, m)] = end
             elif c.kind is OpKind.W:
                 nw[s] += 1
                 mem[r] -= 1
             else:
                 nb[s] += 1
-                b_done[(s, m)] = end
                 if not spec.split:
                     mem[r] -= 1
             out[r].append(Action(s, c.kind, m))

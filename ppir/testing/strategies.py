@@ -23,7 +23,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the test e
     ) from e
 
 from ppir.diagnostics import PpirError
-from ppir.ir import Action, OpKind, Schedule, looped_placement, vshape_placement
+from ppir.ir import Action, OpKind, Schedule, deps, looped_placement, vshape_placement
 from ppir.testing.checks import assert_schedule_ok, expand_params, load_module
 from ppir.testing.space import Domain, ParamSpace, parse_domain
 
@@ -166,19 +166,19 @@ def _linear_extension(draw, place, M: int, split, cap: int | None, P: int) -> li
     """A random topological order of the compute DAG (one draw per op)."""
     S = len(place)
     nxt = {(s, m): OpKind.F for s in range(S) for m in range(M)}
-    bwd_done: set[tuple[int, int]] = set()
-    fwd_done: set[tuple[int, int]] = set()
+    done: set[tuple] = set()  # (stage, kind, mb) of the ops taken so far
     held = [0] * P
     order: list[Action] = []
 
     def ready(key) -> bool:
         s, m = key
         k = nxt[key]
-        if k is OpKind.F:
-            return (s == 0 or (s - 1, m) in fwd_done) and (cap is None or held[place[s]] < cap)
-        if k is OpKind.W:
-            return True
-        return s == S - 1 or (s + 1, m) in bwd_done
+        if k is OpKind.F and cap is not None and held[place[s]] >= cap:
+            return False
+        return all(
+            any((p.stage, kk, p.mb) in done for kk in p.kinds)
+            for p in deps.inputs(Action(s, k, m), S)
+        )
 
     while nxt:
         cand = sorted(key for key in nxt if ready(key))
@@ -189,16 +189,13 @@ def _linear_extension(draw, place, M: int, split, cap: int | None, P: int) -> li
         s, m = key
         k = nxt.pop(key)
         order.append(Action(s, k, m))
+        done.add((s, k, m))
         if k is OpKind.F:
-            fwd_done.add(key)
             held[place[s]] += 1
             nxt[key] = OpKind.I if split[key] else OpKind.B
         elif k is OpKind.I:
-            bwd_done.add(key)
             nxt[key] = OpKind.W
         else:
-            if k is OpKind.B:
-                bwd_done.add(key)
             held[place[s]] -= 1
     return order
 

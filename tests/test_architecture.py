@@ -1,0 +1,129 @@
+"""The shape of the code: backends are leaves, dependency rules live in one module, modules
+stay small, and a third-party backend plugs in through the entry-point group."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import sys
+import tokenize
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_LINES = 400
+DEPS = ROOT / "ppir" / "ir" / "deps.py"
+
+
+def _py(*folders: str):
+    for folder in folders:
+        yield from sorted((ROOT / folder).rglob("*.py"))
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def test_nothing_in_ppir_imports_a_backend():
+    offenders = {
+        str(p.relative_to(ROOT)): sorted(m for m in _imports(p) if m.startswith("ppir.backends"))
+        for p in _py("ppir")
+    }
+    offenders = {k: v for k, v in offenders.items() if v}
+    assert not offenders, offenders
+
+
+def test_no_module_is_over_400_lines():
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in _py("ppir", "backends")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    for pending in ("ppir/frontend/interpreter.py", "ppir/frontend/parser.py"):
+        long.pop(pending, None)  # LEAD: split when the front-end branches have landed
+    assert not long, long
+
+
+def _code_only(path: Path) -> str:
+    """The source with strings and comments blanked out (prose may name F(s-1, m))."""
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        if tok.type in (tokenize.STRING, tokenize.COMMENT):
+            continue
+        out.append(tok.string)
+    return " ".join(out)
+
+
+# "the stage before / after" written by hand: the dependency rules belong to ppir/ir/deps.py
+_RULE = re.compile(r"(\.\s*stage|\bst|\bs)\s*[+-]\s*1\b")
+
+
+def test_no_dependency_rule_outside_the_semantics_module():
+    hits = {
+        str(p.relative_to(ROOT)): _RULE.findall(_code_only(p))
+        for p in _py("ppir", "backends")
+        if p != DEPS
+    }
+    hits = {k: v for k, v in hits.items() if v}
+    assert not hits, hits
+    assert _RULE.search(_code_only(DEPS))  # the rules are there
+
+
+def test_a_third_party_backend_is_found_and_runs(tmp_path, monkeypatch, cli):
+    pkg = tmp_path / "mybackend.py"
+    pkg.write_text(
+        "class Backend:\n"
+        "    name = 'mine'\n"
+        "    help = 'counts the messages of the compiled program'\n"
+        "    def add_arguments(self, group):\n"
+        "        group.add_argument('--mine-tag', default='x')\n"
+        "    def run(self, compiled, args):\n"
+        "        print('mine', args.mine_tag, len(compiled.graph.messages))\n"
+        "        return 0\n"
+        "BACKEND = Backend()\n"
+    )
+    dist = tmp_path / "mybackend-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mybackend\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[ppir.backends]\nmine = mybackend:BACKEND\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from ppir import plugins
+
+    plugins._registry.cache_clear()
+    try:
+        assert "mine" in plugins.available_backends()
+        assert {"cost", "cuda", "torch-csv"} <= set(plugins.available_backends())
+        code, out, err = cli(
+            "compile", "1f1b", "-D", "P=2", "-D", "M=2", "--backend", "mine", "--mine-tag", "t"
+        )
+        assert code == 0, err
+        assert out.split() == ["mine", "t", "4"]
+    finally:
+        sys.modules.pop("mybackend", None)
+        plugins._registry.cache_clear()
+
+
+def test_an_unknown_backend_is_a_usage_error_naming_the_installed_ones(cli):
+    code, _, err = cli("compile", "1f1b", "--backend", "cots")
+    assert code == 2 and "did you mean 'cost'?" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("module", ["ppir", "ppir.cli.main", "ppir.pipeline", "ppir.verify"])
+def test_the_compiler_imports_without_torch(module):
+    import subprocess
+
+    code = (
+        "import sys, importlib; sys.modules['torch'] = None; "
+        f"importlib.import_module({module!r}); print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr
