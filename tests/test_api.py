@@ -1,0 +1,68 @@
+"""The Python API: docs/api.md's examples run, and the library and the CLI give identical
+numbers for every built-in (step time, bubbles, peak memory, verdict), with and without
+communication costs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import ppir
+from ppir.schedules import builtin_names
+
+ROOT = Path(__file__).resolve().parent.parent
+EXTRA = {"interleaved_vshape": {"v": 2}}
+
+
+def test_the_api_page_examples_run(capsys):
+    text = (ROOT / "docs" / "api.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) >= 5
+    namespace: dict = {}
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"docs/api.md block {i + 1}", "exec"), namespace)  # noqa: S102
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("name", builtin_names())
+@pytest.mark.parametrize("latency", [None, "0.25"])
+def test_library_and_cli_agree_on_every_builtin(name, latency, cli):
+    params = {"P": 4, "M": 8, **EXTRA.get(name, {})}
+    defines = [x for k, v in params.items() for x in ("-D", f"{k}={v}")]
+    comm = ["--comm-latency", latency] if latency else []
+    code, out, err = cli("compile", name, *defines, *comm, "--format", "json")
+    assert code == 0, err
+    shown = json.loads(out)
+    cfg = ppir.make_config({"comm": {"latency": latency}} if latency else {})
+    e = ppir.estimate(ppir.load(name, **params), cfg)
+    assert shown["step_time"] == e.step_time
+    assert shown["bubble_fraction_of_total"] == e.bubble_fraction_of_total
+    assert shown["bubble_fraction_of_ideal"] == e.bubble_fraction_of_ideal
+    assert shown["dependency_bound"] == e.dependency_bound
+    assert [r["peak_activations"] for r in shown["per_rank"]] == [
+        r.peak_activations for r in e.per_rank
+    ]
+    code, out, _ = cli("check", name, *defines, *comm, "--format", "json")
+    assert code == 0 and json.loads(out)["ok"] is ppir.verify(ppir.load(name, **params)).ok
+    code, out, _ = cli("analyze", name, *defines, *comm, "--format", "json")
+    a = ppir.analyze(ppir.compile(ppir.load(name, **params), costs=cfg))
+    assert [r["peak_activations_exact"] for r in json.loads(out)["per_rank"]] == [
+        str(m.peak_activations) for m in a.memory.per_rank
+    ]
+
+
+def test_dump_prints_the_program_compile_times(cli):
+    code, out, _ = cli("dump", "zb_h1", "-D", "P=4", "-D", "M=8", "--format", "json")
+    assert code == 0
+    assert ppir.from_json(json.loads(out)) == ppir.compile(ppir.load("zb_h1", P=4, M=8)).program
+
+
+def test_verify_and_estimate_refuse_a_program_that_cannot_run():
+    naive = ppir.lower(ppir.load("1f1b", P=3, M=4), "naive")
+    assert not ppir.verify(naive).ok
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.estimate(naive)
+    assert e.value.kind == "deadlock"
