@@ -22,6 +22,8 @@ same costs; the faster under the estimator is kept (lockstep on a tie).
 
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -31,6 +33,7 @@ from ppir.analysis.timeline import Timeline, run
 from ppir.diagnostics import Report
 from ppir.ir import Schedule
 from ppir.ir.graph import ProgramGraph, build_graph
+from ppir.nogc import without_gc
 from ppir.passes import PASSES, LowerComms, OverlapComms
 from ppir.passes.driver import parse_pipeline, pipeline_text
 from ppir.passes.lower_comms import STRATEGIES
@@ -59,6 +62,9 @@ class Compiled:
     dependency_bound: float | None = None
     progress: str = "fifo"
     candidates: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    """Seconds spent per stage ("input", each pass, "graph", "verify", "timeline"), summed
+    over the candidates compiled; for benchmarks and ``--verbose`` output."""
 
     @property
     def ok(self) -> bool:
@@ -79,6 +85,7 @@ class Compiled:
         return analyze_memory(self.graph, self.config.model, recompute=self.config.recompute)
 
     @cached_property
+    @without_gc
     def estimate(self):
         """The :class:`~ppir.analysis.estimate.Estimate` of the program (a ppir error, exit 1,
         when it cannot run)."""
@@ -87,6 +94,7 @@ class Compiled:
         return from_timeline(self.timeline, self.config, self.memory, self.dependency_bound)
 
 
+@without_gc
 def compile(  # noqa: A001 - the library's verb
     schedule: Schedule,
     *,
@@ -107,21 +115,27 @@ def compile(  # noqa: A001 - the library's verb
         raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
     cfg = costs or CostConfig()
     c = costs_for(schedule, cfg)
-    base = dict(source=schedule, config=cfg, costs=c, progress=progress)
+    timings: dict = {}
+    base = dict(source=schedule, config=cfg, costs=c, progress=progress, timings=timings)
     if schedule.is_lowered:  # a literal program with communication runs as written
-        return _finish(schedule, build_graph(schedule, progress), verify, strict, **base)
-    cg = build_graph(schedule, progress)
-    ctl = run(cg, c)
+        with _timed(timings, "graph"):
+            g = build_graph(schedule, progress)
+        return _finish(schedule, g, verify, strict, **base)
+    with _timed(timings, "input"):
+        cg = build_graph(schedule, progress)
+        ctl = run(cg, c)
     bound = c.to_time(ctl.makespan) if ctl.complete else None
     base["dependency_bound"] = bound
     if verify:
         from ppir.verify import verify as check
 
-        report = check(cg, progress, strict, timeline=ctl)
+        with _timed(timings, "input"):
+            report = check(cg, progress, strict, timeline=ctl)
         if not report.ok:
             return Compiled(
                 program=schedule, graph=cg, report=report, timeline=ctl, failed="input", **base
             )
+    base["input_graph"] = cg
     if passes is not None:
         return _run(schedule, parse_pipeline(passes, PASSES), verify, strict, base)
     strategy = "lockstep" if lowering == "auto" else lowering
@@ -136,6 +150,15 @@ def compile(  # noqa: A001 - the library's verb
     return best
 
 
+@contextmanager
+def _timed(timings: dict, stage: str):
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - t
+
+
 def _passes(strategy: str, overlap: bool) -> list:
     out = [LowerComms(strategy)]
     if overlap and strategy != "naive":
@@ -145,24 +168,27 @@ def _passes(strategy: str, overlap: bool) -> list:
 
 def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dict) -> Compiled:
     """Apply ``passes`` in order, verifying after each; the final program timed."""
+    base = dict(base)
+    cg = base.pop("input_graph", None)
     program = schedule
     blocking = None
-    c = base["costs"]
-    progress = base["progress"]
+    c, progress, timings = base["costs"], base["progress"], base["timings"]
+    g = None
     for i, p in enumerate(passes):
-        if isinstance(p, LowerComms):
-            if p.costs is None:
-                p = replace(p, costs=c)
-            program = p.apply(program)
-            blocking = program
-        else:
-            program = p.apply(program)
-        last = i == len(passes) - 1
-        g = build_graph(program, progress)
-        if not last and verify:
+        with _timed(timings, p.name):
+            if isinstance(p, LowerComms):
+                if p.costs is None:
+                    p = replace(p, costs=c)
+                program = blocking = p.apply(program, graph=cg)
+            else:
+                program = p.apply(program)
+        with _timed(timings, "graph"):
+            g = build_graph(program, progress)
+        if i < len(passes) - 1 and verify:
             from ppir.verify import verify as check
 
-            report = check(g, progress, strict)
+            with _timed(timings, "verify"):
+                report = check(g, progress, strict)
             if not report.ok:
                 return Compiled(
                     program=program,
@@ -174,8 +200,9 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
                     blocking=blocking,
                     **base,
                 )
-    if not passes:
-        g = build_graph(program, progress)
+    if g is None:
+        with _timed(timings, "graph"):
+            g = build_graph(program, progress)
     out = _finish(
         program, g, verify, strict, pipeline=pipeline_text(passes), blocking=blocking, **base
     )
@@ -185,10 +212,13 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
 
 
 def _finish(program: Schedule, g: ProgramGraph, verify: bool, strict: bool, **kw) -> Compiled:
-    tl = run(g, kw["costs"])
+    timings = kw["timings"]
+    with _timed(timings, "timeline"):
+        tl = run(g, kw["costs"])
     report = None
     if verify:
         from ppir.verify import verify as check
 
-        report = check(g, kw["progress"], strict, timeline=tl)
+        with _timed(timings, "verify"):
+            report = check(g, kw["progress"], strict, timeline=tl)
     return Compiled(program=program, graph=g, report=report, timeline=tl, **kw)

@@ -207,15 +207,12 @@ def _recv_peaks(g: ProgramGraph, r: int) -> tuple[int, int, int]:
                     pending.add(a.key)
                     nf, nb = nf + fwd, nb + (not fwd)
                     pf, pb, pt = max(pf, nf), max(pb, nb), max(pt, nf + nb)
-        elif k == COMPUTE:
+        elif k == COMPUTE and pending:
             for a in ops[g.lo[v] : g.hi[v]]:
-                msg = deps.message_in(a, S) if 0 <= a.stage < S else None
-                if msg is None:
-                    continue
-                key = deps.recv_action(msg).key
-                if key in pending:
+                key = deps.recv_key(a, S) if 0 <= a.stage < S else None
+                if key is not None and key in pending:
                     pending.discard(key)
-                    if msg.grad:
+                    if key[1] is OpKind.RECV_B:
                         nb -= 1
                     else:
                         nf -= 1

@@ -13,6 +13,7 @@ from ppir.diagnostics import did_you_mean, error
 from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS, expand
 from ppir.frontend.parser import parse_text
 from ppir.ir import Schedule
+from ppir.nogc import without_gc
 from ppir.schedules import builtin_display_path, builtin_names, builtin_source
 
 
@@ -38,6 +39,7 @@ def read_source(spec: str) -> tuple[str, str]:
     )
 
 
+@without_gc
 def load_schedule(
     spec: str,
     params: dict[str, int] | None = None,

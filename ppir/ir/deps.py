@@ -71,40 +71,73 @@ class Message(NamedTuple):
         return f"the {self.what} of microbatch {self.mb} from stage {self.src} to stage {self.dst}"
 
 
+# ------------------------------------------------------------------ the rules, as tables
+# Hot loops read these tables; the functions below are written with them, so each rule exists
+# once.  Stage offsets are relative to the op's own stage; a producer or a message exists only
+# when the stages it names lie in 0..S-1.
+
+INPUTS: dict[OpKind, tuple[tuple[int, tuple[OpKind, ...]], ...]] = {
+    F: ((-1, FORWARD),),  # F(s, m) <- F(s-1, m)
+    B: ((0, FORWARD), (1, BACKWARD)),  # B(s, m) <- F(s, m), backward(s+1, m)
+    I: ((0, FORWARD), (1, BACKWARD)),
+    W: ((0, (I,)),),  # W(s, m) <- I(s, m)
+}
+"""Per compute kind: (stage offset, kinds that may run it) of each producer it consumes."""
+
+CROSSES_IN: dict[OpKind, tuple[int, bool, OpKind]] = {
+    F: (-1, False, RECV_F),
+    B: (1, True, RECV_B),
+    I: (1, True, RECV_B),
+}
+"""Per compute kind with a boundary-crossing input: (offset of the stage it comes from,
+gradient?, the kind of the RECV at the op's own stage that delivers it)."""
+
+CROSSES_OUT: dict[OpKind, tuple[int, bool, OpKind]] = {
+    F: (1, False, SEND_F),
+    B: (-1, True, SEND_B),
+    I: (-1, True, SEND_B),
+}
+"""Per compute kind with a boundary-crossing output: (offset of the stage it goes to,
+gradient?, the kind of the SEND at the op's own stage that carries it)."""
+
+PEER_DELTA = {SEND_F: 1, RECV_B: 1, RECV_F: -1, SEND_B: -1}
+"""Per comm kind: the stage at the other end minus the action's own stage."""
+
+SERVES: dict[OpKind, tuple[OpKind, ...]] = {
+    SEND_F: FORWARD,
+    RECV_F: FORWARD,
+    SEND_B: BACKWARD,
+    RECV_B: BACKWARD,
+}
+"""Per comm kind: the kinds of the compute op at this end (same stage and microbatch): the
+producer of what a SEND carries, the consumer of what a RECV delivers."""
+
+
 # ------------------------------------------------------------------ compute ops
 def inputs(a: Action, num_stages: int) -> tuple[Producer, ...]:
     """Every producer whose output compute op ``a`` consumes (those that exist in range)."""
-    s, k, m = a.stage, a.kind, a.mb
-    if k is F:
-        return (Producer(s - 1, FORWARD, m),) if s > 0 else ()
-    if k is B or k is I:
-        if s + 1 < num_stages:
-            return (Producer(s, FORWARD, m), Producer(s + 1, BACKWARD, m))
-        return (Producer(s, FORWARD, m),)
-    if k is W:
-        return (Producer(s, (I,), m),)
-    raise ValueError(f"{a} is not a compute action")
+    s, m = a.stage, a.mb
+    rules = INPUTS.get(a.kind)
+    if rules is None:
+        raise ValueError(f"{a} is not a compute action")
+    return tuple(Producer(s + d, kinds, m) for d, kinds in rules if 0 <= s + d < num_stages)
 
 
 def message_in(a: Action, num_stages: int) -> Message | None:
     """The boundary-crossing value compute op ``a`` consumes, if any: the activation entering
     a forward's stage, or the gradient entering a backward's stage (B and I; W has none)."""
-    s, k, m = a.stage, a.kind, a.mb
-    if k is F:
-        return Message(False, s - 1, s, m) if s > 0 else None
-    if (k is B or k is I) and s + 1 < num_stages:
-        return Message(True, s + 1, s, m)
-    return None
+    rule = CROSSES_IN.get(a.kind)
+    if rule is None or not 0 <= a.stage + rule[0] < num_stages:
+        return None
+    return Message(rule[1], a.stage + rule[0], a.stage, a.mb)
 
 
 def message_out(a: Action, num_stages: int) -> Message | None:
     """The boundary-crossing value compute op ``a`` produces, if any."""
-    s, k, m = a.stage, a.kind, a.mb
-    if k is F:
-        return Message(False, s, s + 1, m) if s + 1 < num_stages else None
-    if (k is B or k is I) and s > 0:
-        return Message(True, s, s - 1, m)
-    return None
+    rule = CROSSES_OUT.get(a.kind)
+    if rule is None or not 0 <= a.stage + rule[0] < num_stages:
+        return None
+    return Message(rule[1], a.stage, a.stage + rule[0], a.mb)
 
 
 def producer(msg: Message) -> Producer:
@@ -120,16 +153,12 @@ def consumer(msg: Message) -> Producer:
 # ------------------------------------------------------------------ communication actions
 def message_of(a: Action) -> Message:
     """The value a SEND or RECV action carries."""
-    s, k, m = a.stage, a.kind, a.mb
-    if k is SEND_F:
-        return Message(False, s, s + 1, m)
-    if k is RECV_F:
-        return Message(False, s - 1, s, m)
-    if k is SEND_B:
-        return Message(True, s, s - 1, m)
-    if k is RECV_B:
-        return Message(True, s + 1, s, m)
-    raise ValueError(f"{a} is not a communication action")
+    d = PEER_DELTA.get(a.kind)
+    if d is None:
+        raise ValueError(f"{a} is not a communication action")
+    s, peer = a.stage, a.stage + d
+    grad = a.kind is SEND_B or a.kind is RECV_B
+    return Message(grad, s, peer, a.mb) if a.kind.is_send else Message(grad, peer, s, a.mb)
 
 
 def send_action(msg: Message, span: Span | None = None) -> Action:
@@ -142,23 +171,30 @@ def recv_action(msg: Message, span: Span | None = None) -> Action:
     return Action(msg.dst, RECV_B if msg.grad else RECV_F, msg.mb, span)
 
 
+def recv_key(a: Action, num_stages: int) -> tuple[int, OpKind, int] | None:
+    """The ``(stage, kind, mb)`` key of the RECV that delivers compute op ``a``'s
+    boundary-crossing input (as :func:`recv_action` of :func:`message_in`), or None."""
+    rule = CROSSES_IN.get(a.kind)
+    if rule is None or not 0 <= a.stage + rule[0] < num_stages:
+        return None
+    return (a.stage, rule[2], a.mb)
+
+
 def peer_stage(a: Action) -> int:
     """The stage at the other end of a communication action."""
-    msg = message_of(a)
-    return msg.dst if a.kind.is_send else msg.src
+    return a.stage + PEER_DELTA[a.kind]
 
 
 def served(a: Action) -> Producer:
     """The compute op at this end of a communication action: the producer of what a SEND
     carries, the consumer of what a RECV delivers."""
-    msg = message_of(a)
-    return producer(msg) if a.kind.is_send else consumer(msg)
+    return Producer(a.stage, SERVES[a.kind], a.mb)
 
 
 def served_keys(a: Action) -> tuple[tuple[int, OpKind, int], ...]:
     """:func:`served` as the ``(stage, kind, mb)`` keys it may be."""
-    p = served(a)
-    return tuple((p.stage, k, p.mb) for k in p.kinds)
+    s, m = a.stage, a.mb
+    return tuple((s, k, m) for k in SERVES[a.kind])
 
 
 def payload(a: Action) -> tuple[str, int, int, int]:

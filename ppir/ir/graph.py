@@ -120,6 +120,10 @@ class ProgramGraph(nx.DiGraph):
         self._pred = _Adjacency(self, successors=False)
         nx.freeze(self)
 
+    def node_lists(self) -> tuple[list, ...]:
+        """The per-node lists the construction appends to, in one tuple."""
+        return self.kind, self.rank, self.item, self.lo, self.hi, self.after, self.before
+
     def _add(self, kind: int, rank: int, item: int, lo: int, hi: int) -> int:
         n = len(self.kind)
         self.kind.append(kind)
@@ -298,7 +302,13 @@ def build_graph(schedule: Schedule, progress: str = "fifo") -> ProgramGraph:
     if progress not in PROGRESS_MODELS:
         raise ValueError(f"unknown progress model {progress!r} (expected one of {PROGRESS_MODELS})")
     from ppir.ir import units
+    from ppir.nogc import paused_gc
 
+    with paused_gc():
+        return _build(schedule, progress, units)
+
+
+def _build(schedule: Schedule, progress: str, units) -> ProgramGraph:
     g = ProgramGraph()
     g._init_storage(schedule, progress)
     units.index_ops(g, schedule)
@@ -308,7 +318,7 @@ def build_graph(schedule: Schedule, progress: str = "fifo") -> ProgramGraph:
         units.fifo_units(g, schedule)
     else:
         units.relaxed_units(g, schedule)
-    units.data_edges(g)
     if g.lowered:
         units.match(g)
+    units.data_edges(g)
     return g

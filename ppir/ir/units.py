@@ -1,6 +1,8 @@
 """How a program's items become the nodes and edges of its dependency graph (the construction
 :func:`ppir.ir.graph.build_graph` runs; :mod:`ppir.ir.graph` states it).  Each function is one
-linear pass; dependency rules come from :mod:`ppir.ir.deps`."""
+linear pass; dependency rules come from :mod:`ppir.ir.deps` (its ``PEER_DELTA`` table in the
+hot loop).  The loops append to the graph's lists directly: a method call per node or edge
+would cost more than the work itself."""
 
 from __future__ import annotations
 
@@ -18,36 +20,51 @@ from ppir.ir.graph import (
     WAITS,
     ProgramGraph,
 )
-from ppir.ir.types import Group, Overlap, Schedule, Wait, item_actions
+from ppir.ir.types import COMPUTE_KINDS, SEND_KINDS, Action, Group, Overlap, Schedule, Wait
+
+_S = 3  # predecessors are stored as node << _S | edge kind (ppir.ir.graph._SHIFT)
 
 
 def index_ops(g: ProgramGraph, s: Schedule) -> None:
     """Op ids, their items and peers, and each channel's sends and recvs in program order."""
     ops, op_rank, op_item, op_peer = g.ops, g.op_rank, g.op_item, g.op_peer
     first, sends, recvs = g.first, g.sends, g.recvs
-    place = s.placement
+    place, S = s.placement, s.stages
+    delta = deps.PEER_DELTA
+    setdefault = first.setdefault
     for r, prog in enumerate(s.programs):
         g.rank_start.append(len(ops))
         spans = []
         for i, it in enumerate(prog):
             lo = len(ops)
-            for a in item_actions(it):
-                o = len(ops)
-                ops.append(a)
-                op_rank.append(r)
-                op_item.append(i)
-                first.setdefault((a.stage, a.kind, a.mb), o)
-                if a.kind.is_compute:
+            cls = it.__class__
+            acts = (it,) if cls is Action else (() if cls is Wait else it.actions)
+            n = len(acts)
+            ops.extend(acts)
+            op_rank.extend((r,) * n)
+            op_item.extend((i,) * n)
+            o = lo
+            for a in acts:
+                k, st = a.kind, a.stage
+                setdefault((st, k, a.mb), o)
+                if k in COMPUTE_KINDS:
                     op_peer.append(-1)
-                    continue
-                q = deps.peer_rank(place, a) if 0 <= a.stage < len(place) else -1
-                op_peer.append(q)
-                if q >= 0:
-                    if a.kind.is_send:
-                        sends.setdefault((r, q), []).append(o)
-                    else:
-                        recvs.setdefault((q, r), []).append(o)
-            spans.append((lo, len(ops)))
+                else:
+                    ps = st + delta[k]
+                    q = place[ps] if 0 <= st < S and 0 <= ps < S else -1
+                    op_peer.append(q)
+                    if q >= 0:
+                        if k in SEND_KINDS:
+                            ch = sends.get((r, q))
+                            if ch is None:
+                                ch = sends[(r, q)] = []
+                        else:
+                            ch = recvs.get((q, r))
+                            if ch is None:
+                                ch = recvs[(q, r)] = []
+                        ch.append(o)
+                o += 1
+            spans.append((lo, o))
         g.item_ops.append(spans)
     g.rank_start.append(len(ops))
     n = len(ops)
@@ -57,61 +74,106 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
 
 
 def compute_only(g: ProgramGraph, s: Schedule) -> None:
+    kind, rank, item, lo_, hi_, after, before = g.node_lists()
+    op_node = g.op_node
     for r in range(s.ranks):
         order, last = [], -1
         for i, (lo, hi) in enumerate(g.item_ops[r]):
-            v = g._add(COMPUTE, r, i, lo, hi)
+            v = len(kind)
+            kind.append(COMPUTE)
+            rank.append(r)
+            item.append(i)
+            lo_.append(lo)
+            hi_.append(hi)
+            after.append([])
             for o in range(lo, hi):
-                g.op_node[o] = v
+                op_node[o] = v
             if last >= 0:
-                g._edge(last, v, ORDER)
+                after[last].append(v)
+                before.append([last << _S | ORDER])
+            else:
+                before.append([])
             last = v
             order.append(v)
         g.rank_nodes.append(order)
 
 
 def fifo_units(g: ProgramGraph, s: Schedule) -> None:
-    ops = g.ops
+    kind, rank, item, lo_, hi_, after, before = g.node_lists()
+    op_node, ops = g.op_node, g.ops
     for r, prog in enumerate(s.programs):
         order: list[int] = []
+        add = order.append
         last_block = last_group = -1
         deferred: dict[tuple, int] = {}  # a deferred group's actions -> its post node
         for i, (lo, hi) in enumerate(g.item_ops[r]):
             it = prog[i]
-            if isinstance(it, Wait):
-                v = g._add(WAIT, r, i, deferred.pop(it.actions, -1), -1)
+            cls = it.__class__
+            v = len(kind)
+            if cls is Wait:
+                p = deferred.pop(it.actions, -1)
+                kind.append(WAIT)
+                rank.append(r)
+                item.append(i)
+                lo_.append(p)
+                hi_.append(-1)
+                after.append([])
+                pre = []
                 if last_block >= 0:
-                    g._edge(last_block, v, ORDER)
-                if g.lo[v] >= 0:
-                    g._edge(g.lo[v] + 1, v, WAITS)
+                    after[last_block].append(v)
+                    pre.append(last_block << _S | ORDER)
+                if p >= 0:
+                    after[p + 1].append(v)
+                    pre.append((p + 1) << _S | WAITS)
+                before.append(pre)
                 last_block = v
-                order.append(v)
+                add(v)
                 continue
-            if isinstance(it, Overlap) or (hi > lo and ops[lo].kind.is_compute):
-                v = g._add(COMPUTE, r, i, lo, hi)
+            if cls is Overlap or (hi > lo and ops[lo].kind in COMPUTE_KINDS):
+                kind.append(COMPUTE)
+                rank.append(r)
+                item.append(i)
+                lo_.append(lo)
+                hi_.append(hi)
+                after.append([])
                 for o in range(lo, hi):
-                    g.op_node[o] = v
+                    op_node[o] = v
                 if last_block >= 0:
-                    g._edge(last_block, v, ORDER)
+                    after[last_block].append(v)
+                    before.append([last_block << _S | ORDER])
+                else:
+                    before.append([])
                 last_block = v
-                order.append(v)
+                add(v)
                 continue
-            p = g._add(POST, r, i, lo, hi)
-            d = g._add(DONE, r, i, lo, hi)
+            # a group (or a lone comm action): its post v and its done v + 1
+            d = v + 1
+            kind.extend((POST, DONE))
+            rank.extend((r, r))
+            item.extend((i, i))
+            lo_.extend((lo, lo))
+            hi_.extend((hi, hi))
+            after.append([d])
+            after.append([])
             for o in range(lo, hi):
-                g.op_node[o] = p
+                op_node[o] = v
+            pre = []
             if last_block >= 0:
-                g._edge(last_block, p, ORDER)
+                after[last_block].append(v)
+                pre.append(last_block << _S | ORDER)
             if hi > lo:  # an empty group is a no-op, not a group of the FIFO
                 if last_group >= 0 and last_group != last_block:
-                    g._edge(last_group, p, FIFO)
+                    after[last_group].append(v)
+                    pre.append(last_group << _S | FIFO)
                 last_group = d
-            g._edge(p, d, ORDER)
-            if isinstance(it, Group) and it.deferred:
-                deferred[it.actions] = p
+            before.append(pre)
+            before.append([v << _S | ORDER])
+            if cls is Group and it.deferred:
+                deferred[it.actions] = v
             else:
                 last_block = d
-            order.extend((p, d))
+            add(v)
+            add(d)
         g.rank_nodes.append(order)
 
 
@@ -166,47 +228,87 @@ def relaxed_units(g: ProgramGraph, s: Schedule) -> None:
 
 def data_edges(g: ProgramGraph) -> None:
     """A data edge from each compute node to each compute node consuming its output."""
-    S, first, ops, op_node = g.num_stages, g.first, g.ops, g.op_node
+    S, first, ops, op_node, kind = g.num_stages, g.first, g.ops, g.op_node, g.kind
+    n = len(kind)
+    data_in: list = [()] * n
+    data_out: list = [()] * n
+    get = first.get
+    rules = deps.INPUTS
     for o, a in enumerate(ops):
-        if not a.kind.is_compute or not 0 <= a.stage < S:
+        k0, s0 = a.kind, a.stage
+        if k0 not in COMPUTE_KINDS or not 0 <= s0 < S:
             continue
         v = op_node[o]
-        for p in deps.inputs(a, S):
-            for k in p.kinds:
-                src = first.get((p.stage, k, p.mb))
+        m = a.mb
+        for d, kinds in rules[k0]:
+            st = s0 + d
+            if not 0 <= st < S:
+                continue
+            for k in kinds:
+                src = get((st, k, m))
                 if src is not None:
                     u = op_node[src]
-                    if u != v and g.kind[u] == COMPUTE:
-                        g._data(u, v)
+                    if u != v and kind[u] == COMPUTE:
+                        if data_out[u]:
+                            data_out[u].append(v)
+                        else:
+                            data_out[u] = [v]
+                        if data_in[v]:
+                            data_in[v].append(u)
+                        else:
+                            data_in[v] = [u]
                     break
+    g.data_in, g.data_out = data_in, data_out
 
 
 def match(g: ProgramGraph) -> None:
     """FIFO matching per channel; one message node per matched pair, with its rendezvous and
     channel edges; each unit's done node then waits for its messages in posting order."""
+    kind, rank, item, lo_, hi_, after, before = g.node_lists()
     partner, op_msg, op_node = g.op_partner, g.op_msg, g.op_node
+    messages = g.messages
     for ch in sorted(g.sends.keys() | g.recvs.keys()):
         prev = -1
+        src = ch[0]
         for o, p in zip(g.sends.get(ch, ()), g.recvs.get(ch, ())):
             partner[o], partner[p] = p, o
-            m = g._add(MESSAGE, ch[0], -1, o, p)
-            g.messages.append(m)
+            m = len(kind)
+            kind.append(MESSAGE)
+            rank.append(src)
+            item.append(-1)
+            lo_.append(o)
+            hi_.append(p)
+            after.append([])
+            messages.append(m)
             op_msg[o] = op_msg[p] = m
-            g._edge(op_node[o], m, RENDEZVOUS)
-            g._edge(op_node[p], m, RENDEZVOUS)
+            a, b = op_node[o], op_node[p]
+            after[a].append(m)
+            after[b].append(m)
+            pre = [a << _S | RENDEZVOUS, b << _S | RENDEZVOUS]
             if prev >= 0:
-                g._edge(prev, m, CHANNEL)
+                after[prev].append(m)
+                pre.append(prev << _S | CHANNEL)
+            before.append(pre)
             prev = m
+    unit_ops = g.unit_ops
+    blocked = g.blocked
     for order in g.rank_nodes:
         for p in order:
-            if g.kind[p] != POST:
+            if kind[p] != POST:
                 continue
+            d = p + 1
+            pre = before[d]
             missing = 0
-            for o in g.unit_op_ids(p):
+            if unit_ops:
+                its = unit_ops.get(p) or g.unit_op_ids(p)
+            else:
+                its = range(lo_[p], hi_[p])
+            for o in its:
                 m = op_msg[o]
                 if m >= 0:
-                    g._edge(m, p + 1, RENDEZVOUS)
+                    after[m].append(d)
+                    pre.append(m << _S | RENDEZVOUS)
                 else:
                     missing += 1
             if missing:
-                g.blocked[p + 1] = missing
+                blocked[d] = missing

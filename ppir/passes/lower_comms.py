@@ -80,16 +80,18 @@ class LowerComms:
     costs: Costs | None = None
     name = "lower-comms"
 
-    def apply(self, schedule: Schedule) -> Schedule:
+    def apply(self, schedule: Schedule, graph: ProgramGraph | None = None) -> Schedule:
+        """``graph``: the compute-only graph of ``schedule``, when the caller has built it."""
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown lowering strategy {self.strategy!r}")
-        base = schedule.compute_only()
+        base = schedule if not schedule.is_lowered else schedule.compute_only()
         if self.strategy == "naive":
             return _lower_naive(base)
         costs = (self.costs or costs_for(base)).for_planning()
         if self.strategy == "lockstep":
-            costs = replace(costs, intra=0, inter=0)
-        g = build_graph(base)
+            costs = replace(costs, intra=0, inter=0, pairs=())
+        usable = graph is not None and graph.schedule is schedule and not graph.lowered
+        g = graph if usable else build_graph(base)
         tl = run(g, costs)
         if not tl.complete:  # a cyclic compute order: the verifier shows the cycle
             return _lower_naive(base)

@@ -15,67 +15,90 @@ Every data edge of the graph is checked once; a producer that is missing altoget
 from __future__ import annotations
 
 from ppir.diagnostics import Diagnostic, Note
-from ppir.ir import Group, Wait, deps, item_actions
+from ppir.ir import Group, Wait, deps
 from ppir.ir.graph import ProgramGraph
+from ppir.ir.types import COMPUTE_KINDS, SEND_KINDS
 
 
 def check_local_order(g: ProgramGraph) -> list[Diagnostic]:
     s = g.schedule
     out: list[Diagnostic] = []
     lowered, S, place = g.lowered, s.stages, s.placement
-    ops = g.ops
-    for r in range(s.ranks):
-        lo, hi = g.rank_start[r], g.rank_start[r + 1]
-        local: dict[tuple, int] = {}  # first op of each key on this rank
-        for o in range(lo, hi):
-            local.setdefault(ops[o].key, o)
-        ready = _recv_ready_items(s.programs[r]) if lowered else {}
-        for o in range(lo, hi):
-            a = ops[o]
-            if not 0 <= a.stage < S:
-                continue
-            if a.kind.is_compute:
-                for p in deps.inputs(a, S):
-                    if place[p.stage] == r:
-                        keys = [(p.stage, k, p.mb) for k in p.kinds]
-                        found = [local[k] for k in keys if k in local]
-                        if found and not any(x < o for x in found):
-                            out.append(_local_order(g, o, min(found)))
-                msg = deps.message_in(a, S)
-                if lowered and msg is not None and deps.crosses_ranks(place, msg):
-                    key = deps.recv_action(msg).key
-                    if not ready.get(key, len(ops)) < g.op_item[o]:
-                        out.append(_missing_recv(g, o, key, local.get(key)))
-            elif a.kind.is_send:
-                keys = deps.served_keys(a)
-                found = [local[k] for k in keys if k in local]
-                if found and not any(x < o for x in found):
-                    out.append(_local_order(g, o, min(found)))
+    ops, op_rank, op_item, get = g.ops, g.op_rank, g.op_item, g.first.get
+    ready = [wait_items(p) for p in s.programs] if lowered else []
+    local: dict[int, dict] = {}  # per rank: first op of each key there, built when needed
+
+    def on_rank(key, r: int) -> int | None:
+        """The first op holding ``key`` on rank r (usually the schedule's first one)."""
+        x = get(key)
+        if x is None or op_rank[x] == r:
+            return x
+        if r not in local:
+            d: dict = {}
+            for y in range(g.rank_start[r], g.rank_start[r + 1]):
+                d.setdefault(ops[y].key, y)
+            local[r] = d
+        return local[r].get(key)
+
+    inputs, crosses, serves = deps.INPUTS, deps.CROSSES_IN, deps.SERVES
+    for o, a in enumerate(ops):
+        k, st, m = a.kind, a.stage, a.mb
+        if not 0 <= st < S:
+            continue
+        r = op_rank[o]
+        if k in COMPUTE_KINDS:
+            for d, kinds in inputs[k]:
+                ps = st + d
+                if 0 <= ps < S and place[ps] == r:
+                    found = [x for x in (on_rank((ps, kk, m), r) for kk in kinds) if x is not None]
+                    if found and min(found) > o:
+                        out.append(_local_order(g, o, min(found)))
+            rule = crosses.get(k)
+            if lowered and rule is not None:
+                ps = st + rule[0]
+                if 0 <= ps < S and place[ps] != r:
+                    key = (st, rule[2], m)  # the RECV delivering it (deps.recv_key)
+                    x = on_rank(key, r)
+                    i = op_item[x] if x is not None else None
+                    if x is None or ready[r].get(i, i) >= op_item[o]:
+                        out.append(_missing_recv(g, o, key, x))
+        elif k in SEND_KINDS:
+            found = [x for x in (on_rank((st, kk, m), r) for kk in serves[k]) if x is not None]
+            if found and min(found) > o:
+                out.append(_local_order(g, o, min(found)))
     return out
 
 
-def _recv_ready_items(prog) -> dict[tuple, int]:
-    """For each RECV of a rank: the index of the item after which its data is available (its
-    blocking group, or the Wait of its deferred group; a deferred group never waited on gives
-    a large index, so its consumers are reported as missing the recv)."""
-    out: dict[tuple, int] = {}
-    pending: dict[tuple, list[tuple]] = {}
+def wait_items(prog) -> dict[int, int]:
+    """For each deferred group of a rank's program (by item index): the item index of the wait
+    that names it, or past the end when none does.  A wait names the group holding the same
+    actions; the overlap pass shares the very tuple, so identity is tried first."""
+    out: dict[int, int] = {}
+    by_id: dict[int, int] = {}
+    by_value: dict[tuple, list[int]] | None = None
     for i, it in enumerate(prog):
-        if isinstance(it, Wait):
-            for key in pending.pop(it.actions, ()):
-                out.setdefault(key, i)
-            continue
-        keys = [a.key for a in item_actions(it) if a.kind.is_recv]
-        if not keys:
-            continue
-        if isinstance(it, Group) and it.deferred:
-            pending.setdefault(it.actions, []).extend(keys)
-        else:
-            for key in keys:
-                out.setdefault(key, i)
-    for keys in pending.values():
-        for key in keys:
-            out.setdefault(key, len(prog) + 1)
+        cls = it.__class__
+        if cls is Group and it.deferred:
+            by_id[id(it.actions)] = i
+            if by_value is not None:
+                by_value.setdefault(it.actions, []).append(i)
+        elif cls is Wait:
+            j = by_id.pop(id(it.actions), None)
+            if j is not None and by_value is not None:
+                by_value[it.actions].remove(j)
+            if j is None:
+                if by_value is None:  # a parsed program: fall back to equal actions
+                    by_value = {}
+                    for x in sorted(by_id.values()):
+                        by_value.setdefault(prog[x].actions, []).append(x)
+                stack = by_value.get(it.actions)
+                if stack:
+                    j = stack.pop()
+                    by_id.pop(id(prog[j].actions), None)
+            if j is not None and j not in out:
+                out[j] = i
+    for j in by_id.values():
+        out.setdefault(j, len(prog) + 1)
     return out
 
 
