@@ -101,7 +101,7 @@ def compile(  # noqa: A001 - the library's verb
     lowering: str = "auto",
     overlap: bool = True,
     costs: CostConfig | None = None,
-    verify: bool = True,
+    verify: bool | str = True,
     progress: str = "fifo",
     strict: bool = False,
     passes: str | None = None,
@@ -110,7 +110,10 @@ def compile(  # noqa: A001 - the library's verb
     :data:`LOWERINGS`; ``overlap`` adds ``overlap-comms`` (not after ``naive``); ``passes`` is
     an explicit pipeline text (``"lower-comms{strategy=eager},overlap-comms"``) that replaces
     both; ``costs`` is the cost model that plans and times (default ``CostConfig()``: F=1,
-    B=2, I=1, W=1 per rank share, free links); ``progress`` the verifier's model."""
+    B=2, I=1, W=1 per rank share, free links); ``progress`` the verifier's model.
+    ``verify``: True verifies the input and the output of every pass; ``"final"`` the input
+    and the program that runs only (what a search over many candidates needs: the same
+    program, the same verdict, without the report of each intermediate); False nothing."""
     if lowering not in LOWERINGS:
         raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
     cfg = costs or CostConfig()
@@ -182,9 +185,12 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
                 program = blocking = p.apply(program, graph=cg)
             else:
                 program = p.apply(program)
+        last = i == len(passes) - 1
+        if not last and verify is not True:
+            continue  # the intermediate program is neither verified nor timed: no graph
         with _timed(timings, "graph"):
             g = build_graph(program, progress)
-        if i < len(passes) - 1 and verify:
+        if not last:
             from ppir.verify import verify as check
 
             with _timed(timings, "verify"):

@@ -139,7 +139,7 @@ def _one(name, params, P, G, mbs, v, cfg: CostConfig, budget, progress) -> Candi
     try:
         s = load_schedule(name, {k: values[k] for k in params if k in values})
         c = cfg if cfg.model is None else replace(cfg, model=replace(cfg.model, mbs=mbs))
-        compiled = compile(s, costs=c, progress=progress)  # the program compile would run
+        compiled = compile(s, costs=c, progress=progress, verify="final")  # what compile runs
         if not compiled.ok:
             first = compiled.report.errors[0] if compiled.report else None
             why = first.message if first else "the program does not verify"

@@ -13,6 +13,7 @@ import keyword
 import sys
 
 from ppir.diagnostics import EXIT_USAGE, PpirError
+from ppir.nogc import paused_gc
 
 # Order here is the order in `ppir --help`.
 COMMAND_MODULES = [
@@ -89,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return args._run(args)
+        with paused_gc():  # commands allocate millions of small objects: see ppir.nogc
+            return args._run(args)
     except PpirError as e:
         print(e.render(), file=sys.stderr)
         return e.exit_code

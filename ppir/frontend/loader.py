@@ -8,6 +8,7 @@ accepted everywhere.
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 
 from ppir.diagnostics import did_you_mean, error
 from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS, expand
@@ -37,6 +38,13 @@ def read_source(spec: str) -> tuple[str, str]:
         hints=did_you_mean(spec, builtin_names())
         + ([] if looks_like_path else [f"built-ins: {', '.join(builtin_names())}"]),
     )
+
+
+@lru_cache(maxsize=64)
+def parse_cached(path: str, text: str):
+    """The parsed module of a source text (the AST is immutable, so loading the same schedule
+    for many parameter values, as tune and sweep do, parses it once)."""
+    return parse_text(text, path)
 
 
 @without_gc
@@ -77,7 +85,7 @@ def load_schedule(
             "--placement applies to CSV schedules; a .pps file declares "
             "its placement with 'placement ...'",
         )
-    return expand(parse_text(text, path), params, max_ops=max_ops, max_steps=max_steps)
+    return expand(parse_cached(path, text), params, max_ops=max_ops, max_steps=max_steps)
 
 
 def load_text(
