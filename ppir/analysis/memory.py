@@ -196,23 +196,33 @@ def _recv_peaks(g: ProgramGraph, r: int) -> tuple[int, int, int]:
     S = g.num_stages
     pending: set[tuple] = set()
     nf = nb = pf = pb = pt = 0
-    ops = g.ops
+    ops, kind, lo, hi, unit_ops = g.ops, g.kind, g.lo, g.hi, g.unit_ops
+    crosses = deps.CROSSES_IN
+    RECV_F, RECV_B = OpKind.RECV_F, OpKind.RECV_B
     for v in g.rank_nodes[r]:
-        k = g.kind[v]
+        k = kind[v]
         if k == POST:
-            for o in g.unit_op_ids(v):
+            for o in unit_ops[v] if unit_ops else range(lo[v], hi[v]):
                 a = ops[o]
-                if a.kind.is_recv:
-                    fwd = not deps.message_of(a).grad
-                    pending.add(a.key)
-                    nf, nb = nf + fwd, nb + (not fwd)
-                    pf, pb, pt = max(pf, nf), max(pb, nb), max(pt, nf + nb)
+                ak = a.kind
+                if ak is RECV_F or ak is RECV_B:
+                    pending.add((a.stage, ak, a.mb))
+                    if ak is RECV_F:
+                        nf += 1
+                        pf = max(pf, nf)
+                    else:
+                        nb += 1
+                        pb = max(pb, nb)
+                    pt = max(pt, nf + nb)
         elif k == COMPUTE and pending:
-            for a in ops[g.lo[v] : g.hi[v]]:
-                key = deps.recv_key(a, S) if 0 <= a.stage < S else None
-                if key is not None and key in pending:
+            for a in ops[lo[v] : hi[v]]:
+                rule = crosses.get(a.kind)
+                if rule is None or not 0 <= a.stage + rule[0] < S:
+                    continue
+                key = (a.stage, rule[2], a.mb)  # the RECV delivering its input (deps.recv_key)
+                if key in pending:
                     pending.discard(key)
-                    if key[1] is OpKind.RECV_B:
+                    if rule[1]:
                         nb -= 1
                     else:
                         nf -= 1

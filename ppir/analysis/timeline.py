@@ -55,7 +55,10 @@ class Timeline:
         g, start, finish = self.graph, self.start, self.finish
         if not g.n or not self.complete:
             return []
-        v = max(range(g.n), key=lambda x: (finish[x], -g.rank[x], x))
+        last = max(finish)
+        ends = [x for x, f in enumerate(finish) if f == last]
+        low = min(g.rank[x] for x in ends)
+        v = max(x for x in ends if g.rank[x] == low)  # the lowest rank, its last node
         path = [v]
         data = not g.lowered
         while True:

@@ -27,9 +27,20 @@ def check_lints(s: Schedule, g: ProgramGraph, severity: str = "warning") -> list
 def _asymmetric(s: Schedule, g: ProgramGraph, severity: str) -> list[Diagnostic]:
     # (rank, item, peer) -> set of partner (peer, item): both directions
     pairs: dict[tuple[int, int, int], set[int]] = {}
-    for o, p in enumerate(g.op_partner):
-        if p >= 0:
-            pairs.setdefault((g.op_rank[o], g.op_item[o], g.op_rank[p]), set()).add(g.op_item[p])
+    op_rank, op_item = g.op_rank, g.op_item
+    for m in g.messages:  # each matched pair, seen from both ends
+        o, p = g.lo[m], g.hi[m]
+        ro, io, rp, ip = op_rank[o], op_item[o], op_rank[p], op_item[p]
+        a = pairs.get((ro, io, rp))
+        if a is None:
+            pairs[(ro, io, rp)] = {ip}
+        else:
+            a.add(ip)
+        b = pairs.get((rp, ip, ro))
+        if b is None:
+            pairs[(rp, ip, ro)] = {io}
+        else:
+            b.add(io)
     out = []
     reported: set[tuple[int, int, int]] = set()
     for (r, i, q), its in sorted(pairs.items()):
@@ -88,12 +99,18 @@ def _too_large(s: Schedule, g: ProgramGraph, severity: str) -> list[Diagnostic]:
 
 def _mixed(s: Schedule, g: ProgramGraph, severity: str) -> list[Diagnostic]:
     first: dict[tuple[int, int], list[int | None]] = {}  # pair -> [first batched, first lone]
+    op_rank, op_item, programs = g.op_rank, g.op_item, s.programs
     for o, q in enumerate(g.op_peer):
         if q < 0:
             continue
-        r = g.op_rank[o]
-        slot = first.setdefault((min(r, q), max(r, q)), [None, None])
-        k = 0 if isinstance(s.programs[g.op_rank[o]][g.op_item[o]], Group) else 1
+        r = op_rank[o]
+        key = (r, q) if r < q else (q, r)
+        slot = first.get(key)
+        if slot is None:
+            slot = first[key] = [None, None]
+        elif slot[0] is not None and slot[1] is not None:
+            continue
+        k = 0 if programs[r][op_item[o]].__class__ is Group else 1
         if slot[k] is None:
             slot[k] = o
     out = []
