@@ -137,7 +137,7 @@ def test_a_cyclic_schedule_fails_with_the_verifier_diagnostic(tmp_path):
     assert r.status == "failed" and r.peak_activations is None  # bounds skipped
     assert r.failures[0].startswith("the verifier rejects it:\n")
     assert "0B0 on rank 0 runs before its input 0F0" in r.failures[0]
-    assert "error: deadlock: ranks 0 and 1 wait for each other" in r.failures[0]
+    assert "deadlock" not in r.failures[0]  # the input is checked first: no lowered echo
     with pytest.raises(AssertionError, match="cyclic\\(\\) FAILS"):
         assert_schedule_ok(str(path))
 

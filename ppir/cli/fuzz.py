@@ -5,7 +5,7 @@ from __future__ import annotations
 from ppir.cli.common import parse_defines
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, error
-from ppir.passes.lower_comms import STRATEGIES
+from ppir.pipeline import LOWERINGS
 from ppir.testing.checks import check_schedule, load_module
 from ppir.testing.search import search
 from ppir.testing.space import Expr, ParamSpace, parse_over
@@ -74,7 +74,12 @@ def add_arguments(p):
         help="parameter choices to check (default 100)",
     )
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--lowering", choices=list(STRATEGIES), default="lockstep")
+    p.add_argument(
+        "--lowering",
+        choices=list(LOWERINGS),
+        default="auto",
+        help="how communication is inserted, as for 'ppir compile' (default auto)",
+    )
     p.add_argument("--strict", action="store_true", help="treat verifier warnings as errors")
     p.add_argument(
         "--max-ops",

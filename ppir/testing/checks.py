@@ -47,7 +47,8 @@ class CheckResult:
 
     ``status`` is ``"ok"``, ``"failed"`` or ``"unsupported"`` (a ``require`` line of the
     schedule rejects these parameters).  ``failures`` holds one rendered message per broken
-    property.  ``schedule``/``lowered`` are None when expansion failed.
+    property.  ``schedule``/``lowered`` are None when expansion failed; ``lowered`` is the
+    program ``ppir compile`` runs (compiled the same way, :func:`ppir.compile`).
     """
 
     name: str
@@ -56,6 +57,7 @@ class CheckResult:
     failures: list[str] = field(default_factory=list)
     schedule: Schedule | None = None
     lowered: Schedule | None = None
+    compiled: object = None  # the ppir.pipeline.Compiled the checks read
     peak_activations: Fraction | None = None
     bubble: float | None = None
     step_time: float | None = None
@@ -123,7 +125,7 @@ def check_schedule(
     max_peak_activations: Bound = None,
     max_bubble: Bound = None,
     max_step_time: Bound = None,
-    lowering: str = "lockstep",
+    lowering: str = "auto",
     progress: str = "fifo",
     strict: bool = False,
     max_ops: int = DEFAULT_MAX_OPS,
@@ -171,13 +173,12 @@ def _display(spec: str) -> str:
 def _check_expanded(
     res: CheckResult, s: Schedule, lowering: str, progress: str, strict: bool
 ) -> None:
-    from ppir.passes import LowerComms
-    from ppir.verify import verify
+    from ppir.pipeline import compile
 
-    res.lowered = s if s.is_lowered else LowerComms(lowering).apply(s)
-    report = verify(res.lowered, progress=progress, strict=strict)
-    if not report.ok:
-        res.fail("the verifier rejects it:\n" + "\n".join(d.render() for d in report.errors))
+    res.compiled = c = compile(s, lowering=lowering, progress=progress, strict=strict)
+    res.lowered = c.program
+    if not c.ok:
+        res.fail("the verifier rejects it:\n" + "\n".join(d.render() for d in c.report.errors))
 
 
 def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound, max_step: Bound) -> None:
@@ -186,7 +187,7 @@ def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound, max_step
     if max_peak is not None:
         from ppir.analysis.memory import analyze_memory
 
-        mem = analyze_memory(s)
+        mem = analyze_memory(res.compiled.graph)
         worst = mem.worst
         res.peak_activations = worst.peak_activations
         limit = eval_bound(max_peak, env)
@@ -196,9 +197,7 @@ def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound, max_step
                 f"(at {worst.peak_op}) exceed the bound {_fmt(limit)} A ({max_peak!r})"
             )
     if max_bubble is not None or max_step is not None:
-        from ppir.analysis.estimate import estimate
-
-        e = estimate(s, memory=False)
+        e = res.compiled.estimate
         res.bubble, res.step_time = e.bubble_fraction_of_ideal, e.step_time
         for what, value, bound in (
             ("bubble/ideal", e.bubble_fraction_of_ideal, max_bubble),
