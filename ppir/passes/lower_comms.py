@@ -66,9 +66,10 @@ STRATEGIES = ("lockstep", "eager", "naive")
 _KIND_ORDER = {OpKind.SEND_F: 0, OpKind.SEND_B: 1, OpKind.RECV_F: 2, OpKind.RECV_B: 3}
 
 
-def _sort_key(schedule: Schedule):
-    place = schedule.placement
-    return lambda a: (deps.peer_rank(place, a), _KIND_ORDER[a.kind], a.stage, a.mb)
+def _first4(entry: tuple) -> tuple:
+    """The order of comm actions inside one group: by peer rank, then SEND_F, SEND_B, RECV_F,
+    RECV_B, then stage and microbatch (both ends of a channel agree on it)."""
+    return entry[:4]
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ def _exchanges(g: ProgramGraph, ends: list[list], when) -> list[dict]:
     ``when(src rank, producer item's finish, recv, dst rank)``, the same on both ranks."""
     s = g.schedule
     place = s.placement
-    comms: list[dict[int, list[Action]]] = [{} for _ in range(s.ranks)]
+    order = _KIND_ORDER
+    comms: list[dict[int, list]] = [{} for _ in range(s.ranks)]
     for o, a in enumerate(g.ops):
         msg = deps.outgoing_message(place, a)
         if msg is None:
@@ -122,8 +124,14 @@ def _exchanges(g: ProgramGraph, ends: list[list], when) -> list[dict]:
         r, dst = g.op_rank[o], place[msg.dst]
         send, recv = deps.send_action(msg, a.span), deps.recv_action(msg, a.span)
         tau = when(r, ends[r][g.op_item[o]], recv, dst)
-        comms[r].setdefault(tau, []).append(send)
-        comms[dst].setdefault(tau, []).append(recv)
+        # each entry carries its in-group sort key (peer, kind, stage, mb): see _sort_key
+        mine, theirs = comms[r].get(tau), comms[dst].get(tau)
+        if mine is None:
+            mine = comms[r][tau] = []
+        if theirs is None:
+            theirs = comms[dst][tau] = []
+        mine.append((dst, order[send.kind], send.stage, send.mb, send))
+        theirs.append((r, order[recv.kind], recv.stage, recv.mb, recv))
     return comms
 
 
@@ -132,19 +140,23 @@ def _place_groups(
 ) -> Schedule:
     """One group per (rank, time t), in time order, each before the first program item with
     start >= t (``before_start``) or with finish > t (otherwise)."""
-    key = _sort_key(s)
     programs = []
+
+    def group(entries: list) -> Group:
+        entries.sort(key=_first4)
+        return Group(tuple(e[4] for e in entries))
+
     for r in range(s.ranks):
         times = sorted(comms[r])
         out: list[Item] = []
         ti = 0
         for a, when in zip(s.programs[r], times_of_items[r]):
             while ti < len(times) and (times[ti] <= when if before_start else times[ti] < when):
-                out.append(Group(tuple(sorted(comms[r][times[ti]], key=key))))
+                out.append(group(comms[r][times[ti]]))
                 ti += 1
             out.append(a)
         for t in times[ti:]:
-            out.append(Group(tuple(sorted(comms[r][t], key=key))))
+            out.append(group(comms[r][t]))
         programs.append(tuple(out))
     return s.replace_programs(tuple(programs))
 
