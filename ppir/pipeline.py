@@ -60,6 +60,8 @@ class Compiled:
     failed: str | None = None
     blocking: Schedule | None = None
     dependency_bound: float | None = None
+    input_timeline: Timeline | None = None
+    """The timed compute-only graph of the input (the dependency bound's run)."""
     progress: str = "fifo"
     candidates: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
@@ -73,9 +75,20 @@ class Compiled:
         return self.failed is None and (self.report is None or self.report.ok)
 
     @property
+    def timed(self) -> Timeline:
+        """The timeline the estimate reads: the program's own (rendezvous messages), or with
+        ``comm.model = "latency"`` the compute order's, each message a delay on its data edge
+        (the papers' model)."""
+        if self.config.comm_model != "latency":
+            return self.timeline
+        if self.input_timeline is None:
+            self.input_timeline = run(build_graph(self.program.compute_only()), self.costs)
+        return self.input_timeline
+
+    @property
     def step_time(self) -> float:
         """The estimated step time, in the config's time unit."""
-        return self.costs.to_time(self.timeline.makespan)
+        return self.costs.to_time(self.timed.makespan)
 
     @cached_property
     def memory(self):
@@ -91,7 +104,7 @@ class Compiled:
         when it cannot run)."""
         from ppir.analysis.estimate import from_timeline
 
-        return from_timeline(self.timeline, self.config, self.memory, self.dependency_bound)
+        return from_timeline(self.timed, self.config, self.memory, self.dependency_bound)
 
 
 @without_gc
@@ -129,6 +142,7 @@ def compile(  # noqa: A001 - the library's verb
         ctl = run(cg, c)
     bound = c.to_time(ctl.makespan) if ctl.complete else None
     base["dependency_bound"] = bound
+    base["input_timeline"] = ctl
     if verify:
         from ppir.verify import verify as check
 

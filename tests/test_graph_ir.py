@@ -159,3 +159,61 @@ def test_check_verifies_the_program_launch_runs(cli, monkeypatch):
     )
     compile_from_args(args)
     assert len(seen) == 2 and seen[0] == seen[1]
+
+
+@pytest.mark.parametrize("P", range(2, 9))
+def test_dualpipev_reaches_its_dependency_ideal_when_fb_is_cheaper_than_f_plus_b(P):
+    """An overlapped F&B step costing less than F + B (FB = B: perfect overlap; FB = 2.5):
+    the default lowering (planned with the same costs) leaves no idle time beyond what the
+    compute order forces."""
+    for fb in ("2", "5/2"):
+        for M in (2 * P, 4 * P):
+            cfg = ppir.make_config({"costs": {"FB": fb}})
+            c = ppir.compile(ppir.load("dualpipev", P=P, M=M), costs=cfg)
+            assert c.ok and c.step_time == c.dependency_bound, (fb, M, c.candidates)
+
+
+def test_fb_is_accepted_on_the_command_line(cli):
+    import json
+
+    code, out, err = cli(
+        "compile", "dualpipev", "-D", "P=4", "-D", "M=8", "--cost", "FB=2", "--format", "json"
+    )
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["step_time"] == d["dependency_bound"] and "FB=2" in d["assumptions"]
+    code, _, err = cli("compile", "dualpipev", "--cost", "FD=2")
+    assert code == 2 and "unknown op kind 'FD'" in err and "FB (an overlapped F&B step)" in err
+
+
+def test_the_latency_comm_model_times_messages_on_the_dependency_edge(cli):
+    import json
+
+    s = ppir.load("zb_h1", P=4, M=8)
+    slow = {"comm": {"latency": "1/2"}}
+    rendezvous = ppir.compile(s, costs=ppir.make_config(slow))
+    latency = ppir.compile(
+        s, costs=ppir.make_config({"comm": {"latency": "1/2", "model": "latency"}})
+    )
+    assert latency.step_time == latency.dependency_bound == rendezvous.dependency_bound
+    assert rendezvous.step_time >= latency.step_time
+    e = latency.estimate
+    assert e.message_count == rendezvous.estimate.message_count  # the same values cross ranks
+    assert all(m.end - m.start == 0.5 for m in e.messages)
+    code, out, _ = cli(
+        "compile",
+        "zb_h1",
+        "-D",
+        "P=4",
+        "-D",
+        "M=8",
+        "--comm-latency",
+        "0.5",
+        "--comm-model",
+        "latency",
+        "--format",
+        "json",
+    )
+    assert code == 0 and json.loads(out)["step_time"] == latency.step_time
+    with pytest.raises(ppir.PpirError, match="comm.model must be one of"):
+        ppir.make_config({"comm": {"model": "eager"}})

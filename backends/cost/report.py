@@ -35,6 +35,14 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
         "Narayanan 2021)",
         f"critical path              {t(e.critical_path)}   ({len(e.critical_path_ops)} ops)",
         f"                           {path}",
+        *(
+            [
+                f"dependency bound           {t(e.dependency_bound)}   (the compute order with "
+                "transfer times alone: no lowering of it is faster)"
+            ]
+            if e.dependency_bound is not None
+            else []
+        ),
         f"messages                   {e.message_count} ({fmt_bytes(e.message_bytes)})",
         "",
     ]

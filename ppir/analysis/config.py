@@ -49,6 +49,8 @@ HARDWARE: dict[str, Hardware] = {
 }
 DEFAULT_EFFICIENCY = 0.5
 
+COMM_MODELS = ("rendezvous", "latency")
+
 SECTIONS = {
     "costs": {"F", "B", "I", "W", "FB", "stage_weights"},
     "model": {
@@ -66,6 +68,7 @@ SECTIONS = {
     "hardware": {"preset", "peak_tflops", "efficiency", "ranks_per_node"},
     "comm": {
         "free",
+        "model",
         "latency",
         "inter_latency",
         "intra_latency_us",
@@ -108,6 +111,11 @@ class CostConfig:
     ranks_per_node: int = 8
     intra: Link = Link()
     inter: Link = Link()
+    comm_model: str = "rendezvous"
+    """How a message is timed: ``rendezvous`` (default; what the runtime guarantees: a message
+    moves once both of its groups are posted, one FIFO of groups per rank) or ``latency`` (the
+    papers' model: the consumer of a value waits for its producer plus the transfer time, and
+    nothing else -- the dependency bound of the compute order)."""
 
     @property
     def time_unit(self) -> str:
@@ -140,6 +148,8 @@ class CostConfig:
             )
         if self.stage_weights:
             head += "; stage weights " + ",".join(str(w) for w in self.stage_weights)
+        if self.comm_model == "latency":
+            head += "; messages timed as latency on the dependency (comm model latency)"
         if self.free_comm:
             return head + "; free communication"
         return (
@@ -238,6 +248,14 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
     free = csec.get("free", False)
     if not isinstance(free, bool):
         raise error("bad-config", f"{where}: comm.free must be true or false, got {free!r}")
+    cm = csec.get("model", "rendezvous")
+    if cm not in COMM_MODELS:
+        raise error(
+            "bad-config",
+            f"{where}: comm.model must be one of {', '.join(COMM_MODELS)}, got {cm!r}",
+            hints=did_you_mean(str(cm), COMM_MODELS),
+        )
+    kw["comm_model"] = cm
     hw = _hardware(hsec.get("preset", "H100"), where)
     if model is None:
         for k in ("preset", "peak_tflops", "efficiency"):

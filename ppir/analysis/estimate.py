@@ -27,7 +27,7 @@ from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.timeline import Timeline, run
 from ppir.diagnostics import EXIT_INVALID, PpirError, error
-from ppir.ir import Action, Schedule
+from ppir.ir import Action, Schedule, deps
 from ppir.ir.graph import COMPUTE, ProgramGraph, build_graph
 
 FORMAT = "ppir.estimate/1"
@@ -316,20 +316,41 @@ def _op_timings(tl: Timeline, conv) -> tuple[list[list[OpTiming]], list]:
     return ops, busy
 
 
+def _transfers(tl: Timeline) -> list[tuple]:
+    """(send, recv, src rank, dst rank, start, end) in ticks for every message: the message
+    nodes of a lowered program, or, for a compute-only program (the latency model), every
+    value crossing ranks, on the wire from its producer's end for its link's time."""
+    g, costs = tl.graph, tl.costs
+    if g.lowered:
+        return [
+            (
+                g.ops[g.lo[m]],
+                g.ops[g.hi[m]],
+                g.op_rank[g.lo[m]],
+                g.op_rank[g.hi[m]],
+                tl.start[m],
+                tl.finish[m],
+            )
+            for m in g.messages
+        ]
+    place, out = g.schedule.placement, []
+    for o, a in enumerate(g.ops):
+        msg = deps.outgoing_message(place, a) if a.kind.is_compute else None
+        if msg is None:
+            continue
+        src, dst = g.op_rank[o], place[msg.dst]
+        t = tl.finish[g.op_node[o]]
+        out.append(
+            (deps.send_action(msg), deps.recv_action(msg), src, dst, t, t + costs.link(src, dst))
+        )
+    return out
+
+
 def _message_timings(tl: Timeline, conv) -> list[MessageTiming]:
-    g = tl.graph
     nbytes = tl.costs.nbytes
     return [
-        MessageTiming(
-            g.ops[g.lo[m]],
-            g.ops[g.hi[m]],
-            g.op_rank[g.lo[m]],
-            g.op_rank[g.hi[m]],
-            conv(tl.start[m]),
-            conv(tl.finish[m]),
-            nbytes,
-        )
-        for m in g.messages
+        MessageTiming(send, recv, src, dst, conv(a), conv(b), nbytes)
+        for send, recv, src, dst, a, b in _transfers(tl)
     ]
 
 
@@ -340,11 +361,10 @@ def _exposed_comm(tl: Timeline, ops, msgs, conv) -> list:
     g = tl.graph
     P = g.schedule.ranks
     spans: list[list] = [[] for _ in range(P)]
-    for m in g.messages:
-        a, b = tl.start[m], tl.finish[m]
+    for _, _, src, dst, a, b in _transfers(tl):
         if b > a:
-            spans[g.op_rank[g.lo[m]]].append((a, b))
-            spans[g.op_rank[g.hi[m]]].append((a, b))
+            spans[src].append((a, b))
+            spans[dst].append((a, b))
     compute = [
         [(tl.start[v], tl.finish[v]) for v in order if g.kind[v] == COMPUTE]
         for order in g.rank_nodes

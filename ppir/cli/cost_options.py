@@ -14,9 +14,16 @@ from __future__ import annotations
 
 import argparse
 
-from ppir.analysis.config import HARDWARE, CostConfig, load_config_file, make_config, merge
+from ppir.analysis.config import (
+    COMM_MODELS,
+    HARDWARE,
+    CostConfig,
+    load_config_file,
+    make_config,
+    merge,
+)
 from ppir.analysis.models import PRESETS, parse_model_spec
-from ppir.diagnostics import error
+from ppir.diagnostics import did_you_mean, error
 
 
 def _add(group, flag: str, **kw) -> None:
@@ -53,7 +60,8 @@ def add_cost_arguments(group, model: bool = True) -> None:
         "--cost",
         dest="cost_costs",
         metavar="K=X,...",
-        help="op costs in forwards of a rank share, e.g. F=1,B=2,I=1,W=1 (the defaults)",
+        help="op costs in forwards of a rank share, e.g. F=1,B=2,I=1,W=1 (the defaults); "
+        "FB=X times an overlapped F&B step as X forwards (default F+B; FB=B: perfect overlap)",
     )
     _add(
         group,
@@ -76,6 +84,15 @@ def add_cost_arguments(group, model: bool = True) -> None:
         dest="cost_inter_latency",
         metavar="T",
         help="per-message latency between nodes (same units as --comm-latency)",
+    )
+    _add(
+        group,
+        "--comm-model",
+        dest="cost_comm_model",
+        choices=list(COMM_MODELS),
+        help="how the estimator times a message: rendezvous (default; what the runtime "
+        "guarantees: groups, one FIFO of groups per rank) or latency (the papers' model: a "
+        "consumer waits for its producer plus the transfer time, nothing else)",
     )
     if model:
         _add(
@@ -168,11 +185,12 @@ def settings_from_args(args: argparse.Namespace) -> dict:
                 raise error(
                     "bad-config", f"--cost {g('costs')}: expected K=X,..., e.g. --cost F=1,B=2"
                 )
-            if k.strip() not in ("F", "B", "I", "W"):
+            if k.strip() not in ("F", "B", "I", "W", "FB"):
                 raise error(
                     "bad-config",
                     f"--cost: unknown op kind '{k.strip()}'",
-                    hints=["op kinds: F, B, I, W"],
+                    hints=did_you_mean(k.strip(), ["F", "B", "I", "W", "FB"])
+                    + ["op kinds: F, B, I, W, and FB (an overlapped F&B step)"],
                 )
             costs[k.strip()] = v.strip()
     if g("stage_weights"):
@@ -192,6 +210,8 @@ def settings_from_args(args: argparse.Namespace) -> dict:
             comm[key] = g(flag)
     if g("free_comm"):
         comm["free"] = True
+    if g("comm_model"):
+        comm["model"] = g("comm_model")
     over["comm"] = comm
     return merge(base, {k: v for k, v in over.items() if v})
 
