@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ppir.ir import Action, Overlap, Span
 
@@ -166,3 +166,4 @@ class Module:
     path: str
     header: Header | None
     items: tuple[Stmt, ...]  # declarations, requires, lets, defs, program blocks, rank lines
+    source: str | None = field(default=None, compare=False, repr=False)  # the file's text

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ppir.diagnostics import Note, did_you_mean, error
 from ppir.frontend import ast as A
+from ppir.frontend.limits import MAX_INT, check_int
 from ppir.ir import Action, OpKind, Overlap, Span
 
 MAX_CALL_DEPTH = 200
@@ -70,6 +71,8 @@ class Interpreter:
         self.placement: tuple[int, ...] | None = None
         self.stages_of: tuple[tuple[int, ...], ...] = ()
         self.microbatches: int | None = None
+        self.rank: int | None = None  # the rank being expanded (None at top level)
+        self.current: Span | None = None  # the item being expanded, for last-resort errors
         self.out: list[Action | Overlap] = []
         self.count: dict[tuple[int, bool], int] = {}  # (stage, is_forward) -> ops emitted
         self.wq: list[tuple[int, int]] = []  # pending weight passes (stage, mb), oldest first
@@ -118,12 +121,16 @@ class Interpreter:
 
     def _compile_binop(self, e: A.BinOp):
         lf, rf, op, span = self.compile(e.left), self.compile(e.right), e.op, e.span
-        if op == "+":
-            return lambda s: lf(s) + rf(s)
-        if op == "-":
-            return lambda s: lf(s) - rf(s)
-        if op == "*":
-            return lambda s: lf(s) * rf(s)
+        if op in ("+", "-", "*"):
+            arith = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__}[op]
+
+            def arithmetic(s):
+                v = arith(lf(s), rf(s))
+                if -MAX_INT <= v <= MAX_INT:
+                    return v
+                return check_int(v, f"'{op}'", span)
+
+            return arithmetic
         if op in ("//", "%"):
 
             def div(s):
@@ -175,10 +182,15 @@ class Interpreter:
             if n > 1:
                 raise error("bad-call", f"pending_w() takes () or (chunk), {n} given", span)
             if n == 0:
-                return lambda s: len(self.wq)
+
+                def pending_all(s):
+                    self._pending_rank(s, span)
+                    return len(self.wq)
+
+                return pending_all
 
             def pending(s):
-                st = self._chunk_stage(s.lookup("$rank"), args[0](s), span)
+                st = self._chunk_stage(self._pending_rank(s, span), args[0](s), span)
                 return sum(1 for x in self.wq if x[0] == st)
 
             return pending
@@ -208,17 +220,29 @@ class Interpreter:
             self.depth += 1
             if self.depth > MAX_CALL_DEPTH:
                 self.depth = 0
-                raise error(
-                    "recursion-limit",
-                    f"calls nest deeper than {MAX_CALL_DEPTH} (runaway recursion in '{name}'?)",
-                    span,
-                )
+                raise _recursion_limit(name, span)
             try:
                 return fn.body(inner)
+            except RecursionError:  # deep bodies exhaust Python's stack before the cap
+                raise _recursion_limit(name, span) from None
             finally:
                 self.depth -= 1
 
         return call
+
+    def _pending_rank(self, scope: Scope, span: Span) -> int:
+        """The rank whose pending weight passes ``pending_w`` counts: the one being expanded."""
+        rank = scope.lookup("$rank")
+        if rank is _MISSING:
+            rank = self.rank
+        if rank is None:
+            raise error(
+                "pending-w-outside-program",
+                "pending_w() counts the weight passes pending on the rank being expanded: "
+                "use it inside a program block (or a function called there)",
+                span,
+            )
+        return rank
 
     @staticmethod
     def _arity(e: A.Call, n: int) -> None:
@@ -477,6 +501,14 @@ class Interpreter:
                 hints=["a runaway loop? the cap is --max-ops"],
             )
         self.out.append(item)
+
+
+def _recursion_limit(name: str, span: Span):
+    return error(
+        "recursion-limit",
+        f"calls nest deeper than {MAX_CALL_DEPTH} (runaway recursion in '{name}'?)",
+        span,
+    )
 
 
 def _names_in(e: A.Expr) -> set[str]:

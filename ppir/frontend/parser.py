@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken, VisitError
 
 from ppir.diagnostics import EXIT_USAGE, Diagnostic, PpirError, error
 from ppir.frontend import ast as A
+from ppir.frontend.limits import int_literal
 from ppir.ir import Action, Overlap, Span
 
 # What the user types for each terminal, for "expected ..." messages.
@@ -91,7 +93,7 @@ class _ToAst(Transformer):
                 header = it
             else:
                 rest.append(it)
-        return A.Module(self.path, header, tuple(rest))
+        return A.Module(self.path, header, tuple(rest), self.text)
 
     @v_args(meta=True)
     def header(self, meta, children):
@@ -114,11 +116,21 @@ class _ToAst(Transformer):
         name, default = children
         return A.Param(str(name), default, self._span(meta))
 
+    def _int(self, tok: Token) -> int:
+        return int_literal(str(tok), self._tspan(tok))
+
+    def _digits_ok(self, tok: Token) -> None:
+        """Action text holds integers too: each must be a valid literal."""
+        for m in re.finditer(r"\d+", str(tok)):
+            col = tok.column + m.start()
+            span = Span(self.path, tok.line, col, tok.line, col + len(m.group()), self.text)
+            int_literal(m.group(), span)
+
     def signed_int(self, children):
-        return int(children[0])
+        return self._int(children[0])
 
     def neg_int(self, children):
-        return -int(children[0])
+        return -self._int(children[0])
 
     @v_args(meta=True)
     def ranks_decl(self, meta, c):
@@ -219,15 +231,22 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def rank_line(self, meta, c):
         rank_tok, *items = c
-        return A.RankLine(self._span(meta), int(rank_tok), self._tspan(rank_tok), tuple(items))
+        return A.RankLine(
+            self._span(meta), self._int(rank_tok), self._tspan(rank_tok), tuple(items)
+        )
 
     def lit_action(self, c):
         tok = c[0]
+        self._digits_ok(tok)
         return Action.parse(str(tok), self._tspan(tok))
 
     def lit_overlap(self, c):
         tok = c[0]
-        return Overlap.parse(str(tok), self._tspan(tok))
+        self._digits_ok(tok)
+        try:
+            return Overlap.parse(str(tok), self._tspan(tok))
+        except ValueError as e:
+            raise error("bad-overlap", str(e), self._tspan(tok)) from None
 
     @v_args(meta=True)
     def lit_post(self, meta, c):
@@ -245,6 +264,8 @@ class _ToAst(Transformer):
 
     def _group(self, meta, c):
         span = self._span(meta)
+        for t in c:
+            self._digits_ok(t)
         acts = tuple(Action.parse(str(t), self._tspan(t)) for t in c)
         for a in acts:
             if not a.kind.is_comm:
@@ -260,7 +281,7 @@ class _ToAst(Transformer):
     # ---- expressions
     @v_args(meta=True)
     def int_lit(self, meta, c):
-        return A.IntLit(self._tspan(c[0]), int(c[0]))
+        return A.IntLit(self._tspan(c[0]), self._int(c[0]))
 
     @v_args(meta=True)
     def name(self, meta, c):
@@ -358,6 +379,7 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
             if opened:
                 notes.append(_note("this '{' is never closed", opened))
         raise error("syntax-error", f"unexpected {what}", span, hints=hints, notes=notes) from None
+    _check_nesting(tree, path, text)
     try:
         return _ToAst(path, text).transform(tree)
     except VisitError as e:  # errors raised in the transformer arrive wrapped
@@ -366,17 +388,58 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
         if isinstance(e.orig_exc, ValueError):
             raise PpirError(Diagnostic("syntax-error", str(e.orig_exc)), EXIT_USAGE) from None
         if isinstance(e.orig_exc, RecursionError):
-            raise _too_deep(path) from None
+            raise too_deep(Span(path, 1, 1, 1, 2, text)) from None
         raise
     except RecursionError:  # lark's transformer recurses once per level of nesting
-        raise _too_deep(path) from None
+        raise too_deep(Span(path, 1, 1, 1, 2, text)) from None
 
 
-def _too_deep(path: str) -> PpirError:
+MAX_NESTING = 150
+"""How deep the parse tree of a file may be: a chain of 150 operators (``1+1+...``), 70 nested
+blocks.  Deeper trees are refused before they are transformed, compiled or evaluated, which
+all recurse once or more per level."""
+
+_EXPR_RULES = frozenset(
+    ("add", "sub", "mul", "floordiv", "mod", "and_", "or_", "cmp", "neg", "not_", "call")
+)
+
+
+def _check_nesting(tree, path: str, text: str) -> None:
+    """A located ``too-deep`` error when the tree is deeper than :data:`MAX_NESTING`; it points
+    at the start of the construct that nests: the outermost expression of a deep expression,
+    or the outermost statement of deeply nested blocks."""
+    height: dict[int, int] = {}
+    stack = [(tree, False)]
+    while stack:  # iterative post-order: no recursion, whatever the depth
+        node, done = stack.pop()
+        kids = [c for c in node.children if isinstance(c, Tree)]
+        if done:
+            height[id(node)] = 1 + max((height[id(c)] for c in kids), default=0)
+        else:
+            stack.append((node, True))
+            stack.extend((c, False) for c in kids)
+    if height[id(tree)] <= MAX_NESTING:
+        return
+    node = tree
+    while True:
+        kids = [c for c in node.children if isinstance(c, Tree)]
+        if not kids or node.data in _EXPR_RULES:
+            break
+        tallest = max(kids, key=lambda c: height[id(c)])
+        if node.data in ("if_stmt", "for_stmt") and tallest.data in ("block", "if_stmt"):
+            break
+        node = tallest
+    meta = node.meta
+    line, col = getattr(meta, "line", 1), getattr(meta, "column", 1)
+    raise too_deep(Span(path, line, col, line, col + 1, text))
+
+
+def too_deep(span: Span) -> PpirError:
     return error(
         "too-deep",
-        f"{path}: expressions or blocks nest too deeply to read",
-        hints=["split the expression with 'let' or 'def'"],
+        f"this nests deeper than ppir reads ({MAX_NESTING} levels)",
+        span,
+        hints=["split the expression with 'let' or 'def', or the blocks into functions"],
     )
 
 
