@@ -95,9 +95,21 @@ def expand(
         ) from None
 
 
-def _expand(module: A.Module, overrides: dict[str, int] | None, ex: Interpreter) -> Schedule:
-    params = bind_params(module, dict(overrides or {}))
-    max_steps = ex.max_steps
+def evaluate_top_level(
+    module: A.Module, overrides: dict[str, int] | None = None, *, max_steps=DEFAULT_MAX_STEPS
+) -> None:
+    """Bind the parameters and run the top-level items (declarations, lets, defs, requires)
+    without expanding any program: a cheap test of whether parameters are supported (a failed
+    ``require`` raises ``require-failed``)."""
+    ex = Interpreter(module, DEFAULT_MAX_OPS, max_steps)
+    try:
+        _top_level(module, bind_params(module, dict(overrides or {})), ex)
+    except RecursionError:
+        raise error("too-deep", "this nests too deeply to evaluate", ex.current) from None
+
+
+def _top_level(module: A.Module, params: dict[str, int], ex: Interpreter):
+    """Run the top-level items in order: (scope, declarations, program blocks, rank lines)."""
     top = Scope()
     top.vars.update(params)
     decls: dict[str, tuple[object, Span]] = {}
@@ -135,6 +147,13 @@ def _expand(module: A.Module, overrides: dict[str, int] | None, ex: Interpreter)
             rank_lines.append(item)
         else:
             ex.compile_stmt(item)(top)
+    return top, decls, programs, rank_lines
+
+
+def _expand(module: A.Module, overrides: dict[str, int] | None, ex: Interpreter) -> Schedule:
+    params = bind_params(module, dict(overrides or {}))
+    max_steps = ex.max_steps
+    top, decls, programs, rank_lines = _top_level(module, params, ex)
 
     name = module.header.name if module.header else _stem(module.path)
     param_tuple = tuple(params.items())
@@ -223,6 +242,7 @@ def _stem(path: str) -> str:
 
 __all__ = [
     "expand",
+    "evaluate_top_level",
     "bind_params",
     "infer_placement",
     "PpirError",

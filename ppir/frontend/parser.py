@@ -431,15 +431,17 @@ def _check_nesting(tree, path: str, text: str) -> None:
         node = tallest
     meta = node.meta
     line, col = getattr(meta, "line", 1), getattr(meta, "column", 1)
-    raise too_deep(Span(path, line, col, line, col + 1, text))
+    raise too_deep(Span(path, line, col, line, col + 1, text), blocks=node.data not in _EXPR_RULES)
 
 
-def too_deep(span: Span) -> PpirError:
+def too_deep(span: Span, blocks: bool = False) -> PpirError:
+    hint = (
+        "flatten the nested blocks (e.g. join conditions with 'and')"
+        if blocks
+        else "split the expression with 'let' or 'def'"
+    )
     return error(
-        "too-deep",
-        f"this nests deeper than ppir reads ({MAX_NESTING} levels)",
-        span,
-        hints=["split the expression with 'let' or 'def', or the blocks into functions"],
+        "too-deep", f"this nests deeper than ppir reads ({MAX_NESTING} levels)", span, hints=[hint]
     )
 
 
