@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken, VisitError
 
 from ppir.diagnostics import EXIT_USAGE, Diagnostic, PpirError, error
 from ppir.frontend import ast as A
 from ppir.frontend.limits import int_literal
+from ppir.frontend.nesting import check_nesting, too_deep
 from ppir.ir import Action, Overlap, Span
 
 # What the user types for each terminal, for "expected ..." messages.
@@ -379,7 +380,7 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
             if opened:
                 notes.append(_note("this '{' is never closed", opened))
         raise error("syntax-error", f"unexpected {what}", span, hints=hints, notes=notes) from None
-    _check_nesting(tree, path, text)
+    check_nesting(tree, path, text)
     try:
         return _ToAst(path, text).transform(tree)
     except VisitError as e:  # errors raised in the transformer arrive wrapped
@@ -392,57 +393,6 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
         raise
     except RecursionError:  # lark's transformer recurses once per level of nesting
         raise too_deep(Span(path, 1, 1, 1, 2, text)) from None
-
-
-MAX_NESTING = 150
-"""How deep the parse tree of a file may be: a chain of 150 operators (``1+1+...``), 70 nested
-blocks.  Deeper trees are refused before they are transformed, compiled or evaluated, which
-all recurse once or more per level."""
-
-_EXPR_RULES = frozenset(
-    ("add", "sub", "mul", "floordiv", "mod", "and_", "or_", "cmp", "neg", "not_", "call")
-)
-
-
-def _check_nesting(tree, path: str, text: str) -> None:
-    """A located ``too-deep`` error when the tree is deeper than :data:`MAX_NESTING`; it points
-    at the start of the construct that nests: the outermost expression of a deep expression,
-    or the outermost statement of deeply nested blocks."""
-    height: dict[int, int] = {}
-    stack = [(tree, False)]
-    while stack:  # iterative post-order: no recursion, whatever the depth
-        node, done = stack.pop()
-        kids = [c for c in node.children if isinstance(c, Tree)]
-        if done:
-            height[id(node)] = 1 + max((height[id(c)] for c in kids), default=0)
-        else:
-            stack.append((node, True))
-            stack.extend((c, False) for c in kids)
-    if height[id(tree)] <= MAX_NESTING:
-        return
-    node = tree
-    while True:
-        kids = [c for c in node.children if isinstance(c, Tree)]
-        if not kids or node.data in _EXPR_RULES:
-            break
-        tallest = max(kids, key=lambda c: height[id(c)])
-        if node.data in ("if_stmt", "for_stmt") and tallest.data in ("block", "if_stmt"):
-            break
-        node = tallest
-    meta = node.meta
-    line, col = getattr(meta, "line", 1), getattr(meta, "column", 1)
-    raise too_deep(Span(path, line, col, line, col + 1, text), blocks=node.data not in _EXPR_RULES)
-
-
-def too_deep(span: Span, blocks: bool = False) -> PpirError:
-    hint = (
-        "flatten the nested blocks (e.g. join conditions with 'and')"
-        if blocks
-        else "split the expression with 'let' or 'def'"
-    )
-    return error(
-        "too-deep", f"this nests deeper than ppir reads ({MAX_NESTING} levels)", span, hints=[hint]
-    )
 
 
 def _unclosed_brace(text: str, path: str) -> Span | None:
