@@ -8,7 +8,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-FUZZ_CAPS = ["--max-ops", "50000", "--max-steps", "2000000"]
+FUZZ_CAPS = ["--max-ops", "20000", "--max-steps", "2000000"]
 TOKEN = re.compile(
     r"\s+|#[^\n]*|\"[^\"\n]*\"|\(\d+F\d+;\d+[BI]\d+\)OVERLAP_F_B|\d+[A-Z_]+\d+|[A-Za-z_]\w*"
     r"|\d+|\.\.|//|==|!=|<=|>=|.",
@@ -52,7 +52,7 @@ class Material:
                 continue
             low = LowerComms("lockstep").apply(s)
             self.literals.append(format_pps(low))
-            self.literals.append(format_pps(OverlapComms(verify=False).apply(low)))
+            self.literals.append(format_pps(OverlapComms().apply(low)))
             self.csvs.append(write_csv(s))
             self.csvs.append(write_csv(low, compute_only=False))
         vocab = {t for src in [*self.sources.values(), *self.literals] for t in TOKEN.findall(src)}
@@ -348,9 +348,9 @@ REPRODUCERS = [  # issue 19's front-end reproducers (default caps)
         ["{dir}/a.pps"],
     ),
 ]
-KNOWN_REPRODUCERS = [  # issue 19's, slow only because of the lead's files (KNOWN_SLOW)
-    ({}, ["gpipe", "-D", "P=65536", "-D", "M=3"]),  # analysis/order.py PlanCosts.uniform
-    ({"a.pps": b"ranks 1\nmicrobatches 2500000\nrank 0: 0F0 0B0\n"}, ["{dir}/a.pps"]),  # structure
+KNOWN_REPRODUCERS = [  # issue 19's, slow only because of the lead's files (LEAD_FILES)
+    ({}, ["gpipe", "-D", "P=65536", "-D", "M=3"]),  # ranks x ranks costs, then the pipeline
+    ({"a.pps": b"ranks 1\nmicrobatches 2500000\nrank 0: 0F0 0B0\n"}, ["{dir}/a.pps"]),  # O(S x M)
 ]
 GENERATORS = [  # (category, generator, how many per 6,000)
     ("mutation", gen_mutation, 2300),

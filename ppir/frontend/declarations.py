@@ -63,6 +63,3 @@ def resolve_placement(ex: Interpreter, decls: dict, final: bool = False) -> None
                 raise error("bad-placement", f"rank {r} holds no stage", pspan)
     ex.placement = placement
     ex.stages_of = tuple(tuple(x) for x in held)
-
-
-__all__ = ["resolve_placement", "check_size"]  # check_size: for older imports

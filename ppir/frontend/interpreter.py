@@ -138,7 +138,7 @@ class Interpreter(OpEmitter):
                 if b == 0:
                     raise error(
                         "division-by-zero",
-                        f"division by zero: {_text(e.right)} is 0 in '{op}'",
+                        f"division by zero: {A.short_text(e.right)} is 0 in '{op}'",
                         span,
                     )
                 return a // b if op == "//" else a % b
@@ -348,7 +348,7 @@ class Interpreter(OpEmitter):
 
     def _compile_require(self, st: A.Require):
         cond = self.compile(st.cond)
-        names = sorted(_names_in(st.cond))
+        names = sorted(A.names_in(st.cond))
 
         def require(scope: Scope):
             if not cond(scope):
@@ -395,29 +395,3 @@ def _recursion_limit(name: str, span: Span):
         f"calls nest deeper than {MAX_CALL_DEPTH} (runaway recursion in '{name}'?)",
         span,
     )
-
-
-def _names_in(e: A.Expr) -> set[str]:
-    if isinstance(e, A.Name):
-        return {e.name}
-    if isinstance(e, A.BinOp):
-        return _names_in(e.left) | _names_in(e.right)
-    if isinstance(e, A.UnaryOp):
-        return _names_in(e.operand)
-    if isinstance(e, A.Call):
-        out: set[str] = set()
-        for a in e.args:
-            out |= _names_in(a)
-        return out
-    return set()
-
-
-def _text(e: A.Expr) -> str:
-    """A short rendering of an expression for messages."""
-    if isinstance(e, A.IntLit):
-        return str(e.value)
-    if isinstance(e, A.Name):
-        return e.name
-    if isinstance(e, A.Call):
-        return f"{e.func}(...)"
-    return "the divisor"

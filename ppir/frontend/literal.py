@@ -38,7 +38,8 @@ def literal_schedule(
         (r, a) for r, rl in seen.items() for it in rl.items for a in _literal_actions(it)
     ]
     top = max((a for _, a in all_actions), key=lambda a: a.stage, default=None)
-    stages = decls["stages"][0] if "stages" in decls else (top.stage + 1 if top else 0)
+    max_stage = top.stage if top else -1
+    stages = decls["stages"][0] if "stages" in decls else max_stage + 1
     sspan = decls["stages"][1] if "stages" in decls else (top.span if top else rspan)
     check_size("stages", stages, max_steps, sspan)
     check_work(2 * stages, count(stages, "stage"), max_ops, sspan)

@@ -12,42 +12,8 @@ from ppir.diagnostics import EXIT_USAGE, Diagnostic, PpirError, error
 from ppir.frontend import ast as A
 from ppir.frontend.limits import int_literal
 from ppir.frontend.nesting import check_nesting, too_deep
+from ppir.frontend.syntax_errors import syntax_error
 from ppir.ir import Action, Overlap, Span
-
-# What the user types for each terminal, for "expected ..." messages.
-_TERMINAL_TEXT = {
-    "LPAR": "'('",
-    "RPAR": "')'",
-    "LBRACE": "'{'",
-    "RBRACE": "'}'",
-    "LSQB": "'['",
-    "RSQB": "']'",
-    "COMMA": "','",
-    "COLON": "':'",
-    "EQUAL": "'='",
-    "PLUS": "'+'",
-    "MINUS": "'-'",
-    "STAR": "'*'",
-    "PERCENT": "'%'",
-    "SLASH": "'/'",
-    "NAME": "a name",
-    "INT": "an integer",
-    "STRING": "a string in double quotes",
-    "ACTION": "an action like 2F0",
-    "OVERLAP": "an overlapped step like (0F3;3B1)OVERLAP_F_B",
-    "CMP": "a comparison",
-    "$END": "end of file",
-    "__ANON_0": "'..'",
-    "__ANON_1": "'//'",
-}
-
-
-def _describe_terminal(name: str) -> str:
-    if name in _TERMINAL_TEXT:
-        return _TERMINAL_TEXT[name]
-    if name.isupper() and name.isalpha():
-        return f"'{name.lower()}'"
-    return name
 
 
 @lru_cache(maxsize=1)
@@ -336,50 +302,8 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
     """
     try:
         tree = _parser().parse(text)
-    except UnexpectedCharacters as e:
-        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
-        span = Span(path, e.line, e.column, e.line, e.column + 1, text)
-        hints = []
-        if ch == "/":
-            hints.append("integer division is written '//'")
-        elif ch == '"':
-            hints.append("strings end on the same line with a closing '\"'")
-        elif ch == "=":
-            hints.append("compare with '==' ; bind names with 'let name = value'")
-        raise error("syntax-error", f"unexpected character {ch!r}", span, hints=hints) from None
-    except UnexpectedEOF as e:
-        lines = text.splitlines() or [""]
-        span = Span(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2, text)
-        exp = sorted({_describe_terminal(t) for t in e.expected})
-        raise error(
-            "syntax-error", "unexpected end of file", span, hints=[f"expected {_join(exp)}"]
-        ) from None
-    except UnexpectedToken as e:
-        tok = e.token
-        if tok.type == "$END":
-            lines = text.splitlines() or [""]
-            span = Span(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2, text)
-            what = "end of file"
-        else:
-            span = Span(
-                path,
-                tok.line,
-                tok.column,
-                tok.end_line or tok.line,
-                tok.end_column or tok.column + 1,
-                text,
-            )
-            what = f"'{tok}'"
-        exp = sorted({_describe_terminal(t) for t in e.expected})
-        hints = [f"expected {_join(exp)}"] if exp else []
-        if tok.type == "EQUAL":
-            hints.append("compare with '=='")
-        notes = []
-        if tok.type == "$END":
-            opened = _unclosed_brace(text, path)
-            if opened:
-                notes.append(_note("this '{' is never closed", opened))
-        raise error("syntax-error", f"unexpected {what}", span, hints=hints, notes=notes) from None
+    except (UnexpectedCharacters, UnexpectedEOF, UnexpectedToken) as e:
+        raise syntax_error(e, text, path) from None
     check_nesting(tree, path, text)
     try:
         return _ToAst(path, text).transform(tree)
@@ -393,28 +317,3 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
         raise
     except RecursionError:  # lark's transformer recurses once per level of nesting
         raise too_deep(Span(path, 1, 1, 1, 2, text)) from None
-
-
-def _unclosed_brace(text: str, path: str) -> Span | None:
-    """The span of the innermost '{' that has no matching '}' (comments and strings skipped)."""
-    stack: list[Span] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        in_str = False
-        for col, ch in enumerate(line, start=1):
-            if ch == '"':
-                in_str = not in_str
-            elif in_str:
-                continue
-            elif ch == "#":
-                break
-            elif ch == "{":
-                stack.append(Span(path, lineno, col, lineno, col + 1, text))
-            elif ch == "}" and stack:
-                stack.pop()
-    return stack[-1] if stack else None
-
-
-def _join(items: list[str]) -> str:
-    if len(items) > 8:
-        items = items[:8] + ["..."]
-    return ", ".join(items[:-1]) + (" or " if len(items) > 1 else "") + items[-1]
