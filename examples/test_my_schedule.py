@@ -6,7 +6,7 @@
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 
 from ppir.testing import assert_schedule_ok, property_test, shapes
 
@@ -18,7 +18,10 @@ OVER = {"P": "2..16", "M": "P..8P"}
 test_my_schedule = property_test(MINE, over=OVER, max_peak_activations="P", examples=15)
 
 
-# The same property spelled out, for when a test needs more than the built-in checks.
+# The same property spelled out, for when a test needs more than the built-in checks.  A check
+# of a large shape can take longer than hypothesis' default 200 ms deadline: turn it off
+# (property_test above does so itself).
+@settings(deadline=None)
 @given(shapes(MINE, P="2..8", M="P..4P"))
 def test_my_schedule_by_hand(params):
     result = assert_schedule_ok(MINE, max_peak_activations="P", **params)

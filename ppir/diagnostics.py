@@ -17,7 +17,9 @@ bug in ppir.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from ppir.ir import Span
 
@@ -82,24 +84,61 @@ class Diagnostic:
         }
 
 
-def quote(span: Span, indent: str = "") -> list[str]:
-    """The source line of a span with carets under it (empty when the span carries no source)."""
-    text = span.source
-    if text is None:
+QUOTE_WIDTH = 100  # at most this many source characters are shown per quoted line
+
+
+def quote(span: Span, indent: str = "", width: int = QUOTE_WIDTH) -> list[str]:
+    """The source line of a span with carets under it (empty when the span carries no source).
+
+    Lines are counted as the parser counts them (``\n`` only).  A line longer than ``width``
+    is shown as a window of ``width`` characters around the caret, cut ends marked ``...``;
+    control characters show as ``?`` so that the carets stay aligned."""
+    src = _source_line(span.source, span.line) if span.source is not None else None
+    if src is None:
         return []
-    lines = text.splitlines()
-    if not 1 <= span.line <= len(lines):
-        return []
-    src = lines[span.line - 1].expandtabs(1)
+    src = _printable(src.expandtabs(1))
     start = max(span.col - 1, 0)
     end = span.end_col - 1 if span.end_line == span.line else len(src)
-    width = max(1, min(end, len(src)) - start) if start < len(src) else 1
+    width_c = max(1, min(end, len(src)) - start) if start < len(src) else 1
+    if len(src) > width:
+        lo = max(0, min(start - width // 3, len(src) - width))
+        hi = lo + width
+        head, tail = ("..." if lo else ""), ("..." if hi < len(src) else "")
+        width_c = max(1, min(width_c, hi - start))
+        src = head + src[lo:hi] + tail
+        start = start - lo + len(head)
     num = str(span.line)
     pad = " " * len(num)
     return [
         f"{indent}{num} | {src}",
-        f"{indent}{pad} | {' ' * start}{'^' * width}",
+        f"{indent}{pad} | {' ' * start}{'^' * width_c}",
     ]
+
+
+def _source_line(text: str, line: int) -> str | None:
+    """Line ``line`` (1-based) of ``text``, lines split at ``\n`` as lark counts them."""
+    starts = _line_starts(text)
+    if not 1 <= line <= len(starts):
+        return None
+    a = starts[line - 1]
+    b = starts[line] - 1 if line < len(starts) else len(text)
+    return text[a:b].rstrip("\r")
+
+
+@lru_cache(maxsize=8)
+def _line_starts(text: str) -> tuple[int, ...]:
+    out, i = [0], text.find("\n")
+    while i >= 0:
+        out.append(i + 1)
+        i = text.find("\n", i + 1)
+    return tuple(out)
+
+
+_CONTROL = {c: "?" for c in [*range(32), 127]}
+
+
+def _printable(line: str) -> str:
+    return line.translate(_CONTROL)
 
 
 class PpirError(Exception):
@@ -113,7 +152,7 @@ class PpirError(Exception):
         super().__init__(self.diagnostics[0].message if self.diagnostics else "error")
 
     def render(self) -> str:
-        return "\n".join(d.render() for d in self.diagnostics)
+        return "\n".join(d.render() for d in group_repeats(self.diagnostics))
 
     @property
     def kind(self) -> str:
@@ -141,7 +180,7 @@ def write_output(path: str, text: str) -> None:
         with open(path, "w", encoding="utf-8", newline="") as f:
             f.write(text)
     except OSError as e:
-        raise error("bad-output", f"cannot write {path}: {e}") from None
+        raise error("bad-output", f"cannot write {path}: {e.strerror or e}") from None
 
 
 def did_you_mean(word: str, candidates) -> list[str]:
@@ -170,3 +209,101 @@ class Report:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    def grouped(self) -> list[Diagnostic]:
+        """The diagnostics to print: repeats from one source line merged (:func:`group_repeats`)."""
+        return group_repeats(self.diagnostics)
+
+    def render(self) -> str:
+        return "\n".join(d.render() for d in self.grouped())
+
+
+# ------------------------------------------------------------------ grouping repeated findings
+# A number in a message: an action's text (torch form, stage first, microbatch last) or a
+# standalone integer, named by the word just before it ("rank 3" -> rank).
+_SLOT = re.compile(
+    r"(?<![\w.])(\d+)(?:SEND_F|RECV_F|SEND_B|RECV_B|F|B|I|W)(\d+)(?!\w)"
+    r"|(?<![\w.])(\d+)(?!\w|\.\d)"
+)
+_NAME_BEFORE = re.compile(r"([A-Za-z_]+)\W{0,2}$")
+SHOWN_VALUES = 10  # values listed in a group's note before "... (N more)"
+
+
+def _template(message: str) -> tuple[str, tuple[str, ...], tuple[int, ...]]:
+    """(message with numbers blanked, the name of each number, the numbers)."""
+    parts, names, values, last = [], [], [], 0
+    for m in _SLOT.finditer(message):
+        parts.append(message[last : m.start()])
+        if m.group(3) is not None:
+            before = _NAME_BEFORE.search(message, 0, m.start())
+            names.append(before.group(1).lower() if before else "value")
+            values.append(int(m.group(3)))
+            parts.append("#")
+        else:
+            names += ["stage", "microbatch"]
+            values += [int(m.group(1)), int(m.group(2))]
+            parts.append(message[m.end(1) : m.start(2)].join("##"))
+        last = m.end()
+    parts.append(message[last:])
+    return "".join(parts), tuple(names), tuple(values)
+
+
+def group_repeats(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """Merge findings that repeat on one source line into one diagnostic.
+
+    Diagnostics group when they have the same kind, severity, file and line and their messages
+    differ only in numbers (action text such as ``0F3`` counts as a stage and a microbatch).
+    The first one is kept, at its place in the list, with a note naming what varies, by the
+    word before each number: ``the same error for 4 (rank, microbatch) pairs: (0, 3), ...``.
+    Diagnostics without a span are left alone.  No check needs to cooperate.
+    """
+    groups: dict[tuple, list[int]] = {}
+    info: list[tuple[tuple[str, ...], tuple[int, ...]] | None] = []
+    for i, d in enumerate(diagnostics):
+        if d.span is None:
+            info.append(None)
+            continue
+        template, names, values = _template(d.message)
+        info.append((names, values))
+        key = (d.kind, d.severity, d.span.path, d.span.line, template)
+        groups.setdefault(key, []).append(i)
+    out: list[Diagnostic] = []
+    merged = {g[0]: g for g in groups.values() if len(g) > 1}
+    dropped = {i for g in merged.values() for i in g[1:]}
+    for i, d in enumerate(diagnostics):
+        if i in dropped:
+            continue
+        if i in merged:
+            note = _group_note(d.severity, [info[j] for j in merged[i]])
+            d = replace(d, notes=d.notes + (Note(note),))
+        out.append(d)
+    return out
+
+
+def _group_note(severity: str, members: list) -> str:
+    names = members[0][0]
+    columns: list[tuple[str, tuple[int, ...]]] = []
+    for k, name in enumerate(names):
+        col = tuple(values[k] for _, values in members)
+        if len(set(col)) > 1 and (name, col) not in columns:
+            columns.append((name, col))
+    n = len(members)
+    if not columns:
+        return f"the same {severity} {n} times"
+    rows = list(zip(*(col for _, col in columns)))
+    if len(columns) == 1:
+        what = _plural(columns[0][0])
+        shown = [str(r[0]) for r in rows]
+    else:
+        tuple_word = "pairs" if len(columns) == 2 else "tuples"
+        what = f"({', '.join(name for name, _ in columns)}) {tuple_word}"
+        shown = [f"({', '.join(map(str, r))})" for r in rows]
+    more = len(shown) - SHOWN_VALUES
+    listed = ", ".join(shown[:SHOWN_VALUES]) + (f", ... ({more} more)" if more > 0 else "")
+    return f"the same {severity} for {n} {what}: {listed}"
+
+
+def _plural(word: str) -> str:
+    if word == "value":
+        return "values"
+    return word + ("es" if word.endswith(("ch", "sh", "s", "x")) else "s")

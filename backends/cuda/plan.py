@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ppir.diagnostics import write_output
 from ppir.ir import Action, Group, OpKind, Schedule, Wait, deps, is_compute_item, item_actions
 from ppir.ir.printer import schedule_header
 
@@ -178,7 +179,8 @@ def plan_summary(plan: dict) -> str:
 
 
 def save_plan(plan: dict, path: str | Path, indent: int | None = 1) -> None:
-    Path(path).write_text(json.dumps(plan, indent=indent) + "\n")
+    """Write the plan; a ``bad-output`` error naming ``path`` when that fails."""
+    write_output(str(path), json.dumps(plan, indent=indent) + "\n")
 
 
 def load_plan(path: str | Path) -> dict:

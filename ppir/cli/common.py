@@ -8,6 +8,7 @@ import sys
 
 from ppir.diagnostics import Report, error
 from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS
+from ppir.frontend.limits import define_value
 from ppir.frontend.loader import load_schedule
 from ppir.ir import Schedule
 from ppir.ir.graph import PROGRESS_MODELS
@@ -109,11 +110,7 @@ def parse_defines(defines: list[str]) -> dict[str, int]:
         name = name.strip()
         if not eq or not name.isidentifier():
             raise error("bad-define", f"-D {d}: expected NAME=VALUE, e.g. -D P=4")
-        try:
-            out[name] = int(value.strip())
-        except ValueError:
-            msg = f"-D {d}: the value of '{name}' must be an integer, got {value!r}"
-            raise error("bad-define", msg) from None
+        out[name] = define_value(d, name, value)  # huge values: a short message, no ValueError
     return out
 
 

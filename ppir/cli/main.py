@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import keyword
+import os
 import sys
 
 from ppir.diagnostics import EXIT_USAGE, PpirError
@@ -89,17 +90,83 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_USAGE
+    real_stdout = sys.stdout
+    if real_stdout is not None:
+        sys.stdout = _GuardedStdout(real_stdout)
     try:
         with paused_gc():  # commands allocate millions of small objects: see ppir.nogc
-            return args._run(args)
+            code = args._run(args)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
+        return code
     except PpirError as e:
         print(e.render(), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("ppir: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
+    except OSError as e:
+        print(f"ppir: error: {io_error_message(e)}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if isinstance(sys.stdout, _GuardedStdout):
+            sys.stdout = real_stdout
+
+
+class StdoutError(OSError):
+    """Writing to standard output failed (full disk, closed pipe, ...)."""
+
+
+class _GuardedStdout:
+    """Standard output that tags its write failures as :class:`StdoutError`; everything
+    else is the wrapped stream's."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except OSError as e:
+            raise StdoutError(e.errno, e.strerror) from e
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except OSError as e:
+            raise StdoutError(e.errno, e.strerror) from e
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def io_error_message(e: OSError) -> str:
+    """One line for an I/O failure: the path when the error names one, ``standard output``
+    when that failed (its unwritten rest then goes to /dev/null, so that exiting cannot fail
+    again), else the system's message."""
+    why = e.strerror or str(e)
+    if isinstance(e, StdoutError):
+        _detach_stdout()
+        if isinstance(e.__cause__, BrokenPipeError):
+            why = "the pipe was closed by its reader"
+        return f"cannot write to standard output: {why}"
+    if e.filename is not None:
+        return f"cannot write {e.filename}: {why}"
+    return f"input/output error: {why}"
+
+
+def _detach_stdout() -> None:
+    """Point file descriptor 1 at /dev/null (the interpreter flushes stdout at exit)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (e.g. captured in tests)
+        pass
 
 
 if __name__ == "__main__":

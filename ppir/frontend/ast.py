@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ppir.ir import Action, Overlap, Span
 
@@ -166,3 +166,31 @@ class Module:
     path: str
     header: Header | None
     items: tuple[Stmt, ...]  # declarations, requires, lets, defs, program blocks, rank lines
+    source: str | None = field(default=None, compare=False, repr=False)  # the file's text
+
+
+# ------------------------------------------------------------------ helpers
+def names_in(e: Expr) -> set[str]:
+    if isinstance(e, Name):
+        return {e.name}
+    if isinstance(e, BinOp):
+        return names_in(e.left) | names_in(e.right)
+    if isinstance(e, UnaryOp):
+        return names_in(e.operand)
+    if isinstance(e, Call):
+        out: set[str] = set()
+        for a in e.args:
+            out |= names_in(a)
+        return out
+    return set()
+
+
+def short_text(e: Expr) -> str:
+    """A short rendering of an expression for messages."""
+    if isinstance(e, IntLit):
+        return str(e.value)
+    if isinstance(e, Name):
+        return e.name
+    if isinstance(e, Call):
+        return f"{e.func}(...)"
+    return "the divisor"

@@ -23,6 +23,7 @@ import os
 import re
 
 from ppir.diagnostics import error
+from ppir.frontend.limits import int_literal
 from ppir.frontend.literal import infer_placement
 from ppir.ir import Action, OpKind, Schedule, Span
 
@@ -129,7 +130,8 @@ def parse_cell(text: str, span: Span) -> list[Action]:
         )
     if kind in BOOKKEEPING:
         return []
-    return [Action(int(stage), OpKind(kind), int(mb), span)]
+    st = int_literal(stage, _sub_span(span, 0, len(stage)))
+    return [Action(st, OpKind(kind), int_literal(mb, _sub_span(span, m.start(3), len(mb))), span)]
 
 
 def parse_rows(

@@ -1,11 +1,12 @@
-"""Top-level declarations: where stages live (``placement``) and the size caps on ranks and
-stages, shared by ``program`` expansion and literal ``rank N:`` files."""
+"""Top-level declarations: where stages live (``placement``), shared by ``program`` expansion
+and literal ``rank N:`` files; the size caps it applies live in :mod:`ppir.frontend.limits`."""
 
 from __future__ import annotations
 
 from ppir.diagnostics import error
 from ppir.frontend.interpreter import Interpreter
-from ppir.ir import Span, looped_placement, vshape_placement
+from ppir.frontend.limits import check_size, check_work, count
+from ppir.ir import looped_placement, vshape_placement
 
 
 def resolve_placement(ex: Interpreter, decls: dict, final: bool = False) -> None:
@@ -24,6 +25,8 @@ def resolve_placement(ex: Interpreter, decls: dict, final: bool = False) -> None
         raise error("bad-declaration", f"stages must be at least 1, got {stages}", sspan)
     check_size("ranks", ranks, ex.max_steps, rspan)
     check_size("stages", stages, ex.max_steps, sspan)
+    check_work(2 * ranks, count(ranks, "rank"), ex.max_ops, rspan)  # each holds a stage
+    check_work(2 * stages, count(stages, "stage"), ex.max_ops, sspan)
     kind, pspan = decls.get("placement", ("looped", rspan))
     if isinstance(kind, tuple):
         if len(kind) != stages:
@@ -60,14 +63,3 @@ def resolve_placement(ex: Interpreter, decls: dict, final: bool = False) -> None
                 raise error("bad-placement", f"rank {r} holds no stage", pspan)
     ex.placement = placement
     ex.stages_of = tuple(tuple(x) for x in held)
-
-
-def check_size(what: str, n: int, cap: int, span: Span | None) -> None:
-    """Ranks and stages are looped over while expanding: they count against --max-steps."""
-    if n > cap:
-        raise error(
-            "too-large",
-            f"{what} = {n:,} exceeds the expansion cap of {cap:,}",
-            span,
-            hints=["the cap is --max-steps"],
-        )

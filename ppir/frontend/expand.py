@@ -27,11 +27,17 @@ from ppir.diagnostics import Note, PpirError, did_you_mean, error
 from ppir.frontend import ast as A
 from ppir.frontend.declarations import resolve_placement
 from ppir.frontend.interpreter import Interpreter, Scope
+from ppir.frontend.limits import (
+    DEFAULT_MAX_OPS,
+    DEFAULT_MAX_STEPS,
+    MAX_INT,
+    check_size,
+    check_work,
+    count,
+    show_value,
+)
 from ppir.frontend.literal import infer_placement, literal_schedule
 from ppir.ir import Schedule, Span
-
-DEFAULT_MAX_OPS = 5_000_000
-DEFAULT_MAX_STEPS = 100_000_000
 
 
 def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
@@ -46,6 +52,13 @@ def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
                 "unknown-parameter",
                 f"unknown parameter '{name}' (-D {name}={value}) for {where}",
                 hints=did_you_mean(name, declared) + [f"its parameters: {params}"],
+            )
+    for name, value in overrides.items():
+        if not -MAX_INT <= value <= MAX_INT:
+            raise error(
+                "bad-define",
+                f"-D {name}={show_value(value)}: out of range "
+                "(ppir integers are at most 2**63 - 1)",
             )
     values: dict[str, int] = {}
     for name, p in declared.items():
@@ -70,21 +83,33 @@ def expand(
     max_steps: int = DEFAULT_MAX_STEPS,
 ) -> Schedule:
     """Expand a parsed module for concrete parameter values into a :class:`Schedule`."""
+    ex = Interpreter(module, max_ops, max_steps)
     try:
-        return _expand(module, overrides, max_ops, max_steps)
-    except RecursionError:  # expressions compile and evaluate recursively
+        return _expand(module, overrides, ex)
+    except RecursionError:  # a last resort: the parser caps nesting, calls cap their depth
         raise error(
             "too-deep",
-            f"{module.path}: expressions nest too deeply to evaluate",
+            "this nests too deeply to evaluate",
+            ex.current,
             hints=["split the expression with 'let' or 'def'"],
         ) from None
 
 
-def _expand(
-    module: A.Module, overrides: dict[str, int] | None, max_ops: int, max_steps: int
-) -> Schedule:
-    params = bind_params(module, dict(overrides or {}))
-    ex = Interpreter(module, max_ops, max_steps)
+def evaluate_top_level(
+    module: A.Module, overrides: dict[str, int] | None = None, *, max_steps=DEFAULT_MAX_STEPS
+) -> None:
+    """Bind the parameters and run the top-level items (declarations, lets, defs, requires)
+    without expanding any program: a cheap test of whether parameters are supported (a failed
+    ``require`` raises ``require-failed``)."""
+    ex = Interpreter(module, DEFAULT_MAX_OPS, max_steps)
+    try:
+        _top_level(module, bind_params(module, dict(overrides or {})), ex)
+    except RecursionError:
+        raise error("too-deep", "this nests too deeply to evaluate", ex.current) from None
+
+
+def _top_level(module: A.Module, params: dict[str, int], ex: Interpreter):
+    """Run the top-level items in order: (scope, declarations, program blocks, rank lines)."""
     top = Scope()
     top.vars.update(params)
     decls: dict[str, tuple[object, Span]] = {}
@@ -92,6 +117,7 @@ def _expand(
     rank_lines: list[A.RankLine] = []
 
     for item in module.items:
+        ex.current = item.span
         if isinstance(item, A.Decl):
             if item.what in decls:
                 raise error(
@@ -121,6 +147,13 @@ def _expand(
             rank_lines.append(item)
         else:
             ex.compile_stmt(item)(top)
+    return top, decls, programs, rank_lines
+
+
+def _expand(module: A.Module, overrides: dict[str, int] | None, ex: Interpreter) -> Schedule:
+    params = bind_params(module, dict(overrides or {}))
+    max_steps = ex.max_steps
+    top, decls, programs, rank_lines = _top_level(module, params, ex)
 
     name = module.header.name if module.header else _stem(module.path)
     param_tuple = tuple(params.items())
@@ -132,13 +165,14 @@ def _expand(
             notes=[Note("program block", programs[0].span)],
         )
     if rank_lines:
-        return literal_schedule(module, name, param_tuple, decls, rank_lines, max_steps)
+        return literal_schedule(module, name, param_tuple, decls, rank_lines, max_steps, ex.max_ops)
     if not programs:
+        first = module.header or (module.items[0] if module.items else None)
         raise error(
             "no-program",
             "the file defines no program: add a 'program r { ... }' "
             "block or literal 'rank N: ...' lines",
-            module.header.span if module.header else None,
+            first.span if first else _file_start(module),
         )
     for what in ("ranks", "microbatches"):
         if what not in decls:
@@ -151,12 +185,19 @@ def _expand(
     resolve_placement(ex, decls, final=True)
     ranks = decls["ranks"][0]
     ex.microbatches = decls["microbatches"][0]
+    mspan = decls["microbatches"][1]
     if ex.microbatches < 1:
         raise error(
-            "bad-declaration",
-            f"microbatches must be at least 1, got {ex.microbatches}",
-            decls["microbatches"][1],
+            "bad-declaration", f"microbatches must be at least 1, got {ex.microbatches}", mspan
         )
+    check_size("microbatches", ex.microbatches, max_steps, mspan)
+    stages = len(ex.placement)
+    check_work(
+        2 * stages * ex.microbatches,
+        f"{count(stages, 'stage')} x {count(ex.microbatches, 'microbatch')}",
+        ex.max_ops,
+        mspan,
+    )
 
     block = programs[0]
     if isinstance(block, A.GreedyBlock):
@@ -166,13 +207,16 @@ def _expand(
     else:
         body = ex.compile_block(block.body)
         out_programs = []
+        ex.current = block.span
         for r in range(ranks):
+            ex.rank = r
             scope = Scope(top)
             scope.vars[block.rank_var] = r
             scope.vars["$rank"] = r
             ex.reset_rank()
             body(Scope(scope))
             out_programs.append(tuple(ex.out))
+        ex.rank = None
     return Schedule(
         name,
         param_tuple,
@@ -185,6 +229,11 @@ def _expand(
     )
 
 
+def _file_start(module: A.Module) -> Span:
+    """Line 1, column 1 of the module's file (for findings about the whole file)."""
+    return Span(module.path, 1, 1, 1, 1, module.source)
+
+
 def _stem(path: str) -> str:
     import os
 
@@ -193,6 +242,7 @@ def _stem(path: str) -> str:
 
 __all__ = [
     "expand",
+    "evaluate_top_level",
     "bind_params",
     "infer_placement",
     "PpirError",

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 
 from ppir.diagnostics import Note, did_you_mean, error
 from ppir.frontend import ast as A
-from ppir.ir import Action, OpKind, Overlap, Span
+from ppir.frontend.emit import OpEmitter
+from ppir.frontend.limits import MAX_INT, check_int
+from ppir.ir import Action, Overlap, Span
 
 MAX_CALL_DEPTH = 200
 
-_OPS = {"F": OpKind.F, "B": OpKind.B, "I": OpKind.I, "W": OpKind.W}
 _BUILTINS = ("min", "max", "abs", "stage", "chunks", "rank_of", "pending_w")
 
 
@@ -59,7 +60,7 @@ class Function:
     span: Span
 
 
-class Interpreter:
+class Interpreter(OpEmitter):
     def __init__(self, module: A.Module, max_ops: int, max_steps: int):
         self.module = module
         self.max_ops = max_ops
@@ -70,6 +71,8 @@ class Interpreter:
         self.placement: tuple[int, ...] | None = None
         self.stages_of: tuple[tuple[int, ...], ...] = ()
         self.microbatches: int | None = None
+        self.rank: int | None = None  # the rank being expanded (None at top level)
+        self.current: Span | None = None  # the item being expanded, for last-resort errors
         self.out: list[Action | Overlap] = []
         self.count: dict[tuple[int, bool], int] = {}  # (stage, is_forward) -> ops emitted
         self.wq: list[tuple[int, int]] = []  # pending weight passes (stage, mb), oldest first
@@ -118,12 +121,16 @@ class Interpreter:
 
     def _compile_binop(self, e: A.BinOp):
         lf, rf, op, span = self.compile(e.left), self.compile(e.right), e.op, e.span
-        if op == "+":
-            return lambda s: lf(s) + rf(s)
-        if op == "-":
-            return lambda s: lf(s) - rf(s)
-        if op == "*":
-            return lambda s: lf(s) * rf(s)
+        if op in ("+", "-", "*"):
+            arith = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__}[op]
+
+            def arithmetic(s):
+                v = arith(lf(s), rf(s))
+                if -MAX_INT <= v <= MAX_INT:
+                    return v
+                return check_int(v, f"'{op}'", span)
+
+            return arithmetic
         if op in ("//", "%"):
 
             def div(s):
@@ -131,7 +138,7 @@ class Interpreter:
                 if b == 0:
                     raise error(
                         "division-by-zero",
-                        f"division by zero: {_text(e.right)} is 0 in '{op}'",
+                        f"division by zero: {A.short_text(e.right)} is 0 in '{op}'",
                         span,
                     )
                 return a // b if op == "//" else a % b
@@ -175,10 +182,15 @@ class Interpreter:
             if n > 1:
                 raise error("bad-call", f"pending_w() takes () or (chunk), {n} given", span)
             if n == 0:
-                return lambda s: len(self.wq)
+
+                def pending_all(s):
+                    self._pending_rank(s, span)
+                    return len(self.wq)
+
+                return pending_all
 
             def pending(s):
-                st = self._chunk_stage(s.lookup("$rank"), args[0](s), span)
+                st = self._chunk_stage(self._pending_rank(s, span), args[0](s), span)
                 return sum(1 for x in self.wq if x[0] == st)
 
             return pending
@@ -208,17 +220,29 @@ class Interpreter:
             self.depth += 1
             if self.depth > MAX_CALL_DEPTH:
                 self.depth = 0
-                raise error(
-                    "recursion-limit",
-                    f"calls nest deeper than {MAX_CALL_DEPTH} (runaway recursion in '{name}'?)",
-                    span,
-                )
+                raise _recursion_limit(name, span)
             try:
                 return fn.body(inner)
+            except RecursionError:  # deep bodies exhaust Python's stack before the cap
+                raise _recursion_limit(name, span) from None
             finally:
                 self.depth -= 1
 
         return call
+
+    def _pending_rank(self, scope: Scope, span: Span) -> int:
+        """The rank whose pending weight passes ``pending_w`` counts: the one being expanded."""
+        rank = scope.lookup("$rank")
+        if rank is _MISSING:
+            rank = self.rank
+        if rank is None:
+            raise error(
+                "pending-w-outside-program",
+                "pending_w() counts the weight passes pending on the rank being expanded: "
+                "use it inside a program block (or a function called there)",
+                span,
+            )
+        return rank
 
     @staticmethod
     def _arity(e: A.Call, n: int) -> None:
@@ -324,7 +348,7 @@ class Interpreter:
 
     def _compile_require(self, st: A.Require):
         cond = self.compile(st.cond)
-        names = sorted(_names_in(st.cond))
+        names = sorted(A.names_in(st.cond))
 
         def require(scope: Scope):
             if not cond(scope):
@@ -364,142 +388,10 @@ class Interpreter:
 
         return for_
 
-    def _compile_op(self, st: A.OpStmt):
-        if st.op == "FB":
-            return self._compile_fb(st)
-        kind = _OPS.get(st.op)
-        if kind is None:
-            raise error(
-                "unknown-op",
-                f"unknown operation '{st.op}'",
-                st.name_span,
-                hints=did_you_mean(st.op, list(_OPS) + ["FB"]) or ["ops are F, B, I and W"],
-            )
-        if not 1 <= len(st.args) <= 2:
-            raise error(
-                "bad-call",
-                f"{st.op} takes (microbatch) or (microbatch, chunk), "
-                f"{len(st.args)} argument(s) given",
-                st.span,
-            )
-        mb_f = self._mb_arg(st.args[0])
-        ch_f = self.compile(st.args[1]) if len(st.args) == 2 else (lambda s: 0)
-        span = st.span
-        any_chunk = kind is OpKind.W and mb_f is None and len(st.args) == 1
 
-        def op(scope: Scope):
-            self._emit(self._action(kind, mb_f, None if any_chunk else ch_f, scope, span))
-
-        return op
-
-    def _compile_fb(self, st: A.OpStmt):
-        if len(st.args) != 4:
-            raise error(
-                "bad-call",
-                f"FB takes (mb_f, chunk_f, mb_b, chunk_b), {len(st.args)} argument(s) given",
-                st.span,
-            )
-        mf, cf = self._mb_arg(st.args[0]), self.compile(st.args[1])
-        mb, cb = self._mb_arg(st.args[2]), self.compile(st.args[3])
-        span = st.span
-
-        def op(scope: Scope):
-            f = self._action(OpKind.F, mf, cf, scope, span)
-            b = self._action(OpKind.B, mb, cb, scope, span)
-            try:
-                self._emit(Overlap((f, b), span))
-            except ValueError as e:
-                raise error("bad-overlap", str(e), span) from None
-
-        return op
-
-    def _mb_arg(self, e: A.Expr):
-        """None for the word ``next``, else the compiled microbatch expression."""
-        return None if isinstance(e, A.Name) and e.name == "next" else self.compile(e)
-
-    def _action(self, kind: OpKind, mb_f, ch_f, scope: Scope, span: Span) -> Action:
-        rank = scope.lookup("$rank")
-        stages = self.stages_of[rank]
-        stage = None if ch_f is None else self._chunk_stage(rank, ch_f(scope), span)
-        if kind is OpKind.W and mb_f is None:
-            q = [x for x in self.wq if stage is None or x[0] == stage]
-            if not q:
-                what = "" if stage is None else f" of chunk {stages.index(stage)}"
-                raise error(
-                    "no-pending-weight",
-                    f"W(next) on rank {rank}: no weight pass{what} is pending (every I adds one)",
-                    span,
-                    hints=["guard it with 'if pending_w() > 0 { ... }'"],
-                )
-            return self._count(Action(q[0][0], kind, q[0][1], span))
-        fwd = kind is OpKind.F
-        mb = self.count.get((stage, fwd), 0) if mb_f is None else mb_f(scope)
-        M = self.microbatches
-        if not 0 <= mb < M:
-            why = " (the next one after every microbatch ran)" if mb_f is None else ""
-            raise error(
-                "microbatch-out-of-range",
-                f"microbatch {mb} is out of range 0..{M - 1} (microbatches = {M}){why}",
-                span,
-            )
-        return self._count(Action(stage, kind, mb, span))
-
-    def _chunk_stage(self, rank: int, ch: int, span: Span) -> int:
-        stages = self.stages_of[rank]
-        if not 0 <= ch < len(stages):
-            raise error(
-                "chunk-out-of-range",
-                f"chunk {ch} is out of range: rank {rank} holds {len(stages)} "
-                f"chunk(s) (0..{len(stages) - 1})",
-                span,
-            )
-        return stages[ch]
-
-    def _count(self, a: Action) -> Action:
-        """Advance the counters and the pending-weight queue for ``a``."""
-        if a.kind is OpKind.W:
-            if (a.stage, a.mb) in self.wq:
-                self.wq.remove((a.stage, a.mb))
-        else:
-            key = (a.stage, a.kind is OpKind.F)
-            self.count[key] = self.count.get(key, 0) + 1
-            if a.kind is OpKind.I:
-                self.wq.append((a.stage, a.mb))
-        return a
-
-    def _emit(self, item: Action | Overlap) -> None:
-        self.ops += len(item.actions) if isinstance(item, Overlap) else 1
-        if self.ops > self.max_ops:
-            raise error(
-                "op-limit",
-                f"expansion produced more than {self.max_ops:,} ops",
-                item.span,
-                hints=["a runaway loop? the cap is --max-ops"],
-            )
-        self.out.append(item)
-
-
-def _names_in(e: A.Expr) -> set[str]:
-    if isinstance(e, A.Name):
-        return {e.name}
-    if isinstance(e, A.BinOp):
-        return _names_in(e.left) | _names_in(e.right)
-    if isinstance(e, A.UnaryOp):
-        return _names_in(e.operand)
-    if isinstance(e, A.Call):
-        out: set[str] = set()
-        for a in e.args:
-            out |= _names_in(a)
-        return out
-    return set()
-
-
-def _text(e: A.Expr) -> str:
-    """A short rendering of an expression for messages."""
-    if isinstance(e, A.IntLit):
-        return str(e.value)
-    if isinstance(e, A.Name):
-        return e.name
-    if isinstance(e, A.Call):
-        return f"{e.func}(...)"
-    return "the divisor"
+def _recursion_limit(name: str, span: Span):
+    return error(
+        "recursion-limit",
+        f"calls nest deeper than {MAX_CALL_DEPTH} (runaway recursion in '{name}'?)",
+        span,
+    )

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from ppir.diagnostics import EXIT_USAGE, Note, error
 from ppir.frontend import ast as A
-from ppir.frontend.declarations import check_size, resolve_placement
+from ppir.frontend.declarations import resolve_placement
 from ppir.frontend.interpreter import Interpreter
-from ppir.ir import Action, Group, Overlap, Schedule, Wait
+from ppir.frontend.limits import check_size, check_work, count
+from ppir.ir import Action, Group, Overlap, Schedule, Span, Wait
 
 
 def literal_schedule(
-    module: A.Module, name: str, params, decls, rank_lines, max_steps: int
+    module: A.Module, name: str, params, decls, rank_lines, max_steps: int, max_ops: int
 ) -> Schedule:
     """Build a schedule from literal ``rank N: ...`` lines, inferring what is not declared."""
     seen: dict[int, A.RankLine] = {}
@@ -25,6 +26,9 @@ def literal_schedule(
             )
         seen[rl.rank] = rl
     ranks = decls["ranks"][0] if "ranks" in decls else max(seen) + 1
+    rspan = decls["ranks"][1] if "ranks" in decls else seen[max(seen)].rank_span
+    check_size("ranks", ranks, max_steps, rspan)
+    check_size("ranks", ranks, max_ops, rspan, option="--max-ops (a program per rank)")
     for r, rl in seen.items():
         if not 0 <= r < ranks:
             raise error(
@@ -33,8 +37,12 @@ def literal_schedule(
     all_actions = [
         (r, a) for r, rl in seen.items() for it in rl.items for a in _literal_actions(it)
     ]
-    max_stage = max((a.stage for _, a in all_actions), default=-1)
+    top = max((a for _, a in all_actions), key=lambda a: a.stage, default=None)
+    max_stage = top.stage if top else -1
     stages = decls["stages"][0] if "stages" in decls else max_stage + 1
+    sspan = decls["stages"][1] if "stages" in decls else (top.span if top else rspan)
+    check_size("stages", stages, max_steps, sspan)
+    check_work(2 * stages, count(stages, "stage"), max_ops, sspan)
     for _, a in all_actions:
         if a.stage >= stages:
             raise error(
@@ -43,20 +51,23 @@ def literal_schedule(
                 a.span,
             )
     if "microbatches" in decls:
-        mbs = decls["microbatches"][0]
-    else:
-        mbs = max((a.mb for _, a in all_actions), default=-1) + 1
-    check_size("ranks", ranks, max_steps, rank_lines[0].span)
-    check_size("stages", stages, max_steps, rank_lines[0].span)
+        mbs, mspan = decls["microbatches"]
+    else:  # inferred from the actions: the largest microbatch named, plus one
+        last = max((a for _, a in all_actions), key=lambda a: a.mb, default=None)
+        mbs, mspan = (last.mb + 1, last.span) if last else (0, rspan)
+    check_size("microbatches", mbs, max_steps, mspan)
+    check_work(
+        2 * stages * mbs, f"{count(stages, 'stage')} x {count(mbs, 'microbatch')}", max_ops, mspan
+    )
     if "placement" in decls:
-        ex = Interpreter(module, 0, max_steps)
+        ex = Interpreter(module, max_ops, max_steps)
         d = dict(decls)
         d.setdefault("ranks", (ranks, rank_lines[0].span))
         d.setdefault("stages", (stages, rank_lines[0].span))
         resolve_placement(ex, d, final=True)
         placement = ex.placement
     else:
-        placement = infer_placement(ranks, stages, all_actions)
+        placement = infer_placement(ranks, stages, all_actions, sspan)
     programs = []
     for r in range(ranks):
         rl = seen.get(r)
@@ -79,12 +90,13 @@ def _literal_actions(it) -> tuple[Action, ...]:
     return it.actions if isinstance(it, Overlap) else (it,)
 
 
-def infer_placement(ranks: int, stages: int, actions) -> tuple[int, ...]:
-    """Placement from which rank runs each stage's compute actions.
+def infer_placement(ranks: int, stages: int, actions, span: Span | None = None):
+    """Placement (a tuple of ranks) from which rank runs each stage's compute actions.
 
     ``actions`` is an iterable of (rank, Action).  Raises PpirError when a stage runs on two
-    ranks or on none.
+    ranks or on none (located at ``span``, or at the action that names the highest stage).
     """
+    actions = list(actions)
     where: dict[int, tuple[int, Action]] = {}
     for r, a in actions:
         if not a.kind.is_compute:
@@ -100,9 +112,12 @@ def infer_placement(ranks: int, stages: int, actions) -> tuple[int, ...]:
         where.setdefault(a.stage, (r, a))
     missing = [s for s in range(stages) if s not in where]
     if missing:
+        if span is None and actions:
+            span = max((a for _, a in actions), key=lambda a: a.stage).span
         raise error(
             "placement-unknown",
             f"stage {missing[0]} runs on no rank, so its placement is unknown",
+            span,
             hints=["declare 'placement [...]' (or pass --placement)"],
             exit_code=EXIT_USAGE,
         )

@@ -13,9 +13,32 @@ from functools import lru_cache
 from ppir.diagnostics import did_you_mean, error
 from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS, expand
 from ppir.frontend.parser import parse_text
-from ppir.ir import Schedule
+from ppir.ir import Schedule, Span
 from ppir.nogc import without_gc
 from ppir.schedules import builtin_display_path, builtin_names, builtin_source
+
+
+def read_text(path: str) -> str:
+    """The UTF-8 text of a file; a ``bad-input`` error otherwise, located at the first byte
+    that is not UTF-8 (line and column counted in the characters before it)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise error("bad-input", f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        line_start = data.rfind(b"\n", 0, e.start) + 1
+        col = len(data[line_start : e.start].decode("utf-8", "replace")) + 1
+        shown = data.decode("utf-8", "replace")
+        raise error(
+            "bad-encoding",
+            f"byte 0x{data[e.start]:02x} is not UTF-8 text ({e.reason})",
+            Span(path, line, col, line, col + 1, shown),
+            hints=["schedules are UTF-8 text files"],
+        ) from None
 
 
 def read_source(spec: str) -> tuple[str, str]:
@@ -23,11 +46,7 @@ def read_source(spec: str) -> tuple[str, str]:
     if os.path.exists(spec):
         if os.path.isdir(spec):
             raise error("bad-input", f"{spec} is a directory, not a schedule file")
-        try:
-            with open(spec, encoding="utf-8") as f:
-                return spec, f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise error("bad-input", f"cannot read {spec}: {e}") from None
+        return spec, read_text(spec)
     if spec in builtin_names():
         return builtin_display_path(spec), builtin_source(spec)
     looks_like_path = os.sep in spec or spec.endswith((".pps", ".csv"))
@@ -62,7 +81,7 @@ def load_schedule(
     if spec.startswith("torch:"):  # torch's built-in classes; torch imported only here
         from ppir.frontend.torch_import import load_torch_builtin
 
-        return load_torch_builtin(spec[len("torch:") :], params, placement)
+        return load_torch_builtin(spec[len("torch:") :], params, placement, max_ops)
     if spec.endswith(".csv") and os.path.exists(spec):
         from ppir.frontend.csvio import read_csv_text
 
@@ -72,12 +91,7 @@ def load_schedule(
                 "unknown-parameter",
                 f"unknown parameter '{name}': a CSV schedule takes no -D parameters",
             )
-        try:
-            with open(spec, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise error("bad-input", f"cannot read {spec}: {e}") from None
-        return read_csv_text(text, spec, placement)
+        return read_csv_text(read_text(spec), spec, placement)
     path, text = read_source(spec)
     if placement is not None:
         raise error(

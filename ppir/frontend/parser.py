@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from lark import Lark, Token, Transformer, v_args
@@ -9,42 +10,10 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
 from ppir.diagnostics import EXIT_USAGE, Diagnostic, PpirError, error
 from ppir.frontend import ast as A
+from ppir.frontend.limits import int_literal
+from ppir.frontend.nesting import check_nesting, too_deep
+from ppir.frontend.syntax_errors import syntax_error
 from ppir.ir import Action, Overlap, Span
-
-# What the user types for each terminal, for "expected ..." messages.
-_TERMINAL_TEXT = {
-    "LPAR": "'('",
-    "RPAR": "')'",
-    "LBRACE": "'{'",
-    "RBRACE": "'}'",
-    "LSQB": "'['",
-    "RSQB": "']'",
-    "COMMA": "','",
-    "COLON": "':'",
-    "EQUAL": "'='",
-    "PLUS": "'+'",
-    "MINUS": "'-'",
-    "STAR": "'*'",
-    "PERCENT": "'%'",
-    "SLASH": "'/'",
-    "NAME": "a name",
-    "INT": "an integer",
-    "STRING": "a string in double quotes",
-    "ACTION": "an action like 2F0",
-    "OVERLAP": "an overlapped step like (0F3;3B1)OVERLAP_F_B",
-    "CMP": "a comparison",
-    "$END": "end of file",
-    "__ANON_0": "'..'",
-    "__ANON_1": "'//'",
-}
-
-
-def _describe_terminal(name: str) -> str:
-    if name in _TERMINAL_TEXT:
-        return _TERMINAL_TEXT[name]
-    if name.isupper() and name.isalpha():
-        return f"'{name.lower()}'"
-    return name
 
 
 @lru_cache(maxsize=1)
@@ -91,7 +60,7 @@ class _ToAst(Transformer):
                 header = it
             else:
                 rest.append(it)
-        return A.Module(self.path, header, tuple(rest))
+        return A.Module(self.path, header, tuple(rest), self.text)
 
     @v_args(meta=True)
     def header(self, meta, children):
@@ -114,11 +83,21 @@ class _ToAst(Transformer):
         name, default = children
         return A.Param(str(name), default, self._span(meta))
 
+    def _int(self, tok: Token) -> int:
+        return int_literal(str(tok), self._tspan(tok))
+
+    def _digits_ok(self, tok: Token) -> None:
+        """Action text holds integers too: each must be a valid literal."""
+        for m in re.finditer(r"\d+", str(tok)):
+            col = tok.column + m.start()
+            span = Span(self.path, tok.line, col, tok.line, col + len(m.group()), self.text)
+            int_literal(m.group(), span)
+
     def signed_int(self, children):
-        return int(children[0])
+        return self._int(children[0])
 
     def neg_int(self, children):
-        return -int(children[0])
+        return -self._int(children[0])
 
     @v_args(meta=True)
     def ranks_decl(self, meta, c):
@@ -219,15 +198,22 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def rank_line(self, meta, c):
         rank_tok, *items = c
-        return A.RankLine(self._span(meta), int(rank_tok), self._tspan(rank_tok), tuple(items))
+        return A.RankLine(
+            self._span(meta), self._int(rank_tok), self._tspan(rank_tok), tuple(items)
+        )
 
     def lit_action(self, c):
         tok = c[0]
+        self._digits_ok(tok)
         return Action.parse(str(tok), self._tspan(tok))
 
     def lit_overlap(self, c):
         tok = c[0]
-        return Overlap.parse(str(tok), self._tspan(tok))
+        self._digits_ok(tok)
+        try:
+            return Overlap.parse(str(tok), self._tspan(tok))
+        except ValueError as e:
+            raise error("bad-overlap", str(e), self._tspan(tok)) from None
 
     @v_args(meta=True)
     def lit_post(self, meta, c):
@@ -245,6 +231,8 @@ class _ToAst(Transformer):
 
     def _group(self, meta, c):
         span = self._span(meta)
+        for t in c:
+            self._digits_ok(t)
         acts = tuple(Action.parse(str(t), self._tspan(t)) for t in c)
         for a in acts:
             if not a.kind.is_comm:
@@ -260,7 +248,7 @@ class _ToAst(Transformer):
     # ---- expressions
     @v_args(meta=True)
     def int_lit(self, meta, c):
-        return A.IntLit(self._tspan(c[0]), int(c[0]))
+        return A.IntLit(self._tspan(c[0]), self._int(c[0]))
 
     @v_args(meta=True)
     def name(self, meta, c):
@@ -314,50 +302,9 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
     """
     try:
         tree = _parser().parse(text)
-    except UnexpectedCharacters as e:
-        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
-        span = Span(path, e.line, e.column, e.line, e.column + 1, text)
-        hints = []
-        if ch == "/":
-            hints.append("integer division is written '//'")
-        elif ch == '"':
-            hints.append("strings end on the same line with a closing '\"'")
-        elif ch == "=":
-            hints.append("compare with '==' ; bind names with 'let name = value'")
-        raise error("syntax-error", f"unexpected character {ch!r}", span, hints=hints) from None
-    except UnexpectedEOF as e:
-        lines = text.splitlines() or [""]
-        span = Span(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2, text)
-        exp = sorted({_describe_terminal(t) for t in e.expected})
-        raise error(
-            "syntax-error", "unexpected end of file", span, hints=[f"expected {_join(exp)}"]
-        ) from None
-    except UnexpectedToken as e:
-        tok = e.token
-        if tok.type == "$END":
-            lines = text.splitlines() or [""]
-            span = Span(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 2, text)
-            what = "end of file"
-        else:
-            span = Span(
-                path,
-                tok.line,
-                tok.column,
-                tok.end_line or tok.line,
-                tok.end_column or tok.column + 1,
-                text,
-            )
-            what = f"'{tok}'"
-        exp = sorted({_describe_terminal(t) for t in e.expected})
-        hints = [f"expected {_join(exp)}"] if exp else []
-        if tok.type == "EQUAL":
-            hints.append("compare with '=='")
-        notes = []
-        if tok.type == "$END":
-            opened = _unclosed_brace(text, path)
-            if opened:
-                notes.append(_note("this '{' is never closed", opened))
-        raise error("syntax-error", f"unexpected {what}", span, hints=hints, notes=notes) from None
+    except (UnexpectedCharacters, UnexpectedEOF, UnexpectedToken) as e:
+        raise syntax_error(e, text, path) from None
+    check_nesting(tree, path, text)
     try:
         return _ToAst(path, text).transform(tree)
     except VisitError as e:  # errors raised in the transformer arrive wrapped
@@ -366,40 +313,7 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
         if isinstance(e.orig_exc, ValueError):
             raise PpirError(Diagnostic("syntax-error", str(e.orig_exc)), EXIT_USAGE) from None
         if isinstance(e.orig_exc, RecursionError):
-            raise _too_deep(path) from None
+            raise too_deep(Span(path, 1, 1, 1, 2, text)) from None
         raise
     except RecursionError:  # lark's transformer recurses once per level of nesting
-        raise _too_deep(path) from None
-
-
-def _too_deep(path: str) -> PpirError:
-    return error(
-        "too-deep",
-        f"{path}: expressions or blocks nest too deeply to read",
-        hints=["split the expression with 'let' or 'def'"],
-    )
-
-
-def _unclosed_brace(text: str, path: str) -> Span | None:
-    """The span of the innermost '{' that has no matching '}' (comments and strings skipped)."""
-    stack: list[Span] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        in_str = False
-        for col, ch in enumerate(line, start=1):
-            if ch == '"':
-                in_str = not in_str
-            elif in_str:
-                continue
-            elif ch == "#":
-                break
-            elif ch == "{":
-                stack.append(Span(path, lineno, col, lineno, col + 1, text))
-            elif ch == "}" and stack:
-                stack.pop()
-    return stack[-1] if stack else None
-
-
-def _join(items: list[str]) -> str:
-    if len(items) > 8:
-        items = items[:8] + ["..."]
-    return ", ".join(items[:-1]) + (" or " if len(items) > 1 else "") + items[-1]
+        raise too_deep(Span(path, 1, 1, 1, 2, text)) from None

@@ -27,6 +27,7 @@ import logging
 from types import SimpleNamespace
 
 from ppir.diagnostics import did_you_mean, error
+from ppir.frontend.limits import DEFAULT_MAX_OPS, check_work, count
 from ppir.ir import Schedule
 
 SINGLE = ("GPipe", "1F1B")
@@ -136,13 +137,24 @@ def display_path(name: str, P: int, M: int, v: int) -> str:
 
 
 def load_torch_builtin(
-    name: str, params: dict[str, int] | None = None, placement: tuple[int, ...] | None = None
+    name: str,
+    params: dict[str, int] | None = None,
+    placement: tuple[int, ...] | None = None,
+    max_ops: int = DEFAULT_MAX_OPS,
 ) -> Schedule:
-    """The compute-only ppir Schedule of torch's built-in class ``name`` (see module doc)."""
+    """The compute-only ppir Schedule of torch's built-in class ``name`` (see module doc).
+    Sizes whose smallest complete schedule is over ``max_ops`` are refused before torch runs."""
     from ppir.frontend.csvio import read_csv_text
 
     name = canonical_name(name)
     P, M, v = bind_torch_params(name, dict(params or {}))
+    S = P * v if name in MULTI else P
+    check_work(
+        2 * S * M,
+        f"torch:{name} with {count(S, 'stage')} x {count(M, 'microbatch')}",
+        max_ops,
+        None,
+    )
     rows, torch_placement = torch_order(name, P, M, v)
     text = "".join(",".join(row) + "\n" for row in rows)
     bound = (("P", P), ("M", M)) + ((("v", v),) if name in MULTI else ())

@@ -23,8 +23,9 @@ except ImportError as e:  # pragma: no cover - exercised only without the test e
     ) from e
 
 from ppir.diagnostics import PpirError
+from ppir.frontend.expand import evaluate_top_level
 from ppir.ir import Action, OpKind, Schedule, deps, looped_placement, vshape_placement
-from ppir.testing.checks import assert_schedule_ok, expand_params, load_module
+from ppir.testing.checks import assert_schedule_ok, load_module
 from ppir.testing.space import Domain, ParamSpace, parse_domain
 
 _RETRIES = 8  # draws per example before a require-rejected example is given up
@@ -100,8 +101,9 @@ def shapes(schedule: str | os.PathLike, **bounds) -> st.SearchStrategy[dict[str,
 
 
 def _supported(module, point: dict[str, int]) -> bool:
+    """False when a top-level ``require`` of the schedule rejects ``point`` (nothing expanded)."""
     try:
-        expand_params(module, point, max_ops=1)
+        evaluate_top_level(module, point)
     except PpirError as e:
         return e.kind != "require-failed"
     return True

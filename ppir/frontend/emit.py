@@ -1,0 +1,131 @@
+"""Emitting ops while a program block runs: ``F``/``B``/``I``/``W``/``FB`` statements become
+actions of the rank being expanded, with ``next`` microbatches counted per chunk and the
+pending weight passes (every I adds one, every W removes its own) kept in order.
+
+:class:`OpEmitter` is a part of :class:`ppir.frontend.interpreter.Interpreter` (which holds
+the state it uses: ``stages_of``, ``microbatches``, ``out``, ``count``, ``wq`` and the op cap).
+"""
+
+from __future__ import annotations
+
+from ppir.diagnostics import did_you_mean, error
+from ppir.frontend import ast as A
+from ppir.ir import Action, OpKind, Overlap, Span
+
+_OPS = {"F": OpKind.F, "B": OpKind.B, "I": OpKind.I, "W": OpKind.W}
+
+
+class OpEmitter:
+    def _compile_op(self, st: A.OpStmt):
+        if st.op == "FB":
+            return self._compile_fb(st)
+        kind = _OPS.get(st.op)
+        if kind is None:
+            raise error(
+                "unknown-op",
+                f"unknown operation '{st.op}'",
+                st.name_span,
+                hints=did_you_mean(st.op, list(_OPS) + ["FB"]) or ["ops are F, B, I and W"],
+            )
+        if not 1 <= len(st.args) <= 2:
+            raise error(
+                "bad-call",
+                f"{st.op} takes (microbatch) or (microbatch, chunk), "
+                f"{len(st.args)} argument(s) given",
+                st.span,
+            )
+        mb_f = self._mb_arg(st.args[0])
+        ch_f = self.compile(st.args[1]) if len(st.args) == 2 else (lambda s: 0)
+        span = st.span
+        any_chunk = kind is OpKind.W and mb_f is None and len(st.args) == 1
+
+        def op(scope):
+            self._emit(self._action(kind, mb_f, None if any_chunk else ch_f, scope, span))
+
+        return op
+
+    def _compile_fb(self, st: A.OpStmt):
+        if len(st.args) != 4:
+            raise error(
+                "bad-call",
+                f"FB takes (mb_f, chunk_f, mb_b, chunk_b), {len(st.args)} argument(s) given",
+                st.span,
+            )
+        mf, cf = self._mb_arg(st.args[0]), self.compile(st.args[1])
+        mb, cb = self._mb_arg(st.args[2]), self.compile(st.args[3])
+        span = st.span
+
+        def op(scope):
+            f = self._action(OpKind.F, mf, cf, scope, span)
+            b = self._action(OpKind.B, mb, cb, scope, span)
+            try:
+                self._emit(Overlap((f, b), span))
+            except ValueError as e:
+                raise error("bad-overlap", str(e), span) from None
+
+        return op
+
+    def _mb_arg(self, e: A.Expr):
+        """None for the word ``next``, else the compiled microbatch expression."""
+        return None if isinstance(e, A.Name) and e.name == "next" else self.compile(e)
+
+    def _action(self, kind: OpKind, mb_f, ch_f, scope, span: Span) -> Action:
+        rank = scope.lookup("$rank")
+        stages = self.stages_of[rank]
+        stage = None if ch_f is None else self._chunk_stage(rank, ch_f(scope), span)
+        if kind is OpKind.W and mb_f is None:
+            q = [x for x in self.wq if stage is None or x[0] == stage]
+            if not q:
+                what = "" if stage is None else f" of chunk {stages.index(stage)}"
+                raise error(
+                    "no-pending-weight",
+                    f"W(next) on rank {rank}: no weight pass{what} is pending (every I adds one)",
+                    span,
+                    hints=["guard it with 'if pending_w() > 0 { ... }'"],
+                )
+            return self._count(Action(q[0][0], kind, q[0][1], span))
+        fwd = kind is OpKind.F
+        mb = self.count.get((stage, fwd), 0) if mb_f is None else mb_f(scope)
+        M = self.microbatches
+        if not 0 <= mb < M:
+            why = " (the next one after every microbatch ran)" if mb_f is None else ""
+            raise error(
+                "microbatch-out-of-range",
+                f"microbatch {mb} is out of range 0..{M - 1} (microbatches = {M}){why}",
+                span,
+            )
+        return self._count(Action(stage, kind, mb, span))
+
+    def _chunk_stage(self, rank: int, ch: int, span: Span) -> int:
+        stages = self.stages_of[rank]
+        if not 0 <= ch < len(stages):
+            raise error(
+                "chunk-out-of-range",
+                f"chunk {ch} is out of range: rank {rank} holds {len(stages)} "
+                f"chunk(s) (0..{len(stages) - 1})",
+                span,
+            )
+        return stages[ch]
+
+    def _count(self, a: Action) -> Action:
+        """Advance the counters and the pending-weight queue for ``a``."""
+        if a.kind is OpKind.W:
+            if (a.stage, a.mb) in self.wq:
+                self.wq.remove((a.stage, a.mb))
+        else:
+            key = (a.stage, a.kind is OpKind.F)
+            self.count[key] = self.count.get(key, 0) + 1
+            if a.kind is OpKind.I:
+                self.wq.append((a.stage, a.mb))
+        return a
+
+    def _emit(self, item: Action | Overlap) -> None:
+        self.ops += len(item.actions) if isinstance(item, Overlap) else 1
+        if self.ops > self.max_ops:
+            raise error(
+                "op-limit",
+                f"expansion produced more than {self.max_ops:,} ops",
+                item.span,
+                hints=["a runaway loop? the cap is --max-ops"],
+            )
+        self.out.append(item)

@@ -1,0 +1,118 @@
+"""Syntax errors: lark's exceptions as ppir diagnostics, with what the user would type
+("expected ')'", not RPAR), the end of file located as the parser counts lines (at ``\n``),
+and a note at a '{' that is never closed."""
+
+from __future__ import annotations
+
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
+from ppir.diagnostics import Note, PpirError, error
+from ppir.ir import Span
+
+# What the user types for each terminal, for "expected ..." messages.
+_TERMINAL_TEXT = {
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "COMMA": "','",
+    "COLON": "':'",
+    "EQUAL": "'='",
+    "PLUS": "'+'",
+    "MINUS": "'-'",
+    "STAR": "'*'",
+    "PERCENT": "'%'",
+    "SLASH": "'/'",
+    "NAME": "a name",
+    "INT": "an integer",
+    "STRING": "a string in double quotes",
+    "ACTION": "an action like 2F0",
+    "OVERLAP": "an overlapped step like (0F3;3B1)OVERLAP_F_B",
+    "CMP": "a comparison",
+    "$END": "end of file",
+    "__ANON_0": "'..'",
+    "__ANON_1": "'//'",
+}
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _TERMINAL_TEXT:
+        return _TERMINAL_TEXT[name]
+    if name.isupper() and name.isalpha():
+        return f"'{name.lower()}'"
+    return name
+
+
+def syntax_error(e: Exception, text: str, path: str) -> PpirError:
+    """The diagnostic for lark's ``UnexpectedCharacters``/``EOF``/``Token`` ``e``."""
+    if isinstance(e, UnexpectedCharacters):
+        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
+        span = Span(path, e.line, e.column, e.line, e.column + 1, text)
+        hints = []
+        if ch == "/":
+            hints.append("integer division is written '//'")
+        elif ch == '"':
+            hints.append("strings end on the same line with a closing '\"'")
+        elif ch == "=":
+            hints.append("compare with '==' ; bind names with 'let name = value'")
+        return error("syntax-error", f"unexpected character {ch!r}", span, hints=hints)
+    if isinstance(e, UnexpectedEOF):
+        exp = sorted({_describe_terminal(t) for t in e.expected})
+        return error(
+            "syntax-error",
+            "unexpected end of file",
+            _end(text, path),
+            hints=[f"expected {_join(exp)}"],
+        )
+    assert isinstance(e, UnexpectedToken)
+    tok = e.token
+    if tok.type == "$END":
+        span, what = _end(text, path), "end of file"
+    else:
+        end_col = tok.end_column or tok.column + 1
+        span = Span(path, tok.line, tok.column, tok.end_line or tok.line, end_col, text)
+        what = f"'{tok}'"
+    exp = sorted({_describe_terminal(t) for t in e.expected})
+    hints = [f"expected {_join(exp)}"] if exp else []
+    if tok.type == "EQUAL":
+        hints.append("compare with '=='")
+    notes = []
+    if tok.type == "$END":
+        opened = _unclosed_brace(text, path)
+        if opened:
+            notes.append(Note("this '{' is never closed", opened))
+    return error("syntax-error", f"unexpected {what}", span, hints=hints, notes=notes)
+
+
+def _end(text: str, path: str) -> Span:
+    """Just after the last character of the last line (a final newline ends that line)."""
+    lines = (text[:-1] if text.endswith("\n") else text).split("\n")
+    n, col = len(lines), len(lines[-1].rstrip("\r")) + 1
+    return Span(path, n, col, n, col + 1, text)
+
+
+def _unclosed_brace(text: str, path: str) -> Span | None:
+    """The span of the innermost '{' that has no matching '}' (comments and strings skipped)."""
+    stack: list[Span] = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        in_str = False
+        for col, ch in enumerate(line, start=1):
+            if ch == '"':
+                in_str = not in_str
+            elif in_str:
+                continue
+            elif ch == "#":
+                break
+            elif ch == "{":
+                stack.append(Span(path, lineno, col, lineno, col + 1, text))
+            elif ch == "}" and stack:
+                stack.pop()
+    return stack[-1] if stack else None
+
+
+def _join(items: list[str]) -> str:
+    if len(items) > 8:
+        items = items[:8] + ["..."]
+    return ", ".join(items[:-1]) + (" or " if len(items) > 1 else "") + items[-1]

@@ -1,0 +1,110 @@
+"""CLI I/O failures are one-line errors that name the path (exit 2), never tracebacks:
+an output file that cannot be created, a full disk (``/dev/full``) for ``-o`` or for standard
+output, and a standard output whose reader has gone (closed pipe)."""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ppir.cli import main
+
+FULL = "/dev/full"
+needs_dev_full = pytest.mark.skipif(not os.path.exists(FULL), reason="no /dev/full here")
+
+
+def _one_line(err: str) -> str:
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("backend", ["cost", "cuda"])
+def test_an_output_in_a_missing_directory_is_one_line_with_the_path(cli, backend):
+    code, _, err = cli("compile", "1f1b", "--backend", backend, "-o", "/nonexistent/plan.json")
+    assert code == 2
+    line = _one_line(err)
+    assert line.startswith("ppir: error: cannot write /nonexistent/plan.json: ")
+    assert line.endswith("No such file or directory")
+
+
+@needs_dev_full
+@pytest.mark.parametrize("backend", ["cost", "cuda"])
+def test_a_full_disk_for_an_output_file_is_one_line_with_the_path(cli, backend):
+    code, _, err = cli("compile", "1f1b", "--backend", backend, "-o", FULL)
+    assert code == 2
+    assert _one_line(err) == f"ppir: error: cannot write {FULL}: No space left on device"
+
+
+class _Full(io.StringIO):
+    """A standard output on a full disk."""
+
+    def write(self, text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["dump", "1f1b"],
+        ["dump", "1f1b", "--format", "json"],
+        ["check", "1f1b"],
+        ["show", "1f1b"],
+        ["list"],
+        ["compile", "1f1b"],
+    ],
+)
+def test_a_full_standard_output_is_one_line(argv, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", _Full())
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert _one_line(err) == "ppir: error: cannot write to standard output: No space left on device"
+
+
+def _ppir(argv, stdout):
+    return subprocess.run(
+        [sys.executable, "-m", "ppir.cli", *argv],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+
+
+@needs_dev_full
+def test_dump_to_dev_full_in_a_real_process():
+    with open(FULL, "w") as full:
+        r = _ppir(["dump", "1f1b"], full)
+    assert r.returncode == 2
+    assert _one_line(r.stderr) == (
+        "ppir: error: cannot write to standard output: No space left on device"
+    )
+
+
+def test_a_closed_pipe_is_one_line_and_nothing_at_exit():
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before ppir writes anything
+    try:
+        r = _ppir(["dump", "interleaved_1f1b", "-D", "M=16"], write_end)
+    finally:
+        os.close(write_end)
+    assert r.returncode == 2
+    assert _one_line(r.stderr) == (
+        "ppir: error: cannot write to standard output: the pipe was closed by its reader"
+    )
+
+
+def test_standard_output_is_restored_after_a_command(cli):
+    before = sys.stdout
+    code, out, _ = cli("list")
+    assert code == 0 and "1f1b" in out and sys.stdout is before
