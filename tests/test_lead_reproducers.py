@@ -59,11 +59,6 @@ def test_a_message_between_stages_of_one_rank_is_refused(cli, tmp_path):
 
 
 # ------------------------------------------------------------------ every finding located
-@pytest.mark.xfail(
-    strict=True,
-    reason="ppir/verify/structure.py: _first_span() is None for a rank without ops, so the "
-    "'incomplete' findings of its stages have no file:line:col (lead)",
-)
 def test_findings_about_a_rank_without_ops_are_located():
     from ppir.verify import verify
 
@@ -76,11 +71,6 @@ def test_findings_about_a_rank_without_ops_are_located():
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ppir/verify/__init__.py: _capped() adds '... and N more' summaries without a span "
-    "(group repeats with ppir.diagnostics.group_repeats instead, or locate the summary) (lead)",
-)
 def test_the_summary_of_many_findings_is_located():
     from ppir.verify import verify
 

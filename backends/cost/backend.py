@@ -8,7 +8,7 @@ import sys
 
 from ppir.backends.cost.report import format_summary
 
-from ppir.diagnostics import error, write_output
+from ppir.diagnostics import write_output
 
 
 class CostBackend:
@@ -49,10 +49,7 @@ class CostBackend:
         if trace:
             from ppir.backends.cost.trace import write_trace
 
-            try:
-                write_trace(est, trace)
-            except OSError as e:
-                raise error("bad-output", f"cannot write {trace}: {e}") from None
+            write_trace(est, trace)  # a ppir error naming the path when it cannot be written
         plot = getattr(args, "cost_plot", None)
         if plot:
             from ppir.backends.cost.plot import write_plot

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 from ppir.analysis.estimate import Estimate, op_label
+from ppir.diagnostics import write_output
 
 TRACE_FORMAT = "ppir.trace/1"
 
@@ -101,5 +102,4 @@ def write_trace(e: Estimate, path: str) -> None:
             "assumptions": e.config.describe(),
         },
     }
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(doc, f, separators=(",", ":"))
+    write_output(path, json.dumps(doc, separators=(",", ":")))

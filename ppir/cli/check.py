@@ -53,7 +53,7 @@ def run(args) -> int:
             }
         )
     else:
-        for d in report.diagnostics:
+        for d in report.grouped():
             print(d.render(), file=sys.stderr)
         if ok:
             params = ", ".join(f"{k}={v}" for k, v in s.params)

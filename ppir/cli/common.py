@@ -160,7 +160,7 @@ def compile_from_args(
 
 def print_report(report: Report) -> bool:
     """Print a verification report's diagnostics to stderr; True when it has no error."""
-    for d in report.diagnostics:
+    for d in report.grouped():
         print(d.render(), file=sys.stderr)
     return report.ok
 

@@ -145,10 +145,13 @@ def _capped(diags: list[Diagnostic], more: dict[str, int]) -> list[Diagnostic]:
             seen[kind] = seen.get(kind, 0) + extra
     for kind, n in seen.items():
         if n > MAX_PER_KIND:
-            sev = next(d.severity for d in diags if d.kind == kind)
+            first = next(d for d in diags if d.kind == kind)
             out.append(
                 Diagnostic(
-                    kind, f"... and {n - MAX_PER_KIND} more '{kind}' diagnostic(s)", severity=sev
+                    kind,
+                    f"... and {n - MAX_PER_KIND} more '{kind}' diagnostic(s)",
+                    first.span,  # located where the first of them is
+                    severity=first.severity,
                 )
             )
     return out

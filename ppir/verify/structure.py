@@ -217,7 +217,9 @@ def _missing_at(g: ProgramGraph, seen: dict, st: int, m: int, holder: int) -> li
 
 
 def _first_span(g: ProgramGraph, r: int):
-    for o in range(g.rank_start[r], g.rank_start[r + 1]):
-        if g.ops[o].span is not None:
-            return g.ops[o].span
+    """The first located op of rank r, else of any rank (a rank may have no ops at all)."""
+    for lo, hi in ((g.rank_start[r], g.rank_start[r + 1]), (0, g.num_ops)):
+        for o in range(lo, hi):
+            if g.ops[o].span is not None:
+                return g.ops[o].span
     return None
