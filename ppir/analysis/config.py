@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ppir.analysis.models import ModelShape, check_recompute, make_model
+from ppir.analysis.models import SPEC_FIELDS, ModelShape, check_recompute, make_model
 from ppir.diagnostics import did_you_mean, error
 from ppir.ir import Span
 
@@ -53,18 +53,7 @@ COMM_MODELS = ("rendezvous", "latency")
 
 SECTIONS = {
     "costs": {"F", "B", "I", "W", "FB", "stage_weights"},
-    "model": {
-        "preset",
-        "layers",
-        "hidden",
-        "heads",
-        "seq",
-        "mbs",
-        "dtype",
-        "tp",
-        "ffn",
-        "recompute",
-    },
+    "model": {"preset", "recompute", *SPEC_FIELDS},
     "hardware": {"preset", "peak_tflops", "efficiency", "ranks_per_node"},
     "comm": {
         "free",

@@ -9,14 +9,15 @@ step time first, then the rejected ones, each with its reason:
   layers do not split into P·v stages;
 * ``constraint``: the schedule refused the parameters (a ``require`` failed, e.g. interleaved
   1F1B needs M % P == 0) or cannot run them (order cycle / deadlock);
-* ``memory``: the worst rank's peak activations exceed the budget.
+* ``memory``: the worst rank's peak exceeds the budget.
 
 Schedules without a ``v`` parameter are tried with v = 1 only.  With a model, the micro-batch
 size is the model's ``mbs`` and times are seconds; without one, times are in forwards of one
 rank share *per sample* (unit costs × micro-batch size, assuming compute linear in batch) so
-that different micro-batch sizes compare.  Memory is activations only (no weights, optimizer
-state or received buffers), from :mod:`ppir.analysis.memory`; the budget is bytes with a model, or
-A.
+that different micro-batch sizes compare.  With a model, memory is the whole per-rank footprint
+in bytes (:mod:`ppir.analysis.footprint`: weights, gradients, optimizer state, activations and
+receive buffers) and ``peak`` is bytes, unless the budget is given in A; without a model it is
+peak activations in A (:mod:`ppir.analysis.memory`).  A budget in bytes needs a model.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from ppir.analysis.config import CostConfig
 from ppir.analysis.estimate import Estimate
+from ppir.analysis.footprint import footprint
 from ppir.diagnostics import PpirError, error
 from ppir.frontend.loader import load_schedule, read_source
 from ppir.frontend.parser import parse_text
@@ -39,7 +41,7 @@ class Candidate:
     microbatches: int | None
     estimate: Estimate | None = None
     step_time: float | None = None
-    peak: float | None = None  # worst rank: bytes with a model, else A
+    peak: float | None = None  # worst rank: whole-memory bytes with a model, else A
     reason: str | None = None  # None: feasible
     why: str = ""  # divisibility, constraint or memory
 
@@ -145,23 +147,32 @@ def _one(name, params, P, G, mbs, v, cfg: CostConfig, budget, progress) -> Candi
             why = first.message if first else "the program does not verify"
             return Candidate(name, v, mbs, M, reason=why, why="constraint")
         est = compiled.estimate
+        in_bytes = c.model is not None and (budget is None or budget[1] == "bytes")
+        fp = None
+        if in_bytes:
+            fp = footprint(
+                compiled.program, c.model, recompute=cfg.recompute, memory=compiled.memory
+            )
     except PpirError as e:
         return Candidate(name, v, mbs, M, reason=e.diagnostics[0].message, why="constraint")
     scale = 1 if cfg.model is not None else mbs
-    if budget is not None and budget[1] == "bytes":
-        peaks = [r.peak_bytes or 0.0 for r in est.per_rank]
+    if fp is not None:  # whole memory in bytes: weights, gradients, optimizer, activations, buffers
+        peaks = [float(r.total) for r in fp.per_rank]
+        what = "peak memory"
     else:
         peaks = [r.peak_activations or 0.0 for r in est.per_rank]
+        what = "peak activations"
     worst = max(range(len(peaks)), key=peaks.__getitem__) if peaks else 0
     peak = peaks[worst] if peaks else 0.0
     cand = Candidate(name, v, mbs, M, est, est.step_time * scale, peak)
     if budget is not None and peak > budget[0]:
         unit = "A" if budget[1] == "A" else "bytes"
+        dom = f" (largest term: {fp.per_rank[worst].dominant})" if fp is not None else ""
         return replace(
             cand,
             why="memory",
-            reason=f"peak activations {_fmt(peak, unit)} on rank "
-            f"{worst} exceed the budget {_fmt(budget[0], unit)}",
+            reason=f"{what} {_fmt(peak, unit)} on rank {worst}{dom} exceeds the budget "
+            f"{_fmt(budget[0], unit)}",
         )
     return cand
 

@@ -18,8 +18,9 @@ DESCRIPTION = """Given P ranks and a global batch, try every schedule (default: 
 every v (chunks per rank, for schedules with a v parameter) and every micro-batch size; estimate
 each with the cost model (the same options as 'ppir compile --backend cost') and print the
 feasible choices ranked by step time, then every rejected choice with its reason: divisibility
-(batch or layers), constraint (the schedule's require clauses, order cycles) or memory (peak
-activations over --memory-budget).
+(batch or layers), constraint (the schedule's require clauses, order cycles) or memory (the
+peak over --memory-budget: with --model the whole per-rank memory, weights, gradients, optimizer
+state, activations and receive buffers, in bytes; without, activations in A).
 
 Without --model, times are in forwards of one rank share per sample and the budget is in A (one
 microbatch's activations of a full rank share); with --model, seconds and bytes.
@@ -125,7 +126,7 @@ def run(args) -> int:
     if unit != "s":
         print("step time in forwards of one rank share per sample (unit costs x micro-batch)")
     rows = [
-        ["#", "schedule", "v", "mbs", "M", "step time", "bubble/total", "bubble/ideal", "peak act"]
+        ["#", "schedule", "v", "mbs", "M", "step time", "bubble/total", "bubble/ideal", "peak mem"]
     ]
     for i, c in enumerate(ok, 1):
         e = c.estimate
