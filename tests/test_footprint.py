@@ -209,3 +209,51 @@ def _fields(m):
     from ppir.analysis.models import model_fields
 
     return model_fields(m)
+
+
+# ------------------------------------------------------------------ commands
+def test_analyze_prints_and_emits_whole_memory(cli):
+    import json
+
+    args = ["analyze", "1f1b", "-D", "P=8", "-D", "M=16", "--model", "llama3-70b,tp=8,seq=4096"]
+    code, out, err = cli(*args, "--recompute", "selective")
+    assert code == 0, err
+    assert "whole memory per rank in GiB" in out and "18 bytes per parameter" in out
+    assert "largest term optimizer" in out  # selective recomputation at 4k tokens
+    code, out, err = cli(*args, "--format", "json")
+    doc = json.loads(out)
+    m = make_model("llama3-70b", tp=8, seq=4096)
+    fp = footprint(load_schedule("1f1b", {"P": 8, "M": 16}), m)
+    assert doc["per_rank"][0]["memory"] == fp.per_rank[0].to_json()
+    assert doc["model"]["kv_heads"] == 8 and doc["model"]["swiglu"] == 1
+    assert doc["footprint"]["worst_rank"] == fp.worst.rank
+
+
+def test_cost_backend_and_tune_report_whole_memory(cli):
+    import json
+
+    code, out, err = cli(
+        "compile", "zbv", "-D", "P=4", "-D", "M=8", "--backend", "cost", "--model", "llama3-8b"
+    )
+    assert code == 0, err and "whole memory per rank in GiB" in out
+    code, out, err = cli("tune", "-P", "4", "--global-batch", "8", "--model", "llama3-8b",
+                         "--schedules", "1f1b", "--format", "json")  # fmt: skip
+    peak = json.loads(out)["ranked"][0]["peak"]
+    fp = footprint(load_schedule("1f1b", {"P": 4, "M": 8}), make_model("llama3-8b"))
+    assert peak == pytest.approx(float(fp.worst.total))  # bytes, not A (the '10 B' display)
+    code, out, _ = cli("tune", "-P", "4", "--global-batch", "8", "--model", "llama3-8b",
+                       "--schedules", "1f1b", "--memory-budget", "40GiB")  # fmt: skip
+    assert "1f1b v=1 mbs=1 M=8: memory: peak memory" in out and "largest term" in out
+
+
+def test_head_flops_land_on_the_last_stage():
+    from ppir.analysis.config import make_config
+    from ppir.analysis.tables import stage_forward_times
+
+    cfg = make_config({"model": {"preset": "llama3-8b"}})
+    times = stage_forward_times(load_schedule("1f1b", {"P": 4, "M": 4}), cfg)
+    m = cfg.model
+    assert times[0] == times[1] == times[2] < times[3]
+    assert times[3] / times[0] == pytest.approx(
+        1 + m.head_forward_flops() / (8 * m.forward_flops_per_layer())
+    )

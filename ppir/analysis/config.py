@@ -21,6 +21,8 @@ import sys
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ppir.analysis.measured import KEYS as MEASURED_KEYS
+from ppir.analysis.measured import MeasuredCosts, from_table
 from ppir.analysis.models import SPEC_FIELDS, ModelShape, check_recompute, make_model
 from ppir.diagnostics import did_you_mean, error
 from ppir.ir import Span
@@ -55,6 +57,7 @@ SECTIONS = {
     "costs": {"F", "B", "I", "W", "FB", "stage_weights"},
     "model": {"preset", "recompute", *SPEC_FIELDS},
     "hardware": {"preset", "peak_tflops", "efficiency", "ranks_per_node"},
+    "measured": MEASURED_KEYS,
     "comm": {
         "free",
         "model",
@@ -95,6 +98,7 @@ class CostConfig:
     stage_weights: tuple[Fraction, ...] | None = None
     model: ModelShape | None = None
     recompute: str = "none"
+    measured: MeasuredCosts | None = None  # per-stage times from 'ppir profile' (seconds)
     hardware: Hardware | None = None
     efficiency: float = DEFAULT_EFFICIENCY
     ranks_per_node: int = 8
@@ -108,8 +112,9 @@ class CostConfig:
 
     @property
     def time_unit(self) -> str:
-        """``"s"`` (seconds) with a model, ``"unit"`` (one rank-share forward) without."""
-        return "s" if self.model is not None else "unit"
+        """``"s"`` (seconds) with a model or measured costs, ``"unit"`` (one rank-share
+        forward) without."""
+        return "s" if self.model is not None or self.measured is not None else "unit"
 
     @property
     def free_comm(self) -> bool:
@@ -125,7 +130,11 @@ class CostConfig:
         costs = f"F={self.F} B={self.B} I={self.I} W={self.W}"
         if self.FB is not None:
             costs += f" FB={self.FB}"
-        if self.model is None:
+        if self.measured is not None:
+            m = self.measured
+            how = ", ".join(f"{k} {v}" for k, v in m.info)
+            head = f"costs measured on {m.stages} stages ({how or 'ppir profile'})"
+        elif self.model is None:
             head = f"uniform costs {costs} per rank share (time unit: one forward)"
         else:
             hw = self.hardware
@@ -227,6 +236,8 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
         model = make_model(msec.get("preset"), **fields)
         kw["recompute"] = msec.get("recompute", "none")
         check_recompute(kw["recompute"])
+    if "measured" in data:
+        return _measured_config(data, kw, model, where)
     rpn = hsec.get("ranks_per_node", 8)
     if not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0:
         raise error(
@@ -317,6 +328,35 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
         kw["intra"] = _seconds_link(csec, "intra", hw.intra_latency, hw.intra_bandwidth_gbs, where)
         kw["inter"] = _seconds_link(csec, "inter", hw.inter_latency, hw.inter_bandwidth_gbs, where)
     return CostConfig(model=model, hardware=hw, efficiency=eff, **kw)
+
+
+def _measured_config(data: dict, kw: dict, model, where: str) -> CostConfig:
+    """Op times and the message time come from the ``[measured]`` table; a model, if given,
+    only sizes memory.  Settings that would give times another way are refused."""
+    measured = from_table(data["measured"], where)
+    clash = [f"costs.{k}" for k in kw if k in ("F", "B", "I", "W", "FB", "stage_weights")]
+    clash += [f"hardware.{k}" for k in data.get("hardware", {}) if k != "ranks_per_node"]
+    clash += [f"comm.{k}" for k in data.get("comm", {}) if k != "free"]
+    if clash:
+        raise error(
+            "bad-config",
+            f"{where}: {', '.join(clash)} cannot be combined with [measured]: the measured costs "
+            "give every op and message time",
+            hints=["drop those settings, or the [measured] table to use the analytic model"],
+        )
+    rpn = data.get("hardware", {}).get("ranks_per_node", 8)
+    if not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0:
+        raise error("bad-config", f"{where}: hardware.ranks_per_node must be a positive integer")
+    free = data.get("comm", {}).get("free", False)
+    link = Link(0.0) if free is True else Link(measured.transfer)
+    return CostConfig(
+        model=model,
+        recompute=kw.get("recompute", "none"),
+        measured=measured,
+        ranks_per_node=rpn,
+        intra=link,
+        inter=link,
+    )
 
 
 def _seconds_link(csec: dict, which: str, latency: float, gbs: float, where: str) -> Link:

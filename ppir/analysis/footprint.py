@@ -206,6 +206,23 @@ def _output_params(model: ModelShape, schedule: Schedule, sizes, span: int, rank
     return n * Fraction(model.embedding_params(), model.tp)
 
 
+def activation_peaks(schedule: Schedule, mem: MemoryReport, stage_bytes) -> list:
+    """Per rank, (peak, op at the peak) of the activations in flight when one forward of stage
+    ``s`` keeps ``stage_bytes[s]``: :func:`analyze_memory`'s per-op curve (chunk units, its
+    alloc/free rule and I/W split) weighed by the stage of each op.  Exact for rational sizes."""
+    out = []
+    for r, rm in enumerate(mem.per_rank):
+        level = peak = prev = 0
+        peak_op = None
+        for a, c_level in zip(schedule.compute_actions(r), rm.curve):
+            level += (c_level - prev) * stage_bytes[a.stage]
+            prev = c_level
+            if level > peak:
+                peak, peak_op = level, a
+        out.append((peak * rm.unit, peak_op))
+    return out
+
+
 def footprint(
     schedule: Schedule,
     model: ModelShape,
@@ -230,18 +247,13 @@ def footprint(
     # integers: stage activation bytes times tp (every term divides by tp at most)
     act_t = [(z.activation * t).numerator for z in sizes]
     assert all((z.activation * t).denominator == 1 for z in sizes)
+    peaks = activation_peaks(schedule, mem, act_t)
     rows = []
     for r, rm in enumerate(mem.per_rank):
         count = sum(sizes[s].params for s in schedule.stages_of_rank[r])
         count += _output_params(model, schedule, sizes, span, r)
-        level = peak = prev = 0
-        peak_op = None
-        for a, c_level in zip(schedule.compute_actions(r), rm.curve):
-            level += (c_level - prev) * act_t[a.stage]
-            prev = c_level
-            if level > peak:
-                peak, peak_op = level, a
-        acts = peak * rm.unit / t
+        peak, peak_op = peaks[r]
+        acts = peak / t
         rows.append(
             RankFootprint(
                 r,

@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "analyze",
     "sweep",
     "tune",
+    "profile",
     "launch",
     "import",
     "viz",
