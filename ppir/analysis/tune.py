@@ -155,7 +155,7 @@ def _one(name, params, P, G, mbs, v, cfg: CostConfig, budget, progress) -> Candi
             )
     except PpirError as e:
         return Candidate(name, v, mbs, M, reason=e.diagnostics[0].message, why="constraint")
-    scale = 1 if cfg.model is not None else mbs
+    scale = 1 if cfg.time_unit == "s" else mbs  # seconds are already per step
     if fp is not None:  # whole memory in bytes: weights, gradients, optimizer, activations, buffers
         peaks = [float(r.total) for r in fp.per_rank]
         what = "peak memory"
