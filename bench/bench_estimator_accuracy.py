@@ -265,8 +265,21 @@ def cost_file(P: int, args, tmp: str, samples: dict | None) -> str:
     return path
 
 
+def print_costs(P: int, path: str) -> None:
+    from ppir.analysis.config import load_config_file, make_config
+
+    m = make_config(load_config_file(path), path).measured
+    info = dict(m.info)
+    ms = lambda xs: " ".join(f"{x * 1e3:.2f}" for x in xs)  # noqa: E731
+    print(
+        f"\nP={P}: profiled {m.stages} pieces (ms per microbatch): F {ms(m.F)} | B {ms(m.B)} | "
+        f"I {ms(m.I)} | W {ms(m.W)}; message {m.transfer * 1e3:.3f} ms in the run, "
+        f"{info.get('transfer_isolated', 0) * 1e3:.3f} ms alone"
+    )
+
+
 def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bool:
-    print(f"\nP={P}: schedule            predicted   measured median (min)   |error|")
+    print(f"P={P}: schedule            predicted   measured median (min)   |error|")
     for name, _ in CASES:
         t = meas["times"][name]
         med = statistics.median(t)
@@ -315,6 +328,7 @@ def main(argv=None) -> int:
                 return 1
             path = separate or cost_file(P, args, tmp, meas["samples"])
             pred = predict(P, args, path)
+            print_costs(P, path)
             rankings.append(report(P, pred, meas, errors, mem_errors))
     print(
         f"\nstep time |error|: median {statistics.median(errors):.1%}, worst {max(errors):.1%} "
