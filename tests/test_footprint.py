@@ -19,7 +19,9 @@ from megatron_reference import (
     transformer_flops,
 )
 
+import ppir
 from ppir import load_schedule
+from ppir.analysis.config import make_config
 from ppir.analysis.footprint import footprint, param_bytes
 from ppir.analysis.memory import analyze_memory
 from ppir.analysis.models import PRESETS, make_model
@@ -223,7 +225,8 @@ def test_analyze_prints_and_emits_whole_memory(cli):
     code, out, err = cli(*args, "--format", "json")
     doc = json.loads(out)
     m = make_model("llama3-70b", tp=8, seq=4096)
-    fp = footprint(load_schedule("1f1b", {"P": 8, "M": 16}), m)
+    program = ppir.compile(load_schedule("1f1b", {"P": 8, "M": 16})).program  # what analyze reads
+    fp = footprint(program, m)
     assert doc["per_rank"][0]["memory"] == fp.per_rank[0].to_json()
     assert doc["model"]["kv_heads"] == 8 and doc["model"]["swiglu"] == 1
     assert doc["footprint"]["worst_rank"] == fp.worst.rank
@@ -239,7 +242,9 @@ def test_cost_backend_and_tune_report_whole_memory(cli):
     code, out, err = cli("tune", "-P", "4", "--global-batch", "8", "--model", "llama3-8b",
                          "--schedules", "1f1b", "--format", "json")  # fmt: skip
     peak = json.loads(out)["ranked"][0]["peak"]
-    fp = footprint(load_schedule("1f1b", {"P": 4, "M": 8}), make_model("llama3-8b"))
+    cfg = make_config({"model": {"preset": "llama3-8b"}})
+    program = ppir.compile(load_schedule("1f1b", {"P": 4, "M": 8}), costs=cfg).program
+    fp = footprint(program, make_model("llama3-8b"))
     assert peak == pytest.approx(float(fp.worst.total))  # bytes, not A (the '10 B' display)
     code, out, _ = cli("tune", "-P", "4", "--global-batch", "8", "--model", "llama3-8b",
                        "--schedules", "1f1b", "--memory-budget", "40GiB")  # fmt: skip
@@ -247,8 +252,7 @@ def test_cost_backend_and_tune_report_whole_memory(cli):
 
 
 def test_head_flops_land_on_the_last_stage():
-    from ppir.analysis.config import make_config
-    from ppir.analysis.tables import stage_forward_times
+    from ppir.analysis.costs import stage_forward_times
 
     cfg = make_config({"model": {"preset": "llama3-8b"}})
     times = stage_forward_times(load_schedule("1f1b", {"P": 4, "M": 4}), cfg)

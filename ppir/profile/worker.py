@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from ppir.ir import Action, Group, OpKind
-from ppir.verify.index import payload
+from ppir.ir import Action, Group, OpKind, deps
 
 
 @dataclass
@@ -67,7 +66,7 @@ class Runner:
         self.samples = [Samples() for _ in pieces]
         for s, ps in zip(self.samples, self.params):
             s.param_bytes = sum(p.numel() * p.element_size() for p in ps)
-        self.meta: dict = {}  # stage -> (shape, dtype) of its input
+        self.meta: dict = {}  # boundary b (the input of stage b) -> (shape, dtype)
         self.groups: list = []  # (posted, completed, payloads) of every recorded group
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
@@ -158,20 +157,23 @@ class Runner:
             m.zero_grad(set_to_none=True)
 
     def _compute(self, a, inputs, targets, bufs, saved, split, record, hooks):
-        s, m = a.stage, a.mb
+        """Run compute op ``a``; the values it reads and writes are named by the messages
+        :mod:`ppir.ir.deps` says it consumes and produces."""
+        S, m = self.schedule.stages, a.mb
+        got, out = deps.message_in(a, S), deps.message_out(a, S)
         if a.kind is OpKind.F:
-            x = inputs[m] if s == 0 else bufs.pop(("act", s, m))
+            x = inputs[m] if got is None else bufs.pop(got.buffer)
             saved[m] = self.chain_forward(x, targets[m], record, hooks)
-            if s + 1 < self.schedule.stages:
-                bufs[("act", s + 1, m)] = saved[m][-1][1].detach()
+            if out is not None:
+                bufs[out.buffer] = saved[m][-1][1].detach()
         elif a.kind is OpKind.B:
-            g = bufs.pop(("grad", s, m)) if s + 1 < self.schedule.stages else None
+            g = bufs.pop(got.buffer) if got is not None else None
             dx = self.chain_backward(saved.pop(m), g, split, record)
-            if s > 0:
+            if out is not None:
                 if dx is None:  # the stage output does not depend on its input
-                    shape, dtype = self.meta[s]
+                    shape, dtype = self.meta[out.boundary]
                     dx = torch.zeros(shape, dtype=dtype, device=self.device)
-                bufs[("grad", s - 1, m)] = dx
+                bufs[out.buffer] = dx
         else:
             raise RuntimeError(f"ppir profile runs 1F1B; unexpected {a}")
 
@@ -179,27 +181,23 @@ class Runner:
         t_post = time.perf_counter()
         ops, received = [], []
         for a in acts:
-            peer = self.schedule.peer(a)
-            if a.kind is OpKind.SEND_F:
-                ops.append(dist.P2POp(dist.isend, bufs.pop(("act", a.stage + 1, a.mb)), peer))
-            elif a.kind is OpKind.SEND_B:
-                ops.append(dist.P2POp(dist.isend, bufs.pop(("grad", a.stage - 1, a.mb)), peer))
+            msg = deps.message_of(a)
+            peer = deps.peer_rank(self.schedule.placement, a)
+            if a.kind.is_send:
+                ops.append(dist.P2POp(dist.isend, bufs.pop(msg.buffer), peer))
             else:
-                key = ("act", a.stage, a.mb) if a.kind is OpKind.RECV_F else ("grad", a.stage, a.mb)
-                shape, dtype = self.boundary(a.stage if a.kind is OpKind.RECV_F else a.stage + 1)
+                shape, dtype = self.meta[msg.boundary]
                 t = torch.empty(shape, dtype=dtype, device=self.device)
                 ops.append(dist.P2POp(dist.irecv, t, peer))
-                received.append((key, t))
+                received.append((msg.buffer, t))
         for w in dist.batch_isend_irecv(ops):
             w.wait()
         if record:  # perf_counter is one clock for every process of the machine
-            self.groups.append((t_post, time.perf_counter(), [list(payload(a)) for a in acts]))
+            self.groups.append(
+                (t_post, time.perf_counter(), [deps.message_of(a).buffer for a in acts])
+            )
         for key, t in received:
             bufs[key] = t
-
-    def boundary(self, stage: int):
-        """(shape, dtype) of the input of ``stage`` (= the output of stage - 1)."""
-        return self.meta[stage]
 
 
 def propagate_shapes(run: Runner, sample, device) -> None:
@@ -362,9 +360,9 @@ def message_times(groups_per_rank: list) -> list[float]:
     groups to the moment both groups completed (messages matched by what they carry)."""
     ends: dict = {}
     for groups in groups_per_rank:
-        for posted, done, payloads in groups:
-            for p in payloads:
-                ends.setdefault(tuple(p), []).append((posted, done))
+        for posted, done, buffers in groups:
+            for name in buffers:  # both ends of a message name the same buffer
+                ends.setdefault(name, []).append((posted, done))
     out = []
     for pair in ends.values():
         # one entry per step and end: sort by posting time, then pair sender and receiver
