@@ -240,15 +240,17 @@ def test_cost_backend_and_tune_report_whole_memory(cli):
     )
     assert code == 0, err and "whole memory per rank in GiB" in out
     code, out, err = cli("tune", "-P", "4", "--global-batch", "8", "--model", "llama3-8b",
-                         "--schedules", "1f1b", "--format", "json")  # fmt: skip
-    peak = json.loads(out)["ranked"][0]["peak"]
+                         "--schedules", "1f1b", "--recompute", "none", "--micro-batch", "1",
+                         "--format", "json")  # fmt: skip
+    peak = json.loads(out)["ranked"][0]["peak_memory"]
     cfg = make_config({"model": {"preset": "llama3-8b"}})
     program = ppir.compile(load_schedule("1f1b", {"P": 4, "M": 8}), costs=cfg).program
     fp = footprint(program, make_model("llama3-8b"))
     assert peak == pytest.approx(float(fp.worst.total))  # bytes, not A (the '10 B' display)
     code, out, _ = cli("tune", "-P", "4", "--global-batch", "8", "--model", "llama3-8b",
                        "--schedules", "1f1b", "--memory-budget", "40GiB")  # fmt: skip
-    assert "1f1b v=1 mbs=1 M=8: memory: peak memory" in out and "largest term" in out
+    assert "pp=4 dp=1 1f1b v=1 mbs=1 M=8 none: memory: peak memory" in out
+    assert "(largest term: activations) exceeds the budget 40 GiB" in out
 
 
 def test_head_flops_land_on_the_last_stage():

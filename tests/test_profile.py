@@ -68,9 +68,11 @@ def test_bad_requests_are_profile_errors(model_file, tmp_path):
 
 
 def test_message_times_pair_the_two_ends():
-    sender = [(1.0, 1.5, ["a1.0"])]
-    receiver = [(1.2, 1.4, ["a1.0"])]
-    assert message_times([sender, receiver]) == pytest.approx([0.3])  # 1.5 - max(1.0, 1.2)
+    sender = [(1.0, 1.0, 1.5, [("a1.0", False)]), (3.0, 3.0, 3.1, [("a1.1", False)])]
+    receiver = [(1.2, 1.2, 1.4, [("a1.0", True)]), (2.0, 3.5, 3.6, [("a1.1", True)])]
+    # a1.0: the receiver waited from the start: 1.4 - max(1.0, 1.2); a1.1: it began waiting
+    # after both had posted, so its wait only bounds the time: left out
+    assert message_times([sender, receiver]) == pytest.approx([0.2])
     assert trimmed_mean([1, 2, 3, 100] + [2] * 6) == pytest.approx(17 / 8)  # drops 1 and 100
 
 

@@ -58,6 +58,6 @@ def test_tune_cli(cli):
     assert "1f1b" in out and "rejected (1)" in out and "gpipe v=1 mbs=1 M=8: memory" in out
     code, out, _ = cli("tune", "-P", "2", "--global-batch", "4", "--format", "json")
     doc = json.loads(out)
-    assert doc["format"] == "ppir.tune/1" and doc["ranked"][0]["rank"] == 1
+    assert doc["format"] == "ppir.tune/2" and doc["ranked"][0]["rank"] == 1
     code, _, err = cli("tune", "-P", "2", "--global-batch", "4", "--memory-budget", "3GB")
     assert code == 2 and "needs --model" in err

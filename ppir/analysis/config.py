@@ -96,6 +96,7 @@ class CostConfig:
     W: Fraction = Fraction(1)
     FB: Fraction | None = None  # an overlapped F&B step, in forwards; None: F + B (its parts)
     stage_weights: tuple[Fraction, ...] | None = None
+    stage_layers: tuple[int, ...] | None = None  # with a model: layers per stage (uneven splits)
     model: ModelShape | None = None
     recompute: str = "none"
     measured: MeasuredCosts | None = None  # per-stage times from 'ppir profile' (seconds)

@@ -11,7 +11,9 @@ Op durations (per stage ``s`` and kind ``k``)
     * with a model: ``((L / S) · flops_fwd_layer + head) / tp / (peak × efficiency)`` seconds,
       where ``flops_fwd_layer`` counts the real shape (SwiGLU, GQA, causal flash attention;
       :meth:`ppir.analysis.models.ModelShape.forward_flops_per_layer`, Megatron-LM's count) and
-      ``head = 2bshV`` on the last stage only.  Full recomputation adds one forward to B and I;
+      ``head = 2bshV`` on the last stage only (``stage_layers`` replaces L / S per stage for
+      uneven splits).  Recomputation adds to B and I the share of the forward it runs again:
+      all of it under full recomputation, the attention core under selective;
     * with measured costs (``[measured]``, ``ppir profile``): the measured seconds of each stage
       and kind, summed over consecutive measured stages when the schedule has fewer stages; a
       message costs the measured transfer time.  ``costs.*`` multiples do not apply.
@@ -144,9 +146,16 @@ def stage_forward_times(schedule: Schedule, cfg: CostConfig) -> list[Fraction | 
         base: list[Fraction | float] = [Fraction(P, S)] * S
     else:
         m, hw = cfg.model, cfg.hardware
-        lps = check_layers(m.layers, S, P)
+        layers = cfg.stage_layers or (check_layers(m.layers, S, P),) * S
+        if len(layers) != S:
+            raise error(
+                "bad-layers",
+                f"{len(layers)} stage layer counts for {schedule.name}'s {S} stages",
+            )
         rate = hw.peak_tflops * 1e12 * cfg.efficiency
-        base = [m.stage_forward_flops(lps, last=s == S - 1) / m.tp / rate for s in range(S)]
+        base = [
+            m.stage_forward_flops(n, last=s == S - 1) / m.tp / rate for s, n in enumerate(layers)
+        ]
     return [base[s] * (w[s] if w else 1) for s in range(S)]
 
 
@@ -163,7 +172,7 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
         nbytes = ms.message_size
     else:
         fwd = stage_forward_times(schedule, cfg)
-        extra = 1 if cfg.model is not None and cfg.recompute == "full" else 0
+        extra = cfg.model.recompute_share(cfg.recompute) if cfg.model is not None else 0
         mult = {
             OpKind.F: cfg.F,
             OpKind.B: cfg.B + extra,

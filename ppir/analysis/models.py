@@ -226,6 +226,18 @@ class ModelShape:
         core = (2 if self.flash else 4) * b * s * s * h
         return 2 * s * b * linear + core
 
+    def recompute_share(self, recompute: str) -> Fraction:
+        """The share of a layer's forward that the backward runs again: 1 under full
+        recomputation, the attention core (scores, softmax, values) under selective, 0 under
+        none.  Exact rationals, so unit-mode timings stay exact."""
+        check_recompute(recompute)
+        if recompute == "none":
+            return Fraction(0)
+        if recompute == "full":
+            return Fraction(1)
+        s, b, h = self.seq, self.mbs, self.hidden
+        return Fraction((2 if self.flash else 4) * b * s * s * h, self.forward_flops_per_layer())
+
     def head_forward_flops(self) -> int:
         """Forward FLOPs of the output layer (logits) for one microbatch."""
         return 2 * self.seq * self.mbs * self.hidden * self.vocab

@@ -180,10 +180,11 @@ def _device(requested: str, rank: int):
 
 
 def _program(P: int, M: int, rank: int):
+    """The 1F1B program 'ppir launch' runs (ppir.compile: lowered and overlapped)."""
     from ppir.frontend.loader import load_schedule
-    from ppir.passes import LowerComms
+    from ppir.pipeline import compile
 
-    s = LowerComms().apply(load_schedule("1f1b", {"P": P, "M": M}))
+    s = compile(load_schedule("1f1b", {"P": P, "M": M})).program
     return s, s.programs[rank]
 
 

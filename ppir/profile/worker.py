@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from ppir.ir import Action, Group, OpKind, deps
+from ppir.ir import Action, Group, OpKind, Wait, deps
 
 
 @dataclass
@@ -67,7 +67,7 @@ class Runner:
         for s, ps in zip(self.samples, self.params):
             s.param_bytes = sum(p.numel() * p.element_size() for p in ps)
         self.meta: dict = {}  # boundary b (the input of stage b) -> (shape, dtype)
-        self.groups: list = []  # (posted, completed, payloads) of every recorded group
+        self.groups: list = []  # (posted, wait began, completed, [(buffer, is_recv)]) per group
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     # ------------------------------------------------------------------ helpers
@@ -146,13 +146,20 @@ class Runner:
     def step(self, inputs, targets, split: bool, record: bool, hooks=None) -> None:
         bufs: dict = {}
         saved: dict = {}
+        self.pending: dict = {}
         for item in self.program:
             if isinstance(item, Action) and item.kind.is_compute:
                 self._compute(item, inputs, targets, bufs, saved, split, record, hooks)
                 hooks = None  # the saved bytes of one microbatch are enough
+            elif isinstance(item, Wait):
+                self._wait(self.pending.pop(item.actions), bufs, record)
             else:
                 acts = item.actions if isinstance(item, Group) else (item,)
-                self._exchange(acts, bufs, record)
+                posted = self._post(acts, bufs)
+                if isinstance(item, Group) and item.deferred:
+                    self.pending[item.actions] = posted
+                else:
+                    self._wait(posted, bufs, record)
         for m in self.pieces:
             m.zero_grad(set_to_none=True)
 
@@ -177,9 +184,10 @@ class Runner:
         else:
             raise RuntimeError(f"ppir profile runs 1F1B; unexpected {a}")
 
-    def _exchange(self, acts, bufs, record: bool) -> None:
+    def _post(self, acts, bufs):
+        """Post one group (``batch_isend_irecv`` in program order): its works and receives."""
         t_post = time.perf_counter()
-        ops, received = [], []
+        ops, received, names = [], [], []
         for a in acts:
             msg = deps.message_of(a)
             peer = deps.peer_rank(self.schedule.placement, a)
@@ -190,12 +198,16 @@ class Runner:
                 t = torch.empty(shape, dtype=dtype, device=self.device)
                 ops.append(dist.P2POp(dist.irecv, t, peer))
                 received.append((msg.buffer, t))
-        for w in dist.batch_isend_irecv(ops):
+            names.append((msg.buffer, a.kind.is_recv))
+        return t_post, dist.batch_isend_irecv(ops), received, names
+
+    def _wait(self, posted, bufs, record: bool) -> None:
+        t_post, works, received, names = posted
+        t_wait = time.perf_counter()
+        for w in works:
             w.wait()
         if record:  # perf_counter is one clock for every process of the machine
-            self.groups.append(
-                (t_post, time.perf_counter(), [deps.message_of(a).buffer for a in acts])
-            )
+            self.groups.append((t_post, t_wait, time.perf_counter(), names))
         for key, t in received:
             bufs[key] = t
 
@@ -356,20 +368,24 @@ def measure_rank(rank, world, pieces, model, program, schedule, M, steps, warmup
 
 
 def message_times(groups_per_rank: list) -> list[float]:
-    """Seconds each message took in the run: from the moment both of its ends had posted their
-    groups to the moment both groups completed (messages matched by what they carry)."""
+    """Seconds messages took in the run, seen from the receiving end: from the moment both ends
+    had posted their groups to the return of the receiver's wait, for the messages whose
+    receiver was already waiting then in a group of receives only (a later wait, or one that
+    also waits for a send, only bounds the time from above)."""
     ends: dict = {}
     for groups in groups_per_rank:
-        for posted, done, buffers in groups:
-            for name in buffers:  # both ends of a message name the same buffer
-                ends.setdefault(name, []).append((posted, done))
+        for posted, waited, done, names in groups:
+            only_recvs = all(r for _, r in names)  # a send in the group delays its wait
+            for name, is_recv in names:  # both ends of a message name the same buffer
+                w = waited if only_recvs or not is_recv else float("inf")
+                ends.setdefault(name, ([], []))[is_recv].append((posted, w, done))
     out = []
-    for pair in ends.values():
-        # one entry per step and end: sort by posting time, then pair sender and receiver
-        pair.sort()
-        for i in range(0, len(pair) - 1, 2):
-            (p1, d1), (p2, d2) = pair[i], pair[i + 1]
-            out.append(max(0.0, max(d1, d2) - max(p1, p2)))
+    for sends, recvs in ends.values():
+        # one send and one recv per step; steps are apart, so posting order pairs them
+        for (ps, _, _), (pr, wr, dr) in zip(sorted(sends), sorted(recvs)):
+            ready = max(ps, pr)
+            if wr <= ready:
+                out.append(max(0.0, dr - ready))
     return out
 
 
