@@ -283,15 +283,15 @@ def print_costs(P: int, path: str) -> None:
 
 
 def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bool:
-    print(f"P={P}: schedule            predicted   measured median (min)   |error|")
+    print(f"P={P}: schedule            predicted   measured median (min)   |error| (vs min)")
     for name, _ in CASES:
         t = meas["times"][name]
-        med = statistics.median(t)
+        med, low = statistics.median(t), min(t)
         err = abs(pred[name]["step"] - med) / med
         errors.append(err)
         print(
             f"  {name:22s} {pred[name]['step'] * 1e3:8.1f} ms  {med * 1e3:8.1f} ms "
-            f"({min(t) * 1e3:6.1f} ms)   {err:6.1%}"
+            f"({low * 1e3:6.1f} ms)   {err:6.1%} ({abs(pred[name]['step'] - low) / low:6.1%})"
         )
     by_pred = sorted(pred, key=lambda k: pred[k]["step"])
     by_meas = sorted(pred, key=lambda k: statistics.median(meas["times"][k]))
@@ -317,6 +317,9 @@ def main(argv=None) -> int:
         worker(args)
         return 0
     ranks = [int(x) for x in args.ranks.split(",")]
+    import os
+
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
     print(
         f"model {Path(args.model).name} {' '.join(args.model_opt)}; CPU/gloo, M="
         f"{args.microbatches}, {args.steps} timed rounds; costs from 1F1B profiled per P "
@@ -334,6 +337,7 @@ def main(argv=None) -> int:
             pred = predict(P, args, path)
             print_costs(P, path)
             rankings.append(report(P, pred, meas, errors, mem_errors))
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
     print(
         f"\nstep time |error|: median {statistics.median(errors):.1%}, worst {max(errors):.1%} "
         f"(target 10 % / 20 %); rankings equal: {sum(rankings)}/{len(rankings)}; activations "
