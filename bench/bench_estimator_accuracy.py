@@ -296,8 +296,10 @@ def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bo
     by_pred = sorted(pred, key=lambda k: pred[k]["step"])
     by_meas = sorted(pred, key=lambda k: statistics.median(meas["times"][k]))
     same = by_pred == by_meas
+    by_min = sorted(pred, key=lambda k: min(meas["times"][k]))
     print(f"  ranking predicted {' < '.join(by_pred)}")
     print(f"  ranking measured  {' < '.join(by_meas)}  ({'same' if same else 'DIFFERS'})")
+    print(f"  ranking by min    {' < '.join(by_min)}  ({'same' if by_min == by_pred else 'DIFFERS'})")
     print("  activations held per rank (KiB): measured / memory model / profiled bytes")
     for name, _ in CASES:
         held = meas["held"][name]
