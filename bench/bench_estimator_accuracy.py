@@ -299,7 +299,8 @@ def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bo
     by_min = sorted(pred, key=lambda k: min(meas["times"][k]))
     print(f"  ranking predicted {' < '.join(by_pred)}")
     print(f"  ranking measured  {' < '.join(by_meas)}  ({'same' if same else 'DIFFERS'})")
-    print(f"  ranking by min    {' < '.join(by_min)}  ({'same' if by_min == by_pred else 'DIFFERS'})")
+    verdict = "same" if by_min == by_pred else "DIFFERS"
+    print(f"  ranking by min    {' < '.join(by_min)}  ({verdict})")
     print("  activations held per rank (KiB): measured / memory model / profiled bytes")
     for name, _ in CASES:
         held = meas["held"][name]
