@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from ppir.analysis.config import CostConfig, make_config
-from ppir.analysis.tune import parse_budget, tune
+from ppir.analysis.tune import tune
+from ppir.analysis.units import parse_budget
 
 
 def test_ranked_by_step_time_with_memory_and_constraint_rejections():

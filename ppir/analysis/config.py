@@ -348,15 +348,10 @@ def _measured_config(data: dict, kw: dict, model, where: str) -> CostConfig:
     rpn = data.get("hardware", {}).get("ranks_per_node", 8)
     if not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0:
         raise error("bad-config", f"{where}: hardware.ranks_per_node must be a positive integer")
-    free = data.get("comm", {}).get("free", False)
-    link = Link(0.0) if free is True else Link(measured.transfer)
+    link = Link(0.0) if data.get("comm", {}).get("free") is True else Link(measured.transfer)
+    rc = kw.get("recompute", "none")
     return CostConfig(
-        model=model,
-        recompute=kw.get("recompute", "none"),
-        measured=measured,
-        ranks_per_node=rpn,
-        intra=link,
-        inter=link,
+        model=model, recompute=rc, measured=measured, ranks_per_node=rpn, intra=link, inter=link
     )
 
 

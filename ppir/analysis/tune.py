@@ -35,18 +35,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ppir.analysis.bounds import program_bound
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.estimate import Estimate, from_timeline
 from ppir.analysis.footprint import Footprint, footprint, schedule_copies
 from ppir.analysis.memory import analyze_memory, split_fractions
 from ppir.analysis.timeline import run
+from ppir.analysis.units import fmt_size
 from ppir.diagnostics import PpirError, error
 from ppir.frontend.loader import load_schedule, read_source
 from ppir.frontend.parser import parse_text
-from ppir.ir import OpKind
 from ppir.ir.graph import build_graph
-from ppir.ir.types import item_actions
 from ppir.pipeline import compile
 
 
@@ -81,41 +81,6 @@ def schedule_params(name: str) -> list[str]:
     path, text = read_source(name)
     mod = parse_text(text, path)
     return [p.name for p in (mod.header.params if mod.header else ())]
-
-
-def parse_budget(text: str | None, has_model: bool) -> tuple[float, str] | None:
-    """``40GiB``, ``80GB``, ``512MiB`` (bytes, needs a model) or ``6A``: (value, "bytes"|"A")."""
-    if text is None:
-        return None
-    t = text.strip()
-    units = (
-        ("GiB", 2**30),
-        ("MiB", 2**20),
-        ("TiB", 2**40),
-        ("GB", 1e9),
-        ("MB", 1e6),
-        ("TB", 1e12),
-        ("A", None),
-    )
-    for suffix, scale in units:
-        if t.endswith(suffix):
-            num = t[: -len(suffix)].strip()
-            try:
-                x = float(num)
-            except ValueError:
-                break
-            if x <= 0:
-                raise error("bad-usage", f"memory size {text}: must be positive")
-            if scale is None:
-                return x, "A"
-            if not has_model:
-                raise error(
-                    "bad-usage",
-                    f"memory size {text}: a budget in bytes needs --model (memory sizes)",
-                    hints=["without a model give the budget in A, e.g. 6A"],
-                )
-            return x * scale, "bytes"
-    raise error("bad-usage", f"memory size {text}: expected e.g. 40GiB, 80GB or 6A")
 
 
 def uneven_layers(layers: int, stages: int) -> tuple[int, ...]:
@@ -269,42 +234,6 @@ def _prune(c: Candidate, top: int) -> Candidate:
     return c
 
 
-def program_bound(s, costs) -> int | float:
-    """A lower bound on the step time of any lowering of compute-only program ``s`` (ticks),
-    read off its program without a graph: free messages, and either (a) a rank's work after the
-    forwards that must precede its first op (those of every earlier stage), or (b) one stage's
-    M forwards and M backwards (B, or I when the backward is split) between the forwards before
-    it and the input-gradient chain after it.  Overlapped steps count as ``costs`` time them,
-    and (b) is skipped when they run faster than their parts."""
-    S = s.stages
-    F = [costs.op[st][OpKind.F] for st in range(S)]
-    fill = [0] * (S + 1)
-    for st in range(S):
-        fill[st + 1] = fill[st] + F[st]
-    split = [False] * S
-    best = 0
-    for r in range(s.ranks):
-        busy = 0
-        for it in s.compute_items(r):
-            parts = item_actions(it)
-            d = sum(costs.op[a.stage][a.kind] for a in parts)
-            busy += costs.overlap_time(d) if len(parts) > 1 else d
-            for a in parts:
-                if a.kind is OpKind.I:
-                    split[a.stage] = True
-        first = min(s.stages_of_rank[r], default=0)
-        best = max(best, fill[first] + busy)
-    if costs.overlap is not None and costs.overlap < 1:
-        return best
-    M = s.microbatches
-    back = [costs.op[st][OpKind.I if split[st] else OpKind.B] for st in range(S)]
-    drain = 0
-    for st in range(S):
-        best = max(best, fill[st] + M * (F[st] + back[st]) + drain)
-        drain += back[st]
-    return best
-
-
 def _bounds(name, params, P, dp, mbs, v, G, space, cfg, budget, progress, state):
     """The candidates of one schedule instance, one per recomputation: their memory, then the
     program bound against the cutoff, then the dependency bound (or the reason they are out)."""
@@ -383,7 +312,9 @@ def _over(c: Candidate, budget) -> Candidate:
     what = "peak memory" if c.footprint is not None else "peak activations"
     rank = c.footprint.worst.rank if c.footprint is not None else None
     where = f" on rank {rank} (largest term: {c.largest})" if rank is not None else ""
-    c.reason = f"{what} {_fmt(c.peak, unit)}{where} exceeds the budget {_fmt(budget[0], unit)}"
+    c.reason = (
+        f"{what} {fmt_size(c.peak, unit)}{where} exceeds the budget {fmt_size(budget[0], unit)}"
+    )
     c.why = "memory"
     return c
 
@@ -447,9 +378,3 @@ def tune(
         top=10**9,
     )
     return search(schedules, space, config, budget, progress)
-
-
-def _fmt(x: float, unit: str) -> str:
-    if unit == "A":
-        return f"{x:.4g} A"
-    return f"{x / 2**30:.4g} GiB"

@@ -8,8 +8,8 @@ import sys
 from dataclasses import replace
 
 from ppir.analysis.models import RECOMPUTE_MODES
-from ppir.analysis.tune import Space, default_global_batch, parse_budget, search
-from ppir.analysis.units import fmt_time
+from ppir.analysis.tune import Space, default_global_batch, search
+from ppir.analysis.units import fmt_time, parse_budget
 from ppir.cli.cost_options import add_cost_arguments, config_from_args
 from ppir.cli.output import add_quiet_argument, progress, table
 from ppir.diagnostics import error
