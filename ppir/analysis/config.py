@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ppir.analysis.measured import KEYS as MEASURED_KEYS
-from ppir.analysis.measured import MeasuredCosts, from_table
+from ppir.analysis.measured import MeasuredCosts
 from ppir.analysis.models import SPEC_FIELDS, ModelShape, check_recompute, make_model
 from ppir.diagnostics import did_you_mean, error
 from ppir.ir import Span
@@ -238,7 +238,9 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
         kw["recompute"] = msec.get("recompute", "none")
         check_recompute(kw["recompute"])
     if "measured" in data:
-        return _measured_config(data, kw, model, where)
+        from ppir.analysis.measured import measured_config
+
+        return measured_config(data, kw, model, where)
     rpn = hsec.get("ranks_per_node", 8)
     if not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0:
         raise error(
@@ -329,30 +331,6 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
         kw["intra"] = _seconds_link(csec, "intra", hw.intra_latency, hw.intra_bandwidth_gbs, where)
         kw["inter"] = _seconds_link(csec, "inter", hw.inter_latency, hw.inter_bandwidth_gbs, where)
     return CostConfig(model=model, hardware=hw, efficiency=eff, **kw)
-
-
-def _measured_config(data: dict, kw: dict, model, where: str) -> CostConfig:
-    """Op times and the message time come from the ``[measured]`` table; a model, if given,
-    only sizes memory.  Settings that would give times another way are refused."""
-    measured = from_table(data["measured"], where)
-    clash = [f"costs.{k}" for k in kw if k in ("F", "B", "I", "W", "FB", "stage_weights")]
-    clash += [f"hardware.{k}" for k in data.get("hardware", {}) if k != "ranks_per_node"]
-    clash += [f"comm.{k}" for k in data.get("comm", {}) if k != "free"]
-    if clash:
-        raise error(
-            "bad-config",
-            f"{where}: {', '.join(clash)} cannot be combined with [measured]: the measured costs "
-            "give every op and message time",
-            hints=["drop those settings, or the [measured] table to use the analytic model"],
-        )
-    rpn = data.get("hardware", {}).get("ranks_per_node", 8)
-    if not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0:
-        raise error("bad-config", f"{where}: hardware.ranks_per_node must be a positive integer")
-    link = Link(0.0) if data.get("comm", {}).get("free") is True else Link(measured.transfer)
-    rc = kw.get("recompute", "none")
-    return CostConfig(
-        model=model, recompute=rc, measured=measured, ranks_per_node=rpn, intra=link, inter=link
-    )
 
 
 def _seconds_link(csec: dict, which: str, latency: float, gbs: float, where: str) -> Link:

@@ -176,6 +176,42 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
     )
 
 
+def measured_config(data: dict, kw: dict, model, where: str):
+    """Op times and the message time come from the ``[measured]`` table; a model, if given,
+    only sizes memory.  Settings that would give times another way are refused.  (Called by
+    :func:`ppir.analysis.config.make_config`, which has checked the sections' keys.)"""
+    from ppir.analysis.config import COMM_MODELS, CostConfig, Link
+
+    measured = from_table(data["measured"], where)
+    clash = [f"costs.{k}" for k in kw if k in ("F", "B", "I", "W", "FB", "stage_weights")]
+    clash += [f"hardware.{k}" for k in data.get("hardware", {}) if k != "ranks_per_node"]
+    clash += [f"comm.{k}" for k in data.get("comm", {}) if k not in ("free", "model")]
+    if clash:
+        raise error(
+            "bad-config",
+            f"{where}: {', '.join(clash)} cannot be combined with [measured]: the measured costs "
+            "give every op and message time",
+            hints=["drop those settings, or the [measured] table to use the analytic model"],
+        )
+    rpn = data.get("hardware", {}).get("ranks_per_node", 8)
+    if not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0:
+        raise error("bad-config", f"{where}: hardware.ranks_per_node must be a positive integer")
+    comm = data.get("comm", {})
+    cm = comm.get("model", "rendezvous")
+    if cm not in COMM_MODELS:
+        raise error("bad-config", f"{where}: comm.model must be one of {', '.join(COMM_MODELS)}")
+    link = Link(0.0) if comm.get("free") is True else Link(measured.transfer)
+    return CostConfig(
+        model=model,
+        recompute=kw.get("recompute", "none"),
+        measured=measured,
+        ranks_per_node=rpn,
+        intra=link,
+        inter=link,
+        comm_model=cm,
+    )
+
+
 def _numbers(v, key: str, where: str, n: int) -> tuple[float, ...]:
     ok = isinstance(v, list) and all(
         isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in v
