@@ -26,14 +26,17 @@ def test_korthikanti_per_layer_bytes():
     t8 = make_model("gpt3-175b", tp=8)
     assert t8.activation_bytes_per_layer() == m.activation_bytes_per_layer() / 8
     fp32 = make_model("gpt3-175b", dtype="fp32")
-    assert fp32.activation_bytes_per_layer() == 2 * m.activation_bytes_per_layer()
+    # 4-byte elements, one-byte dropout masks: 16h elements and 2h masks, 2as scores and as masks
+    assert fp32.activation_bytes_per_layer() == s * b * (16 * 4 * h + 2 * h + 9 * a * s)
     assert m.message_bytes() == s * b * h * 2
 
 
 def test_flops_per_layer_matches_24bsh2_for_4h_ffn():
-    m = make_model("gpt3-175b", mbs=2)
+    m = make_model("gpt3-175b", mbs=2)  # flash=0: the whole s x s score matrix is computed
     s, b, h = 2048, 2, 12288
     assert m.forward_flops_per_layer() == 24 * b * s * h * h + 4 * b * s * s * h
+    causal = make_model("gpt3-175b", mbs=2, flash=1)  # flash attention skips the masked half
+    assert causal.forward_flops_per_layer() == 24 * b * s * h * h + 2 * b * s * s * h
 
 
 def test_presets_and_spec_parsing():

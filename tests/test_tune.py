@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from ppir.analysis.config import CostConfig, make_config
-from ppir.analysis.tune import parse_budget, tune
+from ppir.analysis.tune import tune
+from ppir.analysis.units import parse_budget
 
 
 def test_ranked_by_step_time_with_memory_and_constraint_rejections():
@@ -58,6 +59,6 @@ def test_tune_cli(cli):
     assert "1f1b" in out and "rejected (1)" in out and "gpipe v=1 mbs=1 M=8: memory" in out
     code, out, _ = cli("tune", "-P", "2", "--global-batch", "4", "--format", "json")
     doc = json.loads(out)
-    assert doc["format"] == "ppir.tune/1" and doc["ranked"][0]["rank"] == 1
+    assert doc["format"] == "ppir.tune/2" and doc["ranked"][0]["rank"] == 1
     code, _, err = cli("tune", "-P", "2", "--global-batch", "4", "--memory-budget", "3GB")
     assert code == 2 and "needs --model" in err

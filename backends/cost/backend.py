@@ -36,10 +36,29 @@ class CostBackend:
 
     def run(self, compiled, args) -> int:
         est = compiled.estimate
+        cfg = compiled.config
+        fp = None
+        if cfg.model is not None:  # whole per-rank memory (ppir.analysis.footprint)
+            from ppir.analysis.footprint import footprint
+
+            fp = footprint(
+                compiled.program, cfg.model, recompute=cfg.recompute, memory=compiled.memory
+            )
         if getattr(args, "format", "text") == "json":
-            text = json.dumps(est.to_json(), indent=2) + "\n"
+            doc = est.to_json()
+            if fp is not None:
+                from ppir.cli.footprint_view import footprint_json
+
+                doc["footprint"] = footprint_json(fp)
+                for row, r in zip(doc["per_rank"], fp.per_rank):
+                    row["memory"] = r.to_json()
+            text = json.dumps(doc, indent=2) + "\n"
         else:
             text = format_summary(est)
+            if fp is not None:
+                from ppir.cli.footprint_view import footprint_lines
+
+                text += "\n" + "\n".join(footprint_lines(fp)) + "\n"
         out = getattr(args, "output", None)
         if out:
             write_output(out, text)

@@ -21,7 +21,9 @@ import sys
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ppir.analysis.models import ModelShape, check_recompute, make_model
+from ppir.analysis.measured import KEYS as MEASURED_KEYS
+from ppir.analysis.measured import MeasuredCosts
+from ppir.analysis.models import SPEC_FIELDS, ModelShape, check_recompute, make_model
 from ppir.diagnostics import did_you_mean, error
 from ppir.ir import Span
 
@@ -53,19 +55,9 @@ COMM_MODELS = ("rendezvous", "latency")
 
 SECTIONS = {
     "costs": {"F", "B", "I", "W", "FB", "stage_weights"},
-    "model": {
-        "preset",
-        "layers",
-        "hidden",
-        "heads",
-        "seq",
-        "mbs",
-        "dtype",
-        "tp",
-        "ffn",
-        "recompute",
-    },
+    "model": {"preset", "recompute", *SPEC_FIELDS},
     "hardware": {"preset", "peak_tflops", "efficiency", "ranks_per_node"},
+    "measured": MEASURED_KEYS,
     "comm": {
         "free",
         "model",
@@ -104,8 +96,10 @@ class CostConfig:
     W: Fraction = Fraction(1)
     FB: Fraction | None = None  # an overlapped F&B step, in forwards; None: F + B (its parts)
     stage_weights: tuple[Fraction, ...] | None = None
+    stage_layers: tuple[int, ...] | None = None  # with a model: layers per stage (uneven splits)
     model: ModelShape | None = None
     recompute: str = "none"
+    measured: MeasuredCosts | None = None  # per-stage times from 'ppir profile' (seconds)
     hardware: Hardware | None = None
     efficiency: float = DEFAULT_EFFICIENCY
     ranks_per_node: int = 8
@@ -119,8 +113,9 @@ class CostConfig:
 
     @property
     def time_unit(self) -> str:
-        """``"s"`` (seconds) with a model, ``"unit"`` (one rank-share forward) without."""
-        return "s" if self.model is not None else "unit"
+        """``"s"`` (seconds) with a model or measured costs, ``"unit"`` (one rank-share
+        forward) without."""
+        return "s" if self.model is not None or self.measured is not None else "unit"
 
     @property
     def free_comm(self) -> bool:
@@ -136,7 +131,11 @@ class CostConfig:
         costs = f"F={self.F} B={self.B} I={self.I} W={self.W}"
         if self.FB is not None:
             costs += f" FB={self.FB}"
-        if self.model is None:
+        if self.measured is not None:
+            m = self.measured
+            how = ", ".join(f"{k} {v}" for k, v in m.info)
+            head = f"costs measured on {m.stages} stages ({how or 'ppir profile'})"
+        elif self.model is None:
             head = f"uniform costs {costs} per rank share (time unit: one forward)"
         else:
             hw = self.hardware
@@ -238,6 +237,10 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
         model = make_model(msec.get("preset"), **fields)
         kw["recompute"] = msec.get("recompute", "none")
         check_recompute(kw["recompute"])
+    if "measured" in data:
+        from ppir.analysis.measured import measured_config
+
+        return measured_config(data, kw, model, where)
     rpn = hsec.get("ranks_per_node", 8)
     if not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0:
         raise error(

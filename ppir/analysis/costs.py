@@ -8,10 +8,15 @@ Op durations (per stage ``s`` and kind ``k``)
     ``T_stage`` is the forward time of one stage:
 
     * no model: ``1 / v`` units with ``v = stages / ranks`` (a chunk is 1/v of a rank share);
-    * with a model: ``(L / S) · flops_fwd_layer / tp / (peak × efficiency)`` seconds, where
-      ``flops_fwd_layer = 2bs(4h² + 2h·ffn) + 4bs²h`` (= 24bsh² + 4bs²h for ffn = 4h; Narayanan
-      et al. SC'21, :meth:`ppir.analysis.models.ModelShape.forward_flops_per_layer`).  Full
-      recomputation adds one forward to B and I.
+    * with a model: ``((L / S) · flops_fwd_layer + head) / tp / (peak × efficiency)`` seconds,
+      where ``flops_fwd_layer`` counts the real shape (SwiGLU, GQA, causal flash attention;
+      :meth:`ppir.analysis.models.ModelShape.forward_flops_per_layer`, Megatron-LM's count) and
+      ``head = 2bshV`` on the last stage only (``stage_layers`` replaces L / S per stage for
+      uneven splits).  Recomputation adds to B and I the share of the forward it runs again:
+      all of it under full recomputation, the attention core under selective;
+    * with measured costs (``[measured]``, ``ppir profile``): the measured seconds of each stage
+      and kind, summed over consecutive measured stages when the schedule has fewer stages; a
+      message costs the measured transfer time.  ``costs.*`` multiples do not apply.
 
 Messages
     One boundary activation (or its gradient), ``s·b·h·dtype_bytes / tp`` bytes, costs
@@ -135,27 +140,48 @@ def stage_forward_times(schedule: Schedule, cfg: CostConfig) -> list[Fraction | 
                 + (",..." if S > 16 else "")
             ],
         )
+    if cfg.measured is not None:
+        return list(cfg.measured.fit(S).F)
     if cfg.model is None:
-        base: Fraction | float = Fraction(P, S)
+        base: list[Fraction | float] = [Fraction(P, S)] * S
     else:
         m, hw = cfg.model, cfg.hardware
-        lps = check_layers(m.layers, S, P)
-        flops = lps * m.forward_flops_per_layer() / m.tp
-        base = flops / (hw.peak_tflops * 1e12 * cfg.efficiency)
-    return [base * (w[s] if w else 1) for s in range(S)]
+        layers = cfg.stage_layers or (check_layers(m.layers, S, P),) * S
+        if len(layers) != S:
+            raise error(
+                "bad-layers",
+                f"{len(layers)} stage layer counts for {schedule.name}'s {S} stages",
+            )
+        rate = hw.peak_tflops * 1e12 * cfg.efficiency
+        base = [
+            m.stage_forward_flops(n, last=s == S - 1) / m.tp / rate for s, n in enumerate(layers)
+        ]
+    return [base[s] * (w[s] if w else 1) for s in range(S)]
 
 
 def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
     """The :class:`Costs` of ``schedule`` under ``cfg`` (default: ``CostConfig()``, the
     textbook costs F=1, B=2, I=1, W=1 per rank share with free links)."""
     cfg = cfg or CostConfig()
-    fwd = stage_forward_times(schedule, cfg)
-    extra = 1 if cfg.model is not None and cfg.recompute == "full" else 0
-    mult = {OpKind.F: cfg.F, OpKind.B: cfg.B + extra, OpKind.I: cfg.I + extra, OpKind.W: cfg.W}
-    op = [{k: f * mult[k] for k in KINDS} for f in fwd]
-    nbytes = float(cfg.model.message_bytes()) if cfg.model is not None else 0.0
-    intra, inter = cfg.intra.time(nbytes), cfg.inter.time(nbytes)
     ratio = None if cfg.FB is None else cfg.FB / (cfg.F + cfg.B)
+    if cfg.measured is not None:  # measured seconds per stage and kind (ppir profile)
+        ms = cfg.measured.fit(schedule.stages)
+        op = [{k: getattr(ms, k.value)[s] for k in KINDS} for s in range(ms.stages)]
+        if ms.FB:
+            ratio = sum(ms.FB) / sum(f + b for f, b in zip(ms.F, ms.B))
+        nbytes = ms.message_size
+    else:
+        fwd = stage_forward_times(schedule, cfg)
+        extra = cfg.model.recompute_share(cfg.recompute) if cfg.model is not None else 0
+        mult = {
+            OpKind.F: cfg.F,
+            OpKind.B: cfg.B + extra,
+            OpKind.I: cfg.I + extra,
+            OpKind.W: cfg.W,
+        }
+        op = [{k: f * mult[k] for k in KINDS} for f in fwd]
+        nbytes = float(cfg.model.message_bytes()) if cfg.model is not None else 0.0
+    intra, inter = cfg.intra.time(nbytes), cfg.inter.time(nbytes)
     values = [d for row in op for d in row.values()] + [intra, inter]
     rpn = cfg.ranks_per_node
     if all(isinstance(x, (int, Fraction)) for x in values):

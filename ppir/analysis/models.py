@@ -1,24 +1,31 @@
-"""Transformer model shapes, and the per-layer sizes analyses need (activations, messages, FLOPs).
+"""Transformer model shapes and the sizes analyses need: parameters, activations, messages, FLOPs.
 
 Contract
 --------
-* :class:`ModelShape` is a small frozen dataclass shared by the memory analysis
-  (:mod:`ppir.analysis.memory`) and the cost model: every field is a plain ``int`` or ``str``,
-  validated on construction (:meth:`ModelShape.validate` raises a ppir diagnostic, exit 2, for bad
-  values).
-* Sizes follow Korthikanti et al. (MLSys'23), per transformer layer and per microbatch, with
-  ``s`` sequence length, ``b`` micro-batch size, ``h`` hidden size, ``a`` heads, ``t``
-  tensor-parallel size (tensor *and* sequence parallel, so every term is divided by ``t``)::
-
-      none       s*b*h*(34 + 5*a*s/h) / t    bytes at 16 bits
-      selective  s*b*h*34 / t                (the 5*a*s/h attention term is recomputed)
-      full       s*b*h*2 / t                 (only each layer's input is kept)
-
-  Other dtypes scale these by ``dtype_bytes / 2``.  Embedding and output layers are left out.
-* A point-to-point message between stages carries one boundary activation: ``s*b*h*dtype_bytes/t``
-  bytes (sequence parallel: each tensor-parallel rank sends its shard).
-* Forward FLOPs per layer: ``2*b*s*(4*h*h + 2*h*ffn) + 4*b*s*s*h`` (ffn defaults to 4h, giving the
-  familiar ``24*b*s*h^2 + 4*b*s^2*h``).  Grouped-query attention is not modelled.
+* :class:`ModelShape` is a small frozen dataclass shared by the memory analyses
+  (:mod:`ppir.analysis.memory`, :mod:`ppir.analysis.footprint`) and the cost model: every field is
+  a plain ``int`` or ``str``, validated on construction (a ppir diagnostic, exit 2, names the
+  first bad field).  It describes one tensor-parallel group of a dense decoder-only transformer
+  (pre-norm, rotary or no position embedding); mixture-of-experts layers are not modelled.
+* Notation: ``s`` sequence, ``b`` micro-batch size, ``h`` hidden, ``a`` heads, ``g`` key/value
+  heads (``kv_heads``; 0 = ``a``, multi-head attention), ``f`` FFN hidden (``ffn``; 0 = 4h),
+  ``V`` the vocabulary as given (Megatron-LM pads it to a multiple of 128·tp: give that size to
+  match it), ``t`` tensor-parallel size, ``d`` bytes per element of ``dtype``.  Tensor
+  parallelism is Megatron's with sequence parallelism, so activations are divided by ``t``.
+* Parameters of one layer: ``2h² + 2h·(h·g/a)`` attention, ``2hf`` (``3hf`` with SwiGLU) MLP,
+  both split over ``t``; ``2h`` per norm (``h`` for RMSNorm), two norms, replicated.  The first
+  stage adds the word embedding ``V·h`` (split over ``t``), the last the final norm and the
+  output layer ``V·h`` (the embedding's copy when ``tied`` and the stage is on another rank).
+* Activations of one layer and microbatch (:meth:`ModelShape.activation_terms`), the tensors
+  autograd keeps, generalising Korthikanti et al. (MLSys'23, Table 2; ``34sbh + 5as²b`` at 16
+  bits, MHA, GeLU, dropout): norm and linear inputs, Q, K, V, the GeLU/SwiGLU input, one-byte
+  dropout masks; the attention scores ``a·s²·b·(2d + 1)`` without flash attention, or the
+  log-sum-exp ``4·a·s·b`` (fp32) with it; none of those under selective recomputation; only the
+  layer input ``s·b·h·d`` under full recomputation.
+* A point-to-point message between stages carries one boundary activation: ``s·b·h·d/t`` bytes.
+* Forward FLOPs of one layer (Megatron-LM's ``num_floating_point_operations``, forward third):
+  ``2sb·(2h² + 2h·h·g/a + 2hf or 3hf)`` plus the attention core ``4bs²h``, halved for the causal
+  mask when flash attention skips the masked blocks.  The head adds ``2sbhV`` on the last stage.
 """
 
 from __future__ import annotations
@@ -30,14 +37,21 @@ from ppir.diagnostics import did_you_mean, error
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
 RECOMPUTE_MODES = ("none", "selective", "full")
+NORMS = ("layernorm", "rmsnorm")
+OPTIMIZERS = ("adam", "sgd")
+_FLAGS = ("swiglu", "tied", "flash", "dropout")
 
 
 @dataclass(frozen=True)
 class ModelShape:
-    """A transformer's shape as the pipeline sees it (one tensor-parallel group).
+    """A transformer's shape and training setup as the pipeline sees it (see the module doc).
 
-    ``ffn`` = 0 means 4*hidden.  Construct through :func:`make_model` or :func:`parse_model_spec`
-    to get validation with ppir diagnostics; direct construction validates too.
+    ``ffn`` = 0 means 4*hidden, ``kv_heads`` = 0 means ``heads``, ``vocab`` = 0 leaves the
+    embedding and the head out.  ``dp`` and ``zero`` (0, 1 = optimizer state sharded over the
+    data-parallel group as Megatron's distributed optimizer does, 2 = gradients too) size the
+    optimizer state; ``optimizer`` (adam: two fp32 moments, sgd: one momentum) and
+    ``grad_dtype`` (the gradient accumulation buffer) complete the per-parameter bytes; a
+    16-bit ``dtype`` adds an fp32 master copy.
     """
 
     name: str = "custom"
@@ -49,46 +63,73 @@ class ModelShape:
     dtype: str = "bf16"
     tp: int = 1
     ffn: int = 0
+    kv_heads: int = 0
+    vocab: int = 0
+    swiglu: int = 0
+    tied: int = 1
+    dp: int = 1
+    zero: int = 0
+    flash: int = 1
+    dropout: int = 1
+    norm: str = "layernorm"
+    optimizer: str = "adam"
+    grad_dtype: str = "fp32"
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
         """Raise a ppir error (exit 2) naming the first bad field."""
-        for f in ("layers", "hidden", "heads", "seq", "mbs", "tp"):
+        for f in ("layers", "hidden", "heads", "seq", "mbs", "tp", "dp"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise error(
-                    "bad-model", f"model {self.name}: {f} must be a positive integer, got {v!r}"
-                )
-        if not isinstance(self.ffn, int) or self.ffn < 0:
-            raise error(
-                "bad-model",
-                f"model {self.name}: ffn must be a non-negative integer "
-                f"(0 = 4*hidden), got {self.ffn!r}",
+                raise self._bad(f"{f} must be a positive integer, got {v!r}")
+        for f, what in (("ffn", "0 = 4*hidden"), ("kv_heads", "0 = heads"), ("vocab", "0 = none")):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise self._bad(f"{f} must be a non-negative integer ({what}), got {v!r}")
+        for f in _FLAGS:
+            if getattr(self, f) not in (0, 1):
+                raise self._bad(f"{f} must be 0 or 1, got {getattr(self, f)!r}")
+        if self.zero not in (0, 1, 2):
+            raise self._bad(
+                f"zero must be 0, 1 (optimizer state sharded over dp) or 2 (gradients too), "
+                f"got {self.zero!r}"
             )
         if self.hidden % self.heads:
-            raise error(
-                "bad-model",
-                f"model {self.name}: heads ({self.heads}) must divide hidden ({self.hidden})",
+            raise self._bad(
+                f"heads ({self.heads}) must divide hidden ({self.hidden})",
                 hints=[
                     f"heads that divide {self.hidden}: "
                     + ", ".join(str(d) for d in _divisors(self.hidden)[-8:])
                 ],
             )
         if self.heads % self.tp:
-            raise error(
-                "bad-model",
-                f"model {self.name}: tensor-parallel size tp={self.tp} must "
-                f"divide heads ({self.heads})",
+            raise self._bad(f"tensor-parallel size tp={self.tp} must divide heads ({self.heads})")
+        if self.heads % self.kv:
+            raise self._bad(f"kv_heads ({self.kv}) must divide heads ({self.heads})")
+        if self.kv % self.tp:
+            raise self._bad(
+                f"tensor-parallel size tp={self.tp} must divide kv_heads ({self.kv})",
+                hints=["Megatron-LM splits the key/value heads over the tensor-parallel ranks"],
             )
-        if self.dtype not in DTYPE_BYTES:
-            raise error(
-                "bad-model",
-                f"model {self.name}: unknown dtype '{self.dtype}'",
-                hints=did_you_mean(self.dtype, DTYPE_BYTES) + [f"dtypes: {', '.join(DTYPE_BYTES)}"],
-            )
+        for f, choices in (
+            ("dtype", DTYPE_BYTES),
+            ("grad_dtype", DTYPE_BYTES),
+            ("norm", NORMS),
+            ("optimizer", OPTIMIZERS),
+        ):
+            v = getattr(self, f)
+            if v not in choices:
+                raise self._bad(
+                    f"unknown {f} '{v}'",
+                    hints=did_you_mean(str(v), choices) + [f"{f}: {', '.join(choices)}"],
+                )
 
+    def _bad(self, message: str, hints=()):
+        return error("bad-model", f"model {self.name}: {message}", hints=hints)
+
+    # ------------------------------------------------------------------ derived sizes
     @property
     def dtype_bytes(self) -> int:
         return DTYPE_BYTES[self.dtype]
@@ -97,44 +138,143 @@ class ModelShape:
     def ffn_hidden(self) -> int:
         return self.ffn or 4 * self.hidden
 
+    @property
+    def kv(self) -> int:
+        """Key/value heads (grouped-query attention; = heads for multi-head attention)."""
+        return self.kv_heads or self.heads
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of K (and of V): kv heads times the head dimension."""
+        return self.kv * (self.hidden // self.heads)
+
+    @property
+    def norm_size(self) -> int:
+        """Parameters per hidden unit of one norm: 2 for LayerNorm (weight, bias), 1 for RMSNorm."""
+        return 2 if self.norm == "layernorm" else 1
+
+    # ------------------------------------------------------------------ parameters (elements)
+    def layer_params(self) -> tuple[int, int]:
+        """(tensor-parallel-sharded, replicated) parameters of one transformer layer, whole TP
+        group: attention and MLP matrices (no biases), and the two norms."""
+        h, f = self.hidden, self.ffn_hidden
+        sharded = 2 * h * h + 2 * h * self.kv_dim + (3 if self.swiglu else 2) * h * f
+        return sharded, 2 * h * self.norm_size
+
+    def embedding_params(self) -> int:
+        """The word embedding (= an untied output layer): V·h, whole TP group."""
+        return self.vocab * self.hidden
+
+    def final_norm_params(self) -> int:
+        return self.norm_size * self.hidden if self.vocab else 0
+
+    # ------------------------------------------------------------------ activations (bytes)
     def activation_terms(self, recompute: str = "none") -> tuple[int, int]:
-        """Per layer and microbatch at 16 bits and t=1: (the 34h-like part, the 5as part) times
-        s*b, so that ``sum / t * dtype_bytes / 2`` is the bytes.  Split backward frees them
-        separately (see :func:`ppir.analysis.memory.split_fractions`)."""
-        s, b, h, a = self.seq, self.mbs, self.hidden, self.heads
+        """Bytes one layer keeps for one microbatch at t=1: (the linear part, the attention-core
+        part) -- the core part is the scores or the log-sum-exp that I frees first under split
+        backward (see :func:`ppir.analysis.memory.split_fractions`)."""
         check_recompute(recompute)
+        s, b, h, a, d = self.seq, self.mbs, self.hidden, self.heads, self.dtype_bytes
+        sb = s * b
         if recompute == "full":
-            return (2 * s * b * h, 0)
-        attn = 0 if recompute == "selective" else 5 * a * s * s * b
-        return (34 * s * b * h, attn)
+            return (sb * h * d, 0)
+        f, mask = self.ffn_hidden, self.dropout
+        lin = (
+            2 * h * d  # the inputs of the two norms
+            + (3 * h + 2 * self.kv_dim) * d  # QKV input, Q, K, V, output-projection input
+            + (h + (2 * f if self.swiglu else f) + f) * d  # fc1 input, activation input, fc2 input
+            + 2 * h * mask  # the two dropout masks
+        )
+        if recompute == "selective":
+            core = 0
+        elif self.flash:
+            core = 4 * a  # fp32 log-sum-exp per head and token
+        else:
+            core = a * s * ((2 if mask else 1) * d + mask)  # softmax out, dropout mask and out
+        return (sb * lin, sb * core)
 
     def activation_bytes_per_layer(self, recompute: str = "none") -> Fraction:
-        """Korthikanti et al.'s activations of one layer for one microbatch, in bytes."""
-        lin, attn = self.activation_terms(recompute)
-        return Fraction((lin + attn) * self.dtype_bytes, 2 * self.tp)
+        """Activations one layer keeps for one microbatch, in bytes, on one TP rank."""
+        lin, core = self.activation_terms(recompute)
+        return Fraction(lin + core, self.tp)
+
+    def embedding_activation_bytes(self) -> Fraction:
+        """What the first stage keeps per microbatch besides its layers: the int64 token ids
+        (every TP rank holds all of them) and the embedding dropout mask."""
+        if not self.vocab:
+            return Fraction(0)
+        sb = self.seq * self.mbs
+        return 8 * sb + Fraction(sb * self.hidden * self.dropout, self.tp)
+
+    def head_activation_bytes(self) -> Fraction:
+        """What the last stage keeps per microbatch besides its layers: the final norm's input
+        and output and the fp32 logits of the loss (Megatron-LM's ``4sbh(1 + V/h)`` at 16 bits)."""
+        if not self.vocab:
+            return Fraction(0)
+        sb = self.seq * self.mbs
+        return Fraction(sb * (2 * self.hidden * self.dtype_bytes + 4 * self.vocab), self.tp)
 
     def message_bytes(self) -> Fraction:
         """Bytes of one stage-boundary activation (or its gradient) for one microbatch."""
         return Fraction(self.seq * self.mbs * self.hidden * self.dtype_bytes, self.tp)
 
+    # ------------------------------------------------------------------ FLOPs (whole TP group)
     def forward_flops_per_layer(self) -> int:
-        """Forward FLOPs of one layer for one microbatch (whole TP group; divide by tp per GPU)."""
+        """Forward FLOPs of one layer for one microbatch (divide by tp per GPU)."""
         s, b, h = self.seq, self.mbs, self.hidden
-        return 2 * b * s * (4 * h * h + 2 * h * self.ffn_hidden) + 4 * b * s * s * h
+        linear = 2 * h * h + 2 * h * self.kv_dim + (3 if self.swiglu else 2) * h * self.ffn_hidden
+        core = (2 if self.flash else 4) * b * s * s * h
+        return 2 * s * b * linear + core
+
+    def recompute_share(self, recompute: str) -> Fraction:
+        """The share of a layer's forward that the backward runs again: 1 under full
+        recomputation, the attention core (scores, softmax, values) under selective, 0 under
+        none.  Exact rationals, so unit-mode timings stay exact."""
+        check_recompute(recompute)
+        if recompute == "none":
+            return Fraction(0)
+        if recompute == "full":
+            return Fraction(1)
+        s, b, h = self.seq, self.mbs, self.hidden
+        return Fraction((2 if self.flash else 4) * b * s * s * h, self.forward_flops_per_layer())
+
+    def head_forward_flops(self) -> int:
+        """Forward FLOPs of the output layer (logits) for one microbatch."""
+        return 2 * self.seq * self.mbs * self.hidden * self.vocab
+
+    def stage_forward_flops(self, layers: int, last: bool) -> int:
+        """Forward FLOPs of a stage of ``layers`` layers (the head too when ``last``)."""
+        return layers * self.forward_flops_per_layer() + (self.head_forward_flops() if last else 0)
 
 
+# Sources: GPT-3 175B: Brown et al. 2020, Table 2.1, and Megatron-LM examples/gpt3/
+# train_gpt3_175b_distributed.sh (96 layers, 12288 hidden, 96 heads, 2048 tokens; GPT-2 BPE
+# vocabulary of 50257, tied embeddings).  Llama 3 8B / 70B and Llama 3.1 405B: Dubey et al. 2024
+# ("The Llama 3 Herd of Models"), Table 3, and the meta-llama config.json files (hidden_size,
+# intermediate_size, num_attention_heads, num_key_value_heads = 8, vocab_size 128256,
+# tie_word_embeddings false, RMSNorm, SwiGLU, no dropout; pre-trained at 8192 tokens).  GPT-2 XL:
+# Radford et al. 2019, Table 2 (48 layers, 1600 hidden, 1024 tokens; 25 heads per the
+# openai-community/gpt2-xl config.json).  Both GPTs were trained before FlashAttention: their
+# presets keep the attention scores (flash=0; override with flash=1).
+_LLAMA = dict(swiglu=1, tied=0, norm="rmsnorm", dropout=0, kv_heads=8, vocab=128256, seq=8192)
 PRESETS: dict[str, ModelShape] = {
-    "gpt3-175b": ModelShape("gpt3-175b", layers=96, hidden=12288, heads=96, seq=2048),
-    "llama3-8b": ModelShape("llama3-8b", layers=32, hidden=4096, heads=32, seq=8192, ffn=14336),
-    "llama3-70b": ModelShape("llama3-70b", layers=80, hidden=8192, heads=64, seq=8192, ffn=28672),
-    "llama3-405b": ModelShape(
-        "llama3-405b", layers=126, hidden=16384, heads=128, seq=8192, ffn=53248
+    "gpt3-175b": ModelShape(
+        "gpt3-175b", layers=96, hidden=12288, heads=96, seq=2048, vocab=50257, flash=0
     ),
-    "gpt2-xl": ModelShape("gpt2-xl", layers=48, hidden=1600, heads=25, seq=1024),
+    "llama3-8b": ModelShape("llama3-8b", layers=32, hidden=4096, heads=32, ffn=14336, **_LLAMA),
+    "llama3-70b": ModelShape("llama3-70b", layers=80, hidden=8192, heads=64, ffn=28672, **_LLAMA),
+    "llama3-405b": ModelShape(
+        "llama3-405b", layers=126, hidden=16384, heads=128, ffn=53248, **_LLAMA
+    ),
+    "gpt2-xl": ModelShape(
+        "gpt2-xl", layers=48, hidden=1600, heads=25, seq=1024, vocab=50257, flash=0
+    ),
 }
 
-_INT_FIELDS = {f.name for f in fields(ModelShape)} - {"name", "dtype"}
-_KEYS = sorted(_INT_FIELDS | {"dtype"})
+STR_FIELDS = ("name", "dtype", "norm", "optimizer", "grad_dtype")
+SPEC_FIELDS = tuple(f.name for f in fields(ModelShape) if f.name != "name")
+_INT_FIELDS = {f for f in SPEC_FIELDS if f not in STR_FIELDS}
+_KEYS = sorted(SPEC_FIELDS)
 
 
 def check_recompute(mode: str) -> None:
@@ -165,10 +305,16 @@ def make_model(preset: str | None = None, **overrides) -> ModelShape:
     return replace(base, **overrides)
 
 
+def model_fields(m: ModelShape) -> dict:
+    """The spec fields of ``m`` (everything but the name), e.g. for a config ``[model]`` table."""
+    return {f: getattr(m, f) for f in SPEC_FIELDS}
+
+
 def parse_model_spec(text: str) -> ModelShape:
     """Parse ``--model`` text: ``PRESET``, ``PRESET,key=value,...`` or ``key=value,...``.
 
-    Keys are the :class:`ModelShape` fields (layers, hidden, heads, seq, mbs, dtype, tp, ffn).
+    Keys are the :class:`ModelShape` fields: layers, hidden, heads, seq, mbs, dtype, tp, ffn,
+    kv_heads, vocab, swiglu, tied, dp, zero, flash, dropout, norm, optimizer, grad_dtype.
     """
     preset = None
     over: dict = {}

@@ -1,47 +1,75 @@
-"""Search schedules × v × micro-batch size under a per-rank memory budget (``ppir tune``).
+"""Search what users choose for a pipeline (``ppir tune``): pipeline and data-parallel sizes for a
+world size, schedule, v, micro-batch size, recomputation and uneven first/last stages, under
+the whole memory of a GPU, ranked by the step time of the programs ``ppir compile`` produces.
 
 Contract
 --------
-:func:`tune` returns one :class:`Candidate` per choice it considered, feasible ones ranked by
-step time first, then the rejected ones, each with its reason:
+:func:`search` returns one :class:`Candidate` per choice, in three groups:
 
-* ``divisibility``: the global batch is not a multiple of the micro-batch size, or the model's
-  layers do not split into P·v stages;
-* ``constraint``: the schedule refused the parameters (a ``require`` failed, e.g. interleaved
-  1F1B needs M % P == 0) or cannot run them (order cycle / deadlock);
-* ``memory``: the worst rank's peak activations exceed the budget.
+1. the *ranked* ones: compiled (:func:`ppir.compile`, verified) and sorted by their step time;
+   at least ``top`` of them when that many fit;
+2. the *pruned* ones, left uncompiled: a lower bound on their step time (:func:`program_bound`,
+   or the dependency bound: the compute graph timed with the same costs, which no lowering
+   beats; :mod:`ppir.pipeline`) is no better than the ``top``-th ranked step time, so they
+   cannot enter the top (``why == "pruned"``, sorted by that bound; their memory is checked
+   only when they got as far as the dependency bound);
+3. the *rejected* ones, each with its reason: ``divisibility`` (the global batch does not split
+   into dp x micro-batch x M, or the layers into the stages with uneven splits off),
+   ``constraint`` (the schedule refuses the parameters, or its program does not verify) or
+   ``memory`` (the worst rank's peak exceeds the budget; the reason names the largest term).
 
-Schedules without a ``v`` parameter are tried with v = 1 only.  With a model, the micro-batch
-size is the model's ``mbs`` and times are seconds; without one, times are in forwards of one
-rank share *per sample* (unit costs × micro-batch size, assuming compute linear in batch) so
-that different micro-batch sizes compare.  Memory is activations only (no weights, optimizer
-state or received buffers), from :mod:`ppir.analysis.memory`; the budget is bytes with a model, or
-A.
+With a model, each choice has ``pp`` x ``dp`` x ``tp`` = ``world`` GPUs and micro-batch size
+``mbs``; M = global batch / (dp x mbs).  Memory is the whole per-rank footprint in bytes
+(:mod:`ppir.analysis.footprint`) at that tp, dp and mbs and the choice's recomputation; times
+are seconds.  Layers that do not split evenly into the S stages are split unevenly when
+``uneven`` is on: the remainder goes to the middle stages first, so the first and last stages
+(embedding, head) get the fewer layers (Megatron's ``--pipeline-model-parallel-layout``).  A
+schedule's v is its stages / ranks, so V-shaped schedules report v = 2.
+
+Without a model there is no data parallelism (world = P, dp = 1), recomputation is not searched,
+times are in forwards of one rank share *per sample* (unit costs x micro-batch size) and memory
+is peak activations in A; a budget must then be in A.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from ppir.analysis.bounds import program_bound
 from ppir.analysis.config import CostConfig
-from ppir.analysis.estimate import Estimate
+from ppir.analysis.costs import costs_for
+from ppir.analysis.estimate import Estimate, from_timeline
+from ppir.analysis.footprint import Footprint, footprint, schedule_copies
+from ppir.analysis.memory import analyze_memory, split_fractions
+from ppir.analysis.timeline import run
+from ppir.analysis.units import fmt_size
 from ppir.diagnostics import PpirError, error
 from ppir.frontend.loader import load_schedule, read_source
 from ppir.frontend.parser import parse_text
+from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
 
 
-@dataclass(frozen=True)
+@dataclass
 class Candidate:
     schedule: str
+    pp: int
+    dp: int
     v: int
     mbs: int
     microbatches: int | None
+    recompute: str = "none"
+    stage_layers: tuple[int, ...] | None = None  # None: even (or no model)
+    bound: float | None = None  # dependency bound (per step; per sample without a model)
+    step_time: float | None = None  # compiled
+    peak: float | None = None  # worst rank: whole-memory bytes with a model, else A
+    largest: str | None = None  # the largest memory term on the worst rank
     estimate: Estimate | None = None
-    step_time: float | None = None
-    peak: float | None = None  # worst rank: bytes with a model, else A
-    reason: str | None = None  # None: feasible
-    why: str = ""  # divisibility, constraint or memory
+    footprint: Footprint | None = None
+    reason: str | None = None  # None: ranked
+    why: str = ""  # pruned, divisibility, constraint or memory
+    config: CostConfig | None = field(default=None, repr=False)
+    program: object = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -55,39 +83,272 @@ def schedule_params(name: str) -> list[str]:
     return [p.name for p in (mod.header.params if mod.header else ())]
 
 
-def parse_budget(text: str | None, has_model: bool) -> tuple[float, str] | None:
-    """``40GiB``, ``80GB``, ``512MiB`` (bytes, needs a model) or ``6A``: (value, "bytes"|"A")."""
-    if text is None:
-        return None
-    t = text.strip()
-    units = (
-        ("GiB", 2**30),
-        ("MiB", 2**20),
-        ("TiB", 2**40),
-        ("GB", 1e9),
-        ("MB", 1e6),
-        ("TB", 1e12),
-        ("A", None),
-    )
-    for suffix, scale in units:
-        if t.endswith(suffix):
-            num = t[: -len(suffix)].strip()
-            try:
-                x = float(num)
-            except ValueError:
-                break
-            if x <= 0:
-                raise error("bad-usage", f"--memory-budget {text}: must be positive")
-            if scale is None:
-                return x, "A"
-            if not has_model:
+def uneven_layers(layers: int, stages: int) -> tuple[int, ...]:
+    """``layers`` over ``stages`` as evenly as possible, the first and last stages taking the
+    smaller counts (they also hold the embedding and the head); the extra layers go to the
+    later middle stages first, which hold fewer microbatches in flight."""
+    q, r = divmod(layers, stages)
+    out = [q] * stages
+    order = list(range(stages - 2, 0, -1)) + [0, stages - 1][: min(2, stages)]
+    for s in order[:r]:
+        out[s] += 1
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Space:
+    """What :func:`search` tries.  ``pps`` None: every P dividing world / tp."""
+
+    world: int
+    tp: int = 1
+    pps: tuple[int, ...] | None = None
+    global_batch: int = 0  # 0: default_global_batch
+    micro_batches: tuple[int, ...] = (1,)
+    vs: tuple[int, ...] = (1, 2, 4)
+    recomputes: tuple[str, ...] = ("none",)
+    uneven: bool = True
+    top: int = 10
+
+    def pipeline_sizes(self) -> list[tuple[int, int]]:
+        """(P, dp) pairs with P x dp x tp = world."""
+        if self.world < 1 or self.tp < 1 or self.world % self.tp:
+            raise error(
+                "bad-usage",
+                f"--world {self.world} must be a positive multiple of --tp {self.tp}",
+            )
+        n = self.world // self.tp
+        ps = [p for p in range(1, n + 1) if n % p == 0]
+        if self.pps is not None:
+            bad = [p for p in self.pps if p < 1 or n % p]
+            if bad:
                 raise error(
                     "bad-usage",
-                    f"--memory-budget {text}: a budget in bytes needs --model (activation sizes)",
-                    hints=["without a model give the budget in A, e.g. 6A"],
+                    f"pipeline size {bad[0]} does not divide world / tp = {n}",
+                    hints=[f"pipeline sizes for {n} GPUs per tensor-parallel slot: {ps}"],
                 )
-            return x * scale, "bytes"
-    raise error("bad-usage", f"--memory-budget {text}: expected e.g. 40GiB, 80GB or 6A")
+            ps = sorted(set(self.pps))
+        return [(p, n // p) for p in ps]
+
+
+def search(
+    schedules: list[str],
+    space: Space,
+    config: CostConfig,
+    budget: tuple[float, str] | None = None,
+    progress: str = "fifo",
+    on_step=None,
+) -> list[Candidate]:
+    """Every choice of ``space`` for ``schedules``, ranked, pruned or rejected (see the module
+    docstring).  ``on_step(done, total, status)`` reports progress, one step per schedule
+    instance (schedule, P, dp, micro-batch size, v).
+
+    Best first: instances are taken smallest program first; after each, the candidates whose
+    bound beats the ``top``-th compiled step time (or while fewer than ``top`` are compiled)
+    are compiled.  Before building an instance's graph, a bound read off its program (below)
+    is compared with that step time, so most large instances are pruned unbuilt."""
+    model = config.model
+    if model is None and budget is not None and budget[1] == "bytes":
+        raise error("bad-usage", "a memory budget in bytes needs --model")
+    if space.global_batch < 0:
+        raise error("bad-usage", "--global-batch must be positive")
+    G = space.global_batch or default_global_batch(space)
+    sizes = space.pipeline_sizes() if model is not None else [(space.world, 1)]
+    jobs = [
+        (name, params, P, dp, mbs, v)
+        for name, params in ((n, schedule_params(n)) for n in schedules)
+        for P, dp in sizes
+        for mbs in space.micro_batches
+        for v in (space.vs if "v" in params else [None])
+    ]
+    jobs.sort(key=lambda j: (j[2] * G // max(1, j[3] * j[4]) * (j[5] or 1), j[0]))
+    state = _State(space.top, budget, progress)
+    out: list[Candidate] = []
+    for i, job in enumerate(jobs):
+        if on_step:
+            on_step(i, len(jobs), f"{job[0]} P={job[2]} mbs={job[4]}")
+        out += _bounds(*job, G, space, config, budget, progress, state)
+        state.compile_ahead()
+    state.finish()
+    if on_step:
+        on_step(len(jobs), len(jobs), "done")
+    ranked = sorted(state.ranked, key=lambda c: (c.step_time, c.schedule, c.pp, c.v, c.mbs))
+    failed = [c for c in state.done if not c.ok]
+    pruned = sorted((c for c in out if c.why == "pruned"), key=_bound_key)
+    rejected = [c for c in out if not c.ok and c.why != "pruned" and c not in failed]
+    return ranked + pruned + failed + rejected
+
+
+def default_global_batch(space: Space) -> int:
+    """Four sequences per pipeline-and-data-parallel slot (world / tp) when none is given."""
+    return 4 * space.world // space.tp
+
+
+def _bound_key(c: Candidate):
+    return (c.bound, c.schedule, c.pp, c.v, c.mbs, c.recompute)
+
+
+class _State:
+    """The compiled candidates and the ones waiting, best bound first."""
+
+    def __init__(self, top: int, budget, progress: str):
+        self.top, self.budget, self.progress = top, budget, progress
+        self.waiting: list = []  # heap of (bound, n, candidate)
+        self.done: list[Candidate] = []
+        self.ranked: list[Candidate] = []
+        self.n = 0
+
+    def cutoff(self) -> float:
+        """The ``top``-th best compiled step time (inf while fewer are compiled)."""
+        if len(self.ranked) < self.top:
+            return float("inf")
+        return sorted(c.step_time for c in self.ranked)[self.top - 1]
+
+    def push(self, c: Candidate) -> None:
+        import heapq
+
+        self.n += 1
+        heapq.heappush(self.waiting, (c.bound, self.n, c))
+
+    def compile_ahead(self) -> None:
+        """Compile while fewer than ``top`` are ranked or the best bound waiting beats the
+        cutoff (a compiled candidate that later falls out of the top cost time, not truth)."""
+        import heapq
+
+        while self.waiting and (len(self.ranked) < self.top or self.waiting[0][0] < self.cutoff()):
+            c = heapq.heappop(self.waiting)[2]
+            c = _compile(c, self.budget, self.progress)
+            self.done.append(c)
+            if c.ok:
+                self.ranked.append(c)
+
+    def finish(self) -> None:
+        self.compile_ahead()
+        for _, _, c in self.waiting:
+            _prune(c, self.top)
+        self.waiting = []
+
+
+def _prune(c: Candidate, top: int) -> Candidate:
+    c.reason = f"not compiled: its bound is no better than the {top}th ranked step time"
+    c.why = "pruned"
+    return c
+
+
+def _bounds(name, params, P, dp, mbs, v, G, space, cfg, budget, progress, state):
+    """The candidates of one schedule instance, one per recomputation: their memory, then the
+    program bound against the cutoff, then the dependency bound (or the reason they are out)."""
+    model = cfg.model
+    recomputes = space.recomputes if model is not None else (cfg.recompute,)
+    base = dict(schedule=name, pp=P, dp=dp, v=v or 1, mbs=mbs, microbatches=None)
+    if G % (dp * mbs):
+        why = f"global batch {G} does not split into dp={dp} x micro-batch {mbs}"
+        return [Candidate(**base, recompute=r, reason=why, why="divisibility") for r in recomputes]
+    M = G // (dp * mbs)
+    base["microbatches"] = M
+    values = {"P": P, "M": M, "v": v}
+    try:
+        s = load_schedule(name, {k: values[k] for k in params if k in values})
+    except PpirError as e:
+        why = e.diagnostics[0].message
+        return [Candidate(**base, recompute=r, reason=why, why="constraint") for r in recomputes]
+    base["v"] = max(1, s.stages // s.ranks)
+    layers = None
+    if model is not None:
+        L = model.layers * schedule_copies(s)
+        if L % s.stages:
+            if not space.uneven:
+                why = f"{L} layers do not split evenly into {s.stages} stages"
+                return [
+                    Candidate(**base, recompute=r, reason=why, why="divisibility")
+                    for r in recomputes
+                ]
+            layers = uneven_layers(L, s.stages)
+    scale = 1 if cfg.time_unit == "s" else mbs
+    out, mems, g = [], {}, None
+    for r in recomputes:
+        c = Candidate(**base, recompute=r, stage_layers=layers)
+        m = replace(model, tp=space.tp, dp=dp, mbs=mbs) if model is not None else None
+        c.config = replace(cfg, model=m, recompute=r, stage_layers=layers)
+        c.program = s
+        out.append(c)
+        try:
+            costs = costs_for(s, c.config)
+        except PpirError as e:
+            c.reason, c.why = e.diagnostics[0].message, "constraint"
+            continue
+        c.bound = costs.to_time(program_bound(s, costs)) * scale
+        if c.bound >= state.cutoff():
+            _prune(c, space.top)
+            continue
+        if g is None:
+            g = build_graph(s, progress)
+        fi = split_fractions(m, r)
+        if fi not in mems:
+            mems[fi] = analyze_memory(g, None, recompute=r, i_fraction=fi)
+        mem = mems[fi]
+        if m is not None:
+            fp = footprint(s, m, recompute=r, memory=mem, stage_layers=layers)
+            w = fp.worst
+            c.peak, c.largest, c.footprint = float(w.total), w.dominant, fp
+        else:
+            c.peak = float(max(x.peak_activations for x in mem.per_rank))
+        if budget is not None and c.peak > budget[0]:
+            _over(c, budget)
+            continue
+        tl = run(g, costs)
+        if not tl.complete:
+            c.reason, c.why = "the compute order has a cycle (ppir check shows it)", "constraint"
+            continue
+        c.bound = costs.to_time(tl.makespan) * scale
+        if c.bound >= state.cutoff():
+            _prune(c, space.top)
+        else:
+            state.push(c)
+    return out
+
+
+def _over(c: Candidate, budget) -> Candidate:
+    unit = "A" if budget[1] == "A" else "bytes"
+    what = "peak memory" if c.footprint is not None else "peak activations"
+    rank = c.footprint.worst.rank if c.footprint is not None else None
+    where = f" on rank {rank} (largest term: {c.largest})" if rank is not None else ""
+    c.reason = (
+        f"{what} {fmt_size(c.peak, unit)}{where} exceeds the budget {fmt_size(budget[0], unit)}"
+    )
+    c.why = "memory"
+    return c
+
+
+def _compile(c: Candidate, budget, progress) -> Candidate:
+    """The program ``ppir compile`` produces for this choice, its step time and whole memory."""
+    try:
+        comp = compile(c.program, costs=c.config, progress=progress, verify="final")
+    except PpirError as e:
+        c.reason, c.why = e.diagnostics[0].message, "constraint"
+        return c
+    if not comp.ok:
+        first = comp.report.errors[0] if comp.report else None
+        c.reason = first.message if first else "the program does not verify"
+        c.why = "constraint"
+        return c
+    cfg = c.config
+    model = cfg.model
+    fi = split_fractions(model, c.recompute)
+    mem = analyze_memory(comp.graph, None, recompute=c.recompute, i_fraction=fi)
+    c.estimate = from_timeline(comp.timeline, cfg, mem, comp.dependency_bound)
+    c.step_time = comp.step_time * (1 if cfg.time_unit == "s" else c.mbs)
+    c.program = comp.program
+    if model is not None:
+        fp = footprint(
+            comp.program, model, recompute=c.recompute, memory=mem, stage_layers=c.stage_layers
+        )
+        w = fp.worst
+        c.peak, c.largest, c.footprint = float(w.total), w.dominant, fp
+    else:
+        c.peak = float(max(x.peak_activations for x in mem.per_rank))
+    if budget is not None and c.peak > budget[0]:
+        return _over(c, budget)
+    return c
 
 
 def tune(
@@ -100,73 +361,20 @@ def tune(
     budget: tuple[float, str] | None = None,
     progress: str = "fifo",
 ) -> list[Candidate]:
-    """Estimate every feasible choice; see the module docstring for ranking and reasons."""
+    """One pipeline size, every candidate compiled: :func:`search` at world = ``ranks`` x tp,
+    dp = 1, the config's recomputation, no pruning."""
     if ranks < 1 or global_batch < 1:
         raise error("bad-usage", "--ranks and --global-batch must be positive")
-    out: list[Candidate] = []
-    for name in schedules:
-        params = schedule_params(name)
-        for mbs in micro_batches:
-            for v in vs if "v" in params else [1]:
-                out.append(
-                    _one(name, params, ranks, global_batch, mbs, v, config, budget, progress)
-                )
-    ok = sorted((c for c in out if c.ok), key=lambda c: (c.step_time, c.schedule, c.v, c.mbs))
-    return ok + [c for c in out if not c.ok]
-
-
-def _one(name, params, P, G, mbs, v, cfg: CostConfig, budget, progress) -> Candidate:
-    if mbs < 1 or G % mbs:
-        return Candidate(
-            name,
-            v,
-            mbs,
-            None,
-            reason=f"global batch {G} is not a multiple of micro-batch size {mbs}",
-            why="divisibility",
-        )
-    M = G // mbs
-    if cfg.model is not None and cfg.model.layers % (P * v):
-        return Candidate(
-            name,
-            v,
-            mbs,
-            M,
-            why="divisibility",
-            reason=f"{cfg.model.layers} layers do not split into P*v = {P * v} stages",
-        )
-    values = {"P": P, "M": M, "v": v}
-    try:
-        s = load_schedule(name, {k: values[k] for k in params if k in values})
-        c = cfg if cfg.model is None else replace(cfg, model=replace(cfg.model, mbs=mbs))
-        compiled = compile(s, costs=c, progress=progress, verify="final")  # what compile runs
-        if not compiled.ok:
-            first = compiled.report.errors[0] if compiled.report else None
-            why = first.message if first else "the program does not verify"
-            return Candidate(name, v, mbs, M, reason=why, why="constraint")
-        est = compiled.estimate
-    except PpirError as e:
-        return Candidate(name, v, mbs, M, reason=e.diagnostics[0].message, why="constraint")
-    scale = 1 if cfg.model is not None else mbs
-    if budget is not None and budget[1] == "bytes":
-        peaks = [r.peak_bytes or 0.0 for r in est.per_rank]
-    else:
-        peaks = [r.peak_activations or 0.0 for r in est.per_rank]
-    worst = max(range(len(peaks)), key=peaks.__getitem__) if peaks else 0
-    peak = peaks[worst] if peaks else 0.0
-    cand = Candidate(name, v, mbs, M, est, est.step_time * scale, peak)
-    if budget is not None and peak > budget[0]:
-        unit = "A" if budget[1] == "A" else "bytes"
-        return replace(
-            cand,
-            why="memory",
-            reason=f"peak activations {_fmt(peak, unit)} on rank "
-            f"{worst} exceed the budget {_fmt(budget[0], unit)}",
-        )
-    return cand
-
-
-def _fmt(x: float, unit: str) -> str:
-    if unit == "A":
-        return f"{x:.4g} A"
-    return f"{x / 2**30:.4g} GiB"
+    tp = config.model.tp if config.model is not None else 1
+    space = Space(
+        world=ranks * tp,
+        tp=tp,
+        pps=(ranks,),
+        global_batch=global_batch,
+        micro_batches=tuple(micro_batches),
+        vs=tuple(vs),
+        recomputes=(config.recompute,),
+        uneven=False,
+        top=10**9,
+    )
+    return search(schedules, space, config, budget, progress)

@@ -1,6 +1,9 @@
-"""Human-readable times and sizes shared by every command's output."""
+"""Human-readable times and sizes shared by every command's output, and memory sizes read
+from the command line."""
 
 from __future__ import annotations
+
+from ppir.diagnostics import error
 
 
 def fmt_time(x: float, unit: str) -> str:
@@ -18,3 +21,45 @@ def fmt_bytes(n: float) -> str:
         if n >= scale:
             return f"{n / scale:.3g} {suffix}"
     return f"{n:.0f} B"
+
+
+def parse_budget(text: str | None, has_model: bool) -> tuple[float, str] | None:
+    """``40GiB``, ``80GB``, ``512MiB`` (bytes, needs a model) or ``6A``: (value, "bytes"|"A")."""
+    if text is None:
+        return None
+    t = text.strip()
+    units = (
+        ("GiB", 2**30),
+        ("MiB", 2**20),
+        ("TiB", 2**40),
+        ("GB", 1e9),
+        ("MB", 1e6),
+        ("TB", 1e12),
+        ("A", None),
+    )
+    for suffix, scale in units:
+        if t.endswith(suffix):
+            num = t[: -len(suffix)].strip()
+            try:
+                x = float(num)
+            except ValueError:
+                break
+            if x <= 0:
+                raise error("bad-usage", f"memory size {text}: must be positive")
+            if scale is None:
+                return x, "A"
+            if not has_model:
+                raise error(
+                    "bad-usage",
+                    f"memory size {text}: a budget in bytes needs --model (memory sizes)",
+                    hints=["without a model give the budget in A, e.g. 6A"],
+                )
+            return x * scale, "bytes"
+    raise error("bad-usage", f"memory size {text}: expected e.g. 40GiB, 80GB or 6A")
+
+
+def fmt_size(x: float, unit: str) -> str:
+    """A memory size in A (``"A"``) or, for bytes, GiB."""
+    if unit == "A":
+        return f"{x:.4g} A"
+    return f"{x / 2**30:.4g} GiB"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
+from ppir.analysis.footprint import footprint
 from ppir.analysis.memory import ANALYSIS_FORMAT, analyze_memory, analyze_p2p
 from ppir.analysis.models import RECOMPUTE_MODES, parse_model_spec
 from ppir.cli.common import (
@@ -13,6 +15,7 @@ from ppir.cli.common import (
     emit_json,
     print_report,
 )
+from ppir.cli.footprint_view import footprint_json, footprint_lines, model_json
 from ppir.diagnostics import EXIT_INVALID, error
 
 NAME = "analyze"
@@ -23,18 +26,24 @@ the peak occurs, the memory curve, received-but-not-consumed buffers, and the po
 messages per microbatch (same-rank stage hand-offs are local, not messages).  F allocates, B
 frees; with split backward I frees --i-fraction of a chunk and W the rest.
 
-With --model, sizes are in bytes (Korthikanti et al.'s per-layer formula); --layers L checks
-that L splits evenly into the P*v stages.
+With --model, sizes are in bytes (Korthikanti et al.'s per-layer formula, generalised to GQA,
+SwiGLU and flash attention) and each rank's whole memory is added: parameters, gradients and
+optimizer state of its stages (embedding on the first, head on the last), peak activations and
+receive buffers, with the largest term (ppir.analysis.footprint; docs/analysis.md).  --layers L
+checks that L splits evenly into the P*v stages.
 
 examples:
   ppir analyze 1f1b -D P=4 -D M=8
   ppir analyze interleaved_1f1b -D P=4 -D M=8 -D v=2 --format json
   ppir analyze interleaved_1f1b -D P=8 -D M=16 -D v=2 --model llama3-70b,tp=8 --recompute selective
+  ppir analyze 1f1b -D P=8 -D M=32 --model llama3-70b,tp=8,dp=4,zero=1,seq=4096
   ppir analyze interleaved_1f1b -D P=8 -D v=4 --layers 80      # error: lists the v that work
   ppir analyze gpipe -D P=4 --curve
 
 JSON: the versioned "ppir.analysis/1" object (schedule, params, ranks, stages, per_rank[],
-p2p{}); fractions are given as numbers and, under *_exact keys, as exact "p/q" strings.
+p2p{}); fractions are given as numbers and, under *_exact keys, as exact "p/q" strings.  With
+--model each per_rank[] entry has memory{params, grads, optimizer, activations, buffers, total}
+in bytes, and "footprint" holds the per-rank table with the largest term.
 """
 
 _BARS = " ▁▂▃▄▅▆▇█"
@@ -63,7 +72,8 @@ def add_model_arguments(p) -> None:
         help="model shape for bytes: a preset (gpt3-175b, llama3-8b, llama3-70b, "
         "llama3-405b, gpt2-xl), optionally with overrides, or key=value pairs: "
         "e.g. llama3-70b,tp=8,seq=4096 or layers=32,hidden=4096,heads=32,seq=2048,"
-        "mbs=1,dtype=bf16,tp=1",
+        "mbs=1,dtype=bf16,tp=1; training fields: kv_heads, vocab, swiglu=0|1, tied=0|1, "
+        "flash=0|1, dropout=0|1, norm, dp, zero=0|1|2, optimizer=adam|sgd, grad_dtype",
     )
     p.add_argument(
         "--recompute",
@@ -107,10 +117,23 @@ def run(args) -> int:
         i_fraction=parse_fraction(args.i_fraction),
     )
     p2p = analyze_p2p(c.graph, model)
+    fp = None
+    if model is not None:  # whole memory: weights, gradients, optimizer, activations, buffers
+        m = replace(model, layers=args.layers) if args.layers else model
+        fp = footprint(s, m, recompute=args.recompute, i_fraction=mem.i_fraction, memory=mem)
     if args.format == "json":
-        emit_json(to_json(s, mem, p2p))
+        doc = to_json(s, mem, p2p)
+        if fp is not None:
+            doc["model"] = model_json(fp.model)
+            doc["footprint"] = footprint_json(fp)
+            for row, r in zip(doc["per_rank"], fp.per_rank):
+                row["memory"] = r.to_json()
+        emit_json(doc)
     else:
-        print(format_text(s, mem, p2p, curve=args.curve), end="")
+        text = format_text(s, mem, p2p, curve=args.curve)
+        if fp is not None:
+            text += "\n".join(footprint_lines(fp)) + "\n"
+        print(text, end="")
     return 0
 
 

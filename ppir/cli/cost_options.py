@@ -22,7 +22,7 @@ from ppir.analysis.config import (
     make_config,
     merge,
 )
-from ppir.analysis.models import PRESETS, parse_model_spec
+from ppir.analysis.models import PRESETS, model_fields, parse_model_spec
 from ppir.diagnostics import did_you_mean, error
 
 
@@ -159,10 +159,7 @@ def settings_from_args(args: argparse.Namespace) -> dict:
     over: dict = {}
     if g("model"):  # replaces the file's [model] table (its recompute setting is kept)
         model = parse_model_spec(g("model"))
-        fields = {
-            f: getattr(model, f)
-            for f in ("layers", "hidden", "heads", "seq", "mbs", "dtype", "tp", "ffn")
-        }
+        fields = model_fields(model)
         if model.name in PRESETS:
             fields["preset"] = model.name
         file_model = base.pop("model", {})

@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "analyze",
     "sweep",
     "tune",
+    "profile",
     "launch",
     "import",
     "viz",

@@ -1,33 +1,43 @@
-"""ppir tune: search schedules x v x micro-batch size under a per-rank memory budget."""
+"""ppir tune: the pipeline and data-parallel sizes, schedule, v, micro-batch size and
+recomputation that fit a GPU's memory and train fastest."""
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 
-from ppir.analysis.tune import parse_budget, tune
-from ppir.analysis.units import fmt_bytes, fmt_time
+from ppir.analysis.models import RECOMPUTE_MODES
+from ppir.analysis.tune import Space, default_global_batch, search
+from ppir.analysis.units import fmt_time, parse_budget
 from ppir.cli.cost_options import add_cost_arguments, config_from_args
+from ppir.cli.output import add_quiet_argument, progress, table
 from ppir.diagnostics import error
 from ppir.ir.graph import PROGRESS_MODELS
 from ppir.schedules import builtin_names
 
 NAME = "tune"
-HELP = "search schedules x v x micro-batch size under a memory budget (cost model)"
-DESCRIPTION = """Given P ranks and a global batch, try every schedule (default: the built-ins),
-every v (chunks per rank, for schedules with a v parameter) and every micro-batch size; estimate
-each with the cost model (the same options as 'ppir compile --backend cost') and print the
-feasible choices ranked by step time, then every rejected choice with its reason: divisibility
-(batch or layers), constraint (the schedule's require clauses, order cycles) or memory (peak
-activations over --memory-budget).
+HELP = "search P x dp, schedule, v, micro-batch and recomputation under a GPU's memory"
+DESCRIPTION = """With --model: for --world GPUs in tensor-parallel groups of --tp, try every
+pipeline size P (P x dp x tp = world; --pp to restrict), every schedule (default: the
+built-ins), v (chunks per rank, for schedules with a v parameter; V-shaped ones report v=2),
+micro-batch size and recomputation; split layers unevenly (fewer on the first and last stages)
+where they do not divide the stages.  Each choice is held to the whole per-rank memory
+(parameters, gradients and optimizer state at that tp, dp and ZeRO setting, activations,
+receive buffers) against --gpu-memory minus --reserve, timed first by its dependency bound and
+then, best bound first, compiled exactly as 'ppir compile' compiles it; the --top fastest
+compiled programs are ranked by step time, the rest are listed as pruned (their bound cannot
+beat the top) or rejected with the reason: divisibility (batch, layers), constraint (the
+schedule's require clauses; a program that does not verify) or memory (with its largest term).
 
-Without --model, times are in forwards of one rank share per sample and the budget is in A (one
-microbatch's activations of a full rank share); with --model, seconds and bytes.
+Without --model: one pipeline size -P, times in forwards of one rank share per sample and the
+budget (--memory-budget) in A (one microbatch's activations of a rank share).
 
 examples:
+  ppir tune --world 64 --tp 8 --gpu-memory 80GiB --model llama3-70b,seq=4096
+  ppir tune --world 32 --tp 4 --pp 4,8 --gpu-memory 80GiB --model llama3-8b,zero=1 \\
+      --micro-batch 1,2 --recompute none,selective --format json
   ppir tune -P 4 --global-batch 32 --memory-budget 6A
-  ppir tune -P 8 --global-batch 64 --micro-batch 1,2 --v 1,2,4 --model llama3-8b \\
-      --hardware H100 --ranks-per-node 4 --memory-budget 60GiB
 """
 
 
@@ -42,34 +52,50 @@ def _ints(text: str, what: str) -> list[int]:
 
 
 def add_arguments(p):
-    p.add_argument("-P", "--ranks", type=int, required=True, help="pipeline ranks")
+    p.add_argument("--world", type=int, metavar="N", help="GPUs in all (with --model)")
+    p.add_argument("--tp", type=int, metavar="T", help="tensor-parallel size (default: model's)")
+    p.add_argument(
+        "-P", "--pp", "--ranks", dest="pp", metavar="P1,P2,...", help="pipeline sizes to try"
+    )
     p.add_argument(
         "--global-batch",
         type=int,
-        required=True,
+        default=0,
         metavar="G",
-        help="samples per step (M = G / micro-batch size)",
+        help="sequences per step, M = G / (dp x micro-batch) (default 4 x world / tp)",
     )
     p.add_argument(
-        "--micro-batch",
-        default="1",
-        metavar="B1,B2,...",
-        help="micro-batch sizes to try (default 1)",
+        "--micro-batch", default=None, metavar="B1,B2,...", help="micro-batch sizes (default 1,2)"
     )
-    p.add_argument(
-        "--v", default="1,2,4", metavar="V1,V2,...", help="chunks per rank to try (default 1,2,4)"
-    )
+    p.add_argument("--v", default="1,2,4", metavar="V1,V2,...", help="chunks per rank to try")
     p.add_argument(
         "--schedules",
         metavar="S1,S2,...",
         help="schedules to try: built-in names or .pps files (default: built-ins)",
     )
     p.add_argument(
+        "--recompute",
+        dest="tune_recompute",
+        metavar="R1,R2,...",
+        help=f"recomputation to try among {','.join(RECOMPUTE_MODES)} (default: all with --model)",
+    )
+    p.add_argument(
+        "--gpu-memory", metavar="SIZE", help="memory of one GPU, e.g. 80GiB (with --model)"
+    )
+    p.add_argument(
+        "--reserve",
+        default="10%",
+        metavar="SIZE|PCT",
+        help="kept free of the GPU memory for workspaces and fragmentation (default 10%%)",
+    )
+    p.add_argument(
         "--memory-budget",
         metavar="SIZE",
-        help="per-rank activation budget, e.g. 40GiB (with --model) or 6A",
+        help="the per-rank budget itself (instead of --gpu-memory), e.g. 60GiB or, without "
+        "--model, 6A",
     )
-    p.add_argument("--top", type=int, default=0, metavar="N", help="show only the N best")
+    p.add_argument("--even", action="store_true", help="no uneven layer splits")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="compile and rank N (10)")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument(
         "--progress",
@@ -77,96 +103,195 @@ def add_arguments(p):
         default="fifo",
         help="progress model the candidates are compiled and timed under (default fifo)",
     )
+    add_quiet_argument(p)
     add_cost_arguments(p.add_argument_group("cost model"))
+
+
+def _budget(args, has_model: bool):
+    if args.gpu_memory and args.memory_budget:
+        raise error("bad-usage", "give --gpu-memory or --memory-budget, not both")
+    if not args.gpu_memory:
+        return parse_budget(args.memory_budget, has_model)
+    total, unit = parse_budget(args.gpu_memory, has_model)
+    if unit != "bytes":
+        raise error("bad-usage", f"--gpu-memory {args.gpu_memory}: give bytes, e.g. 80GiB")
+    r = args.reserve.strip()
+    if r.endswith("%"):
+        try:
+            frac = float(r[:-1]) / 100
+        except ValueError:
+            msg = f"--reserve {args.reserve}: expected e.g. 10% or 8GiB"
+            raise error("bad-usage", msg) from None
+        if not 0 <= frac < 1:
+            raise error("bad-usage", f"--reserve {args.reserve}: must lie in [0%, 100%)")
+        keep = total * frac
+    else:
+        keep = parse_budget(r, has_model)[0]
+    if keep >= total:
+        raise error("bad-usage", f"--reserve {args.reserve} leaves nothing of {args.gpu_memory}")
+    return total - keep, "bytes"
 
 
 def run(args) -> int:
     cfg = config_from_args(args)
+    model = cfg.model
     names = (
         [n.strip() for n in args.schedules.split(",") if n.strip()]
         if args.schedules
         else builtin_names()
     )
-    budget = parse_budget(args.memory_budget, cfg.model is not None)
-    cands = tune(
-        names,
-        args.ranks,
-        args.global_batch,
-        _ints(args.micro_batch, "--micro-batch"),
-        _ints(args.v, "--v"),
-        cfg,
-        budget,
-        args.progress,
+    pps = tuple(_ints(args.pp, "--pp")) if args.pp else None
+    if model is None:
+        if not pps or len(pps) != 1:
+            raise error(
+                "bad-usage",
+                "without --model give one pipeline size: -P N",
+                hints=["with --model, --world and --tp search P and dp"],
+            )
+        world, tp = pps[0], 1
+    else:
+        tp = args.tp or model.tp
+        if args.world is None and not pps:
+            raise error("bad-usage", "give --world N (GPUs in all) or --pp P with --model")
+        world = args.world or max(pps) * tp
+        cfg = replace(cfg, model=replace(model, tp=tp))
+    recomputes = (
+        tuple(x.strip() for x in args.tune_recompute.split(","))
+        if args.tune_recompute
+        else (RECOMPUTE_MODES if model is not None else (cfg.recompute,))
     )
-    ok = [c for c in cands if c.ok]
-    bad = [c for c in cands if not c.ok]
-    if args.top:
-        ok = ok[: args.top]
-    unit = cfg.time_unit
-    mem_unit = budget[1] if budget else ("bytes" if cfg.model is not None else "A")
+    for r in recomputes:
+        if r not in RECOMPUTE_MODES:
+            raise error("bad-usage", f"--recompute {r}: expected {', '.join(RECOMPUTE_MODES)}")
+    mbs = args.micro_batch or ("1,2" if model is not None else "1")
+    space = Space(
+        world=world,
+        tp=tp,
+        pps=pps if model is not None else None,
+        global_batch=args.global_batch,
+        micro_batches=tuple(_ints(mbs, "--micro-batch")),
+        vs=tuple(_ints(args.v, "--v")),
+        recomputes=recomputes,
+        uneven=not args.even,
+        top=max(1, args.top),
+    )
+    budget = _budget(args, model is not None)
+    with progress(None, "tune", quiet=args.quiet, unit="programs") as bar:
+
+        def step(done, total, status):
+            if done == 0:
+                bar.restart("tune", total)
+            bar.update(1 if done else 0, status)
+
+        cands = search(names, space, cfg, budget, args.progress, step)
+    G = space.global_batch or default_global_batch(space)
     if args.format == "json":
-        json.dump(
-            {
-                "format": "ppir.tune/1",
-                "ranks": args.ranks,
-                "global_batch": args.global_batch,
-                "time_unit": unit,
-                "memory_unit": mem_unit,
-                "assumptions": cfg.describe(),
-                "ranked": [_row(c) | {"rank": i + 1} for i, c in enumerate(ok)],
-                "rejected": [_row(c) for c in bad],
-            },
-            sys.stdout,
-            indent=2,
-        )
+        json.dump(_json(cands, space, G, cfg, budget), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    print(f"P={args.ranks}, global batch {args.global_batch}; assuming {cfg.describe()}")
-    if unit != "s":
-        print("step time in forwards of one rank share per sample (unit costs x micro-batch)")
-    rows = [
-        ["#", "schedule", "v", "mbs", "M", "step time", "bubble/total", "bubble/ideal", "peak act"]
-    ]
-    for i, c in enumerate(ok, 1):
-        e = c.estimate
-        peak = fmt_bytes(c.peak) if mem_unit == "bytes" else f"{c.peak:.4g} A"
-        rows.append(
-            [
-                str(i),
-                c.schedule,
-                str(c.v),
-                str(c.mbs),
-                str(c.microbatches),
-                fmt_time(c.step_time, unit),
-                f"{e.bubble_fraction_of_total:.1%}",
-                f"{e.bubble_fraction_of_ideal:.1%}",
-                peak,
-            ]
-        )
-    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip())
-    if not ok:
-        print("(no feasible choice)")
-    if bad:
-        print(f"\nrejected ({len(bad)}):")
-        for c in bad:
-            m = f" M={c.microbatches}" if c.microbatches else ""
-            print(f"  {c.schedule} v={c.v} mbs={c.mbs}{m}: {c.why}: {c.reason}")
+    print(_text(cands, space, G, cfg, budget, model is not None), end="")
     return 0
 
 
-def _row(c) -> dict:
+def _row(c, rank=None) -> dict:
     e = c.estimate
-    return {
+    out = {
+        "pp": c.pp,
+        "dp": c.dp,
         "schedule": c.schedule,
         "v": c.v,
         "mbs": c.mbs,
         "microbatches": c.microbatches,
+        "recompute": c.recompute,
+        "stage_layers": list(c.stage_layers) if c.stage_layers else None,
         "step_time": c.step_time,
-        "peak": c.peak,
-        "rejected": c.why or None,
-        "reason": c.reason,
+        "step_time_bound": c.bound,
+        "peak_memory": c.peak,
+        "largest": c.largest,
+        "memory": c.footprint.worst.to_json() if c.footprint is not None else None,
         "bubble_fraction_of_total": e.bubble_fraction_of_total if e else None,
         "bubble_fraction_of_ideal": e.bubble_fraction_of_ideal if e else None,
+        "rejected": c.why or None,
+        "reason": c.reason,
     }
+    return out if rank is None else {"rank": rank, **out}
+
+
+def _json(cands, space, G, cfg, budget) -> dict:
+    ok = [c for c in cands if c.ok]
+    return {
+        "format": "ppir.tune/2",
+        "world": space.world,
+        "tp": space.tp,
+        "global_batch": G,
+        "time_unit": cfg.time_unit,
+        "memory_unit": "bytes"
+        if cfg.model is not None and (not budget or budget[1] == "bytes")
+        else "A",
+        "budget": budget[0] if budget else None,
+        "assumptions": cfg.describe(),
+        "ranked": [_row(c, i + 1) for i, c in enumerate(ok)],
+        "pruned": [_row(c) for c in cands if c.why == "pruned"],
+        "rejected": [_row(c) for c in cands if not c.ok and c.why != "pruned"],
+    }
+
+
+def _layers(c) -> str:
+    if not c.stage_layers:
+        return "even"
+    return f"{c.stage_layers[0]},{c.stage_layers[1]}..{c.stage_layers[-1]}"
+
+
+def _text(cands, space, G, cfg, budget, has_model: bool) -> str:
+    unit = cfg.time_unit
+    in_bytes = has_model and (not budget or budget[1] == "bytes")
+    lines = []
+    where = f"world {space.world} (tp {space.tp})" if has_model else f"P={space.world}"
+    bud = ""
+    if budget:
+        bud = f", budget {budget[0] / 2**30:.1f} GiB per GPU" if in_bytes else f", {budget[0]:g} A"
+    lines.append(f"{where}, global batch {G}{bud}; assuming {cfg.describe()}")
+    if unit != "s":
+        lines.append("step time in forwards of one rank share per sample (unit costs x mbs)")
+    ok = [c for c in cands if c.ok]
+    head = ["#", "pp", "dp", "schedule", "v", "mbs", "M", "recompute", "layers", "step time"]
+    head += ["bubble/total", "peak mem", "largest"]
+    rows = [head]
+    for i, c in enumerate(ok, 1):
+        peak = f"{c.peak / 2**30:.1f} GiB" if in_bytes else f"{c.peak:.4g} A"
+        rows.append(
+            [
+                i,
+                c.pp,
+                c.dp,
+                c.schedule,
+                c.v,
+                c.mbs,
+                c.microbatches,
+                c.recompute,
+                _layers(c),
+                fmt_time(c.step_time, unit),
+                f"{c.estimate.bubble_fraction_of_total:.1%}",
+                peak,
+                c.largest or "-",
+            ]
+        )
+    lines.append(table(rows, align="><<<>>><<>>><"))
+    if not ok:
+        lines.append("(no feasible choice)")
+    pruned = [c for c in cands if c.why == "pruned"]
+    if pruned:
+        best = fmt_time(pruned[0].bound, unit)
+        lines.append(
+            f"\npruned ({len(pruned)}): lower bounds on their step time (from {best}) cannot "
+            f"beat the {space.top}th ranked; not compiled"
+        )
+    bad = [c for c in cands if not c.ok and c.why != "pruned"]
+    if bad:
+        lines.append(f"\nrejected ({len(bad)}):")
+        for c in bad:
+            m = f" M={c.microbatches}" if c.microbatches else ""
+            what = f"pp={c.pp} dp={c.dp} " if has_model else ""
+            rec = f" {c.recompute}" if has_model else ""
+            lines.append(f"  {what}{c.schedule} v={c.v} mbs={c.mbs}{m}{rec}: {c.why}: {c.reason}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,353 @@
+"""The cost estimator held to the truth: predicted vs measured step time on ppir's runtime.
+
+    python bench/bench_estimator_accuracy.py [--ranks 2,4] [--steps 10] [--microbatches 8]
+        [--model examples/gpt_model.py] [--model-opt KEY=VALUE ...]
+
+For each P: ``ppir profile`` once (1F1B on P gloo/CPU processes, the model built in 2P pieces so
+that one cost file serves P-stage and 2P-stage schedules), then one launch of P processes runs
+1F1B, interleaved 1F1B (v=2), ZB-H1 and ZB-V through ppir's executor, two warm-up steps each,
+then ``--steps`` rounds that time one step of every schedule in turn (alternating, so background
+load hits all alike; a step is timed on rank 0 between two barriers).  The estimator predicts each
+schedule's step from the cost file alone (``ppir compile --backend cost --config FILE``, the same
+lowered program the runtime runs).
+
+Printed per case: predicted, measured median and minimum, |predicted - measured| / measured;
+then the median and worst error, whether the predicted ranking of the schedules equals the
+measured one, and activations: the peak bytes autograd holds on each rank during a step
+(saved-tensor hooks, parameters excluded) against ppir's memory model of the GPT example
+(``ppir.analysis.footprint``) and against the memory curve fed with the profiled bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_executor import run_launched, timed  # noqa: E402  (same launcher and step timer)
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = [("1f1b", 1), ("interleaved_1f1b", 2), ("zb_h1", 1), ("zbv", 2)]
+DEFAULT_OPTS = ["layers=8", "d_model=128", "heads=4", "seq=64", "batch=16", "vocab=256"]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ranks", default="2,4", help="pipeline sizes to bench (default 2,4)")
+    p.add_argument("--steps", type=int, default=10, help="timed rounds (default 10)")
+    p.add_argument("--microbatches", type=int, default=8)
+    p.add_argument(
+        "--profile",
+        choices=["interleaved", "separate"],
+        default="interleaved",
+        help="interleaved (default): the profile's 1F1B steps run in the benched processes, "
+        "one per round beside the measured steps (same background load); separate: one "
+        "'ppir profile' run before the measurement",
+    )
+    p.add_argument("--profile-steps", type=int, default=8, help="timed steps of a separate profile")
+    p.add_argument("--model", default=str(ROOT / "examples" / "gpt_model.py"))
+    p.add_argument(
+        "--model-opt", action="append", default=None, help=f"default: {' '.join(DEFAULT_OPTS)}"
+    )
+    p.add_argument("--worker", metavar="OUT", help=argparse.SUPPRESS)
+    p.add_argument("--P", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.model_opt is None:
+        args.model_opt = list(DEFAULT_OPTS)
+    return args
+
+
+def _params(name: str, P: int, M: int, v: int) -> dict:
+    return {"P": P, "M": M} | ({"v": v} if name == "interleaved_1f1b" else {})
+
+
+def program(name: str, P: int, M: int, v: int):
+    """What 'ppir launch' runs (ppir.compile with its default costs: lowered, overlapped)."""
+    import ppir
+
+    return ppir.compile(ppir.load_schedule(name, _params(name, P, M, v))).program
+
+
+# ------------------------------------------------------------------ measured (in the ranks)
+class LiveSaved:
+    """Saved-tensor hooks tracking the bytes autograd holds (distinct tensors, a view counting
+    its own bytes; parameters excluded) and their peak: a holder per saved tensor, released
+    with the graph."""
+
+    def __init__(self, params):
+        self.skip = {p.data_ptr() for p in params}
+        self.refs: dict[tuple, list] = {}
+        self.live = self.peak = 0
+
+    def pack(self, t):
+        key = (t.data_ptr(), t.numel() * t.element_size())
+        if key[0] in self.skip or not key[1]:
+            return t
+        return _Holder(self, t, key, key[1])
+
+    @staticmethod
+    def unpack(h):
+        return h.t if isinstance(h, _Holder) else h
+
+    def add(self, ptr: tuple, n: int) -> None:
+        ref = self.refs.setdefault(ptr, [0, n])
+        if ref[0] == 0:
+            self.live += n
+            self.peak = max(self.peak, self.live)
+        ref[0] += 1
+
+    def drop(self, ptr: tuple) -> None:
+        ref = self.refs[ptr]
+        ref[0] -= 1
+        if ref[0] == 0:
+            self.live -= ref[1]
+            del self.refs[ptr]
+
+
+class _Holder:
+    __slots__ = ("owner", "t", "ptr")
+
+    def __init__(self, owner, t, ptr, n):
+        self.owner, self.t, self.ptr = owner, t, ptr
+        owner.add(ptr, n)
+
+    def __del__(self):
+        self.owner.drop(self.ptr)
+
+
+def bench_rank(ctx, model, args) -> dict:
+    import torch
+    import torch.distributed as dist
+    from ppir.backends.cuda import build_plan, runtime
+    from ppir.backends.cuda.model import split_batch
+
+    from ppir.profile.launch import _program
+    from ppir.profile.worker import Profiler
+
+    P, M = ctx.world, args.microbatches
+    prof = None
+    if args.profile == "interleaved":  # ppir profile's measurement, in these processes
+        k = 2  # the model in 2P pieces: one cost file for P- and 2P-stage schedules
+        pieces = [model.build_stage(j, 2 * P) for j in range(ctx.rank * k, ctx.rank * k + k)]
+        sched, prog = _program(P, M, ctx.rank)
+        prof = Profiler(ctx.rank, P, pieces, model, prog, sched, M, ctx.device)
+    runs = {}
+    for name, v in CASES:
+        runs[name] = runtime.prepare(ctx, build_plan(program(name, P, M, v)), model)
+    mb_in, mb_tgt = split_batch(model, 0, M, ctx.device, ctx.rank)
+
+    def step(ex):
+        for m in ex.modules:
+            m.zero_grad(set_to_none=True)
+        ex.step(mb_in, mb_tgt)
+
+    held = {}
+    for name, ex in runs.items():
+        step(ex)
+        step(ex)
+        live = LiveSaved([p for m in ex.modules for p in m.parameters()])
+        with torch.autograd.graph.saved_tensors_hooks(live.pack, live.unpack):
+            step(ex)
+        peak = torch.zeros(P)
+        peak[ctx.rank] = live.peak
+        dist.all_reduce(peak)
+        held[name] = peak.tolist()
+    if prof is not None:
+        for i in range(2):
+            prof.step(split=i % 2 == 1, record=False)
+    times: dict[str, list] = {k: [] for k in runs}
+    for i in range(args.steps):
+        if prof is not None:  # one profiled 1F1B step per round, full or split backward
+            prof.step(split=i % 2 == 1)
+            dist.barrier()
+        for k, ex in runs.items():
+            times[k].append(timed(lambda ex=ex: step(ex)))
+    out = {"times": times, "held": held}
+    if prof is not None:
+        from ppir.profile.launch import gather
+
+        samples, transfer, groups = prof.finish(args.steps)
+        data = gather(ctx.rank, P, samples, transfer, groups, "cpu")
+        if ctx.rank == 0:
+            out["samples"] = data
+    return out
+
+
+def worker(args) -> None:
+    import torch
+    import torch.distributed as dist
+    from ppir.backends.cuda import procgroup
+    from ppir.backends.cuda.model import load_model, parse_options
+
+    torch.set_num_threads(1)
+    ctx = procgroup.init(device="cpu", timeout_s=300)
+    model = load_model(args.model, parse_options(args.model_opt))
+    results = bench_rank(ctx, model, args)
+    if ctx.rank == 0:
+        Path(args.worker).write_text(json.dumps(results))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+# ------------------------------------------------------------------ predicted (here)
+def gpt_shape(opts: dict, M: int):
+    """ppir's ModelShape of examples/gpt_model.py with these options (fp32, GeLU MLP of 4h,
+    LayerNorm, no dropout, untied head, torch's CPU flash attention)."""
+    from ppir.analysis.models import make_model
+
+    c = {"vocab": 64, "d_model": 64, "heads": 4, "layers": 4, "seq": 16, "batch": 16} | opts
+    return make_model(
+        layers=c["layers"],
+        hidden=c["d_model"],
+        heads=c["heads"],
+        seq=c["seq"],
+        mbs=c["batch"] // M,
+        dtype="fp32",
+        vocab=c["vocab"],
+        tied=0,
+        dropout=0,
+        flash=1,
+    )
+
+
+def predict(P: int, args, cost_file: str) -> dict:
+    from ppir.backends.cuda.model import parse_options
+
+    from ppir.analysis.config import load_config_file, make_config
+    from ppir.analysis.estimate import estimate
+    from ppir.analysis.footprint import activation_peaks, footprint
+    from ppir.analysis.memory import analyze_memory
+
+    cfg = make_config(load_config_file(cost_file), cost_file)
+    shape = gpt_shape(parse_options(args.model_opt), args.microbatches)
+    out = {}
+    for name, v in CASES:
+        s = program(name, P, args.microbatches, v)
+        est = estimate(s, cfg, memory=False)  # the program the runtime ran, timed as written
+        fp = footprint(s, shape)
+        measured = cfg.measured.fit(s.stages).activation_bytes
+        mem = analyze_memory(s, i_fraction=fp.memory.i_fraction)
+        from_profile = [float(p) for p, _ in activation_peaks(s, mem, [int(b) for b in measured])]
+        out[name] = {
+            "step": est.step_time,
+            "act_model": [float(r.activations) for r in fp.per_rank],
+            "act_profiled": from_profile,
+        }
+    return out
+
+
+def profile_spec(P: int, args):
+    from ppir.backends.cuda.model import parse_options
+
+    from ppir.profile.launch import ProfileSpec
+
+    return ProfileSpec(
+        args.model,
+        parse_options(args.model_opt),
+        ranks=P,
+        stages=2 * P,
+        microbatches=args.microbatches,
+        steps=args.steps if args.profile == "interleaved" else args.profile_steps,
+        device="cpu",
+        threads=1,
+    )
+
+
+def cost_file(P: int, args, tmp: str, samples: dict | None) -> str:
+    """The cost file: from the samples taken beside the measured steps, or from a separate
+    ``ppir profile`` run (``--profile separate``)."""
+    from ppir.profile.launch import profile, summarize
+
+    spec = profile_spec(P, args)
+    costs = summarize(spec, samples) if samples is not None else profile(spec)
+    path = str(Path(tmp) / f"costs_P{P}.toml")
+    Path(path).write_text(costs.to_toml(f"bench_estimator_accuracy P={P} ({args.profile})"))
+    return path
+
+
+def print_costs(P: int, path: str) -> None:
+    from ppir.analysis.config import load_config_file, make_config
+
+    m = make_config(load_config_file(path), path).measured
+    info = dict(m.info)
+    ms = lambda xs: " ".join(f"{x * 1e3:.2f}" for x in xs)  # noqa: E731
+    print(
+        f"\nP={P}: profiled {m.stages} pieces (ms per microbatch): F {ms(m.F)} | B {ms(m.B)} | "
+        f"I {ms(m.I)} | W {ms(m.W)}; message {m.transfer * 1e3:.3f} ms in the run, "
+        f"{info.get('transfer_isolated', 0) * 1e3:.3f} ms alone"
+    )
+
+
+def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bool:
+    print(f"P={P}: schedule            predicted   measured median (min)   |error| (vs min)")
+    for name, _ in CASES:
+        t = meas["times"][name]
+        med, low = statistics.median(t), min(t)
+        err = abs(pred[name]["step"] - med) / med
+        errors.append(err)
+        print(
+            f"  {name:22s} {pred[name]['step'] * 1e3:8.1f} ms  {med * 1e3:8.1f} ms "
+            f"({low * 1e3:6.1f} ms)   {err:6.1%} ({abs(pred[name]['step'] - low) / low:6.1%})"
+        )
+    by_pred = sorted(pred, key=lambda k: pred[k]["step"])
+    by_meas = sorted(pred, key=lambda k: statistics.median(meas["times"][k]))
+    same = by_pred == by_meas
+    by_min = sorted(pred, key=lambda k: min(meas["times"][k]))
+    print(f"  ranking predicted {' < '.join(by_pred)}")
+    print(f"  ranking measured  {' < '.join(by_meas)}  ({'same' if same else 'DIFFERS'})")
+    verdict = "same" if by_min == by_pred else "DIFFERS"
+    print(f"  ranking by min    {' < '.join(by_min)}  ({verdict})")
+    print("  activations held per rank (KiB): measured / memory model / profiled bytes")
+    for name, _ in CASES:
+        held = meas["held"][name]
+        model, prof = pred[name]["act_model"], pred[name]["act_profiled"]
+        errs = [abs(m - h) / h for m, h in zip(model, held) if h]
+        mem_errors.extend(errs)
+        cells = " ".join(
+            f"{h / 1024:.0f}/{m / 1024:.0f}/{p / 1024:.0f}" for h, m, p in zip(held, model, prof)
+        )
+        print(f"  {name:22s} {cells}   model worst |error| {max(errs, default=0):.1%}")
+    return same
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        worker(args)
+        return 0
+    ranks = [int(x) for x in args.ranks.split(",")]
+    import os
+
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
+    print(
+        f"model {Path(args.model).name} {' '.join(args.model_opt)}; CPU/gloo, M="
+        f"{args.microbatches}, {args.steps} timed rounds; costs from 1F1B profiled per P "
+        f"({args.profile})"
+    )
+    errors, mem_errors, rankings = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for P in ranks:
+            separate = cost_file(P, args, tmp, None) if args.profile == "separate" else None
+            worker_argv = list(argv if argv is not None else sys.argv[1:])
+            meas = run_launched(__file__, [*worker_argv, "--P", str(P)], P, deadline_s=1800)
+            if meas is None:
+                return 1
+            path = separate or cost_file(P, args, tmp, meas["samples"])
+            pred = predict(P, args, path)
+            print_costs(P, path)
+            rankings.append(report(P, pred, meas, errors, mem_errors))
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    print(
+        f"\nstep time |error|: median {statistics.median(errors):.1%}, worst {max(errors):.1%} "
+        f"(target 10 % / 20 %); rankings equal: {sum(rankings)}/{len(rankings)}; activations "
+        f"worst |error| {max(mem_errors, default=0):.1%} (target 10 %)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""Measured per-stage costs: the ``[measured]`` table of a cost file (no torch needed).
+
+``ppir profile`` writes it; the cost config loader (:func:`ppir.analysis.config.make_config`)
+reads it, so ``compile --backend cost``, ``tune`` and ``viz`` time schedules with it.
+
+Format (TOML, one table; every list has one entry per *measured* stage, seconds per microbatch)::
+
+    [measured]
+    stages = 4                 # the model was built with build_stage(s, 4)
+    F = [...]                  # forward
+    B = [...]                  # full backward
+    I = [...]                  # backward-input (0 on a stage whose input needs no gradient)
+    W = [...]                  # backward-weight
+    FB = [...]                 # optional: a forward and a backward run back to back as one step
+    transfer = 1.2e-4          # seconds: one boundary message between two ranks, as in the run
+    transfer_isolated = 1e-4   # informative: the same message alone (ping-pong)
+    message_bytes = [...]      # one per boundary between measured stages (stages - 1 entries)
+    activation_bytes = [...]   # saved for backward by one forward of the stage (bytes)
+    param_bytes = [...]        # parameters of the stage (bytes)
+    ranks = 2                  # how the measurement ran: ranks, schedule, device (informative)
+
+A schedule with S stages uses the measurement when S divides the measured count: stage ``s``
+is the sum of measured stages ``s*k .. s*k + k - 1`` (k = measured / S), since ``build_stage``
+splits a model into consecutive pieces.  Any other S is a ppir error naming the counts that fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ppir.diagnostics import error
+
+SECTION = "measured"
+_INFO = ("model", "schedule", "ranks", "microbatches", "steps", "device", "transfer_isolated")
+_PER_STAGE = ("F", "B", "I", "W", "FB", "activation_bytes", "param_bytes")
+KEYS = {
+    "stages",
+    "transfer",
+    "message_bytes",
+    "ranks",
+    "microbatches",
+    "schedule",
+    "device",
+    "model",
+    "steps",
+    "transfer_isolated",
+    *_PER_STAGE,
+}
+
+
+@dataclass(frozen=True)
+class MeasuredCosts:
+    """Per-stage measured times (seconds) and sizes (bytes); see the module docstring."""
+
+    stages: int
+    F: tuple[float, ...]
+    B: tuple[float, ...]
+    I: tuple[float, ...]  # noqa: E741
+    W: tuple[float, ...]
+    transfer: float
+    FB: tuple[float, ...] | None = None
+    message_bytes: tuple[float, ...] = ()
+    activation_bytes: tuple[float, ...] = ()
+    param_bytes: tuple[float, ...] = ()
+    info: tuple[tuple[str, object], ...] = ()
+
+    def fit(self, stages: int) -> MeasuredCosts:
+        """The costs of a ``stages``-stage split (consecutive measured stages summed); a ppir
+        error when ``stages`` does not divide the measured count."""
+        if stages == self.stages:
+            return self
+        if stages <= 0 or self.stages % stages:
+            fits = [d for d in range(1, self.stages + 1) if self.stages % d == 0]
+            raise error(
+                "bad-config",
+                f"the measured costs are for {self.stages} stages; a schedule with {stages} "
+                "stages cannot use them",
+                hints=[
+                    f"schedules with {', '.join(map(str, fits))} stages can; or profile "
+                    f"again with --stages {_lcm(self.stages, stages)}"
+                ],
+            )
+        k = self.stages // stages
+
+        def agg(xs):
+            return tuple(sum(xs[s * k : s * k + k]) for s in range(stages)) if xs else xs
+
+        return MeasuredCosts(
+            stages,
+            agg(self.F),
+            agg(self.B),
+            agg(self.I),
+            agg(self.W),
+            self.transfer,
+            agg(self.FB) if self.FB else None,
+            tuple(self.message_bytes[s * k + k - 1] for s in range(stages - 1))
+            if self.message_bytes
+            else (),
+            agg(self.activation_bytes),
+            agg(self.param_bytes),
+            self.info,
+        )
+
+    @property
+    def message_size(self) -> float:
+        """The largest boundary message in bytes (0 when unknown)."""
+        return max(self.message_bytes, default=0.0)
+
+    def to_toml(self, comment: str = "") -> str:
+        """The ``[measured]`` table as TOML text (readable by :func:`from_table`)."""
+        lines = [f"# {c}" for c in comment.splitlines()] + [f"[{SECTION}]"]
+        for k, v in self.info:
+            lines.append(f"{k} = {_toml(v)}")
+        lines.append(f"stages = {self.stages}")
+        for k in ("F", "B", "I", "W", "FB"):
+            if getattr(self, k):
+                lines.append(f"{k} = {_toml(list(getattr(self, k)))}")
+        lines.append(f"transfer = {_toml(self.transfer)}")
+        for k in ("message_bytes", "activation_bytes", "param_bytes"):
+            if getattr(self, k):
+                lines.append(f"{k} = {_toml(list(getattr(self, k)))}")
+        return "\n".join(lines) + "\n"
+
+
+def from_table(table: dict, where: str) -> MeasuredCosts:
+    """Validate a ``[measured]`` table; ppir errors (exit 2) name the key and the file."""
+    for k in table:
+        if k not in KEYS:
+            from ppir.diagnostics import did_you_mean
+
+            raise error(
+                "bad-config",
+                f"{where}: unknown key '{k}' in [{SECTION}]",
+                hints=did_you_mean(k, sorted(KEYS)) + [f"keys: {', '.join(sorted(KEYS))}"],
+            )
+    S = table.get("stages")
+    if not isinstance(S, int) or isinstance(S, bool) or S <= 0:
+        raise error("bad-config", f"{where}: {SECTION}.stages must be a positive integer")
+    lists = {}
+    for k in _PER_STAGE:
+        if k not in table:
+            if k in ("F", "B", "I", "W"):
+                raise error("bad-config", f"{where}: [{SECTION}] lacks {k} (one time per stage)")
+            continue
+        lists[k] = _numbers(table[k], f"{SECTION}.{k}", where, S)
+    mb = table.get("message_bytes", [])
+    mbs = _numbers(mb, f"{SECTION}.message_bytes", where, S - 1) if mb else ()
+    transfer = table.get("transfer", 0.0)
+    if isinstance(transfer, bool) or not isinstance(transfer, (int, float)) or transfer < 0:
+        raise error("bad-config", f"{where}: {SECTION}.transfer must be seconds >= 0")
+    info = tuple(
+        (k, table[k])
+        for k in (
+            "model",
+            "schedule",
+            "ranks",
+            "microbatches",
+            "steps",
+            "device",
+            "transfer_isolated",
+        )
+        if k in table
+    )
+    return MeasuredCosts(
+        S,
+        lists["F"],
+        lists["B"],
+        lists["I"],
+        lists["W"],
+        float(transfer),
+        lists.get("FB"),
+        mbs,
+        lists.get("activation_bytes", ()),
+        lists.get("param_bytes", ()),
+        info,
+    )
+
+
+def measured_config(data: dict, kw: dict, model, where: str):
+    """Op times and the message time come from the ``[measured]`` table; a model, if given,
+    only sizes memory.  Settings that would give times another way are refused.  (Called by
+    :func:`ppir.analysis.config.make_config`, which has checked the sections' keys.)"""
+    from ppir.analysis.config import COMM_MODELS, CostConfig, Link
+
+    measured = from_table(data["measured"], where)
+    clash = [f"costs.{k}" for k in kw if k in ("F", "B", "I", "W", "FB", "stage_weights")]
+    clash += [f"hardware.{k}" for k in data.get("hardware", {}) if k != "ranks_per_node"]
+    clash += [f"comm.{k}" for k in data.get("comm", {}) if k not in ("free", "model")]
+    if clash:
+        raise error(
+            "bad-config",
+            f"{where}: {', '.join(clash)} cannot be combined with [measured]: the measured costs "
+            "give every op and message time",
+            hints=["drop those settings, or the [measured] table to use the analytic model"],
+        )
+    rpn = data.get("hardware", {}).get("ranks_per_node", 8)
+    if not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0:
+        raise error("bad-config", f"{where}: hardware.ranks_per_node must be a positive integer")
+    comm = data.get("comm", {})
+    cm = comm.get("model", "rendezvous")
+    if cm not in COMM_MODELS:
+        raise error("bad-config", f"{where}: comm.model must be one of {', '.join(COMM_MODELS)}")
+    link = Link(0.0) if comm.get("free") is True else Link(measured.transfer)
+    return CostConfig(
+        model=model,
+        recompute=kw.get("recompute", "none"),
+        measured=measured,
+        ranks_per_node=rpn,
+        intra=link,
+        inter=link,
+        comm_model=cm,
+    )
+
+
+def _numbers(v, key: str, where: str, n: int) -> tuple[float, ...]:
+    ok = isinstance(v, list) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in v
+    )
+    if not ok or len(v) != n:
+        raise error(
+            "bad-config",
+            f"{where}: {key} must be a list of {n} non-negative numbers"
+            + (f", got {len(v)}" if isinstance(v, list) else ""),
+        )
+    return tuple(float(x) for x in v)
+
+
+def _toml(v) -> str:
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def _lcm(a: int, b: int) -> int:
+    import math
+
+    return a * b // math.gcd(a, b)

@@ -1,0 +1,71 @@
+"""Text and JSON views of a :class:`ppir.analysis.footprint.Footprint` shared by the commands
+that print whole per-rank memory (``ppir analyze --model``, the cost backend, ``ppir tune``)."""
+
+from __future__ import annotations
+
+from ppir.analysis.footprint import TERMS, Footprint
+from ppir.analysis.models import ModelShape, model_fields
+
+
+def describe_setup(m: ModelShape, recompute: str) -> str:
+    """One line: what the bytes assume (precision, optimizer, sharding, attention, recompute)."""
+    from ppir.analysis.footprint import param_bytes
+
+    bpp = param_bytes(m)
+    bpp_s = f"{float(bpp):.4g}"
+    zero = {0: "no ZeRO", 1: "ZeRO-1 (optimizer sharded)", 2: "ZeRO-2 (optimizer, gradients)"}
+    return (
+        f"{m.dtype} parameters, {m.grad_dtype} gradients, {m.optimizer}"
+        f"{' with fp32 master weights' if m.dtype_bytes < 4 else ''}, dp={m.dp} {zero[m.zero]}: "
+        f"{bpp_s} bytes per parameter; tp={m.tp} (sequence parallel); "
+        f"{'flash' if m.flash else 'materialised'} attention, recompute {recompute}"
+    )
+
+
+def footprint_lines(fp: Footprint) -> list[str]:
+    """The per-rank table in GiB with the largest term, and the worst rank."""
+    head = ["rank", *TERMS, "total", "largest"]
+    rows = [head]
+    worst = fp.worst.rank
+    for r in fp.per_rank:
+        cells = [f"{r.rank}{'*' if r.rank == worst else ''}"]
+        cells += [f"{float(getattr(r, t)) / 2**30:.2f}" for t in (*TERMS, "total")]
+        rows.append(cells + [r.dominant])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    out = [
+        f"whole memory per rank in GiB ({describe_setup(fp.model, fp.recompute)}"
+        + (f"; {fp.copies} copies of the model's stages" if fp.copies > 1 else "")
+        + "):"
+    ]
+    for row in rows:
+        out.append("  ".join(c.rjust(w) for c, w in zip(row, widths)).rstrip())
+    w = fp.worst
+    out.append(
+        f"* peak: rank {w.rank}, {float(w.total) / 2**30:.2f} GiB, largest term {w.dominant} "
+        f"({float(getattr(w, w.dominant)) / 2**30:.2f} GiB); total adds the activation and "
+        "buffer peaks"
+    )
+    return out
+
+
+def footprint_json(fp: Footprint) -> dict:
+    """``{"per_rank": [{rank, params, grads, optimizer, activations, buffers, total, largest}],
+    "worst_rank", "bytes_per_param", ...}``; sizes in bytes."""
+    return {
+        "bytes_per_param": float(fp.bytes_per_param),
+        "recompute": fp.recompute,
+        "copies": fp.copies,
+        "stage_layers": [z.layers for z in fp.stage_sizes],
+        "worst_rank": fp.worst.rank,
+        "per_rank": [{"rank": r.rank, **r.to_json(), "largest": r.dominant} for r in fp.per_rank],
+    }
+
+
+def model_json(m: ModelShape) -> dict:
+    """The model's name and every spec field (``ffn``, ``kv_heads`` resolved)."""
+    return {
+        "name": m.name,
+        **model_fields(m),
+        "ffn": m.ffn_hidden,
+        "kv_heads": m.kv,
+    }

@@ -1,0 +1,143 @@
+"""ppir profile: measure a model's stages on this machine and write a cost file."""
+
+from __future__ import annotations
+
+import sys
+
+from ppir.diagnostics import error, write_output
+
+NAME = "profile"
+HELP = "measure a model's per-stage F, B, I, W, messages and activations; write a cost file"
+DESCRIPTION = """Build the model module's stages, run a real 1F1B over --ranks processes (gloo on
+CPU, NCCL with one GPU per rank; --ranks 1 measures in this process) and time every piece's
+forward, backward, backward-input and backward-weight inside that run, all ranks computing at
+once as a schedule runs them.  Then, still on all ranks at once: a forward and a backward back to
+back (F&B), one boundary message per rank pair (half a ping-pong of the real tensor), and the
+bytes autograd saves in one forward (saved-tensor hooks, parameters excluded).
+
+--stages S builds the model in S pieces (a multiple of --ranks; each rank chains S/ranks of
+them); the cost file then serves every schedule whose stage count divides S: profile once with
+--stages 2P to time both 1F1B (P stages) and interleaved or V schedules (2P stages).
+
+The cost file is TOML with one [measured] table (docs/cost-model.md); pass it with --config to
+'ppir compile --backend cost', 'ppir tune' and 'ppir viz'.
+
+examples:
+  ppir profile --model examples/gpt_model.py --ranks 2 --stages 4 -o gpt.toml
+  ppir compile zbv -D P=2 -D M=8 --backend cost --config gpt.toml
+  ppir profile --model examples/gpt_model.py --model-opt layers=8 --ranks 4 --stages 8 \\
+      --microbatches 8 --steps 10 -o gpt8.toml
+"""
+
+
+def add_arguments(p):
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="MODEL",
+        help="model module: a .py path or a dotted name with build_stage, make_batch, loss_fn",
+    )
+    p.add_argument(
+        "--model-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option passed to the model's configure(**options) (repeatable)",
+    )
+    p.add_argument("--ranks", "-n", type=int, default=2, help="processes to run (default 2)")
+    p.add_argument(
+        "--stages", type=int, default=0, help="pieces to build the model in (default: --ranks)"
+    )
+    p.add_argument(
+        "--microbatches",
+        "-M",
+        type=int,
+        default=0,
+        help="microbatches per step; make_batch's batch must split into them (default 2*ranks)",
+    )
+    p.add_argument("--steps", type=int, default=6, help="timed steps (default 6)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
+    p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
+    p.add_argument(
+        "--threads", type=int, default=0, help="torch threads per rank (default: cores / ranks)"
+    )
+    p.add_argument("--timeout", type=float, default=120.0, help="process-group timeout in seconds")
+    p.add_argument("-o", "--output", metavar="PATH", help="write the cost file here (else stdout)")
+
+
+def parse_options(items: list[str]) -> dict:
+    out: dict = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.isidentifier():
+            raise error("bad-usage", f"--model-opt {item}: expected KEY=VALUE")
+        for conv in (int, float):
+            try:
+                out[key] = conv(value)
+                break
+            except ValueError:
+                continue
+        else:
+            out[key] = value
+    return out
+
+
+def run(args) -> int:
+    try:
+        import torch  # noqa: F401
+    except ModuleNotFoundError:
+        raise error(
+            "needs-torch", "ppir profile runs the model: install the torch extra (ppir[torch])"
+        ) from None
+    from ppir.profile.launch import ProfileError, ProfileFailed, ProfileSpec, profile
+
+    spec = ProfileSpec(
+        args.model,
+        parse_options(args.model_opt),
+        args.ranks,
+        args.stages,
+        args.microbatches,
+        args.steps,
+        args.warmup,
+        args.device,
+        args.threads,
+        args.timeout,
+    )
+    try:
+        mc = profile(spec)
+    except ProfileError as e:
+        raise error("bad-usage", str(e)) from None
+    except ProfileFailed as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    cmd = "ppir profile " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "ppir profile"
+    text = mc.to_toml(
+        f"written by: {cmd}\nseconds per microbatch; pass with --config to 'ppir compile "
+        "--backend cost', 'ppir tune', 'ppir viz'"
+    )
+    if args.output:
+        write_output(args.output, text)
+        print(summary(mc), end="", file=sys.stderr)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def summary(mc) -> str:
+    """A per-stage table in milliseconds and KiB."""
+    rows = [["stage", "F ms", "B ms", "I ms", "W ms", "F&B ms", "saved KiB", "params KiB"]]
+    for s in range(mc.stages):
+        rows.append(
+            [
+                str(s),
+                *(f"{getattr(mc, k)[s] * 1e3:.3f}" for k in ("F", "B", "I", "W")),
+                f"{mc.FB[s] * 1e3:.3f}" if mc.FB else "-",
+                f"{mc.activation_bytes[s] / 1024:.1f}" if mc.activation_bytes else "-",
+                f"{mc.param_bytes[s] / 1024:.1f}" if mc.param_bytes else "-",
+            ]
+        )
+    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.rjust(x) for c, x in zip(r, w)) for r in rows]
+    lines.append(f"boundary message: {mc.transfer * 1e3:.3f} ms ({mc.message_size:.0f} bytes)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,21 @@
+"""``ppir profile``: measure a user's model on this machine and write a cost file.
+
+Contract
+--------
+* The model is a *model module* (``build_stage(stage, num_stages)``, ``make_batch(step)``,
+  ``loss_fn(output, target)``; optionally ``configure(**options)``), the contract of ppir's
+  runtime (docs/executor.md).
+* :func:`ppir.profile.launch.profile` builds the model in ``stages`` pieces and runs a real
+  1F1B over ``ranks`` processes (gloo on CPU, NCCL on GPUs; one process when ``ranks`` is 1), each
+  rank holding ``stages / ranks`` consecutive pieces chained as the runtime chains the stages of
+  one rank (each its own autograd graph).  Every piece's forward, backward, backward-input and
+  backward-weight is timed *inside* that run, all ranks computing at once as a schedule runs
+  them: even steps run full backwards, odd steps split them into I then W.  Afterwards, still on
+  all ranks at once, each piece runs a forward and a backward back to back (F&B), each rank
+  boundary is timed with a ping-pong of the real boundary tensor, and the bytes autograd saves in
+  one forward of each piece are counted with saved-tensor hooks (parameters excluded).
+* The result is :class:`ppir.analysis.measured.MeasuredCosts` (per piece: trimmed means of the
+  samples), written as the ``[measured]`` table of a TOML cost file; a schedule with S stages
+  uses it when S divides ``stages``.
+* torch is imported only inside :mod:`.worker` (and by :mod:`.launch` when it runs).
+"""

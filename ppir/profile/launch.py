@@ -1,0 +1,292 @@
+"""Start the ranks of ``ppir profile``, gather their samples, and build the measured costs.
+
+:func:`profile` runs ``ranks`` processes (``torch.multiprocessing`` spawn, a TCP rendezvous on
+127.0.0.1, gloo on CPU or NCCL on GPUs, one GPU per rank) or, for one rank, measures in this
+process.  It returns a :class:`ppir.analysis.measured.MeasuredCosts`.  Mistakes in the request
+(stages not a multiple of ranks, a model module without the contract) raise :class:`ProfileError`;
+an exception inside the user's model propagates with its traceback (printed by the failing rank
+process, then :class:`ProfileFailed`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ppir.analysis.measured import MeasuredCosts
+
+REQUIRED = ("build_stage", "make_batch", "loss_fn")
+
+
+class ProfileError(ValueError):
+    """The request cannot be measured (bad sizes, a model module without the contract)."""
+
+
+@dataclass(frozen=True)
+class ProfileSpec:
+    model: str
+    options: dict = field(default_factory=dict)
+    ranks: int = 2
+    stages: int = 0  # 0: one per rank
+    microbatches: int = 0  # 0: 2 * ranks
+    steps: int = 6
+    warmup: int = 2
+    device: str = "auto"
+    threads: int = 0  # 0: cores / ranks
+    timeout: float = 120.0
+
+    @property
+    def num_stages(self) -> int:
+        return self.stages or self.ranks
+
+    @property
+    def num_microbatches(self) -> int:
+        return self.microbatches or 2 * self.ranks
+
+
+def check_spec(spec: ProfileSpec) -> None:
+    if spec.ranks < 1:
+        raise ProfileError(f"--ranks must be positive, got {spec.ranks}")
+    if spec.num_stages % spec.ranks:
+        raise ProfileError(
+            f"--stages {spec.num_stages} must be a multiple of --ranks {spec.ranks} (each rank "
+            "holds the same number of consecutive pieces)"
+        )
+    if spec.num_microbatches < 1 or spec.steps < 2:
+        raise ProfileError("--microbatches must be positive and --steps at least 2")
+
+
+def load_model(spec: str, options: dict | None = None):
+    """Import a model module (a .py path or a dotted name), check its API, apply options."""
+    path = Path(spec)
+    if spec.endswith(".py") or path.is_file():
+        if not path.is_file():
+            raise ProfileError(f"model file {spec} does not exist")
+        name = f"ppir_profiled_{path.stem}"
+        mod = sys.modules.get(name)
+        if mod is None:
+            loader = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(loader)
+            sys.modules[name] = mod
+            loader.loader.exec_module(mod)
+    else:
+        try:
+            mod = importlib.import_module(spec)
+        except ModuleNotFoundError as e:
+            raise ProfileError(f"cannot import model {spec!r}: {e}") from None
+    missing = [n for n in REQUIRED if not callable(getattr(mod, n, None))]
+    if missing:
+        raise ProfileError(
+            f"model {spec!r} lacks {', '.join(missing)} (a model module defines "
+            f"{', '.join(REQUIRED)})"
+        )
+    if options:
+        if not callable(getattr(mod, "configure", None)):
+            raise ProfileError(f"model {spec!r} takes no options (it has no configure())")
+        mod.configure(**options)
+    return mod
+
+
+def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from ppir.profile.worker import measure_rank
+
+    P = spec.ranks
+    torch.set_num_threads(spec.threads or max(1, (os.cpu_count() or 1) // P))
+    device = _device(spec.device, rank)
+    if P > 1:
+        dist.init_process_group(
+            "nccl" if device.type == "cuda" else "gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=P,
+            timeout=datetime.timedelta(seconds=spec.timeout),
+        )
+    try:
+        model = load_model(spec.model, spec.options)
+        S, k = spec.num_stages, spec.num_stages // P
+        pieces = []
+        for j in range(rank * k, rank * k + k):
+            mod = model.build_stage(j, S)
+            if not isinstance(mod, torch.nn.Module):
+                raise ProfileError(
+                    f"build_stage({j}, {S}) returned {type(mod).__name__}, expected a "
+                    "torch.nn.Module"
+                )
+            pieces.append(mod.to(device))
+        schedule, program = _program(P, spec.num_microbatches, rank)
+        samples, transfer, groups = measure_rank(
+            rank,
+            P,
+            pieces,
+            model,
+            program,
+            schedule,
+            spec.num_microbatches,
+            spec.steps,
+            spec.warmup,
+            device,
+        )
+        data = gather(rank, P, samples, transfer, groups, device.type)
+        if rank == 0:
+            Path(out).write_text(json.dumps(data))
+    finally:
+        if P > 1:
+            dist.destroy_process_group()
+
+
+def gather(rank: int, P: int, samples, transfer, groups, device: str) -> dict | None:
+    """Every rank's samples and groups on rank 0 (collective): the JSON :func:`summarize` reads,
+    or None on the other ranks."""
+    import torch.distributed as dist
+
+    mine = {"pieces": [asdict(s) for s in samples], "groups": groups}
+    box = [mine]
+    if P > 1:
+        box = [None] * P if rank == 0 else None
+        dist.gather_object(mine, box, dst=0)
+    if rank != 0:
+        return None
+    return {
+        "pieces": [p for part in box for p in part["pieces"]],
+        "groups": [part["groups"] for part in box],
+        "transfer_isolated": transfer,
+        "device": device,
+    }
+
+
+def _device(requested: str, rank: int):
+    import torch
+
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(requested)
+    if dev.type == "cuda":
+        dev = torch.device("cuda", rank % max(1, torch.cuda.device_count()))
+        torch.cuda.set_device(dev)
+    return dev
+
+
+def _program(P: int, M: int, rank: int):
+    """The 1F1B program 'ppir launch' runs (ppir.compile: lowered and overlapped)."""
+    from ppir.frontend.loader import load_schedule
+    from ppir.pipeline import compile
+
+    s = compile(load_schedule("1f1b", {"P": P, "M": M})).program
+    return s, s.programs[rank]
+
+
+def profile(spec: ProfileSpec) -> MeasuredCosts:
+    """Measure (see :mod:`ppir.profile`) and return the measured costs of ``spec``."""
+    check_spec(spec)
+    load_model(spec.model, spec.options)  # report a bad module before starting ranks
+    with tempfile.TemporaryDirectory(prefix="ppir-profile-") as tmp:
+        out = os.path.join(tmp, "samples.json")
+        if spec.ranks == 1:
+            _rank_main(0, spec, 0, out)
+        else:
+            _run_ranks(spec, tmp, out)
+        data = json.loads(Path(out).read_text())
+    return summarize(spec, data)
+
+
+def _run_ranks(spec: ProfileSpec, tmp: str, out: str) -> None:
+    """``python -m ppir.profile.launch`` once per rank; the first failure stops the others."""
+    path = os.path.join(tmp, "spec.json")
+    Path(path).write_text(json.dumps(asdict(spec)))
+    port = str(_free_port())
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(spec.threads or 1))
+    cmd = [sys.executable, "-m", "ppir.profile.launch", path, port, out]
+    procs = [subprocess.Popen([*cmd, str(r)], env=env) for r in range(spec.ranks)]
+    deadline = time.monotonic() + spec.timeout * 4
+    try:
+        while any(p.poll() is None for p in procs):
+            if any(p.returncode not in (None, 0) for p in procs) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    codes = [p.returncode for p in procs]
+    if any(codes):
+        raise ProfileFailed(
+            "ppir profile: ranks failed ("
+            + ", ".join(f"rank {r}: exit {c}" for r, c in enumerate(codes))
+            + "); the failing rank's error is printed above"
+        )
+
+
+class ProfileFailed(RuntimeError):
+    """A rank of the measurement failed (its traceback went to stderr)."""
+
+
+def _child(argv: list[str]) -> int:
+    spec_path, port, out, rank = argv
+    spec = ProfileSpec(**json.loads(Path(spec_path).read_text()))
+    _rank_main(int(rank), spec, int(port), out)
+    return 0
+
+
+def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
+    """Trimmed means of the samples of each piece, in stage order; the message time is the
+    trimmed mean of the messages' times in the run (:func:`.worker.message_times`), the
+    isolated ping-pong figure when the run had none."""
+    from ppir.profile.worker import message_times, trimmed_mean
+
+    pieces = data["pieces"]
+    in_run = message_times(data.get("groups", []))
+    isolated = sorted(data.get("transfer_isolated", []))
+    transfer = trimmed_mean(in_run) if in_run else (isolated[len(isolated) // 2] if isolated else 0)
+    info = (
+        ("model", spec.model),
+        ("schedule", "1f1b"),
+        ("ranks", spec.ranks),
+        ("microbatches", spec.num_microbatches),
+        ("steps", spec.steps),
+        ("device", data.get("device", spec.device)),
+    )
+    if isolated:
+        info += (("transfer_isolated", isolated[len(isolated) // 2]),)
+    return MeasuredCosts(
+        len(pieces),
+        tuple(trimmed_mean(p["F"]) for p in pieces),
+        tuple(trimmed_mean(p["B"]) for p in pieces),
+        tuple(trimmed_mean(p["I"]) for p in pieces),
+        tuple(trimmed_mean(p["W"]) for p in pieces),
+        float(transfer),
+        tuple(trimmed_mean(p["FB"]) for p in pieces),
+        tuple(float(p["out_bytes"]) for p in pieces[:-1]),
+        tuple(float(p["activation_bytes"]) for p in pieces),
+        tuple(float(p["param_bytes"]) for p in pieces),
+        info,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1:]))

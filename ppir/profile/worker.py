@@ -1,0 +1,399 @@
+"""One rank of ``ppir profile``: run 1F1B over the model's pieces and time every op in place.
+
+:func:`measure_rank` is called on every rank (with the default process group initialised when
+``world > 1``) and returns that rank's samples; see :mod:`ppir.profile` for what is measured.
+The 1F1B order and its message groups come from ppir's own ``1f1b`` built-in lowered by
+lower-comms (the compiler's semantics; nothing is re-derived here).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from ppir.ir import Action, Group, OpKind, Wait, deps
+
+
+@dataclass
+class Samples:
+    """Per piece (index into the rank's pieces): lists of seconds, and sizes in bytes."""
+
+    F: list = field(default_factory=list)
+    B: list = field(default_factory=list)
+    I: list = field(default_factory=list)  # noqa: E741
+    W: list = field(default_factory=list)
+    FB: list = field(default_factory=list)
+    activation_bytes: int = 0
+    param_bytes: int = 0
+    out_bytes: int = 0  # the piece's output (the next piece's input) for one microbatch
+
+
+class SavedBytes:
+    """Saved-tensor hooks counting the distinct tensors autograd keeps (a view counts its own
+    bytes once, however often it is saved; parameters and their views are excluded)."""
+
+    def __init__(self, params):
+        self.skip = {p.data_ptr() for p in params}
+        self.seen: set[tuple[int, int]] = set()
+
+    def pack(self, t):
+        key = (t.data_ptr(), t.numel() * t.element_size())
+        if key[0] not in self.skip and key[1]:
+            self.seen.add(key)
+        return t
+
+    @staticmethod
+    def unpack(t):
+        return t
+
+    @property
+    def total(self) -> int:
+        return sum(n for _, n in self.seen)
+
+
+class Runner:
+    """The rank's pieces and its lowered 1F1B program, with timers around every op."""
+
+    def __init__(self, rank, world, pieces, loss_fn, program, schedule, M, device):
+        self.rank, self.world, self.pieces = rank, world, pieces
+        self.loss_fn, self.program, self.schedule = loss_fn, program, schedule
+        self.M, self.device = M, device
+        self.params = [[p for p in m.parameters() if p.requires_grad] for m in pieces]
+        self.samples = [Samples() for _ in pieces]
+        for s, ps in zip(self.samples, self.params):
+            s.param_bytes = sum(p.numel() * p.element_size() for p in ps)
+        self.meta: dict = {}  # boundary b (the input of stage b) -> (shape, dtype)
+        self.groups: list = []  # (posted, wait began, completed, [(buffer, is_recv)]) per group
+        self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+    # ------------------------------------------------------------------ helpers
+    def _timed(self, fn):
+        self.sync()
+        t0 = time.perf_counter()
+        out = fn()
+        self.sync()
+        return out, time.perf_counter() - t0
+
+    def chain_forward(self, x, target, record: bool, hooks: list | None = None):
+        """Run every piece on ``x``; returns [(input leaf, output)] (the last output is the
+        loss on the last stage)."""
+        saved = []
+        last_stage = self.rank == self.world - 1
+        for j, mod in enumerate(self.pieces):
+            xj = x.detach()
+            if xj.is_floating_point() and (j > 0 or self.rank > 0):  # the data needs no grad
+                xj.requires_grad_(True)
+            is_loss = last_stage and j == len(self.pieces) - 1
+
+            def run(mod=mod, xj=xj, is_loss=is_loss):
+                y = mod(xj)
+                return self.loss_fn(y, target) / self.M if is_loss else y
+
+            if hooks is not None:
+                with torch.autograd.graph.saved_tensors_hooks(hooks[j].pack, hooks[j].unpack):
+                    y, dt = self._timed(run)
+            else:
+                y, dt = self._timed(run)
+            if record:
+                self.samples[j].F.append(dt)
+            saved.append((xj, y))
+            x = y
+        return saved
+
+    def chain_backward(self, saved, g, split: bool, record: bool):
+        """Backward through the pieces in reverse (B, or I then W per piece); returns the
+        gradient of the rank's input (None when it needs none)."""
+        for j in range(len(saved) - 1, -1, -1):
+            xj, y = saved[j]
+            need_dx = xj.requires_grad
+            if not split:
+
+                def full(y=y, g=g):
+                    torch.autograd.backward(y, grad_tensors=g)
+
+                _, dt = self._timed(full)
+                if record:
+                    self.samples[j].B.append(dt)
+                g = xj.grad if need_dx else None
+                continue
+
+            def inp(y=y, g=g, xj=xj, need_dx=need_dx):
+                if not need_dx:
+                    return None
+                return torch.autograd.grad(y, [xj], grad_outputs=g, retain_graph=True)[0]
+
+            def wgt(y=y, g=g, ps=self.params[j]):
+                if not ps:
+                    return
+                grads = torch.autograd.grad(y, ps, grad_outputs=g, allow_unused=True)
+                for p, gp in zip(ps, grads):
+                    if gp is not None:
+                        p.grad = gp if p.grad is None else p.grad.add_(gp)
+
+            dx, ti = self._timed(inp)
+            _, tw = self._timed(wgt)
+            if record:
+                self.samples[j].I.append(ti)
+                self.samples[j].W.append(tw)
+            g = dx
+        return g
+
+    # ------------------------------------------------------------------ one step
+    def step(self, inputs, targets, split: bool, record: bool, hooks=None) -> None:
+        bufs: dict = {}
+        saved: dict = {}
+        self.pending: dict = {}
+        for item in self.program:
+            if isinstance(item, Action) and item.kind.is_compute:
+                self._compute(item, inputs, targets, bufs, saved, split, record, hooks)
+                hooks = None  # the saved bytes of one microbatch are enough
+            elif isinstance(item, Wait):
+                self._wait(self.pending.pop(item.actions), bufs, record)
+            else:
+                acts = item.actions if isinstance(item, Group) else (item,)
+                posted = self._post(acts, bufs)
+                if isinstance(item, Group) and item.deferred:
+                    self.pending[item.actions] = posted
+                else:
+                    self._wait(posted, bufs, record)
+        for m in self.pieces:
+            m.zero_grad(set_to_none=True)
+
+    def _compute(self, a, inputs, targets, bufs, saved, split, record, hooks):
+        """Run compute op ``a``; the values it reads and writes are named by the messages
+        :mod:`ppir.ir.deps` says it consumes and produces."""
+        S, m = self.schedule.stages, a.mb
+        got, out = deps.message_in(a, S), deps.message_out(a, S)
+        if a.kind is OpKind.F:
+            x = inputs[m] if got is None else bufs.pop(got.buffer)
+            saved[m] = self.chain_forward(x, targets[m], record, hooks)
+            if out is not None:
+                bufs[out.buffer] = saved[m][-1][1].detach()
+        elif a.kind is OpKind.B:
+            g = bufs.pop(got.buffer) if got is not None else None
+            dx = self.chain_backward(saved.pop(m), g, split, record)
+            if out is not None:
+                if dx is None:  # the stage output does not depend on its input
+                    shape, dtype = self.meta[out.boundary]
+                    dx = torch.zeros(shape, dtype=dtype, device=self.device)
+                bufs[out.buffer] = dx
+        else:
+            raise RuntimeError(f"ppir profile runs 1F1B; unexpected {a}")
+
+    def _post(self, acts, bufs):
+        """Post one group (``batch_isend_irecv`` in program order): its works and receives."""
+        t_post = time.perf_counter()
+        ops, received, names = [], [], []
+        for a in acts:
+            msg = deps.message_of(a)
+            peer = deps.peer_rank(self.schedule.placement, a)
+            if a.kind.is_send:
+                ops.append(dist.P2POp(dist.isend, bufs.pop(msg.buffer), peer))
+            else:
+                shape, dtype = self.meta[msg.boundary]
+                t = torch.empty(shape, dtype=dtype, device=self.device)
+                ops.append(dist.P2POp(dist.irecv, t, peer))
+                received.append((msg.buffer, t))
+            names.append((msg.buffer, a.kind.is_recv))
+        return t_post, dist.batch_isend_irecv(ops), received, names
+
+    def _wait(self, posted, bufs, record: bool) -> None:
+        t_post, works, received, names = posted
+        t_wait = time.perf_counter()
+        for w in works:
+            w.wait()
+        if record:  # perf_counter is one clock for every process of the machine
+            self.groups.append((t_post, t_wait, time.perf_counter(), names))
+        for key, t in received:
+            bufs[key] = t
+
+
+def propagate_shapes(run: Runner, sample, device) -> None:
+    """Each rank learns the shape of its input from its predecessor (one no-grad forward of its
+    pieces), records its pieces' output sizes and tells its successor."""
+    r, P = run.rank, run.world
+    x = sample
+    if r > 0:
+        info = torch.zeros(10, dtype=torch.int64)
+        dist.recv(info, r - 1)
+        nd, code = int(info[0]), int(info[1])
+        shape = tuple(int(v) for v in info[2 : 2 + nd])
+        dtype = _DTYPES[code]
+        run.meta[r] = (shape, dtype)
+        x = torch.zeros(shape, dtype=dtype, device=device)
+    with torch.no_grad():
+        for j, mod in enumerate(run.pieces):
+            x = mod(x)
+            run.samples[j].out_bytes = x.numel() * x.element_size()
+    if r + 1 < P:
+        if x.dim() > 8:
+            raise RuntimeError("ppir profile: a stage output with more than 8 dimensions")
+        info = torch.zeros(10, dtype=torch.int64)
+        info[0], info[1] = x.dim(), _DTYPES.index(x.dtype)
+        info[2 : 2 + x.dim()] = torch.tensor(x.shape)
+        dist.send(info, r + 1)
+        run.meta[r + 1] = (tuple(x.shape), x.dtype)
+
+
+_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32]
+
+
+def measure_fb(run: Runner, inputs, targets, reps: int) -> None:
+    """Per piece: a forward and a backward back to back as one timed step (F&B), all ranks at
+    once (no messages: the gradient coming in is ones)."""
+    xs, last = [], run.rank == run.world - 1
+    if run.rank == 0:
+        x = inputs[0]
+    else:
+        shape, dtype = run.meta[run.rank]
+        x = torch.zeros(shape, dtype=dtype, device=run.device)
+    with torch.no_grad():
+        for mod in run.pieces:
+            xs.append(x)
+            x = mod(x)
+    for j, mod in enumerate(run.pieces):
+        is_loss = last and j == len(run.pieces) - 1
+
+        def fwd(j=j, mod=mod, is_loss=is_loss):
+            xj = xs[j].detach()
+            if xj.is_floating_point() and (j > 0 or run.rank > 0):
+                xj.requires_grad_(True)
+            y = mod(xj)
+            return run.loss_fn(y, targets[0]) / run.M if is_loss else y
+
+        def bwd(y, is_loss=is_loss):
+            torch.autograd.backward(y, grad_tensors=None if is_loss else torch.ones_like(y))
+
+        for _ in range(reps):
+            y0 = fwd()
+            if run.world > 1:
+                dist.barrier()
+            (_, y1), dt = run._timed(lambda y0=y0: (bwd(y0), fwd()))
+            bwd(y1)
+            run.samples[j].FB.append(dt)
+            mod.zero_grad(set_to_none=True)
+
+
+def measure_transfer(run: Runner, reps: int) -> list[float]:
+    """One-way time of each rank boundary's message (half a ping-pong of the real tensor, posted
+    as the runtime posts a group), boundaries in turn; every rank returns the same list."""
+    out = []
+    for b in range(1, run.world):
+        shape, dtype = (
+            run.meta.get(b, ((1,), torch.float32))
+            if run.rank in (b - 1, b)
+            else (
+                (1,),
+                torch.float32,
+            )
+        )
+        t = torch.zeros(shape, dtype=dtype, device=run.device)
+        times = []
+        for _ in range(reps + 1):
+            dist.barrier()
+            t0 = time.perf_counter()
+            if run.rank == b - 1:
+                _group(dist.isend, t, b)
+                _group(dist.irecv, t, b)
+            elif run.rank == b:
+                _group(dist.irecv, t, b - 1)
+                _group(dist.isend, t, b - 1)
+            times.append((time.perf_counter() - t0) / 2)
+        box = torch.tensor([statistics.median(times[1:]) if run.rank == b - 1 else 0.0])
+        dist.all_reduce(box)
+        out.append(float(box[0]))
+    return out
+
+
+def _group(fn, t, peer) -> None:
+    for w in dist.batch_isend_irecv([dist.P2POp(fn, t, peer)]):
+        w.wait()
+
+
+class Profiler:
+    """The measurement of one rank, step by step (``ppir profile`` runs :func:`measure_rank`;
+    a bench may interleave :meth:`step` with other work to share the machine's load)."""
+
+    def __init__(self, rank, world, pieces, model, program, schedule, M, device):
+        self.run = Runner(rank, world, pieces, model.loss_fn, program, schedule, M, device)
+        batch = model.make_batch(0)
+        for name, t in zip(("inputs", "targets"), batch):
+            if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape[0] % M:
+                raise ValueError(
+                    f"make_batch(0) {name}: dim 0 must split into {M} equal microbatches "
+                    f"(got {tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__})"
+                )
+        self.inputs = [t.to(device) for t in batch[0].chunk(M)]
+        self.targets = [t.to(device) for t in batch[1].chunk(M)]
+        propagate_shapes(self.run, self.inputs[0], device)
+        if world > 1:
+            measure_transfer(self.run, 1)  # connects every pair before anything is timed
+        self.params = [p for ps in self.run.params for p in ps]
+        self.counted = False
+
+    def step(self, split: bool, record: bool = True) -> None:
+        """One 1F1B step: full backwards, or (``split``) I then W; the first recorded step also
+        counts the saved bytes of one microbatch."""
+        run = self.run
+        hooks = None
+        if record and not self.counted:
+            hooks = [SavedBytes(self.params) for _ in run.pieces]
+        run.step(self.inputs, self.targets, split=split, record=record, hooks=hooks)
+        if hooks:
+            for s, h in zip(run.samples, hooks):
+                s.activation_bytes = h.total
+            self.counted = True
+
+    def finish(self, reps: int):
+        """F&B and the isolated boundary timings; -> (samples per piece, one-way seconds per
+        boundary in isolation, this rank's recorded groups)."""
+        measure_fb(self.run, self.inputs, self.targets, max(3, reps))
+        transfer = measure_transfer(self.run, max(5, reps)) if self.run.world > 1 else []
+        return self.run.samples, transfer, self.run.groups
+
+
+def measure_rank(rank, world, pieces, model, program, schedule, M, steps, warmup, device):
+    """The rank's samples (a list of :class:`Samples`, one per piece) and boundary times."""
+    prof = Profiler(rank, world, pieces, model, program, schedule, M, device)
+    for i in range(warmup + steps):
+        prof.step(split=i % 2 == 1, record=i >= warmup)
+        if world > 1:
+            dist.barrier()
+    samples, transfer, groups = prof.finish(steps)
+    return samples, transfer, groups
+
+
+def message_times(groups_per_rank: list) -> list[float]:
+    """Seconds messages took in the run, seen from the receiving end: from the moment both ends
+    had posted their groups to the return of the receiver's wait, for the messages whose
+    receiver was already waiting then in a group of receives only (a later wait, or one that
+    also waits for a send, only bounds the time from above)."""
+    ends: dict = {}
+    for groups in groups_per_rank:
+        for posted, waited, done, names in groups:
+            only_recvs = all(r for _, r in names)  # a send in the group delays its wait
+            for name, is_recv in names:  # both ends of a message name the same buffer
+                w = waited if only_recvs or not is_recv else float("inf")
+                ends.setdefault(name, ([], []))[is_recv].append((posted, w, done))
+    out = []
+    for sends, recvs in ends.values():
+        # one send and one recv per step; steps are apart, so posting order pairs them
+        for (ps, _, _), (pr, wr, dr) in zip(sorted(sends), sorted(recvs)):
+            ready = max(ps, pr)
+            if wr <= ready:
+                out.append(max(0.0, dr - ready))
+    return out
+
+
+def trimmed_mean(xs: list, cut: float = 0.1) -> float:
+    """The mean of ``xs`` without its top and bottom ``cut`` (0 for no samples)."""
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    k = int(len(xs) * cut)
+    core = xs[k : len(xs) - k] or xs
+    return sum(core) / len(core)

@@ -1,0 +1,117 @@
+"""Measured costs ([measured] in a cost file): reading, fitting to a schedule, timing with them."""
+
+from __future__ import annotations
+
+import pytest
+
+from ppir import load_schedule, lower
+from ppir.analysis.config import load_config_file, make_config
+from ppir.analysis.estimate import estimate
+from ppir.analysis.measured import MeasuredCosts, from_table
+from ppir.diagnostics import EXIT_USAGE, PpirError
+
+TABLE = {
+    "stages": 4,
+    "F": [1e-3, 2e-3, 2e-3, 3e-3],
+    "B": [2e-3, 4e-3, 4e-3, 6e-3],
+    "I": [0.0, 2e-3, 2e-3, 3e-3],
+    "W": [2e-3, 2e-3, 2e-3, 3e-3],
+    "FB": [3e-3, 6e-3, 6e-3, 9e-3],
+    "transfer": 1e-4,
+    "message_bytes": [1024, 1024, 2048],
+    "activation_bytes": [10, 20, 20, 30],
+    "param_bytes": [5, 5, 5, 6],
+    "ranks": 2,
+    "schedule": "1f1b",
+}
+
+
+def test_round_trip_through_toml_text(tmp_path):
+    m = from_table(TABLE, "t")
+    text = m.to_toml("a comment\nover two lines")
+    assert text.startswith("# a comment\n# over two lines\n[measured]\n")
+    path = tmp_path / "costs.toml"
+    path.write_text(text)
+    assert from_table(load_config_file(str(path))["measured"], "t") == m
+
+
+def test_fit_sums_consecutive_stages():
+    m = from_table(TABLE, "t").fit(2)
+    assert m.stages == 2
+    assert m.F == pytest.approx((3e-3, 5e-3)) and m.I == pytest.approx((2e-3, 5e-3))
+    assert m.message_bytes == (1024.0,)  # the boundary between measured stages 1 and 2
+    assert m.activation_bytes == (30.0, 50.0)
+    with pytest.raises(PpirError) as e:
+        from_table(TABLE, "t").fit(3)
+    text = e.value.render()
+    assert "measured costs are for 4 stages; a schedule with 3 stages cannot use them" in text
+    assert "schedules with 1, 2, 4 stages can; or profile again with --stages 12" in text
+
+
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        ({"F": [1, 2]}, "measured.F must be a list of 4 non-negative numbers, got 2"),
+        ({"B": [1, 2, -3, 4]}, "measured.B must be a list of 4 non-negative numbers"),
+        ({"stages": 0}, "measured.stages must be a positive integer"),
+        ({"transfer": "fast"}, "measured.transfer must be seconds >= 0"),
+        ({"Ff": [1, 2, 3, 4]}, "unknown key 'Ff' in [measured]"),
+        ({"message_bytes": [1]}, "message_bytes must be a list of 3"),
+    ],
+)
+def test_bad_tables_name_the_key(change, needle):
+    with pytest.raises(PpirError) as e:
+        make_config({"measured": {**TABLE, **change}}, "costs.toml")
+    assert e.value.exit_code == EXIT_USAGE
+    assert needle in e.value.render() and "costs.toml" in e.value.render()
+
+
+def test_missing_kind_and_clashing_settings():
+    table = {k: v for k, v in TABLE.items() if k != "W"}
+    with pytest.raises(PpirError, match=r"lacks W"):
+        make_config({"measured": table})
+    with pytest.raises(PpirError) as e:
+        make_config({"measured": TABLE, "costs": {"B": 3}, "comm": {"latency": 1}})
+    assert "costs.B, comm.latency cannot be combined with [measured]" in e.value.render()
+
+
+def test_estimates_use_the_measured_seconds():
+    cfg = make_config({"measured": TABLE})
+    assert cfg.time_unit == "s" and "costs measured on 4 stages" in cfg.describe()
+    s = lower(load_schedule("1f1b", {"P": 2, "M": 4}))  # lockstep groups, timed as written
+    e = estimate(s, cfg, memory=False)
+    durations = {(o.action.stage, o.action.kind.value): o.end - o.start for o in e.ops[1]}
+    assert durations[(1, "F")] == pytest.approx(5e-3) and durations[(1, "B")] == pytest.approx(1e-2)
+    assert all(m.end - m.start == pytest.approx(1e-4) for m in e.messages)
+    # 1F1B, P=2: rank 0's first forward, then rank 1's M (F + B) and its six message groups
+    # (each waited for: fifo progress), then rank 0's last backward
+    assert e.step_time == pytest.approx(3e-3 + 6 * 1e-4 + 4 * 15e-3 + 6e-3, rel=1e-9)
+    zb = estimate(load_schedule("zbv", {"P": 2, "M": 4}), cfg, memory=False)
+    i_op = next(o for o in zb.ops[0] if o.action.kind.value == "I" and o.action.stage == 0)
+    assert i_op.end == i_op.start  # stage 0 needs no input gradient: its I was measured free
+
+
+def test_overlap_ratio_from_measured_fb():
+    table = {**TABLE, "FB": [1.5e-3, 3e-3, 3e-3, 4.5e-3]}  # half of F + B
+    s = load_schedule("dualpipev", {"P": 2, "M": 4})
+    fast = estimate(s, make_config({"measured": table}), memory=False)
+    slow = estimate(s, make_config({"measured": TABLE}), memory=False)
+    assert fast.step_time < slow.step_time
+
+
+def test_cost_file_on_the_command_line(tmp_path, cli):
+    path = tmp_path / "costs.toml"
+    path.write_text(MeasuredCosts(**_kw()).to_toml("test"))
+    cfg = make_config(load_config_file(str(path)), str(path))
+    assert cfg.measured.stages == 2
+    code, out, err = cli("compile", "1f1b", "-D", "P=2", "--backend", "cost", "--config", str(path))
+    assert code == 0, err
+    assert "costs measured on 2 stages" in out and " ms" in out
+    code, _, err = cli("compile", "1f1b", "-D", "P=4", "--backend", "cost", "--config", str(path))
+    assert code == 2 and "measured costs are for 2 stages" in err
+
+
+def _kw():
+    return dict(
+        stages=2, F=(1e-3, 1e-3), B=(2e-3, 2e-3), I=(0.0, 1e-3), W=(2e-3, 1e-3), transfer=2e-4
+    )

@@ -1,0 +1,111 @@
+"""ppir profile: measured costs of a model module (one rank in-process; two ranks, slow)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ppir.analysis.config import load_config_file, make_config  # noqa: E402
+from ppir.profile.launch import ProfileError, ProfileSpec, profile  # noqa: E402
+from ppir.profile.worker import message_times, trimmed_mean  # noqa: E402
+
+WIDTH, ROWS, M = 16, 4, 4
+
+MODEL = textwrap.dedent(
+    f"""
+    import torch
+
+    def build_stage(stage, num_stages):
+        torch.manual_seed(stage)
+        return torch.nn.Sequential(torch.nn.Linear({WIDTH}, {WIDTH}), torch.nn.Tanh())
+
+    def make_batch(step):
+        g = torch.Generator().manual_seed(step)
+        return (torch.randn({M * ROWS}, {WIDTH}, generator=g),
+                torch.randn({M * ROWS}, {WIDTH}, generator=g))
+
+    def loss_fn(y, t):
+        return ((y - t) ** 2).mean()
+    """
+)
+
+
+@pytest.fixture
+def model_file(tmp_path):
+    path = tmp_path / "tiny_model.py"
+    path.write_text(MODEL)
+    return str(path)
+
+
+def test_one_rank_measures_every_piece(model_file, tmp_path):
+    m = profile(ProfileSpec(model_file, ranks=1, stages=3, microbatches=M, steps=2, warmup=1))
+    assert m.stages == 3
+    assert all(x > 0 for x in m.F + m.B + m.W + m.FB)
+    # the first piece reads the data: no input gradient, W does its whole backward
+    assert m.I[0] < m.W[0] / 10 and m.I[1] > 0 and m.I[2] > 0
+    # autograd keeps the Linear's input and Tanh's output (float32), parameters excluded; the
+    # last piece also runs the loss, which keeps y - t
+    one = ROWS * WIDTH * 4
+    assert m.activation_bytes == (2 * one, 2 * one, 3 * one)
+    assert m.param_bytes == ((WIDTH * WIDTH + WIDTH) * 4,) * 3
+    assert m.message_bytes == (ROWS * WIDTH * 4,) * 2
+    assert m.transfer == 0  # one process: no message measured
+    cfg = make_config({"measured": _table(m, tmp_path)})
+    assert cfg.measured.fit(1).F[0] == pytest.approx(sum(m.F))
+
+
+def test_bad_requests_are_profile_errors(model_file, tmp_path):
+    with pytest.raises(ProfileError, match="--stages 3 must be a multiple of --ranks 2"):
+        profile(ProfileSpec(model_file, ranks=2, stages=3))
+    bad = tmp_path / "bad_model.py"
+    bad.write_text("def build_stage(s, n):\n    return None\n")
+    with pytest.raises(ProfileError, match="lacks make_batch, loss_fn"):
+        profile(ProfileSpec(str(bad), ranks=1))
+
+
+def test_message_times_pair_the_two_ends():
+    sender = [(1.0, 1.0, 1.5, [("a1.0", False)]), (3.0, 3.0, 3.1, [("a1.1", False)])]
+    receiver = [(1.2, 1.2, 1.4, [("a1.0", True)]), (2.0, 3.5, 3.6, [("a1.1", True)])]
+    # a1.0: the receiver waited from the start: 1.4 - max(1.0, 1.2); a1.1: it began waiting
+    # after both had posted, so its wait only bounds the time: left out
+    assert message_times([sender, receiver]) == pytest.approx([0.2])
+    assert trimmed_mean([1, 2, 3, 100] + [2] * 6) == pytest.approx(17 / 8)  # drops 1 and 100
+
+
+def test_cli_writes_a_cost_file(model_file, tmp_path, cli):
+    out = tmp_path / "costs.toml"
+    code, _, err = cli(
+        "profile", "--model", model_file, "--ranks", "1", "--stages", "2", "-M", "4",
+        "--steps", "2", "-o", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "boundary message" in err and f"wrote {out}" in err
+    cfg = make_config(load_config_file(str(out)), str(out))
+    assert cfg.measured.stages == 2
+    code, text, err = cli(
+        "compile", "zb_h1", "-D", "P=2", "-D", "M=4", "--backend", "cost", "--config", str(out)
+    )
+    assert code == 0, err and "costs measured on 2 stages" in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_two_ranks_time_messages_in_the_run(model_file):
+    m = profile(ProfileSpec(model_file, ranks=2, stages=4, microbatches=M, steps=2, warmup=1))
+    assert m.stages == 4 and m.transfer > 0
+    assert dict(m.info)["transfer_isolated"] > 0
+    assert m.I[0] < m.W[0] / 10 and all(x > 0 for x in m.I[1:])
+
+
+def _table(m, tmp_path):
+    path = tmp_path / "costs.toml"
+    path.write_text(m.to_toml())
+    return load_config_file(str(path))["measured"]
+
+
+if sys.platform == "win32":  # pragma: no cover
+    pytestmark = pytest.mark.skip("gloo over TCP on localhost")

@@ -1,0 +1,108 @@
+"""ppir tune's search: P x dp for a world, whole-memory budget, uneven stages, sound pruning."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import ppir
+from ppir.analysis.config import make_config
+from ppir.analysis.costs import costs_for
+from ppir.analysis.timeline import run
+from ppir.analysis.tune import Space, program_bound, search, uneven_layers
+from ppir.ir.graph import build_graph
+
+SCHEDULES = ["1f1b", "interleaved_1f1b", "zb_h1", "zbv", "gpipe"]
+
+
+@pytest.fixture(scope="module")
+def result():
+    cfg = make_config({"model": {"preset": "llama3-8b", "seq": 2048}})
+    space = Space(
+        world=16, tp=2, global_batch=32, micro_batches=(1, 2), recomputes=("none", "full"), top=4
+    )
+    return search(SCHEDULES, space, cfg, budget=(30 * 2**30, "bytes")), space
+
+
+def test_ranked_are_compiled_fit_and_sorted(result):
+    cands, space = result
+    ranked = [c for c in cands if c.ok]
+    assert len(ranked) >= space.top
+    assert [c.step_time for c in ranked] == sorted(c.step_time for c in ranked)
+    for c in ranked:
+        assert c.pp * c.dp * space.tp == space.world
+        assert c.peak <= 30 * 2**30 and c.footprint is not None
+        assert c.bound <= c.step_time * (1 + 1e-9)  # the bound is a lower bound
+        assert c.microbatches == 32 // (c.dp * c.mbs)
+    assert {c.v for c in ranked if c.schedule == "zbv"} <= {2}  # V-shaped: two chunks per rank
+
+
+def test_pruned_cannot_beat_the_top(result):
+    cands, space = result
+    ranked = sorted(c.step_time for c in cands if c.ok)
+    cutoff = ranked[space.top - 1]
+    pruned = [c for c in cands if c.why == "pruned"]
+    assert pruned and all(c.bound >= cutoff for c in pruned)
+
+
+def test_rejections_explain_themselves(result):
+    cands, _ = result
+    why = {c.why for c in cands if not c.ok}
+    assert "memory" in why
+    mem = next(c for c in cands if c.why == "memory")
+    assert "exceeds the budget 30 GiB" in mem.reason and "largest term" in mem.reason
+
+
+def test_uneven_layers_put_fewer_on_the_ends():
+    assert uneven_layers(80, 32) == (2,) * 15 + (3,) * 16 + (2,)
+    assert sum(uneven_layers(80, 32)) == 80
+    assert uneven_layers(10, 4) == (2, 3, 3, 2)
+    assert uneven_layers(11, 4) == (3, 3, 3, 2)
+    assert uneven_layers(5, 1) == (5,)
+
+
+def test_uneven_split_is_searched_and_timed():
+    cfg = make_config({"model": {"preset": "llama3-8b", "layers": 30, "seq": 1024}})
+    space = Space(world=4, tp=1, pps=(4,), global_batch=8, recomputes=("none",), vs=(1,))
+    cands = search(["1f1b"], space, cfg)
+    c = cands[0]
+    assert c.ok and c.stage_layers == (7, 8, 8, 7)
+    even = search(["1f1b"], Space(**{**space.__dict__, "uneven": False}), cfg)
+    assert even[0].why == "divisibility" and "30 layers do not split evenly" in even[0].reason
+
+
+@pytest.mark.parametrize("name", ["1f1b", "gpipe", "interleaved_1f1b", "zb_h1", "zbv", "v_half"])
+@pytest.mark.parametrize("P,M", [(2, 4), (4, 8), (4, 12)])
+def test_program_bound_is_below_the_dependency_bound(name, P, M):
+    params = {"P": P, "M": M} | ({"v": 2} if name == "interleaved_1f1b" else {})
+    try:
+        s = ppir.load_schedule(name, params)
+    except ppir.PpirError:
+        pytest.skip("the schedule refuses these parameters")
+    for cost in ({}, {"B": 3, "I": 1, "W": 2}):
+        costs = costs_for(s, make_config({"costs": cost}))
+        tl = run(build_graph(s), costs)
+        assert program_bound(s, costs) <= tl.makespan
+    if name == "1f1b":  # exact for 1F1B: (M + P - 1)(F + B)
+        costs = costs_for(s, make_config({}))
+        assert program_bound(s, costs) == run(build_graph(s), costs).makespan
+
+
+def test_cli_world_search_json(cli):
+    code, out, err = cli(
+        "tune", "--world", "8", "--tp", "2", "--gpu-memory", "40GiB", "--reserve", "8GiB",
+        "--model", "llama3-8b,seq=1024", "--schedules", "1f1b,zbv", "--top", "3",
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["format"] == "ppir.tune/2" and doc["budget"] == 32 * 2**30
+    row = doc["ranked"][0]
+    for key in ("pp", "dp", "schedule", "v", "mbs", "recompute", "step_time", "peak_memory"):
+        assert key in row
+    assert row["pp"] * row["dp"] * 2 == 8 and row["peak_memory"] <= 32 * 2**30
+    code, out, err = cli("tune", "--world", "6", "--tp", "4", "--model", "llama3-8b")
+    assert code == 2 and "--world 6 must be a positive multiple of --tp 4" in err
+    code, out, err = cli("tune", "--model", "llama3-8b")
+    assert code == 2 and "give --world N" in err
