@@ -55,6 +55,7 @@ loops of the timeline and the checks use directly.  Building is linear in the nu
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+import weakref
 from types import MappingProxyType
 
 import networkx as nx
@@ -115,9 +116,12 @@ class ProgramGraph(nx.DiGraph):
         self.graph.update(
             schedule=schedule.name, ranks=schedule.ranks, stages=schedule.stages, progress=progress
         )
-        self._node = _Nodes(self)
-        self._adj = _Adjacency(self, successors=True)
-        self._pred = _Adjacency(self, successors=False)
+        # The views hold a weak proxy: a graph must not be part of a reference cycle, since
+        # ppir pauses the cyclic collector during compiles (ppir.nogc)
+        me = weakref.proxy(self)
+        self._node = _Nodes(me)
+        self._adj = _Adjacency(me, successors=True)
+        self._pred = _Adjacency(me, successors=False)
         nx.freeze(self)
 
     def node_lists(self) -> tuple[list, ...]:
