@@ -142,7 +142,8 @@ def compile(  # noqa: A001 - the library's verb
         ctl = run(cg, c)
     bound = c.to_time(ctl.makespan) if ctl.complete else None
     base["dependency_bound"] = bound
-    base["input_timeline"] = ctl
+    if cfg.comm_model == "latency":  # the estimate reads the compute order's timeline
+        base["input_timeline"] = ctl
     if verify:
         from ppir.verify import verify as check
 
@@ -202,6 +203,7 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
         last = i == len(passes) - 1
         if not last and verify is not True:
             continue  # the intermediate program is neither verified nor timed: no graph
+        g = None  # the previous pass's graph goes before the next is built
         with _timed(timings, "graph"):
             g = build_graph(program, progress)
         if not last:

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from ppir.analysis.config import CostConfig, Link, make_config
 from ppir.analysis.estimate import estimate
-from ppir.pipeline import compile
 from ppir.diagnostics import PpirError
 from ppir.frontend.loader import load_schedule
 from ppir.ir import Action, OpKind, Schedule, deps, looped_placement
 from ppir.passes import LowerComms
+from ppir.pipeline import compile
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -111,7 +111,7 @@ def durations(g: ProgramGraph, costs: Costs) -> list:
 
 
 def _in_overlap(g: ProgramGraph, v: int) -> bool:
-    a, b = g.item_ops[g.rank[v]][g.item[v]]
+    a, b = g.item_range(g.rank[v], g.item[v])
     return b - a > 1
 
 
@@ -120,8 +120,8 @@ def run(g: ProgramGraph, costs: Costs | None = None) -> Timeline:
     rendezvous run the verifier uses)."""
     n = g.n
     dur = durations(g, costs) if costs is not None else [0] * n
-    succ, pred = g.after, g.before
-    indeg = [len(p) for p in pred]
+    succ = g.after
+    indeg = g.before.counts()
     for v, c in g.blocked.items():
         indeg[v] += c
     data = not g.lowered

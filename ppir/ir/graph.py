@@ -54,8 +54,9 @@ loops of the timeline and the checks use directly.  Building is linear in the nu
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 import weakref
+from array import array
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 
 import networkx as nx
@@ -108,7 +109,7 @@ class ProgramGraph(nx.DiGraph):
         self.op_partner: list[int] = []  # the matched op, -1 when none
         self.op_msg: list[int] = []  # the message node of a matched comm op, else -1
         self.rank_start: list[int] = []
-        self.item_ops: list[list[tuple[int, int]]] = []  # per rank, per item: op range
+        self.item_starts: list[list[int]] = []  # per rank: first op of each item, then the end
         self.first: dict[tuple, int] = {}  # (stage, kind, mb) -> first op holding it
         self.sends: dict[tuple[int, int], list[int]] = {}  # channel -> send ops in order
         self.recvs: dict[tuple[int, int], list[int]] = {}
@@ -167,11 +168,16 @@ class ProgramGraph(nx.DiGraph):
         for e in self.before[v]:
             yield e >> _SHIFT, e & 7
 
+    def item_range(self, r: int, i: int) -> tuple[int, int]:
+        """The op ids [lo, hi) of item i of rank r."""
+        starts = self.item_starts[r]
+        return starts[i], starts[i + 1]
+
     def unit_op_ids(self, post: int) -> list[int]:
         """The comm ops of the unit whose post node is ``post``, in posting order."""
         if post in self.unit_ops:
             return self.unit_ops[post]
-        lo, hi = self.item_ops[self.rank[post]][self.item[post]]
+        lo, hi = self.item_range(self.rank[post], self.item[post])
         return [o for o in range(lo, hi) if self.ops[o].kind.is_comm]
 
     def node_ops(self, v: int) -> tuple[int, ...]:
@@ -325,4 +331,32 @@ def _build(schedule: Schedule, progress: str, units) -> ProgramGraph:
     if g.lowered:
         units.match(g)
     units.data_edges(g)
+    g.before = Predecessors(g.before)
     return g
+
+
+class Predecessors:
+    """The wait-for predecessors of every node, packed once construction is done: one flat
+    integer array (node << 3 | edge kind, in construction order) and an offset per node, in
+    place of a list object and an int object per entry.  ``preds[v]`` is node v's entries."""
+
+    __slots__ = ("ptr", "enc")
+
+    def __init__(self, lists: list[list[int]]):
+        ptr = array("l", [0])
+        enc = array("q")
+        for entries in lists:
+            enc.extend(entries)
+            ptr.append(len(enc))
+        self.ptr, self.enc = ptr, enc
+
+    def __getitem__(self, v: int):
+        return self.enc[self.ptr[v] : self.ptr[v + 1]]
+
+    def __len__(self) -> int:
+        return len(self.ptr) - 1
+
+    def counts(self) -> list[int]:
+        """The number of predecessors of every node."""
+        ptr = self.ptr
+        return [ptr[v + 1] - ptr[v] for v in range(len(ptr) - 1)]

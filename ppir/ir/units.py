@@ -34,7 +34,7 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
     setdefault = first.setdefault
     for r, prog in enumerate(s.programs):
         g.rank_start.append(len(ops))
-        spans = []
+        starts = [len(ops)]
         for i, it in enumerate(prog):
             lo = len(ops)
             cls = it.__class__
@@ -64,8 +64,8 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
                                 ch = recvs[(q, r)] = []
                         ch.append(o)
                 o += 1
-            spans.append((lo, o))
-        g.item_ops.append(spans)
+            starts.append(o)
+        g.item_starts.append(starts)
     g.rank_start.append(len(ops))
     n = len(ops)
     g.op_node = [-1] * n
@@ -78,7 +78,9 @@ def compute_only(g: ProgramGraph, s: Schedule) -> None:
     op_node = g.op_node
     for r in range(s.ranks):
         order, last = [], -1
-        for i, (lo, hi) in enumerate(g.item_ops[r]):
+        starts = g.item_starts[r]
+        for i in range(len(starts) - 1):
+            lo, hi = starts[i], starts[i + 1]
             v = len(kind)
             kind.append(COMPUTE)
             rank.append(r)
@@ -106,7 +108,9 @@ def fifo_units(g: ProgramGraph, s: Schedule) -> None:
         add = order.append
         last_block = last_group = -1
         deferred: dict[tuple, int] = {}  # a deferred group's actions -> its post node
-        for i, (lo, hi) in enumerate(g.item_ops[r]):
+        starts = g.item_starts[r]
+        for i in range(len(starts) - 1):
+            lo, hi = starts[i], starts[i + 1]
             it = prog[i]
             cls = it.__class__
             v = len(kind)
@@ -185,7 +189,9 @@ def relaxed_units(g: ProgramGraph, s: Schedule) -> None:
         pending: list[tuple[int, list[tuple]]] = []  # (node, keys it waits on)
         last_compute = -1
         last_to_peer: dict[int, int] = {}
-        for i, (lo, hi) in enumerate(g.item_ops[r]):
+        starts = g.item_starts[r]
+        for i in range(len(starts) - 1):
+            lo, hi = starts[i], starts[i + 1]
             by_peer: dict[int, list[int]] = {}
             for o in range(lo, hi):
                 a = ops[o]
