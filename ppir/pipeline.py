@@ -31,7 +31,7 @@ from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import Costs, costs_for
 from ppir.analysis.timeline import Timeline, run
 from ppir.diagnostics import Report
-from ppir.ir import Schedule
+from ppir.ir import Schedule, is_compute_item
 from ppir.ir.graph import ProgramGraph, build_graph
 from ppir.nogc import without_gc
 from ppir.passes import PASSES, LowerComms, OverlapComms
@@ -210,7 +210,7 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
             from ppir.verify import verify as check
 
             with _timed(timings, "verify"):
-                report = check(g, progress, strict)
+                report = check(g, progress, strict, compute_known=_same_compute(program, schedule))
             if not report.ok:
                 return Compiled(
                     program=program,
@@ -242,5 +242,20 @@ def _finish(program: Schedule, g: ProgramGraph, verify: bool, strict: bool, **kw
         from ppir.verify import verify as check
 
         with _timed(timings, "verify"):
-            report = check(g, kw["progress"], strict, timeline=tl)
+            known = program is not kw["source"] and _same_compute(program, kw["source"])
+            report = check(g, kw["progress"], strict, timeline=tl, compute_known=known)
     return Compiled(program=program, graph=g, report=report, timeline=tl, **kw)
+
+
+def _same_compute(program: Schedule, source: Schedule) -> bool:
+    """True when ``program`` runs the very compute items of ``source`` (which verified), in the
+    same order on every rank: the passes keep them, so their checks need not run again."""
+    if program.ranks != source.ranks or program.placement != source.placement:
+        return False
+    if (program.stages, program.microbatches) != (source.stages, source.microbatches):
+        return False
+    for mine, theirs in zip(program.programs, source.programs):
+        compute = [it for it in mine if is_compute_item(it)]
+        if len(compute) != len(theirs) or any(a is not b for a, b in zip(compute, theirs)):
+            return False
+    return True

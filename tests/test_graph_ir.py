@@ -217,3 +217,20 @@ def test_the_latency_comm_model_times_messages_on_the_dependency_edge(cli):
     assert code == 0 and json.loads(out)["step_time"] == latency.step_time
     with pytest.raises(ppir.PpirError, match="comm.model must be one of"):
         ppir.make_config({"comm": {"model": "eager"}})
+
+
+def test_compute_checks_are_skipped_only_for_the_very_compute_items_that_verified():
+    from ppir.pipeline import _same_compute
+
+    s = ppir.load("1f1b", P=2, M=2)
+    c = ppir.compile(s)
+    assert _same_compute(c.program, s) and _same_compute(c.blocking, s)
+    progs = [list(p) for p in c.program.programs]
+    first = next(i for i, it in enumerate(progs[0]) if isinstance(it, ppir.Action))
+    progs[0][first] = progs[0][first].with_span(None)  # equal, but another object
+    assert not _same_compute(c.program.replace_programs(tuple(map(tuple, progs))), s)
+    progs = [list(p) for p in c.program.programs]
+    progs[0].insert(first, progs[0][first])  # a pass that duplicates an op is checked fully
+    broken = c.program.replace_programs(tuple(map(tuple, progs)))
+    assert not _same_compute(broken, s)
+    assert "duplicate-op" in {d.kind for d in ppir.verify(broken).errors}

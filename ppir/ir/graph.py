@@ -95,8 +95,7 @@ class ProgramGraph(nx.DiGraph):
         self.hi: list[int] = []  # its group's post (lo) or -1; message: send op (lo), recv (hi)
         self.after: list[list[int]] = []  # wait-for successors
         self.before: list[list[int]] = []  # wait-for predecessors, encoded node << 3 | kind
-        self.data_in: list = []  # data producers (compute nodes), () when none
-        self.data_out: list = []
+        self._data_edges: tuple[list, list] | None = None  # (data_in, data_out), on demand
         self.blocked: dict[int, int] = {}  # done node -> ops in it that have no partner
         self.unit_ops: dict[int, list[int]] = {}  # relaxed post -> its comm ops (a subset)
         self.rank_nodes: list[list[int]] = []  # per rank, its nodes in program order
@@ -138,21 +137,29 @@ class ProgramGraph(nx.DiGraph):
         self.hi.append(hi)
         self.after.append([])
         self.before.append([])
-        self.data_in.append(())
-        self.data_out.append(())
         return n
 
     def _edge(self, u: int, v: int, kind: int) -> None:
         self.after[u].append(v)
         self.before[v].append(u << _SHIFT | kind)
 
-    def _data(self, u: int, v: int) -> None:
-        if not self.data_out[u]:
-            self.data_out[u] = []
-        self.data_out[u].append(v)
-        if not self.data_in[v]:
-            self.data_in[v] = []
-        self.data_in[v].append(u)
+    @property
+    def data_in(self) -> list:
+        """Per node, the compute nodes it consumes from (data edges); () when none.  Built on
+        first use for a lowered program, whose timeline and checks do not read them."""
+        return self._data()[0]
+
+    @property
+    def data_out(self) -> list:
+        """Per node, the compute nodes consuming its output (data edges); () when none."""
+        return self._data()[1]
+
+    def _data(self) -> tuple[list, list]:
+        if self._data_edges is None:
+            from ppir.ir import units
+
+            self._data_edges = units.data_edges(self)
+        return self._data_edges
 
     # ------------------------------------------------------------------ queries
     @property
@@ -330,7 +337,8 @@ def _build(schedule: Schedule, progress: str, units) -> ProgramGraph:
         units.relaxed_units(g, schedule)
     if g.lowered:
         units.match(g)
-    units.data_edges(g)
+    else:  # data edges are a compute-only graph's waits; a lowered one builds them on demand
+        g._data()
     g.before = Predecessors(g.before)
     return g
 

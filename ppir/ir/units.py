@@ -232,8 +232,9 @@ def relaxed_units(g: ProgramGraph, s: Schedule) -> None:
         g.rank_nodes.append(order)
 
 
-def data_edges(g: ProgramGraph) -> None:
-    """A data edge from each compute node to each compute node consuming its output."""
+def data_edges(g: ProgramGraph) -> tuple[list, list]:
+    """Per node, (data producers, data consumers): a data edge from each compute node to each
+    compute node consuming its output."""
     S, first, ops, op_node, kind = g.num_stages, g.first, g.ops, g.op_node, g.kind
     n = len(kind)
     data_in: list = [()] * n
@@ -264,7 +265,7 @@ def data_edges(g: ProgramGraph) -> None:
                         else:
                             data_in[v] = [u]
                     break
-    g.data_in, g.data_out = data_in, data_out
+    return data_in, data_out
 
 
 def match(g: ProgramGraph) -> None:

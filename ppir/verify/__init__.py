@@ -66,15 +66,18 @@ def verify(
     progress: str = "fifo",
     strict: bool = False,
     timeline: Timeline | None = None,
+    compute_known: bool = False,
 ) -> Report:
     """Check ``program`` (a schedule, or its graph built under ``progress``); the report is
     ``ok`` when it has no error (warnings allowed).  ``timeline`` may be a run of that graph
-    already made (timed or not): the deadlock check then reuses it."""
+    already made (timed or not): the deadlock check then reuses it.  ``compute_known``: the
+    program's compute items are the very objects of a program that verified (the output of a
+    pass that keeps them), so the checks of compute ops alone are skipped."""
     if progress not in PROGRESS_MODELS:
         raise ValueError(f"unknown progress model {progress!r} (expected one of {PROGRESS_MODELS})")
     g = _graph(program, progress)
-    diags, more_missing = check_structure(g)
-    order = check_local_order(g)
+    diags, more_missing = check_structure(g, compute_known)
+    order = check_local_order(g, compute_known)
     diags += order
     local_ok = not any(d.kind == "local-order" for d in order)
     if g.lowered:

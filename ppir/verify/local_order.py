@@ -20,7 +20,10 @@ from ppir.ir.graph import ProgramGraph
 from ppir.ir.types import COMPUTE_KINDS, SEND_KINDS
 
 
-def check_local_order(g: ProgramGraph) -> list[Diagnostic]:
+def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diagnostic]:
+    """``compute_known``: the compute items are those of a program already verified, so only
+    what communication adds is checked (each recv before its consumer, each send after its
+    producer)."""
     s = g.schedule
     out: list[Diagnostic] = []
     lowered, S, place = g.lowered, s.stages, s.placement
@@ -47,7 +50,7 @@ def check_local_order(g: ProgramGraph) -> list[Diagnostic]:
             continue
         r = op_rank[o]
         if k in COMPUTE_KINDS:
-            for d, kinds in inputs[k]:
+            for d, kinds in () if compute_known else inputs[k]:
                 ps = st + d
                 if 0 <= ps < S and place[ps] == r:
                     found = [x for x in (on_rank((ps, kk, m), r) for kk in kinds) if x is not None]

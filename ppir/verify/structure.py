@@ -24,22 +24,27 @@ from __future__ import annotations
 from ppir.diagnostics import Diagnostic, Note
 from ppir.ir import Action, OpKind, deps
 from ppir.ir.graph import ProgramGraph
+from ppir.ir.types import COMPUTE_KINDS
 
 LISTED = 21  # missing ops described one by one; the verifier shows 20 and counts the rest
 F, B, I, W = OpKind.F, OpKind.B, OpKind.I, OpKind.W  # noqa: E741
 
 
-def check_structure(g: ProgramGraph) -> tuple[list[Diagnostic], int]:
-    """(diagnostics, how many 'incomplete' findings exist beyond those listed)."""
+def check_structure(g: ProgramGraph, compute_known: bool = False) -> tuple[list[Diagnostic], int]:
+    """(diagnostics, how many 'incomplete' findings exist beyond those listed).
+    ``compute_known``: the compute items are those of a program already verified (a pass's
+    output), so only communication ops are checked."""
     s = g.schedule
     out: list[Diagnostic] = []
     S, M = s.stages, s.microbatches
-    seen: dict[tuple, int] = {}
+    first = g.first
     flagged: set = set()
     place, rank, peer = s.placement, g.op_rank, g.op_peer
     for o, a in enumerate(g.ops):
         st, k, m = a.stage, a.kind, a.mb
-        comm = not k.is_compute
+        comm = k not in COMPUTE_KINDS
+        if compute_known and not comm:
+            continue
         if not (0 <= st < S and 0 <= m < M) or (comm and peer[o] < 0):
             if not comm or a.span is None or a.span not in flagged:
                 out.append(_out_of_range(a, rank[o], S, M))
@@ -54,14 +59,15 @@ def check_structure(g: ProgramGraph) -> tuple[list[Diagnostic], int]:
                     hints=(f"move it to rank {place[st]}'s program",),
                 )
             )
-        key = (st, k, m)
-        p = seen.get(key)
-        if p is None:
-            seen[key] = o
+        p = first[(st, k, m)]
+        if p == o:
             if comm and peer[o] == rank[o]:
                 out.append(_local_message(g, o))
         else:
             out.append(_duplicate(g, o, p))
+    if compute_known:
+        return out, 0
+    seen = {key: o for key, o in first.items() if 0 <= key[0] < S and 0 <= key[2] < M}
     out.extend(_backward_conflicts(g, seen))
     missing, extra = _missing(g, seen)
     return out + missing, extra
