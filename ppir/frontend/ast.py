@@ -95,9 +95,28 @@ class OpStmt(Stmt):
 # ------------------------------------------------------------------ top level
 @dataclass(frozen=True)
 class Param:
+    """A header parameter.  ``default`` is its value when the default is an integer;
+    ``default_expr`` holds a default written as an expression of the parameters before it
+    (``N = P``), evaluated when the parameters are bound.  Neither: the user must give it."""
+
     name: str
     default: int | None
     span: Span
+    default_expr: Expr | None = None
+
+    @property
+    def default_text(self) -> str | None:
+        """The default as written (``4``, ``P``), for listings; None without one."""
+        if self.default_expr is None:
+            return None if self.default is None else str(self.default)
+        return _source_text(self.default_expr.span)
+
+
+def _source_text(span: Span) -> str:
+    lines = (span.source or "").splitlines()
+    if span.line != span.end_line or not 0 < span.line <= len(lines):
+        return "..."
+    return lines[span.line - 1][span.col - 1 : span.end_col - 1]
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,9 @@ from ppir.ir import Schedule, Span
 
 
 def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
-    """Header defaults overridden by ``overrides``; errors for unknown and missing ones."""
+    """Header defaults overridden by ``overrides``; errors for unknown and missing ones.
+    A default written as an expression (``N = P``) is evaluated with the parameters before it
+    bound to their values."""
     header = module.header
     declared = {p.name: p for p in header.params} if header else {}
     for name, value in overrides.items():
@@ -64,6 +66,18 @@ def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
     for name, p in declared.items():
         if name in overrides:
             values[name] = overrides[name]
+        elif p.default_expr is not None:
+            scope = Scope()
+            scope.vars.update(values)  # a default sees the parameters before it
+            evaluate = Interpreter(module, DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS).compile
+            try:
+                values[name] = evaluate(p.default_expr)(scope)
+            except PpirError as e:
+                if e.kind == "undefined-name":
+                    d = e.diagnostics[0]
+                    hint = f"the default of '{name}' may use only the parameters before it"
+                    raise error(d.kind, d.message, d.span, hints=(*d.hints, hint)) from None
+                raise
         elif p.default is None:
             raise error(
                 "missing-parameter",

@@ -28,6 +28,15 @@ def _parser() -> Lark:
     )
 
 
+def _literal_int(e: A.Expr | None) -> int | None:
+    """The value of ``4`` or ``-4``; None for any other expression."""
+    if isinstance(e, A.IntLit):
+        return e.value
+    if isinstance(e, A.UnaryOp) and e.op == "-" and isinstance(e.operand, A.IntLit):
+        return -e.operand.value
+    return None
+
+
 class _ToAst(Transformer):
     """Builds AST nodes; ``path`` is attached to every span."""
 
@@ -81,7 +90,10 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def param(self, meta, children):
         name, default = children
-        return A.Param(str(name), default, self._span(meta))
+        value = _literal_int(default)
+        if default is None or value is not None:
+            return A.Param(str(name), value, self._span(meta))
+        return A.Param(str(name), None, self._span(meta), default)
 
     def _int(self, tok: Token) -> int:
         return int_literal(str(tok), self._tspan(tok))
@@ -92,12 +104,6 @@ class _ToAst(Transformer):
             col = tok.column + m.start()
             span = Span(self.path, tok.line, col, tok.line, col + len(m.group()), self.text)
             int_literal(m.group(), span)
-
-    def signed_int(self, children):
-        return self._int(children[0])
-
-    def neg_int(self, children):
-        return -self._int(children[0])
 
     @v_args(meta=True)
     def ranks_decl(self, meta, c):
