@@ -163,6 +163,27 @@ class GreedyBlock(Stmt):
 
 
 @dataclass(frozen=True)
+class PatternSlot(Stmt):
+    """``F(m, c) at e`` in a pattern program: pass ``kind`` of local chunk ``chunk`` for every
+    microbatch ``m`` (bound to ``mb_var`` while ``at`` is evaluated) goes to slot ``at``."""
+
+    kind: str
+    kind_span: Span
+    mb_var: str
+    chunk: Expr
+    at: Expr
+
+
+@dataclass(frozen=True)
+class PatternBlock(Stmt):
+    """``program r pattern { ... }``: each rank's order is built from a repeating building
+    block (:mod:`ppir.synth.pattern`); ``body`` holds lets, defs, requires and slots."""
+
+    rank_var: str
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
 class LiteralGroup:
     """``[a b]`` (post and wait), ``post[a b]`` (post only) or ``wait[a b]`` (wait for it)."""
 

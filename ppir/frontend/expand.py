@@ -17,8 +17,8 @@ Semantics of the language, in short (README "The .pps language" has the long for
 * ``next`` as a microbatch means "the next one of this chunk": forwards and backwards (B or I)
   count per chunk; ``W(next)`` runs the oldest pending weight pass of the rank (any chunk) and
   ``pending_w()`` says how many are pending (every I adds one, every W removes its own);
-* ``program r greedy { ... }`` builds each rank's order by list scheduling
-  (:mod:`ppir.synth.block`).
+* ``program r greedy { ... }`` builds each rank's order by list scheduling, ``program r
+  pattern { ... }`` from a repeating building block (:mod:`ppir.synth.block`).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def _top_level(module: A.Module, params: dict[str, int], ex: Interpreter):
                 value = ex.compile(item.value)(top)
             decls[item.what] = (value, item.span)
             resolve_placement(ex, decls)
-        elif isinstance(item, (A.ProgramBlock, A.GreedyBlock)):
+        elif isinstance(item, (A.ProgramBlock, A.GreedyBlock, A.PatternBlock)):
             if programs:
                 raise error(
                     "duplicate-program",
@@ -218,6 +218,10 @@ def _expand(module: A.Module, overrides: dict[str, int] | None, ex: Interpreter)
         from ppir.synth.block import expand_greedy
 
         out_programs = expand_greedy(ex, block, top, ranks)
+    elif isinstance(block, A.PatternBlock):
+        from ppir.synth.block import expand_pattern
+
+        out_programs = expand_pattern(ex, block, top, ranks)
     else:
         body = ex.compile_block(block.body)
         out_programs = []

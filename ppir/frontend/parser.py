@@ -166,6 +166,18 @@ class _ToAst(Transformer):
         return tuple(c)
 
     @v_args(meta=True)
+    def pattern_block(self, meta, c):
+        return A.PatternBlock(self._span(meta), str(c[0]), c[1])
+
+    def pattern_body(self, c):
+        return tuple(c)
+
+    @v_args(meta=True)
+    def p_slot(self, meta, c):
+        kind, mb_var, chunk, at = c
+        return A.PatternSlot(self._span(meta), str(kind), self._tspan(kind), str(mb_var), chunk, at)
+
+    @v_args(meta=True)
     def g_memory(self, meta, c):
         return A.GreedyOpt(self._span(meta), "memory", c[0])
 
