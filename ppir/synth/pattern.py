@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ppir.ir import Action, OpKind, producers
+from ppir.ir import Action, OpKind, deps
 
 _KIND_ORDER = {OpKind.F: 0, OpKind.I: 1, OpKind.W: 2}
 
@@ -61,7 +61,6 @@ class _Pipeline:
         self.slot: dict[Action, int] = {}
         for table in spec.slots:
             self.slot.update(table)
-        self.backward_kind = {(s, m): OpKind.I for s in range(self.S) for m in range(self.M)}
         self.wslots: list[list[int]] = [[] for _ in range(self.P)]  # anonymous weight passes
 
     # ------------------------------------------------------------------ views
@@ -69,7 +68,11 @@ class _Pipeline:
         return sorted((t, a) for a, t in self.slot.items() if self.rank_of[a.stage] == r)
 
     def producers(self, a: Action) -> list[Action]:
-        return producers(a, self.S, self.backward_kind)
+        """The passes ``a`` consumes (:func:`ppir.ir.deps.inputs`; backwards are I here)."""
+        return [
+            Action(p.stage, OpKind.I if OpKind.I in p.kinds else p.kinds[0], p.mb)
+            for p in deps.inputs(a, self.S)
+        ]
 
     def peak(self, r: int, with_w: bool) -> int:
         """Peak chunk activations of rank r; without weight passes, each free slot retires a
