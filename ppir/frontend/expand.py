@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ppir.diagnostics import Note, PpirError, did_you_mean, error
 from ppir.frontend import ast as A
-from ppir.frontend.declarations import resolve_placement
+from ppir.frontend.declarations import resolve_pipelines, resolve_placement
 from ppir.frontend.interpreter import Interpreter, Scope
 from ppir.frontend.limits import (
     DEFAULT_MAX_OPS,
@@ -214,6 +214,12 @@ def _expand(module: A.Module, overrides: dict[str, int] | None, ex: Interpreter)
     )
 
     block = programs[0]
+    if not isinstance(block, A.ProgramBlock) and "pipelines" in decls and decls["pipelines"][0] > 1:
+        raise error(
+            "unsupported",
+            "greedy and pattern programs build one pipeline; write this one as 'program r { ... }'",
+            decls["pipelines"][1],
+        )
     if isinstance(block, A.GreedyBlock):
         from ppir.synth.block import expand_greedy
 
@@ -244,6 +250,7 @@ def _expand(module: A.Module, overrides: dict[str, int] | None, ex: Interpreter)
         ex.placement,
         tuple(out_programs),
         module.path,
+        resolve_pipelines(decls, len(ex.placement)),
     )
 
 

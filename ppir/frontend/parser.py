@@ -118,6 +118,10 @@ class _ToAst(Transformer):
         return A.Decl(self._span(meta), "microbatches", c[0])
 
     @v_args(meta=True)
+    def pipelines_decl(self, meta, c):
+        return A.Decl(self._span(meta), "pipelines", c[0])
+
+    @v_args(meta=True)
     def placement_decl(self, meta, c):
         return A.Decl(self._span(meta), "placement", c[0])
 
