@@ -63,6 +63,14 @@ def test_zbv_has_zero_span_bubble(P, M):
     assert float(max(idle_per_rank(asap))) == max(r.idle for r in e.per_rank)
 
 
+@pytest.mark.parametrize("P,M", [(P, M) for P, M in GRID if M % P == 0])
+def test_interleaved_zb_bubble_is_zb_h1s_over_v(P, M):
+    """No paper states it; measured: ZB-H1's (P-1)(F+I-W) divided by the v chunks."""
+    for v in (2, 3):
+        e = estimate(LowerComms().apply(load_schedule("interleaved_zb", {"P": P, "M": M, "v": v})))
+        assert max(r.idle for r in e.per_rank) == float((P - 1) * (F + I - W) / v)
+
+
 @pytest.mark.parametrize("P,M", GRID)
 def test_dualpipev_bubble_is_published(P, M):
     s, e, span, asap = timed("dualpipev", P, M)
