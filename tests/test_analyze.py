@@ -16,7 +16,7 @@ def test_json_schema(cli):
     assert d["format"] == ANALYSIS_FORMAT == "ppir.analysis/1"
     assert (d["schedule"], d["params"], d["ranks"], d["stages"]) == (
         "interleaved_1f1b",
-        {"P": 4, "M": 8, "v": 2},
+        {"P": 4, "M": 8, "v": 2, "N": 4},
         4,
         8,
     )

@@ -1,4 +1,5 @@
-"""Memory and P2P analysis against closed forms (REFERENCE.md) and against brute-force replay."""
+"""Memory and P2P analysis against closed forms (Narayanan et al. SC'21, Korthikanti et al.
+MLSys'23, the zero-bubble papers) and against brute-force replay."""
 
 from __future__ import annotations
 

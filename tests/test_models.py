@@ -77,7 +77,7 @@ def test_did_you_mean():
 
 
 def test_divisibility_rule_lists_working_v():
-    # the seed cheat sheet claims v in {1,2,3,4,6,8,12} for 96 layers at P=8; 8 gives 1.5 layers
+    # v = 8 is not in the list for 96 layers at P=8: it would give 1.5 layers per chunk
     assert valid_chunk_counts(96, 8) == [1, 2, 3, 4, 6, 12]
     assert valid_chunk_counts(80, 8) == [1, 2, 5, 10]
     assert valid_chunk_counts(81, 8) == []

@@ -24,7 +24,7 @@ def by_formula(row, formula):
     return p
 
 
-def test_sweep_interleaved_flags_the_seed_formulas():
+def test_sweep_interleaved_flags_the_shortcut_formulas():
     rows = sweep("interleaved_1f1b", "v", [1, 2, 4], {"P": 4, "M": 8}, layers=96)
     for row in rows:
         v = row["value"]

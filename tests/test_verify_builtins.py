@@ -1,9 +1,9 @@
 """Every built-in, compiled as 'ppir compile' runs it and lowered with the lockstep strategy
 alone, passes its own verifier with no warning.
 
-The default run covers P in 2..8, every v in 1..4 and M in {P, 2P, 3P+1, 4P}; the ``slow`` run
-(``pytest -m slow``) covers every M in P..4P.  Parameter sets that a schedule's ``require``
-rejects are skipped (interleaved_vshape requires an even v: see
+The default run covers P in 2..8, every v in 1..4 and M in {1, P-1, P, 2P-1, 2P, 3P+1, 4P}; the
+``slow`` run (``pytest -m slow``) covers every M in 1..4P.  Parameter sets that a schedule's
+``require`` rejects are skipped (interleaved_vshape requires an even v: see
 test_verify_corpus.test_vshape_odd_v_order_cycle).
 """
 
@@ -22,7 +22,7 @@ from ppir.pipeline import compile
 from ppir.schedules import builtin_names
 from ppir.verify import verify
 
-WITH_V = {"interleaved_1f1b", "interleaved_vshape", "looped_bfs"}
+WITH_V = {"interleaved_1f1b", "interleaved_vshape", "interleaved_zb", "looped_bfs"}
 
 
 @cache
@@ -34,7 +34,8 @@ def _module(name: str):
 def _params(full: bool):
     for name in builtin_names():
         for P in range(2, 9):
-            ms = range(P, 4 * P + 1) if full else sorted({P, 2 * P, 3 * P + 1, 4 * P})
+            few = {1, P - 1, P, 2 * P - 1, 2 * P, 3 * P + 1, 4 * P}
+            ms = range(1, 4 * P + 1) if full else sorted(few)
             for M in ms:
                 for v in range(1, 5) if name in WITH_V else [None]:
                     yield name, P, M, v

@@ -76,7 +76,7 @@ def test_page_is_self_contained_and_embeds_both_runs():
     assert data["format"] == "ppir.viz/1" and data["initial"] == {"view": "local", "rank": 2}
     assert [r["label"] for r in data["runs"]] == [
         "1f1b(P=4, M=8)",
-        "interleaved_1f1b(P=4, M=8, v=2)",
+        "interleaved_1f1b(P=4, M=8, v=2, N=4)",
     ]
     assert data["colors"]["F"].startswith("#")  # the cost backend's palette
     for name in JS_FILES:
@@ -116,7 +116,7 @@ def test_cli_writes_html_with_inherited_compare_params(cli, tmp_path):
     assert code == 0, err
     assert f"wrote {out}" in stdout
     labels = [r["label"] for r in embedded(out.read_text())["runs"]]
-    assert labels == ["1f1b(P=4, M=8)", "interleaved_1f1b(P=4, M=8, v=2)"]
+    assert labels == ["1f1b(P=4, M=8)", "interleaved_1f1b(P=4, M=8, v=2, N=4)"]
 
 
 def test_cli_d2_alone_compares_parameter_sets(cli, tmp_path):
@@ -186,7 +186,7 @@ def test_static_formats(cli, tmp_path, fmt, magic):
     data = out.read_bytes()
     assert data.startswith(magic)
     if fmt == "svg":
-        assert b"interleaved_1f1b(P=4, M=8, v=2)" in data and b"1f1b(P=4, M=8)" in data
+        assert b"interleaved_1f1b(P=4, M=8, v=2, N=4)" in data and b"1f1b(P=4, M=8)" in data
     else:
         assert len(data) < 150_000
 

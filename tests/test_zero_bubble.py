@@ -19,6 +19,7 @@ import pytest
 from ppir.analysis.config import make_config
 from ppir.analysis.estimate import estimate
 from ppir.analysis.memory import analyze_memory
+from ppir.diagnostics import PpirError
 from ppir.frontend.loader import load_schedule
 from ppir.ir import OpKind, Overlap
 from ppir.passes import LowerComms
@@ -60,6 +61,14 @@ def test_zbv_has_zero_span_bubble(P, M):
     assert max(span) == 0  # F = I = W and M >= 2P - 1
     assert max(r.idle for r in e.per_rank) == (P - 1) * F / 2  # only the fill of the V
     assert float(max(idle_per_rank(asap))) == max(r.idle for r in e.per_rank)
+
+
+@pytest.mark.parametrize("P,M", [(P, M) for P, M in GRID if M % P == 0])
+def test_interleaved_zb_bubble_is_zb_h1s_over_v(P, M):
+    """No paper states it; measured: ZB-H1's (P-1)(F+I-W) divided by the v chunks."""
+    for v in (2, 3):
+        e = estimate(LowerComms().apply(load_schedule("interleaved_zb", {"P": P, "M": M, "v": v})))
+        assert max(r.idle for r in e.per_rank) == float((P - 1) * (F + I - W) / v)
 
 
 @pytest.mark.parametrize("P,M", GRID)
@@ -128,11 +137,51 @@ def _torch(cls_name, P, M, rank):
     return [str(a) for a in ops if a is not None]
 
 
-@pytest.mark.parametrize("P,M", [(2, 3), (2, 6), (3, 5), (4, 7), (4, 8), (4, 13), (6, 11), (8, 16)])
-def test_zbv_equals_torch(P, M):
-    s = load_schedule("zbv", {"P": P, "M": M})
-    for r in range(P):
-        assert [str(it) for it in s.programs[r]] == _torch("ScheduleZBVZeroBubble", P, M, r)
+@pytest.mark.parametrize("P", range(2, 9))
+def test_zbv_equals_torch(P):
+    """Every M torch runs, M < 2P - 1 included (torch lays out 2P - 1 and drops the rest)."""
+    for M in range(1, 4 * P + 1):
+        s = load_schedule("zbv", {"P": P, "M": M})
+        for r in range(P):
+            assert [str(it) for it in s.programs[r]] == _torch("ScheduleZBVZeroBubble", P, M, r)
+
+
+def _torch_izb(P, M, v, rank):
+    mod = pytest.importorskip("torch.distributed.pipelining.schedules")
+    rounds = max(1, M // P)
+    ns = SimpleNamespace(
+        n_local_stages=v, microbatches_per_round=M // rounds, pp_group_size=P, _n_microbatches=M
+    )
+    ops = mod.ScheduleInterleavedZeroBubble._calculate_single_rank_operations(ns, rank)
+    return [str(a) for a in ops if a is not None]
+
+
+@pytest.mark.parametrize("P", range(2, 9))
+def test_interleaved_zb_equals_torch(P):
+    """torch's ScheduleInterleavedZeroBubble, v = 2 and 3, every M in 1..4P+1 torch accepts
+    (M divisible by its max(1, M // P) rounds): M < P and M not divisible by P included."""
+    seen = 0
+    for M in range(1, 4 * P + 2):
+        if M % max(1, M // P):
+            continue  # torch rejects it
+        seen += 1
+        for v in (2, 3):
+            s = load_schedule("interleaved_zb", {"P": P, "M": M, "v": v})
+            ours = [[str(a) for a in s.programs[r]] for r in range(P)]
+            assert ours == [_torch_izb(P, M, v, r) for r in range(P)], (P, M, v)
+    assert seen >= P + 2
+
+
+def test_interleaved_zb_takes_megatron_group_sizes():
+    """N != torch's choice: still every op once and deadlock-free (P=4, M=10: N = 5 or 10)."""
+    from ppir.verify import verify
+
+    for N in (5, 10):
+        s = load_schedule("interleaved_zb", {"P": 4, "M": 10, "v": 2, "N": N})
+        assert verify(LowerComms().apply(s)).ok
+    with pytest.raises(PpirError) as e:
+        load_schedule("interleaved_zb", {"P": 4, "M": 10, "v": 2, "N": 4})
+    assert e.value.kind == "require-failed" and "last group" in e.value.render()
 
 
 @pytest.mark.parametrize("P,M", [(2, 4), (2, 7), (3, 6), (4, 8), (4, 11), (6, 12), (8, 16)])
@@ -142,10 +191,11 @@ def test_dualpipev_equals_torch(P, M):
         assert [str(it) for it in s.programs[r]] == _torch("ScheduleDualPipeV", P, M, r)
 
 
-@pytest.mark.parametrize("name", ["zb_h1", "zb_h2", "zbv", "dualpipev", "v_half"])
+@pytest.mark.parametrize("name", ["zb_h1", "zb_h2", "zbv", "dualpipev", "v_half", "interleaved_zb"])
 def test_every_op_once(name):
     for P in (2, 3, 4, 5):
-        for M in (2 * P, 3 * P + 1):
+        extra = {"zbv": (1, P - 1), "interleaved_zb": (P - 1, 3 * P)}.get(name, ())
+        for M in ((2 * P, 3 * P + 1) if name != "interleaved_zb" else (2 * P,)) + extra:
             s = load_schedule(name, {"P": P, "M": M})
             seen = [a.key for r in range(P) for a in s.actions(r)]
             assert len(seen) == len(set(seen))

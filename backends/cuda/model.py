@@ -3,8 +3,8 @@
 A model module (a ``.py`` path or a dotted module name) provides
 
 * ``build_stage(stage: int, num_stages: int) -> torch.nn.Module`` for a global virtual stage;
-  it must be deterministic (seed inside it) so that every rank and the single-process reference
-  build the same parameters;
+  it must be deterministic (set the random generator inside it) so that every rank and the
+  single-process reference build the same parameters;
 * ``make_batch(step: int) -> (inputs, targets)``: the whole mini-batch of that step, tensors whose
   dim 0 is the batch dimension (split into M equal microbatches);
 * ``loss_fn(output, target) -> scalar tensor``: the mean loss over one microbatch;

@@ -75,6 +75,11 @@ def build_plan(schedule: Schedule) -> dict:
     anything provides it (see :func:`check_plan`).
     """
     s = schedule
+    if s.pipelines > 1:
+        raise PlanError(
+            f"{s.name} runs {s.pipelines} pipelines (replicas of one model); the executor runs "
+            "one pipeline of distinct stages, so it cannot run it yet"
+        )
     if not s.is_lowered and deps.has_boundaries_across_ranks(s.placement):
         raise PlanError("the schedule has no communication: lower it first (ppir.lower)")
     programs = []

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 
-from ppir.diagnostics import write_output
+from ppir.diagnostics import error, write_output
 from ppir.frontend.csvio import write_csv
 from ppir.ir import Action, Group, Schedule, deps
 
@@ -61,6 +61,13 @@ def export_csv(schedule: Schedule, csv_format: str = "compute_only") -> str:
     """The CSV text of ``schedule`` in torch's ``csv_format`` (see the module contract)."""
     if csv_format not in FORMATS:
         raise ValueError(f"unknown torch CSV format {csv_format!r} (expected {FORMATS})")
+    if schedule.pipelines > 1:
+        raise error(
+            "unsupported",
+            f"{schedule.name} runs {schedule.pipelines} pipelines; torch.distributed.pipelining "
+            "runs one (its CSV cannot say that a stage starts a second pipeline)",
+            exit_code=2,
+        )
     if csv_format == "compute_only":
         return write_csv(schedule, compute_only=True)
     return write_csv(flatten_groups(schedule), compute_only=False, reduce_grad=True)

@@ -42,8 +42,8 @@ class Hardware:
     ranks_per_node: int = 8
 
 
-# Dense bf16 peaks and typical links (REFERENCE.md "Cost model facts"): NVLink ~450 GB/s per
-# direction on H100/H200 (300 on A100), InfiniBand NDR 400 Gb/s ~ 50 GB/s (HDR 200 Gb/s on A100).
+# Dense bf16 peaks (NVIDIA's H100/H200 and A100 data sheets) and typical links: NVLink ~450 GB/s
+# per direction on H100/H200 (300 on A100), InfiniBand NDR 400 Gb/s ~ 50 GB/s (HDR 200 on A100).
 HARDWARE: dict[str, Hardware] = {
     "H100": Hardware("H100", 989.0, 450.0, 3e-6, 50.0, 8e-6),
     "H200": Hardware("H200", 989.0, 450.0, 3e-6, 50.0, 8e-6),

@@ -43,7 +43,7 @@ from fractions import Fraction
 from ppir.analysis.config import CostConfig
 from ppir.analysis.models import check_layers
 from ppir.diagnostics import error
-from ppir.ir import OpKind, Schedule
+from ppir.ir import OpKind, Schedule, deps
 
 KINDS = (OpKind.F, OpKind.B, OpKind.I, OpKind.W)
 
@@ -142,20 +142,20 @@ def stage_forward_times(schedule: Schedule, cfg: CostConfig) -> list[Fraction | 
         )
     if cfg.measured is not None:
         return list(cfg.measured.fit(S).F)
+    model_stages = deps.pipeline_length(S, schedule.pipelines)  # a stage is 1/model_stages
     if cfg.model is None:
-        base: list[Fraction | float] = [Fraction(P, S)] * S
+        base: list[Fraction | float] = [Fraction(P, model_stages)] * S
     else:
         m, hw = cfg.model, cfg.hardware
-        layers = cfg.stage_layers or (check_layers(m.layers, S, P),) * S
+        layers = cfg.stage_layers or (check_layers(m.layers, model_stages, P),) * S
         if len(layers) != S:
             raise error(
                 "bad-layers",
                 f"{len(layers)} stage layer counts for {schedule.name}'s {S} stages",
             )
         rate = hw.peak_tflops * 1e12 * cfg.efficiency
-        base = [
-            m.stage_forward_flops(n, last=s == S - 1) / m.tp / rate for s, n in enumerate(layers)
-        ]
+        last = [deps.is_last(s, S, schedule.pipelines) for s in range(S)]
+        base = [m.stage_forward_flops(n, last=last[s]) / m.tp / rate for s, n in enumerate(layers)]
     return [base[s] * (w[s] if w else 1) for s in range(S)]
 
 

@@ -335,7 +335,7 @@ def _transfers(tl: Timeline) -> list[tuple]:
         ]
     place, out = g.schedule.placement, []
     for o, a in enumerate(g.ops):
-        msg = deps.outgoing_message(place, a) if a.kind.is_compute else None
+        msg = deps.outgoing_message(place, a, g.schedule.pipelines) if a.kind.is_compute else None
         if msg is None:
             continue
         src, dst = g.op_rank[o], place[msg.dst]

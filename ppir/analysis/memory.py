@@ -53,7 +53,9 @@ def split_fractions(model: ModelShape | None = None, recompute: str = "none") ->
 @dataclass(frozen=True)
 class RankMemory:
     """Activation memory of one rank.  ``curve[i]`` is the memory after the i-th compute action
-    of the rank, in units of ``unit`` chunk activations (integers keep the pass exact and fast)."""
+    of the rank, in units of ``unit`` chunk activations (integers keep the pass exact and fast).
+    ``param_shares``: the parameters the rank holds, in rank shares of the model (1/P of it):
+    1 for every single-pipeline schedule, 2 for bidirectional DualPipe (two model stages)."""
 
     rank: int
     chunks: int
@@ -68,6 +70,7 @@ class RankMemory:
     peak_recv: int
     peak_bytes: Fraction | None = None
     peak_recv_bytes: Fraction | None = None
+    param_shares: Fraction = Fraction(1)
 
     def curve_chunks(self) -> list[float]:
         """The memory curve in chunk activations (floats, for plotting and JSON)."""
@@ -126,9 +129,10 @@ def analyze_memory(
     if not 0 <= fi <= 1:
         raise ValueError(f"i_fraction must lie in [0, 1], got {fi}")
     P, S = schedule.ranks, schedule.stages
-    chunk_size = Fraction(P, S)
+    model_stages = deps.pipeline_length(S, schedule.pipelines)  # S unless pipelines replicate
+    chunk_size = Fraction(P, model_stages)
     n_layers = layers if layers is not None else (model.layers if model else None)
-    lps = check_layers(n_layers, S, P) if n_layers is not None else None
+    lps = check_layers(n_layers, model_stages, P) if n_layers is not None else None
     chunk_bytes = None
     if model is not None:
         chunk_bytes = (lps or 0) * model.activation_bytes_per_layer(recompute)
@@ -164,6 +168,7 @@ def analyze_memory(
                 peak_recv=rt,
                 peak_bytes=pc * chunk_bytes if chunk_bytes is not None else None,
                 peak_recv_bytes=rt * msg_bytes if msg_bytes is not None else None,
+                param_shares=len(schedule.stages_of_rank[r]) * chunk_size,
             )
         )
     return MemoryReport(
@@ -198,6 +203,7 @@ def _recv_peaks(g: ProgramGraph, r: int) -> tuple[int, int, int]:
     nf = nb = pf = pb = pt = 0
     ops, kind, lo, hi, unit_ops = g.ops, g.kind, g.lo, g.hi, g.unit_ops
     crosses = deps.CROSSES_IN
+    within = deps.stage_bounds(S, g.schedule.pipelines)  # inputs come from the op's pipeline
     RECV_F, RECV_B = OpKind.RECV_F, OpKind.RECV_B
     for v in g.rank_nodes[r]:
         k = kind[v]
@@ -217,7 +223,10 @@ def _recv_peaks(g: ProgramGraph, r: int) -> tuple[int, int, int]:
         elif k == COMPUTE and pending:
             for a in ops[lo[v] : hi[v]]:
                 rule = crosses.get(a.kind)
-                if rule is None or not 0 <= a.stage + rule[0] < S:
+                if rule is None or not 0 <= a.stage < S:
+                    continue
+                lo_s, hi_s = within[a.stage]
+                if not lo_s <= a.stage + rule[0] < hi_s:
                     continue
                 key = (a.stage, rule[2], a.mb)  # the RECV delivering its input (deps.recv_key)
                 if key in pending:
@@ -284,13 +293,13 @@ def analyze_p2p(program: Schedule | ProgramGraph, model: ModelShape | None = Non
             c[a.kind] += 1
             if not a.kind.is_compute:
                 continue
-            msg = deps.message_out(a, len(pl))
+            msg = deps.message_out(a, len(pl), g.schedule.pipelines)
             if msg is not None and not deps.crosses_ranks(pl, msg):
                 lf, lb = lf + (not msg.grad), lb + msg.grad
             if not g.lowered:  # the messages a lowering would insert for this op
                 if msg is not None and deps.crosses_ranks(pl, msg):
                     c[deps.send_action(msg).kind] += 1
-                back = deps.message_in(a, len(pl))
+                back = deps.message_in(a, len(pl), g.schedule.pipelines)
                 if back is not None and deps.crosses_ranks(pl, back):
                     c[deps.recv_action(back).kind] += 1
         sent = c[OpKind.SEND_F] + c[OpKind.SEND_B]

@@ -158,6 +158,7 @@ def to_json(s, mem, p2p) -> dict:
                 "peak_activations_exact": str(rm.peak_activations),
                 "peak_chunks": num(rm.peak_chunks),
                 "peak_chunks_exact": str(rm.peak_chunks),
+                "param_shares": num(rm.param_shares),
                 "peak_op": str(rm.peak_op) if rm.peak_op else None,
                 "peak_index": rm.peak_index,
                 "peak_bytes": num(round(rm.peak_bytes)) if rm.peak_bytes is not None else None,
@@ -183,6 +184,7 @@ def to_json(s, mem, p2p) -> dict:
         "ranks": s.ranks,
         "stages": s.stages,
         "microbatches": s.microbatches,
+        **({"pipelines": s.pipelines} if s.pipelines != 1 else {}),
         "placement": list(s.placement),
         "chunk_activation": num(mem.chunk_size),
         "memory": {
@@ -251,6 +253,12 @@ def format_text(s, mem, p2p, curve: bool = False) -> str:
         f"A = one microbatch's activations of one rank share (L/P layers); "
         f"one chunk activation = {mem.chunk_size} A",
     ]
+    if s.pipelines > 1:
+        shares = max(m.param_shares for m in mem.per_rank)
+        lines.append(
+            f"{s.pipelines} pipelines of {s.stages // s.pipelines} stages (replicas of one model): "
+            f"each rank holds {shares}x the parameters of a rank share"
+        )
     if s.uses_split_backward():
         lines.append(f"split backward: I frees {mem.i_fraction} of a chunk, W the rest")
     if mem.model is not None:

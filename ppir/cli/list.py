@@ -27,7 +27,7 @@ def run(args) -> int:
         path, text = read_source(name)
         mod = parse_text(text, path)
         params = ", ".join(
-            f"{p.name}={p.default}" if p.default is not None else p.name
+            f"{p.name}={p.default_text}" if p.default_text is not None else p.name
             for p in (mod.header.params if mod.header else ())
         )
         first = next((ln[1:].strip() for ln in text.splitlines() if ln.startswith("#")), "")

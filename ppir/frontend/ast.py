@@ -95,9 +95,28 @@ class OpStmt(Stmt):
 # ------------------------------------------------------------------ top level
 @dataclass(frozen=True)
 class Param:
+    """A header parameter.  ``default`` is its value when the default is an integer;
+    ``default_expr`` holds a default written as an expression of the parameters before it
+    (``N = P``), evaluated when the parameters are bound.  Neither: the user must give it."""
+
     name: str
     default: int | None
     span: Span
+    default_expr: Expr | None = None
+
+    @property
+    def default_text(self) -> str | None:
+        """The default as written (``4``, ``P``), for listings; None without one."""
+        if self.default_expr is None:
+            return None if self.default is None else str(self.default)
+        return _source_text(self.default_expr.span)
+
+
+def _source_text(span: Span) -> str:
+    lines = (span.source or "").splitlines()
+    if span.line != span.end_line or not 0 < span.line <= len(lines):
+        return "..."
+    return lines[span.line - 1][span.col - 1 : span.end_col - 1]
 
 
 @dataclass(frozen=True)
@@ -138,6 +157,27 @@ class GreedyOpt(Stmt):
 class GreedyBlock(Stmt):
     """``program r greedy { ... }``: each rank's order comes from list scheduling
     (:mod:`ppir.synth.greedy`); ``body`` holds lets, defs, requires and :class:`GreedyOpt`."""
+
+    rank_var: str
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class PatternSlot(Stmt):
+    """``F(m, c) at e`` in a pattern program: pass ``kind`` of local chunk ``chunk`` for every
+    microbatch ``m`` (bound to ``mb_var`` while ``at`` is evaluated) goes to slot ``at``."""
+
+    kind: str
+    kind_span: Span
+    mb_var: str
+    chunk: Expr
+    at: Expr
+
+
+@dataclass(frozen=True)
+class PatternBlock(Stmt):
+    """``program r pattern { ... }``: each rank's order is built from a repeating building
+    block (:mod:`ppir.synth.pattern`); ``body`` holds lets, defs, requires and slots."""
 
     rank_var: str
     body: tuple[Stmt, ...]

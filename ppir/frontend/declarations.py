@@ -63,3 +63,19 @@ def resolve_placement(ex: Interpreter, decls: dict, final: bool = False) -> None
                 raise error("bad-placement", f"rank {r} holds no stage", pspan)
     ex.placement = placement
     ex.stages_of = tuple(tuple(x) for x in held)
+
+
+def resolve_pipelines(decls: dict, stages: int) -> int:
+    """The ``pipelines`` declaration (default 1): it must divide the stages into chains of at
+    least one stage."""
+    if "pipelines" not in decls:
+        return 1
+    n, span = decls["pipelines"]
+    if n < 1 or stages % n:
+        raise error(
+            "bad-declaration",
+            f"pipelines must be at least 1 and divide the stages ({stages}), got {n}",
+            span,
+            hints=["each pipeline is stages / pipelines consecutive stages"],
+        )
+    return n

@@ -17,15 +17,15 @@ Semantics of the language, in short (README "The .pps language" has the long for
 * ``next`` as a microbatch means "the next one of this chunk": forwards and backwards (B or I)
   count per chunk; ``W(next)`` runs the oldest pending weight pass of the rank (any chunk) and
   ``pending_w()`` says how many are pending (every I adds one, every W removes its own);
-* ``program r greedy { ... }`` builds each rank's order by list scheduling
-  (:mod:`ppir.synth.block`).
+* ``program r greedy { ... }`` builds each rank's order by list scheduling, ``program r
+  pattern { ... }`` from a repeating building block (:mod:`ppir.synth.block`).
 """
 
 from __future__ import annotations
 
 from ppir.diagnostics import Note, PpirError, did_you_mean, error
 from ppir.frontend import ast as A
-from ppir.frontend.declarations import resolve_placement
+from ppir.frontend.declarations import resolve_pipelines, resolve_placement
 from ppir.frontend.interpreter import Interpreter, Scope
 from ppir.frontend.limits import (
     DEFAULT_MAX_OPS,
@@ -41,7 +41,9 @@ from ppir.ir import Schedule, Span
 
 
 def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
-    """Header defaults overridden by ``overrides``; errors for unknown and missing ones."""
+    """Header defaults overridden by ``overrides``; errors for unknown and missing ones.
+    A default written as an expression (``N = P``) is evaluated with the parameters before it
+    bound to their values."""
     header = module.header
     declared = {p.name: p for p in header.params} if header else {}
     for name, value in overrides.items():
@@ -64,6 +66,18 @@ def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
     for name, p in declared.items():
         if name in overrides:
             values[name] = overrides[name]
+        elif p.default_expr is not None:
+            scope = Scope()
+            scope.vars.update(values)  # a default sees the parameters before it
+            evaluate = Interpreter(module, DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS).compile
+            try:
+                values[name] = evaluate(p.default_expr)(scope)
+            except PpirError as e:
+                if e.kind == "undefined-name":
+                    d = e.diagnostics[0]
+                    hint = f"the default of '{name}' may use only the parameters before it"
+                    raise error(d.kind, d.message, d.span, hints=(*d.hints, hint)) from None
+                raise
         elif p.default is None:
             raise error(
                 "missing-parameter",
@@ -134,7 +148,7 @@ def _top_level(module: A.Module, params: dict[str, int], ex: Interpreter):
                 value = ex.compile(item.value)(top)
             decls[item.what] = (value, item.span)
             resolve_placement(ex, decls)
-        elif isinstance(item, (A.ProgramBlock, A.GreedyBlock)):
+        elif isinstance(item, (A.ProgramBlock, A.GreedyBlock, A.PatternBlock)):
             if programs:
                 raise error(
                     "duplicate-program",
@@ -200,10 +214,20 @@ def _expand(module: A.Module, overrides: dict[str, int] | None, ex: Interpreter)
     )
 
     block = programs[0]
+    if not isinstance(block, A.ProgramBlock) and "pipelines" in decls and decls["pipelines"][0] > 1:
+        raise error(
+            "unsupported",
+            "greedy and pattern programs build one pipeline; write this one as 'program r { ... }'",
+            decls["pipelines"][1],
+        )
     if isinstance(block, A.GreedyBlock):
         from ppir.synth.block import expand_greedy
 
         out_programs = expand_greedy(ex, block, top, ranks)
+    elif isinstance(block, A.PatternBlock):
+        from ppir.synth.block import expand_pattern
+
+        out_programs = expand_pattern(ex, block, top, ranks)
     else:
         body = ex.compile_block(block.body)
         out_programs = []
@@ -226,6 +250,7 @@ def _expand(module: A.Module, overrides: dict[str, int] | None, ex: Interpreter)
         ex.placement,
         tuple(out_programs),
         module.path,
+        resolve_pipelines(decls, len(ex.placement)),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ppir.diagnostics import EXIT_USAGE, Note, error
 from ppir.frontend import ast as A
-from ppir.frontend.declarations import resolve_placement
+from ppir.frontend.declarations import resolve_pipelines, resolve_placement
 from ppir.frontend.interpreter import Interpreter
 from ppir.frontend.limits import check_size, check_work, count
 from ppir.ir import Action, Group, Overlap, Schedule, Span, Wait
@@ -80,7 +80,10 @@ def literal_schedule(
             else:
                 items.append(it)
         programs.append(tuple(items))
-    return Schedule(name, params, ranks, stages, mbs, placement, tuple(programs), module.path)
+    pipelines = resolve_pipelines(decls, stages)
+    return Schedule(
+        name, params, ranks, stages, mbs, placement, tuple(programs), module.path, pipelines
+    )
 
 
 def _literal_actions(it) -> tuple[Action, ...]:

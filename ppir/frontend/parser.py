@@ -28,6 +28,15 @@ def _parser() -> Lark:
     )
 
 
+def _literal_int(e: A.Expr | None) -> int | None:
+    """The value of ``4`` or ``-4``; None for any other expression."""
+    if isinstance(e, A.IntLit):
+        return e.value
+    if isinstance(e, A.UnaryOp) and e.op == "-" and isinstance(e.operand, A.IntLit):
+        return -e.operand.value
+    return None
+
+
 class _ToAst(Transformer):
     """Builds AST nodes; ``path`` is attached to every span."""
 
@@ -81,7 +90,10 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def param(self, meta, children):
         name, default = children
-        return A.Param(str(name), default, self._span(meta))
+        value = _literal_int(default)
+        if default is None or value is not None:
+            return A.Param(str(name), value, self._span(meta))
+        return A.Param(str(name), None, self._span(meta), default)
 
     def _int(self, tok: Token) -> int:
         return int_literal(str(tok), self._tspan(tok))
@@ -92,12 +104,6 @@ class _ToAst(Transformer):
             col = tok.column + m.start()
             span = Span(self.path, tok.line, col, tok.line, col + len(m.group()), self.text)
             int_literal(m.group(), span)
-
-    def signed_int(self, children):
-        return self._int(children[0])
-
-    def neg_int(self, children):
-        return -self._int(children[0])
 
     @v_args(meta=True)
     def ranks_decl(self, meta, c):
@@ -110,6 +116,10 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def microbatches_decl(self, meta, c):
         return A.Decl(self._span(meta), "microbatches", c[0])
+
+    @v_args(meta=True)
+    def pipelines_decl(self, meta, c):
+        return A.Decl(self._span(meta), "pipelines", c[0])
 
     @v_args(meta=True)
     def placement_decl(self, meta, c):
@@ -158,6 +168,18 @@ class _ToAst(Transformer):
 
     def greedy_body(self, c):
         return tuple(c)
+
+    @v_args(meta=True)
+    def pattern_block(self, meta, c):
+        return A.PatternBlock(self._span(meta), str(c[0]), c[1])
+
+    def pattern_body(self, c):
+        return tuple(c)
+
+    @v_args(meta=True)
+    def p_slot(self, meta, c):
+        kind, mb_var, chunk, at = c
+        return A.PatternSlot(self._span(meta), str(kind), self._tspan(kind), str(mb_var), chunk, at)
 
     @v_args(meta=True)
     def g_memory(self, meta, c):

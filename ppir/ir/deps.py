@@ -20,6 +20,14 @@ meets a RECV on the consumer's rank.  Communication actions name the stage of *t
 
 "The backward of (s, m)" is whichever of B or I the schedule runs; rules that need it name
 both kinds (:data:`BACKWARD`) and callers look up the one that exists.
+
+*Pipelines*: a schedule's stages may form several independent pipelines (``pipelines`` of
+them, each ``num_stages // pipelines`` consecutive stages; bidirectional DualPipe has two).
+Every microbatch of a pipeline runs through that pipeline's stages only: the first stage of a
+pipeline consumes no activation, its last stage sends none on, and no message crosses from one
+pipeline into the next.  So "the stages an op's producers and messages may name" is the op's own
+pipeline, ``stage_bounds(S, pipelines)[s]``; with one pipeline that is 0..S-1.  Every function
+that needs it takes ``pipelines`` (default 1).
 """
 
 from __future__ import annotations
@@ -74,7 +82,7 @@ class Message(NamedTuple):
 # ------------------------------------------------------------------ the rules, as tables
 # Hot loops read these tables; the functions below are written with them, so each rule exists
 # once.  Stage offsets are relative to the op's own stage; a producer or a message exists only
-# when the stages it names lie in 0..S-1.
+# when the stages it names lie in the op's pipeline (0..S-1 when there is one; stage_bounds).
 
 INPUTS: dict[OpKind, tuple[tuple[int, tuple[OpKind, ...]], ...]] = {
     F: ((-1, FORWARD),),  # F(s, m) <- F(s-1, m)
@@ -113,29 +121,67 @@ SERVES: dict[OpKind, tuple[OpKind, ...]] = {
 producer of what a SEND carries, the consumer of what a RECV delivers."""
 
 
+# ------------------------------------------------------------------ pipelines
+def pipeline_length(num_stages: int, pipelines: int = 1) -> int:
+    """Stages per pipeline: the model's stage count (the pipelines are replicas of one model)."""
+    return num_stages // pipelines
+
+
+def model_stage(s: int, num_stages: int, pipelines: int = 1) -> int:
+    """The model stage whose parameters stage ``s`` runs: its position in its pipeline."""
+    return s % pipeline_length(num_stages, pipelines)
+
+
+def bounds(s: int, num_stages: int, pipelines: int = 1) -> tuple[int, int]:
+    """The stages ``[lo, hi)`` of stage ``s``'s pipeline."""
+    n = pipeline_length(num_stages, pipelines)
+    lo = s // n * n
+    return lo, lo + n
+
+
+def is_last(s: int, num_stages: int, pipelines: int = 1) -> bool:
+    """Stage ``s`` ends its pipeline (it computes the loss)."""
+    return bounds(s, num_stages, pipelines)[1] == s + 1
+
+
+def stage_bounds(num_stages: int, pipelines: int = 1) -> list[tuple[int, int]]:
+    """:func:`bounds` of every stage, for hot loops."""
+    return [bounds(s, num_stages, pipelines) for s in range(num_stages)]
+
+
+def _within(s: int, t: int, num_stages: int, pipelines: int) -> bool:
+    """Stage ``t`` lies in stage ``s``'s pipeline (``s`` itself in range)."""
+    if not 0 <= s < num_stages:
+        return 0 <= t < num_stages
+    lo, hi = bounds(s, num_stages, pipelines)
+    return lo <= t < hi
+
+
 # ------------------------------------------------------------------ compute ops
-def inputs(a: Action, num_stages: int) -> tuple[Producer, ...]:
+def inputs(a: Action, num_stages: int, pipelines: int = 1) -> tuple[Producer, ...]:
     """Every producer whose output compute op ``a`` consumes (those that exist in range)."""
     s, m = a.stage, a.mb
     rules = INPUTS.get(a.kind)
     if rules is None:
         raise ValueError(f"{a} is not a compute action")
-    return tuple(Producer(s + d, kinds, m) for d, kinds in rules if 0 <= s + d < num_stages)
+    return tuple(
+        Producer(s + d, kinds, m) for d, kinds in rules if _within(s, s + d, num_stages, pipelines)
+    )
 
 
-def message_in(a: Action, num_stages: int) -> Message | None:
+def message_in(a: Action, num_stages: int, pipelines: int = 1) -> Message | None:
     """The boundary-crossing value compute op ``a`` consumes, if any: the activation entering
     a forward's stage, or the gradient entering a backward's stage (B and I; W has none)."""
     rule = CROSSES_IN.get(a.kind)
-    if rule is None or not 0 <= a.stage + rule[0] < num_stages:
+    if rule is None or not _within(a.stage, a.stage + rule[0], num_stages, pipelines):
         return None
     return Message(rule[1], a.stage + rule[0], a.stage, a.mb)
 
 
-def message_out(a: Action, num_stages: int) -> Message | None:
+def message_out(a: Action, num_stages: int, pipelines: int = 1) -> Message | None:
     """The boundary-crossing value compute op ``a`` produces, if any."""
     rule = CROSSES_OUT.get(a.kind)
-    if rule is None or not 0 <= a.stage + rule[0] < num_stages:
+    if rule is None or not _within(a.stage, a.stage + rule[0], num_stages, pipelines):
         return None
     return Message(rule[1], a.stage, a.stage + rule[0], a.mb)
 
@@ -171,11 +217,11 @@ def recv_action(msg: Message, span: Span | None = None) -> Action:
     return Action(msg.dst, RECV_B if msg.grad else RECV_F, msg.mb, span)
 
 
-def recv_key(a: Action, num_stages: int) -> tuple[int, OpKind, int] | None:
+def recv_key(a: Action, num_stages: int, pipelines: int = 1) -> tuple[int, OpKind, int] | None:
     """The ``(stage, kind, mb)`` key of the RECV that delivers compute op ``a``'s
     boundary-crossing input (as :func:`recv_action` of :func:`message_in`), or None."""
     rule = CROSSES_IN.get(a.kind)
-    if rule is None or not 0 <= a.stage + rule[0] < num_stages:
+    if rule is None or not _within(a.stage, a.stage + rule[0], num_stages, pipelines):
         return None
     return (a.stage, rule[2], a.mb)
 
@@ -205,10 +251,13 @@ def payload(a: Action) -> tuple[str, int, int, int]:
 
 
 # ------------------------------------------------------------------ placement
-def peer_rank(placement: tuple[int, ...], a: Action) -> int:
-    """The rank a communication action talks to; -1 when its peer stage does not exist."""
-    ps = peer_stage(a)
-    return placement[ps] if 0 <= ps < len(placement) else -1
+def peer_rank(placement: tuple[int, ...], a: Action, pipelines: int = 1) -> int:
+    """The rank a communication action talks to; -1 when its peer stage does not exist or lies
+    in another pipeline (no message crosses from one pipeline into the next)."""
+    ps, n = peer_stage(a), len(placement)
+    if not 0 <= a.stage < n or not _within(a.stage, ps, n, pipelines):
+        return -1
+    return placement[ps]
 
 
 def crosses_ranks(placement: tuple[int, ...], msg: Message) -> bool:
@@ -216,12 +265,15 @@ def crosses_ranks(placement: tuple[int, ...], msg: Message) -> bool:
     return placement[msg.src] != placement[msg.dst]
 
 
-def has_boundaries_across_ranks(placement: tuple[int, ...]) -> bool:
+def has_boundaries_across_ranks(placement: tuple[int, ...], pipelines: int = 1) -> bool:
     """True when some stage boundary joins two ranks (the program then needs messages)."""
-    return any(placement[s] != placement[s + 1] for s in range(len(placement) - 1))
+    n = len(placement)
+    return any(
+        placement[s] != placement[s + 1] for s in range(n - 1) if _within(s, s + 1, n, pipelines)
+    )
 
 
-def outgoing_message(placement: tuple[int, ...], a: Action) -> Message | None:
+def outgoing_message(placement: tuple[int, ...], a: Action, pipelines: int = 1) -> Message | None:
     """The message compute op ``a`` must send to another rank, if any."""
-    msg = message_out(a, len(placement))
+    msg = message_out(a, len(placement), pipelines)
     return msg if msg is not None and crosses_ranks(placement, msg) else None

@@ -1,8 +1,8 @@
 """Print a schedule as .pps literal text (re-parseable) and as versioned JSON.
 
 ``parse(print(s)) == s`` for every schedule: the literal form declares the header parameters,
-ranks, stages, microbatches and placement, then one ``rank N:`` line per rank with groups in
-square brackets.
+ranks, stages, microbatches, pipelines (when more than one) and placement, then one ``rank N:``
+line per rank with groups in square brackets.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ def format_pps(s: Schedule, comment: str | None = None) -> str:
     out.append(f"ranks {s.ranks}")
     out.append(f"stages {s.stages}")
     out.append(f"microbatches {s.microbatches}")
+    if s.pipelines != 1:
+        out.append(f"pipelines {s.pipelines}")
     name = placement_name(s.ranks, s.placement)
     out.append(
         f"placement {name}"
@@ -89,6 +91,7 @@ def schedule_header(s: Schedule) -> dict:
         "ranks": s.ranks,
         "stages": s.stages,
         "microbatches": s.microbatches,
+        **({"pipelines": s.pipelines} if s.pipelines != 1 else {}),
         "placement": list(s.placement),
     }
 
@@ -140,4 +143,5 @@ def from_json(obj: dict) -> Schedule:
         obj["microbatches"],
         tuple(obj["placement"]),
         tuple(programs),
+        pipelines=obj.get("pipelines", 1),
     )

@@ -241,7 +241,10 @@ class Schedule:
 
     ``placement[s]`` is the rank that holds virtual stage ``s``.  A rank's *local chunk* ``c`` is
     the ``c``-th smallest stage it holds.  ``params`` are the parameter values the schedule was
-    expanded with (kept for printing and reports).
+    expanded with (kept for printing and reports).  ``pipelines`` (default 1): the stages form
+    that many independent pipelines of ``stages // pipelines`` consecutive stages, each running
+    all ``microbatches`` of its own (bidirectional DualPipe: two, on a V placement); stage ``j``
+    of every pipeline runs the model's stage ``j`` (:mod:`ppir.ir.deps` has the rules).
     """
 
     name: str
@@ -252,6 +255,7 @@ class Schedule:
     placement: tuple[int, ...]
     programs: tuple[tuple[Item, ...], ...]
     source: str | None = field(default=None, compare=False, hash=False)
+    pipelines: int = 1
 
     # ----------------------------------------------------------------- placement helpers
     @cached_property
@@ -302,6 +306,7 @@ class Schedule:
             self.placement,
             programs,
             self.source,
+            self.pipelines,
         )
 
     @property

@@ -31,6 +31,7 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
     first, sends, recvs = g.first, g.sends, g.recvs
     place, S = s.placement, s.stages
     delta = deps.PEER_DELTA
+    within = deps.stage_bounds(S, s.pipelines)  # a message stays inside its pipeline
     setdefault = first.setdefault
     for r, prog in enumerate(s.programs):
         g.rank_start.append(len(ops))
@@ -51,7 +52,7 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
                     op_peer.append(-1)
                 else:
                     ps = st + delta[k]
-                    q = place[ps] if 0 <= st < S and 0 <= ps < S else -1
+                    q = place[ps] if 0 <= st < S and within[st][0] <= ps < within[st][1] else -1
                     op_peer.append(q)
                     if q >= 0:
                         if k in SEND_KINDS:
@@ -202,7 +203,7 @@ def relaxed_units(g: ProgramGraph, s: Schedule) -> None:
                         g._edge(last_compute, v, ORDER)
                     last_compute = v
                     unit_of_key.setdefault(a.key, v)
-                    msg = deps.message_in(a, S) if 0 <= a.stage < S else None
+                    msg = deps.message_in(a, S, s.pipelines) if 0 <= a.stage < S else None
                     if msg is not None:
                         pending.append((v, [deps.recv_action(msg).key]))
                     order.append(v)
@@ -241,15 +242,17 @@ def data_edges(g: ProgramGraph) -> tuple[list, list]:
     data_out: list = [()] * n
     get = first.get
     rules = deps.INPUTS
+    within = deps.stage_bounds(S, g.schedule.pipelines)  # producers lie in the op's pipeline
     for o, a in enumerate(ops):
         k0, s0 = a.kind, a.stage
         if k0 not in COMPUTE_KINDS or not 0 <= s0 < S:
             continue
         v = op_node[o]
         m = a.mb
+        lo, hi = within[s0]
         for d, kinds in rules[k0]:
             st = s0 + d
-            if not 0 <= st < S:
+            if not lo <= st < hi:
                 continue
             for k in kinds:
                 src = get((st, k, m))

@@ -118,7 +118,7 @@ def _exchanges(g: ProgramGraph, ends: list[list], when) -> list[dict]:
     order = _KIND_ORDER
     comms: list[dict[int, list]] = [{} for _ in range(s.ranks)]
     for o, a in enumerate(g.ops):
-        msg = deps.outgoing_message(place, a)
+        msg = deps.outgoing_message(place, a, s.pipelines)
         if msg is None:
             continue
         r, dst = g.op_rank[o], place[msg.dst]
@@ -192,7 +192,7 @@ def _lower_naive(s: Schedule) -> Schedule:
     recv_before: dict[tuple, list[Action]] = {}
     for r in range(s.ranks):
         for a in s.compute_actions(r):
-            msg = deps.outgoing_message(place, a)
+            msg = deps.outgoing_message(place, a, s.pipelines)
             if msg:
                 recv_before.setdefault((place[msg.dst], msg.dst, msg.mb, msg.grad), []).append(
                     deps.recv_action(msg, a.span)
@@ -203,12 +203,12 @@ def _lower_naive(s: Schedule) -> Schedule:
         for it in s.programs[r]:
             acts = item_actions(it)
             for a in acts:
-                msg = deps.message_in(a, s.stages)
+                msg = deps.message_in(a, s.stages, s.pipelines)
                 if msg is not None:
                     out.extend(recv_before.pop((r, msg.dst, msg.mb, msg.grad), []))
             out.append(it)
             for a in acts:
-                msg = deps.outgoing_message(place, a)
+                msg = deps.outgoing_message(place, a, s.pipelines)
                 if msg:
                     out.append(deps.send_action(msg, a.span))
         programs.append(out)

@@ -1,4 +1,8 @@
-"""Expansion of ``program r greedy { ... }`` blocks: .pps options -> :mod:`.greedy` engine.
+"""Expansion of ``program r greedy { ... }`` blocks (.pps options -> the :mod:`.greedy`
+engine) and of ``program r pattern { ... }`` blocks (slots -> the :mod:`.pattern` engine).
+
+Greedy blocks
+-------------
 
 Inside the block, per rank ``r`` (names from ``let``/``def`` visible as usual):
 
@@ -12,6 +16,14 @@ Inside the block, per rank ``r`` (names from ``let``/``def`` visible as usual):
 ``split`` and the costs must be the same on every rank.  Errors are ppir diagnostics at the
 offending line: a duplicate option, a cost that is not positive, a cap below 1, a cap so small
 that no rank can progress.
+
+Pattern blocks
+--------------
+``F(m, c) at e`` and ``I(m, c) at e`` give, for every microbatch ``m`` in ``0 .. microbatches``,
+the slot of local chunk ``c``'s forward and backward-input pass on rank ``r`` (``e`` sees ``m``,
+``r`` and the names in scope).  Every chunk of every rank needs both, once; weight passes are
+placed by the engine.  Errors at the slot line: a pass other than F or I, a chunk out of range,
+a slot given twice or negative, two passes in one slot, a pass no later than its producer.
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ from ppir.diagnostics import Note, error
 from ppir.frontend import ast as A
 from ppir.ir import Action, OpKind, Span
 from ppir.synth.greedy import Candidate, GreedySpec, GreedyStuck, default_priority, list_schedule
+from ppir.synth.pattern import PatternError, PatternSpec, pattern_schedule
 
 _KINDS = {"F": OpKind.F, "B": OpKind.B, "I": OpKind.I, "W": OpKind.W}
 _DEFAULT_COSTS = {OpKind.F: 1, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1}
@@ -133,3 +146,82 @@ def expand_greedy(ex, block: A.GreedyBlock, top, ranks: int) -> list[tuple[Actio
     if ex.ops > ex.max_ops:
         raise error("op-limit", f"expansion produced more than {ex.max_ops:,} ops", block.span)
     return [tuple(a.with_span(block.span) for a in p) for p in progs]
+
+
+_PATTERN_KINDS = {"F": OpKind.F, "I": OpKind.I}
+
+
+def expand_pattern(ex, block: A.PatternBlock, top, ranks: int) -> list[tuple[Action, ...]]:
+    """Per-rank programs for a pattern ``block`` (arguments as for :func:`expand_greedy`)."""
+    from ppir.frontend.interpreter import Scope as _Scope
+
+    tables: list[dict[Action, int]] = []
+    where: dict[tuple[int, int, OpKind], Span] = {}  # (rank, stage, kind) -> its slot line
+    for r in range(ranks):
+        scope = _Scope(_Scope(top))
+        scope.vars[block.rank_var] = r
+        scope.vars["$rank"] = r
+        table: dict[Action, int] = {}
+        for st in block.body:
+            if not isinstance(st, A.PatternSlot):
+                ex.compile_stmt(st)(scope)
+                continue
+            kind = _PATTERN_KINDS.get(st.kind)
+            if kind is None:
+                raise error(
+                    "unknown-op",
+                    f"a pattern places F and I passes, not '{st.kind}'",
+                    st.kind_span,
+                    hints=["weight passes (W) fill the free slots by themselves"],
+                )
+            stage = ex._chunk_stage(r, ex.compile(st.chunk)(scope), st.chunk.span)
+            if (r, stage, kind) in where:
+                raise error(
+                    "duplicate-slot",
+                    f"{st.kind} of chunk {ex.stages_of[r].index(stage)} is placed twice "
+                    f"on rank {r}",
+                    st.span,
+                    notes=[Note("first placed here", where[(r, stage, kind)])],
+                )
+            where[(r, stage, kind)] = st.span
+            at = ex.compile(st.at)
+            for m in range(ex.microbatches):
+                inner = _Scope(scope)
+                inner.vars[st.mb_var] = m
+                t = at(inner)
+                if t < 0:
+                    raise error(
+                        "bad-slot", f"slot {t} of {st.kind}({m}) on rank {r} is negative", st.span
+                    )
+                table[Action(stage, kind, m, st.span)] = t
+        for stage in ex.stages_of[r]:
+            for kind in (OpKind.F, OpKind.I):
+                if (r, stage, kind) not in where:
+                    raise error(
+                        "incomplete-pattern",
+                        f"rank {r} has no slot for {kind.value} of its chunk "
+                        f"{ex.stages_of[r].index(stage)}",
+                        block.span,
+                        hints=["give every chunk an 'F(m, c) at ...' and an 'I(m, c) at ...'"],
+                    )
+        tables.append(table)
+    spec = PatternSpec(ranks, ex.microbatches, ex.placement, tuple(tables))
+    try:
+        progs = pattern_schedule(spec)
+    except PatternError as e:
+        a = e.actions[0]
+        raise error(
+            "pattern-conflict",
+            f"the building block does not repeat on rank {e.rank}: {e}",
+            where[(e.rank, a.stage, a.kind)],
+            notes=[
+                Note(f"{b} is placed here", where[(ex.placement[b.stage], b.stage, b.kind)])
+                for b in e.actions[1:]
+            ],
+        ) from None
+    ex.ops += sum(len(p) for p in progs)
+    if ex.ops > ex.max_ops:
+        raise error("op-limit", f"expansion produced more than {ex.max_ops:,} ops", block.span)
+    return [
+        tuple(a if a.kind is not OpKind.W else a.with_span(block.span) for a in p) for p in progs
+    ]

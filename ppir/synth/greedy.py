@@ -17,9 +17,10 @@ stage runs its forwards and its backwards in microbatch order):
 * with ``split``, ``W(s, m)`` for the oldest pending weight pass of each stage.
 
 Memory is counted in chunk activations held per rank: F takes one; B, or W under ``split``,
-gives it back (the catalogue's conservative accounting: an activation lives until its weight
-gradient is done).  Ties on the priority key go to the smaller microbatch, then the lower local
-chunk, then F < B/I < W.  Costs are positive integers per op of one chunk.
+gives it back (conservative, as the zero-bubble authors' scheduler counts it: an activation
+lives until its weight gradient is done).  Ties on the priority key go to the smaller
+microbatch, then the lower local chunk, then F < B/I < W.  Costs are positive integers per op
+of one chunk.
 
 Contract: the result holds every F and B (or I and W) of every stage and microbatch exactly
 once, respects the data dependencies of :func:`ppir.ir.deps.inputs`, and never exceeds a cap

@@ -44,22 +44,24 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
         return local[r].get(key)
 
     inputs, crosses, serves = deps.INPUTS, deps.CROSSES_IN, deps.SERVES
+    within = deps.stage_bounds(S, s.pipelines)  # producers lie in the op's pipeline
     for o, a in enumerate(ops):
         k, st, m = a.kind, a.stage, a.mb
         if not 0 <= st < S:
             continue
         r = op_rank[o]
         if k in COMPUTE_KINDS:
+            lo, hi = within[st]
             for d, kinds in () if compute_known else inputs[k]:
                 ps = st + d
-                if 0 <= ps < S and place[ps] == r:
+                if lo <= ps < hi and place[ps] == r:
                     found = [x for x in (on_rank((ps, kk, m), r) for kk in kinds) if x is not None]
                     if found and min(found) > o:
                         out.append(_local_order(g, o, min(found)))
             rule = crosses.get(k)
             if lowered and rule is not None:
                 ps = st + rule[0]
-                if 0 <= ps < S and place[ps] != r:
+                if lo <= ps < hi and place[ps] != r:
                     key = (st, rule[2], m)  # the RECV delivering it (deps.recv_key)
                     x = on_rank(key, r)
                     i = op_item[x] if x is not None else None
@@ -129,7 +131,7 @@ def _local_order(g: ProgramGraph, o: int, p: int) -> Diagnostic:
 def _missing_recv(g: ProgramGraph, o: int, key, later: int | None) -> Diagnostic:
     s = g.schedule
     a, r = g.ops[o], g.op_rank[o]
-    msg_in = deps.message_in(a, s.stages)
+    msg_in = deps.message_in(a, s.stages, s.pipelines)
     recv = deps.recv_action(msg_in)
     src_stage, what = msg_in.src, msg_in.what
     src = s.placement[src_stage]

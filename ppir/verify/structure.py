@@ -3,7 +3,8 @@
 Kinds
 -----
 ``out-of-range``       a stage or microbatch outside the declared ranges, or a comm op whose
-                       partner stage does not exist (``3SEND_F0`` when there are 4 stages).
+                       partner stage does not exist (``3SEND_F0`` when there are 4 stages) or
+                       lies in another pipeline.
 ``wrong-rank``         an op on a rank that does not hold its stage.
 ``duplicate-op``       a compute op that appears twice (anywhere), or a stage/microbatch with two
                        backwards (B and I, B and W).
@@ -88,12 +89,13 @@ def _out_of_range(a: Action, r: int, S: int, M: int) -> Diagnostic:
             hints=(f"the schedule has {M} microbatches",),
         )
     verb = "sends to" if a.kind.is_send else "receives from"
-    return Diagnostic(
-        "out-of-range",
-        f"{a} on rank {r} {verb} stage {deps.peer_stage(a)}, which does not exist "
-        f"(stages 0..{S - 1})",
-        a.span,
+    ps = deps.peer_stage(a)
+    why = (
+        f"which does not exist (stages 0..{S - 1})"
+        if not 0 <= ps < S
+        else "which is in another pipeline: no message crosses from one pipeline into the next"
     )
+    return Diagnostic("out-of-range", f"{a} on rank {r} {verb} stage {ps}, {why}", a.span)
 
 
 def _duplicate(g: ProgramGraph, o: int, p: int) -> Diagnostic:

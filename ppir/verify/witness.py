@@ -133,7 +133,7 @@ def order_cycle_diagnostic(g: ProgramGraph, cycle: list[tuple]) -> Diagnostic:
         r = g.op_rank[o]
         made = any(
             pa.stage == p.stage and pa.kind in p.kinds and pa.mb == p.mb
-            for p in deps.inputs(a, s.stages)
+            for p in deps.inputs(a, s.stages, s.pipelines)
         )
         if made:
             why = f"needs the output of {pa} (rank {g.op_rank[prev]}, step {g.op_item[prev]})"

@@ -67,7 +67,7 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
             a = o.action
             row_ops += [_t(o.start), _t(o.end), KINDS.index(a.kind.value), a.mb, a.stage]
             ids = []
-            for p in deps.inputs(a, lowered.stages):
+            for p in deps.inputs(a, lowered.stages, lowered.pipelines):
                 hit = _find(where, p)
                 if hit is not None:
                     ids.append(base[hit[0]] + hit[1])
