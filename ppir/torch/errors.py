@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class RuntimeFailure(RuntimeError):
     """Base of the runtime's errors; the message is complete and names the rank."""
@@ -38,6 +40,7 @@ def comm_error(where: str, peers, exc: BaseException, timeout_s: float | None) -
     """A :class:`CommError` for ``exc`` raised by torch.distributed at ``where``: one line,
     without torch's C++ stack."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = re.sub(r"^\[[^\]]*\]\s*", "", text)  # torch's "[path/to/file.cc:123] " prefix
     low = text.lower()
     timeout = "timed out" in low or "timeout" in low
     who = ", ".join(f"rank {p}" for p in peers) or "its peers"
@@ -46,4 +49,4 @@ def comm_error(where: str, peers, exc: BaseException, timeout_s: float | None) -
         msg = f"{where}: no answer from {who}{limit} (is it stuck?)"
     else:
         msg = f"{where}: lost the connection to {who} (did it fail?)"
-    return CommError(f"{msg} [{text[:200]}]", peers, timeout)
+    return CommError(f"{msg}: {text[:160]}", peers, timeout)

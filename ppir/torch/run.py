@@ -229,7 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plan = load_plan(args.plan, verify=not args.no_verify)
     except PlanError as e:
+        from ppir.torch.failures import record
+
         print(f"ppir.run: error: {e}", file=sys.stderr)
+        record(int(os.environ.get("RANK", "0")), str(e))
         return EXIT_USAGE
     if args.verify_steps and not args.verify_grads:
         print("ppir.run: error: --verify-steps needs --verify-grads", file=sys.stderr)
