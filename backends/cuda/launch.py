@@ -169,7 +169,7 @@ def launch_schedule(s, args) -> int:
         replicas = f" x {dp} data-parallel replicas" if dp > 1 else ""
         print(f"ppir launch: {plan_summary(plan)}{replicas}; {where}", flush=True)
         out = start(
-            ("-u", "-m", "ppir.run", path, *runtime_argv(args)),
+            ("-m", "ppir.run", path, *runtime_argv(args)),
             per_node,
             nnodes=nnodes,
             node_rank=args.node_rank,

@@ -93,5 +93,6 @@ def summary(ends: list[RankEnd], cause: Cause | None) -> str:
         elif e.kind in ("stopped", "secondary"):
             parts.append(f"rank {e.rank}: stopped")
         else:
-            parts.append(f"rank {e.rank}: {e.kind} ({e.how()})")
+            what = {"own": "failed too", "comm": "lost its peers", "died": "died"}[e.kind]
+            parts.append(f"rank {e.rank}: {what} ({e.how()})")
     return "; ".join(parts)

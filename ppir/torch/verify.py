@@ -34,7 +34,15 @@ class Verifier:
         self.ref = reference_modules(model, plan["stages"], ctx.device)
         self.ref_params = unique_parameters(self.ref)
         self.ref_opt = make_optimizer(model, self.ref_params, args.lr) if self.steps else None
-        self._check_declared(find_shared(self.ref))
+        self.shared = find_shared(self.ref)
+        self._check_declared(self.shared)
+        declared = {
+            frozenset(s for s, _ in e["holders"]): e["name"]
+            for m in rt.stages
+            for e in getattr(m, "ppir_shared", ())
+        }
+        for e in self.shared:  # the model's own names, where the stages declare them
+            e["name"] = declared.get(frozenset(s for s, _ in e["holders"]), e["name"])
 
     def _check_declared(self, shared: list[dict]) -> None:
         placement = self.plan["placement"]
@@ -95,12 +103,13 @@ class Verifier:
         tol = self.args.tolerance
         ok = pmax <= tol and dmax == 0.0
         if self.ctx.rank == 0:
-            tied = sum(len(getattr(m, "ppir_shared", ())) for m in self.rt.stages)
+            names = {e["name"]: [s for s, _ in e["holders"]] for e in self.shared}
+            tied = "; ".join(f"tied {n!r} on stages {h}" for n, h in names.items())
             print(
                 f"verify-params: after {self.steps} optimizer steps, largest |param diff| "
                 f"{pmax:.3e} (tolerance {tol:g}); tied copies differ by at most {dmax:.3e}: "
                 f"{'OK' if ok else 'FAILED'}"
-                + (f" ({tied} tied parameter(s) on rank 0)" if tied else ""),
+                + (f" ({tied})" if tied else ""),
                 flush=True,
             )
         if pdiff > tol:
