@@ -6,7 +6,8 @@
 For each repeat, in alternating order: a forward, then B (``torch.autograd.backward``); a
 forward, then I and W as ppir's executor runs them (:mod:`ppir.torch.backward`); and a forward,
 then I and W as ppir ran them before (I: ``autograd.grad(y, [x], retain_graph=True)``, W:
-``autograd.grad(y, params)``, which walks the whole graph again).  Only the backward is timed.
+``autograd.grad(y, params)``, which walks the whole graph again); and torch.distributed.pipelining's
+``stage_backward_input``/``stage_backward_weight`` as a peer.  Only the backward is timed.
 Prints min and median per variant and the ratios (I + W) / B; checks that the three give the
 same gradients.  ``--device cuda`` times on a GPU (synchronised).
 """
@@ -77,12 +78,25 @@ def main(argv=None) -> int:
         sync()
         return time.perf_counter() - t, dx
 
-    variants = {"B": b, "I+W": iw, "I+W (recompute)": iw_recompute}
+    def iw_torch():  # torch.distributed.pipelining's split backward, as a peer
+        from torch.distributed.pipelining._backward import (
+            stage_backward_input,
+            stage_backward_weight,
+        )
+
+        x, y, g = forward()
+        t = time.perf_counter()
+        (dx,), groups = stage_backward_input([y], [g], [x], iter(params))
+        stage_backward_weight(iter(params), groups)
+        sync()
+        return time.perf_counter() - t, dx
+
+    variants = {"B": b, "I+W": iw, "I+W (torch)": iw_torch, "I+W (recompute)": iw_recompute}
     grads = {}
     for name, f in variants.items():  # warm-up, and the gradient check
         _, dx = f()
         grads[name] = (dx.clone(), [q.grad.clone() for q in params])
-    for name in ("I+W", "I+W (recompute)"):
+    for name in ("I+W", "I+W (torch)", "I+W (recompute)"):
         err = max(
             (a - b).abs().max().item()
             for a, b in zip(
