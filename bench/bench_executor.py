@@ -45,7 +45,9 @@ def runtime_for(ctx, plan: dict, model):
     from ppir.torch import PipelineRuntime
     from ppir.torch.model import build_stages
 
-    mods = build_stages(model, plan["stages_of_rank"][ctx.rank], plan["stages"], ctx.device, ctx.rank)
+    mods = build_stages(
+        model, plan["stages_of_rank"][ctx.rank], plan["stages"], ctx.device, ctx.rank
+    )
     return PipelineRuntime(plan, mods, model.loss_fn, timeout_s=300)
 
 
@@ -119,6 +121,7 @@ def bench_schedule(ctx, model, name: str, torch_cls: str, v: int, args) -> dict:
 def worker(args) -> None:
     import torch
     import torch.distributed as dist
+
     from ppir.torch import procgroup
     from ppir.torch.model import load_model, parse_options
 

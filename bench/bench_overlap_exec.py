@@ -67,14 +67,14 @@ def wide_model(width: int, M: int):
 def bench_schedule(ctx, name: str, v: int, args) -> dict:
     import torch
     import torch.distributed as dist
-    from ppir.plan import build_plan
-    from ppir.torch.model import split_batch
 
     import ppir
     from ppir.analysis.config import make_config
     from ppir.analysis.estimate import estimate
     from ppir.passes import OverlapComms
     from ppir.pipeline import compile
+    from ppir.plan import build_plan
+    from ppir.torch.model import split_batch
 
     P, M = ctx.world, args.microbatches
     model = wide_model(args.width, M)
@@ -146,6 +146,7 @@ def measure(ctx, width: int) -> tuple[float, float, float]:
 def worker(args) -> None:
     import torch
     import torch.distributed as dist
+
     from ppir.torch import procgroup
 
     torch.set_num_threads(1)

@@ -159,8 +159,10 @@ def main(argv=None) -> int:
         f"stage 0 alone: B {b * 1e3:.2f} ms, I {i * 1e3:.2f} ms, W {w * 1e3:.2f} ms: "
         f"W / B = {w / b:.2f}, (I + W) / B = {(i + w) / b:.2f}"
     )
-    print(f"{'schedule':10s} {'min ms':>8s} {'median ms':>10s} {'min/1F1B':>9s} {'median/1F1B':>12s}"
-          f" {'loss':>9s}")  # fmt: skip
+    print(
+        f"{'schedule':10s} {'min ms':>8s} {'median ms':>10s} {'min/1F1B':>9s} "
+        f"{'median/1F1B':>12s} {'loss':>9s}"
+    )
     base_min, base_med = min(times["1f1b"]), statistics.median(times["1f1b"])
     for name, ts in times.items():
         mn, md = min(ts), statistics.median(ts)

@@ -178,7 +178,11 @@ def gpt_model():
 
 
 def make_model(kind: str, batch: int):
-    return {"mlp": mlp_model, "pair": pair_model, "tied": tied_model}[kind](batch) if kind != "gpt" else gpt_model()
+    return (
+        {"mlp": mlp_model, "pair": pair_model, "tied": tied_model}[kind](batch)
+        if kind != "gpt"
+        else gpt_model()
+    )
 
 
 # ---------------------------------------------------------------------- worker side
@@ -222,8 +226,12 @@ def run_case(ctx, world: int, case) -> dict:
     for step in range(steps):
         for p in rt.parameters() + unique_parameters(ref):
             p.grad = None
-        xs, ys = split_batch(model, step, M, ctx.device, ctx.rank, replicas=dp, replica=mesh.dp_rank)
-        loss = rt.step_microbatches(xs if rt.has_first_stage else None, ys if rt.has_last_stage else None)
+        xs, ys = split_batch(
+            model, step, M, ctx.device, ctx.rank, replicas=dp, replica=mesh.dp_rank
+        )
+        loss = rt.step_microbatches(
+            xs if rt.has_first_stage else None, ys if rt.has_last_stage else None
+        )
         if loss is not None and dp > 1:
             dist.all_reduce(loss, group=mesh.dp_group)
             loss /= dp

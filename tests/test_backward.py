@@ -46,7 +46,10 @@ def gpt_block():
 
 
 MODULES = {
-    "mlp": (lambda: nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(6, 6), nn.GELU())]), [(3, 6)]),
+    "mlp": (
+        lambda: nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(6, 6), nn.GELU())]),
+        [(3, 6)],
+    ),
     "gpt-block": (gpt_block, [(2, 5, 16)]),
     "twice": (Twice, [(3, 6)]),
     "two-outputs": (TwoOut, [(3, 6), (3, 6)]),

@@ -87,7 +87,10 @@ def test_stuck_rank_is_named_by_its_peer_after_the_timeout(tmp_path):
     rep = run(tmp_path, "hang", "--timeout", "4")
     assert rep["returncode"] == 1 and rep["elapsed"] < 40, rep
     line = failure_line(rep)
-    assert line.startswith("rank 0, instruction #") and "no answer from rank 1 within the 4 s timeout" in line
+    assert (
+        line.startswith("rank 0, instruction #")
+        and "no answer from rank 1 within the 4 s timeout" in line
+    )
 
 
 @pytest.mark.slow
@@ -159,8 +162,9 @@ def test_bad_timeout_is_refused_before_anything_starts(tmp_path, value):
 @pytest.mark.timeout(90)
 def test_tampered_plan_is_refused_by_every_rank_before_anything_is_posted(tmp_path):
     """A hand-edited plan run with the launcher's own rank command (as torchrun would)."""
-    import ppir
     from ppir.backends.cuda.launch import start
+
+    import ppir
     from ppir.plan import build_plan, plan_digest, save_plan
 
     plan = build_plan(ppir.lower(ppir.load_schedule("1f1b", {"P": 2, "M": 4})))

@@ -108,13 +108,17 @@ def test_step_cuts_a_batch_into_microbatches():
 
 def test_world_size_mismatch_is_named():
     plan = build_plan(ppir.lower(ppir.load_schedule("1f1b", {"P": 4, "M": 4})))
-    with pytest.raises(SetupError, match=r"rank 0: the plan is for 4 ranks but the pipeline group has 1"):
+    with pytest.raises(
+        SetupError, match=r"rank 0: the plan is for 4 ranks but the pipeline group has 1"
+    ):
         PipelineRuntime(plan, [], lambda y, t: y.sum())
 
 
 def test_stage_count_mismatch_is_named():
     plan = build_plan(ppir.lower(ppir.load_schedule("looped_bfs", {"P": 1, "M": 2, "v": 2})))
-    with pytest.raises(SetupError, match=r"1 stage module\(s\) given, but this rank holds stages \[0, 1\]"):
+    with pytest.raises(
+        SetupError, match=r"1 stage module\(s\) given, but this rank holds stages \[0, 1\]"
+    ):
         PipelineRuntime(plan, [torch.nn.Linear(2, 2)], lambda y, t: y.sum())
 
 
@@ -140,7 +144,9 @@ def test_non_finite_loss_names_rank_step_and_microbatch(capsys):
     m.loss_fn = lambda y, t: ((y - t) ** 2).mean() * (float("nan") if y[0, 0] > -9 else 1)
     plan = build_plan(ppir.lower(ppir.load_schedule("gpipe", {"P": 1, "M": 2})))
     rt = runtime(plan, m)
-    with pytest.raises(NonFiniteLoss, match=r"rank 0: the loss is nan at step 0, microbatch 0 \(stage 0\)"):
+    with pytest.raises(
+        NonFiniteLoss, match=r"rank 0: the loss is nan at step 0, microbatch 0 \(stage 0\)"
+    ):
         rt.step_microbatches(*split_batch(m, 0, 2, CPU, 0))
     rt = runtime(plan, m, nonfinite="warn")
     rt.step_microbatches(*split_batch(m, 0, 2, CPU, 0))

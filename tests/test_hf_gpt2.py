@@ -66,7 +66,10 @@ def test_tied_weights_stay_identical_after_three_optimizer_steps(schedule):
 def test_tied_weights_can_be_refused_by_name():
     res = launch("1f1b", "-D", "M=2", "--steps", "1", "--tied", "refuse")
     assert res.returncode == 1, res.stdout + res.stderr
-    assert "failed: rank 0: parameter 'transformer.wte.weight = lm_head.weight' is shared" in res.stderr
+    assert (
+        "failed: rank 0: parameter 'transformer.wte.weight = lm_head.weight' is shared"
+        in res.stderr
+    )
 
 
 UNDECLARED = """

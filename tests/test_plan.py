@@ -69,7 +69,12 @@ def test_plan_follows_the_ir_item_by_item(name, params):
             for k, a in enumerate(item_actions(item)):
                 if k:
                     i = next(ins)
-                assert (i["op"], i["stage"], i["mb"], i["ir"]) == (a.kind.value, a.stage, a.mb, str(a))
+                assert (i["op"], i["stage"], i["mb"], i["ir"]) == (
+                    a.kind.value,
+                    a.stage,
+                    a.mb,
+                    str(a),
+                )
                 assert i["chunk"] == s.stages_of_rank[r].index(a.stage)
         assert next(ins, None) is None
 
@@ -227,8 +232,17 @@ def tamper_order(plan):  # a consistent plan of a program that deadlocks: the re
 
 TAMPERED = [
     (tamper_field, False, "the plan lacks the field 'microbatches'"),
-    (tamper_peer, True, r"programs\[0\]\[1\] \(\[0SEND_F0\]\)\.ops\[0\]: peer 7 is outside the world of 2 ranks"),
-    (tamper_cross, True, r"programs\[0\]\[\d+\] \(\[0SEND_F0\]\)\.ops\[0\]: 'buffer' is 'a1.1', but the IR item gives 'a1.0'"),
+    (
+        tamper_peer,
+        True,
+        r"programs\[0\]\[1\] \(\[0SEND_F0\]\)\.ops\[0\]: peer 7 is outside the world of 2 ranks",
+    ),
+    (
+        tamper_cross,
+        True,
+        r"programs\[0\]\[\d+\] \(\[0SEND_F0\]\)\.ops\[0\]: "
+        r"'buffer' is 'a1.1', but the IR item gives 'a1.0'",
+    ),
     (tamper_empty, True, r"programs\[1\] is empty, but rank 1 holds stages"),
     (tamper_op, True, r"programs\[1\]\[2\]: unknown op 'X'"),
     (tamper_ir, True, r"programs\[1\]\[0\]\.ir: not an action: '1RECV_F9x'"),
@@ -331,8 +345,8 @@ def test_launch_n_sets_p_before_the_requires_are_checked(cli, monkeypatch):
     seen = {}
 
     class Fake:
-        def launch(self, s, args):
-            seen["ranks"] = s.ranks
+        def launch(self, compiled, args):
+            seen["ranks"] = compiled.program.ranks
             return 0
 
         def add_launch_arguments(self, p):
@@ -346,9 +360,7 @@ def test_launch_n_sets_p_before_the_requires_are_checked(cli, monkeypatch):
     )
     assert code == 0, err
     assert seen == {"ranks": 2}
-    code, _, err = cli(
-        "launch", "-n", "4", "--dp", "2", "1f1b", "-D", "M=2", "--model", "m.py"
-    )
+    code, _, err = cli("launch", "-n", "4", "--dp", "2", "1f1b", "-D", "M=2", "--model", "m.py")
     assert code == 0 and seen == {"ranks": 2}, err
 
 

@@ -4,7 +4,6 @@ of ``ppir.torch`` import lazily."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,14 +26,6 @@ except AttributeError as e:
 """
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
-
-
-def test_nothing_in_ppir_imports_the_backends():
-    imports = re.compile(r"^\s*(from\s+ppir\.backends|import\s+ppir\.backends)", re.M)
-    offenders = [
-        str(p.relative_to(ROOT)) for p in (ROOT / "ppir").rglob("*.py") if imports.search(p.read_text())
-    ]
-    assert offenders == [], offenders
 
 
 @pytest.mark.slow

@@ -60,8 +60,9 @@ dist.destroy_process_group()
 @pytest.mark.timeout(150)
 def test_torch_runtime_runs_ppir_program_with_reference_gradients(tmp_path):
     pytest.importorskip("torch")
-    import ppir
     from ppir.backends.cuda.launch import start
+
+    import ppir
     from ppir.frontend.csvio import flatten_groups, torch_rows
 
     script = tmp_path / "worker.py"
@@ -87,4 +88,3 @@ def test_to_torch_schedule_refuses_what_it_cannot_run():
         lowered_program(ppir.load_schedule("1f1b", {"P": 2, "M": 2}))
     with pytest.raises(TypeError, match="expected a compiled program"):
         lowered_program(3)
-

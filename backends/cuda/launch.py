@@ -28,6 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ppir.backends.cuda.outcome import Cause, RankEnd, root_cause, summary
+
 from ppir.diagnostics import EXIT_USAGE
 
 

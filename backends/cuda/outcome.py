@@ -68,9 +68,7 @@ def root_cause(ends: list[RankEnd]) -> Cause | None:
         return Cause(e.record["message"], e.record.get("traceback"), e.rank)
     if "died" in by_kind:
         died = sorted(by_kind["died"], key=lambda e: e.rank)
-        text = "; ".join(
-            f"rank {e.rank} died without a Python exception ({e.how()})" for e in died
-        )
+        text = "; ".join(f"rank {e.rank} died without a Python exception ({e.how()})" for e in died)
         return Cause(text, None, died[0].rank)
     if "comm" in by_kind:
         e = earliest("comm")

@@ -10,8 +10,8 @@ Contract
   same compute programs and placement (the round trip is the identity).
 * ``compute_comms``: ppir's verified lowering with each group flattened (torch's CSV has no
   groups) by :func:`ppir.frontend.csvio.flatten_groups`, which keeps the result deadlock-free
-  under ppir's rendezvous semantics, plus ``sREDUCE_GRAD`` after each stage's last backward: without it
-  torch leaves gradients M times too large.  torch takes this format verbatim, so ppir's
+  under ppir's rendezvous semantics, plus ``sREDUCE_GRAD`` after each stage's last backward:
+  without it torch leaves gradients M times too large.  torch takes this format verbatim, so ppir's
   communication order is what runs.
 * Never imports torch.
 """
@@ -60,7 +60,8 @@ class TorchCsvBackend:
             "compute_comms (ppir's verified comms, with REDUCE_GRAD)",
         )
 
-    def run(self, schedule: Schedule, args) -> int:
+    def run(self, compiled, args) -> int:
+        schedule = compiled.program
         fmt = getattr(args, "csv_format", "compute_only")
         text = export_csv(schedule, fmt)
         out = getattr(args, "output", None)

@@ -26,7 +26,17 @@ scheduling decision of its own.  Contract:
 
 from __future__ import annotations
 
-from ppir.ir import Action, Group, OpKind, Overlap, Schedule, Wait, deps, is_compute_item, item_actions
+from ppir.ir import (
+    Action,
+    Group,
+    OpKind,
+    Overlap,
+    Schedule,
+    Wait,
+    deps,
+    is_compute_item,
+    item_actions,
+)
 from ppir.ir.printer import schedule_header
 from ppir.ir.reduce import reduce_order
 

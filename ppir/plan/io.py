@@ -32,7 +32,9 @@ def read_plan(path: str | Path) -> dict:
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise PlanError(f"{path}: cannot read the plan: {getattr(e, 'strerror', None) or e}") from None
+        raise PlanError(
+            f"{path}: cannot read the plan: {getattr(e, 'strerror', None) or e}"
+        ) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

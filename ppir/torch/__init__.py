@@ -46,9 +46,7 @@ def __getattr__(name: str):
         module = importlib.import_module(_EXPORTS[name])
     except ImportError as e:
         if e.name == "torch" or (e.name or "").startswith("torch."):
-            raise ImportError(
-                f"ppir.torch.{name} needs PyTorch: pip install 'ppir[torch]'"
-            ) from e
+            raise ImportError(f"ppir.torch.{name} needs PyTorch: pip install 'ppir[torch]'") from e
         raise
     return getattr(module, name)
 

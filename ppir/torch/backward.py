@@ -152,7 +152,9 @@ def backward_weight(work: WeightWork) -> None:
         edges = [GradientEdge(node, k) for k, g in enumerate(grads) if g is not None]
         if edges:
             gs = [g for g in grads if g is not None]
-            _accumulate(ps, torch.autograd.grad(edges, ps, gs, retain_graph=True, allow_unused=True))
+            _accumulate(
+                ps, torch.autograd.grad(edges, ps, gs, retain_graph=True, allow_unused=True)
+            )
     if work.whole and work.params:
         outs = [o for o, _ in work.whole]
         gs = [g for _, g in work.whole]

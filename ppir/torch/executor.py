@@ -123,9 +123,7 @@ class Executor:
     def _check_finite(self, loss) -> None:
         if bool(torch.isfinite(loss)) or self.nonfinite == "ignore":
             return
-        mb, value = next(
-            (m, v.item()) for m, v in self.losses if not bool(torch.isfinite(v))
-        )
+        mb, value = next((m, v.item()) for m, v in self.losses if not bool(torch.isfinite(v)))
         msg = (
             f"rank {self.rank}: the loss is {value} at step {self.step_no}, microbatch {mb} "
             f"(stage {self.stages[-1]})"
@@ -133,7 +131,9 @@ class Executor:
         if self.nonfinite == "warn":
             print(f"ppir: warning: {msg}", file=sys.stderr, flush=True)
             return
-        raise NonFiniteLoss(msg + "; stopping (pass nonfinite='warn' or --on-nonfinite warn to go on)")
+        raise NonFiniteLoss(
+            msg + "; stopping (pass nonfinite='warn' or --on-nonfinite warn to go on)"
+        )
 
     def _where(self, ins) -> str:
         return f"rank {self.rank}, instruction #{self.index} ({ins['ir']})"

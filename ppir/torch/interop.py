@@ -34,8 +34,16 @@ def lowered_program(program):
     return program
 
 
-def to_torch_schedule(program, stages, n_microbatches: int | None = None, loss_fn=None, *,
-                      group=None, device=None, scale_grads: bool = True):
+def to_torch_schedule(
+    program,
+    stages,
+    n_microbatches: int | None = None,
+    loss_fn=None,
+    *,
+    group=None,
+    device=None,
+    scale_grads: bool = True,
+):
     """torch's runtime schedule for this rank, running ppir's ``program``.
 
     ``stages`` are this rank's ``PipelineStage`` objects, or its stage modules (wrapped in
@@ -64,7 +72,8 @@ def to_torch_schedule(program, stages, n_microbatches: int | None = None, loss_f
         wrapped.append(st)
     rows = torch_rows(flatten_groups(s), compute_only=False, reduce_grad=True)
     actions = {r: [_Action.from_str(c) for c in row] for r, row in enumerate(rows)}
-    sched = _PipelineScheduleRuntime(wrapped, n_microbatches=M, loss_fn=loss_fn,
-                                     scale_grads=scale_grads)
+    sched = _PipelineScheduleRuntime(
+        wrapped, n_microbatches=M, loss_fn=loss_fn, scale_grads=scale_grads
+    )
     sched._prepare_schedule_with_comms(actions, format="compute_comms")
     return sched

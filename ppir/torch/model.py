@@ -116,8 +116,9 @@ def global_batch(model, step: int, device, rank: int):
         raise ModelError(f"rank {rank}: make_batch({step}): {e}") from None
 
 
-def split_batch(model, step: int, microbatches: int, device, rank: int, *, replicas: int = 1,
-                replica: int = 0):
+def split_batch(
+    model, step: int, microbatches: int, device, rank: int, *, replicas: int = 1, replica: int = 0
+):
     """This replica's slice of ``make_batch(step)`` cut into M equal microbatches:
     (inputs list, targets list)."""
     parts = []

@@ -88,8 +88,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--verify-grads",
         action="store_true",
-        help="compare step 0's loss and gradients with single-process training on the global "
-        "batch",
+        help="compare step 0's loss and gradients with single-process training on the global batch",
     )
     p.add_argument(
         "--verify-steps",
@@ -182,11 +181,17 @@ def train(ctx, plan: dict, model, args) -> int:
         if opt is not None:
             opt.zero_grad(set_to_none=True)
         inputs, targets = split_batch(
-            model, step, plan["microbatches"], ctx.device, ctx.rank,
-            replicas=mesh.dp_size, replica=mesh.dp_rank,
+            model,
+            step,
+            plan["microbatches"],
+            ctx.device,
+            ctx.rank,
+            replicas=mesh.dp_size,
+            replica=mesh.dp_rank,
         )
-        loss = rt.step_microbatches(inputs if rt.has_first_stage else None,
-                                    targets if rt.has_last_stage else None)
+        loss = rt.step_microbatches(
+            inputs if rt.has_first_stage else None, targets if rt.has_last_stage else None
+        )
         if step == 0 and args.dump_plan and ctx.rank == 0:
             from ppir.plan import save_plan
             from ppir.torch.shapes import meta_to_json
@@ -269,8 +274,11 @@ def main(argv: list[str] | None = None) -> int:
     if status:
         # every rank reached the same verdict; leave together, before the launcher stops the
         # others for this exit code
-        failures.record(ctx.rank, f"rank {ctx.rank}: --verify-grads found differences above "
-                        f"the tolerance {args.tolerance:g} (see above)")
+        failures.record(
+            ctx.rank,
+            f"rank {ctx.rank}: --verify-grads found differences above "
+            f"the tolerance {args.tolerance:g} (see above)",
+        )
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)

@@ -70,7 +70,9 @@ def as_plan(program, verify: bool = True) -> dict:
         return program
     if isinstance(program, str) or hasattr(program, "__fspath__"):
         return load_plan(program, verify=verify)
-    raise TypeError(f"expected a plan, a plan file, a Schedule or a compiled program, got {program!r}")
+    raise TypeError(
+        f"expected a plan, a plan file, a Schedule or a compiled program, got {program!r}"
+    )
 
 
 def _groups(mesh, pp_group, dp_group) -> tuple:
@@ -174,7 +176,7 @@ class PipelineRuntime:
                     if e not in shared:
                         shared.append(e)
         elif shared == "refuse":
-            for s, m in zip(self.stage_ids, self.stages):
+            for m in self.stages:
                 for e in getattr(m, "ppir_shared", ()):
                     raise SetupError(_refusal(e, self.plan))
             return []
@@ -295,6 +297,7 @@ class PipelineRuntime:
             nonfinite=self.nonfinite,
             timeout_s=self.timeout_s,
         )
+
 
 def _device_of(stages) -> torch.device:
     for m in stages:

@@ -73,16 +73,28 @@ def broadcast_spec(spec, src: int, group, device, timeout_s=None, rank: int = 0)
     return json.loads(bytes(data.cpu().tolist()).decode())
 
 
-def infer_meta(plan: dict, pp_rank: int, modules: list, sample, device, *, group=None,
-               peer=None, rank: int = 0, timeout_s=None) -> dict:
+def infer_meta(
+    plan: dict,
+    pp_rank: int,
+    modules: list,
+    sample,
+    device,
+    *,
+    group=None,
+    peer=None,
+    rank: int = 0,
+    timeout_s=None,
+) -> dict:
     """Metadata for every boundary, identical on every pipeline rank (collective over the
     pipeline group).  ``sample`` is microbatch 0 of the inputs on the rank holding stage 0."""
     peer = peer or (lambda r: r)
     here = plan["stages_of_rank"][pp_rank]
     meta: dict = {}
     spec0 = V.flatten(sample, "the microbatch input")[1] if 0 in here else None
-    meta[0] = spec0 if plan["ranks"] == 1 else broadcast_spec(
-        spec0, peer(plan["placement"][0]), group, device, timeout_s, rank
+    meta[0] = (
+        spec0
+        if plan["ranks"] == 1
+        else broadcast_spec(spec0, peer(plan["placement"][0]), group, device, timeout_s, rank)
     )
     for b in range(1, plan["stages"]):
         owner = plan["placement"][b - 1]

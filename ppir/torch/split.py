@@ -49,7 +49,9 @@ class Stage(nn.Module):
 
 def layer_counts(n_layers: int, num_stages: int) -> list[int]:
     """As even as possible, earlier stages first: 10 layers on 4 stages -> [3, 3, 2, 2]."""
-    return [n_layers // num_stages + (1 if s < n_layers % num_stages else 0) for s in range(num_stages)]
+    return [
+        n_layers // num_stages + (1 if s < n_layers % num_stages else 0) for s in range(num_stages)
+    ]
 
 
 def split_layers(

@@ -87,8 +87,10 @@ class Verifier:
                 flush=True,
             )
         if gdiff > tol:
-            print(f"verify-grads: rank {self.ctx.rank}: largest difference at {where}: "
-                  f"{gdiff:.3e}", flush=True)
+            print(
+                f"verify-grads: rank {self.ctx.rank}: largest difference at {where}: {gdiff:.3e}",
+                flush=True,
+            )
         return ok
 
     def after_step(self, step: int) -> bool:
@@ -108,11 +110,12 @@ class Verifier:
             print(
                 f"verify-params: after {self.steps} optimizer steps, largest |param diff| "
                 f"{pmax:.3e} (tolerance {tol:g}); tied copies differ by at most {dmax:.3e}: "
-                f"{'OK' if ok else 'FAILED'}"
-                + (f" ({tied})" if tied else ""),
+                f"{'OK' if ok else 'FAILED'}" + (f" ({tied})" if tied else ""),
                 flush=True,
             )
         if pdiff > tol:
-            print(f"verify-params: rank {self.ctx.rank}: largest difference at {where}: "
-                  f"{pdiff:.3e}", flush=True)
+            print(
+                f"verify-params: rank {self.ctx.rank}: largest difference at {where}: {pdiff:.3e}",
+                flush=True,
+            )
         return ok
