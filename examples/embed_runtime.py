@@ -40,8 +40,9 @@ def main() -> None:
     mesh = init_device_mesh("cpu", (pp, dp), mesh_dim_names=("pp", "dp"))
     pp_rank, dp_rank = mesh["pp"].get_local_rank(), mesh["dp"].get_local_rank()
 
-    # a verified, lowered program (ppir.compile(...).program gives the same)
-    program = ppir.lower(ppir.load_schedule("zb_h1", {"P": pp, "M": 4}))
+    compiled = ppir.compile(ppir.load("zb_h1", P=pp, M=4))  # verified, lowered, overlapped
+    assert compiled.ok, compiled.report
+    program = compiled.program
 
     torch.manual_seed(0)
     layers = [nn.Sequential(nn.Linear(16, 16), nn.GELU()) for _ in range(4)]
@@ -57,6 +58,7 @@ def main() -> None:
         opt.step()
         if loss is not None and dp_rank == 0 and step % 5 == 0:
             print(f"step {step:3d}  loss {loss.item():.4f}", flush=True)
+    dist.barrier()  # nobody closes its connections while a peer still reads from them
     dist.destroy_process_group()
 
 

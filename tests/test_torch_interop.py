@@ -88,3 +88,18 @@ def test_to_torch_schedule_refuses_what_it_cannot_run():
         lowered_program(ppir.load_schedule("1f1b", {"P": 2, "M": 2}))
     with pytest.raises(TypeError, match="expected a compiled program"):
         lowered_program(3)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_the_documented_script_runs(capfd):
+    pytest.importorskip("torch")
+    from pathlib import Path
+
+    from ppir.backends.cuda.launch import start
+
+    script = Path(__file__).resolve().parent.parent / "examples" / "torch_pipelining.py"
+    res = start((str(script),), 2)
+    assert res.ok, res.cause
+    out = capfd.readouterr().out
+    assert out.count("zbv on torch's runtime") == 2, out

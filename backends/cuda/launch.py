@@ -148,6 +148,9 @@ def report(out: Outcome) -> int:
 def launch_schedule(s, args) -> int:
     """Run the verified, lowered schedule ``s`` (see the module docstring)."""
     from ppir.plan import PlanError, build_plan, plan_summary, save_plan
+    from ppir.torch.run import quiet_numpy_warning
+
+    quiet_numpy_warning()
 
     try:
         import torch.distributed.launcher.api  # noqa: F401

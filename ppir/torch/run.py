@@ -224,10 +224,18 @@ def train(ctx, plan: dict, model, args) -> int:
     return status
 
 
+def quiet_numpy_warning() -> None:
+    """torch warns at import when numpy is missing; ppir[torch] does not need numpy."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+
 def main(argv: list[str] | None = None) -> int:
     from ppir.torch.failures import die_with_parent
 
     die_with_parent()
+    quiet_numpy_warning()
     args = build_parser().parse_args(argv)
     from ppir.plan import PlanError, load_plan
 
