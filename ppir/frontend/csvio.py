@@ -25,7 +25,7 @@ import re
 from ppir.diagnostics import error
 from ppir.frontend.limits import int_literal
 from ppir.frontend.literal import infer_placement
-from ppir.ir import Action, Group, OpKind, Schedule, Span, Wait, deps
+from ppir.ir import Action, Group, OpKind, Reduce, Schedule, Span, Wait, deps, item_actions
 
 # torch's kinds, longest first; the bookkeeping ones carry no microbatch.
 _KINDS = (
@@ -280,20 +280,24 @@ def torch_rows(
     no groups; see :func:`flatten_groups` for an order that stays deadlock-free).
 
     ``compute_only`` drops communication (torch's runtime inserts its own).  ``reduce_grad``
-    adds ``sREDUCE_GRAD`` right after the last backward (B or W) of each stage
-    (:func:`ppir.ir.reduce.reduce_points`), which the ``compute_comms`` format needs for
-    gradients to be divided by M (without it they are M times too large) and which the
-    ``compute_only`` format must not contain.
+    writes the program's ``sREDUCE_GRAD`` (:class:`ppir.ir.Reduce`; by default right after the
+    last backward, B or W, of each stage: :func:`ppir.ir.reduce.place_reduces`), which the
+    ``compute_comms`` format needs for gradients to be divided by M (without it they are M
+    times too large) and which the ``compute_only`` format must not contain.
     """
-    from ppir.ir.reduce import reduce_order
+    from ppir.ir.reduce import place_reduces
 
+    if reduce_grad:
+        schedule = place_reduces(schedule)
     rows = []
-    for r in range(schedule.ranks):
-        acts = [a for a in schedule.actions(r) if not compute_only or a.kind.is_compute]
-        cells = [str(a) for a in acts]
-        if reduce_grad:
-            for i, s in reversed(reduce_order(acts)):
-                cells.insert(i + 1, f"{s}REDUCE_GRAD")
+    for prog in schedule.programs:
+        cells = []
+        for it in prog:
+            if isinstance(it, Reduce):
+                if reduce_grad:
+                    cells.append(str(it))
+                continue
+            cells.extend(str(a) for a in item_actions(it) if not compute_only or a.kind.is_compute)
         rows.append(cells)
     return rows
 

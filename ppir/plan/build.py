@@ -8,10 +8,11 @@ scheduling decision of its own.  Contract:
   marked ``"overlap": 0`` and ``1``; every communication item (a :class:`ppir.ir.Group`, or a
   lone SEND/RECV, a group of one) becomes one ``group`` instruction whose ``ops`` keep the IR's
   posting order; a :class:`ppir.ir.Wait` becomes a ``wait``.  ``ir`` is the IR item's text.
-* After each stage's last backward (B or W) comes a ``reduce`` instruction for that stage
-  (:mod:`ppir.ir.reduce`): the runtime posts the reduction of the stage's gradients across
-  data-parallel replicas there, asynchronously, and waits for it at the end of the step.  With
-  one replica it does nothing.
+* Each :class:`ppir.ir.Reduce` (``sREDUCE_GRAD``) becomes a ``reduce`` instruction; a program
+  that places none gets one after each stage's last backward (B or W,
+  :func:`ppir.ir.reduce.place_reduces`).  The runtime posts there the reduction of the stage's
+  gradients across data-parallel replicas, asynchronously, and waits for it at the end of the
+  step.  With one replica it does nothing.
 * Values crossing the boundary between stage ``b-1`` and stage ``b`` for microbatch ``m`` live
   in buffers ``a{b}.{m}`` (the activation, input of stage ``b``) and ``g{b}.{m}`` (its
   gradient).  Sender and receiver name the same buffer; each buffer is written once and read
@@ -31,6 +32,7 @@ from ppir.ir import (
     Group,
     OpKind,
     Overlap,
+    Reduce,
     Schedule,
     Wait,
     deps,
@@ -38,7 +40,7 @@ from ppir.ir import (
     item_actions,
 )
 from ppir.ir.printer import schedule_header
-from ppir.ir.reduce import reduce_order
+from ppir.ir.reduce import place_reduces
 
 PLAN_FORMAT = "ppir.plan/2"
 
@@ -87,13 +89,14 @@ def reduce_instruction(stage: int, chunk: int) -> dict:
 def _rank_program(s: Schedule, r: int) -> list[dict]:
     chunk = {st: c for c, st in enumerate(s.stages_of_rank[r])}
     prog = s.programs[r]
-    reduce_after: dict[int, list[int]] = {}
-    for i, st in reduce_order(prog):
-        reduce_after.setdefault(i, []).append(st)
     out: list[dict] = []
     posted: dict[tuple, dict] = {}  # deferred groups of this rank by their actions
-    for i, it in enumerate(prog):
-        if isinstance(it, Wait):
+    for it in prog:
+        if isinstance(it, Reduce):
+            if it.stage not in chunk:
+                raise PlanError(f"rank {r}: {it} reduces a stage the rank does not hold")
+            out.append(reduce_instruction(it.stage, chunk[it.stage]))
+        elif isinstance(it, Wait):
             g = posted.pop(it.actions, None)
             if g is None:
                 raise PlanError(f"rank {r}: {it} waits for no deferred group posted before")
@@ -111,7 +114,6 @@ def _rank_program(s: Schedule, r: int) -> list[dict]:
                 out.append({**compute_instruction(s, a, chunk[a.stage]), "overlap": part})
         else:
             out.append(compute_instruction(s, it, chunk[it.stage]))
-        out.extend(reduce_instruction(st, chunk[st]) for st in reduce_after.get(i, ()))
     if posted:
         first = next(iter(posted.values()))["ir"]
         raise PlanError(f"rank {r}: {len(posted)} deferred group(s) never waited on, e.g. {first}")
@@ -126,9 +128,9 @@ def build_plan(schedule: Schedule) -> dict:
     """
     from ppir.plan.io import plan_digest
 
-    s = schedule
-    if not s.is_lowered and deps.has_boundaries_across_ranks(s.placement):
+    if not schedule.is_lowered and deps.has_boundaries_across_ranks(schedule.placement):
         raise PlanError("the schedule has no communication: lower it first (ppir.lower)")
+    s = place_reduces(schedule)
     plan = {
         "format": PLAN_FORMAT,
         **schedule_header(s),

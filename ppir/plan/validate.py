@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from ppir.ir import Action, Group, Overlap, Schedule, Wait
+from ppir.ir import Action, Group, Overlap, Reduce, Schedule, Wait
 from ppir.plan.build import PLAN_FORMAT, PlanError, build_plan
 
 OPS = frozenset({"F", "B", "I", "W", "group", "wait", "reduce"})
@@ -98,6 +98,8 @@ def _actions(text: str) -> tuple[Action, ...]:
 def _item(ins: dict):
     """The IR item an instruction claims to be (an Overlap part gives its Action)."""
     op, text = ins["op"], ins["ir"].strip()
+    if op == "reduce":
+        return Reduce.parse(text)
     if op == "wait":
         if not (text.startswith("wait[") and text.endswith("]")):
             raise ValueError(f"a wait instruction's IR must read wait[...], got {text!r}")
@@ -126,8 +128,6 @@ def plan_schedule(plan: dict) -> Schedule:
         items: list = []
         pending: Action | None = None  # the forward half of an overlapped step
         for i, ins in enumerate(prog):
-            if ins["op"] == "reduce":
-                continue
             try:
                 it = _item(ins)
                 part = ins.get("overlap")
