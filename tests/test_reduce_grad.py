@@ -144,7 +144,8 @@ def test_with_a_model_the_reduction_moves_the_gradient_bytes(cli):
     line = next(ln for ln in out.splitlines() if ln.startswith("data-parallel reduce"))
     cfg = make_config({"model": {"preset": "gpt2-xl"}, "hardware": {"preset": "h100"}})
     c = ppir.compile(ppir.load("1f1b", P=4, M=16), costs=cfg, dp=8)
-    grads = m.layers // 4 * (4 * m.hidden**2 + 2 * m.hidden * m.ffn_hidden) * m.dtype_bytes
+    sharded, replicated = m.layer_params()
+    grads = (m.layers // 4 * (sharded + replicated) + m.embedding_params()) * 4  # fp32 grads
     want = ring_allreduce_time(8, grads, c.config.intra)
     assert c.dp_reduce.total[0] == pytest.approx(want)
     assert "ring over 8 replicas, intra-node link" in line and "exposed" in line

@@ -11,9 +11,9 @@ with ``alpha``/``beta`` the latency and bandwidth of the link class the data-par
 uses: the intra-node link when ``D <= ranks_per_node`` (the mesh puts the replicas of a stage
 next to each other, ``ppir.torch.procgroup.make_mesh``), else the inter-node one (the ring's
 slowest hop).  ``n``, the stage's gradient bytes, comes from the model shape: the stage's
-layers times ``(4 h^2 + 2 h ffn) / tp`` parameters (the weights of Narayanan et al.'s FLOP
-count) times the dtype's bytes; without a model it is 0 and the reduction costs its
-latencies alone (unit mode).  Reductions of one rank share the ring: the timeline runs them one
+parameters on one tensor-parallel rank (the memory footprint's count: layers, the embedding on
+the first stage, the final norm on the last) at the gradient dtype (``grad_dtype``, fp32 by
+default); without a model it is 0 and the reduction costs its latencies alone (unit mode).  Reductions of one rank share the ring: the timeline runs them one
 after another (a ``channel`` edge between consecutive reduce nodes of a rank).
 
 A reduction is posted asynchronously after its stage's last backward and waited for at the end
@@ -30,7 +30,6 @@ from fractions import Fraction
 
 from ppir.analysis.config import CostConfig, Link
 from ppir.analysis.costs import Costs
-from ppir.analysis.models import check_layers
 from ppir.analysis.timeline import Timeline
 from ppir.ir import Schedule
 from ppir.ir.graph import REDUCE
@@ -50,13 +49,16 @@ def dp_link(cfg: CostConfig, replicas: int) -> Link:
 
 
 def stage_grad_bytes(schedule: Schedule, cfg: CostConfig) -> list[float]:
-    """Each stage's gradient bytes (0 without a model shape)."""
+    """Each stage's gradient bytes on one tensor-parallel rank: its parameters
+    (:func:`ppir.analysis.footprint.stage_sizes`: layers, embedding on the first stage, final
+    norm on the last) at the model's gradient dtype; 0 without a model shape."""
     if cfg.model is None:
         return [0.0] * schedule.stages
-    m = cfg.model
-    per_layer = (4 * m.hidden * m.hidden + 2 * m.hidden * m.ffn_hidden) / m.tp
-    lps = check_layers(m.layers, schedule.stages, schedule.ranks)
-    return [float(lps * per_layer * m.dtype_bytes)] * schedule.stages
+    from ppir.analysis.footprint import stage_sizes
+    from ppir.analysis.models import DTYPE_BYTES
+
+    per = DTYPE_BYTES[cfg.model.grad_dtype]
+    return [float(st.params * per) for st in stage_sizes(cfg.model, schedule)]
 
 
 def with_dp(costs: Costs, schedule: Schedule, cfg: CostConfig, replicas: int) -> Costs:

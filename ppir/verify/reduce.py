@@ -30,12 +30,16 @@ def check_reduces(g: ProgramGraph) -> list[Diagnostic]:
     where: dict[int, tuple[int, int]] = {}  # stage -> (rank, item) of its first reduce
     out: list[Diagnostic] = []
     any_reduce = False
+    last_of: dict[int, tuple[int, int, object]] = {}  # stage -> (rank, item, action) last B/W
     for r, prog in enumerate(s.programs):
         last: dict[int, tuple[int, object]] = {}  # stage -> last (item, action) writing grads
         for i, it in enumerate(prog):
             for a in item_actions(it):
                 if a.kind in deps.WEIGHT_GRAD:
                     last[a.stage] = (i, a)
+        for st, (i, a) in last.items():
+            if 0 <= st < s.stages and s.placement[st] == r:
+                last_of[st] = (r, i, a)
         for i, it in enumerate(prog):
             if not isinstance(it, Reduce):
                 continue
@@ -79,12 +83,17 @@ def check_reduces(g: ProgramGraph) -> list[Diagnostic]:
     if any_reduce:
         for st in range(s.stages):
             if st not in where:
+                r, i, a = last_of.get(st, (None, None, None))
                 out.append(
                     Diagnostic(
                         "missing-reduce",
                         f"stage {st} (rank {s.placement[st]}) is never reduced, but other stages "
                         "are: its replicas would train apart",
-                        hints=(f"add {Reduce(st)} after the stage's last B or W",),
+                        g.item_span(r, i) if r is not None else None,
+                        hints=(
+                            f"add {Reduce(st)} after "
+                            + (f"{a}, the stage's last B or W" if a else "the stage's last B or W"),
+                        ),
                     )
                 )
     return out
