@@ -9,13 +9,15 @@ stages (ZB-V) with ``ppir.torch.split_layers``, so every schedule trains the sam
 same data.  First, on rank 0's first stage, B, I and W are timed alone (I and W are
 :mod:`ppir.torch.backward`'s, without recomputation), to report W / B.  Then each schedule runs
 two warm-up steps and ``--steps`` timed rounds alternating the schedules; a step is timed on
-rank 0 between barriers.  Printed: W / B, min and median step per schedule, and each one's
-ratio to 1F1B (< 1: faster); step-0 losses agree across schedules.
+rank 0 between barriers.  Each rank is pinned to its own core when there are enough.
+Printed: W / B, min and median step per schedule, and each one's ratio to 1F1B (< 1: faster);
+step-0 losses agree across schedules.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -115,6 +117,9 @@ def worker(args) -> None:
 
     torch.set_num_threads(1)
     ctx = procgroup.init(device="cpu", timeout_s=300)
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) >= ctx.world:  # one core per rank: no migration between the two
+        os.sched_setaffinity(0, {cores[ctx.rank]})
     model = make_model(args)
     parts = stage_parts(model, args)
     P, M = ctx.world, args.microbatches

@@ -74,32 +74,37 @@ def _postorder(roots: list) -> list:
 
 
 def _plan(outputs: list, inputs: list, params: list):
-    """(frontier [(node, params reached outside X)], weight-only outputs, entangled)."""
+    """(frontier [(node, params reached outside X)], weight-only outputs, entangled).
+    Parameter sets are int bitmasks (no per-node set objects: this runs at every I)."""
     input_nodes = {_node(x) for x in inputs if x.requires_grad}
-    param_of = {_node(p): i for i, p in enumerate(params)}
+    param_bit = {_node(p): 1 << i for i, p in enumerate(params)}
     roots = [o.grad_fn for o in outputs]
     in_x: dict = {}
-    reach: dict = {}  # node -> frozenset of parameter indices reachable from it
+    reach: dict = {}  # node -> bitmask of the parameters reachable from it
+    kids_of: dict = {}
     for n in _postorder([r for r in roots if r is not None]):
         kids = [c for c, _ in n.next_functions if c is not None]
-        in_x[n] = n in input_nodes or any(in_x[c] for c in kids)
-        ps = {param_of[n]} if n in param_of else set()
+        kids_of[n] = kids
+        x = n in input_nodes
+        mask = param_bit.get(n, 0)
         for c in kids:
-            ps |= reach[c]
-        reach[n] = frozenset(ps)
+            x = x or in_x[c]
+            mask |= reach[c]
+        in_x[n] = x
+        reach[n] = mask
     frontier, entangled = [], False
     for n, x_node in in_x.items():
         if not x_node or n in input_nodes:
             continue
-        outside: set = set()
-        through_x: set = set()
-        for c, _ in n.next_functions:
-            if c is None:
-                continue
-            (through_x if in_x[c] else outside).update(reach[c])
+        outside = through_x = 0
+        for c in kids_of[n]:
+            if in_x[c]:
+                through_x |= reach[c]
+            else:
+                outside |= reach[c]
         if outside:
-            frontier.append((n, sorted(outside)))
-            entangled |= bool(outside & through_x)
+            frontier.append((n, [i for i in range(len(params)) if outside >> i & 1]))
+            entangled = entangled or bool(outside & through_x)
     whole = [i for i, r in enumerate(roots) if r is not None and not in_x[r] and reach[r]]
     return frontier, whole, entangled
 
