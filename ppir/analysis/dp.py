@@ -13,8 +13,9 @@ next to each other, ``ppir.torch.procgroup.make_mesh``), else the inter-node one
 slowest hop).  ``n``, the stage's gradient bytes, comes from the model shape: the stage's
 parameters on one tensor-parallel rank (the memory footprint's count: layers, the embedding on
 the first stage, the final norm on the last) at the gradient dtype (``grad_dtype``, fp32 by
-default); without a model it is 0 and the reduction costs its latencies alone (unit mode).  Reductions of one rank share the ring: the timeline runs them one
-after another (a ``channel`` edge between consecutive reduce nodes of a rank).
+default); without a model it is 0 and the reduction costs its latencies alone (unit mode).
+Reductions of one rank share the ring: the timeline runs them one after another (a
+``channel`` edge between consecutive reduce nodes of a rank).
 
 A reduction is posted asynchronously after its stage's last backward and waited for at the end
 of the step, so it overlaps the rest of the pipeline's work (the drain: the later backwards of

@@ -49,7 +49,7 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
         for i, it in enumerate(prog):
             lo = len(ops)
             cls = it.__class__
-            acts = (it,) if cls is Action else (() if cls is Wait else it.actions)
+            acts = (it,) if cls is Action else (() if cls is Wait or cls is Reduce else it.actions)
             n = len(acts)
             ops.extend(acts)
             op_rank.extend((r,) * n)
