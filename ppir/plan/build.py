@@ -128,6 +128,11 @@ def build_plan(schedule: Schedule) -> dict:
     """
     from ppir.plan.io import plan_digest
 
+    if schedule.pipelines > 1:
+        raise PlanError(
+            f"{schedule.name} runs {schedule.pipelines} pipelines (replicas of one model); the "
+            "executor runs one pipeline of distinct stages, so it cannot run it yet"
+        )
     if not schedule.is_lowered and deps.has_boundaries_across_ranks(schedule.placement):
         raise PlanError("the schedule has no communication: lower it first (ppir.lower)")
     s = place_reduces(schedule)
