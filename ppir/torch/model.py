@@ -5,8 +5,8 @@ A model module (a ``.py`` path or a dotted module name) provides
 
 * ``build_stage(stage: int, num_stages: int) -> torch.nn.Module`` for a global virtual stage;
   it must be deterministic (set the random generator inside it) so that every rank and the
-  single-process reference build the same parameters.  Tied parameters (an embedding shared with the head) are declared
-  by building the stages with :func:`ppir.torch.split_layers` (see :mod:`.split`);
+  single-process reference build the same parameters.  Tied parameters (an embedding shared
+  with the head) are declared by building the stages with :func:`ppir.torch.split_layers`;
 * ``make_batch(step: int) -> (inputs, targets)``: the whole global batch of that step, each a
   tensor or a tuple/list/dict of tensors whose dim 0 is the batch dimension (cut into one
   equal slice per data-parallel replica, then M equal microbatches);
