@@ -7,7 +7,7 @@ PY ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: setup demo test test-all lint bench clean
+.PHONY: setup demo test test-all lint bench clean fresh-venv-check
 
 $(BIN)/ppir: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,10 @@ test: setup
 
 test-all: setup
 	$(BIN)/python -m pytest -q -m "slow or not slow"
+
+# A fresh venv with only torch and ppir[torch] launches 2 ranks with --verify-grads (CI runs it).
+fresh-venv-check:
+	PY=$(PY) bash .ci/fresh_venv_launch.sh
 
 lint: setup
 	$(BIN)/ruff format --check .

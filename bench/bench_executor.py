@@ -40,6 +40,26 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
+def runtime_for(ctx, plan: dict, model):
+    """ppir's runtime for this rank of ``plan`` on fresh stages of ``model``."""
+    from ppir.torch import PipelineRuntime
+    from ppir.torch.model import build_stages
+
+    mods = build_stages(
+        model, plan["stages_of_rank"][ctx.rank], plan["stages"], ctx.device, ctx.rank
+    )
+    return PipelineRuntime(plan, mods, model.loss_fn, timeout_s=300)
+
+
+def run_step(rt, mb_in, mb_tgt):
+    """One step of ``rt`` from zeroed gradients; the loss (on the last stage's rank)."""
+    for m in rt.stages:
+        m.zero_grad(set_to_none=True)
+    return rt.step_microbatches(
+        mb_in if rt.has_first_stage else None, mb_tgt if rt.has_last_stage else None
+    )
+
+
 def timed(fn) -> float:
     import torch.distributed as dist
 
@@ -54,15 +74,15 @@ def bench_schedule(ctx, model, name: str, torch_cls: str, v: int, args) -> dict:
     """Both runtimes on one schedule: warm-up, then alternating timed steps."""
     import torch
     import torch.distributed as dist
-    from ppir.backends.cuda import build_plan, runtime
-    from ppir.backends.cuda.model import split_batch
     from torch.distributed import pipelining
 
     import ppir
+    from ppir.plan import build_plan
+    from ppir.torch.model import split_batch
 
     P, M = ctx.world, args.microbatches
     params = {"P": P, "M": M} | ({"v": v} if v > 1 else {})
-    ex = runtime.prepare(ctx, build_plan(ppir.lower(ppir.load_schedule(name, params))), model)
+    ex = runtime_for(ctx, build_plan(ppir.lower(ppir.load_schedule(name, params))), model)
     mb_in, mb_tgt = split_batch(model, 0, M, ctx.device, ctx.rank)
     inputs, targets = model.make_batch(0)
     S = P * v
@@ -74,9 +94,7 @@ def bench_schedule(ctx, model, name: str, torch_cls: str, v: int, args) -> dict:
     losses: dict[str, list] = {"ppir": [], "torch": []}
 
     def ppir_step():
-        for m in ex.modules:
-            m.zero_grad(set_to_none=True)
-        loss = ex.step(mb_in, mb_tgt)
+        loss = run_step(ex, mb_in, mb_tgt)
         if loss is not None:
             losses["ppir"].append(loss.item())
 
@@ -103,8 +121,9 @@ def bench_schedule(ctx, model, name: str, torch_cls: str, v: int, args) -> dict:
 def worker(args) -> None:
     import torch
     import torch.distributed as dist
-    from ppir.backends.cuda import procgroup
-    from ppir.backends.cuda.model import load_model, parse_options
+
+    from ppir.torch import procgroup
+    from ppir.torch.model import load_model, parse_options
 
     torch.set_num_threads(1)
     ctx = procgroup.init(device="cpu", timeout_s=120)
@@ -152,16 +171,14 @@ def main(argv=None) -> int:
 def run_launched(script: str, argv, ranks: int, deadline_s: float) -> dict | None:
     """Run ``script argv --worker OUT`` on ``ranks`` local processes; rank 0's JSON results, or
     None (after printing the first failure) when a rank failed."""
-    from ppir.backends.cuda.launcher import launch
+    from ppir.backends.cuda.launch import report, start
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
         argv = list(argv if argv is not None else sys.argv[1:])
-        res = launch(
-            [sys.executable, script, *argv, "--worker", str(out)], ranks, deadline_s=deadline_s
-        )
+        res = start((script, *argv, "--worker", str(out)), ranks)
         if not res.ok:
-            print(f"bench failed: {res.codes}: {res.first_failure}", file=sys.stderr)
+            report(res)
             return None
         return json.loads(out.read_text())
 

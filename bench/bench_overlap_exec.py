@@ -29,7 +29,7 @@ import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_executor import run_launched, timed  # noqa: E402  (same launcher and step timer)
+from bench_executor import run_launched, run_step, runtime_for, timed  # noqa: E402
 
 SCHEDULES = [("1f1b", 1), ("interleaved_1f1b", 2)]
 
@@ -67,14 +67,14 @@ def wide_model(width: int, M: int):
 def bench_schedule(ctx, name: str, v: int, args) -> dict:
     import torch
     import torch.distributed as dist
-    from ppir.backends.cuda import build_plan, runtime
-    from ppir.backends.cuda.model import split_batch
 
     import ppir
     from ppir.analysis.config import make_config
     from ppir.analysis.estimate import estimate
     from ppir.passes import OverlapComms
     from ppir.pipeline import compile
+    from ppir.plan import build_plan
+    from ppir.torch.model import split_batch
 
     P, M = ctx.world, args.microbatches
     model = wide_model(args.width, M)
@@ -87,21 +87,19 @@ def bench_schedule(ctx, name: str, v: int, args) -> dict:
     overlapped = OverlapComms().apply(lowered)
     predicted = [estimate(x, cfg, memory=False).step_time for x in (lowered, overlapped, planned)]
     runs = {
-        "blocking": runtime.prepare(ctx, build_plan(lowered), model),
-        "overlap": runtime.prepare(ctx, build_plan(overlapped), model),
-        "planned": runtime.prepare(ctx, build_plan(planned), model),
+        "blocking": runtime_for(ctx, build_plan(lowered), model),
+        "overlap": runtime_for(ctx, build_plan(overlapped), model),
+        "planned": runtime_for(ctx, build_plan(planned), model),
     }
     mb_in, mb_tgt = split_batch(model, 0, M, ctx.device, ctx.rank)
 
     def step(ex):
-        for m in ex.modules:
-            m.zero_grad(set_to_none=True)
-        ex.step(mb_in, mb_tgt)
+        run_step(ex, mb_in, mb_tgt)
 
     times: dict[str, list] = {k: [] for k in runs}
     for ex in runs.values():
         step(ex)
-    grads = [[p.grad.clone() for m in ex.modules for p in m.parameters()] for ex in runs.values()]
+    grads = [[p.grad.clone() for m in ex.stages for p in m.parameters()] for ex in runs.values()]
     diff = max((a - b).abs().max().item() for other in grads[1:] for a, b in zip(grads[0], other))
     for _ in range(args.steps):
         for k, ex in runs.items():
@@ -148,7 +146,8 @@ def measure(ctx, width: int) -> tuple[float, float, float]:
 def worker(args) -> None:
     import torch
     import torch.distributed as dist
-    from ppir.backends.cuda import procgroup
+
+    from ppir.torch import procgroup
 
     torch.set_num_threads(1)
     ctx = procgroup.init(device="cpu", timeout_s=300)

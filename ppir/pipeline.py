@@ -34,7 +34,7 @@ from ppir.diagnostics import Report
 from ppir.ir import Schedule, is_compute_item
 from ppir.ir.graph import ProgramGraph, build_graph
 from ppir.nogc import without_gc
-from ppir.passes import PASSES, LowerComms, OverlapComms
+from ppir.passes import PASSES, LowerComms, OverlapComms, PlaceReduce
 from ppir.passes.driver import parse_pipeline, pipeline_text
 from ppir.passes.lower_comms import STRATEGIES
 
@@ -67,6 +67,20 @@ class Compiled:
     timings: dict = field(default_factory=dict)
     """Seconds spent per stage ("input", each pass, "graph", "verify", "timeline"), summed
     over the candidates compiled; for benchmarks and ``--verbose`` output."""
+    dp: int = 1
+    """Data-parallel replicas the program was timed for: with ``dp > 1`` it holds a
+    ``REDUCE_GRAD`` per stage (the ``place-reduce`` pass) and the timeline times them."""
+
+    @cached_property
+    def dp_reduce(self):
+        """How long the data-parallel reductions take and how much the drain hides
+        (:func:`ppir.analysis.dp.dp_report`); None for one replica."""
+        if self.dp <= 1:
+            return None
+        from ppir.analysis.dp import dp_link, dp_report
+
+        link = "intra-node" if dp_link(self.config, self.dp) is self.config.intra else "inter-node"
+        return dp_report(self.timeline, self.dp, link)
 
     @property
     def ok(self) -> bool:
@@ -118,6 +132,7 @@ def compile(  # noqa: A001 - the library's verb
     progress: str = "fifo",
     strict: bool = False,
     passes: str | None = None,
+    dp: int = 1,
 ) -> Compiled:
     """Compile ``schedule`` (see the module docstring).  ``lowering`` is one of
     :data:`LOWERINGS`; ``overlap`` adds ``overlap-comms`` (not after ``naive``); ``passes`` is
@@ -126,14 +141,24 @@ def compile(  # noqa: A001 - the library's verb
     B=2, I=1, W=1 per rank share, free links); ``progress`` the verifier's model.
     ``verify``: True verifies the input and the output of every pass; ``"final"`` the input
     and the program that runs only (what a search over many candidates needs: the same
-    program, the same verdict, without the report of each intermediate); False nothing."""
+    program, the same verdict, without the report of each intermediate); False nothing.
+    ``dp > 1`` times the program for that many data-parallel replicas: ``place-reduce`` runs
+    last (a ``REDUCE_GRAD`` after each stage's last backward, unless the program places its
+    own) and each reduction costs a ring all-reduce (:mod:`ppir.analysis.dp`,
+    ``Compiled.dp_reduce``)."""
     if lowering not in LOWERINGS:
         raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
     cfg = costs or CostConfig()
     c = costs_for(schedule, cfg)
+    if dp > 1:
+        from ppir.analysis.dp import with_dp
+
+        c = with_dp(c, schedule, cfg, dp)
     timings: dict = {}
-    base = dict(source=schedule, config=cfg, costs=c, progress=progress, timings=timings)
+    base = dict(source=schedule, config=cfg, costs=c, progress=progress, timings=timings, dp=dp)
     if schedule.is_lowered:  # a literal program with communication runs as written
+        if dp > 1:
+            schedule = PlaceReduce().apply(schedule)
         with _timed(timings, "graph"):
             g = build_graph(schedule, progress)
         return _finish(schedule, g, verify, strict, **base)
@@ -155,12 +180,15 @@ def compile(  # noqa: A001 - the library's verb
             )
     base["input_graph"] = cg
     if passes is not None:
-        return _run(schedule, parse_pipeline(passes, PASSES), verify, strict, base)
+        chosen = parse_pipeline(passes, PASSES)
+        if dp > 1 and not any(isinstance(p, PlaceReduce) for p in chosen):
+            chosen.append(PlaceReduce())
+        return _run(schedule, chosen, verify, strict, base)
     strategy = "lockstep" if lowering == "auto" else lowering
-    best = _run(schedule, _passes(strategy, overlap), verify, strict, base)
+    best = _run(schedule, _passes(strategy, overlap, dp), verify, strict, base)
     if lowering != "auto" or not best.ok or bound is None or best.step_time <= bound:
         return best
-    eager = _run(schedule, _passes("eager", overlap), verify, strict, base)
+    eager = _run(schedule, _passes("eager", overlap, dp), verify, strict, base)
     candidates = {"lockstep": best.step_time, "eager": eager.step_time}
     if eager.ok and eager.step_time < best.step_time:
         best = eager
@@ -177,10 +205,12 @@ def _timed(timings: dict, stage: str):
         timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - t
 
 
-def _passes(strategy: str, overlap: bool) -> list:
+def _passes(strategy: str, overlap: bool, dp: int = 1) -> list:
     out = [LowerComms(strategy)]
     if overlap and strategy != "naive":
         out.append(OverlapComms())
+    if dp > 1:
+        out.append(PlaceReduce())
     return out
 
 

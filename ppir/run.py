@@ -1,8 +1,7 @@
 """``python -m ppir.run PLAN --model MODEL ...``: run one rank of a ppir execution plan.
 
-A thin entry point for torchrun (``torchrun --nproc-per-node P -m ppir.run plan.json --model
-examples/gpt_model.py``); the runtime belongs to the
-``cuda`` backend (found through the ``ppir.backends`` entry points) and needs torch.
+The entry point ``ppir launch`` and torchrun start (``torchrun --nproc-per-node N -m ppir.run
+plan.json --model examples/gpt_model.py``); the runtime is :mod:`ppir.torch.run`.
 """
 
 from __future__ import annotations
@@ -11,9 +10,9 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ppir.plugins import get_backend
+    from ppir.torch.run import main as run_main
 
-    return get_backend("cuda").run_rank(argv)
+    return run_main(argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
-"""``ppir launch`` end to end (multi-process gloo): compile, verify, run, --verify-grads."""
+"""``ppir launch`` end to end (multi-process gloo): compile, verify, run, --verify-grads; data
+parallel; two "nodes" on localhost."""
 
 from __future__ import annotations
 
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,43 +25,76 @@ SMALL = [
 ]
 
 
-def ppir_launch(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ppir.cli", "launch", *argv],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        cwd=ROOT,
-    )
+def ppir_launch(*argv: str, wait: bool = True):
+    cmd = [sys.executable, "-m", "ppir.cli", "launch", *argv]
+    if not wait:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=ROOT)  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=ROOT)
+
+
+def losses(out: str) -> list[float]:
+    return [float(line.split()[3]) for line in out.splitlines() if line.startswith("step ")]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_launch_trains_and_verifies_gradients():
     res = ppir_launch(
-        "-n",
-        "2",
-        "interleaved_vshape",
-        "-D",
-        "M=4",
-        "-D",
-        "v=2",
-        "--model",
-        GPT,
-        *SMALL,
-        "--steps",
-        "4",
-        "--verify-grads",
-        "--device",
-        "cpu",
-    )
+        "-n", "2", "interleaved_vshape", "-D", "M=4", "-D", "v=2", "--model", GPT, *SMALL,
+        "--steps", "4", "--verify-grads", "--device", "cpu",
+    )  # fmt: skip
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "interleaved_vshape: 2 ranks, 4 stages, 4 microbatches" in out
     assert "verify-grads: largest |grad diff|" in out and ": OK" in out
-    losses = [float(line.split()[3]) for line in out.splitlines() if line.startswith("step ")]
-    assert len(losses) == 4 and losses[-1] < losses[0], out
+    ls = losses(out)
+    assert len(ls) == 4 and ls[-1] < ls[0], out
     assert "mean step time" in out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_launch_data_parallel_verifies_against_the_global_batch():
+    res = ppir_launch(
+        "-n", "4", "--dp", "2", "zbv", "-D", "M=3", "--model", GPT, *SMALL,
+        "--model-opt", "batch=12", "--steps", "2", "--verify-grads", "--device", "cpu",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "x 2 data-parallel replicas; 4 local processes" in res.stdout
+    assert "verify-grads: largest |grad diff|" in res.stdout and ": OK" in res.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_two_nodes_on_localhost():
+    """The same command on two "nodes" (static rendezvous at node 0's address): 2 x 2 ranks,
+    PP=2 x DP=2, gradients checked against single-process training."""
+    endpoint = f"127.0.0.1:{free_port()}"
+    common = [
+        "-n", "4", "--dp", "2", "--nnodes", "2", "--rdzv-endpoint", endpoint, "1f1b",
+        "-D", "M=2", "--model", GPT, *SMALL, "--steps", "2", "--verify-grads", "--device", "cpu",
+    ]  # fmt: skip
+    nodes = [ppir_launch("--node-rank", str(k), *common, wait=False) for k in (1, 0)]
+    outs = []
+    try:
+        for p in nodes:
+            outs.append(p.communicate(timeout=150))
+    finally:
+        for p in nodes:
+            if p.poll() is None:
+                p.kill()
+    (out1, err1), (out0, err0) = outs
+    assert [p.returncode for p in nodes] == [0, 0], err0 + err1
+    assert "2 local processes on node 0 of 2" in out0 and "on node 1 of 2" in out1
+    assert "verify-grads: largest |grad diff|" in out0 and ": OK" in out0
+    assert len(losses(out1)) == 2  # the last stage (pp rank 1) lives on node 1
 
 
 NONDETERMINISTIC = """
@@ -78,18 +114,9 @@ def test_verify_grads_fails_above_tolerance(tmp_path):
     model = tmp_path / "nondet.py"
     model.write_text(NONDETERMINISTIC)
     res = ppir_launch(
-        "-n",
-        "2",
-        "1f1b",
-        "-D",
-        "M=2",
-        "--model",
-        str(model),
-        "--steps",
-        "1",
-        "--verify-grads",
-        "--device",
-        "cpu",
-    )
+        "-n", "2", "1f1b", "-D", "M=2", "--model", str(model), "--steps", "1", "--verify-grads",
+        "--device", "cpu",
+    )  # fmt: skip
     assert res.returncode == 1, res.stdout + res.stderr
     assert "FAILED" in res.stdout and "largest difference at stage" in res.stdout
+    assert re.search(r"failed: rank \d: --verify-grads found differences above the tol", res.stderr)

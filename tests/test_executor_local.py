@@ -9,27 +9,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ppir.backends.cuda import build_plan  # noqa: E402
-from ppir.backends.cuda.executor import ShapeMismatch  # noqa: E402
-from ppir.backends.cuda.model import (  # noqa: E402
-    ModelError,
-    build_stages,
-    load_model,
-    parse_options,
-    split_batch,
-)
-from ppir.backends.cuda.plan import PlanError  # noqa: E402
-from ppir.backends.cuda.reference import max_grad_diff, reference_grads  # noqa: E402
-from ppir.backends.cuda.runtime import prepare  # noqa: E402
-
 import ppir  # noqa: E402
 from ppir.ir import Action, OpKind  # noqa: E402
+from ppir.plan import build_plan  # noqa: E402
+from ppir.torch import NonFiniteLoss, PipelineRuntime, SetupError, ShapeMismatch  # noqa: E402
+from ppir.torch.errors import ModelError  # noqa: E402
+from ppir.torch.model import build_stages, load_model, parse_options, split_batch  # noqa: E402
+from ppir.torch.reference import max_grad_diff, reference_grads  # noqa: E402
 
 CPU = torch.device("cpu")
-
-
-def ctx(world: int = 1, rank: int = 0):
-    return types.SimpleNamespace(rank=rank, world=world, device=CPU)
 
 
 def model(width: int = 5, batch: int = 6):
@@ -43,6 +31,32 @@ def model(width: int = 5, batch: int = 6):
 
     return types.SimpleNamespace(
         build_stage=build_stage, make_batch=make_batch, loss_fn=lambda y, t: ((y - t) ** 2).mean()
+    )
+
+
+class Pair(torch.nn.Module):
+    """A stage taking and returning a tuple (x, mask): a float and an integer tensor."""
+
+    def __init__(self, stage, width=5):
+        super().__init__()
+        torch.manual_seed(stage)
+        self.lin = torch.nn.Linear(width, width)
+
+    def forward(self, x, mask):
+        return torch.tanh(self.lin(x)) * (mask > 0), mask
+
+
+def pair_model(batch=6, width=5):
+    def make_batch(step):
+        g = torch.Generator().manual_seed(step)
+        x = torch.randn(batch, width, generator=g)
+        mask = (torch.arange(batch * width).reshape(batch, width) % 3).to(torch.int64)
+        return (x, mask), torch.randn(batch, width, generator=g)
+
+    return types.SimpleNamespace(
+        build_stage=lambda s, n: Pair(s, width),
+        make_batch=make_batch,
+        loss_fn=lambda y, t: ((y[0] - t) ** 2).mean(),
     )
 
 
@@ -60,47 +74,83 @@ def split_iw(s):
     return s.replace_programs(tuple(progs))
 
 
+def runtime(plan, m, **kw):
+    stages = build_stages(m, plan["stages_of_rank"][0], plan["stages"], CPU, 0)
+    return PipelineRuntime(plan, stages, m.loss_fn, **kw)
+
+
+@pytest.mark.parametrize("kind", ["tensor", "tuple"])
 @pytest.mark.parametrize("split", [False, True])
-def test_local_hand_offs_match_the_reference(split):
+def test_local_hand_offs_match_the_reference(split, kind):
     s = ppir.load_schedule("looped_bfs", {"P": 1, "M": 3, "v": 4})
     s = ppir.lower(split_iw(s) if split else s)
-    m = model()
-    ex = prepare(ctx(), build_plan(s), m)
-    loss = ex.step(*split_batch(m, 0, 3, CPU, 0))
+    m = model() if kind == "tensor" else pair_model()
+    rt = runtime(build_plan(s), m)
+    loss = rt.step_microbatches(*split_batch(m, 0, 3, CPU, 0))
     ref_loss, ref = reference_grads(m, 4, 0, CPU)
     assert abs(loss.item() - ref_loss.item()) < 1e-6
-    diff, _ = max_grad_diff(ex.modules, ex.stages, ref)
+    diff, _ = max_grad_diff(rt.stages, rt.stage_ids, ref)
     assert diff < 1e-6
-    assert ex.peak_saved == 12  # looped BFS keeps every (stage, microbatch) until its backward
+    assert rt.peak_saved == 12  # looped BFS keeps every (stage, microbatch) until its backward
+
+
+def test_step_cuts_a_batch_into_microbatches():
+    m = pair_model()
+    plan = build_plan(ppir.lower(ppir.load_schedule("gpipe", {"P": 1, "M": 3})))
+    rt = runtime(plan, m)
+    x, y = m.make_batch(0)
+    loss = rt.step(x, y)
+    ref_loss, _ = reference_grads(m, 1, 0, CPU)
+    assert abs(loss.item() - ref_loss.item()) < 1e-6
+    with pytest.raises(ValueError, match=r"dim 0 must split into 3 equal microbatches"):
+        rt.step(torch.zeros(4, 5), y)
 
 
 def test_world_size_mismatch_is_named():
     plan = build_plan(ppir.lower(ppir.load_schedule("1f1b", {"P": 4, "M": 4})))
     with pytest.raises(
-        PlanError,
-        match=r"rank 1: the plan is for 4 ranks but the process "
-        r"group has 2 \(WORLD_SIZE\)",
+        SetupError, match=r"rank 0: the plan is for 4 ranks but the pipeline group has 1"
     ):
-        prepare(ctx(world=2, rank=1), plan, model())
+        PipelineRuntime(plan, [], lambda y, t: y.sum())
+
+
+def test_stage_count_mismatch_is_named():
+    plan = build_plan(ppir.lower(ppir.load_schedule("looped_bfs", {"P": 1, "M": 2, "v": 2})))
+    with pytest.raises(
+        SetupError, match=r"1 stage module\(s\) given, but this rank holds stages \[0, 1\]"
+    ):
+        PipelineRuntime(plan, [torch.nn.Linear(2, 2)], lambda y, t: y.sum())
 
 
 def test_plan_metadata_is_enforced():
     plan = build_plan(ppir.lower(ppir.load_schedule("looped_bfs", {"P": 1, "M": 2, "v": 2})))
     plan["meta"] = {
-        "boundaries": {
-            "0": {"shape": [3, 5], "dtype": "float32"},
-            "1": {"shape": [3, 7], "dtype": "float32"},
-        }
+        "boundaries": {"0": ["t", "float32", [3, 5]], "1": ["t", "float32", [3, 7]]},
+        "source": "test",
     }
     m = model()
-    ex = prepare(ctx(), plan, m)
+    rt = runtime(plan, m)
     with pytest.raises(
         ShapeMismatch,
         match=r"rank 0, instruction #0 \(0F0\): the output of "
         r"stage 0 has shape \(3, 5\) float32 but the plan's "
         r"metadata for boundary 1 says \(3, 7\) float32",
     ):
-        ex.step(*split_batch(m, 0, 2, CPU, 0))
+        rt.step_microbatches(*split_batch(m, 0, 2, CPU, 0))
+
+
+def test_non_finite_loss_names_rank_step_and_microbatch(capsys):
+    m = model()
+    m.loss_fn = lambda y, t: ((y - t) ** 2).mean() * (float("nan") if y[0, 0] > -9 else 1)
+    plan = build_plan(ppir.lower(ppir.load_schedule("gpipe", {"P": 1, "M": 2})))
+    rt = runtime(plan, m)
+    with pytest.raises(
+        NonFiniteLoss, match=r"rank 0: the loss is nan at step 0, microbatch 0 \(stage 0\)"
+    ):
+        rt.step_microbatches(*split_batch(m, 0, 2, CPU, 0))
+    rt = runtime(plan, m, nonfinite="warn")
+    rt.step_microbatches(*split_batch(m, 0, 2, CPU, 0))
+    assert "warning: rank 0: the loss is nan at step 0, microbatch 0" in capsys.readouterr().err
 
 
 def test_factory_returning_the_wrong_thing():
@@ -121,6 +171,8 @@ def test_batches_must_split_into_microbatches():
         r"4 equal microbatches",
     ):
         split_batch(model(), 0, 4, CPU, 0)
+    with pytest.raises(ModelError, match=r"must split into 4 equal data-parallel replicas"):
+        split_batch(model(), 0, 1, CPU, 0, replicas=4, replica=1)
     m = model()
     m.make_batch = lambda step: torch.zeros(4)
     with pytest.raises(ModelError, match="must return \\(inputs, targets\\)"):
@@ -131,9 +183,9 @@ def test_loss_must_be_a_scalar():
     s = ppir.lower(ppir.load_schedule("gpipe", {"P": 1, "M": 2}))
     m = model()
     m.loss_fn = lambda y, t: (y - t) ** 2
-    ex = prepare(ctx(), build_plan(s), m)
+    rt = runtime(build_plan(s), m)
     with pytest.raises(ModelError, match=r"loss_fn on stage 0, microbatch 0 returned \(3, 5\)"):
-        ex.step(*split_batch(m, 0, 2, CPU, 0))
+        rt.step_microbatches(*split_batch(m, 0, 2, CPU, 0))
 
 
 def test_model_modules_are_checked(tmp_path):
@@ -146,23 +198,37 @@ def test_model_modules_are_checked(tmp_path):
     assert parse_options(["layers=4", "lr=0.5", "name=x"]) == {"layers": 4, "lr": 0.5, "name": "x"}
 
 
+def test_runtime_accepts_schedules_and_plan_files(tmp_path):
+    from ppir.plan import save_plan
+
+    s = ppir.lower(ppir.load_schedule("gpipe", {"P": 1, "M": 2}))
+    m = model()
+    stages = build_stages(m, [0], 1, CPU, 0)
+    save_plan(build_plan(s), tmp_path / "p.json")
+    for program in (s, build_plan(s), tmp_path / "p.json", str(tmp_path / "p.json")):
+        rt = PipelineRuntime(program, stages, m.loss_fn)
+        assert rt.plan["digest"] == build_plan(s)["digest"]
+    with pytest.raises(TypeError, match="expected a plan"):
+        PipelineRuntime(42, stages, m.loss_fn)
+
+
 def test_gpt_example_trains_in_one_process():
     """The example's API on one rank: loss falls over a few optimizer steps."""
     from pathlib import Path
 
-    from ppir.backends.cuda.model import make_optimizer
+    from ppir.torch.model import make_optimizer
 
     gpt = load_model(str(Path(__file__).parent.parent / "examples" / "gpt_model.py"))
     old = dict(gpt.CONFIG)
     try:
         gpt.configure(layers=2, d_model=32, seq=8, batch=8, lr=1e-2)
         plan = build_plan(ppir.lower(ppir.load_schedule("1f1b", {"P": 1, "M": 2})))
-        ex = prepare(ctx(), plan, gpt)
-        opt = make_optimizer(gpt, [p for mod in ex.modules for p in mod.parameters()], 0.0)
+        rt = runtime(plan, gpt)
+        opt = make_optimizer(gpt, rt.parameters(), 0.0)
         losses = []
         for step in range(15):
             opt.zero_grad()
-            losses.append(ex.step(*split_batch(gpt, step, 2, CPU, 0)).item())
+            losses.append(rt.step_microbatches(*split_batch(gpt, step, 2, CPU, 0)).item())
             opt.step()
         assert losses[-1] < losses[0] - 0.5, losses
     finally:

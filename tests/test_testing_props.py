@@ -107,11 +107,13 @@ def test_mutations_of_lowered_schedules_change_one_program(mutant):
 @settings(max_examples=40)
 @given(s=valid_schedules(**SMALL, placement="random", split_backward=None))
 def test_json_program_and_plan_round_trips(s, tmp_path_factory):
-    from ppir.backends.cuda.plan import build_plan, load_plan, save_plan
+    from ppir.ir.reduce import place_reduces
+    from ppir.plan import build_plan, load_plan, plan_schedule, save_plan
 
     low = LowerComms().apply(s)
     assert from_json(json.loads(json.dumps(to_json(low)))) == low
     plan = build_plan(low)
     path = tmp_path_factory.mktemp("plan") / "plan.json"
     save_plan(plan, path)
-    assert load_plan(path) == plan
+    assert load_plan(path) == plan  # validated: rebuilt from its IR, verified, digest checked
+    assert plan_schedule(plan) == place_reduces(low)  # the default reductions made explicit

@@ -59,6 +59,11 @@ class CostBackend:
                 from ppir.cli.footprint_view import footprint_lines
 
                 text += "\n" + "\n".join(footprint_lines(fp)) + "\n"
+            if compiled.dp_reduce is not None:
+                from ppir.analysis.units import fmt_time
+
+                unit = est.time_unit
+                text += compiled.dp_reduce.describe(lambda x: fmt_time(x, unit)) + "\n"
         out = getattr(args, "output", None)
         if out:
             write_output(out, text)

@@ -1,12 +1,11 @@
-"""The cuda backend: turn a verified, lowered schedule into a per-rank execution plan and run it
-with torch.distributed (NCCL on GPUs, gloo on CPU, the same code).
+"""The cuda backend: a thin leaf over :mod:`ppir.plan` and :mod:`ppir.torch`.
 
-Modules: :mod:`.plan` (the ``ppir.plan/1`` format; no torch), :mod:`.launcher` (local
-multi-process launch; no torch), and the runtime, which imports torch: :mod:`.runtime` (the
-``ppir.run`` entry), :mod:`.executor` (the plan interpreter), :mod:`.procgroup` (process group,
-devices, fail-fast), :mod:`.shapes` (boundary metadata), :mod:`.model` (the user's model module)
-and :mod:`.reference` (single-process reference).  Importing this package, building and writing
-plans never imports torch.  See docs/executor.md.
+* ``ppir compile SCHEDULE --backend cuda -o plan.json`` writes the execution plan
+  (:func:`ppir.plan.build_plan`; no torch needed) and prints the torchrun command that runs it;
+* ``ppir launch`` starts the ranks with torch's elastic agent (:mod:`.launch`);
+* the ranks run ``python -m ppir.run`` (:mod:`ppir.torch.run`).
+
+See docs/executor.md.
 """
 
 from __future__ import annotations
@@ -14,24 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ppir.backends.cuda.plan import (
-    PLAN_FORMAT,
-    PlanError,
-    build_plan,
-    check_plan,
-    load_plan,
-    save_plan,
-)
-
-__all__ = [
-    "BACKEND",
-    "PLAN_FORMAT",
-    "PlanError",
-    "build_plan",
-    "check_plan",
-    "load_plan",
-    "save_plan",
-]
+__all__ = ["BACKEND"]
 
 
 class CudaBackend:
@@ -49,6 +31,7 @@ class CudaBackend:
 
     def run(self, compiled, args) -> int:
         from ppir.diagnostics import EXIT_USAGE
+        from ppir.plan import PlanError, build_plan, plan_summary, save_plan
 
         try:
             plan = build_plan(compiled.program)
@@ -61,14 +44,15 @@ class CudaBackend:
             json.dump(plan, sys.stdout, indent=indent)
             sys.stdout.write("\n")
             return 0
-        save_plan(plan, out, indent=indent)
-        from ppir.backends.cuda.plan import plan_summary
-
+        save_plan(plan, out, indent=indent)  # a one-line bad-output error when it cannot
+        n = plan["ranks"]
         print(f"wrote {out}: {plan_summary(plan)}")
-        print("run it with:")
+        print("run it with (one node; add --dp D and D times the processes for data parallel):")
+        print(f"  torchrun --nproc-per-node {n} -m ppir.run {out} --model MODEL --steps 10")
+        print("or on N nodes, the same on each (node K of N, node 0's address HOST):")
         print(
-            f"  torchrun --nproc-per-node {plan['ranks']} -m ppir.run {out} --model MODEL "
-            "--steps 10"
+            f"  torchrun --nnodes N --node-rank K --nproc-per-node {n}*D/N --master-addr HOST "
+            f"--master-port 29500 -m ppir.run {out} --model MODEL"
         )
         print(
             "where MODEL is a .py file or module with build_stage, make_batch and loss_fn "
@@ -78,21 +62,15 @@ class CudaBackend:
 
     def add_launch_arguments(self, parser) -> None:
         """The runtime options of ``ppir launch`` (the same as ``ppir.run``'s)."""
-        from ppir.backends.cuda.runtime import add_run_arguments
+        from ppir.torch.run import add_run_arguments
 
         add_run_arguments(parser)
 
-    def launch(self, schedule, args) -> int:
-        """``ppir launch``: run the verified, lowered schedule on local processes."""
+    def launch(self, compiled, args) -> int:
+        """``ppir launch``: run the compiled program (see :mod:`.launch`)."""
         from ppir.backends.cuda.launch import launch_schedule
 
-        return launch_schedule(schedule, args)
-
-    def run_rank(self, argv: list[str] | None = None) -> int:
-        """``python -m ppir.run``: one rank of a plan (needs torch)."""
-        from ppir.backends.cuda.runtime import main
-
-        return main(argv)
+        return launch_schedule(compiled.program, args)
 
 
 BACKEND = CudaBackend()

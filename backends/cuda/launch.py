@@ -1,61 +1,186 @@
-"""``ppir launch`` on the cuda backend: write the verified program's plan and start one local
-process per rank running :mod:`.runtime` (the ``ppir.run`` entry)."""
+"""``ppir launch`` on the cuda backend: write the verified program's plan and start the ranks
+of ``python -m ppir.run`` with torch's elastic agent (what torchrun runs).
+
+Contract:
+
+* The agent (``torch.distributed.launcher.api.elastic_launch``) starts this node's ranks,
+  hosts the rendezvous store (so rank 0's death does not take it away), and on the first rank
+  that ends non-zero stops the others (SIGTERM, then SIGKILL).  SIGTERM/SIGINT/SIGHUP to the
+  launcher are forwarded to every rank; ranks die with the launcher even on SIGKILL
+  (:func:`ppir.torch.failures.die_with_parent`).
+* Several nodes: every node runs the same ``ppir launch`` with ``--nnodes N --node-rank K
+  --rdzv-endpoint HOST:PORT`` (node 0's address; static rendezvous, as torchrun's
+  ``--master-addr/--master-port``), or ``--rdzv-backend c10d`` with a shared ``--run-id``.
+  ``-n`` is the total number of processes; each node starts ``n / N``.
+* After a failure the launcher prints the root cause once (:mod:`.outcome`): the rank, the
+  cause and, for an exception in the user's code, its traceback; then how each rank ended.
+  Exit status 1 (128 + the signal when the launcher itself was signalled).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
 import sys
 import tempfile
+import uuid
+from dataclasses import dataclass, field
+
+from ppir.backends.cuda.outcome import Cause, RankEnd, root_cause, summary
 
 from ppir.diagnostics import EXIT_USAGE
 
 
-def _runtime_argv(args) -> list[str]:
-    out = [
-        "--model",
-        args.model,
-        "--steps",
-        str(args.steps),
-        "--lr",
-        repr(args.lr),
-        "--device",
-        args.device,
-        "--timeout",
-        repr(args.timeout),
-        "--tolerance",
-        repr(args.tolerance),
-    ]
+def runtime_argv(args) -> list[str]:
+    """``ppir.run`` options from ``ppir launch``'s arguments."""
+    out = ["--model", args.model, "--steps", str(args.steps), "--lr", repr(args.lr)]
+    out += ["--device", args.device, "--timeout", repr(args.timeout)]
+    out += ["--tolerance", repr(args.tolerance), "--on-nonfinite", args.on_nonfinite]
+    out += ["--tied", args.tied]
     for opt in args.model_opt:
         out += ["--model-opt", opt]
-    if args.dist_backend:
-        out += ["--dist-backend", args.dist_backend]
+    for flag, value in (
+        ("--dist-backend", args.dist_backend),
+        ("--dump-plan", args.dump_plan),
+        ("--dp", args.dp),
+        ("--verify-steps", args.verify_steps),
+    ):
+        if value:
+            out += [flag, str(value)]
     if args.verify_grads:
         out.append("--verify-grads")
-    if args.dump_plan:
-        out += ["--dump-plan", args.dump_plan]
+    if getattr(args, "no_verify", False):
+        out.append("--no-verify")
     return out
 
 
-def launch_schedule(s, args) -> int:
-    """Run the verified, lowered schedule ``s`` on ``s.ranks`` local processes."""
-    from ppir.backends.cuda.launcher import launch
-    from ppir.backends.cuda.plan import PlanError, build_plan, plan_summary, save_plan
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
+
+@dataclass
+class Outcome:
+    """How a launch ended: ``code`` (0, 1, or 128 + signal), the root cause and the ranks'
+    ends (empty when every rank succeeded)."""
+
+    code: int
+    cause: Cause | None = None
+    ends: list = field(default_factory=list)
+    stopped_by: str | None = None  # the signal that stopped the launcher itself
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+
+def start(
+    cmd: tuple,
+    nproc_per_node: int,
+    *,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    endpoint: str | None = None,
+    rdzv_backend: str = "static",
+    run_id: str | None = None,
+    rdzv_timeout: int = 300,
+    log_dir: str | None = None,
+    verbose: bool = False,
+) -> Outcome:
+    """Run ``python CMD...`` as this node's ranks under torch's elastic agent (the module
+    docstring); never raises for a rank's failure."""
+    import torch.distributed.launcher.api as elastic
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with tempfile.TemporaryDirectory(prefix="ppir-logs-") as tmp:
+        config = elastic.LaunchConfig(
+            min_nodes=nnodes,
+            max_nodes=nnodes,
+            nproc_per_node=nproc_per_node,
+            run_id=run_id or ("ppir" if rdzv_backend == "static" else uuid.uuid4().hex[:12]),
+            rdzv_backend=rdzv_backend,
+            rdzv_endpoint=endpoint or f"127.0.0.1:{free_port()}",
+            rdzv_configs={"rank": node_rank, "timeout": rdzv_timeout}
+            if rdzv_backend == "static"
+            else {"timeout": rdzv_timeout},
+            max_restarts=0,
+            monitor_interval=0.1,
+            logs_specs=DefaultLogsSpecs(log_dir=log_dir or tmp),
+        )
+        if not verbose:
+            logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+        try:
+            elastic.elastic_launch(config, sys.executable)(*cmd)
+        except ChildFailedError as e:
+            ends = []
+            for rank, f in e.failures.items():
+                data = f.error_file_data if isinstance(f.error_file_data, dict) else {}
+                ends.append(RankEnd(int(rank), int(f.exitcode), data.get("ppir")))
+            return Outcome(1, root_cause(ends), ends)
+        except SignalException as e:
+            return Outcome(128 + int(e.sigval), stopped_by=getattr(e.sigval, "name", str(e.sigval)))
+        except KeyboardInterrupt:
+            return Outcome(130, stopped_by="SIGINT")
+    return Outcome(0)
+
+
+def report(out: Outcome) -> int:
+    """Print a failed outcome (the root cause once, then how each rank ended); its exit code."""
+    if out.stopped_by:
+        print(
+            f"ppir launch: stopped by {out.stopped_by}: every rank was sent {out.stopped_by}",
+            file=sys.stderr,
+        )
+    elif not out.ok:
+        if out.cause is not None:
+            print(f"ppir launch: failed: {out.cause.message}", file=sys.stderr)
+            if out.cause.traceback:
+                print(out.cause.traceback.rstrip("\n"), file=sys.stderr)
+        print(f"ppir launch: {summary(out.ends, out.cause)}", file=sys.stderr, flush=True)
+    return out.code
+
+
+def launch_schedule(s, args) -> int:
+    """Run the verified, lowered schedule ``s`` (see the module docstring)."""
+    from ppir.plan import PlanError, build_plan, plan_summary, save_plan
+    from ppir.torch.run import quiet_numpy_warning
+
+    quiet_numpy_warning()
+
+    try:
+        import torch.distributed.launcher.api  # noqa: F401
+    except ImportError:
+        print("ppir: error: ppir launch needs PyTorch: pip install 'ppir[torch]'", file=sys.stderr)
+        return EXIT_USAGE
     try:
         plan = build_plan(s)
     except PlanError as e:
         print(f"ppir: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    nnodes, dp = args.nnodes, args.dp or 1
+    per_node = s.ranks * dp // nnodes
     with tempfile.TemporaryDirectory(prefix="ppir-plan-") as tmp:
         path = args.plan_out or os.path.join(tmp, "plan.json")
-        save_plan(plan, path)
-        print(f"ppir launch: {plan_summary(plan)}; {s.ranks} local processes", flush=True)
-        cmd = [sys.executable, "-m", "ppir.run", path, *_runtime_argv(args)]
-        result = launch(cmd, s.ranks, grace_s=args.grace)
-    if result.ok:
-        return 0
-    codes = ", ".join(f"rank {r}: {c}" for r, c in enumerate(result.codes))
-    print(f"ppir launch: failed ({codes})", file=sys.stderr)
-    if result.first_failure:
-        print(f"ppir launch: first failure: {result.first_failure}", file=sys.stderr)
-    return 1
+        save_plan(plan, path)  # --plan-out unwritable: a one-line bad-output error
+        where = f"{per_node} local processes" + (
+            f" on node {args.node_rank} of {nnodes}" if nnodes > 1 else ""
+        )
+        replicas = f" x {dp} data-parallel replicas" if dp > 1 else ""
+        print(f"ppir launch: {plan_summary(plan)}{replicas}; {where}", flush=True)
+        out = start(
+            ("-m", "ppir.run", path, *runtime_argv(args)),
+            per_node,
+            nnodes=nnodes,
+            node_rank=args.node_rank,
+            endpoint=args.rdzv_endpoint,
+            rdzv_backend=args.rdzv_backend,
+            run_id=args.run_id,
+            rdzv_timeout=args.rdzv_timeout,
+            verbose=args.verbose,
+        )
+    return report(out)

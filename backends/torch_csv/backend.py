@@ -9,9 +9,9 @@ Contract
   its own SEND/RECV, UNSHARD/RESHARD and REDUCE_GRAD.  Reading the file back with ppir gives the
   same compute programs and placement (the round trip is the identity).
 * ``compute_comms``: ppir's verified lowering with each group flattened (torch's CSV has no
-  groups) by :func:`flatten_groups`, which keeps the result deadlock-free under ppir's
-  rendezvous semantics, plus ``sREDUCE_GRAD`` after each stage's last backward: without it
-  torch leaves gradients M times too large.  torch takes this format verbatim, so ppir's
+  groups) by :func:`ppir.frontend.csvio.flatten_groups`, which keeps the result deadlock-free
+  under ppir's rendezvous semantics, plus ``sREDUCE_GRAD`` after each stage's last backward:
+  without it torch leaves gradients M times too large.  torch takes this format verbatim, so ppir's
   communication order is what runs.
 * Never imports torch.
 """
@@ -21,40 +21,11 @@ from __future__ import annotations
 import sys
 
 from ppir.diagnostics import error, write_output
-from ppir.frontend.csvio import write_csv
-from ppir.ir import Action, Group, Schedule, deps
+from ppir.frontend.csvio import flatten_groups, message_key, write_csv
+from ppir.ir import Schedule
 
 FORMATS = ("compute_only", "compute_comms")
-
-
-def message_key(schedule: Schedule, rank: int, a: Action) -> tuple:
-    """A key both ends of a message compute alike: (low rank, high rank, direction, sending
-    stage, microbatch)."""
-    peer = deps.peer_rank(schedule.placement, a)
-    msg = deps.message_of(a)
-    return (min(rank, peer), max(rank, peer), msg.grad, msg.src, msg.mb)
-
-
-def flatten_groups(schedule: Schedule) -> Schedule:
-    """Each group replaced by its actions, one at a time, in :func:`message_key` order.
-
-    A group completes as a unit; its actions posted one by one complete only if every rank
-    takes the messages it shares with its peers in one global order.  The lowering pairs each
-    group with the peers' groups of the same exchange, so sorting every group by a key both
-    ends agree on means the smallest pending message is always first on both of its ranks:
-    the flattened program is deadlock-free under rendezvous semantics whenever the grouped one
-    is, and the per-channel FIFO order stays the same on both ends.
-    """
-    programs = []
-    for r, prog in enumerate(schedule.programs):
-        out: list = []
-        for it in prog:
-            if isinstance(it, Group):
-                out.extend(sorted(it.actions, key=lambda a, r=r: message_key(schedule, r, a)))
-            else:
-                out.append(it)
-        programs.append(tuple(out))
-    return schedule.replace_programs(tuple(programs))
+__all__ = ["BACKEND", "FORMATS", "export_csv", "flatten_groups", "message_key"]
 
 
 def export_csv(schedule: Schedule, csv_format: str = "compute_only") -> str:

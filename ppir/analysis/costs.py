@@ -65,6 +65,9 @@ class Costs:
     pairs: tuple[tuple[tuple[int, int], int | float], ...] = ()
     """Per-link times that replace the link classes for those (src, dst) pairs (measured or
     planned links); only the pairs given are stored."""
+    reduce: tuple[int | float, ...] = ()
+    """Per stage, the time of its data-parallel gradient reduction (a ``REDUCE_GRAD`` node;
+    :func:`ppir.analysis.dp.with_dp`); none given: free."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_pairs", dict(self.pairs))

@@ -7,7 +7,9 @@ Semantics (max-plus over the wait-for graph, :mod:`ppir.ir.graph`)
     duration: a compute node its op's (an overlapped step as one op, or each part under
     ``relaxed`` progress, scaled like the whole), a message node the transfer time of its link
     (its channel edge makes it start after the previous transfer on the link ends), every other
-    node zero.  A post is when a group is posted, a done when it completes, a message when the
+    node zero (a ``reduce`` node lasts its stage's data-parallel reduction, ``costs.reduce``;
+    nothing waits for it, so it lengthens the step only by what outlasts the rank's program).
+    A post is when a group is posted, a done when it completes, a message when the
     pair's transfer runs.  In a compute-only graph the data edges are the waits, and an edge
     between ranks adds the transfer time of the link.
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ppir.analysis.costs import Costs
-from ppir.ir.graph import _SHIFT, COMPUTE, DATA, MESSAGE, ProgramGraph
+from ppir.ir.graph import _SHIFT, COMPUTE, DATA, MESSAGE, REDUCE, ProgramGraph
 
 
 @dataclass
@@ -107,6 +109,8 @@ def durations(g: ProgramGraph, costs: Costs) -> list:
             dur[v] = d
         elif k == MESSAGE:
             dur[v] = costs.link(g.op_rank[lo[v]], g.op_rank[hi[v]])
+        elif k == REDUCE and costs.reduce:
+            dur[v] = costs.reduce[g.schedule.programs[g.rank[v]][g.item[v]].stage]
     return dur
 
 

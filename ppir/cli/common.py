@@ -155,6 +155,7 @@ def compile_from_args(
         progress=args.progress,
         strict=args.strict,
         passes=args.passes,
+        dp=getattr(args, "dp", None) or 1,
     )
 
 

@@ -57,6 +57,15 @@ def add_cost_arguments(group, model: bool = True) -> None:
     )
     _add(
         group,
+        "--dp",
+        type=int,
+        default=None,
+        metavar="D",
+        help="data-parallel replicas: time each stage's gradient reduction (a ring all-reduce "
+        "after its last backward) and report how much the drain hides (default 1)",
+    )
+    _add(
+        group,
         "--cost",
         dest="cost_costs",
         metavar="K=X,...",

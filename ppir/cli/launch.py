@@ -1,78 +1,144 @@
-"""ppir launch: compile, verify and run a schedule on local processes with ppir's runtime."""
+"""ppir launch: compile, verify and run a schedule with ppir's runtime on this node's processes
+(torch's elastic agent, as torchrun; several nodes with --nnodes)."""
 
 from __future__ import annotations
+
+import importlib.util
+import sys
 
 from ppir.cli.common import (
     add_compile_arguments,
     add_schedule_arguments,
     compile_from_args,
-    load_from_args,
+    parse_defines,
     print_report,
 )
-from ppir.diagnostics import EXIT_INVALID, error
+from ppir.diagnostics import EXIT_INVALID, EXIT_USAGE, error
 from ppir.plugins import get_backend
 
 NAME = "launch"
-HELP = "compile, verify and train with a schedule on P local processes (CPU/gloo unless GPUs)"
+HELP = "compile, verify and train with a schedule on N processes (CPU/gloo unless GPUs)"
 DESCRIPTION = """Compile a schedule into a per-rank execution plan, verify it, and run it with
-ppir's torch.distributed runtime on P local processes: NCCL with one GPU per process when GPUs
-are present, else CPU with gloo.  The rank holding the last stage prints each step's loss and
-time.  If any rank fails, every rank stops and the first failure is reported (exit 1).
+ppir's torch.distributed runtime: NCCL with one GPU per process when GPUs are present, else CPU
+with gloo.  -n is the number of processes: the schedule's ranks times --dp data-parallel
+replicas (gradients are averaged across replicas after each stage's last backward).  The rank
+holding the last stage prints each step's loss and time.  If any rank fails, every rank stops
+and the launcher names the failing rank and its cause (exit 1).
 
 The model is a .py file or module with build_stage(stage, num_stages), make_batch(step) and
-loss_fn(output, target) (see docs/executor.md).  For several nodes, write the plan with
-'ppir compile --backend cuda -o plan.json' and start 'python -m ppir.run' with torchrun.
+loss_fn(output, target) (see docs/executor.md).  Several nodes: run the same command on every
+node with --nnodes N --node-rank K --rdzv-endpoint HOST:PORT (node 0's address).
 
 examples:
   ppir launch -n 4 1f1b -D M=8 --model examples/gpt_model.py --steps 40
   ppir launch -n 2 interleaved_1f1b -D M=4 -D v=2 --model examples/gpt_model.py --verify-grads
-  ppir launch -n 4 gpipe -D M=8 --model examples/gpt_model.py --model-opt layers=12 --steps 5
+  ppir launch -n 4 --dp 2 zbv -D M=4 --model examples/gpt_model.py --verify-grads
+  ppir launch -n 4 --nnodes 2 --node-rank 0 --rdzv-endpoint 10.0.0.1:29500 1f1b -D M=8 --model m.py
 """
 
 
 def add_arguments(p):
-
     p.add_argument(
         "-n",
         "--nproc",
         type=int,
-        metavar="P",
-        help="number of processes (default: the schedule's ranks; sets -D P=P for "
-        "schedules with a parameter P when -D P is not given)",
+        metavar="N",
+        help="number of processes on all nodes: the schedule's ranks times --dp (default: the "
+        "schedule's ranks); sets -D P=N/dp for schedules with a parameter P when -D P is not "
+        "given",
     )
     add_schedule_arguments(p)
     _cuda().add_launch_arguments(p)
     add_compile_arguments(p, model=False)
     p.add_argument("--plan-out", metavar="PATH", help="also keep the plan at PATH")
-    p.add_argument(
-        "--grace",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="after a rank fails, how long the others get before they are killed",
+    nodes = p.add_argument_group("several nodes (torch's elastic rendezvous, as torchrun)")
+    nodes.add_argument("--nnodes", type=int, default=1, metavar="N", help="nodes (default 1)")
+    nodes.add_argument(
+        "--node-rank", type=int, default=0, metavar="K", help="this node's index, 0..N-1"
     )
+    nodes.add_argument(
+        "--rdzv-endpoint",
+        metavar="HOST:PORT",
+        help="node 0's address and a free port, the same on every node (default: a free local "
+        "port; needed with --nnodes > 1)",
+    )
+    nodes.add_argument(
+        "--rdzv-backend",
+        choices=["static", "c10d"],
+        default="static",
+        help="static (default: node ranks from --node-rank) or c10d (node ranks assigned "
+        "at rendezvous; give every node the same --run-id)",
+    )
+    nodes.add_argument("--run-id", help="rendezvous id, the same on every node (c10d)")
+    nodes.add_argument(
+        "--rdzv-timeout",
+        type=int,
+        default=300,
+        metavar="SECONDS",
+        help="how long nodes wait for each other at start (default 300)",
+    )
+    p.add_argument("--verbose", action="store_true", help="show the elastic agent's own log")
 
 
-def _schedule(args):
-    """The schedule to run and its verification report, with -n setting P when it can."""
-    loaded = load_from_args(args)
-    if (
-        args.nproc is not None
-        and args.nproc != loaded.ranks
-        and "P" in loaded.param_dict
-        and not any(d.split("=")[0].strip() == "P" for d in args.defines)
-    ):
-        args.defines = [*args.defines, f"P={args.nproc}"]
-        loaded = load_from_args(args)
-    c = compile_from_args(args, loaded)
-    s, report = c.program, c.report
-    if args.nproc is not None and s.ranks != args.nproc:
+def declared_params(spec: str) -> set[str]:
+    """Names of the parameters a schedule declares, without expanding it (so that its
+    ``require``s are not checked with default values before -n applies)."""
+    if spec.startswith("torch:"):
+        return {"P", "M", "v"}
+    if spec.endswith(".csv"):
+        return set()
+    from ppir.frontend.loader import read_source
+    from ppir.frontend.parser import parse_text
+
+    path, text = read_source(spec)
+    header = parse_text(text, path).header
+    return {p.name for p in header.params} if header else set()
+
+
+def _check_args(args) -> None:
+    n, dp = args.nproc, args.dp or 1
+    if n is not None and (n < 1 or n % dp):
+        raise error(
+            "bad-usage",
+            f"-n {n} --dp {dp}: the number of processes must be a multiple of the replicas",
+        )
+    if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
+        raise error(
+            "bad-usage", f"--node-rank {args.node_rank} is not a node of --nnodes {args.nnodes}"
+        )
+    if args.nnodes > 1 and not args.rdzv_endpoint:
+        raise error(
+            "bad-usage",
+            f"--nnodes {args.nnodes} needs --rdzv-endpoint HOST:PORT (node 0's address), the "
+            "same on every node",
+        )
+    if args.rdzv_endpoint and ":" not in args.rdzv_endpoint:
+        raise error("bad-usage", f"--rdzv-endpoint {args.rdzv_endpoint}: expected HOST:PORT")
+
+
+def _compiled(args):
+    """The compiled program to run (with its verification report), -n setting P when it can."""
+    _check_args(args)
+    dp = args.dp or 1
+    if args.nproc is not None and "P" not in parse_defines(args.defines):
+        if "P" in declared_params(args.schedule):
+            args.defines = [*args.defines, f"P={args.nproc // dp}"]
+    c = compile_from_args(args)
+    s = c.program
+    total = s.ranks * dp
+    if args.nproc is not None and total != args.nproc:
         raise error(
             "rank-mismatch",
-            f"-n {args.nproc}: the schedule has {s.ranks} ranks",
-            hints=[f"use -n {s.ranks}, or set the schedule's rank count with -D"],
+            f"-n {args.nproc}: the schedule has {s.ranks} ranks"
+            + (f", times --dp {dp} = {total} processes" if dp > 1 else ""),
+            hints=[f"use -n {total}, or set the schedule's rank count with -D"],
         )
-    return s, report
+    if total % args.nnodes:
+        raise error(
+            "bad-usage",
+            f"{total} processes do not split evenly over --nnodes {args.nnodes}",
+        )
+    return c
 
 
 def _cuda():
@@ -80,7 +146,10 @@ def _cuda():
 
 
 def run(args) -> int:
-    s, report = _schedule(args)
-    if report is not None and not print_report(report):
+    if importlib.util.find_spec("torch") is None:
+        print("ppir: error: ppir launch needs PyTorch: pip install 'ppir[torch]'", file=sys.stderr)
+        return EXIT_USAGE
+    c = _compiled(args)
+    if c.report is not None and not print_report(c.report):
         return EXIT_INVALID
-    return _cuda().launch(s, args)
+    return _cuda().launch(c, args)

@@ -25,7 +25,7 @@ import re
 from ppir.diagnostics import error
 from ppir.frontend.limits import int_literal
 from ppir.frontend.literal import infer_placement
-from ppir.ir import Action, OpKind, Schedule, Span
+from ppir.ir import Action, Group, OpKind, Reduce, Schedule, Span, Wait, deps, item_actions
 
 # torch's kinds, longest first; the bookkeeping ones carry no microbatch.
 _KINDS = (
@@ -273,25 +273,70 @@ def read_action_text(
     return build_schedule([programs[i] for i in keep], path, placement, name)
 
 
-def write_csv(schedule: Schedule, compute_only: bool = True, reduce_grad: bool = False) -> str:
-    """The schedule as torch CSV text, one row per rank (groups are flattened: torch has none).
+def torch_rows(
+    schedule: Schedule, compute_only: bool = True, reduce_grad: bool = False
+) -> list[list[str]]:
+    """Each rank's actions as torch action text, groups flattened in program order (torch has
+    no groups; see :func:`flatten_groups` for an order that stays deadlock-free).
 
     ``compute_only`` drops communication (torch's runtime inserts its own).  ``reduce_grad``
-    appends ``sREDUCE_GRAD`` right after the last backward (B or W) of each stage, which the
+    writes the program's ``sREDUCE_GRAD`` (:class:`ppir.ir.Reduce`; by default right after the
+    last backward, B or W, of each stage: :func:`ppir.ir.reduce.place_reduces`), which the
     ``compute_comms`` format needs for gradients to be divided by M (without it they are M
     times too large) and which the ``compute_only`` format must not contain.
     """
+    from ppir.ir.reduce import place_reduces
+
+    if reduce_grad:
+        schedule = place_reduces(schedule)
+    rows = []
+    for prog in schedule.programs:
+        cells = []
+        for it in prog:
+            if isinstance(it, Reduce):
+                if reduce_grad:
+                    cells.append(str(it))
+                continue
+            cells.extend(str(a) for a in item_actions(it) if not compute_only or a.kind.is_compute)
+        rows.append(cells)
+    return rows
+
+
+def write_csv(schedule: Schedule, compute_only: bool = True, reduce_grad: bool = False) -> str:
+    """The schedule as torch CSV text, one row per rank (see :func:`torch_rows`)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    for r in range(schedule.ranks):
-        acts = [a for a in schedule.actions(r) if not compute_only or a.kind.is_compute]
-        cells = [str(a) for a in acts]
-        if reduce_grad:
-            last: dict[int, int] = {}
-            for i, a in enumerate(acts):
-                if a.kind in (OpKind.B, OpKind.W):
-                    last[a.stage] = i
-            for s, i in sorted(last.items(), key=lambda x: -x[1]):
-                cells.insert(i + 1, f"{s}REDUCE_GRAD")
+    for cells in torch_rows(schedule, compute_only, reduce_grad):
         w.writerow(cells)
     return buf.getvalue()
+
+
+def message_key(schedule: Schedule, rank: int, a: Action) -> tuple:
+    """A key both ends of a message compute alike: (low rank, high rank, direction, sending
+    stage, microbatch)."""
+    peer = deps.peer_rank(schedule.placement, a)
+    msg = deps.message_of(a)
+    return (min(rank, peer), max(rank, peer), msg.grad, msg.src, msg.mb)
+
+
+def flatten_groups(schedule: Schedule) -> Schedule:
+    """Each group replaced by its actions, one at a time, in :func:`message_key` order.
+
+    A group completes as a unit; its actions posted one by one complete only if every rank
+    takes the messages it shares with its peers in one global order.  The lowering pairs each
+    group with the peers' groups of the same exchange, so sorting every group by a key both
+    ends agree on means the smallest pending message is always first on both of its ranks:
+    the flattened program is deadlock-free under rendezvous semantics whenever the grouped one
+    is, and the per-channel FIFO order stays the same on both ends.  Waits of deferred groups
+    are dropped (the flattened actions are blocking).
+    """
+    programs = []
+    for r, prog in enumerate(schedule.programs):
+        out: list = []
+        for it in prog:
+            if isinstance(it, Group):
+                out.extend(sorted(it.actions, key=lambda a, r=r: message_key(schedule, r, a)))
+            elif not isinstance(it, Wait):
+                out.append(it)
+        programs.append(tuple(out))
+    return schedule.replace_programs(tuple(programs))

@@ -8,7 +8,7 @@ from ppir.frontend import ast as A
 from ppir.frontend.declarations import resolve_pipelines, resolve_placement
 from ppir.frontend.interpreter import Interpreter
 from ppir.frontend.limits import check_size, check_work, count
-from ppir.ir import Action, Group, Overlap, Schedule, Span, Wait
+from ppir.ir import Action, Group, Overlap, Reduce, Schedule, Span, Wait
 
 
 def literal_schedule(
@@ -87,7 +87,9 @@ def literal_schedule(
 
 
 def _literal_actions(it) -> tuple[Action, ...]:
-    """The actions a literal item contributes (a wait contributes none of its own)."""
+    """The actions a literal item contributes (a wait or a reduce contributes none)."""
+    if isinstance(it, Reduce):
+        return ()
     if isinstance(it, A.LiteralGroup):
         return () if it.form == "wait" else it.actions
     return it.actions if isinstance(it, Overlap) else (it,)

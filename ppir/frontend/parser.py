@@ -13,7 +13,7 @@ from ppir.frontend import ast as A
 from ppir.frontend.limits import int_literal
 from ppir.frontend.nesting import check_nesting, too_deep
 from ppir.frontend.syntax_errors import syntax_error
-from ppir.ir import Action, Overlap, Span
+from ppir.ir import Action, Overlap, Reduce, Span
 
 
 @lru_cache(maxsize=1)
@@ -236,6 +236,10 @@ class _ToAst(Transformer):
             return Overlap.parse(str(tok), self._tspan(tok))
         except ValueError as e:
             raise error("bad-overlap", str(e), self._tspan(tok)) from None
+
+    def lit_reduce(self, c):
+        tok = c[0]
+        return Reduce.parse(str(tok), self._tspan(tok))
 
     @v_args(meta=True)
     def lit_post(self, meta, c):

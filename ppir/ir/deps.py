@@ -10,6 +10,9 @@ Compute ops (``(stage, kind, mb)`` keys; B runs the whole backward, I then W spl
     B/I(s, m)  consumes what F(s, m) kept and the gradient of the backward of (s+1, m)
     W(s, m)    consumes what I(s, m) kept
 
+``REDUCE_GRAD(s)`` (:class:`ppir.ir.Reduce`) consumes the weight gradients of stage s for every
+microbatch: what B(s, m), or W(s, m) when the backward is split, wrote (:func:`reduce_inputs`).
+
 A *message* is a value that crosses one stage boundary for one microbatch: the activation
 ``F(s, m) -> F(s+1, m)`` or the gradient ``backward(s+1, m) -> backward(s, m)``.  When both
 stages sit on the same rank it is a local hand-off; otherwise a SEND on the producer's rank
@@ -42,6 +45,8 @@ SEND_F, RECV_F, SEND_B, RECV_B = OpKind.SEND_F, OpKind.RECV_F, OpKind.SEND_B, Op
 FORWARD = (F,)
 BACKWARD = (B, I)
 """The kinds that can run "the backward of (s, m)"."""
+WEIGHT_GRAD = (B, W)
+"""The kinds that write the weight gradients of (s, m): B, or W when the backward is split."""
 
 
 class Producer(NamedTuple):
@@ -167,6 +172,11 @@ def inputs(a: Action, num_stages: int, pipelines: int = 1) -> tuple[Producer, ..
     return tuple(
         Producer(s + d, kinds, m) for d, kinds in rules if _within(s, s + d, num_stages, pipelines)
     )
+
+
+def reduce_inputs(stage: int, microbatches: int) -> tuple[Producer, ...]:
+    """Every producer of the weight gradients that ``REDUCE_GRAD(stage)`` reduces."""
+    return tuple(Producer(stage, WEIGHT_GRAD, m) for m in range(microbatches))
 
 
 def message_in(a: Action, num_stages: int, pipelines: int = 1) -> Message | None:

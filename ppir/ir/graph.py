@@ -13,7 +13,11 @@ Node kinds (:data:`NODE_KINDS`), one or more per program item of a rank:
   unit);
 * ``wait``  the ``wait[a b]`` of a deferred group;
 * ``message``  one matched SEND/RECV pair: the k-th send and the k-th recv of a
-  ``(src, dst)`` rank channel (FIFO matching, no tags).
+  ``(src, dst)`` rank channel (FIFO matching, no tags);
+* ``reduce``  a ``REDUCE_GRAD`` (:class:`ppir.ir.Reduce`): the asynchronous reduction of a
+  stage's gradients across data-parallel replicas.  It follows the previous blocking item in
+  program order, nothing waits for it (the step ends when it completes), and its data edges
+  come from the B/W ops whose gradients it reduces (:func:`ppir.ir.deps.reduce_inputs`).
 
 Wait-for edges (:data:`EDGE_KINDS`) say what must have happened before a node can happen:
 
@@ -63,8 +67,8 @@ import networkx as nx
 
 from ppir.ir.types import Action, Group, Schedule
 
-COMPUTE, POST, DONE, WAIT, MESSAGE = range(5)
-NODE_KINDS = ("compute", "post", "done", "wait", "message")
+COMPUTE, POST, DONE, WAIT, MESSAGE, REDUCE = range(6)
+NODE_KINDS = ("compute", "post", "done", "wait", "message", "reduce")
 ORDER, FIFO, DATA, RENDEZVOUS, CHANNEL, WAITS = range(6)
 EDGE_KINDS = ("order", "fifo", "data", "rendezvous", "channel", "wait")
 PROGRESS_MODELS = ("fifo", "relaxed")
@@ -209,7 +213,7 @@ class ProgramGraph(nx.DiGraph):
         if k == COMPUTE:
             text = " ".join(str(self.ops[o]) for o in self.node_ops(v))
             return f"r{self.rank[v]}:{text}"
-        if k == WAIT:
+        if k == WAIT or k == REDUCE:
             return f"r{self.rank[v]}:{it}"
         body = " ".join(str(self.ops[o]) for o in self.node_ops(v))
         return f"r{self.rank[v]}:{NODE_KINDS[k]}[{body}]"

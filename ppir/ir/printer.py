@@ -7,7 +7,7 @@ line per rank with groups in square brackets.
 
 from __future__ import annotations
 
-from ppir.ir import Group, Overlap, Schedule, Wait, item_actions, placement_name
+from ppir.ir import Group, Overlap, Reduce, Schedule, Wait, item_actions, placement_name
 
 JSON_FORMAT = "ppir.program/1"
 _PER_LINE = 16
@@ -48,10 +48,10 @@ def to_json(s: Schedule, compute_only: bool = False) -> dict:
     """The ``ppir.program/1`` JSON object (see README "JSON program format")."""
     if compute_only:
         s = s.compute_only()
-    programs, groups, overlaps, posts, waits = [], [], [], [], []
+    programs, groups, overlaps, posts, waits, reduces = [], [], [], [], [], []
     for prog in s.programs:
         flat: list[str] = []
-        spans, ospans, rposts, rwaits = [], [], [], []
+        spans, ospans, rposts, rwaits, rreduces = [], [], [], [], []
         groups_in = [it.actions for it in prog if isinstance(it, Group)]
         index_of = {acts: i for i, acts in reversed(list(enumerate(groups_in)))}
         for it in prog:
@@ -66,12 +66,15 @@ def to_json(s: Schedule, compute_only: bool = False) -> dict:
                 spans.append([len(flat), len(flat) + len(acts)])
             elif isinstance(it, Overlap):
                 ospans.append([len(flat), len(flat) + len(acts)])
+            elif isinstance(it, Reduce):  # [position, stage, waits at that position before it]
+                rreduces.append([len(flat), it.stage, sum(w[0] == len(flat) for w in rwaits)])
             flat.extend(str(a) for a in acts)
         programs.append(flat)
         groups.append(spans)
         overlaps.append(ospans)
         posts.append(rposts)
         waits.append(rwaits)
+        reduces.append(rreduces)
     return {
         "format": JSON_FORMAT,
         **schedule_header(s),
@@ -80,6 +83,7 @@ def to_json(s: Schedule, compute_only: bool = False) -> dict:
         "groups": groups,
         **({"overlaps": overlaps} if any(overlaps) else {}),
         **({"deferred": posts, "waits": waits} if any(posts) or any(waits) else {}),
+        **({"reduces": reduces} if any(reduces) else {}),
     }
 
 
@@ -112,6 +116,13 @@ def from_json(obj: dict) -> Schedule:
         waits: dict[int, list[int]] = {}
         for pos, gi in (obj.get("waits") or [[]] * n)[r]:
             waits.setdefault(pos, []).append(gi)
+        for pos, stage, k in (obj.get("reduces") or [[]] * n)[r]:
+            marks = waits.setdefault(pos, [])
+            at, seen = 0, 0
+            while at < len(marks) and (seen < k or isinstance(marks[at], Reduce)):
+                seen += not isinstance(marks[at], Reduce)
+                at += 1
+            marks.insert(at, Reduce(stage))
         marked = sorted(
             [(a, b, Group, gi) for gi, (a, b) in enumerate(spans)]
             + [(a, b, Overlap, -1) for a, b in ospans]
@@ -121,6 +132,9 @@ def from_json(obj: dict) -> Schedule:
 
         def emit_waits(pos: int, items=items, waits=waits, acts=acts, spans=spans) -> None:
             for gi in waits.pop(pos, ()):
+                if isinstance(gi, Reduce):
+                    items.append(gi)
+                    continue
                 a, b = spans[gi]
                 items.append(Wait(tuple(acts[a:b])))
 

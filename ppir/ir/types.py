@@ -212,17 +212,54 @@ class Overlap:
         return Overlap((Action.parse(m.group(1), span), Action.parse(m.group(2), span)), span)
 
 
-Item = Action | Group | Overlap | Wait
+_REDUCE_RE = re.compile(r"^(\d+)REDUCE_GRAD$")
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce:
+    """``sREDUCE_GRAD`` (torch's REDUCE_GRAD): post the reduction of stage ``stage``'s weight
+    gradients across the data-parallel replicas.
+
+    Contract: the reduction is asynchronous -- the rank's program goes on at once, and the step
+    ends only when every reduction has completed (the optimizer waits for it).  It consumes
+    the weight gradients of every microbatch of its stage (:func:`ppir.ir.deps.reduce_inputs`),
+    so it follows the stage's last B or W on its rank.  It holds no actions
+    (``item_actions`` gives ``()``); ``span`` is ignored by ``==`` and ``hash``."""
+
+    stage: int
+    span: Span | None = field(default=None, compare=False, hash=False, repr=False)
+
+    def __str__(self) -> str:
+        return f"{self.stage}REDUCE_GRAD"
+
+    @staticmethod
+    def parse(text: str, span: Span | None = None) -> Reduce:
+        """Parse ``2REDUCE_GRAD``; ValueError when malformed."""
+        m = _REDUCE_RE.match(text.strip())
+        if not m:
+            raise ValueError(f"not a reduce: {text!r} (expected e.g. 2REDUCE_GRAD)")
+        return Reduce(int(m.group(1)), span)
+
+
+Item = Action | Group | Overlap | Wait | Reduce
 """One entry of a rank's program: a compute action, a lone communication action (a group of
-one), a :class:`Group` of communication actions, an :class:`Overlap` of two compute actions, or
-the :class:`Wait` of a deferred group."""
+one), a :class:`Group` of communication actions, an :class:`Overlap` of two compute actions,
+the :class:`Wait` of a deferred group, or the :class:`Reduce` of a stage's gradients."""
 
 
 def item_actions(item: Item) -> tuple[Action, ...]:
-    """The actions of a program item, in posting (or execution) order; ``()`` for a Wait."""
+    """The actions of a program item, in posting (or execution) order; ``()`` for a Wait or a
+    Reduce."""
     if isinstance(item, Action):
         return (item,)
-    return () if isinstance(item, Wait) else item.actions
+    return () if isinstance(item, (Wait, Reduce)) else item.actions
+
+
+def is_comm_item(item: Item) -> bool:
+    """True for a group, a lone SEND/RECV or a wait: what only a lowered program holds."""
+    if isinstance(item, Action):
+        return item.kind.is_comm
+    return isinstance(item, (Group, Wait))
 
 
 def is_compute_item(item: Item) -> bool:
@@ -277,7 +314,7 @@ class Schedule:
     @property
     def is_lowered(self) -> bool:
         """True when any program holds communication actions."""
-        return any(not is_compute_item(it) for prog in self.programs for it in prog)
+        return any(is_comm_item(it) for prog in self.programs for it in prog)
 
     def actions(self, rank: int) -> Iterator[Action]:
         """All actions of a rank in program order, groups flattened."""

@@ -15,12 +15,22 @@ from ppir.ir.graph import (
     MESSAGE,
     ORDER,
     POST,
+    REDUCE,
     RENDEZVOUS,
     WAIT,
     WAITS,
     ProgramGraph,
 )
-from ppir.ir.types import COMPUTE_KINDS, SEND_KINDS, Action, Group, Overlap, Schedule, Wait
+from ppir.ir.types import (
+    COMPUTE_KINDS,
+    SEND_KINDS,
+    Action,
+    Group,
+    Overlap,
+    Reduce,
+    Schedule,
+    Wait,
+)
 
 _S = 3  # predecessors are stored as node << _S | edge kind (ppir.ir.graph._SHIFT)
 
@@ -39,7 +49,7 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
         for i, it in enumerate(prog):
             lo = len(ops)
             cls = it.__class__
-            acts = (it,) if cls is Action else (() if cls is Wait else it.actions)
+            acts = (it,) if cls is Action else (() if cls is Wait or cls is Reduce else it.actions)
             n = len(acts)
             ops.extend(acts)
             op_rank.extend((r,) * n)
@@ -74,14 +84,30 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
     g.op_msg = [-1] * n
 
 
+def _reduce(g: ProgramGraph, r: int, i: int, last: int, order: list) -> None:
+    """A reduce node after ``last`` in program order (nothing waits for it), and after the
+    rank's previous reduce on their shared ring (a channel edge)."""
+    v = g._add(REDUCE, r, i, -1, -1)
+    if last >= 0:
+        g._edge(last, v, ORDER)
+    prev = next((u for u in reversed(order) if g.kind[u] == REDUCE), -1)
+    if prev >= 0:
+        g._edge(prev, v, CHANNEL)
+    order.append(v)
+
+
 def compute_only(g: ProgramGraph, s: Schedule) -> None:
     kind, rank, item, lo_, hi_, after, before = g.node_lists()
     op_node = g.op_node
     for r in range(s.ranks):
         order, last = [], -1
         starts = g.item_starts[r]
+        prog = s.programs[r]
         for i in range(len(starts) - 1):
             lo, hi = starts[i], starts[i + 1]
+            if prog[i].__class__ is Reduce:
+                _reduce(g, r, i, last, order)
+                continue
             v = len(kind)
             kind.append(COMPUTE)
             rank.append(r)
@@ -114,6 +140,9 @@ def fifo_units(g: ProgramGraph, s: Schedule) -> None:
             lo, hi = starts[i], starts[i + 1]
             it = prog[i]
             cls = it.__class__
+            if cls is Reduce:
+                _reduce(g, r, i, last_block, order)
+                continue
             v = len(kind)
             if cls is Wait:
                 p = deferred.pop(it.actions, -1)
@@ -193,6 +222,9 @@ def relaxed_units(g: ProgramGraph, s: Schedule) -> None:
         starts = g.item_starts[r]
         for i in range(len(starts) - 1):
             lo, hi = starts[i], starts[i + 1]
+            if s.programs[r][i].__class__ is Reduce:
+                _reduce(g, r, i, last_compute, order)
+                continue
             by_peer: dict[int, list[int]] = {}
             for o in range(lo, hi):
                 a = ops[o]
@@ -268,7 +300,27 @@ def data_edges(g: ProgramGraph) -> tuple[list, list]:
                         else:
                             data_in[v] = [u]
                     break
+    _reduce_edges(g, data_in, data_out)
     return data_in, data_out
+
+
+def _reduce_edges(g: ProgramGraph, data_in: list, data_out: list) -> None:
+    """A data edge into each reduce node from every op whose weight gradients it reduces."""
+    S, M, first, op_node = g.num_stages, g.schedule.microbatches, g.first, g.op_node
+    for v, k in enumerate(g.kind):
+        if k != REDUCE:
+            continue
+        st = g.schedule.programs[g.rank[v]][g.item[v]].stage
+        if not 0 <= st < S:
+            continue
+        for p in deps.reduce_inputs(st, M):
+            for kind in p.kinds:
+                src = first.get((p.stage, kind, p.mb))
+                if src is not None:
+                    u = op_node[src]
+                    data_in[v] = [*data_in[v], u]
+                    data_out[u] = [*data_out[u], v]
+                    break
 
 
 def match(g: ProgramGraph) -> None:

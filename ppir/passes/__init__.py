@@ -6,7 +6,8 @@ driver verifies the program after each pass.
 
 from ppir.passes.lower_comms import LowerComms
 from ppir.passes.overlap import OverlapComms
+from ppir.passes.reduce_grads import PlaceReduce
 
-PASSES = {LowerComms.name: LowerComms, OverlapComms.name: OverlapComms}
+PASSES = {p.name: p for p in (LowerComms, OverlapComms, PlaceReduce)}
 
-__all__ = ["LowerComms", "OverlapComms", "PASSES"]
+__all__ = ["LowerComms", "OverlapComms", "PASSES", "PlaceReduce"]

@@ -6,6 +6,8 @@ graph (:func:`ppir.ir.graph.build_graph`; pass a built graph to reuse it) and ru
 1. completeness (:mod:`.structure`): ``out-of-range``, ``wrong-rank``, ``duplicate-op``,
    ``duplicate-message``, ``local-message``, ``incomplete``;
 2. local order (:mod:`.local_order`): ``local-order``, ``missing-recv`` (lowered only);
+   gradient reductions (:mod:`.reduce`): ``reduce-wrong-rank``, ``duplicate-reduce``,
+   ``missing-reduce``, ``early-reduce``;
 3. matching (:mod:`.matching`, lowered only): ``unmatched-send``, ``unmatched-recv``,
    ``payload-mismatch``; deferred groups (:mod:`.waits`): each ``post[...]`` waited exactly
    once, later: ``unwaited-group``, ``bad-wait``;
@@ -33,6 +35,7 @@ from ppir.verify.deadlock import find_cycle
 from ppir.verify.lints import check_lints
 from ppir.verify.local_order import check_local_order
 from ppir.verify.matching import check_matching
+from ppir.verify.reduce import check_reduces
 from ppir.verify.structure import check_structure
 from ppir.verify.waits import check_waits
 from ppir.verify.witness import deadlock_diagnostic, order_cycle_diagnostic
@@ -48,6 +51,10 @@ KINDS = (
     "incomplete",
     "local-order",
     "missing-recv",
+    "reduce-wrong-rank",
+    "duplicate-reduce",
+    "missing-reduce",
+    "early-reduce",
     "unmatched-send",
     "unmatched-recv",
     "payload-mismatch",
@@ -79,6 +86,7 @@ def verify(
     diags, more_missing = check_structure(g, compute_known)
     order = check_local_order(g, compute_known)
     diags += order
+    diags += check_reduces(g)
     local_ok = not any(d.kind == "local-order" for d in order)
     if g.lowered:
         comm = check_waits(g.schedule) + check_matching(g)

@@ -1,17 +1,20 @@
-"""The user's model module: loading it, checking its API, splitting batches into microbatches.
+"""The model-module contract of ``ppir.run`` / ``ppir launch --model``: loading the module,
+checking its API, building stages and cutting batches into microbatches.
 
 A model module (a ``.py`` path or a dotted module name) provides
 
 * ``build_stage(stage: int, num_stages: int) -> torch.nn.Module`` for a global virtual stage;
   it must be deterministic (set the random generator inside it) so that every rank and the
-  single-process reference build the same parameters;
-* ``make_batch(step: int) -> (inputs, targets)``: the whole mini-batch of that step, tensors whose
-  dim 0 is the batch dimension (split into M equal microbatches);
+  single-process reference build the same parameters.  Tied parameters (an embedding shared
+  with the head) are declared by building the stages with :func:`ppir.torch.split_layers`;
+* ``make_batch(step: int) -> (inputs, targets)``: the whole global batch of that step, each a
+  tensor or a tuple/list/dict of tensors whose dim 0 is the batch dimension (cut into one
+  equal slice per data-parallel replica, then M equal microbatches);
 * ``loss_fn(output, target) -> scalar tensor``: the mean loss over one microbatch;
 * optionally ``make_optimizer(params) -> torch.optim.Optimizer`` and ``configure(**options)``
   (called with ``--model-opt KEY=VALUE`` options before anything else).
 
-A stage takes one tensor and returns one tensor.  Problems are raised as :class:`ModelError`.
+Problems are raised as :class:`ModelError` naming the rank.
 """
 
 from __future__ import annotations
@@ -24,11 +27,10 @@ from types import ModuleType
 
 import torch
 
+from ppir.torch import values as V
+from ppir.torch.errors import ModelError
+
 REQUIRED = ("build_stage", "make_batch", "loss_fn")
-
-
-class ModelError(ValueError):
-    """The model module is missing something or returned something unusable."""
 
 
 def load_model(spec: str, options: dict | None = None):
@@ -100,38 +102,36 @@ def build_stages(model, stages: list[int], num_stages: int, device, rank: int) -
     return out
 
 
-def split_batch(model, step: int, microbatches: int, device, rank: int):
-    """``make_batch(step)`` split into M equal microbatches: (inputs list, targets list)."""
+def global_batch(model, step: int, device, rank: int):
+    """``make_batch(step)`` checked and moved to ``device``: (inputs, targets)."""
     batch = model.make_batch(step)
-    if not (
-        isinstance(batch, (tuple, list))
-        and len(batch) == 2
-        and all(isinstance(t, torch.Tensor) for t in batch)
-    ):
+    if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
         raise ModelError(
-            f"rank {rank}: make_batch({step}) must return (inputs, targets) "
-            f"tensors, got {type(batch).__name__}"
+            f"rank {rank}: make_batch({step}) must return (inputs, targets), "
+            f"got {type(batch).__name__}"
         )
+    try:
+        return tuple(V.to_device(b, device) for b in batch)
+    except TypeError as e:
+        raise ModelError(f"rank {rank}: make_batch({step}): {e}") from None
+
+
+def split_batch(
+    model, step: int, microbatches: int, device, rank: int, *, replicas: int = 1, replica: int = 0
+):
+    """This replica's slice of ``make_batch(step)`` cut into M equal microbatches:
+    (inputs list, targets list)."""
     parts = []
-    for name, t in zip(("inputs", "targets"), batch):
-        if t.dim() == 0 or t.shape[0] % microbatches:
-            raise ModelError(
-                f"rank {rank}: make_batch({step}) {name} have shape "
-                f"{tuple(t.shape)}: dim 0 must split into {microbatches} equal "
-                "microbatches"
-            )
-        parts.append(list(t.to(device).chunk(microbatches)))
+    for name, value in zip(("inputs", "targets"), global_batch(model, step, device, rank)):
+        where = f"rank {rank}: make_batch({step}) {name}"
+        try:
+            if replicas > 1:
+                value = V.split_batch(value, replicas, where, "data-parallel replicas")[replica]
+                where += f" (replica {replica}'s slice)"
+            parts.append(V.split_batch(value, microbatches, where))
+        except (TypeError, ValueError) as e:
+            raise ModelError(str(e)) from None
     return parts[0], parts[1]
-
-
-def check_loss(loss, stage: int, mb: int, rank: int):
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
-        raise ModelError(
-            f"rank {rank}: loss_fn on stage {stage}, microbatch {mb} returned "
-            f"{shape}; it must return a scalar tensor (the microbatch mean)"
-        )
-    return loss.reshape(())
 
 
 class PlainSGD:

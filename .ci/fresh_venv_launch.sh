@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The install the README recommends, and nothing else: a fresh venv with torch and ppir[torch]
+# only (no numpy, no matplotlib, no test tools) launches 2 ranks and verifies the gradients.
+# Run by .ci/run after the suite; `make fresh-venv-check` runs it by hand.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-python3}
+VENV=$(mktemp -d /tmp/ppir-fresh-XXXXXX)
+trap 'rm -rf "$VENV"' EXIT
+$PY -m venv "$VENV"
+"$VENV/bin/pip" install -q "torch==2.13.0"   # a local CPU wheel here; never a CUDA download
+"$VENV/bin/pip" install -q -e ".[torch]"
+for mod in numpy matplotlib pytest; do
+  if "$VENV/bin/python" -c "import $mod" 2>/dev/null; then
+    echo "fresh-venv: $mod is installed, but ppir[torch] must not need it" >&2
+    exit 1
+  fi
+done
+cd /tmp  # run from outside the source tree, as a user would
+"$VENV/bin/ppir" launch -n 2 1f1b -D M=4 --model "$OLDPWD/examples/gpt_model.py" \
+  --model-opt layers=2 --model-opt d_model=32 --model-opt seq=8 --model-opt batch=8 \
+  --steps 2 --verify-grads --device cpu | tee "$VENV/out.txt"
+grep -q "verify-grads: .*: OK" "$VENV/out.txt"
+echo "fresh-venv: ppir[torch] alone launched 2 ranks and verified the gradients"

@@ -1,0 +1,96 @@
+"""What went wrong in a launch: the root cause among the ranks' ends (no torch needed).
+
+:func:`root_cause` reads one :class:`RankEnd` per rank that ended non-zero (its exit code and
+the ``ppir`` record of its torchelastic error file, see :mod:`ppir.torch.failures`) and picks,
+in this order:
+
+1. the earliest rank's own error (an exception; the runtime's own error, or the user's code
+   with its traceback);
+2. a rank that died without a Python exception: a signal other than the launcher's SIGTERM
+   (SIGKILL, SIGSEGV, ...) or an exit code without a record (``os._exit``);
+3. the earliest communication failure (a peer that timed out or went away) -- the peer it names
+   is the one that hung;
+4. the first failure the stopping ranks quote (recorded by a rank on another node);
+5. ranks terminated by SIGTERM, when nothing else explains the failure.
+
+Everything else is a consequence: ranks stopped by the launcher, or stopping because of the
+first failure.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+
+@dataclass
+class RankEnd:
+    rank: int
+    exitcode: int
+    record: dict | None  # the error file's "ppir" record, if the rank wrote one
+
+    @property
+    def kind(self) -> str:
+        if self.record:
+            return self.record.get("kind", "own")
+        if self.exitcode == -signal.SIGTERM:
+            return "stopped"
+        return "died"
+
+    def how(self) -> str:
+        if self.exitcode < 0:
+            try:
+                name = signal.Signals(-self.exitcode).name
+            except ValueError:
+                name = "unknown signal"
+            return f"killed by signal {-self.exitcode} ({name})"
+        return f"exit code {self.exitcode}"
+
+
+@dataclass
+class Cause:
+    message: str  # one line naming the rank and the cause
+    traceback: str | None = None
+    rank: int | None = None
+
+
+def root_cause(ends: list[RankEnd]) -> Cause | None:
+    """The cause of a failed launch (see the module docstring); None when nothing failed."""
+    by_kind: dict[str, list[RankEnd]] = {}
+    for e in ends:
+        by_kind.setdefault(e.kind, []).append(e)
+
+    def earliest(kind: str) -> RankEnd:
+        return min(by_kind[kind], key=lambda e: e.record.get("time", 0.0))
+
+    if "own" in by_kind:
+        e = earliest("own")
+        return Cause(e.record["message"], e.record.get("traceback"), e.rank)
+    if "died" in by_kind:
+        died = sorted(by_kind["died"], key=lambda e: e.rank)
+        text = "; ".join(f"rank {e.rank} died without a Python exception ({e.how()})" for e in died)
+        return Cause(text, None, died[0].rank)
+    if "comm" in by_kind:
+        e = earliest("comm")
+        return Cause(e.record["message"], None, e.rank)
+    if "secondary" in by_kind:
+        e = earliest("secondary")
+        return Cause(f"{e.record.get('first')} (reported to rank {e.rank})", None, None)
+    if "stopped" in by_kind:
+        ranks = ", ".join(str(e.rank) for e in sorted(by_kind["stopped"], key=lambda e: e.rank))
+        return Cause(f"rank(s) {ranks} terminated by SIGTERM from outside the launcher")
+    return None
+
+
+def summary(ends: list[RankEnd], cause: Cause | None) -> str:
+    """``rank 0: stopped (after rank 1's failure); rank 1: failed (exit code 1)``."""
+    parts = []
+    for e in sorted(ends, key=lambda e: e.rank):
+        if cause is not None and e.rank == cause.rank:
+            parts.append(f"rank {e.rank}: failed ({e.how()})")
+        elif e.kind in ("stopped", "secondary"):
+            parts.append(f"rank {e.rank}: stopped")
+        else:
+            what = {"own": "failed too", "comm": "lost its peers", "died": "died"}[e.kind]
+            parts.append(f"rank {e.rank}: {what} ({e.how()})")
+    return "; ".join(parts)

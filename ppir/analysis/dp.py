@@ -1,0 +1,155 @@
+"""The data-parallel gradient reduction in the cost model: each ``REDUCE_GRAD`` (a ``reduce``
+node of the graph) lasts one ring all-reduce of its stage's gradients over the stage's
+data-parallel group, and the report says how much of it the pipeline's drain hides.
+
+Ring all-reduce (Patarasuk & Yuan 2009; NCCL's ring): ``D`` replicas exchange ``2 (D - 1)``
+chunks of ``n / D`` bytes each, one after the other, on the ring's links:
+
+    T = 2 (D - 1) * (alpha + (n / D) / beta)
+
+with ``alpha``/``beta`` the latency and bandwidth of the link class the data-parallel group
+uses: the intra-node link when ``D <= ranks_per_node`` (the mesh puts the replicas of a stage
+next to each other, ``ppir.torch.procgroup.make_mesh``), else the inter-node one (the ring's
+slowest hop).  ``n``, the stage's gradient bytes, comes from the model shape: the stage's
+parameters on one tensor-parallel rank (the memory footprint's count: layers, the embedding on
+the first stage, the final norm on the last) at the gradient dtype (``grad_dtype``, fp32 by
+default); without a model it is 0 and the reduction costs its latencies alone (unit mode).
+Reductions of one rank share the ring: the timeline runs them one after another (a
+``channel`` edge between consecutive reduce nodes of a rank).
+
+A reduction is posted asynchronously after its stage's last backward and waited for at the end
+of the step, so it overlaps the rest of the pipeline's work (the drain: the later backwards of
+this rank and of the ranks before it).  :func:`dp_report`: per rank, the reduction time, the
+part still running when the step would have ended without reductions (``exposed``: the step
+grows by the largest one) and the rest (``hidden``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from ppir.analysis.config import CostConfig, Link
+from ppir.analysis.costs import Costs
+from ppir.analysis.timeline import Timeline
+from ppir.ir import Schedule
+from ppir.ir.graph import REDUCE
+
+
+def ring_allreduce_time(replicas: int, nbytes: float, link: Link) -> Fraction | float:
+    """``2 (D - 1) (alpha + n / (D beta))`` (0 for one replica)."""
+    if replicas <= 1:
+        return 0
+    chunk = nbytes / replicas if nbytes else 0
+    return 2 * (replicas - 1) * link.time(chunk)
+
+
+def dp_link(cfg: CostConfig, replicas: int) -> Link:
+    """The link class of a data-parallel ring (see the module docstring)."""
+    return cfg.intra if replicas <= cfg.ranks_per_node else cfg.inter
+
+
+def stage_grad_bytes(schedule: Schedule, cfg: CostConfig) -> list[float]:
+    """Each stage's gradient bytes on one tensor-parallel rank: its parameters
+    (:func:`ppir.analysis.footprint.stage_sizes`: layers, embedding on the first stage, final
+    norm on the last) at the model's gradient dtype; 0 without a model shape."""
+    if cfg.model is None:
+        return [0.0] * schedule.stages
+    from ppir.analysis.footprint import stage_sizes
+    from ppir.analysis.models import DTYPE_BYTES
+
+    per = DTYPE_BYTES[cfg.model.grad_dtype]
+    return [float(st.params * per) for st in stage_sizes(cfg.model, schedule)]
+
+
+def with_dp(costs: Costs, schedule: Schedule, cfg: CostConfig, replicas: int) -> Costs:
+    """``costs`` with each stage's reduction time for ``replicas`` data-parallel replicas
+    (``Costs.reduce``, in ticks; exact costs are rescaled when needed to stay integers)."""
+    link = dp_link(cfg, replicas)
+    times = [ring_allreduce_time(replicas, n, link) for n in stage_grad_bytes(schedule, cfg)]
+    if not costs.exact or not all(isinstance(t, (int, Fraction)) for t in times):
+        conv = costs.converter()
+        scale = conv(1) if costs.exact else 1.0
+        return replace(costs, reduce=tuple(float(t) / scale for t in times))
+    ticks = [Fraction(t) / costs.tick for t in times]
+    k = 1
+    for t in ticks:
+        k = k * t.denominator // _gcd(k, t.denominator)
+    if k > 1:
+        costs = _rescale(costs, k)
+    return replace(costs, reduce=tuple(int(t * k) for t in ticks))
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a
+
+
+def _rescale(c: Costs, k: int) -> Costs:
+    return replace(
+        c,
+        op=tuple({kind: d * k for kind, d in row.items()} for row in c.op),
+        intra=c.intra * k,
+        inter=c.inter * k,
+        pairs=tuple((p, t * k) for p, t in c.pairs),
+        tick=c.tick / k,
+    )
+
+
+@dataclass(frozen=True)
+class DPReduce:
+    """Per rank: ``total`` reduction time, ``exposed`` (after the step would have ended without
+    reductions) and ``hidden`` (= total - exposed), in the run's time unit."""
+
+    replicas: int
+    link: str
+    total: tuple[float, ...]
+    exposed: tuple[float, ...]
+
+    @property
+    def hidden(self) -> tuple[float, ...]:
+        return tuple(t - e for t, e in zip(self.total, self.exposed))
+
+    def describe(self, fmt=str) -> str:
+        """Two lines: the rank whose reduction is most exposed, and all ranks together."""
+        r = max(range(len(self.total)), key=lambda i: (self.exposed[i], self.total[i]))
+        tot, exp = self.total[r], self.exposed[r]
+        share = f"{(tot - exp) / tot:.0%}" if tot else "-"
+        all_t, all_e = sum(self.total), sum(self.exposed)
+        return (
+            f"data-parallel reduce       {fmt(tot)} per step on rank {r} (ring over "
+            f"{self.replicas} replicas, {self.link} link): the drain hides {fmt(tot - exp)} "
+            f"({share}), {fmt(exp)} exposed\n"
+            f"                           all ranks: {fmt(all_t - all_e)} of {fmt(all_t)} "
+            "hidden"
+        )
+
+
+def dp_report(tl: Timeline, replicas: int, link: str) -> DPReduce:
+    """How much of each rank's reductions its drain hides (see the module docstring)."""
+    g = tl.graph
+    conv = tl.costs.converter() if tl.costs is not None else float
+    ranks = g.schedule.ranks
+    end = 0  # when the step would end without the reductions
+    red_end = [0] * ranks
+    total = [0] * ranks
+    for v in range(g.n):
+        if g.kind[v] == REDUCE:
+            r = g.rank[v]
+            red_end[r] = max(red_end[r], tl.finish[v])
+            total[r] += tl.duration[v]
+        else:
+            end = max(end, tl.finish[v])
+    exposed = []
+    for r in range(ranks):
+        e = min(total[r], max(0, red_end[r] - end))
+        if not isinstance(e, int) and abs(total[r] - e) <= 1e-9 * abs(total[r]):
+            e = total[r]  # float round-off: wholly exposed
+        exposed.append(e)
+    return DPReduce(
+        replicas,
+        link,
+        tuple(conv(t) for t in total),
+        tuple(conv(e) for e in exposed),
+    )

@@ -1,0 +1,183 @@
+"""The backward of one stage for one microbatch: whole (B), or split into the input part (I)
+and the weight part (W) without computing anything twice.
+
+Split backward (zero-bubble schedules).  Let X be the autograd nodes from which the stage's
+input is reachable: the nodes I must run to get the input gradient.  A node ``u`` in X whose
+next edges also lead, outside X, to parameters is a *frontier* node (e.g. the ``addmm`` of a
+Linear: its edges go to the input path and to the weight and bias).  Contract:
+
+* :func:`backward_input` runs ``autograd.grad(outputs, inputs)`` once, with pre-hooks on the
+  frontier nodes that keep the gradients at their outputs.  The engine computes a node's
+  outputs only along edges it needs, so no weight gradient is computed here.
+* :func:`backward_weight` starts at each frontier node with the kept gradient and asks only for
+  the parameters its edges outside X reach: the engine runs the weight half of that node and
+  the parameter-only nodes behind it (``TBackward``, casts, ...), never a node of X again.
+  Backward functions are linear in their incoming gradient, so parameters reached from several
+  frontier nodes get the sum of the parts, as a whole backward gives.
+* Stage outputs that do not depend on the input (and every output of a stage whose input needs
+  no gradient, e.g. stage 0) are weight-only: W backpropagates them whole.
+* If a frontier node's parameters are also reachable through its X edges (one weight used at
+  two depths of the stage), a per-node start would count a path twice; then W falls back to
+  one backward from the outputs to the parameters (correct, but it repeats I's work), and
+  :attr:`WeightWork.recompute` says so.
+
+Gradients are added into ``param.grad`` (created when ``None``), as ``backward`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch.autograd.graph import GradientEdge, get_gradient_edge
+
+
+@dataclass
+class WeightWork:
+    """What W needs, kept by I: frontier starts and weight-only outputs."""
+
+    starts: list = field(default_factory=list)  # (node, grads at its outputs, params it reaches)
+    whole: list = field(default_factory=list)  # (output tensor, its gradient): weight-only roots
+    params: list = field(default_factory=list)
+    recompute: bool = False
+
+
+def backward_full(outputs: list, grads: list, inputs: list) -> list:
+    """B: backpropagate ``outputs`` (with ``grads``; ``None`` for a scalar loss) into the
+    parameters; returns the gradient of each input (``None`` where it has none)."""
+    if outputs:
+        torch.autograd.backward(outputs, grad_tensors=grads)
+    return [x.grad if x.requires_grad else None for x in inputs]
+
+
+def _node(t: torch.Tensor):
+    return t.grad_fn if t.grad_fn is not None else get_gradient_edge(t).node
+
+
+def _postorder(roots: list) -> list:
+    """Every node reachable from ``roots``, children before parents."""
+    order, seen = [], set()
+    stack = [(r, False) for r in roots]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            order.append(n)
+            continue
+        if n in seen:
+            continue
+        seen.add(n)
+        stack.append((n, True))
+        for child, _ in n.next_functions:
+            if child is not None and child not in seen:
+                stack.append((child, False))
+    return order
+
+
+def _plan(outputs: list, inputs: list, params: list):
+    """(frontier [(node, params reached outside X)], weight-only outputs, entangled).
+    Parameter sets are int bitmasks (no per-node set objects: this runs at every I)."""
+    input_nodes = {_node(x) for x in inputs if x.requires_grad}
+    param_bit = {_node(p): 1 << i for i, p in enumerate(params)}
+    roots = [o.grad_fn for o in outputs]
+    in_x: dict = {}
+    reach: dict = {}  # node -> bitmask of the parameters reachable from it
+    kids_of: dict = {}
+    for n in _postorder([r for r in roots if r is not None]):
+        kids = [c for c, _ in n.next_functions if c is not None]
+        kids_of[n] = kids
+        x = n in input_nodes
+        mask = param_bit.get(n, 0)
+        for c in kids:
+            x = x or in_x[c]
+            mask |= reach[c]
+        in_x[n] = x
+        reach[n] = mask
+    frontier, entangled = [], False
+    for n, x_node in in_x.items():
+        if not x_node or n in input_nodes:
+            continue
+        outside = through_x = 0
+        for c in kids_of[n]:
+            if in_x[c]:
+                through_x |= reach[c]
+            else:
+                outside |= reach[c]
+        if outside:
+            frontier.append((n, [i for i in range(len(params)) if outside >> i & 1]))
+            entangled = entangled or bool(outside & through_x)
+    whole = [i for i, r in enumerate(roots) if r is not None and not in_x[r] and reach[r]]
+    return frontier, whole, entangled
+
+
+def backward_input(outputs: list, grads: list, inputs: list, params: list):
+    """I: the gradient of each input (``None`` where it has none) and the :class:`WeightWork`
+    that W completes.  ``outputs`` are the stage's output tensors that require grad, ``grads``
+    their gradients (``None`` for a scalar loss)."""
+    work = WeightWork(params=params)
+    if not outputs:
+        return [None] * len(inputs), work
+    frontier, whole, entangled = _plan(outputs, inputs, params)
+    needs = [x for x in inputs if x.requires_grad]
+    if entangled:
+        work.recompute = True
+        work.whole = list(zip(outputs, grads))
+    else:
+        work.whole = [(outputs[i], grads[i]) for i in whole]
+    kept: dict = {}
+    hooks = []
+    if not entangled:
+        for n, _ in frontier:
+            hooks.append(n.register_prehook(lambda g, n=n: kept.__setitem__(n, g)))
+    connected = [i for i, o in enumerate(outputs) if i not in set(whole)]
+    try:
+        if needs and connected:
+            got = torch.autograd.grad(
+                [outputs[i] for i in connected],
+                needs,
+                grad_outputs=[grads[i] for i in connected] if grads[0] is not None else None,
+                retain_graph=True,
+                allow_unused=True,
+            )
+        else:
+            got = [None] * len(needs)
+    finally:
+        for h in hooks:
+            h.remove()
+    if not entangled:
+        for n, reached in frontier:
+            if n in kept:
+                work.starts.append((n, kept[n], [params[i] for i in reached]))
+    it = iter(got)
+    return [next(it) if x.requires_grad else None for x in inputs], work
+
+
+def backward_weight(work: WeightWork) -> None:
+    """W: add the weight gradients into ``param.grad`` (see the module docstring)."""
+    for node, grads, ps in work.starts:
+        edges = [GradientEdge(node, k) for k, g in enumerate(grads) if g is not None]
+        if edges:
+            gs = [g for g in grads if g is not None]
+            _accumulate(
+                ps, torch.autograd.grad(edges, ps, gs, retain_graph=True, allow_unused=True)
+            )
+    if work.whole and work.params:
+        outs = [o for o, _ in work.whole]
+        gs = [g for _, g in work.whole]
+        got = torch.autograd.grad(
+            outs,
+            work.params,
+            grad_outputs=gs if gs[0] is not None else None,
+            retain_graph=True,
+            allow_unused=True,
+        )
+        _accumulate(work.params, got)
+
+
+def _accumulate(params: list, grads) -> None:
+    for p, g in zip(params, grads):
+        if g is None:
+            continue
+        if p.grad is None:
+            p.grad = g
+        else:
+            p.grad.add_(g)

@@ -1,0 +1,52 @@
+"""The runtime's own errors: each one is a user-facing message (no traceback), naming the rank."""
+
+from __future__ import annotations
+
+import re
+
+
+class RuntimeFailure(RuntimeError):
+    """Base of the runtime's errors; the message is complete and names the rank."""
+
+
+class ShapeMismatch(RuntimeFailure):
+    """A tensor disagrees with the plan's shape/dtype metadata."""
+
+
+class ModelError(RuntimeFailure, ValueError):
+    """The model (module file, stages, loss) is missing something or returned something
+    unusable."""
+
+
+class NonFiniteLoss(RuntimeFailure):
+    """The loss of a microbatch is NaN or infinite."""
+
+
+class SetupError(RuntimeFailure):
+    """The process group, mesh or plan does not fit the processes that run it."""
+
+
+class CommError(RuntimeFailure):
+    """Communication with other ranks failed: ``peers`` (global ranks) timed out or went away.
+
+    ``timeout`` tells a timeout from a lost connection."""
+
+    def __init__(self, message: str, peers: tuple[int, ...] = (), timeout: bool = False):
+        super().__init__(message)
+        self.peers, self.timeout = tuple(peers), timeout
+
+
+def comm_error(where: str, peers, exc: BaseException, timeout_s: float | None) -> CommError:
+    """A :class:`CommError` for ``exc`` raised by torch.distributed at ``where``: one line,
+    without torch's C++ stack."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = re.sub(r"^\[[^\]]*\]\s*", "", text)  # torch's "[path/to/file.cc:123] " prefix
+    low = text.lower()
+    timeout = "timed out" in low or "timeout" in low
+    who = ", ".join(f"rank {p}" for p in peers) or "its peers"
+    if timeout:
+        limit = f" within the {timeout_s:g} s timeout" if timeout_s else ""
+        msg = f"{where}: no answer from {who}{limit} (is it stuck?)"
+    else:
+        msg = f"{where}: lost the connection to {who} (did it fail?)"
+    return CommError(f"{msg}: {text[:160]}", peers, timeout)

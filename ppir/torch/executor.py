@@ -1,0 +1,291 @@
+"""Interpret one rank's program of a ``ppir.plan/2`` plan for one training step.
+
+Contract:
+
+* Instructions run strictly in plan order; the executor makes no scheduling decision.  A
+  ``group`` is posted with one ``dist.batch_isend_irecv`` holding its messages in plan order
+  (a value of several tensors is one message per tensor, in leaf order: :mod:`.values`) and is
+  waited on before the next instruction (a group completes as a unit, as the verifier assumes).
+  A ``deferred`` group (the IR's ``post[...]``) is not waited on there; its ``wait``
+  instruction waits and only then hands over the received values.
+* Receive buffers are allocated when their group is posted, from the boundary metadata; a value
+  is dropped at its single read, and a stage's saved activations by its B (or W), so memory
+  follows what the schedule keeps in flight.
+* Each stage runs as its own autograd graph: its floating-point inputs are leaves requiring
+  grad, and their gradients are what SEND_B carries (or hands over locally on a V fold).
+* The last stage's loss is ``loss_fn(output, target) / M``: with equal microbatches the
+  gradients accumulated over a step equal single-process training on the whole mini-batch.
+* B, I and W are :mod:`.backward`'s (I and W split the backward without recomputation).
+* ``reduce`` posts the data-parallel reduction of a stage's gradients (:mod:`.reduce`); the
+  step waits for every reduction (and syncs tied parameters) before it returns.
+* A tensor whose shape or dtype disagrees with the metadata raises :class:`ShapeMismatch`
+  naming rank, instruction and both shapes, before anything is posted.  A non-finite loss
+  raises :class:`NonFiniteLoss` naming rank, step and microbatch (or warns).  A failed
+  send/recv raises :class:`CommError` naming the peer.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.distributed as dist
+
+from ppir.plan import boundary_of
+from ppir.torch import values as V
+from ppir.torch.backward import backward_full, backward_input, backward_weight
+from ppir.torch.errors import ModelError, NonFiniteLoss, ShapeMismatch, comm_error
+
+Meta = dict  # boundary -> spec (see :mod:`.values`)
+
+
+class _Saved:
+    """What a stage's F keeps for its backward."""
+
+    __slots__ = ("inputs", "outputs", "loss")
+
+    def __init__(self, inputs: list, outputs: list, loss: bool):
+        self.inputs, self.outputs, self.loss = inputs, outputs, loss
+
+
+class Executor:
+    """Runs ``plan["programs"][pp_rank]`` with ``modules[chunk]`` (the rank's stages, ascending).
+
+    ``peer(r)`` maps a pipeline rank of the plan to the global rank used with ``group``;
+    ``rank`` is this process's global rank (for messages)."""
+
+    def __init__(
+        self,
+        plan: dict,
+        pp_rank: int,
+        modules: list,
+        loss_fn,
+        meta: Meta,
+        device,
+        *,
+        rank: int | None = None,
+        group=None,
+        peer=None,
+        reducer=None,
+        nonfinite: str = "raise",
+        timeout_s: float | None = None,
+    ):
+        self.program = plan["programs"][pp_rank]
+        self.pp_rank = pp_rank
+        self.rank = pp_rank if rank is None else rank
+        self.stages = plan["stages_of_rank"][pp_rank]
+        self.modules, self.loss_fn, self.meta, self.device = modules, loss_fn, meta, device
+        self.group = group
+        self.peer = peer or (lambda r: r)
+        self.reducer = reducer
+        self.nonfinite = nonfinite
+        self.timeout_s = timeout_s
+        self.microbatches = plan["microbatches"]
+        self.scale = 1.0 / plan["microbatches"]
+        self.peak_saved = 0  # most (stage, mb) activations held at once during the last step
+        self._params = [[p for p in m.parameters() if p.requires_grad] for m in modules]
+        self._leaves = {b: V.leaf_specs(sp) for b, sp in meta.items()}
+        self._grad_leaves = {b: V.grad_leaves(sp) for b, sp in meta.items()}
+
+    # ------------------------------------------------------------------ one step
+    def step(self, inputs: list | None, targets: list | None, step: int = 0):
+        """Run the program once; returns the mini-batch loss tensor on the rank holding the last
+        stage, else None.  Gradients accumulate into ``param.grad`` (zero them before)."""
+        self.bufs: dict[str, object] = {}
+        self.saved: dict[tuple[int, int], _Saved] = {}
+        self.weight_todo: dict = {}
+        self.pending: dict[int, tuple] = {}  # deferred groups posted, not yet waited on
+        self.inputs, self.targets, self.step_no = inputs, targets, step
+        self.losses: list[tuple[int, torch.Tensor]] = []
+        self.peak_saved = 0
+        for i, ins in enumerate(self.program):
+            self.index = i
+            getattr(self, "_op_" + ins["op"])(ins)
+        if self.reducer is not None:
+            self.reducer.finish()
+        if self.pending:
+            raise RuntimeError(
+                f"rank {self.rank}: {len(self.pending)} deferred group(s) posted "
+                "but never waited on in this step"
+            )
+        left = [k for k in self.bufs] + [f"{s}:{m}" for s, m in self.saved]
+        if left:
+            raise RuntimeError(
+                f"rank {self.rank}: the plan left values unused at the end of "
+                f"the step: {', '.join(sorted(left))}"
+            )
+        if not self.losses:
+            return None
+        loss = torch.stack([v for _, v in self.losses]).sum()
+        self._check_finite(loss)
+        return loss
+
+    def _check_finite(self, loss) -> None:
+        if bool(torch.isfinite(loss)) or self.nonfinite == "ignore":
+            return
+        mb, value = next((m, v.item()) for m, v in self.losses if not bool(torch.isfinite(v)))
+        msg = (
+            f"rank {self.rank}: the loss is {value} at step {self.step_no}, microbatch {mb} "
+            f"(stage {self.stages[-1]})"
+        )
+        if self.nonfinite == "warn":
+            print(f"ppir: warning: {msg}", file=sys.stderr, flush=True)
+            return
+        raise NonFiniteLoss(
+            msg + "; stopping (pass nonfinite='warn' or --on-nonfinite warn to go on)"
+        )
+
+    def _where(self, ins) -> str:
+        return f"rank {self.rank}, instruction #{self.index} ({ins['ir']})"
+
+    def _check(self, ins, value, boundary: int, what: str) -> None:
+        want = self.meta.get(boundary)
+        if want is None:
+            raise ShapeMismatch(f"{self._where(ins)}: no metadata for boundary {boundary}")
+        try:
+            _, got = V.flatten(value, what)
+        except TypeError as e:
+            raise ShapeMismatch(f"{self._where(ins)}: {e}") from None
+        if got != want:
+            raise ShapeMismatch(
+                f"{self._where(ins)}: {what} has shape {V.describe(got)} but the "
+                f"plan's metadata for boundary {boundary} says {V.describe(want)}"
+            )
+
+    # ------------------------------------------------------------------ compute
+    def _op_F(self, ins) -> None:
+        s, m, chunk = ins["stage"], ins["mb"], ins["chunk"]
+        if ins["in"] == "data":
+            x = self.inputs[m]
+            self._check(ins, x, 0, f"microbatch {m} of the inputs")
+        else:
+            x = self.bufs.pop(ins["in"])
+        leaves, spec = V.flatten(x)
+        grad_in = []
+        for k, t in enumerate(leaves):
+            if t.is_floating_point() and ins["in"] != "data":
+                leaves[k] = t.detach().requires_grad_(True)
+                grad_in.append(leaves[k])
+        y = V.call_stage(self.modules[chunk], V.unflatten(spec, leaves))
+        if ins["out"] == "loss":
+            loss = _scalar(self.loss_fn(y, self.targets[m]), s, m, self.rank) * self.scale
+            self.losses.append((m, loss.detach()))
+            self.saved[(s, m)] = _Saved(grad_in, [loss], True)
+        else:
+            self._check(ins, y, boundary_of(ins["out"]), f"the output of stage {s}")
+            ys, yspec = V.flatten(y)
+            self.bufs[ins["out"]] = V.unflatten(yspec, [t.detach() for t in ys])
+            self.saved[(s, m)] = _Saved(grad_in, [t for t in ys if t.is_floating_point()], False)
+        self.peak_saved = max(self.peak_saved, len(self.saved))
+
+    def _backward_args(self, ins, sv: _Saved) -> tuple[list, list]:
+        if sv.loss:
+            return sv.outputs, [None]
+        grads = self.bufs.pop(ins["grad_in"])
+        pairs = [(o, g) for o, g in zip(sv.outputs, grads) if o.requires_grad]
+        return [o for o, _ in pairs], [g for _, g in pairs]
+
+    def _send_input_grad(self, ins, sv: _Saved, dx: list) -> None:
+        if not ins["grad_out"]:
+            return
+        grads = [torch.zeros_like(x) if g is None else g for x, g in zip(sv.inputs, dx)]
+        b = ins["stage"]
+        specs = [self._leaves[b][i] for i in self._grad_leaves[b]]
+        for g, (shape, dtype) in zip(grads, specs):
+            if tuple(g.shape) != shape or g.dtype != dtype:
+                raise ShapeMismatch(
+                    f"{self._where(ins)}: the input gradient of stage {b} has shape "
+                    f"{tuple(g.shape)} {V.dtype_name(g.dtype)}, expected {shape} "
+                    f"{V.dtype_name(dtype)}"
+                )
+        self.bufs[ins["grad_out"]] = grads
+
+    def _op_B(self, ins) -> None:
+        sv = self.saved.pop((ins["stage"], ins["mb"]))
+        outs, gs = self._backward_args(ins, sv)
+        self._send_input_grad(ins, sv, backward_full(outs, gs, sv.inputs))
+
+    def _op_I(self, ins) -> None:
+        key = (ins["stage"], ins["mb"])
+        sv = self.saved[key]
+        outs, gs = self._backward_args(ins, sv)
+        dx, work = backward_input(outs, gs, sv.inputs, self._params[ins["chunk"]])
+        self.weight_todo[key] = work
+        self._send_input_grad(ins, sv, dx)
+
+    def _op_W(self, ins) -> None:
+        key = (ins["stage"], ins["mb"])
+        if key not in self.weight_todo:
+            raise RuntimeError(
+                f"{self._where(ins)}: W before the I of stage {key[0]}, microbatch {key[1]}"
+            )
+        backward_weight(self.weight_todo.pop(key))
+        self.saved.pop(key)
+
+    def _op_reduce(self, ins) -> None:
+        if self.reducer is not None:
+            self.reducer.post(ins["chunk"])
+
+    # ------------------------------------------------------------------ communication
+    def _tensors_out(self, o) -> list:
+        value = self.bufs.pop(o["buffer"])
+        return V.flatten(value)[0] if o["kind"] == "act" else value
+
+    def _alloc(self, o) -> list:
+        b = boundary_of(o["buffer"])
+        specs = self._leaves[b]
+        if o["kind"] == "grad":
+            specs = [specs[i] for i in self._grad_leaves[b]]
+        return [torch.empty(shape, dtype=dt, device=self.device) for shape, dt in specs]
+
+    def _received(self, o, tensors: list):
+        if o["kind"] == "grad":
+            return tensors
+        return V.unflatten(self.meta[boundary_of(o["buffer"])], tensors)
+
+    def _op_group(self, ins) -> None:
+        ops, received = [], []
+        for o in ins["ops"]:
+            peer = self.peer(o["peer"])
+            if o["op"] == "send":
+                for t in self._tensors_out(o):
+                    ops.append(dist.P2POp(dist.isend, t.contiguous(), peer, self.group))
+            else:
+                ts = self._alloc(o)
+                ops.extend(dist.P2POp(dist.irecv, t, peer, self.group) for t in ts)
+                received.append((o, ts))
+        works = self._comm(ins, lambda: dist.batch_isend_irecv(ops)) if ops else []
+        if ins.get("deferred"):  # posted now, completed by its 'wait' instruction
+            self.pending[ins["id"]] = (works, received, ins)
+            return
+        self._complete(ins, works, received)
+
+    def _op_wait(self, ins) -> None:
+        works, received, posted = self.pending.pop(ins["group"])
+        self._complete(posted, works, received, at=ins)
+
+    def _complete(self, ins, works, received, at=None) -> None:
+        def wait():
+            for w in works:
+                w.wait()
+
+        self._comm(at or ins, wait, ins)
+        for o, ts in received:
+            self.bufs[o["buffer"]] = self._received(o, ts)
+
+    def _comm(self, ins, fn, group_ins=None):
+        try:
+            return fn()
+        except RuntimeError as e:
+            peers = sorted({self.peer(o["peer"]) for o in (group_ins or ins)["ops"]})
+            raise comm_error(self._where(ins), peers, e, self.timeout_s) from None
+
+
+def _scalar(loss, stage: int, mb: int, rank: int):
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise ModelError(
+            f"rank {rank}: loss_fn on stage {stage}, microbatch {mb} returned "
+            f"{shape}; it must return a scalar tensor (the microbatch mean)"
+        )
+    return loss.reshape(())

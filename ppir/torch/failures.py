@@ -1,0 +1,206 @@
+"""How a rank of ``ppir.run`` fails: one report, the right rank named, every rank ending.
+
+Contract:
+
+* :class:`FailureChannel` holds the first failure in the rendezvous store (torchrun's agent
+  store, or rank 0's): a failing rank records ``"rank R: message"`` with a compare-and-set, and
+  every other rank's watchdog thread (polling every 0.25 s) prints ``rank K stopping: <first>``
+  and exits 1.  The watchdog also ends the rank when its parent (the launcher) is gone.
+* :func:`die_with_parent` asks Linux to SIGKILL this process when its parent dies
+  (``PR_SET_PDEATHSIG``), so a SIGKILLed launcher leaves no rank behind.
+* :func:`fail` reports an exception and exits 1 at once.  A :class:`CommError` (a peer timed
+  out or went away) is usually the consequence of another rank's failure: the rank waits up to
+  ``settle_s`` for that failure to appear in the store and then reports itself as stopping
+  because of it; only if none appears is the communication failure the first one.
+* Reports: stderr (one line for the runtime's own errors; the full traceback for an exception
+  in the user's code when no launcher collects it), and the torchelastic error file
+  (``$TORCHELASTIC_ERROR_FILE``, torch's format) with a ``ppir`` record that the launcher reads:
+  ``rank``, ``time``, ``kind`` (``own``, ``comm`` or ``secondary``), ``message``, ``first``,
+  ``peers``, ``timeout``, ``traceback``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+
+ERROR_KEY = "ppir/error"
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when its parent dies (Linux); exit now if it is already gone."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:
+        os._exit(1)
+
+
+class FailureChannel:
+    """First-failure record in the rendezvous store, plus a watchdog thread (module doc)."""
+
+    def __init__(self, store, rank: int, key: str):
+        self.store, self.rank, self.key = store, rank, key
+        self.parent = os.getppid()
+        self._stop = threading.Event()
+
+    @classmethod
+    def connect(cls, rank: int, timeout_s: float) -> FailureChannel | None:
+        import torch.distributed as dist
+
+        try:
+            store = dist.TCPStore(
+                os.environ["MASTER_ADDR"],
+                int(os.environ["MASTER_PORT"]),
+                is_master=False,
+                timeout=datetime.timedelta(seconds=timeout_s),
+            )
+        except Exception:  # noqa: BLE001 - no store: fall back on the process-group timeout
+            return None
+        restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        run = os.environ.get("TORCHELASTIC_RUN_ID", "")
+        return cls(store, rank, f"{ERROR_KEY}/{run}/{restart}")
+
+    def report(self, text: str) -> str:
+        """Record ``text`` unless another rank failed first; returns the first failure."""
+        try:
+            return self.store.compare_set(self.key, "", text).decode()
+        except Exception:  # noqa: BLE001 - the store may be gone with the launcher
+            return text
+
+    def first_failure(self) -> str | None:
+        try:
+            if self.store.check([self.key]):
+                return self.store.get(self.key).decode()
+        except Exception:  # noqa: BLE001
+            return None
+        return None
+
+    def start_watchdog(self, interval_s: float = 0.25) -> None:
+        def watch():
+            while not self._stop.wait(interval_s):
+                if os.getppid() != self.parent:
+                    _exit_quietly(f"rank {self.rank}: the launcher is gone; stopping")
+                first = self.first_failure()
+                if first is None or self._stop.is_set():
+                    continue
+                _report_secondary(self.rank, first, None)
+                os._exit(1)
+
+        threading.Thread(target=watch, name="ppir-watchdog", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _exit_quietly(message: str) -> None:
+    print(f"ppir.run: error: {message}", file=sys.stderr, flush=True)
+    os._exit(1)
+
+
+def describe(exc: BaseException, rank: int | None) -> str:
+    from ppir.torch.errors import RuntimeFailure
+
+    own = f"rank {rank}"
+    text = str(exc) if isinstance(exc, RuntimeFailure) else f"{type(exc).__name__}: {exc}"
+    if rank is None or text.startswith((own + ":", own + ",")):
+        return text
+    return f"{own}: {text}"
+
+
+def fail(ctx, rank: int | None, exc: BaseException, settle_s: float = 1.5) -> None:
+    """Report ``exc`` (see the module docstring) and exit 1 at once."""
+    from ppir.plan import PlanError
+    from ppir.torch.errors import CommError, RuntimeFailure
+
+    channel = getattr(ctx, "channel", None)
+    if channel is not None:
+        channel.stop()
+    text = describe(exc, rank)
+    user_code = not isinstance(exc, (RuntimeFailure, PlanError))
+    tb = "".join(traceback.format_exception(exc)) if user_code else None
+    if isinstance(exc, CommError) and channel is not None:
+        end = time.monotonic() + settle_s
+        while time.monotonic() < end:
+            first = channel.first_failure()
+            if first is not None:
+                _report_secondary(rank, first, text)
+                os._exit(1)
+            time.sleep(0.05)
+    first = channel.report(text) if channel is not None else text
+    if first != text:
+        _report_secondary(rank, first, text)
+        os._exit(1)
+    kind = "comm" if isinstance(exc, CommError) else "own"
+    print(f"ppir.run: error: {text}", file=sys.stderr, flush=True)
+    agent = bool(os.environ.get("TORCHELASTIC_ERROR_FILE"))
+    if tb and not agent:
+        print(tb, file=sys.stderr, end="", flush=True)
+    _write_error_file(
+        rank,
+        kind,
+        text,
+        first,
+        tb,
+        peers=list(getattr(exc, "peers", ())),
+        timeout=bool(getattr(exc, "timeout", False)),
+    )
+    sys.stdout.flush()
+    if rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        time.sleep(1.0)  # the store lives in this process: let the others read the record
+    os._exit(1)
+
+
+def record(rank: int, message: str) -> None:
+    """Record a failure that ends the rank without an exception (a failed verification) for
+    the launcher; the rank then exits non-zero itself."""
+    _write_error_file(rank, "own", message, message, None)
+
+
+def _report_secondary(rank, first: str, own: str | None) -> None:
+    msg = f"rank {rank} stopping: {first}"
+    if own:
+        msg += f"\n  (rank {rank}'s own error: {own})"
+    print(f"ppir.run: error: {msg}", file=sys.stderr, flush=True)
+    _write_error_file(rank, "secondary", own or msg, first, None)
+    sys.stdout.flush()
+
+
+def _write_error_file(rank, kind, message, first, tb, peers=(), timeout=False) -> None:
+    """torchelastic's error-file format, plus the ``ppir`` record (module docstring)."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    now = time.time()
+    rec = {
+        "message": {
+            "message": message,
+            "extraInfo": {"py_callstack": tb or message, "timestamp": str(int(now))},
+        },
+        "ppir": {
+            "rank": rank,
+            "time": now,
+            "kind": kind,
+            "message": message,
+            "first": first,
+            "peers": list(peers),
+            "timeout": timeout,
+            "traceback": tb,
+        },
+    }
+    try:
+        with open(path, "w") as f:
+            json.dump(rec, f)
+    except OSError:
+        pass

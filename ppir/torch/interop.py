@@ -1,0 +1,79 @@
+"""ppir's verified program on torch.distributed.pipelining's own runtime, without a CSV file.
+
+:func:`to_torch_schedule` returns a ``_PipelineScheduleRuntime`` loaded with the lowered,
+verified program in torch's ``compute_comms`` form: every group flattened in an order both ends
+agree on (:func:`ppir.frontend.csvio.flatten_groups`), and ``REDUCE_GRAD`` after each stage's
+last backward (:mod:`ppir.ir.reduce`; without it torch leaves the gradients M times too large).
+This is what ``ppir compile --backend torch-csv --csv-format compute_comms`` writes to a file;
+the torch API used (``_PipelineScheduleRuntime``, ``_prepare_schedule_with_comms``,
+``_Action``) is private and may change between torch releases (tested with torch 2.13).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from ppir.frontend.csvio import flatten_groups, torch_rows
+
+
+def lowered_program(program):
+    """The lowered Schedule of a compiled object (``.program``), a plan or a Schedule."""
+    from ppir.ir import Schedule
+    from ppir.plan import plan_schedule, validate_plan
+
+    if hasattr(program, "program") and not isinstance(program, dict):
+        program = program.program
+    if isinstance(program, dict):
+        validate_plan(program)
+        program = plan_schedule(program)
+    if not isinstance(program, Schedule):
+        raise TypeError(f"expected a compiled program, a plan or a Schedule, got {program!r}")
+    if not program.is_lowered and program.ranks > 1:
+        raise ValueError("the schedule has no communication: compile (or lower) it first")
+    return program
+
+
+def to_torch_schedule(
+    program,
+    stages,
+    n_microbatches: int | None = None,
+    loss_fn=None,
+    *,
+    group=None,
+    device=None,
+    scale_grads: bool = True,
+):
+    """torch's runtime schedule for this rank, running ppir's ``program``.
+
+    ``stages`` are this rank's ``PipelineStage`` objects, or its stage modules (wrapped in
+    ``PipelineStage`` with the plan's stage indices, in ascending order).  ``n_microbatches``
+    defaults to the program's and must equal it.  Call ``schedule.step(...)`` as with any torch
+    schedule."""
+    from torch.distributed.pipelining import PipelineStage
+    from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
+
+    s = lowered_program(program)
+    M = s.microbatches if n_microbatches is None else n_microbatches
+    if M != s.microbatches:
+        raise ValueError(f"the program runs {s.microbatches} microbatches, not {M}")
+    rank = dist.get_rank(group) if dist.is_initialized() else 0
+    mine = list(s.stages_of_rank[rank])
+    stages = list(stages)
+    if len(stages) != len(mine):
+        raise ValueError(f"rank {rank} holds stages {mine}; {len(stages)} given")
+    wrapped = []
+    for idx, st in zip(mine, stages):
+        if isinstance(st, torch.nn.Module):
+            dev = device or next((p.device for p in st.parameters()), torch.device("cpu"))
+            st = PipelineStage(st, stage_index=idx, num_stages=s.stages, device=dev, group=group)
+        elif st.stage_index != idx:
+            raise ValueError(f"rank {rank}'s stage {st.stage_index} is not one of {mine}")
+        wrapped.append(st)
+    rows = torch_rows(flatten_groups(s), compute_only=False, reduce_grad=True)
+    actions = {r: [_Action.from_str(c) for c in row] for r, row in enumerate(rows)}
+    sched = _PipelineScheduleRuntime(
+        wrapped, n_microbatches=M, loss_fn=loss_fn, scale_grads=scale_grads
+    )
+    sched._prepare_schedule_with_comms(actions, format="compute_comms")
+    return sched

@@ -1,0 +1,178 @@
+"""Gradient reduction: across data-parallel replicas per stage, and across the pipeline ranks
+that hold copies of one tied parameter.
+
+Contract of :class:`GradReducer`:
+
+* Each parameter of the rank belongs to exactly one *bucket*: that of the stage, among the
+  rank's stages holding it, whose ``reduce`` instruction comes last in the program (a parameter
+  shared by two stages of one rank is complete only after both).
+* :meth:`post` (the plan's ``reduce`` instruction) flattens the bucket's gradients (zeros where
+  a parameter got none, so every replica reduces the same sizes), divides by the number of
+  replicas and starts an asynchronous all-reduce (sum) over the data-parallel group: after it,
+  every replica holds the mean gradient, which is what single-process training on the global
+  batch gives.  Every replica runs the same program, so the collectives of one DP group are
+  issued in the same order everywhere, and they use a communicator of their own, apart from
+  the pipeline's.
+* :meth:`finish` waits for every posted reduction, copies the results back into ``p.grad``,
+  then makes tied copies identical: the holders of a tied parameter exchange their gradients
+  (point-to-point in the pipeline group, one batch) and each sets its copy's gradient to the
+  sum in holder order (bitwise equal on every holder), as Megatron's embedding group does
+  with an all-reduce.
+* :meth:`sync_start` makes replicas and tied copies start from identical values: parameters
+  are broadcast from data-parallel rank 0, and each tied parameter from its first holder.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+from ppir.torch.errors import comm_error
+
+
+class TiedCopy:
+    """One tied parameter as this rank sees it: the local copies and the other holders."""
+
+    def __init__(self, name: str, local: list, others: list[int]):
+        self.name, self.local, self.others = name, local, others  # others: global ranks
+
+
+class GradReducer:
+    def __init__(
+        self,
+        modules: list,
+        program: list,
+        *,
+        dp_group=None,
+        dp_size: int = 1,
+        dp_src: int = 0,
+        pp_group=None,
+        tied: list[TiedCopy] = (),
+        rank: int = 0,
+        timeout_s: float | None = None,
+    ):
+        self.dp_group, self.dp_size, self.dp_src = dp_group, dp_size, dp_src
+        self.pp_group, self.tied, self.rank, self.timeout_s = pp_group, list(tied), rank, timeout_s
+        order = [ins["chunk"] for ins in program if ins["op"] == "reduce"]
+        last = {c: i for i, c in enumerate(order)}
+        best: dict[int, tuple] = {}  # id(param) -> (position of its last reduce, chunk, param)
+        for c, m in enumerate(modules):
+            for p in m.parameters():
+                pos = last.get(c, -1)
+                if p.requires_grad and (id(p) not in best or pos >= best[id(p)][0]):
+                    best[id(p)] = (pos, c, p)
+        self.buckets: dict[int, list] = {c: [] for c in range(len(modules))}
+        for _, c, p in best.values():
+            self.buckets[c].append(p)
+        self.pending: list = []
+
+    # -------------------------------------------------------------- data parallel
+    def post(self, chunk: int) -> None:
+        params = self.buckets.get(chunk, [])
+        if self.dp_size == 1 or not params:
+            return
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = _flatten_dense_tensors(grads).div_(self.dp_size)
+        try:
+            work = dist.all_reduce(flat, group=self.dp_group, async_op=True)
+        except RuntimeError as e:
+            raise comm_error(
+                f"rank {self.rank}: reducing stage gradients", (), e, self.timeout_s
+            ) from None
+        self.pending.append((params, flat, work))
+
+    def finish(self) -> None:
+        pending, self.pending = self.pending, []
+        for params, flat, work in pending:
+            try:
+                work.wait()
+            except RuntimeError as e:
+                raise comm_error(
+                    f"rank {self.rank}: data-parallel gradient reduction", (), e, self.timeout_s
+                ) from None
+            for p, g in zip(params, _unflatten_dense_tensors(flat, params)):
+                if p.grad is None:
+                    p.grad = g
+                else:
+                    p.grad.copy_(g)
+        if self.tied:
+            self._sum_tied()
+
+    # -------------------------------------------------------------- tied parameters
+    def _sum_tied(self) -> None:
+        ops, parts = [], []
+        for t in self.tied:
+            mine = [p.grad if p.grad is not None else torch.zeros_like(p) for p in t.local]
+            own = mine[0] if len(mine) == 1 else torch.stack(mine).sum(0)
+            recv = {r: torch.empty_like(own) for r in t.others}
+            for r in t.others:
+                ops.append(dist.P2POp(dist.isend, own.contiguous(), r, self.pp_group))
+                ops.append(dist.P2POp(dist.irecv, recv[r], r, self.pp_group))
+            parts.append((t, own, recv))
+        self._run(ops, "summing tied parameter gradients")
+        for t, own, recv in parts:
+            total = None
+            for r in sorted([self.rank, *t.others]):  # the same order on every holder
+                part = own if r == self.rank else recv[r]
+                total = part.clone() if total is None else total.add_(part)
+            for p in t.local:
+                p.grad = total if len(t.local) == 1 else total.clone()
+
+    @torch.no_grad()
+    def tied_drift(self) -> float:
+        """Largest difference between this rank's copy of a tied parameter and any other
+        holder's (collective among the holders; 0.0 when the copies are identical)."""
+        ops, parts = [], []
+        for t in self.tied:
+            own = t.local[0].detach()
+            recv = {r: torch.empty_like(own) for r in t.others}
+            for r in t.others:
+                ops.append(dist.P2POp(dist.isend, own.contiguous(), r, self.pp_group))
+                ops.append(dist.P2POp(dist.irecv, recv[r], r, self.pp_group))
+            parts.append((t, own, recv))
+        self._run(ops, "comparing tied parameters")
+        worst = 0.0
+        for t, own, recv in parts:
+            for other in [*recv.values(), *t.local[1:]]:
+                worst = max(worst, (own - other).abs().max().item())
+        return worst
+
+    def _run(self, ops: list, what: str) -> None:
+        if not ops:
+            return
+        peers = sorted({op.peer for op in ops})
+        try:
+            for w in dist.batch_isend_irecv(ops):
+                w.wait()
+        except RuntimeError as e:
+            raise comm_error(f"rank {self.rank}: {what}", peers, e, self.timeout_s) from None
+
+    # -------------------------------------------------------------- start-up
+    @torch.no_grad()
+    def sync_start(self) -> None:
+        """Identical starting values on every replica and every holder of a tied parameter."""
+        if self.dp_size > 1:
+            for params in self.buckets.values():
+                for p in params:
+                    try:
+                        dist.broadcast(p.data, src=self.dp_src, group=self.dp_group)
+                    except RuntimeError as e:
+                        raise comm_error(
+                            f"rank {self.rank}: broadcasting start values", (), e, self.timeout_s
+                        ) from None
+        ops, copies = [], []
+        for t in self.tied:
+            first = min([self.rank, *t.others])
+            if first == self.rank:
+                ops += [dist.P2POp(dist.isend, t.local[0].data, r, self.pp_group) for r in t.others]
+            else:
+                buf = torch.empty_like(t.local[0].data)
+                ops.append(dist.P2POp(dist.irecv, buf, first, self.pp_group))
+                copies.append((t, buf))
+            for p in t.local[1:]:
+                p.data.copy_(t.local[0].data)
+        self._run(ops, "making tied parameters identical")
+        for t, buf in copies:
+            for p in t.local:
+                p.data.copy_(buf)

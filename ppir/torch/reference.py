@@ -1,0 +1,86 @@
+"""Single-process reference: the whole model on one device, the whole global batch at once.
+
+Used by ``--verify-grads`` and the equivalence tests.  The reference is a deep copy of every
+stage built by the model's ``build_stage`` (one copy of the list, so parameters tied between
+stages stay one tensor), run in order on the full global batch; ``loss_fn`` once, then
+``backward``.  Pipelined (and data-parallel) gradients must match it up to floating-point
+reordering, and after N optimizer steps so must the parameters.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from ppir.torch.model import build_stages, global_batch
+from ppir.torch.values import call_stage
+
+
+def reference_modules(model, num_stages: int, device) -> list:
+    """A private copy of all stages (tied parameters stay tied inside the copy)."""
+    return copy.deepcopy(build_stages(model, list(range(num_stages)), num_stages, device, rank=-1))
+
+
+def reference_step(mods: list, model, step: int, device):
+    """Forward and backward of ``make_batch(step)`` through ``mods``; the loss."""
+    x, target = global_batch(model, step, device, -1)
+    for m in mods:
+        x = call_stage(m, x)
+    loss = model.loss_fn(x, target).reshape(())
+    loss.backward()
+    return loss.detach()
+
+
+def stage_grads(mods: list) -> list[dict]:
+    return [
+        {
+            n: (p.grad if p.grad is not None else torch.zeros_like(p))
+            for n, p in m.named_parameters()
+            if p.requires_grad
+        }
+        for m in mods
+    ]
+
+
+def reference_grads(model, num_stages: int, step: int, device):
+    """(loss tensor, per-stage list of {param name: grad}) for ``make_batch(step)``."""
+    mods = reference_modules(model, num_stages, device)
+    loss = reference_step(mods, model, step, device)
+    return loss, stage_grads(mods)
+
+
+def unique_parameters(mods: list) -> list:
+    seen, out = set(), []
+    for m in mods:
+        for p in m.parameters():
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                out.append(p)
+    return out
+
+
+def max_grad_diff(modules: list, stages: list[int], ref_grads: list[dict]) -> tuple[float, str]:
+    """Largest |pipelined grad - reference grad| over the given stage modules, and where."""
+    worst, where = 0.0, ""
+    for mod, s in zip(modules, stages):
+        for name, p in mod.named_parameters():
+            if not p.requires_grad:
+                continue
+            got = p.grad if p.grad is not None else torch.zeros_like(p)
+            diff = (got.detach() - ref_grads[s][name].to(got.device)).abs().max().item()
+            if diff > worst or not where:
+                worst, where = max(worst, diff), f"stage {s} {name}"
+    return worst, where
+
+
+def max_param_diff(modules: list, stages: list[int], ref_mods: list) -> tuple[float, str]:
+    """Largest |pipelined parameter - reference parameter| over the given stages, and where."""
+    worst, where = 0.0, ""
+    for mod, s in zip(modules, stages):
+        ref = dict(ref_mods[s].named_parameters())
+        for name, p in mod.named_parameters():
+            diff = (p.detach() - ref[name].detach().to(p.device)).abs().max().item()
+            if diff > worst or not where:
+                worst, where = max(worst, diff), f"stage {s} {name}"
+    return worst, where

@@ -1,0 +1,294 @@
+"""``python -m ppir.run PLAN --model MODEL``: one rank of a pipelined training run.
+
+Start it with ``ppir launch`` or torchrun (``torchrun --nproc-per-node N -m ppir.run plan.json
+--model m.py``).  Each rank loads and validates the plan, joins the process group, lays the
+world out as ``pp x dp`` (the plan's ranks times ``--dp`` replicas, default WORLD_SIZE / ranks),
+builds its stages from the model module (:mod:`.model`), and runs ``--steps`` steps through
+:class:`ppir.torch.PipelineRuntime`: zero grads, the plan's program, optimizer step.  The rank
+holding the last stage of replica 0 prints ``step N  loss L  T ms`` (the loss averaged over
+replicas).  Any failure ends every rank non-zero within bounded time with the failing rank's
+message (:mod:`.failures`).
+
+This module imports torch only inside functions: ``ppir launch`` reads its options without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+EXIT_FAIL, EXIT_USAGE = 1, 2
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return v
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """Runtime options shared by ``ppir.run`` and ``ppir launch``."""
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="MODEL",
+        help="model module: a .py path or a dotted name with build_stage, make_batch and loss_fn",
+    )
+    p.add_argument(
+        "--model-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option passed to the model's configure(**options) (repeatable)",
+    )
+    p.add_argument("--steps", type=positive_int, default=10, help="training steps (default 10)")
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=0.01,
+        help="SGD learning rate when the model has no make_optimizer (default 0.01)",
+    )
+    p.add_argument(
+        "--dp",
+        type=positive_int,
+        metavar="D",
+        help="data-parallel replicas of the pipeline (default: processes / the plan's ranks)",
+    )
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="auto (cuda:LOCAL_RANK when GPUs are present, else cpu), cpu, cuda",
+    )
+    p.add_argument(
+        "--dist-backend", choices=["nccl", "gloo"], help="default: nccl on cuda, gloo on cpu"
+    )
+    p.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="process-group timeout: a stuck peer fails after this (default 60)",
+    )
+    p.add_argument(
+        "--verify-grads",
+        action="store_true",
+        help="compare step 0's loss and gradients with single-process training on the global batch",
+    )
+    p.add_argument(
+        "--verify-steps",
+        type=positive_int,
+        metavar="N",
+        help="with --verify-grads: also train the reference N steps and compare every "
+        "parameter after N optimizer steps (catches copies that drift apart)",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=1e-5,
+        help="largest allowed absolute difference for --verify-grads (default 1e-5)",
+    )
+    p.add_argument(
+        "--on-nonfinite",
+        choices=["raise", "warn"],
+        default="raise",
+        help="a NaN/inf loss stops training (raise, default) or prints a warning (warn)",
+    )
+    p.add_argument(
+        "--tied",
+        choices=["sum", "refuse"],
+        default="sum",
+        help="parameters shared between stages: sum their gradients across the ranks "
+        "holding them (default) or refuse to run",
+    )
+    p.add_argument(
+        "--dump-plan",
+        metavar="PATH",
+        help="rank 0 writes the plan with its inferred metadata to PATH",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ppir.run",
+        description="Run one rank of a ppir execution plan (start with 'ppir launch' or torchrun).",
+    )
+    p.add_argument(
+        "plan", metavar="PLAN", help="a ppir.plan/2 file (ppir compile --backend cuda -o PLAN)"
+    )
+    p.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="do not verify the plan's program again (its schema and digest are still checked)",
+    )
+    add_run_arguments(p)
+    return p
+
+
+def prepare(ctx, plan: dict, model, args):
+    """Mesh, this rank's stages, the runtime; -> (runtime, mesh)."""
+    from ppir.torch.model import build_stages
+    from ppir.torch.procgroup import make_mesh
+    from ppir.torch.runtime import PipelineRuntime
+
+    mesh = make_mesh(plan["ranks"], args.dp, ctx.device.type)
+    stages = plan["stages_of_rank"][mesh.pp_rank]
+    modules = build_stages(model, stages, plan["stages"], ctx.device, ctx.rank)
+    rt = PipelineRuntime(
+        plan,
+        modules,
+        model.loss_fn,
+        mesh=mesh,
+        device=ctx.device,
+        shared="refuse" if args.tied == "refuse" else None,
+        nonfinite=args.on_nonfinite,
+        verify=False,  # load_plan verified it
+        timeout_s=ctx.timeout_s,
+    )
+    return rt, mesh
+
+
+def train(ctx, plan: dict, model, args) -> int:
+    import torch
+    import torch.distributed as dist
+
+    from ppir.torch.model import make_optimizer, split_batch
+    from ppir.torch.verify import Verifier
+
+    rt, mesh = prepare(ctx, plan, model, args)
+    check = Verifier(ctx, plan, model, rt, mesh, args) if args.verify_grads else None
+    params = rt.parameters()
+    opt = make_optimizer(model, params, args.lr) if params else None
+    prints = rt.has_last_stage and mesh.dp_rank == 0
+    status, times = 0, []
+    for step in range(args.steps):
+        t0 = time.perf_counter()
+        if opt is not None:
+            opt.zero_grad(set_to_none=True)
+        inputs, targets = split_batch(
+            model,
+            step,
+            plan["microbatches"],
+            ctx.device,
+            ctx.rank,
+            replicas=mesh.dp_size,
+            replica=mesh.dp_rank,
+        )
+        loss = rt.step_microbatches(
+            inputs if rt.has_first_stage else None, targets if rt.has_last_stage else None
+        )
+        if step == 0 and args.dump_plan and ctx.rank == 0:
+            from ppir.plan import save_plan
+            from ppir.torch.shapes import meta_to_json
+
+            save_plan({**plan, "meta": meta_to_json(rt.meta)}, args.dump_plan)
+        if loss is not None and mesh.dp_size > 1:
+            loss = loss.clone()
+            dist.all_reduce(loss, group=mesh.dp_group)
+            loss /= mesh.dp_size
+        if check is not None and not check.after_backward(step, loss):
+            status = EXIT_FAIL
+        if opt is not None:
+            opt.step()
+        if check is not None and not check.after_step(step):
+            status = EXIT_FAIL
+        if ctx.device.type == "cuda":
+            torch.cuda.synchronize(ctx.device)
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        if prints:
+            print(f"step {step:4d}  loss {loss.item():.4f}  {dt * 1e3:8.1f} ms", flush=True)
+    if prints and len(times) > 1:
+        steady = times[1:]
+        print(
+            f"ppir.run: {len(times)} steps, mean step time {sum(steady) / len(steady) * 1e3:.1f}"
+            f" ms (steps 1..{len(times) - 1}), peak in-flight activations on rank "
+            f"{ctx.rank}: {rt.peak_saved}",
+            flush=True,
+        )
+    return status
+
+
+def quiet_numpy_warning() -> None:
+    """torch warns at import when numpy is missing; ppir[torch] does not need numpy."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ppir.torch.failures import die_with_parent
+
+    die_with_parent()
+    quiet_numpy_warning()
+    args = build_parser().parse_args(argv)
+    from ppir.plan import PlanError, load_plan
+
+    try:
+        plan = load_plan(args.plan, verify=not args.no_verify)
+    except PlanError as e:
+        from ppir.torch.failures import record
+
+        print(f"ppir.run: error: {e}", file=sys.stderr)
+        record(int(os.environ.get("RANK", "0")), str(e))
+        return EXIT_USAGE
+    if args.verify_steps and not args.verify_grads:
+        print("ppir.run: error: --verify-steps needs --verify-grads", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print(
+            "ppir.run: error: the runtime needs PyTorch: pip install 'ppir[torch]'", file=sys.stderr
+        )
+        return EXIT_USAGE
+    from ppir.torch import failures, procgroup
+
+    ctx = None
+    try:
+        ctx = procgroup.init(args.device, args.dist_backend, args.timeout)
+        ctx.channel = failures.FailureChannel.connect(ctx.rank, args.timeout)
+        if ctx.channel is not None:
+            ctx.channel.start_watchdog()
+        from ppir.torch.model import load_model, parse_options
+
+        model = load_model(args.model, parse_options(args.model_opt))
+        status = train(ctx, plan, model, args)
+    except BaseException as e:  # noqa: BLE001 - every failure must end every rank
+        failures.fail(ctx, ctx.rank if ctx is not None else None, e)
+    import torch.distributed as dist
+
+    if ctx.channel is not None:
+        ctx.channel.stop()
+    try:
+        dist.barrier()  # nobody leaves (rank 0 may host the store) while others still run
+    except RuntimeError:
+        pass
+    if status:
+        # every rank reached the same verdict; leave together, before the launcher stops the
+        # others for this exit code
+        failures.record(
+            ctx.rank,
+            f"rank {ctx.rank}: --verify-grads found differences above "
+            f"the tolerance {args.tolerance:g} (see above)",
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    dist.destroy_process_group()
+    return status

@@ -1,0 +1,316 @@
+"""``PipelineRuntime``: run a verified ppir program inside your own training loop.
+
+::
+
+    from ppir.torch import PipelineRuntime
+
+    rt = PipelineRuntime(plan, stages=my_stages, loss_fn=loss_fn, mesh=mesh)
+    for x, y in loader:                      # this replica's batch
+        opt.zero_grad()
+        loss = rt.step(x if rt.has_first_stage else None, y if rt.has_last_stage else None)
+        opt.step()
+
+You keep model construction, the optimizer, the data and the loop; the runtime interprets this
+rank's program of the plan (:class:`.executor.Executor`).  Contract:
+
+* ``program`` is a ``ppir.plan/2`` plan (a dict or a file path), a lowered
+  :class:`ppir.ir.Schedule`, or a compiled object with a ``.program`` attribute; it is validated
+  completely (:func:`ppir.plan.validate_plan`) before anything is posted.
+* ``stages`` are this rank's stage modules, in ascending stage order
+  (``runtime.stage_ids``).  The runtime never moves or copies them.
+* Groups: ``mesh`` (a ``torch.distributed.DeviceMesh`` with dimensions ``"pp"`` and ``"dp"``,
+  or :class:`ppir.torch.procgroup.Mesh`), or ``pp_group``/``dp_group``; by default the whole
+  world is the pipeline.  The plan's ranks are the pipeline group's ranks.  Without a process
+  group, a one-rank plan runs in this process.
+* Construction is collective over the pipeline and data-parallel groups: every rank checks
+  that all run the same plan (digest), warms up its links, broadcasts parameters from
+  data-parallel rank 0 and makes tied copies identical.  The first :meth:`step` is collective
+  over the pipeline group too: it infers the boundary metadata, unless the plan's ``meta`` or
+  ``meta=`` gives it.
+* :meth:`step` runs one step on this replica's batch, cut into M equal microbatches along dim 0
+  (a tensor, or a tuple/list/dict of tensors; ``inputs`` matter on the rank holding stage 0,
+  ``targets`` on the one holding the last stage); :meth:`step_microbatches` takes the M
+  microbatches as lists.  Gradients accumulate into ``param.grad``; when it returns, they are
+  averaged over the data-parallel replicas and summed over tied copies, ready for the optimizer.
+  It returns the mini-batch loss on the rank holding the last stage (this replica's), else None.
+* ``shared`` declares parameters held by several stages (tied embedding and head): a list of
+  ``{"name": ..., "holders": [[stage, parameter name in that stage], ...]}`` as
+  :func:`ppir.torch.split_layers` finds them (and attaches to the stages, where the runtime
+  also looks).  Their gradients are summed across the ranks holding them, so the copies stay
+  identical.  ``shared="refuse"`` refuses to run such a model instead, naming the parameter.
+* ``nonfinite``: ``"raise"`` (default) stops on a NaN/inf loss with :class:`NonFiniteLoss`
+  naming rank, step and microbatch; ``"warn"`` prints it and goes on.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from ppir.plan import PlanError, build_plan, load_plan, validate_plan
+from ppir.torch import values as V
+from ppir.torch.errors import SetupError
+from ppir.torch.executor import Executor
+from ppir.torch.procgroup import Mesh, plan_pairs, warm_up
+from ppir.torch.reduce import GradReducer, TiedCopy
+from ppir.torch.shapes import infer_meta, meta_from_json
+
+
+def as_plan(program, verify: bool = True) -> dict:
+    """A validated plan from a plan dict, a plan file, a lowered Schedule or a compiled
+    object (``.program``)."""
+    from ppir.ir import Schedule
+
+    if hasattr(program, "program") and not isinstance(program, dict):
+        program = program.program
+    if isinstance(program, Schedule):
+        return build_plan(program)
+    if isinstance(program, dict):
+        validate_plan(program, verify=verify)
+        return program
+    if isinstance(program, str) or hasattr(program, "__fspath__"):
+        return load_plan(program, verify=verify)
+    raise TypeError(
+        f"expected a plan, a plan file, a Schedule or a compiled program, got {program!r}"
+    )
+
+
+def _groups(mesh, pp_group, dp_group) -> tuple:
+    if isinstance(mesh, Mesh):
+        return mesh.pp_group, mesh.dp_group
+    if mesh is not None:
+        names = mesh.mesh_dim_names or ()
+        if "pp" not in names:
+            raise SetupError(f"the device mesh has no 'pp' dimension (dimensions {names})")
+        return mesh.get_group("pp"), (mesh.get_group("dp") if "dp" in names else None)
+    return pp_group, dp_group
+
+
+class PipelineRuntime:
+    """One rank of a pipelined (and data-parallel) training run (see the module docstring)."""
+
+    def __init__(
+        self,
+        program,
+        stages: list,
+        loss_fn,
+        *,
+        mesh=None,
+        pp_group=None,
+        dp_group=None,
+        device=None,
+        shared=None,
+        nonfinite: str = "raise",
+        meta: dict | None = None,
+        verify: bool = True,
+        timeout_s: float | None = None,
+    ):
+        if nonfinite not in ("raise", "warn"):
+            raise ValueError(f"nonfinite must be 'raise' or 'warn', got {nonfinite!r}")
+        self.plan = plan = as_plan(program, verify)
+        self.pp_group, self.dp_group = _groups(mesh, pp_group, dp_group)
+        self.distributed = dist.is_available() and dist.is_initialized()
+        self.rank = dist.get_rank() if self.distributed else 0
+        self.pp_rank = dist.get_rank(self.pp_group) if self.distributed else 0
+        pp_size = dist.get_world_size(self.pp_group) if self.distributed else 1
+        if pp_size != plan["ranks"]:
+            raise SetupError(
+                f"rank {self.rank}: the plan is for {plan['ranks']} ranks but the pipeline "
+                f"group has {pp_size}"
+                + ("" if self.dp_group is not None else " (WORLD_SIZE)")
+                + f": start {plan['ranks']} processes per pipeline"
+            )
+        self.dp_size = dist.get_world_size(self.dp_group) if self.dp_group is not None else 1
+        self.dp_rank = dist.get_rank(self.dp_group) if self.dp_group is not None else 0
+        self.stage_ids = list(plan["stages_of_rank"][self.pp_rank])
+        stages = list(stages)
+        if len(stages) != len(self.stage_ids):
+            raise SetupError(
+                f"rank {self.rank}: {len(stages)} stage module(s) given, but this rank holds "
+                f"stages {self.stage_ids} of the plan"
+            )
+        for s, m in zip(self.stage_ids, stages):
+            if not isinstance(m, torch.nn.Module):
+                raise SetupError(f"rank {self.rank}: stage {s} is {type(m).__name__}, not a Module")
+        self.stages = stages
+        self.loss_fn = loss_fn
+        self.device = torch.device(device) if device is not None else _device_of(stages)
+        self.timeout_s = timeout_s
+        self.has_first_stage = 0 in self.stage_ids
+        self.has_last_stage = plan["stages"] - 1 in self.stage_ids
+        self._to_global = (
+            (lambda r: dist.get_global_rank(self.pp_group, r))
+            if self.distributed and self.pp_group is not None
+            else (lambda r: r)
+        )
+        tied = self._tied(shared)
+        self.reducer = GradReducer(
+            stages,
+            plan["programs"][self.pp_rank],
+            dp_group=self.dp_group,
+            dp_size=self.dp_size,
+            dp_src=dist.get_global_rank(self.dp_group, 0) if self.dp_group is not None else 0,
+            pp_group=self.pp_group,
+            tied=tied,
+            rank=self.rank,
+            timeout_s=timeout_s,
+        )
+        if meta is None and plan.get("meta"):
+            try:
+                meta = meta_from_json(plan["meta"])
+            except ValueError as e:
+                raise PlanError(str(e)) from None
+        self.meta = meta
+        self.executor: Executor | None = None
+        self.step_count = 0
+        self.nonfinite = nonfinite
+        if self.distributed:
+            self._start(tied)
+
+    # ---------------------------------------------------------------- set-up
+    def _tied(self, shared) -> list[TiedCopy]:
+        if shared is None:
+            shared = []
+            for m in self.stages:
+                for e in getattr(m, "ppir_shared", ()):
+                    if e not in shared:
+                        shared.append(e)
+        elif shared == "refuse":
+            for m in self.stages:
+                for e in getattr(m, "ppir_shared", ()):
+                    raise SetupError(_refusal(e, self.plan))
+            return []
+        out = []
+        placement = self.plan["placement"]
+        for e in shared:
+            holders = [(int(s), str(n)) for s, n in e["holders"]]
+            bad = [s for s, _ in holders if not 0 <= s < self.plan["stages"]]
+            if bad:
+                raise SetupError(f"shared parameter {e['name']!r}: no stage {bad[0]} in the plan")
+            local = []
+            for s, name in holders:
+                if s in self.stage_ids:
+                    mod = self.stages[self.stage_ids.index(s)]
+                    try:
+                        p = mod.get_parameter(name)
+                    except AttributeError:
+                        raise SetupError(
+                            f"rank {self.rank}: shared parameter {e['name']!r}: stage {s} has "
+                            f"no parameter {name!r}"
+                        ) from None
+                    if all(p is not q for q in local):
+                        local.append(p)
+            others = sorted({placement[s] for s, _ in holders} - {self.pp_rank})
+            if local and (others or len(local) > 1):
+                out.append(TiedCopy(e["name"], local, [self._to_global(r) for r in others]))
+        return out
+
+    def _start(self, tied: list[TiedCopy]) -> None:
+        self._agree_on_plan()
+        pairs = plan_pairs(self.plan, self._to_global)
+        for t in tied:
+            for r in t.others:
+                pairs.add((min(self.rank, r), max(self.rank, r)))
+        warm_up(pairs, self.rank, self.device, self.pp_group, self.timeout_s)
+        self.reducer.sync_start()
+
+    def _agree_on_plan(self) -> None:
+        """Every rank of the pipeline and data-parallel groups runs the same plan."""
+        digest = int(self.plan["digest"].split(":")[-1][:15], 16)
+        for group in (self.pp_group, self.dp_group):
+            if group is None and self.dp_group is not None:
+                continue
+            t = torch.tensor([digest, -digest], dtype=torch.int64, device=self.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+            if int(t[0]) != digest or -int(t[1]) != digest:
+                raise SetupError(
+                    f"rank {self.rank}: the ranks run different plans (their digests differ): "
+                    "compile the schedule with the same ppir and arguments everywhere"
+                )
+
+    # ---------------------------------------------------------------- stepping
+    def parameters(self) -> list:
+        """This rank's trainable parameters, each once (tied copies on one rank are one)."""
+        seen, out = set(), []
+        for m in self.stages:
+            for p in m.parameters():
+                if p.requires_grad and id(p) not in seen:
+                    seen.add(id(p))
+                    out.append(p)
+        return out
+
+    @property
+    def peak_saved(self) -> int:
+        return self.executor.peak_saved if self.executor else 0
+
+    def step(self, inputs=None, targets=None):
+        """One training step on this replica's batch (see the module docstring)."""
+        M = self.plan["microbatches"]
+        xs = V.split_batch(inputs, M, "the inputs") if self.has_first_stage else None
+        ys = V.split_batch(targets, M, "the targets") if self.has_last_stage else None
+        return self.step_microbatches(xs, ys)
+
+    def step_microbatches(self, inputs: list | None = None, targets: list | None = None):
+        """One training step on M microbatches given as lists."""
+        M = self.plan["microbatches"]
+        for name, given, needed in (
+            ("inputs", inputs, self.has_first_stage),
+            ("targets", targets, self.has_last_stage),
+        ):
+            if needed and (not isinstance(given, (list, tuple)) or len(given) != M):
+                raise ValueError(
+                    f"rank {self.rank}: the {name} must be {M} microbatches on the rank holding "
+                    f"stage {0 if name == 'inputs' else self.plan['stages'] - 1}"
+                )
+        if self.executor is None:
+            self.executor = self._executor(inputs[0] if self.has_first_stage else None)
+        loss = self.executor.step(inputs, targets, self.step_count)
+        self.step_count += 1
+        return loss
+
+    def _executor(self, sample) -> Executor:
+        meta = self.meta
+        if meta is None:
+            meta = infer_meta(
+                self.plan,
+                self.pp_rank,
+                self.stages,
+                sample,
+                self.device,
+                group=self.pp_group,
+                peer=self._to_global,
+                rank=self.rank,
+                timeout_s=self.timeout_s,
+            )
+            self.meta = meta
+        return Executor(
+            self.plan,
+            self.pp_rank,
+            self.stages,
+            self.loss_fn,
+            meta,
+            self.device,
+            rank=self.rank,
+            group=self.pp_group,
+            peer=self._to_global,
+            reducer=self.reducer,
+            nonfinite=self.nonfinite,
+            timeout_s=self.timeout_s,
+        )
+
+
+def _device_of(stages) -> torch.device:
+    for m in stages:
+        for p in m.parameters():
+            return p.device
+    return torch.device("cpu")
+
+
+def _refusal(entry: dict, plan: dict) -> str:
+    (s0, n0), *rest = entry["holders"]
+    where = ", ".join(f"{n!r} of stage {s} (rank {plan['placement'][s]})" for s, n in rest)
+    return (
+        f"parameter {entry['name']!r} is shared: {n0!r} of stage {s0} (rank "
+        f"{plan['placement'][s0]}) is the same tensor as {where}; refusing to run it untied "
+        "(drop shared='refuse' to keep the copies identical by summing their gradients)"
+    )

@@ -1,0 +1,108 @@
+"""Boundary metadata: what crosses each stage boundary (a value spec, :mod:`.values`), inferred
+at start-up or read from the plan's ``meta`` field.
+
+Boundary ``b`` is the input of stage ``b`` (boundary 0 is the microbatch input); an activation
+and its gradient share the spec (the gradient holds the floating-point leaves).
+
+:func:`infer_meta` walks the stages in order: the pipeline rank holding stage ``b-1`` runs it
+once under ``no_grad`` on one microbatch (zeros of the inferred input; the real microbatch for
+stage 0) and broadcasts the output's spec to the pipeline group as int64 tensors (a length,
+then the UTF-8 bytes of its JSON text), so nothing needs numpy or pickling.  A plan whose
+``meta`` is filled is used as given, and every tensor is checked against it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import torch
+import torch.distributed as dist
+
+from ppir.torch import values as V
+from ppir.torch.errors import ShapeMismatch, comm_error
+
+
+def meta_to_json(meta: dict) -> dict:
+    return {"boundaries": {str(b): sp for b, sp in sorted(meta.items())}, "source": "runtime"}
+
+
+def meta_from_json(obj) -> dict:
+    """The metadata of a plan's ``meta`` field; ValueError naming the field when malformed."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("boundaries"), dict):
+        raise ValueError("the plan's 'meta' must hold {'boundaries': {...}}")
+    out = {}
+    for b, sp in obj["boundaries"].items():
+        if not str(b).isdigit():
+            raise ValueError(f"meta.boundaries: {b!r} is not a boundary number")
+        out[int(b)] = V.check_spec(sp, f"meta.boundaries[{b}]")
+    return out
+
+
+def zeros_like_spec(spec, device):
+    return V.unflatten(
+        spec, [torch.zeros(s, dtype=dt, device=device) for s, dt in V.leaf_specs(spec)]
+    )
+
+
+def trace_stage(module, x, stage: int, rank: int):
+    """The spec of ``module``'s output for input ``x`` (one no-grad forward)."""
+    with torch.no_grad():
+        y = V.call_stage(module, x)
+    try:
+        return V.flatten(y, f"rank {rank}: the output of stage {stage}")[1]
+    except TypeError as e:
+        raise ShapeMismatch(str(e)) from None
+
+
+def broadcast_spec(spec, src: int, group, device, timeout_s=None, rank: int = 0):
+    """``spec`` from global rank ``src`` to every rank of ``group`` (collective)."""
+    try:
+        if spec is not None:
+            data = torch.tensor(list(json.dumps(spec).encode()), dtype=torch.int64)
+            n = torch.tensor([data.numel()], dtype=torch.int64)
+        else:
+            n = torch.zeros(1, dtype=torch.int64)
+        n = n.to(device)
+        dist.broadcast(n, src=src, group=group)
+        if spec is None:
+            data = torch.empty(int(n.item()), dtype=torch.int64)
+        data = data.to(device)
+        dist.broadcast(data, src=src, group=group)
+    except RuntimeError as e:
+        raise comm_error(f"rank {rank}: exchanging boundary shapes", (src,), e, timeout_s) from None
+    return json.loads(bytes(data.cpu().tolist()).decode())
+
+
+def infer_meta(
+    plan: dict,
+    pp_rank: int,
+    modules: list,
+    sample,
+    device,
+    *,
+    group=None,
+    peer=None,
+    rank: int = 0,
+    timeout_s=None,
+) -> dict:
+    """Metadata for every boundary, identical on every pipeline rank (collective over the
+    pipeline group).  ``sample`` is microbatch 0 of the inputs on the rank holding stage 0."""
+    peer = peer or (lambda r: r)
+    here = plan["stages_of_rank"][pp_rank]
+    meta: dict = {}
+    spec0 = V.flatten(sample, "the microbatch input")[1] if 0 in here else None
+    meta[0] = (
+        spec0
+        if plan["ranks"] == 1
+        else broadcast_spec(spec0, peer(plan["placement"][0]), group, device, timeout_s, rank)
+    )
+    for b in range(1, plan["stages"]):
+        owner = plan["placement"][b - 1]
+        spec = None
+        if owner == pp_rank:
+            x = sample if b == 1 else zeros_like_spec(meta[b - 1], device)
+            spec = trace_stage(modules[here.index(b - 1)], x, b - 1, rank)
+        if plan["ranks"] > 1:
+            spec = broadcast_spec(spec, peer(owner), group, device, timeout_s, rank)
+        meta[b] = spec
+    return meta

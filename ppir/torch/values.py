@@ -1,0 +1,170 @@
+"""Values that cross a stage boundary: one tensor, or a tuple, list or dict of them (nested).
+
+A *spec* describes a value's structure, dtypes and shapes as plain JSON data, identical on
+every rank (it travels in the plan's ``meta`` and in the start-up metadata exchange)::
+
+    ["t", "float32", [2, 16, 64]]                 a tensor
+    ["tuple", [spec, ...]]   ["list", [spec, ...]] a sequence
+    ["dict", [["key", spec], ...]]                 a mapping with string keys, in order
+
+A value is sent as its *leaves* (tensors, in depth-first order) one message each; the gradient
+of a boundary carries one tensor per floating-point leaf (:func:`grad_leaves`).  A stage is
+called as ``module(x)`` for a tensor, ``module(*x)`` for a tuple or list and ``module(**x)``
+for a dict.
+"""
+
+from __future__ import annotations
+
+import torch
+
+Spec = list
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    dt = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dt
+
+
+def flatten(value, where: str = "the value") -> tuple[list[torch.Tensor], Spec]:
+    """(leaves, spec) of a boundary value; TypeError naming ``where`` for anything else."""
+    leaves: list[torch.Tensor] = []
+
+    def walk(v, path: str) -> Spec:
+        if isinstance(v, torch.Tensor):
+            leaves.append(v)
+            return ["t", dtype_name(v.dtype), list(v.shape)]
+        if isinstance(v, (tuple, list)):
+            kind = "tuple" if isinstance(v, tuple) else "list"
+            return [kind, [walk(x, f"{path}[{i}]") for i, x in enumerate(v)]]
+        if isinstance(v, dict):
+            if not all(isinstance(k, str) for k in v):
+                raise TypeError(f"{where}: {path} is a dict whose keys are not all strings")
+            return ["dict", [[k, walk(x, f"{path}[{k!r}]")] for k, x in v.items()]]
+        raise TypeError(
+            f"{where}: {path} is {type(v).__name__}; a value crossing a stage boundary is a "
+            "tensor or a tuple, list or dict of tensors"
+        )
+
+    spec = walk(value, "the value")
+    return leaves, spec
+
+
+def unflatten(spec: Spec, leaves: list[torch.Tensor]):
+    """Inverse of :func:`flatten`."""
+    it = iter(leaves)
+
+    def build(sp: Spec):
+        kind = sp[0]
+        if kind == "t":
+            return next(it)
+        if kind == "tuple":
+            return tuple(build(x) for x in sp[1])
+        if kind == "list":
+            return [build(x) for x in sp[1]]
+        return {k: build(x) for k, x in sp[1]}
+
+    return build(spec)
+
+
+def leaf_specs(spec: Spec) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    """(shape, dtype) of every leaf, in leaf order."""
+    out: list = []
+
+    def walk(sp: Spec) -> None:
+        if sp[0] == "t":
+            out.append((tuple(sp[2]), parse_dtype(sp[1])))
+        elif sp[0] == "dict":
+            for _, x in sp[1]:
+                walk(x)
+        else:
+            for x in sp[1]:
+                walk(x)
+
+    walk(spec)
+    return out
+
+
+def grad_leaves(spec: Spec) -> list[int]:
+    """Indices of the leaves that carry a gradient (floating point)."""
+    return [i for i, (_, dt) in enumerate(leaf_specs(spec)) if dt.is_floating_point]
+
+
+def check_spec(spec, where: str) -> Spec:
+    """``spec`` if it is well formed (from a plan file); ValueError naming ``where``."""
+
+    def ok(sp) -> bool:
+        if not isinstance(sp, list) or not sp:
+            return False
+        if sp[0] == "t":
+            return (
+                len(sp) == 3
+                and isinstance(sp[1], str)
+                and isinstance(sp[2], list)
+                and all(isinstance(d, int) and d >= 0 for d in sp[2])
+            )
+        if sp[0] in ("tuple", "list"):
+            return len(sp) == 2 and isinstance(sp[1], list) and all(ok(x) for x in sp[1])
+        if sp[0] == "dict":
+            return (
+                len(sp) == 2
+                and isinstance(sp[1], list)
+                and all(
+                    isinstance(kv, list) and len(kv) == 2 and isinstance(kv[0], str) and ok(kv[1])
+                    for kv in sp[1]
+                )
+            )
+        return False
+
+    if not ok(spec):
+        raise ValueError(f"{where}: not a value description: {spec!r}")
+    try:
+        leaf_specs(spec)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    return spec
+
+
+def describe(spec: Spec) -> str:
+    """Human-readable form: ``(2, 16, 64) float32``, ``((2, 3) float32, (2,) int64)``."""
+    kind = spec[0]
+    if kind == "t":
+        return f"{tuple(spec[2])} {spec[1]}"
+    if kind == "dict":
+        return "{" + ", ".join(f"{k}: {describe(x)}" for k, x in spec[1]) + "}"
+    inner = ", ".join(describe(x) for x in spec[1])
+    return f"({inner})" if kind == "tuple" else f"[{inner}]"
+
+
+def call_stage(module, value):
+    """``module(x)``, ``module(*x)`` or ``module(**x)`` for a tensor, sequence or dict."""
+    if isinstance(value, dict):
+        return module(**value)
+    if isinstance(value, (tuple, list)):
+        return module(*value)
+    return module(value)
+
+
+def split_batch(value, n: int, where: str, unit: str = "microbatches") -> list:
+    """A batch (tensor, or tuple/list/dict of tensors) cut into ``n`` equal parts along dim 0;
+    ValueError naming ``where`` when a leaf's dim 0 does not divide."""
+    leaves, spec = flatten(value, where)
+    parts: list[list[torch.Tensor]] = [[] for _ in range(n)]
+    for leaf in leaves:
+        if leaf.dim() == 0 or leaf.shape[0] % n:
+            raise ValueError(
+                f"{where} have shape {tuple(leaf.shape)}: dim 0 must split into {n} equal {unit}"
+            )
+        for k, chunk in enumerate(leaf.chunk(n)):
+            parts[k].append(chunk)
+    return [unflatten(spec, p) for p in parts]
+
+
+def to_device(value, device):
+    leaves, spec = flatten(value)
+    return unflatten(spec, [t.to(device) for t in leaves])

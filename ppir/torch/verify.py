@@ -1,0 +1,121 @@
+"""``--verify-grads`` (and ``--verify-steps N``): pipelined training against single-process
+training on the global batch.
+
+At start-up every rank takes a private copy of all stages (:func:`.reference.reference_modules`,
+before any step).  After step 0's backward it compares its stages' gradients (after the
+data-parallel and tied reductions) and the loss with the reference's; with ``--verify-steps N``
+the reference is also trained for N steps with the same optimizer, and after N optimizer steps
+every parameter is compared, and the copies of each tied parameter with each other.  The largest
+differences are all-reduced, so every rank reaches the same verdict; rank 0 prints it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from ppir.torch.errors import SetupError
+from ppir.torch.model import make_optimizer
+from ppir.torch.reference import (
+    max_grad_diff,
+    max_param_diff,
+    reference_modules,
+    reference_step,
+    stage_grads,
+    unique_parameters,
+)
+from ppir.torch.split import find_shared
+
+
+class Verifier:
+    def __init__(self, ctx, plan: dict, model, rt, mesh, args):
+        self.ctx, self.plan, self.model, self.rt, self.args = ctx, plan, model, rt, args
+        self.steps = args.verify_steps or 0
+        self.ref = reference_modules(model, plan["stages"], ctx.device)
+        self.ref_params = unique_parameters(self.ref)
+        self.ref_opt = make_optimizer(model, self.ref_params, args.lr) if self.steps else None
+        self.shared = find_shared(self.ref)
+        self._check_declared(self.shared)
+        declared = {
+            frozenset(s for s, _ in e["holders"]): e["name"]
+            for m in rt.stages
+            for e in getattr(m, "ppir_shared", ())
+        }
+        for e in self.shared:  # the model's own names, where the stages declare them
+            e["name"] = declared.get(frozenset(s for s, _ in e["holders"]), e["name"])
+
+    def _check_declared(self, shared: list[dict]) -> None:
+        placement = self.plan["placement"]
+        declared = {
+            frozenset(s for s, _ in e["holders"])
+            for m in self.rt.stages
+            for e in getattr(m, "ppir_shared", ())
+        }
+        for e in shared:
+            stages = frozenset(s for s, _ in e["holders"])
+            if len({placement[s] for s in stages}) > 1 and stages not in declared:
+                where = ", ".join(f"{n!r} of stage {s}" for s, n in e["holders"])
+                raise SetupError(
+                    f"rank {self.ctx.rank}: parameter {e['name']!r} is one tensor in "
+                    f"{where}, but the stages do not declare it shared, so the copies on ranks "
+                    f"{sorted({placement[s] for s in stages})} would train apart: build the "
+                    "stages with ppir.torch.split_layers (or pass shared=...)"
+                )
+
+    def _worst(self, *values: float) -> list[float]:
+        t = torch.tensor(values, dtype=torch.float64, device=self.ctx.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return t.tolist()
+
+    def after_backward(self, step: int, loss) -> bool:
+        if step >= max(1, self.steps):
+            return True
+        for p in self.ref_params:
+            p.grad = None
+        ref_loss = reference_step(self.ref, self.model, step, self.ctx.device)
+        if step:
+            return True
+        gdiff, where = max_grad_diff(self.rt.stages, self.rt.stage_ids, stage_grads(self.ref))
+        ldiff = abs(loss.item() - ref_loss.item()) if loss is not None else 0.0
+        gmax, lmax = self._worst(gdiff, ldiff)
+        tol = self.args.tolerance
+        ok = gmax <= tol and lmax <= tol
+        if self.ctx.rank == 0:
+            print(
+                f"verify-grads: largest |grad diff| {gmax:.3e}, |loss diff| {lmax:.3e} "
+                f"(tolerance {tol:g}): {'OK' if ok else 'FAILED'}",
+                flush=True,
+            )
+        if gdiff > tol:
+            print(
+                f"verify-grads: rank {self.ctx.rank}: largest difference at {where}: {gdiff:.3e}",
+                flush=True,
+            )
+        return ok
+
+    def after_step(self, step: int) -> bool:
+        if not self.steps or step >= self.steps:
+            return True
+        self.ref_opt.step()
+        if step != self.steps - 1:
+            return True
+        pdiff, where = max_param_diff(self.rt.stages, self.rt.stage_ids, self.ref)
+        drift = self.rt.reducer.tied_drift()
+        pmax, dmax = self._worst(pdiff, drift)
+        tol = self.args.tolerance
+        ok = pmax <= tol and dmax == 0.0
+        if self.ctx.rank == 0:
+            names = {e["name"]: [s for s, _ in e["holders"]] for e in self.shared}
+            tied = "; ".join(f"tied {n!r} on stages {h}" for n, h in names.items())
+            print(
+                f"verify-params: after {self.steps} optimizer steps, largest |param diff| "
+                f"{pmax:.3e} (tolerance {tol:g}); tied copies differ by at most {dmax:.3e}: "
+                f"{'OK' if ok else 'FAILED'}" + (f" ({tied})" if tied else ""),
+                flush=True,
+            )
+        if pdiff > tol:
+            print(
+                f"verify-params: rank {self.ctx.rank}: largest difference at {where}: {pdiff:.3e}",
+                flush=True,
+            )
+        return ok

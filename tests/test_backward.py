@@ -1,0 +1,140 @@
+"""Split backward without recomputation (:mod:`ppir.torch.backward`): I then W give exactly the
+gradients of one whole backward, and those of torch.distributed.pipelining's own split
+(``stage_backward_input``/``stage_backward_weight``, torch 2.13, used here as an oracle), on
+stages with tuple outputs, an input that needs no gradient, a weight used twice, and a GPT
+block; W never runs a node of the input path again."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+
+from ppir.torch.backward import backward_full, backward_input, backward_weight  # noqa: E402
+
+
+class Twice(nn.Module):
+    """One Linear used at two depths: its parameters are reached through the input path."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        return self.lin(torch.tanh(self.lin(x)))
+
+
+class TwoOut(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(6, 6), nn.Linear(6, 6), nn.Parameter(torch.randn(6))
+
+    def forward(self, x, z):
+        return self.a(x) * z, self.b(z) + self.c  # the second output does not depend on x
+
+
+def gpt_block():
+    import gpt_model
+
+    return gpt_model.Block(16, 2)
+
+
+MODULES = {
+    "mlp": (
+        lambda: nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(6, 6), nn.GELU())]),
+        [(3, 6)],
+    ),
+    "gpt-block": (gpt_block, [(2, 5, 16)]),
+    "twice": (Twice, [(3, 6)]),
+    "two-outputs": (TwoOut, [(3, 6), (3, 6)]),
+}
+
+
+def run(mod, xs, grads, split: bool, needs_input_grad=True):
+    params = [p for p in mod.parameters()]
+    for p in params:
+        p.grad = None
+    leaves = [x.detach().clone().requires_grad_(needs_input_grad) for x in xs]
+    y = mod(*leaves)
+    ys = [y] if isinstance(y, torch.Tensor) else list(y)
+    if split:
+        dx, work = backward_input(ys, grads, leaves, params)
+        assert all(p.grad is None for p in params), "I computed weight gradients"
+        backward_weight(work)
+    else:
+        dx = backward_full(ys, grads, leaves)
+        work = None
+    return dx, [p.grad.clone() for p in params], work
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+@pytest.mark.parametrize("needs_input_grad", [True, False])
+def test_split_equals_whole_backward(name, needs_input_grad):
+    make, shapes = MODULES[name]
+    torch.manual_seed(0)
+    mod = make()
+    xs = [torch.randn(s) for s in shapes]
+    with torch.no_grad():
+        y = mod(*xs)
+    grads = [torch.randn_like(t) for t in ([y] if isinstance(y, torch.Tensor) else y)]
+    dx_ref, g_ref, _ = run(mod, xs, grads, split=False, needs_input_grad=needs_input_grad)
+    dx, g, work = run(mod, xs, grads, split=True, needs_input_grad=needs_input_grad)
+    for a, b in zip(g, g_ref):
+        assert torch.equal(a, b)
+    for a, b in zip(dx, dx_ref):
+        assert (a is None) == (b is None) and (a is None or torch.equal(a, b))
+    assert work.recompute == (name == "twice" and needs_input_grad)
+
+
+@pytest.mark.parametrize("name", ["mlp", "gpt-block"])
+def test_split_equals_torch_pipelining_split(name):
+    from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+
+    make, shapes = MODULES[name]
+    torch.manual_seed(1)
+    mod = make()
+    xs = [torch.randn(s) for s in shapes]
+    with torch.no_grad():
+        g = torch.randn_like(mod(*xs))
+    dx, mine, _ = run(mod, xs, [g], split=True)
+    params = list(mod.parameters())
+    for p in params:
+        p.grad = None
+    leaves = [x.detach().clone().requires_grad_(True) for x in xs]
+    y = mod(*leaves)
+    (tdx,), groups = stage_backward_input([y], [g], leaves, iter(params))
+    stage_backward_weight(iter(params), groups)
+    assert torch.allclose(dx[0], tdx, atol=1e-6)
+    for a, p in zip(mine, params):
+        assert torch.allclose(a, p.grad, atol=1e-6)
+
+
+def test_weight_pass_runs_no_input_path_node_again():
+    """Count the backward nodes each part runs: I + W runs each node at most once more than B
+    (the frontier nodes, whose weight half W computes), and no GELU backward twice."""
+    torch.manual_seed(0)
+    mod = nn.Sequential(*[m for _ in range(3) for m in (nn.Linear(6, 6), nn.GELU())])
+    x = torch.randn(4, 6, requires_grad=True)
+    y = mod(x)
+    ran: list[str] = []
+    seen = set()
+    stack = [y.grad_fn]
+    while stack:
+        n = stack.pop()
+        if n is None or n in seen:
+            continue
+        seen.add(n)
+        n.register_prehook(lambda g, n=n: ran.append(type(n).__name__))
+        stack.extend(c for c, _ in n.next_functions)
+    _, work = backward_input([y], [torch.ones_like(y)], [x], list(mod.parameters()))
+    in_i = list(ran)
+    ran.clear()
+    backward_weight(work)
+    assert in_i.count("GeluBackward0") == 3 and "GeluBackward0" not in ran
+    assert ran.count("AddmmBackward0") == 3  # each Linear's weight half, once
