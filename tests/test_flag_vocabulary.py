@@ -43,11 +43,15 @@ _NUMERIC_METAVAR = re.compile(
     r"^([A-Z]|(P1,P2|B1,B2|V1,V2|W0,W1|R0,R1),\.\.\.|US|SECONDS|FRACTION|SIZE(\|PCT)?|GB/s|EXPR"
     r"|K=X,\.\.\.)$"
 )
-# Units of time, size and cost, and the things a count counts.
-_UNIT = re.compile(
+# Units of time, size and cost: an option string keeps the same ones in every command.
+_MEASURE = re.compile(
     r"(?i:\b(microseconds?|seconds?|ms|GiB|bytes?|forwards?|fractions?|factors?|multipliers?"
-    r"|percentage|count|number of|ranks?|GPUs|processes|steps|ops|iterations|layers"
-    r"|microbatches|sequences|choices|stages|chunks|threads)\b|GB/s|%)|\bin A\b"
+    r"|percentage)\b|GB/s|%)|\bin A\b"
+)
+# The things a count counts (also a unit: "GPUs in all", "training steps").
+_COUNTED = re.compile(
+    r"(?i:\b(count|number of|index|ranks?|GPUs|processes|nodes|replicas|steps|ops|iterations"
+    r"|layers|microbatches|sequences|choices|stages|chunks|threads)\b)"
 )
 
 
@@ -55,7 +59,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
     root = build_parser()
     sub = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction))
     out = dict(sub.choices)
-    from ppir.backends.cuda.runtime import build_parser as run_parser
+    from ppir.torch.run import build_parser as run_parser
 
     out["python -m ppir.run"] = run_parser()
     return out
@@ -65,9 +69,9 @@ def _numeric(a: argparse.Action) -> bool:
     return a.type in (int, float) or bool(_NUMERIC_METAVAR.match(a.metavar or ""))
 
 
-def _units(a: argparse.Action) -> frozenset[str]:
+def _units(a: argparse.Action, patterns=(_MEASURE, _COUNTED)) -> frozenset[str]:
     text = f"{a.help or ''} {a.metavar or ''}"
-    return frozenset(m.group(0).lower() for m in _UNIT.finditer(text))
+    return frozenset(m.group(0).lower() for p in patterns for m in p.finditer(text))
 
 
 def _meaning(a: argparse.Action) -> tuple:
@@ -76,7 +80,7 @@ def _meaning(a: argparse.Action) -> tuple:
     type, its explicit metavar and, for a number, the units its help names."""
     kind = "flag" if a.nargs == 0 else "append" if _appends(a) else "value"
     dest = re.sub(r"^(cost|tune)_", "", a.dest)
-    units = _units(a) if _numeric(a) else frozenset()
+    units = _units(a, (_MEASURE,)) if _numeric(a) else frozenset()
     return kind, dest, getattr(a.type, "__name__", a.type), a.metavar, units
 
 
@@ -125,9 +129,9 @@ def test_every_numeric_option_states_its_unit():
 def test_the_numeric_check_can_fail():
     p = argparse.ArgumentParser()
     a = p.add_argument("--wait", type=float, help="how long to wait")
-    assert a.type is float and not _UNIT.search(a.help)
+    assert a.type is float and not _units(a)
     b = p.add_argument("--delay", metavar="T", help="delay in seconds")
-    assert _NUMERIC_METAVAR.match(b.metavar) and _UNIT.search(b.help)
+    assert _NUMERIC_METAVAR.match(b.metavar) and _units(b) == {"seconds"}
 
 
 def test_no_flag_is_taken_twice_on_any_parser():

@@ -29,6 +29,7 @@ from ppir.analysis.config import (
     merge,
 )
 from ppir.analysis.models import PRESETS, model_fields, parse_model_spec
+from ppir.cli.argtypes import positive_int
 from ppir.cli.deprecation import warn_deprecated
 from ppir.diagnostics import did_you_mean, error
 
@@ -39,11 +40,11 @@ LATENCY_FLAGS = (
 )
 
 
-def add_cost_arguments(group, model: bool = True, recompute: bool = True) -> None:
-    """The cost-model options (config, model, hardware, costs, links); with
+def add_cost_arguments(group, model: bool = True, recompute: bool = True, dp: bool = True) -> None:
+    """The cost-model options (config, model, hardware, costs, links, data parallelism); with
     ``model=False`` only those that make sense without a model shape on the command line
-    (a ``--config`` file may still give one); ``recompute=False`` leaves ``--recompute`` to
-    the command (``ppir tune`` takes a list of modes to try)."""
+    (a ``--config`` file may still give one); ``recompute=False`` and ``dp=False`` leave
+    ``--recompute`` and ``--dp`` out (``ppir tune`` searches both itself)."""
     group.add_argument(
         "--config",
         dest="cost_config",
@@ -60,7 +61,8 @@ def add_cost_arguments(group, model: bool = True, recompute: bool = True) -> Non
         help="pipeline ranks per node (a count): messages between nodes use the inter-node "
         "link (default 8)",
     )
-    _add_dp(group)
+    if dp:
+        _add_dp(group)
     group.add_argument(
         "--cost",
         dest="cost_costs",
@@ -132,17 +134,6 @@ def add_cost_arguments(group, model: bool = True, recompute: bool = True) -> Non
             default=None,
             help="make communication free even with a model",
         )
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
-    return v
 
 
 def _add_dp(group) -> None:

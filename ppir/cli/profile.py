@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ppir.cli.argtypes import positive_int, positive_seconds
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import table
 from ppir.diagnostics import error, write_output
@@ -73,7 +74,7 @@ def add_arguments(p):
         metavar="M",
         help="microbatches per step; make_batch's batch must split into them (default 2*ranks)",
     )
-    p.add_argument("--steps", type=int, default=6, help="timed steps (default 6)")
+    p.add_argument("--steps", type=positive_int, default=6, help="timed steps (default 6)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
     p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
     p.add_argument(
@@ -85,7 +86,7 @@ def add_arguments(p):
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=120.0,
         metavar="SECONDS",
         help="process-group timeout in seconds (default 120)",

@@ -131,7 +131,7 @@ def add_arguments(p):
         "the default, or relaxed)",
     )
     add_quiet_argument(p)
-    add_cost_arguments(p.add_argument_group("cost model"), recompute=False)
+    add_cost_arguments(p.add_argument_group("cost model"), recompute=False, dp=False)
 
 
 def _budget(args, has_model: bool):
