@@ -32,7 +32,9 @@ def main() -> None:
     ap.add_argument("-P", type=int, default=4)
     ap.add_argument("-M", type=int, default=16)
     ap.add_argument("--vs", default="1,2,4,8")
-    ap.add_argument("--progress", default="fifo")
+    ap.add_argument(
+        "--progress-model", choices=("fifo", "relaxed"), default="fifo", help="as ppir check's"
+    )
     ap.add_argument(
         "--overlap",
         action=argparse.BooleanOptionalAction,
@@ -45,7 +47,7 @@ def main() -> None:
     model = {"preset": preset, **{k: int(v) for k, v in (f.split("=") for f in fields)}}
     print(
         f"interleaved_1f1b P={args.P} M={args.M}, model {args.model}, H100 at 50% of peak, "
-        f"{args.progress} progress, {'with' if args.overlap else 'without'} overlap-comms"
+        f"{args.progress_model} progress, {'with' if args.overlap else 'without'} overlap-comms"
     )
     print("| link | v | step time (ms) | bubble/total | exposed comm / rank (ms) | vs v=1 |")
     print("|---|---|---|---|---|---|")
@@ -54,7 +56,7 @@ def main() -> None:
         base = None
         for v in (int(x) for x in args.vs.split(",")):
             c = load_schedule("interleaved_1f1b", {"P": args.P, "M": args.M, "v": v})
-            e = compile(c, overlap=args.overlap, costs=cfg, progress=args.progress).estimate
+            e = compile(c, overlap=args.overlap, costs=cfg, progress=args.progress_model).estimate
             base = base or e.step_time
             exposed = max(r.exposed_comm for r in e.per_rank)
             print(

@@ -23,7 +23,9 @@ same costs; the faster under the estimator is kept (lockstep on a tie).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -196,8 +198,27 @@ def compile(  # noqa: A001 - the library's verb
     return best
 
 
+_ON_STAGE: ContextVar[Callable[[str], None] | None] = ContextVar("ppir_on_stage", default=None)
+
+
+@contextmanager
+def on_stage(callback: Callable[[str], None]) -> Iterator[None]:
+    """Within the block, every :func:`compile` calls ``callback(stage)`` as each of its stages
+    starts (the keys of :attr:`Compiled.timings`: "input", a pass name, "graph", "verify",
+    "timeline"; repeated per candidate): what a progress display shows.  Nothing else
+    changes; outside the block compiles call nothing."""
+    token = _ON_STAGE.set(callback)
+    try:
+        yield
+    finally:
+        _ON_STAGE.reset(token)
+
+
 @contextmanager
 def _timed(timings: dict, stage: str):
+    hook = _ON_STAGE.get()
+    if hook is not None:
+        hook(stage)
     t = time.perf_counter()
     try:
         yield

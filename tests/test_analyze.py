@@ -58,7 +58,7 @@ def test_table(cli):
     assert code == 0
     assert "rank  chunks  peak A  peak chunks" in out
     assert "p2p per microbatch: forward 2, backward 2 messages" in out
-    assert "rank   0 |" in out
+    assert "  rank 0 |" in out
 
 
 def test_layers_not_divisible(cli):

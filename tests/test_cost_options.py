@@ -1,5 +1,6 @@
-"""The cost options register through argparse's public API: a flag the command already has keeps
-its meaning, the others still work, and no module reaches into argparse's private tables."""
+"""The cost options register through argparse's public API, a flag taken twice is an error
+(not a silent skip), latencies are in the unit their flag names, and no module reaches into
+argparse's private tables."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ppir.cli.cost_options import add_cost_arguments, config_from_args
+from ppir.diagnostics import PpirError
 
 ROOT = Path(__file__).resolve().parent.parent
 COST_FLAGS = [
@@ -22,7 +24,9 @@ COST_FLAGS = [
     "--cost",
     "--stage-weights",
     "--comm-latency",
+    "--comm-latency-us",
     "--inter-latency",
+    "--inter-latency-us",
     "--bandwidth",
     "--inter-bandwidth",
     "--free-comm",
@@ -33,39 +37,82 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
     return re.findall(r"(--[a-z][a-z-]*)", parser.format_usage())
 
 
-def test_every_cost_option_registers_on_a_fresh_parser():
+def _parser(model: bool = True) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser()
-    add_cost_arguments(p.add_argument_group("cost model"))
+    add_cost_arguments(p.add_argument_group("cost model"), model=model)
+    return p
+
+
+def test_every_cost_option_registers_on_a_fresh_parser(capsys):
+    p = _parser()
     assert set(COST_FLAGS) <= set(_flags(p))
-    args = p.parse_args(["--model", "llama3-8b", "--comm-latency", "5"])
-    assert (args.cost_model, args.cost_latency) == ("llama3-8b", "5")
-    assert config_from_args(args).intra.latency == pytest.approx(5e-6)  # us with a model
+    args = p.parse_args(["--model", "llama3-8b", "--comm-latency-us", "5"])
+    assert (args.cost_model, args.cost_latency_us) == ("llama3-8b", "5")
+    cfg = config_from_args(args)
+    assert cfg.intra.latency == pytest.approx(5e-6)
+    assert cfg.inter.latency == pytest.approx(8e-6)  # the H100 preset's, untouched
+    args = p.parse_args(["--model", "llama3-8b", "--inter-latency-us", "20"])
+    assert config_from_args(args).inter.latency == pytest.approx(20e-6)
+    assert capsys.readouterr().err == ""  # the new spellings warn about nothing
+
+
+def test_comm_latency_is_in_forward_units_without_a_model(capsys):
+    args = _parser().parse_args(["--comm-latency", "0.5", "--inter-latency", "2"])
+    cfg = config_from_args(args)
+    assert (cfg.intra.latency, cfg.inter.latency) == (0.5, 2)
+    assert capsys.readouterr().err == ""
+
+
+def test_comm_latency_with_a_model_is_read_as_microseconds_with_a_warning(capsys):
+    args = _parser().parse_args(["--model", "llama3-8b", "--comm-latency", "5"])
+    assert config_from_args(args).intra.latency == pytest.approx(5e-6)  # the old meaning
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ppir: warning: --comm-latency 5 with a model")
+    assert "--comm-latency-us 5" in err
+
+
+def test_microsecond_latency_without_a_model_is_a_clear_error():
+    args = _parser().parse_args(["--comm-latency-us", "5"])
+    with pytest.raises(PpirError, match=r"--comm-latency-us 5: microseconds need a model"):
+        config_from_args(args)
+
+
+def test_both_latency_spellings_at_once_are_refused():
+    args = _parser().parse_args(
+        ["--model", "llama3-8b", "--comm-latency", "1"] + ["--comm-latency-us", "2"]
+    )
+    with pytest.raises(PpirError, match="not both"):
+        config_from_args(args)
 
 
 def test_without_a_model_the_model_flags_are_left_out():
-    p = argparse.ArgumentParser()
-    add_cost_arguments(p.add_argument_group("planning"), model=False)
-    flags = set(_flags(p))
-    assert "--comm-latency" in flags and "--config" in flags
+    flags = set(_flags(_parser(model=False)))
+    assert {"--comm-latency", "--comm-latency-us", "--config"} <= flags
     assert not {"--model", "--hardware", "--bandwidth", "--free-comm"} & flags
 
 
-def test_a_flag_the_command_already_has_keeps_its_meaning():
+def test_a_flag_the_command_already_has_is_an_error_not_a_silent_skip():
     p = argparse.ArgumentParser()
     p.add_argument("--config", dest="mine", default="x")
-    add_cost_arguments(p.add_argument_group("cost model"), model=False)
-    args = p.parse_args(["--config", "y", "--comm-latency", "0.5"])
-    assert args.mine == "y" and not hasattr(args, "cost_config")
-    assert args.cost_latency == "0.5"
-    assert _flags(p).count("--config") == 1
+    with pytest.raises(argparse.ArgumentError, match="--config"):
+        add_cost_arguments(p.add_argument_group("cost model"), model=False)
 
 
 def test_ppir_check_keeps_its_progress_model_next_to_the_planning_options(cli):
     code, out, err = cli(
-        "check", "1f1b", "-D", "P=4", "--progress", "relaxed", "--comm-latency", "0.5"
+        "check", "1f1b", "-D", "P=4", "--progress-model", "relaxed", "--comm-latency", "0.5"
     )
     assert code == 0, err
-    assert "relaxed progress" in out
+    assert "relaxed progress" in out and err == ""
+
+
+def test_the_old_progress_spelling_still_works_with_one_warning(cli):
+    code, out, err = cli("check", "1f1b", "-D", "P=4", "--progress", "relaxed")
+    assert code == 0 and "relaxed progress" in out
+    assert err == (
+        "ppir: warning: --progress is deprecated: use --progress-model "
+        "(--progress goes away in the next release)\n"
+    )
 
 
 def test_no_cli_module_reads_argparse_private_attributes():

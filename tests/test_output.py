@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import io
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -173,3 +175,113 @@ def test_fuzz_quiet_on_a_terminal_writes_nothing(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stderr", tty)
     assert main([*FUZZ, "-q"]) == 0
     assert tty.getvalue() == ""
+
+
+# ------------------------------------------------------------------ every command with a bar
+BARRED = {
+    "tune": (["tune", "-P", "4", "--global-batch", "16", "--memory-budget", "6A",
+              "--schedules", "1f1b,zbv"], "tune:"),
+    "sweep": (["sweep", "1f1b", "--over", "M=4,8,12", "-D", "P=2"], "sweep M:"),
+    "synth": (["synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "4"], "synth:"),
+    "check": (["check", "1f1b", "-D", "P=4", "-D", "M=8"], "compile 1f1b(P=4, M=8):"),
+    "compile": (["compile", "zbv", "-D", "P=2", "-D", "M=4", "--backend", "cost"],
+                "compile zbv(P=2, M=4):"),
+    "dump": (["dump", "1f1b", "-D", "P=2", "-D", "M=2"], "compile 1f1b(P=2, M=2):"),
+    "analyze": (["analyze", "gpipe", "-D", "P=2"], "compile gpipe("),
+}  # fmt: skip
+
+
+def _run_on_a_terminal(argv, monkeypatch, capsys):
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    code = main(argv)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out, tty.getvalue()
+
+
+@pytest.mark.parametrize("name", sorted(BARRED))
+def test_each_command_shows_progress_on_a_terminal_and_not_with_quiet(name, monkeypatch, capsys):
+    import ppir.cli.common
+
+    monkeypatch.setattr(ppir.cli.common, "COMPILE_PROGRESS_DELAY", 0.0)  # show even a fast one
+    argv, label = BARRED[name]
+    out, bar = _run_on_a_terminal(argv, monkeypatch, capsys)
+    assert label in bar and bar.endswith("\r"), bar[:300]  # drawn, then cleared
+    assert label not in out  # the bar never reaches stdout
+    quiet_out, quiet_bar = _run_on_a_terminal([*argv, "--quiet"], monkeypatch, capsys)
+    assert quiet_bar == "" and quiet_out == out
+
+
+@pytest.mark.parametrize("name", sorted(BARRED))
+def test_piped_commands_write_no_bar(name, cli):
+    code, _, err = cli(*BARRED[name][0])  # pytest's capture is no terminal
+    assert code == 0 and err == ""
+
+
+def test_a_compile_shows_its_stages_after_the_delay(monkeypatch, capsys):
+    import ppir.cli.common
+
+    monkeypatch.setattr(ppir.cli.common, "COMPILE_PROGRESS_DELAY", 0.0)
+    _, bar = _run_on_a_terminal(["check", "1f1b", "-D", "P=2"], monkeypatch, capsys)
+    for stage in ("input", "lower-comms", "overlap-comms", "verify", "timeline"):
+        assert f", {stage}" in bar
+
+
+def test_a_fast_compile_prints_nothing_extra_on_a_terminal(monkeypatch, capsys):
+    """The default delay (2 s) hides the line of a compile that takes milliseconds."""
+    out, bar = _run_on_a_terminal(["check", "1f1b", "-D", "P=2"], monkeypatch, capsys)
+    assert bar == "" and out.startswith("ok: 1f1b")
+
+
+def test_a_hidden_delayed_bar_writes_nothing_even_on_status_changes():
+    tty = Terminal()
+    with progress(None, "compile x", file=tty, delay=60, clock=True) as bar:
+        assert bar.shown
+        bar.update(0, "verify")  # a bare refresh would ignore tqdm's delay
+    assert tty.getvalue() == ""
+
+
+def test_a_clock_bar_ticks_without_updates():
+    import time
+
+    tty = Terminal()
+    with progress(None, "compile x", file=tty, clock=True) as bar:
+        bar.update(0, "verify")
+        time.sleep(1.3)
+    text = tty.getvalue()
+    assert "compile x: 00:01, verify" in text and "it/s" not in text
+
+
+# ------------------------------------------------------------------ tables from one place
+_WIDTH = r"\{[^{}:]*:(.?[<>^=])?[+\- ]?#?0?"  # a format spec up to its width, if any
+_HAND_ALIGNED = re.compile(
+    r"\.(ljust|rjust|center)\("  # str padding
+    + "|"
+    + _WIDTH
+    + r"\d+[,_]?(\.\d+)?[a-z%]?\}"  # f"{x:<13}", f"{r:>3}", f"{x:8s}"
+    + "|"
+    + _WIDTH
+    + r"\{"  # f"{x:>{width}}"
+    + r"|%-?\d+[sd]"  # "%-10s"
+)
+
+
+def test_the_alignment_pattern_finds_hand_made_tables():
+    for bad in ["c.rjust(w)", 'f"{q:<13} {t}"', 'f"{r:>{w}}"', '"%-8s" % x', 'f"{x:8s}"']:
+        assert _HAND_ALIGNED.search(bad), bad
+    for fine in ['f"{x:.3f}"', 'f"{n:,}"', 'f"{p:.1%}"', '"  ".join(cells)', 'f"{x:g}"']:
+        assert not _HAND_ALIGNED.search(fine), fine
+
+
+def test_commands_align_tables_only_through_output_table():
+    root = Path(__file__).resolve().parent.parent
+    files = [*(root / "ppir" / "cli").glob("*.py"), *(root / "backends" / "cost").glob("*.py")]
+    hits = [
+        f"{path.relative_to(root)}:{n}: {line.strip()}"
+        for path in files
+        if path.name != "output.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if _HAND_ALIGNED.search(line)
+    ]
+    assert not hits, "align with ppir.cli.output.table():\n" + "\n".join(hits)

@@ -79,7 +79,7 @@ def test_message_times_pair_the_two_ends():
 def test_cli_writes_a_cost_file(model_file, tmp_path, cli):
     out = tmp_path / "costs.toml"
     code, _, err = cli(
-        "profile", "--model", model_file, "--ranks", "1", "--stages", "2", "-M", "4",
+        "profile", "--module", model_file, "--ranks", "1", "--stages", "2", "-M", "4",
         "--steps", "2", "-o", str(out),
     )  # fmt: skip
     assert code == 0, err

@@ -91,12 +91,12 @@ def test_three_rank_cycle_is_fine_under_relaxed_progress(cli, monkeypatch):
     """Rank 0's recv from rank 2 blocks its send to rank 1 only under FIFO progress."""
     monkeypatch.chdir(ROOT)
     code, out, err = cli(
-        "check", "tests/verify_corpus/three_rank_cycle.pps", "--progress", "relaxed"
+        "check", "tests/verify_corpus/three_rank_cycle.pps", "--progress-model", "relaxed"
     )
     assert code == 0, err
     assert "relaxed progress" in out
     code, _, err = cli("check", "tests/verify_corpus/three_rank_cycle.pps")
-    assert code == 1 and "would complete under --progress relaxed" in err
+    assert code == 1 and "would complete under --progress-model relaxed" in err
 
 
 def test_send_send_deadlocks_under_relaxed_progress_too(monkeypatch):

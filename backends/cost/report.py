@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ppir.analysis.estimate import Estimate, op_label
 from ppir.analysis.units import fmt_bytes, fmt_time
+from ppir.cli.output import table
 
 
 def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
@@ -22,28 +23,33 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
             + " -> ".join(f"{op_label(o.action)}@r{o.rank}" for o in tail)
         )
     mean_idle = sum(r.idle for r in e.per_rank) / max(e.ranks, 1)
+    summary = [
+        ["step time", f"{t(e.step_time)}{unit_note}"],
+        ["busiest rank compute", t(e.busiest)],
+        ["bubble (mean idle / rank)", t(mean_idle)],
+        ["bubble / total", f"{e.bubble_fraction_of_total:.2%}   (idle / step time)"],
+        [
+            "bubble / ideal",
+            f"{e.bubble_fraction_of_ideal:.2%}   (idle / busy, Narayanan 2021)",
+        ],
+        ["critical path", f"{t(e.critical_path)}   ({len(e.critical_path_ops)} ops)"],
+        ["", path],
+    ]
+    if e.dependency_bound is not None:
+        summary.append(
+            [
+                "dependency bound",
+                f"{t(e.dependency_bound)}   (the compute order with transfer times alone: no "
+                "lowering of it is faster)",
+            ]
+        )
+    summary.append(["messages", f"{e.message_count} ({fmt_bytes(e.message_bytes)})"])
     lines = [
         f"{e.schedule}({params}): {e.ranks} ranks, {e.stages} stages, {e.microbatches} "
         "microbatches",
         f"assuming {e.config.describe()}",
         "",
-        f"step time                  {t(e.step_time)}{unit_note}",
-        f"busiest rank compute       {t(e.busiest)}",
-        f"bubble (mean idle / rank)  {t(mean_idle)}",
-        f"bubble / total             {e.bubble_fraction_of_total:.2%}   (idle / step time)",
-        f"bubble / ideal             {e.bubble_fraction_of_ideal:.2%}   (idle / busy, "
-        "Narayanan 2021)",
-        f"critical path              {t(e.critical_path)}   ({len(e.critical_path_ops)} ops)",
-        f"                           {path}",
-        *(
-            [
-                f"dependency bound           {t(e.dependency_bound)}   (the compute order with "
-                "transfer times alone: no lowering of it is faster)"
-            ]
-            if e.dependency_bound is not None
-            else []
-        ),
-        f"messages                   {e.message_count} ({fmt_bytes(e.message_bytes)})",
+        table(summary),
         "",
     ]
     mem = any(r.peak_activations is not None for r in e.per_rank)
@@ -70,12 +76,5 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
         if membytes:
             row.append(fmt_bytes(r.peak_bytes) if r.peak_bytes is not None else "-")
         rows.append(row)
-    widths = [max(len(row[c]) for row in rows) for c in range(len(header))]
-    for row in rows:
-        lines.append(
-            "  ".join(
-                cell.rjust(w) if c else cell.ljust(w)
-                for c, (cell, w) in enumerate(zip(row, widths))
-            ).rstrip()
-        )
+    lines.append(table(rows, align="<>"))
     return "\n".join(lines) + "\n"

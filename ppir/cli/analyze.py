@@ -16,6 +16,7 @@ from ppir.cli.common import (
     print_report,
 )
 from ppir.cli.footprint_view import footprint_json, footprint_lines, model_json
+from ppir.cli.output import table
 from ppir.diagnostics import EXIT_INVALID, error
 
 NAME = "analyze"
@@ -56,7 +57,7 @@ def add_arguments(p):
     p.add_argument(
         "--i-fraction",
         metavar="F",
-        help="share of a chunk activation that I frees (W frees the rest), e.g. 1/2; "
+        help="the fraction of a chunk activation that I frees (W frees the rest), e.g. 1/2; "
         "default: the zero-bubble split at the model's shape (GPT-3 175B's "
         "when no model is given)",
     )
@@ -85,7 +86,8 @@ def add_model_arguments(p) -> None:
         "--layers",
         type=int,
         metavar="L",
-        help="transformer layers (default: the model's); must divide into P*v stages",
+        help="the model's transformer layers, a count (default: the model's); must divide "
+        "into P*v stages",
     )
 
 
@@ -272,7 +274,7 @@ def format_text(s, mem, p2p, curve: bool = False) -> str:
     head = ["rank", "chunks", "peak A", "peak chunks", "at op", "recv bufs F/B", "sends F/B"]
     if mem.model is not None:
         head += ["peak GiB", "recv GiB"]
-    table = [head]
+    rows = [head]
     worst = mem.worst.rank
     for rm, rp in zip(mem.per_rank, p2p.per_rank):
         row = [
@@ -286,10 +288,8 @@ def format_text(s, mem, p2p, curve: bool = False) -> str:
         ]
         if mem.model is not None:
             row += [gib(rm.peak_bytes), gib(rm.peak_recv_bytes)]
-        table.append(row)
-    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
-    for r in table:
-        lines.append("  ".join(c.rjust(w) for c, w in zip(r, widths)).rstrip())
+        rows.append(row)
+    lines.append(table(rows, align=">"))
     lines.append(
         f"* worst rank.  p2p per microbatch: forward {fmt(p2p.forward_per_microbatch)}, "
         f"backward {fmt(p2p.backward_per_microbatch)} messages; same-rank hand-offs "
@@ -304,6 +304,6 @@ def format_text(s, mem, p2p, curve: bool = False) -> str:
     if curve:
         top = max((max(rm.curve, default=0) for rm in mem.per_rank), default=0)
         lines.append("memory curve over each rank's compute ops (height = chunks in flight):")
-        for rm in mem.per_rank:
-            lines.append(f"  rank {rm.rank:>3} |{sparkline(rm.curve, top)}|")
+        curves = [["  rank", rm.rank, f"|{sparkline(rm.curve, top)}|"] for rm in mem.per_rank]
+        lines.append(table(curves, align="<><", gap=" "))
     return "\n".join(lines) + "\n"

@@ -61,6 +61,6 @@ def run(args) -> int:
             print(
                 f"ok: {s.name}({params}): {s.ranks} ranks, {s.stages} stages, "
                 f"{s.num_compute_ops} compute ops, {n_msgs} messages; deadlock-free under "
-                f"rendezvous semantics ({args.progress} progress)"
+                f"rendezvous semantics ({args.progress_model} progress)"
             )
     return EXIT_OK if ok else EXIT_INVALID

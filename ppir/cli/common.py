@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from ppir.cli.deprecation import Renamed
+from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import Report, error
 from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS
 from ppir.frontend.limits import define_value
@@ -13,9 +15,12 @@ from ppir.frontend.loader import load_schedule
 from ppir.ir import Schedule
 from ppir.ir.graph import PROGRESS_MODELS
 from ppir.passes import PASSES
-from ppir.pipeline import LOWERINGS, Compiled, compile
+from ppir.pipeline import LOWERINGS, Compiled, compile, on_stage
 
 SCHEDULE_HELP = "a .pps file, a torch .csv schedule, or a built-in name (see 'ppir list')"
+
+COMPILE_PROGRESS_DELAY = 2.0
+"""Seconds a compile runs before its progress line appears on a terminal (most take less)."""
 
 
 def add_schedule_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,10 +55,26 @@ def add_schedule_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_progress_model_argument(p, text: str) -> None:
+    """``--progress-model {fifo,relaxed}`` (dest ``progress_model``); ``--progress`` is its
+    deprecated spelling (one release)."""
+    p.add_argument(
+        "--progress-model",
+        "--progress",
+        dest="progress_model",
+        action=Renamed,
+        old="--progress",
+        choices=PROGRESS_MODELS,
+        default="fifo",
+        help=text,
+    )
+
+
 def add_compile_arguments(p: argparse.ArgumentParser, model: bool = True) -> None:
     """How the schedule is compiled, the same for every command: --lowering, --overlap,
-    --passes, --progress, --strict and the cost options that plan and time it (``model``:
-    also the model-shape options, for commands where --model is not taken)."""
+    --passes, --progress-model, --strict, --quiet (no progress bar for a long compile) and the
+    cost options that plan and time it (``model``: also the model-shape options, for commands
+    that do not take --model themselves)."""
     g = p.add_argument_group(
         "compilation",
         "every command compiles the same way, so 'ppir check' verifies what 'ppir launch' runs",
@@ -82,22 +103,22 @@ def add_compile_arguments(p: argparse.ArgumentParser, model: bool = True) -> Non
         help="an explicit pass pipeline instead of --lowering/--overlap, e.g. "
         "'lower-comms{strategy=eager},overlap-comms' (passes: " + ", ".join(PASSES) + ")",
     )
-    g.add_argument(
-        "--progress",
-        choices=PROGRESS_MODELS,
-        default="fifo",
-        help="progress model: one FIFO of groups per rank (default, what NCCL guarantees) or "
-        "independent progress per peer channel (relaxed)",
+    add_progress_model_argument(
+        g,
+        "the verifier's progress model: one FIFO of groups per rank (default, what NCCL "
+        "guarantees) or independent progress per peer channel (relaxed)",
     )
     g.add_argument("--strict", action="store_true", help="treat warnings (lints) as errors")
     g.add_argument("--no-verify", action="store_true", help="skip verification (not recommended)")
+    add_quiet_argument(g)
     from ppir.cli.cost_options import add_cost_arguments
 
     add_cost_arguments(
         p.add_argument_group(
             "cost model",
             "what plans the lowering and times the program (as for 'ppir compile --backend "
-            "cost'), e.g. --comm-latency 0.5: a message takes half a rank share's forward",
+            "cost'), e.g. --comm-latency 0.5: a message takes half a rank share's forward; "
+            "with --model, --comm-latency-us 5: five microseconds",
         ),
         model=model,
     )
@@ -146,17 +167,23 @@ def compile_from_args(
     from ppir.cli.cost_options import config_from_args
 
     s = schedule if schedule is not None else load_from_args(args)
-    return compile(
-        s,
-        lowering=args.lowering,
-        overlap=args.overlap if overlap is None else overlap,
-        costs=config_from_args(args),
-        verify=not args.no_verify,
-        progress=args.progress,
-        strict=args.strict,
-        passes=args.passes,
-        dp=getattr(args, "dp", None) or 1,
-    )
+    costs = config_from_args(args)
+    params = ", ".join(f"{k}={v}" for k, v in s.params)
+    desc = f"compile {s.name}" + (f"({params})" if params else "")
+    quiet = getattr(args, "quiet", False)
+    with progress(None, desc, quiet=quiet, delay=COMPILE_PROGRESS_DELAY, clock=True) as bar:
+        with on_stage(lambda stage: bar.update(0, stage)):
+            return compile(
+                s,
+                lowering=args.lowering,
+                overlap=args.overlap if overlap is None else overlap,
+                costs=costs,
+                verify=not args.no_verify,
+                progress=args.progress_model,
+                strict=args.strict,
+                passes=args.passes,
+                dp=getattr(args, "dp", None) or 1,
+            )
 
 
 def print_report(report: Report) -> bool:

@@ -1,13 +1,19 @@
-"""Command-line options of the cost model, shared by ``ppir compile --backend cost`` and
-``ppir tune``: :func:`add_cost_arguments` and :func:`config_from_args`.
+"""Command-line options of the cost model, shared by every command that compiles (through
+:func:`ppir.cli.common.add_compile_arguments`) and by ``ppir tune``: :func:`add_cost_arguments`
+and :func:`config_from_args`.
 
 Precedence: command-line flags over the ``--config`` TOML file over presets and defaults.
 Options are registered with ``dest`` names prefixed ``cost_``, so they never collide with a
-command's own settings.  A flag the command (or another backend) already registered on the same
-parser keeps its meaning there and the cost option is left out, never an argparse crash: e.g.
-``ppir check --progress`` is the verifier's progress model.  Conflicts are detected through
-argparse's public contract (with the default ``conflict_handler="error"``, ``add_argument``
-raises :class:`argparse.ArgumentError` and registers nothing), not its private tables.
+command's own settings.  A flag that is already taken on the parser is a programming error
+(argparse raises :class:`argparse.ArgumentError`), except ``--dp``, which ``ppir launch``'s
+runtime options define too with the same meaning: every flag means one thing in every command,
+which ``tests/test_flag_vocabulary.py`` checks over all of them.
+
+Units are in the flag or its help, never switched by another flag: ``--comm-latency`` and
+``--inter-latency`` are in forwards of a rank share (the unit of times without a model),
+``--comm-latency-us`` and ``--inter-latency-us`` in microseconds (with a model, whose times are
+seconds).  For one release ``--comm-latency`` with a model is still read as microseconds, with a
+one-line deprecation warning naming ``--comm-latency-us``.
 """
 
 from __future__ import annotations
@@ -23,79 +29,84 @@ from ppir.analysis.config import (
     merge,
 )
 from ppir.analysis.models import PRESETS, model_fields, parse_model_spec
+from ppir.cli.argtypes import positive_int
+from ppir.cli.deprecation import warn_deprecated
 from ppir.diagnostics import did_you_mean, error
 
-
-def _add(group, flag: str, **kw) -> None:
-    """Register one cost option unless ``flag`` is already taken on ``group``'s parser."""
-    try:
-        group.add_argument(flag, **kw)
-    except argparse.ArgumentError:  # the flag is taken: the existing option keeps its meaning
-        pass
+# (unit-less flag, microsecond flag, config key in time units, config key in microseconds)
+LATENCY_FLAGS = (
+    ("--comm-latency", "--comm-latency-us", "latency", "intra_latency_us"),
+    ("--inter-latency", "--inter-latency-us", "inter_latency", "inter_latency_us"),
+)
 
 
-def add_cost_arguments(group, model: bool = True) -> None:
-    """The cost-model options (config, model, hardware, costs, links); with
+def add_cost_arguments(group, model: bool = True, recompute: bool = True, dp: bool = True) -> None:
+    """The cost-model options (config, model, hardware, costs, links, data parallelism); with
     ``model=False`` only those that make sense without a model shape on the command line
-    (a ``--config`` file may still give one)."""
-    _add(
-        group,
+    (a ``--config`` file may still give one); ``recompute=False`` and ``dp=False`` leave
+    ``--recompute`` and ``--dp`` out (``ppir tune`` searches both itself)."""
+    group.add_argument(
         "--config",
         dest="cost_config",
         metavar="FILE",
         help="cost-model settings in TOML (see examples/cost_config.toml)",
     )
     if model:
-        _add_model_arguments(group)
-    _add(
-        group,
+        _add_model_arguments(group, recompute)
+    group.add_argument(
         "--ranks-per-node",
         dest="cost_ranks_per_node",
         type=int,
         metavar="N",
-        help="pipeline ranks per node: messages between nodes use the inter-node link (default 8)",
+        help="pipeline ranks per node (a count): messages between nodes use the inter-node "
+        "link (default 8)",
     )
-    _add(
-        group,
-        "--dp",
-        type=int,
-        default=None,
-        metavar="D",
-        help="data-parallel replicas: time each stage's gradient reduction (a ring all-reduce "
-        "after its last backward) and report how much the drain hides (default 1)",
-    )
-    _add(
-        group,
+    if dp:
+        _add_dp(group)
+    group.add_argument(
         "--cost",
         dest="cost_costs",
         metavar="K=X,...",
         help="op costs in forwards of a rank share, e.g. F=1,B=2,I=1,W=1 (the defaults); "
         "FB=X times an overlapped F&B step as X forwards (default F+B; FB=B: perfect overlap)",
     )
-    _add(
-        group,
+    group.add_argument(
         "--stage-weights",
         dest="cost_stage_weights",
         metavar="W0,W1,...",
-        help="per-stage cost multipliers, one per stage (e.g. heavier first and last stage)",
+        help="per-stage cost multipliers (factors on the op costs), one per stage (e.g. "
+        "heavier first and last stage)",
     )
-    _add(
-        group,
+    group.add_argument(
         "--comm-latency",
         dest="cost_latency",
         metavar="T",
-        help="per-message latency on the intra-node link: microseconds with --model, time "
-        "units without (default: free communication without a model)",
+        help="per-message latency on the intra-node link in forwards of a rank share (time "
+        "units; without a model; default: free communication); with a model use "
+        "--comm-latency-us",
     )
-    _add(
-        group,
+    group.add_argument(
+        "--comm-latency-us",
+        dest="cost_latency_us",
+        metavar="US",
+        help="per-message latency on the intra-node link in microseconds (needs a model: "
+        "--model or a [model] table in --config; default: the --hardware preset's)",
+    )
+    group.add_argument(
         "--inter-latency",
         dest="cost_inter_latency",
         metavar="T",
-        help="per-message latency between nodes (same units as --comm-latency)",
+        help="per-message latency between nodes in forwards of a rank share (time units; "
+        "without a model; default: --comm-latency's)",
     )
-    _add(
-        group,
+    group.add_argument(
+        "--inter-latency-us",
+        dest="cost_inter_latency_us",
+        metavar="US",
+        help="per-message latency between nodes in microseconds (needs a model; default: "
+        "the --hardware preset's)",
+    )
+    group.add_argument(
         "--comm-model",
         dest="cost_comm_model",
         choices=list(COMM_MODELS),
@@ -104,22 +115,19 @@ def add_cost_arguments(group, model: bool = True) -> None:
         "consumer waits for its producer plus the transfer time, nothing else)",
     )
     if model:
-        _add(
-            group,
+        group.add_argument(
             "--bandwidth",
             dest="cost_bandwidth",
             metavar="GB/s",
-            help="intra-node link bandwidth per direction (needs --model)",
+            help="intra-node link bandwidth per direction in GB/s (needs --model)",
         )
-        _add(
-            group,
+        group.add_argument(
             "--inter-bandwidth",
             dest="cost_inter_bandwidth",
             metavar="GB/s",
-            help="inter-node link bandwidth per direction (needs --model)",
+            help="inter-node link bandwidth per direction in GB/s (needs --model)",
         )
-        _add(
-            group,
+        group.add_argument(
             "--free-comm",
             dest="cost_free_comm",
             action="store_true",
@@ -128,31 +136,47 @@ def add_cost_arguments(group, model: bool = True) -> None:
         )
 
 
-def _add_model_arguments(group) -> None:
-    _add(
-        group,
+def _add_dp(group) -> None:
+    """``--dp D``.  ``ppir launch``'s runtime options (``ppir.torch.run.add_run_arguments``,
+    registered first) define the same flag with the same meaning, data-parallel replicas, which
+    ``tests/test_flag_vocabulary.py`` checks; there that one serves both.  This is the only
+    flag the cost options share (any other clash is an argparse error)."""
+    try:
+        group.add_argument(
+            "--dp",
+            type=positive_int,
+            default=None,
+            metavar="D",
+            help="data-parallel replicas of the pipeline: time each stage's gradient reduction "
+            "(a ring all-reduce after its last backward) and report how much the drain hides "
+            "(default 1)",
+        )
+    except argparse.ArgumentError:  # launch: the runtime's --dp, the same option
+        pass
+
+
+def _add_model_arguments(group, recompute: bool) -> None:
+    group.add_argument(
         "--model",
         dest="cost_model",
         metavar="SPEC",
         help="model shape: a preset (gpt3-175b, llama3-8b, llama3-70b, llama3-405b, gpt2-xl) "
         "and/or key=value fields, e.g. llama3-8b,seq=4096,mbs=2; times become seconds",
     )
-    _add(
-        group,
-        "--recompute",
-        dest="cost_recompute",
-        choices=["none", "selective", "full"],
-        help="activation recomputation (full adds a forward to each backward)",
-    )
-    _add(
-        group,
+    if recompute:
+        group.add_argument(
+            "--recompute",
+            dest="cost_recompute",
+            choices=["none", "selective", "full"],
+            help="activation recomputation (full adds a forward to each backward)",
+        )
+    group.add_argument(
         "--hardware",
         dest="cost_hardware",
         metavar="PRESET",
         help=f"accelerator preset for a model: {', '.join(HARDWARE)} (default H100)",
     )
-    _add(
-        group,
+    group.add_argument(
         "--efficiency",
         dest="cost_efficiency",
         type=float,
@@ -204,10 +228,33 @@ def settings_from_args(args: argparse.Namespace) -> dict:
     over["costs"] = costs
     comm: dict = {}
     has_model = "model" in over or "model" in base
-    lat_keys = (("latency", "intra_latency_us"), ("inter_latency", "inter_latency_us"))
-    for flag, (unit_key, us_key) in zip(("latency", "inter_latency"), lat_keys):
-        if g(flag) is not None:
-            comm[us_key if has_model else unit_key] = g(flag)
+    for (flag, us_flag, unit_key, us_key), name in zip(LATENCY_FLAGS, ("latency", "inter_latency")):
+        units, us = g(name), g(f"{name}_us")
+        if units is not None and us is not None:
+            raise error(
+                "bad-config",
+                f"give {flag} (forwards of a rank share, without a model) or {us_flag} "
+                "(microseconds, with a model), not both",
+            )
+        if us is not None:
+            if not has_model:
+                raise error(
+                    "bad-config",
+                    f"{us_flag} {us}: microseconds need a model (times are seconds only with one)",
+                    hints=[
+                        "add --model PRESET (or a [model] table in --config), or give "
+                        f"{flag} in forwards of a rank share"
+                    ],
+                )
+            comm[us_key] = us
+        elif units is not None and has_model:  # the old meaning, kept for one release
+            warn_deprecated(
+                f"{flag} {units} with a model is read as microseconds: write {us_flag} {units} "
+                f"({flag} will be in forwards of a rank share only)"
+            )
+            comm[us_key] = units
+        elif units is not None:
+            comm[unit_key] = units
     for flag, key in (
         ("bandwidth", "intra_bandwidth_gbs"),
         ("inter_bandwidth", "inter_bandwidth_gbs"),

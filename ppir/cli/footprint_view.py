@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ppir.analysis.footprint import TERMS, Footprint
 from ppir.analysis.models import ModelShape, model_fields
+from ppir.cli.output import table
 
 
 def describe_setup(m: ModelShape, recompute: str) -> str:
@@ -31,14 +32,12 @@ def footprint_lines(fp: Footprint) -> list[str]:
         cells = [f"{r.rank}{'*' if r.rank == worst else ''}"]
         cells += [f"{float(getattr(r, t)) / 2**30:.2f}" for t in (*TERMS, "total")]
         rows.append(cells + [r.dominant])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     out = [
         f"whole memory per rank in GiB ({describe_setup(fp.model, fp.recompute)}"
         + (f"; {fp.copies} copies of the model's stages" if fp.copies > 1 else "")
         + "):"
     ]
-    for row in rows:
-        out.append("  ".join(c.rjust(w) for c, w in zip(row, widths)).rstrip())
+    out.extend(table(rows, align=">" * (len(head) - 1) + "<").splitlines())
     w = fp.worst
     out.append(
         f"* peak: rank {w.rank}, {float(w.total) / 2**30:.2f} GiB, largest term {w.dominant} "

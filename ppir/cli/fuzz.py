@@ -59,12 +59,12 @@ def add_arguments(p):
     p.add_argument(
         "--max-bubble",
         metavar="EXPR",
-        help="bound on bubble/ideal under the estimator's textbook costs",
+        help="bound on bubble/ideal (a fraction: idle / busy) under the estimator's textbook costs",
     )
     p.add_argument(
         "--max-step-time",
         metavar="EXPR",
-        help="bound on the estimated step time (F=1, B=2 per rank share)",
+        help="bound on the estimated step time in forwards of a rank share (F=1, B=2)",
     )
     p.add_argument(
         "--examples",
@@ -73,7 +73,7 @@ def add_arguments(p):
         metavar="N",
         help="parameter choices to check (default 100)",
     )
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
     p.add_argument(
         "--lowering",
         choices=list(LOWERINGS),

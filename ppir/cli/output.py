@@ -9,7 +9,9 @@ Contract
   when its stream is a terminal and ``quiet`` is false; otherwise it writes nothing at all and
   tqdm is not even imported, so piped or logged runs see only the command's results.  The bar
   is cleared when the block ends (normally, on an error or on Ctrl-C).  Print results after the
-  block, not inside it: stdout and stderr share the terminal.
+  block, not inside it: stdout and stderr share the terminal.  With ``delay`` nothing at all is
+  written for work that ends sooner; ``clock=True`` shows the elapsed time and the status only
+  (work without a count, such as one compile), ticking every second.
 * :func:`add_quiet_argument` adds the ``--quiet``/``-q`` flag that :func:`progress` obeys.
 
 Usage::
@@ -24,6 +26,8 @@ Usage::
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO
@@ -64,8 +68,12 @@ def table(rows: Sequence[Sequence[object]], align: str = "<", gap: str = "  ") -
 class Progress:
     """The handle :func:`progress` yields; every method does nothing when the bar is hidden."""
 
-    def __init__(self, bar=None):
+    def __init__(self, bar=None, delay: float = 0.0):
         self._bar = bar
+        self._visible_at = time.monotonic() + delay  # tqdm's own delay covers counted steps
+
+    def _due(self) -> bool:
+        return time.monotonic() >= self._visible_at
 
     @property
     def shown(self) -> bool:
@@ -80,7 +88,7 @@ class Progress:
         if status is not None:
             self._bar.set_postfix_str(status, refresh=False)
         self._bar.update(n)
-        if n == 0:
+        if n == 0 and self._due():  # a bare refresh would ignore the delay
             self._bar.refresh()
 
     def restart(self, desc: str, total: int | None = None) -> None:
@@ -109,13 +117,15 @@ def progress(
     quiet: bool = False,
     unit: str = "it",
     delay: float = 0.0,
+    clock: bool = False,
     file: IO[str] | None = None,
 ) -> Iterator[Progress]:
     """A progress bar on ``file`` (default: ``sys.stderr`` when the block starts) counting up to
     ``total`` (None: a count without a bar) in ``unit``s, labelled ``desc``.  With ``delay`` the
     bar appears only once the work has taken that many seconds (e.g. 2 for a compile that is
-    usually instant).  Hidden (a no-op :class:`Progress`) when ``quiet`` or when the stream is
-    not a terminal."""
+    usually instant).  ``clock``: no count, only ``desc: 00:03, STATUS``, redrawn every second
+    (the status is what :meth:`Progress.update` last said).  Hidden (a no-op
+    :class:`Progress`) when ``quiet`` or when the stream is not a terminal."""
     stream = sys.stderr if file is None else file
     if quiet or not _is_terminal(stream):
         yield Progress()
@@ -130,13 +140,31 @@ def progress(
         leave=False,
         delay=delay,
         dynamic_ncols=True,
+        bar_format="{desc}: {elapsed}{postfix}" if clock else None,
     )
+    handle = Progress(bar, delay)
+    stop = threading.Event()
+    ticker = None
+    if clock:
+
+        def tick() -> None:
+            while not stop.wait(1.0):
+                if handle._due():
+                    bar.refresh()
+
+        ticker = threading.Thread(target=tick, name="ppir-progress", daemon=True)
+        ticker.start()
     try:
-        yield Progress(bar)
+        yield handle
     finally:
+        stop.set()
+        if ticker is not None:
+            ticker.join()
         bar.close()
 
 
 def add_quiet_argument(parser) -> None:
     """``--quiet``/``-q``: no progress on stderr (results and diagnostics are still printed)."""
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    parser.add_argument(
+        "--quiet", "-q", action="store_true", help="no progress bar on stderr (results unchanged)"
+    )

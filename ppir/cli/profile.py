@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import sys
 
+from ppir.cli.argtypes import positive_int, positive_seconds
+from ppir.cli.deprecation import Renamed
+from ppir.cli.output import table
 from ppir.diagnostics import error, write_output
 
 NAME = "profile"
@@ -23,45 +26,71 @@ The cost file is TOML with one [measured] table (docs/cost-model.md); pass it wi
 'ppir compile --backend cost', 'ppir tune' and 'ppir viz'.
 
 examples:
-  ppir profile --model examples/gpt_model.py --ranks 2 --stages 4 -o gpt.toml
+  ppir profile --module examples/gpt_model.py --ranks 2 --stages 4 -o gpt.toml
   ppir compile zbv -D P=2 -D M=8 --backend cost --config gpt.toml
-  ppir profile --model examples/gpt_model.py --model-opt layers=8 --ranks 4 --stages 8 \\
+  ppir profile --module examples/gpt_model.py --module-opt layers=8 --ranks 4 --stages 8 \\
       --microbatches 8 --steps 10 -o gpt8.toml
 """
 
 
 def add_arguments(p):
     p.add_argument(
+        "--module",
         "--model",
+        dest="module",
+        action=Renamed,
+        old="--model",
         required=True,
-        metavar="MODEL",
-        help="model module: a .py path or a dotted name with build_stage, make_batch, loss_fn",
+        metavar="MODULE",
+        help="the model's Python module: a .py path or a dotted name with build_stage, "
+        "make_batch, loss_fn",
     )
     p.add_argument(
+        "--module-opt",
         "--model-opt",
-        action="append",
+        dest="module_opt",
+        action=Renamed,
+        old="--model-opt",
+        append=True,
         default=[],
         metavar="KEY=VALUE",
-        help="option passed to the model's configure(**options) (repeatable)",
+        help="option passed to the module's configure(**options) (repeatable)",
     )
-    p.add_argument("--ranks", "-n", type=int, default=2, help="processes to run (default 2)")
     p.add_argument(
-        "--stages", type=int, default=0, help="pieces to build the model in (default: --ranks)"
+        "--ranks", "-n", type=int, default=2, metavar="P", help="processes to run (default 2)"
+    )
+    p.add_argument(
+        "--stages",
+        type=int,
+        default=0,
+        metavar="S",
+        help="stages (pieces) to build the model in (default: --ranks)",
     )
     p.add_argument(
         "--microbatches",
         "-M",
         type=int,
         default=0,
+        metavar="M",
         help="microbatches per step; make_batch's batch must split into them (default 2*ranks)",
     )
-    p.add_argument("--steps", type=int, default=6, help="timed steps (default 6)")
+    p.add_argument("--steps", type=positive_int, default=6, help="timed steps (default 6)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
     p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
     p.add_argument(
-        "--threads", type=int, default=0, help="torch threads per rank (default: cores / ranks)"
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="torch threads per rank (default: cores / ranks)",
     )
-    p.add_argument("--timeout", type=float, default=120.0, help="process-group timeout in seconds")
+    p.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=120.0,
+        metavar="SECONDS",
+        help="process-group timeout in seconds (default 120)",
+    )
     p.add_argument("-o", "--output", metavar="PATH", help="write the cost file here (else stdout)")
 
 
@@ -70,7 +99,7 @@ def parse_options(items: list[str]) -> dict:
     for item in items:
         key, eq, value = item.partition("=")
         if not eq or not key.isidentifier():
-            raise error("bad-usage", f"--model-opt {item}: expected KEY=VALUE")
+            raise error("bad-usage", f"--module-opt {item}: expected KEY=VALUE")
         for conv in (int, float):
             try:
                 out[key] = conv(value)
@@ -92,8 +121,8 @@ def run(args) -> int:
     from ppir.profile.launch import ProfileError, ProfileFailed, ProfileSpec, profile
 
     spec = ProfileSpec(
-        args.model,
-        parse_options(args.model_opt),
+        args.module,
+        parse_options(args.module_opt),
         args.ranks,
         args.stages,
         args.microbatches,
@@ -137,7 +166,7 @@ def summary(mc) -> str:
                 f"{mc.param_bytes[s] / 1024:.1f}" if mc.param_bytes else "-",
             ]
         )
-    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.rjust(x) for c, x in zip(r, w)) for r in rows]
-    lines.append(f"boundary message: {mc.transfer * 1e3:.3f} ms ({mc.message_size:.0f} bytes)")
-    return "\n".join(lines) + "\n"
+    return (
+        table(rows, align=">")
+        + f"\nboundary message: {mc.transfer * 1e3:.3f} ms ({mc.message_size:.0f} bytes)\n"
+    )

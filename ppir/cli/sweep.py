@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 
 from ppir.analysis import timeline
@@ -10,6 +11,7 @@ from ppir.analysis.memory import analyze_memory, analyze_p2p, split_fractions
 from ppir.analysis.models import check_layers, parse_model_spec
 from ppir.cli.analyze import add_model_arguments, fmt, num
 from ppir.cli.common import emit_json, parse_defines, parse_placement
+from ppir.cli.output import add_quiet_argument, progress, table
 from ppir.diagnostics import EXIT_INVALID, PpirError, error
 from ppir.frontend.loader import load_schedule
 from ppir.ir import Schedule
@@ -49,9 +51,12 @@ def add_arguments(p):
         metavar="NAME=VALUE",
         help="fix a schedule parameter, e.g. -D P=4 (repeatable)",
     )
-    p.add_argument("--placement", help="for CSV schedules: the rank of each stage")
+    p.add_argument(
+        "--placement", metavar="R0,R1,...", help="for CSV schedules: the rank of each stage"
+    )
     p.add_argument("--format", choices=["text", "json"], default="text")
     add_model_arguments(p)
+    add_quiet_argument(p)
 
 
 def dependency_timing(s: Schedule) -> tuple[Fraction, list[Fraction]]:
@@ -184,52 +189,59 @@ def sweep(
     recompute="none",
     layers=None,
     placement=None,
+    step: Callable[[str], None] | None = None,
 ) -> list[dict]:
-    """One row per value: params, measured figures, and the closed forms with agreement."""
+    """One row per value: params, measured figures, and the closed forms with agreement.
+    ``step(status)``, when given, is called as each value is done (e.g. to advance a bar)."""
     rows = []
     for val in values:
-        params = dict(fixed, **{over: val})
-        try:
-            s = load_schedule(spec, params, placement=placement)
-            meas = measure(s, model, recompute, layers)
-        except PpirError as e:
-            if e.kind in _UNUSABLE:
-                raise  # not about this value: the sweep itself cannot run
-            rows.append({"value": val, "params": params, "error": str(e)})
-            continue
-        p = dict(s.params)
-        P, M = s.ranks, s.microbatches
-        v = p.get("v", Fraction(s.stages, s.ranks))
-        preds = []
-        for q, text, src, fn, applies in CLOSED_FORMS.get(s.name, []):
-            ok = applies is None or applies(P, M, v)
-            pv = fn(P, M, v)
-            preds.append(
-                {
-                    "quantity": q,
-                    "formula": text,
-                    "source": src,
-                    "predicted": pv,
-                    "applies": ok,
-                    "agrees": (pv == meas[q]) if ok else None,
-                }
-            )
-        if meas["layers/chunk"] is not None or meas["layers error"]:
-            L = layers if layers is not None else model.layers
-            pv = _f(L) / (P * v)
-            ok = meas["layers error"] is None
-            preds.append(
-                {
-                    "quantity": "layers/chunk",
-                    "formula": "L/(P*v)",
-                    "source": "L layers over P*v chunks",
-                    "predicted": pv,
-                    "applies": ok,
-                    "agrees": pv == meas["layers/chunk"] if ok else None,
-                }
-            )
-        rows.append({"value": val, "params": p, "measured": meas, "predictions": preds})
+        rows.append(_row(spec, over, val, fixed, model, recompute, layers, placement))
+        if step is not None:
+            step(f"{over}={val}" + (": error" if "error" in rows[-1] else ""))
     return rows
+
+
+def _row(spec, over, val, fixed, model, recompute, layers, placement) -> dict:
+    params = dict(fixed, **{over: val})
+    try:
+        s = load_schedule(spec, params, placement=placement)
+        meas = measure(s, model, recompute, layers)
+    except PpirError as e:
+        if e.kind in _UNUSABLE:
+            raise  # not about this value: the sweep itself cannot run
+        return {"value": val, "params": params, "error": str(e)}
+    p = dict(s.params)
+    P, M = s.ranks, s.microbatches
+    v = p.get("v", Fraction(s.stages, s.ranks))
+    preds = []
+    for q, text, src, fn, applies in CLOSED_FORMS.get(s.name, []):
+        ok = applies is None or applies(P, M, v)
+        pv = fn(P, M, v)
+        preds.append(
+            {
+                "quantity": q,
+                "formula": text,
+                "source": src,
+                "predicted": pv,
+                "applies": ok,
+                "agrees": (pv == meas[q]) if ok else None,
+            }
+        )
+    if meas["layers/chunk"] is not None or meas["layers error"]:
+        L = layers if layers is not None else model.layers
+        pv = _f(L) / (P * v)
+        ok = meas["layers error"] is None
+        preds.append(
+            {
+                "quantity": "layers/chunk",
+                "formula": "L/(P*v)",
+                "source": "L layers over P*v chunks",
+                "predicted": pv,
+                "applies": ok,
+                "agrees": pv == meas["layers/chunk"] if ok else None,
+            }
+        )
+    return {"value": val, "params": p, "measured": meas, "predictions": preds}
 
 
 def _parse_over(text: str) -> tuple[str, list[int]]:
@@ -246,16 +258,19 @@ def _parse_over(text: str) -> tuple[str, list[int]]:
 def run(args) -> int:
     name, values = _parse_over(args.over)
     model = parse_model_spec(args.model) if args.model else None
-    rows = sweep(
-        args.schedule,
-        name,
-        values,
-        parse_defines(args.defines),
-        model,
-        args.recompute,
-        args.layers,
-        parse_placement(args.placement),
-    )
+    fixed, placement = parse_defines(args.defines), parse_placement(args.placement)
+    with progress(len(values), f"sweep {name}", quiet=args.quiet, unit="values") as bar:
+        rows = sweep(
+            args.schedule,
+            name,
+            values,
+            fixed,
+            model,
+            args.recompute,
+            args.layers,
+            placement,
+            step=lambda status: bar.update(1, status),
+        )
     if args.format == "json":
         emit_json(
             {
@@ -304,24 +319,17 @@ def format_text(spec: str, over: str, rows: list[dict]) -> str:
         "cost estimator running the lowered program",
         "",
     ]
-    table = [[over] + _COLS]
+    cells = [[over] + _COLS]
     for row in rows:
-        if "error" in row:
-            table.append([str(row["value"]), "error: " + row["error"].splitlines()[0]])
+        if "error" in row:  # a short row: the message spans the figures' columns
+            cells.append([row["value"], "error: " + row["error"].splitlines()[0]])
             continue
         m = row["measured"]
-        cells = [fmt(m[c]) for c in _COLS]
+        figures = [fmt(m[c]) for c in _COLS]
         if m["layers error"]:
-            cells[-1] = "not divisible"
-        table.append([str(row["value"])] + cells)
-    w = [max(len(r[i]) for r in table if len(r) > 2) for i in range(len(_COLS) + 1)]
-    for r in table:
-        full = len(r) == len(w)
-        lines.append(
-            "  ".join(c.rjust(w[i]) for i, c in enumerate(r))
-            if full
-            else f"{r[0].rjust(w[0])}  {r[1]}"
-        )
+            figures[-1] = "not divisible"
+        cells.append([row["value"], *figures])
+    lines.append(table(cells, align=">"))
     forms = [
         (p["quantity"], p["formula"], p["source"])
         for row in rows
@@ -330,16 +338,17 @@ def format_text(spec: str, over: str, rows: list[dict]) -> str:
     if not forms:
         return "\n".join(lines) + "\n\n(no closed forms on record for this schedule)\n"
     lines += ["", "closed forms (measured vs predicted; 'DIFFERS' flags disagreement):"]
-    for key in dict.fromkeys(forms):
-        q, text, src = key
-        cells = []
+    keys = list(dict.fromkeys(forms))
+    heads = table([[q, text, f"[{src}]"] for q, text, src in keys]).splitlines()
+    for key, head in zip(keys, heads):
+        lines.append(f"  {head}")
         for row in rows:
             for p in row.get("predictions", []):
                 if (p["quantity"], p["formula"], p["source"]) != key:
                     continue
-                mv = row["measured"][q]
+                mv = row["measured"][key[0]]
                 mark = "n/a" if not p["applies"] else "ok" if p["agrees"] else "DIFFERS"
-                cells.append(f"{over}={row['value']}: {fmt(mv)} vs {fmt(p['predicted'])} {mark}")
-        lines.append(f"  {q:<13} {text:<18} [{src}]")
-        lines.extend(f"      {c}" for c in cells)
+                lines.append(
+                    f"      {over}={row['value']}: {fmt(mv)} vs {fmt(p['predicted'])} {mark}"
+                )
     return "\n".join(lines) + "\n"

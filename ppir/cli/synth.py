@@ -6,6 +6,7 @@ import sys
 from fractions import Fraction
 
 from ppir.cli.common import emit_json, parse_defines
+from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_OK, error
 
 NAME = "synth"
@@ -44,19 +45,22 @@ def add_arguments(p):
     )
     p.add_argument(
         "--cost",
+        dest="costs",
         default=None,
-        metavar="F=1,B=2,I=1,W=1",
-        help="op costs per rank share (default F=1,B=2,I=1,W=1)",
+        metavar="K=X,...",
+        help="op costs in forwards of a rank share, e.g. F=1,B=2,I=1,W=1 (the defaults; "
+        "synth takes F, B, I, W)",
     )
     p.add_argument("--no-vshape", action="store_true", help="contiguous placement only")
     p.add_argument("--name", default="zb_synth", help="schedule name in the .pps header")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the .pps here (default stdout)")
+    p.add_argument("-o", "--output", metavar="PATH", help="write the .pps here (default stdout)")
     p.add_argument(
         "--format",
         choices=["pps", "json"],
         default="pps",
         help="pps (default): the schedule; json: the summary and every candidate",
     )
+    add_quiet_argument(p)
 
 
 def parse_costs(text: str | None) -> dict[str, Fraction]:
@@ -95,14 +99,25 @@ def run(args) -> int:
             + (f"; got {', '.join(unknown)}" if unknown else "")
             + ")",
         )
-    res = synthesize(
-        d["P"],
-        d["M"],
-        args.mem_cap,
-        parse_costs(args.cost),
-        vshape=not args.no_vshape,
-        name=args.name,
-    )
+    costs = parse_costs(args.costs)
+    with progress(None, "synth", quiet=args.quiet, unit="candidates") as bar:
+        done = [0]
+
+        def step(n: int, total: int, label: str) -> None:
+            if n == 0:
+                bar.restart("synth", total)
+            bar.update(n - done[0], label)
+            done[0] = n
+
+        res = synthesize(
+            d["P"],
+            d["M"],
+            args.mem_cap,
+            costs,
+            vshape=not args.no_vshape,
+            name=args.name,
+            progress=step,
+        )
     if args.format == "json":
         emit_json(
             {

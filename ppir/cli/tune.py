@@ -10,10 +10,11 @@ from dataclasses import replace
 from ppir.analysis.models import RECOMPUTE_MODES
 from ppir.analysis.tune import Space, default_global_batch, search
 from ppir.analysis.units import fmt_time, parse_budget
+from ppir.cli.common import add_progress_model_argument
 from ppir.cli.cost_options import add_cost_arguments, config_from_args
+from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress, table
 from ppir.diagnostics import error
-from ppir.ir.graph import PROGRESS_MODELS
 from ppir.schedules import builtin_names
 
 NAME = "tune"
@@ -53,21 +54,39 @@ def _ints(text: str, what: str) -> list[int]:
 
 def add_arguments(p):
     p.add_argument("--world", type=int, metavar="N", help="GPUs in all (with --model)")
-    p.add_argument("--tp", type=int, metavar="T", help="tensor-parallel size (default: model's)")
     p.add_argument(
-        "-P", "--pp", "--ranks", dest="pp", metavar="P1,P2,...", help="pipeline sizes to try"
+        "--tp",
+        type=int,
+        metavar="N",
+        help="tensor-parallel size in GPUs per group (default: the model's tp)",
+    )
+    p.add_argument(
+        "-P",
+        "--pp",
+        "--ranks",
+        dest="pp",
+        action=Renamed,
+        old="--ranks",
+        metavar="P1,P2,...",
+        help="pipeline sizes to try, in ranks per pipeline",
     )
     p.add_argument(
         "--global-batch",
         type=int,
         default=0,
         metavar="G",
-        help="sequences per step, M = G / (dp x micro-batch) (default 4 x world / tp)",
+        help="global batch in sequences per step, M = G / (dp x micro-batch) (default 4 x "
+        "world / tp)",
     )
     p.add_argument(
-        "--micro-batch", default=None, metavar="B1,B2,...", help="micro-batch sizes (default 1,2)"
+        "--micro-batch",
+        default=None,
+        metavar="B1,B2,...",
+        help="micro-batch sizes to try, in sequences per micro-batch (default 1,2)",
     )
-    p.add_argument("--v", default="1,2,4", metavar="V1,V2,...", help="chunks per rank to try")
+    p.add_argument(
+        "--v", default="1,2,4", metavar="V1,V2,...", help="stages (chunks) per rank to try"
+    )
     p.add_argument(
         "--schedules",
         metavar="S1,S2,...",
@@ -80,31 +99,39 @@ def add_arguments(p):
         help=f"recomputation to try among {','.join(RECOMPUTE_MODES)} (default: all with --model)",
     )
     p.add_argument(
-        "--gpu-memory", metavar="SIZE", help="memory of one GPU, e.g. 80GiB (with --model)"
+        "--gpu-memory",
+        metavar="SIZE",
+        help="memory of one GPU in bytes with a unit, e.g. 80GiB (with --model)",
     )
     p.add_argument(
         "--reserve",
         default="10%",
         metavar="SIZE|PCT",
-        help="kept free of the GPU memory for workspaces and fragmentation (default 10%%)",
+        help="kept free of the GPU memory for workspaces and fragmentation: a percentage of "
+        "--gpu-memory or bytes with a unit, e.g. 8GiB (default 10%%)",
     )
     p.add_argument(
         "--memory-budget",
         metavar="SIZE",
-        help="the per-rank budget itself (instead of --gpu-memory), e.g. 60GiB or, without "
-        "--model, 6A",
+        help="the per-rank budget itself (instead of --gpu-memory): bytes with a unit, e.g. "
+        "60GiB, or without --model in A (a microbatch's activations of a rank share), e.g. 6A",
     )
     p.add_argument("--even", action="store_true", help="no uneven layer splits")
-    p.add_argument("--top", type=int, default=10, metavar="N", help="compile and rank N (10)")
-    p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument(
-        "--progress",
-        choices=PROGRESS_MODELS,
-        default="fifo",
-        help="progress model the candidates are compiled and timed under (default fifo)",
+        "--top",
+        type=int,
+        default=10,
+        metavar="N",
+        help="how many programs to compile and rank, best bound first (a count; default 10)",
+    )
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    add_progress_model_argument(
+        p,
+        "the verifier's progress model the candidates are compiled and timed under (fifo, "
+        "the default, or relaxed)",
     )
     add_quiet_argument(p)
-    add_cost_arguments(p.add_argument_group("cost model"))
+    add_cost_arguments(p.add_argument_group("cost model"), recompute=False, dp=False)
 
 
 def _budget(args, has_model: bool):
@@ -183,7 +210,7 @@ def run(args) -> int:
                 bar.restart("tune", total)
             bar.update(1 if done else 0, status)
 
-        cands = search(names, space, cfg, budget, args.progress, step)
+        cands = search(names, space, cfg, budget, args.progress_model, step)
     G = space.global_batch or default_global_batch(space)
     if args.format == "json":
         json.dump(_json(cands, space, G, cfg, budget), sys.stdout, indent=2)

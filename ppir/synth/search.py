@@ -15,6 +15,10 @@ Because that 1F1B order is always a candidate, the result is never slower in the
 its weight pass), in A (one microbatch's activations of a full rank share): a chunk of a
 2-chunk rank is A/2, so a cap of c A is 2c chunk activations there.
 
+``progress(done, total, label)``, when given, is called as each candidate is taken up (``done``
+of ``total`` candidates judged so far, ``label`` the one being judged) and once at the end
+(``done == total``, no label).
+
 Contract: the returned schedule is compute-only, verified (after lowering) by
 :func:`ppir.verify.verify`, and its peak under
 ``ppir.analysis.memory.analyze_memory(i_fraction=0)`` is at most the cap on every rank.  A cap
@@ -24,6 +28,7 @@ below 1 A is a ppir error (exit 2).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -110,6 +115,7 @@ def synthesize(
     *,
     vshape: bool = True,
     name: str = "zb_synth",
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> SynthResult:
     """The fastest verified candidate within ``cap`` A per rank (see the module docstring)."""
     from ppir.analysis.config import make_config
@@ -128,7 +134,10 @@ def synthesize(
     cfg = make_config({"costs": {k: v for k, v in cost.items()}})
     trials: list[Trial] = []
     best: tuple | None = None
+    total = 1 + (2 if vshape and P > 1 else 1) * len(RULES)  # as _candidates builds them
+    report = progress or (lambda done, total, label: None)
     for label, sched in _candidates(P, M, cap, ic, vshape, trials):
+        report(len(trials), total, label)
         peak = max(m.peak_activations for m in analyze_memory(sched, i_fraction=0).per_rank)
         if peak > cap:
             trials.append(Trial(label, None, peak, "over the cap"))
@@ -141,6 +150,7 @@ def synthesize(
         trials.append(Trial(label, est.step_time, peak))
         if best is None or (est.step_time, peak) < (best[1].step_time, best[3]):
             best = (label, est, sched, peak)
+    report(len(trials), total, "")
     label, est, sched, peak = best
     params = (("P", P), ("M", M), ("cap", cap))
     out = Schedule(name, params, sched.ranks, sched.stages, M, sched.placement, sched.programs)

@@ -66,7 +66,7 @@ def deadlock_diagnostic(
             )
     if progress == "fifo" and relaxed_ok:
         hints.append(
-            "it would complete under --progress relaxed (independent progress per "
+            "it would complete under --progress-model relaxed (independent progress per "
             "peer), which NCCL and CUDA do not guarantee"
         )
     label = (

@@ -1,0 +1,30 @@
+"""argparse ``type=`` functions shared by the commands: a bad value is a usage error (exit 2)
+naming the option, from argparse itself.  ``ppir.torch.run`` (the runtime's options, which
+``ppir launch`` shares) defines the same two under the same names, so that
+``tests/test_flag_vocabulary.py`` sees one type for one flag."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def positive_int(text: str) -> int:
+    """An integer of at least 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds above 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return v
