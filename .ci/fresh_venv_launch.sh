@@ -17,8 +17,8 @@ for mod in numpy matplotlib pytest; do
   fi
 done
 cd /tmp  # run from outside the source tree, as a user would
-"$VENV/bin/ppir" launch -n 2 1f1b -D M=4 --model "$OLDPWD/examples/gpt_model.py" \
-  --model-opt layers=2 --model-opt d_model=32 --model-opt seq=8 --model-opt batch=8 \
+"$VENV/bin/ppir" launch -n 2 1f1b -D M=4 --module "$OLDPWD/examples/gpt_model.py" \
+  --module-opt layers=2 --module-opt d_model=32 --module-opt seq=8 --module-opt batch=8 \
   --steps 2 --verify-grads --device cpu | tee "$VENV/out.txt"
 grep -q "verify-grads: .*: OK" "$VENV/out.txt"
 echo "fresh-venv: ppir[torch] alone launched 2 ranks and verified the gradients"

@@ -1,7 +1,7 @@
 """The cost estimator held to the truth: predicted vs measured step time on ppir's runtime.
 
     python bench/bench_estimator_accuracy.py [--ranks 2,4] [--steps 10] [--microbatches 8]
-        [--model examples/gpt_model.py] [--model-opt KEY=VALUE ...]
+        [--module examples/gpt_model.py] [--module-opt KEY=VALUE ...]
 
 For each P: ``ppir profile`` once (1F1B on P gloo/CPU processes, the model built in 2P pieces so
 that one cost file serves P-stage and 2P-stage schedules), then one launch of P processes runs
@@ -49,15 +49,15 @@ def parse_args(argv=None):
         "'ppir profile' run before the measurement",
     )
     p.add_argument("--profile-steps", type=int, default=8, help="timed steps of a separate profile")
-    p.add_argument("--model", default=str(ROOT / "examples" / "gpt_model.py"))
+    p.add_argument("--module", default=str(ROOT / "examples" / "gpt_model.py"))
     p.add_argument(
-        "--model-opt", action="append", default=None, help=f"default: {' '.join(DEFAULT_OPTS)}"
+        "--module-opt", action="append", default=None, help=f"default: {' '.join(DEFAULT_OPTS)}"
     )
     p.add_argument("--worker", metavar="OUT", help=argparse.SUPPRESS)
     p.add_argument("--P", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.model_opt is None:
-        args.model_opt = list(DEFAULT_OPTS)
+    if args.module_opt is None:
+        args.module_opt = list(DEFAULT_OPTS)
     return args
 
 
@@ -185,7 +185,7 @@ def worker(args) -> None:
 
     torch.set_num_threads(1)
     ctx = procgroup.init(device="cpu", timeout_s=300)
-    model = load_model(args.model, parse_options(args.model_opt))
+    model = load_model(args.module, parse_options(args.module_opt))
     results = bench_rank(ctx, model, args)
     if ctx.rank == 0:
         Path(args.worker).write_text(json.dumps(results))
@@ -223,7 +223,7 @@ def predict(P: int, args, cost_file: str) -> dict:
     from ppir.analysis.memory import analyze_memory
 
     cfg = make_config(load_config_file(cost_file), cost_file)
-    shape = gpt_shape(parse_options(args.model_opt), args.microbatches)
+    shape = gpt_shape(parse_options(args.module_opt), args.microbatches)
     out = {}
     for name, v in CASES:
         s = program(name, P, args.microbatches, v)
@@ -246,8 +246,8 @@ def profile_spec(P: int, args):
     from ppir.profile.launch import ProfileSpec
 
     return ProfileSpec(
-        args.model,
-        parse_options(args.model_opt),
+        args.module,
+        parse_options(args.module_opt),
         ranks=P,
         stages=2 * P,
         microbatches=args.microbatches,
@@ -324,7 +324,7 @@ def main(argv=None) -> int:
 
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
     print(
-        f"model {Path(args.model).name} {' '.join(args.model_opt)}; CPU/gloo, M="
+        f"model {Path(args.module).name} {' '.join(args.module_opt)}; CPU/gloo, M="
         f"{args.microbatches}, {args.steps} timed rounds; costs from 1F1B profiled per P "
         f"({args.profile})"
     )

@@ -1,7 +1,7 @@
 """ppir's runtime vs torch.distributed.pipelining on the same model and schedule, side by side.
 
     python bench/bench_executor.py [--steps 20] [--ranks 4] [--microbatches 8]
-                                   [--model examples/gpt_model.py] [--model-opt KEY=VALUE ...]
+                                   [--module examples/gpt_model.py] [--module-opt KEY=VALUE ...]
 
 One launch of P CPU/gloo processes runs, for GPipe, 1F1B and interleaved 1F1B (v=2): both
 runtimes built from the same ``build_stage`` factory, two warm-up steps each, then ``--steps``
@@ -34,8 +34,8 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--microbatches", type=int, default=8)
-    p.add_argument("--model", default=str(ROOT / "examples" / "gpt_model.py"))
-    p.add_argument("--model-opt", action="append", default=[])
+    p.add_argument("--module", default=str(ROOT / "examples" / "gpt_model.py"))
+    p.add_argument("--module-opt", action="append", default=[])
     p.add_argument("--worker", metavar="OUT", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -127,7 +127,7 @@ def worker(args) -> None:
 
     torch.set_num_threads(1)
     ctx = procgroup.init(device="cpu", timeout_s=120)
-    model = load_model(args.model, parse_options(args.model_opt))
+    model = load_model(args.module, parse_options(args.module_opt))
     results = {}
     for name, torch_cls, v in SCHEDULES:
         key = f"{name}(P={ctx.world}, M={args.microbatches}" + (f", v={v})" if v > 1 else ")")
@@ -140,7 +140,7 @@ def worker(args) -> None:
 
 def report(results: dict, args) -> None:
     print(
-        f"model {Path(args.model).name} {' '.join(args.model_opt)}; CPU/gloo, {args.ranks} "
+        f"model {Path(args.module).name} {' '.join(args.module_opt)}; CPU/gloo, {args.ranks} "
         f"ranks, {args.steps} timed steps each, alternating ppir/torch"
     )
     head = (

@@ -20,8 +20,8 @@ if [ "$DEVICE" = cuda ]; then
   $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA GPU')"
   $PY -c "import torch; print('gpu:', torch.cuda.get_device_name(0), '| torch', torch.__version__)"
 fi
-GPT="--model examples/gpt_model.py --model-opt d_model=256 --model-opt heads=8 \
-  --model-opt layers=8 --model-opt seq=128 --model-opt batch=32 --model-opt vocab=256"
+GPT="--module examples/gpt_model.py --module-opt d_model=256 --module-opt heads=8 \
+  --module-opt layers=8 --module-opt seq=128 --module-opt batch=32 --module-opt vocab=256"
 for sched in "1f1b -D M=8" "looped_bfs -D M=8 -D v=4" "zb_h1 -D M=8" "zbv -D M=8"; do
   echo "== ppir launch -n 1 $sched on $DEVICE"
   # shellcheck disable=SC2086

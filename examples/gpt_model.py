@@ -9,10 +9,10 @@ about ln(vocab) towards zero as the model learns to read the stride.
 
 Run it pipelined::
 
-    ppir launch -n 4 1f1b -D M=8 --model examples/gpt_model.py --steps 40
-    ppir launch -n 2 interleaved_1f1b -D M=4 -D v=2 --model examples/gpt_model.py --verify-grads
+    ppir launch -n 4 1f1b -D M=8 --module examples/gpt_model.py --steps 40
+    ppir launch -n 2 interleaved_1f1b -D M=4 -D v=2 --module examples/gpt_model.py --verify-grads
 
-Options (``--model-opt KEY=VALUE``): vocab, d_model, heads, layers, seq, batch, lr, seed.
+Options (``--module-opt KEY=VALUE``): vocab, d_model, heads, layers, seq, batch, lr, seed.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ CONFIG = {
 
 
 def configure(**options) -> None:
-    """Override CONFIG entries (called by the runtime with ``--model-opt`` values)."""
+    """Override CONFIG entries (called by the runtime with ``--module-opt`` values)."""
     unknown = set(options) - set(CONFIG)
     if unknown:
         raise ValueError(f"unknown gpt_model options {sorted(unknown)}; known: {sorted(CONFIG)}")

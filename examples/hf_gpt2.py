@@ -1,5 +1,5 @@
 """HF transformers GPT-2, built from a config with random weights (no download), as pipeline
-stages: the model module of ``ppir launch --model`` for a real library model.
+stages: the model module of ``ppir launch --module`` for a real library model.
 
 The whole ``GPT2LMHeadModel`` is built once per process (seeded, so identical everywhere) and
 cut with :func:`ppir.torch.split_layers`: stage 0 runs the token and position embeddings, the
@@ -8,10 +8,10 @@ stages.  GPT-2 ties the LM head's weight to the token embedding: ``split_layers`
 shared parameter, so the runtime sums its gradient across the ranks holding a copy and the
 copies stay identical (check it with ``--verify-grads --verify-steps 3``).
 
-    ppir launch -n 2 1f1b -D M=4 --model examples/hf_gpt2.py --steps 20
-    ppir launch -n 2 zbv -D M=4 --model examples/hf_gpt2.py --verify-grads --verify-steps 3
+    ppir launch -n 2 1f1b -D M=4 --module examples/hf_gpt2.py --steps 20
+    ppir launch -n 2 zbv -D M=4 --module examples/hf_gpt2.py --verify-grads --verify-steps 3
 
-Options (``--model-opt KEY=VALUE``): vocab, d_model, heads, layers, seq, batch, seed.  Needs
+Options (``--module-opt KEY=VALUE``): vocab, d_model, heads, layers, seq, batch, seed.  Needs
 ``pip install 'ppir[torch,hf]'`` (transformers).  Plain SGD (``--lr``) is the optimizer.
 """
 

@@ -3,7 +3,7 @@
     python examples/train_gpt.py                       # 1F1B, 4 processes, 300 steps
     python examples/train_gpt.py --steps 40            # a short run (CPU: well under a minute)
     python examples/train_gpt.py --schedule interleaved_1f1b -v 2 --ranks 2 --steps 100
-    python examples/train_gpt.py --verify-grads --steps 5 --model-opt layers=8
+    python examples/train_gpt.py --verify-grads --steps 5 --module-opt layers=8
 
 It is ``ppir launch`` with the example's model: the schedule is compiled, verified and run by
 ppir's runtime (CPU/gloo, or NCCL with one GPU per process when GPUs are present); the rank
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-v", type=int, help="chunks per rank, for interleaved schedules")
     p.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
     p.add_argument(
-        "--model-opt",
+        "--module-opt",
         action="append",
         default=[],
         metavar="KEY=VALUE",
@@ -47,15 +47,15 @@ def main(argv: list[str] | None = None) -> int:
         args.schedule,
         "-D",
         f"M={args.microbatches}",
-        "--model",
+        "--module",
         MODEL,
         "--steps",
         str(args.steps),
     ]
     if args.v:
         cmd += ["-D", f"v={args.v}"]
-    for opt in args.model_opt:
-        cmd += ["--model-opt", opt]
+    for opt in args.module_opt:
+        cmd += ["--module-opt", opt]
     if args.verify_grads:
         cmd.append("--verify-grads")
     return ppir_main(cmd)

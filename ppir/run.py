@@ -1,7 +1,7 @@
-"""``python -m ppir.run PLAN --model MODEL ...``: run one rank of a ppir execution plan.
+"""``python -m ppir.run PLAN --module MODULE ...``: run one rank of a ppir execution plan.
 
 The entry point ``ppir launch`` and torchrun start (``torchrun --nproc-per-node N -m ppir.run
-plan.json --model examples/gpt_model.py``); the runtime is :mod:`ppir.torch.run`.
+plan.json --module examples/gpt_model.py``); the runtime is :mod:`ppir.torch.run`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A model module that misbehaves on purpose (the fault-injection tests, via ``--model-opt``).
+"""A model module that misbehaves on purpose (the fault-injection tests, via ``--module-opt``).
 
 ``mode``: ``raise`` (stage 1 raises in step 1), ``hang`` (stage 1 sleeps in step 1), ``shape``
 (stage 0 returns a wrong shape in step 1), ``nanloss`` (the loss of step 1, microbatch 2 is NaN),

@@ -14,13 +14,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 GPT = str(ROOT / "examples" / "gpt_model.py")
 SMALL = [
-    "--model-opt",
+    "--module-opt",
     "layers=2",
-    "--model-opt",
+    "--module-opt",
     "d_model=32",
-    "--model-opt",
+    "--module-opt",
     "seq=8",
-    "--model-opt",
+    "--module-opt",
     "batch=8",
 ]
 
@@ -41,7 +41,7 @@ def losses(out: str) -> list[float]:
 @pytest.mark.timeout(120)
 def test_launch_trains_and_verifies_gradients():
     res = ppir_launch(
-        "-n", "2", "interleaved_vshape", "-D", "M=4", "-D", "v=2", "--model", GPT, *SMALL,
+        "-n", "2", "interleaved_vshape", "-D", "M=4", "-D", "v=2", "--module", GPT, *SMALL,
         "--steps", "4", "--verify-grads", "--device", "cpu",
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
@@ -57,8 +57,8 @@ def test_launch_trains_and_verifies_gradients():
 @pytest.mark.timeout(150)
 def test_launch_data_parallel_verifies_against_the_global_batch():
     res = ppir_launch(
-        "-n", "4", "--dp", "2", "zbv", "-D", "M=3", "--model", GPT, *SMALL,
-        "--model-opt", "batch=12", "--steps", "2", "--verify-grads", "--device", "cpu",
+        "-n", "4", "--dp", "2", "zbv", "-D", "M=3", "--module", GPT, *SMALL,
+        "--module-opt", "batch=12", "--steps", "2", "--verify-grads", "--device", "cpu",
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "x 2 data-parallel replicas; 4 local processes" in res.stdout
@@ -79,7 +79,7 @@ def test_two_nodes_on_localhost():
     endpoint = f"127.0.0.1:{free_port()}"
     common = [
         "-n", "4", "--dp", "2", "--nnodes", "2", "--rdzv-endpoint", endpoint, "1f1b",
-        "-D", "M=2", "--model", GPT, *SMALL, "--steps", "2", "--verify-grads", "--device", "cpu",
+        "-D", "M=2", "--module", GPT, *SMALL, "--steps", "2", "--verify-grads", "--device", "cpu",
     ]  # fmt: skip
     nodes = [ppir_launch("--node-rank", str(k), *common, wait=False) for k in (1, 0)]
     outs = []
@@ -114,7 +114,7 @@ def test_verify_grads_fails_above_tolerance(tmp_path):
     model = tmp_path / "nondet.py"
     model.write_text(NONDETERMINISTIC)
     res = ppir_launch(
-        "-n", "2", "1f1b", "-D", "M=2", "--model", str(model), "--steps", "1", "--verify-grads",
+        "-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "1", "--verify-grads",
         "--device", "cpu",
     )  # fmt: skip
     assert res.returncode == 1, res.stdout + res.stderr

@@ -25,8 +25,8 @@ def run(tmp_path, mode="none", *extra, action="none", rank=0, sig=9, steps=3, de
     piddir.mkdir()
     cmd = [
         sys.executable, "-m", "ppir.cli", "launch", "-n", "2", "1f1b", "-D", "M=4",
-        "--model", str(HERE / "faulty_model.py"), "--model-opt", f"mode={mode}",
-        "--model-opt", f"piddir={piddir}", "--steps", str(steps), "--device", "cpu", *extra,
+        "--module", str(HERE / "faulty_model.py"), "--module-opt", f"mode={mode}",
+        "--module-opt", f"piddir={piddir}", "--steps", str(steps), "--device", "cpu", *extra,
     ]  # fmt: skip
     spec = {
         "cmd": cmd,
@@ -173,7 +173,7 @@ def test_tampered_plan_is_refused_by_every_rank_before_anything_is_posted(tmp_pa
     plan["digest"] = plan_digest(plan)
     save_plan(plan, tmp_path / "plan.json")
     out = start(
-        ("-u", "-m", "ppir.run", str(tmp_path / "plan.json"), "--model",
+        ("-u", "-m", "ppir.run", str(tmp_path / "plan.json"), "--module",
          str(HERE / "faulty_model.py"), "--device", "cpu"),
         2,
     )  # fmt: skip

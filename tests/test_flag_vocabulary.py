@@ -18,10 +18,6 @@ from ppir.cli.main import build_parser
 # Justified exceptions to "one option string, one meaning", each for the commands named.  An
 # entry that no longer differs fails the test: remove it then.
 SAME_WORD_ALLOWED = {
-    # launch and python -m ppir.run take the model's Python module as --model: the runtime's
-    # files (backends/cuda/runtime.py) are being rewritten; the lead renames it to --module
-    # with ppir.cli.deprecation.Renamed, as ppir profile already does.
-    "--model": {"launch", "python -m ppir.run"},
     # The same meaning, "a parameter and its values": sweep takes one parameter's list, fuzz
     # ranges of several (repeatable, bounds over earlier ones), a superset of sweep's form.
     "--over": {"fuzz"},
@@ -149,6 +145,9 @@ def test_no_flag_is_taken_twice_on_any_parser():
         (["profile", "--model", "m.py"], "module", "m.py"),
         (["profile", "--module", "m.py", "--model-opt", "a=1", "--model-opt", "b=2"], "module_opt",
          ["a=1", "b=2"]),
+        (["launch", "-n", "2", "1f1b", "--model", "m.py"], "module", "m.py"),
+        (["launch", "-n", "2", "1f1b", "--module", "m.py", "--model-opt", "a=1"], "module_opt",
+         ["a=1"]),
     ],
 )  # fmt: skip
 def test_old_spellings_parse_as_the_new_ones_with_one_warning(argv, dest, value, capsys):
@@ -163,6 +162,9 @@ def test_new_spellings_warn_about_nothing(capsys):
     build_parser().parse_args(["check", "1f1b", "--progress-model", "relaxed"])
     build_parser().parse_args(["tune", "--pp", "4"])
     build_parser().parse_args(["profile", "--module", "m.py", "--module-opt", "a=1"])
+    build_parser().parse_args(
+        ["launch", "-n", "2", "1f1b", "--module", "m.py", "--module-opt", "a=1"]
+    )
     assert capsys.readouterr().err == ""
 
 

@@ -17,7 +17,7 @@ pytest.importorskip("transformers")
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = str(ROOT / "examples" / "hf_gpt2.py")
-SMALL = ["--model-opt", "layers=3", "--model-opt", "d_model=16", "--model-opt", "heads=2"]
+SMALL = ["--module-opt", "layers=3", "--module-opt", "d_model=16", "--module-opt", "heads=2"]
 
 
 def hf():
@@ -43,7 +43,7 @@ def test_stages_compute_what_the_library_model_computes():
 
 def launch(*argv: str, model: str = MODEL) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ppir.cli", "launch", "-n", "2", *argv, "--model", model,
+        [sys.executable, "-m", "ppir.cli", "launch", "-n", "2", *argv, "--module", model,
          *SMALL, "--device", "cpu"],
         capture_output=True, text=True, timeout=150, cwd=ROOT,
     )  # fmt: skip

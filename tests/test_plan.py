@@ -320,7 +320,7 @@ def test_launch_help_lists_examples(capsys):
         main(["launch", "--help"])
     out = capsys.readouterr().out
     assert exit_.value.code == 0
-    assert "ppir launch -n 4 1f1b -D M=8 --model examples/gpt_model.py" in out
+    assert "ppir launch -n 4 1f1b -D M=8 --module examples/gpt_model.py" in out
     for flag in ("--verify-grads", "--dist-backend", "--dp", "--nnodes", "--rdzv-endpoint"):
         assert flag in out
 
@@ -335,7 +335,7 @@ def test_launch_rejects_a_rank_count_the_schedule_cannot_take(cli):
         "P=2",
         "-D",
         "M=4",
-        "--model",
+        "--module",
         "examples/gpt_model.py",
     )
     assert code == 2 and "-n 3: the schedule has 2 ranks" in err
@@ -359,18 +359,18 @@ def test_launch_n_sets_p_before_the_requires_are_checked(cli, monkeypatch):
 
     monkeypatch.setattr(launch, "_cuda", lambda: Fake())
     code, _, err = cli(
-        "launch", "-n", "2", "interleaved_1f1b", "-D", "M=2", "-D", "v=2", "--model", "m.py"
+        "launch", "-n", "2", "interleaved_1f1b", "-D", "M=2", "-D", "v=2", "--module", "m.py"
     )
     assert code == 0, err
     assert seen == {"ranks": 2}
-    code, _, err = cli("launch", "-n", "4", "--dp", "2", "1f1b", "-D", "M=2", "--model", "m.py")
+    code, _, err = cli("launch", "-n", "4", "--dp", "2", "1f1b", "-D", "M=2", "--module", "m.py")
     assert code == 0 and seen == {"ranks": 2}, err
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "x"])
 def test_launch_timeout_must_be_positive(cli, value):
     with pytest.raises(SystemExit) as exit_:
-        cli("launch", "-n", "2", "1f1b", "--model", "m.py", "--timeout", value)
+        cli("launch", "-n", "2", "1f1b", "--module", "m.py", "--timeout", value)
     assert exit_.value.code == 2
 
 
@@ -381,15 +381,15 @@ def test_launch_without_torch_is_one_clean_error(cli, monkeypatch):
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
     )
-    code, _, err = cli("launch", "-n", "2", "1f1b", "--model", "m.py")
+    code, _, err = cli("launch", "-n", "2", "1f1b", "--module", "m.py")
     assert code == 2
     assert err.strip() == "ppir: error: ppir launch needs PyTorch: pip install 'ppir[torch]'"
 
 
 def test_multi_node_flags_are_checked(cli):
-    code, _, err = cli("launch", "-n", "2", "--nnodes", "2", "1f1b", "--model", "m.py")
+    code, _, err = cli("launch", "-n", "2", "--nnodes", "2", "1f1b", "--module", "m.py")
     assert code == 2 and "needs --rdzv-endpoint HOST:PORT" in err
     code, _, err = cli(
-        "launch", "-n", "2", "--nnodes", "2", "--node-rank", "2", "1f1b", "--model", "m.py"
+        "launch", "-n", "2", "--nnodes", "2", "--node-rank", "2", "1f1b", "--module", "m.py"
     )
     assert code == 2 and "--node-rank 2 is not a node of --nnodes 2" in err

@@ -48,15 +48,15 @@ class CudaBackend:
         n = plan["ranks"]
         print(f"wrote {out}: {plan_summary(plan)}")
         print("run it with (one node; add --dp D and D times the processes for data parallel):")
-        print(f"  torchrun --nproc-per-node {n} -m ppir.run {out} --model MODEL --steps 10")
+        print(f"  torchrun --nproc-per-node {n} -m ppir.run {out} --module MODULE --steps 10")
         print("or on N nodes, the same on each (node K of N, node 0's address HOST):")
         print(
             f"  torchrun --nnodes N --node-rank K --nproc-per-node {n}*D/N --master-addr HOST "
-            f"--master-port 29500 -m ppir.run {out} --model MODEL"
+            f"--master-port 29500 -m ppir.run {out} --module MODULE"
         )
         print(
             "where MODEL is a .py file or module with build_stage, make_batch and loss_fn "
-            "(see docs/executor.md); e.g. --model examples/gpt_model.py"
+            "(see docs/executor.md); e.g. --module examples/gpt_model.py"
         )
         return 0
 

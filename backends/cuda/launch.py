@@ -34,12 +34,12 @@ from ppir.diagnostics import EXIT_USAGE
 
 def runtime_argv(args) -> list[str]:
     """``ppir.run`` options from ``ppir launch``'s arguments."""
-    out = ["--model", args.model, "--steps", str(args.steps), "--lr", repr(args.lr)]
+    out = ["--module", args.module, "--steps", str(args.steps), "--lr", repr(args.lr)]
     out += ["--device", args.device, "--timeout", repr(args.timeout)]
     out += ["--tolerance", repr(args.tolerance), "--on-nonfinite", args.on_nonfinite]
     out += ["--tied", args.tied]
-    for opt in args.model_opt:
-        out += ["--model-opt", opt]
+    for opt in args.module_opt:
+        out += ["--module-opt", opt]
     for flag, value in (
         ("--dist-backend", args.dist_backend),
         ("--dump-plan", args.dump_plan),

@@ -1,7 +1,6 @@
 """argparse ``type=`` functions shared by the commands: a bad value is a usage error (exit 2)
 naming the option, from argparse itself.  ``ppir.torch.run`` (the runtime's options, which
-``ppir launch`` shares) defines the same two under the same names, so that
-``tests/test_flag_vocabulary.py`` sees one type for one flag."""
+``ppir launch`` shares) imports them from here, so one flag has one type everywhere."""
 
 from __future__ import annotations
 

@@ -30,10 +30,10 @@ loss_fn(output, target) (see docs/executor.md).  Several nodes: run the same com
 node with --nnodes N --node-rank K --rdzv-endpoint HOST:PORT (node 0's address).
 
 examples:
-  ppir launch -n 4 1f1b -D M=8 --model examples/gpt_model.py --steps 40
-  ppir launch -n 2 interleaved_1f1b -D M=4 -D v=2 --model examples/gpt_model.py --verify-grads
-  ppir launch -n 4 --dp 2 zbv -D M=4 --model examples/gpt_model.py --verify-grads
-  ppir launch -n 4 --nnodes 2 --node-rank 0 --rdzv-endpoint 10.0.0.1:29500 1f1b -D M=8 --model m.py
+  ppir launch -n 4 1f1b -D M=8 --module examples/gpt_model.py --steps 40
+  ppir launch -n 2 interleaved_1f1b -D M=4 -D v=2 --module examples/gpt_model.py --verify-grads
+  ppir launch -n 4 --dp 2 zbv -D M=4 --module examples/gpt_model.py --verify-grads
+  ppir launch -n 4 --nnodes 2 --node-rank 0 --rdzv-endpoint 10.0.0.1:29500 1f1b -D M=8 --module m.py
 """
 
 

@@ -1,4 +1,4 @@
-"""The model-module contract of ``ppir.run`` / ``ppir launch --model``: loading the module,
+"""The model-module contract of ``ppir.run`` / ``ppir launch --module``: loading the module,
 checking its API, building stages and cutting batches into microbatches.
 
 A model module (a ``.py`` path or a dotted module name) provides
@@ -12,7 +12,7 @@ A model module (a ``.py`` path or a dotted module name) provides
   equal slice per data-parallel replica, then M equal microbatches);
 * ``loss_fn(output, target) -> scalar tensor``: the mean loss over one microbatch;
 * optionally ``make_optimizer(params) -> torch.optim.Optimizer`` and ``configure(**options)``
-  (called with ``--model-opt KEY=VALUE`` options before anything else).
+  (called with ``--module-opt KEY=VALUE`` options before anything else).
 
 Problems are raised as :class:`ModelError` naming the rank.
 """
@@ -75,7 +75,7 @@ def parse_options(items: list[str]) -> dict:
     for item in items:
         key, eq, value = item.partition("=")
         if not eq or not key.isidentifier():
-            raise ModelError(f"--model-opt {item}: expected KEY=VALUE")
+            raise ModelError(f"--module-opt {item}: expected KEY=VALUE")
         for conv in (int, float):
             try:
                 out[key] = conv(value)

@@ -1,7 +1,7 @@
-"""``python -m ppir.run PLAN --model MODEL``: one rank of a pipelined training run.
+"""``python -m ppir.run PLAN --module MODULE``: one rank of a pipelined training run.
 
 Start it with ``ppir launch`` or torchrun (``torchrun --nproc-per-node N -m ppir.run plan.json
---model m.py``).  Each rank loads and validates the plan, joins the process group, lays the
+--module m.py``).  Each rank loads and validates the plan, joins the process group, lays the
 world out as ``pp x dp`` (the plan's ranks times ``--dp`` replicas, default WORLD_SIZE / ranks),
 builds its stages from the model module (:mod:`.model`), and runs ``--steps`` steps through
 :class:`ppir.torch.PipelineRuntime`: zero grads, the plan's program, optimizer step.  The rank
@@ -19,43 +19,34 @@ import os
 import sys
 import time
 
+from ppir.cli.argtypes import positive_int, positive_seconds
+from ppir.cli.deprecation import Renamed
+
 EXIT_FAIL, EXIT_USAGE = 1, 2
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return v
-
-
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
-    return v
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """Runtime options shared by ``ppir.run`` and ``ppir launch``."""
     p.add_argument(
+        "--module",
         "--model",
+        dest="module",
+        action=Renamed,
+        old="--model",
         required=True,
-        metavar="MODEL",
+        metavar="MODULE",
         help="model module: a .py path or a dotted name with build_stage, make_batch and loss_fn",
     )
     p.add_argument(
+        "--module-opt",
         "--model-opt",
-        action="append",
+        dest="module_opt",
+        action=Renamed,
+        old="--model-opt",
+        append=True,
         default=[],
         metavar="KEY=VALUE",
-        help="option passed to the model's configure(**options) (repeatable)",
+        help="option passed to the module's configure(**options) (repeatable)",
     )
     p.add_argument("--steps", type=positive_int, default=10, help="training steps (default 10)")
     p.add_argument(
@@ -267,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             ctx.channel.start_watchdog()
         from ppir.torch.model import load_model, parse_options
 
-        model = load_model(args.model, parse_options(args.model_opt))
+        model = load_model(args.module, parse_options(args.module_opt))
         status = train(ctx, plan, model, args)
     except BaseException as e:  # noqa: BLE001 - every failure must end every rank
         failures.fail(ctx, ctx.rank if ctx is not None else None, e)
