@@ -23,7 +23,7 @@ setup: $(BIN)/ppir
 demo: setup
 	$(BIN)/ppir check interleaved_1f1b -D P=4 -D M=8 -D v=2
 	$(BIN)/ppir compile interleaved_1f1b -D P=4 -D M=8 -D v=2 --backend cost
-	$(BIN)/ppir launch -n 4 interleaved_1f1b -D M=8 -D v=2 --model examples/gpt_model.py \
+	$(BIN)/ppir launch -n 4 interleaved_1f1b -D M=8 -D v=2 --module examples/gpt_model.py \
 	    --steps 30 --verify-grads
 
 test: setup
@@ -41,7 +41,7 @@ lint: setup
 	$(BIN)/ruff check .
 
 bench: setup
-	$(BIN)/python bench/bench_frontend.py
+	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_overlap.py
 
 clean:

@@ -27,6 +27,15 @@ def test_the_api_page_examples_run(capsys):
     capsys.readouterr()
 
 
+def test_the_readme_api_example_runs():
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## The Python API", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```python\n(.*?)```", section, re.S)
+    namespace: dict = {}
+    exec(compile(block, "README.md (The Python API)", "exec"), namespace)  # noqa: S102
+    assert namespace["c"].ok and namespace["text"].startswith("schedule")
+
+
 @pytest.mark.parametrize("name", builtin_names())
 @pytest.mark.parametrize("latency", [None, "0.25"])
 def test_library_and_cli_agree_on_every_builtin(name, latency, cli):
