@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 from ppir.cli.argtypes import positive_int, positive_seconds
-from ppir.cli.deprecation import Renamed
 from ppir.cli.output import table
 from ppir.diagnostics import error, write_output
+from ppir.torch.run import add_module_arguments
 
 NAME = "profile"
 HELP = "measure a model's per-stage F, B, I, W, messages and activations; write a cost file"
@@ -34,28 +34,7 @@ examples:
 
 
 def add_arguments(p):
-    p.add_argument(
-        "--module",
-        "--model",
-        dest="module",
-        action=Renamed,
-        old="--model",
-        required=True,
-        metavar="MODULE",
-        help="the model's Python module: a .py path or a dotted name with build_stage, "
-        "make_batch, loss_fn",
-    )
-    p.add_argument(
-        "--module-opt",
-        "--model-opt",
-        dest="module_opt",
-        action=Renamed,
-        old="--model-opt",
-        append=True,
-        default=[],
-        metavar="KEY=VALUE",
-        help="option passed to the module's configure(**options) (repeatable)",
-    )
+    add_module_arguments(p)
     p.add_argument(
         "--ranks", "-n", type=int, default=2, metavar="P", help="processes to run (default 2)"
     )

@@ -25,8 +25,9 @@ from ppir.cli.deprecation import Renamed
 EXIT_FAIL, EXIT_USAGE = 1, 2
 
 
-def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """Runtime options shared by ``ppir.run`` and ``ppir launch``."""
+def add_module_arguments(p: argparse.ArgumentParser) -> None:
+    """``--module`` and ``--module-opt`` (old ``--model``, ``--model-opt``): the model module of
+    ``ppir.run``, ``ppir launch`` and ``ppir profile``."""
     p.add_argument(
         "--module",
         "--model",
@@ -48,6 +49,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="option passed to the module's configure(**options) (repeatable)",
     )
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """Runtime options shared by ``ppir.run`` and ``ppir launch``."""
+    add_module_arguments(p)
     p.add_argument("--steps", type=positive_int, default=10, help="training steps (default 10)")
     p.add_argument(
         "--lr",
