@@ -27,3 +27,23 @@ def positive_seconds(text: str) -> float:
     if not v > 0 or v == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
     return v
+
+
+def key_values(items: list[str], flag: str) -> dict:
+    """``["layers=4", "lr=0.1", "name=x"]`` -> ``{"layers": 4, "lr": 0.1, "name": "x"}`` (ints,
+    then floats, else the text); a malformed item raises ``ValueError("FLAG ITEM: expected
+    KEY=VALUE")``."""
+    out: dict = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.isidentifier():
+            raise ValueError(f"{flag} {item}: expected KEY=VALUE")
+        for conv in (int, float):
+            try:
+                out[key] = conv(value)
+                break
+            except ValueError:
+                continue
+        else:
+            out[key] = value
+    return out

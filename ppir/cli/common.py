@@ -23,17 +23,17 @@ COMPILE_PROGRESS_DELAY = 2.0
 """Seconds a compile runs before its progress line appears on a terminal (most take less)."""
 
 
+def add_defines(p: argparse.ArgumentParser, help: str) -> None:
+    """``-D NAME=VALUE`` (repeatable, into ``args.defines``; read with :func:`parse_defines`)."""
+    p.add_argument(
+        "-D", dest="defines", action="append", default=[], metavar="NAME=VALUE", help=help
+    )
+
+
 def add_schedule_arguments(p: argparse.ArgumentParser) -> None:
     """SCHEDULE, -D, --placement and the expansion caps."""
     p.add_argument("schedule", metavar="SCHEDULE", help=SCHEDULE_HELP)
-    p.add_argument(
-        "-D",
-        dest="defines",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="set a schedule parameter, e.g. -D P=4 -D M=8 (repeatable)",
-    )
+    add_defines(p, "set a schedule parameter, e.g. -D P=4 -D M=8 (repeatable)")
     p.add_argument(
         "--placement",
         metavar="R0,R1,...",

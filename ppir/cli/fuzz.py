@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ppir.cli.common import parse_defines
+from ppir.cli.common import add_defines, parse_defines
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, error
 from ppir.pipeline import LOWERINGS
@@ -43,14 +43,7 @@ def add_arguments(p):
         help="a parameter and its values: P=2..16 (inclusive), M=P..8P, v=1,2,4 "
         "(repeatable; order matters: bounds may use earlier parameters)",
     )
-    p.add_argument(
-        "-D",
-        dest="defines",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="fix a parameter (repeatable)",
-    )
+    add_defines(p, "fix a parameter (repeatable)")
     p.add_argument(
         "--max-peak",
         metavar="EXPR",

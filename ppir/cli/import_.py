@@ -9,7 +9,7 @@ import dataclasses
 import re
 import sys
 
-from ppir.cli.common import parse_defines, parse_placement
+from ppir.cli.common import add_defines, parse_defines, parse_placement
 from ppir.diagnostics import error, write_output
 from ppir.frontend.loader import load_schedule
 from ppir.ir.printer import format_pps
@@ -38,14 +38,7 @@ examples:
 
 def add_arguments(p):
     p.add_argument("source", metavar="SOURCE", help="torch:NAME, a .csv or a .txt file")
-    p.add_argument(
-        "-D",
-        dest="defines",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="torch:NAME parameters: P ranks, M microbatches, v stages per rank",
-    )
+    add_defines(p, "torch:NAME parameters: P ranks, M microbatches, v stages per rank")
     p.add_argument(
         "--placement",
         metavar="R0,R1,...",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ppir.cli.argtypes import positive_int, positive_seconds
+from ppir.cli.argtypes import key_values, positive_int, positive_seconds
 from ppir.cli.output import table
 from ppir.diagnostics import error, write_output
 from ppir.torch.run import add_module_arguments
@@ -74,20 +74,10 @@ def add_arguments(p):
 
 
 def parse_options(items: list[str]) -> dict:
-    out: dict = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key.isidentifier():
-            raise error("bad-usage", f"--module-opt {item}: expected KEY=VALUE")
-        for conv in (int, float):
-            try:
-                out[key] = conv(value)
-                break
-            except ValueError:
-                continue
-        else:
-            out[key] = value
-    return out
+    try:
+        return key_values(items, "--module-opt")
+    except ValueError as e:
+        raise error("bad-usage", str(e)) from None
 
 
 def run(args) -> int:

@@ -10,7 +10,7 @@ from ppir.analysis.costs import costs_for
 from ppir.analysis.memory import analyze_memory, analyze_p2p, split_fractions
 from ppir.analysis.models import check_layers, parse_model_spec
 from ppir.cli.analyze import add_model_arguments, fmt, num
-from ppir.cli.common import emit_json, parse_defines, parse_placement
+from ppir.cli.common import add_defines, emit_json, parse_defines, parse_placement
 from ppir.cli.output import add_quiet_argument, progress, table
 from ppir.diagnostics import EXIT_INVALID, PpirError, error
 from ppir.frontend.loader import load_schedule
@@ -43,14 +43,7 @@ def add_arguments(p):
         metavar="NAME=V1,V2,...",
         help="the parameter to sweep and its values, e.g. --over v=1,2,4,8",
     )
-    p.add_argument(
-        "-D",
-        dest="defines",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="fix a schedule parameter, e.g. -D P=4 (repeatable)",
-    )
+    add_defines(p, "fix a schedule parameter, e.g. -D P=4 (repeatable)")
     p.add_argument(
         "--placement", metavar="R0,R1,...", help="for CSV schedules: the rank of each stage"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from fractions import Fraction
 
-from ppir.cli.common import emit_json, parse_defines
+from ppir.cli.common import add_defines, emit_json, parse_defines
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_OK, error
 
@@ -28,14 +28,7 @@ exit status: 0 written, 2 unusable input or usage.
 
 
 def add_arguments(p):
-    p.add_argument(
-        "-D",
-        dest="defines",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="P (ranks) and M (microbatches), e.g. -D P=4 -D M=8",
-    )
+    add_defines(p, "P (ranks) and M (microbatches), e.g. -D P=4 -D M=8")
     p.add_argument(
         "--mem-cap",
         type=int,

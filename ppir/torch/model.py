@@ -27,6 +27,7 @@ from types import ModuleType
 
 import torch
 
+from ppir.cli.argtypes import key_values
 from ppir.torch import values as V
 from ppir.torch.errors import ModelError
 
@@ -71,20 +72,10 @@ def _import(spec: str) -> ModuleType:
 
 def parse_options(items: list[str]) -> dict:
     """``["layers=4", "lr=0.1", "name=x"]`` -> {"layers": 4, "lr": 0.1, "name": "x"}."""
-    out: dict = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key.isidentifier():
-            raise ModelError(f"--module-opt {item}: expected KEY=VALUE")
-        for conv in (int, float):
-            try:
-                out[key] = conv(value)
-                break
-            except ValueError:
-                continue
-        else:
-            out[key] = value
-    return out
+    try:
+        return key_values(items, "--module-opt")
+    except ValueError as e:
+        raise ModelError(str(e)) from None
 
 
 def build_stages(model, stages: list[int], num_stages: int, device, rank: int) -> list:
