@@ -4,9 +4,10 @@ code: sail-sg/zero-bubble-pipeline-parallelism, ``megatron/core/pipeline_paralle
 at tag zero-bubble-v0.1.0 (commit 93af65c60b335eeaece94464a45e5ab0c03dc4cd; BSD-3-Clause,
 NVIDIA and the authors).
 
-``Graph.manual_order`` is that file's method, its body unchanged; ``Graph`` keeps only the
-accessors it calls (the ILP part, torch and pulp are left out: that release disables the ILP,
-``auto_schedule`` runs ``initial_solution`` only).  ``initial_solution`` is the file's function
+``Graph.manual_order`` is that file's method, its body unchanged but for line breaks (ruff's
+formatting, two long comments wrapped); ``Graph`` keeps only the accessors it calls (the ILP
+part, torch and pulp are left out: that release disables the ILP, ``auto_schedule`` runs
+``initial_solution`` only).  ``initial_solution`` is the file's function
 without its printing.  Costs are integers (the code asserts it), memory increments of F, B, W
 sum to zero; ``max_mem`` caps each stage's activations.  ``order[id]`` is the position of pass
 ``id`` on its stage, ``t[id]`` its completion time, ``best_time`` the longest stage's span
