@@ -243,6 +243,7 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
     blocking = None
     c, progress, timings = base["costs"], base["progress"], base["timings"]
     g = None
+    previous = None  # the last verified program and its report (see verify's ``previous``)
     for i, p in enumerate(passes):
         with _timed(timings, p.name):
             if isinstance(p, LowerComms):
@@ -261,7 +262,9 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
             from ppir.verify import verify as check
 
             with _timed(timings, "verify"):
-                report = check(g, progress, strict, compute_known=_same_compute(program, schedule))
+                known = _same_compute(program, schedule)
+                report = check(g, progress, strict, compute_known=known, previous=previous)
+            previous = (program, report)
             if not report.ok:
                 return Compiled(
                     program=program,
@@ -277,14 +280,23 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
         with _timed(timings, "graph"):
             g = build_graph(program, progress)
     out = _finish(
-        program, g, verify, strict, pipeline=pipeline_text(passes), blocking=blocking, **base
+        program,
+        g,
+        verify,
+        strict,
+        previous=previous,
+        pipeline=pipeline_text(passes),
+        blocking=blocking,
+        **base,
     )
     if not out.ok and passes:
         out.failed = passes[-1].name
     return out
 
 
-def _finish(program: Schedule, g: ProgramGraph, verify: bool, strict: bool, **kw) -> Compiled:
+def _finish(
+    program: Schedule, g: ProgramGraph, verify: bool, strict: bool, previous=None, **kw
+) -> Compiled:
     timings = kw["timings"]
     with _timed(timings, "timeline"):
         tl = run(g, kw["costs"])
@@ -294,7 +306,9 @@ def _finish(program: Schedule, g: ProgramGraph, verify: bool, strict: bool, **kw
 
         with _timed(timings, "verify"):
             known = program is not kw["source"] and _same_compute(program, kw["source"])
-            report = check(g, kw["progress"], strict, timeline=tl, compute_known=known)
+            report = check(
+                g, kw["progress"], strict, timeline=tl, compute_known=known, previous=previous
+            )
     return Compiled(program=program, graph=g, report=report, timeline=tl, **kw)
 
 
