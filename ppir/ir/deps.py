@@ -270,6 +270,30 @@ def peer_rank(placement: tuple[int, ...], a: Action, pipelines: int = 1) -> int:
     return placement[ps]
 
 
+def outgoing_messages(
+    placement: tuple[int, ...], actions, pipelines: int = 1
+) -> list[Message | None]:
+    """:func:`outgoing_message` of every action of ``actions`` (None for comm actions), in one
+    loop for the hot paths."""
+    n = len(placement)
+    rules, within = CROSSES_OUT, stage_bounds(n, pipelines)
+    out: list[Message | None] = []
+    add = out.append
+    for a in actions:
+        rule = rules.get(a.kind)
+        if rule is None:
+            add(None)
+            continue
+        s = a.stage
+        if not 0 <= s < n:  # out of range: the general rule (_within) decides
+            add(outgoing_message(placement, a, pipelines))
+            continue
+        t = s + rule[0]
+        lo, hi = within[s]
+        add(Message(rule[1], s, t, a.mb) if lo <= t < hi and placement[t] != placement[s] else None)
+    return out
+
+
 def crosses_ranks(placement: tuple[int, ...], msg: Message) -> bool:
     """True when ``msg`` needs a SEND/RECV pair (its stages sit on different ranks)."""
     return placement[msg.src] != placement[msg.dst]
