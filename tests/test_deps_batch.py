@@ -25,3 +25,10 @@ def test_outgoing_messages_is_outgoing_message_of_each_action():
         assert deps.outgoing_messages(place, [a], pipelines) == [want]
         checked += want is not None
     assert checked > 20
+
+
+def test_payloads_is_payload_of_each_action():
+    comm = [k for k in OpKind if k.is_comm]
+    actions = [Action(s, k, m) for s, k, m in itertools.product(range(-1, 5), comm, range(3))]
+    assert deps.payloads(actions) == [deps.payload(a) for a in actions]
+    assert deps.payloads(actions[::-1]) == [deps.payload(a) for a in actions[::-1]]

@@ -260,6 +260,22 @@ def payload(a: Action) -> tuple[str, int, int, int]:
     return (msg.what, msg.src, msg.dst, msg.mb)
 
 
+def payloads(actions) -> list[tuple[str, int, int, int]]:
+    """:func:`payload` of every comm action of ``actions``, in one loop for the hot paths
+    (:func:`message_of` is asked once per kind and stage: its microbatch is the action's)."""
+    memo: dict[tuple, tuple[str, int, int]] = {}
+    out = []
+    add = out.append
+    for a in actions:
+        key = (a.kind, a.stage)
+        ends = memo.get(key)
+        if ends is None:
+            msg = message_of(a)
+            ends = memo[key] = (msg.what, msg.src, msg.dst)
+        add((*ends, a.mb))
+    return out
+
+
 # ------------------------------------------------------------------ placement
 def peer_rank(placement: tuple[int, ...], a: Action, pipelines: int = 1) -> int:
     """The rank a communication action talks to; -1 when its peer stage does not exist or lies
