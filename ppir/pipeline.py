@@ -135,6 +135,7 @@ def compile(  # noqa: A001 - the library's verb
     strict: bool = False,
     passes: str | None = None,
     dp: int = 1,
+    input_timeline: Timeline | None = None,
 ) -> Compiled:
     """Compile ``schedule`` (see the module docstring).  ``lowering`` is one of
     :data:`LOWERINGS`; ``overlap`` adds ``overlap-comms`` (not after ``naive``); ``passes`` is
@@ -147,7 +148,9 @@ def compile(  # noqa: A001 - the library's verb
     ``dp > 1`` times the program for that many data-parallel replicas: ``place-reduce`` runs
     last (a ``REDUCE_GRAD`` after each stage's last backward, unless the program places its
     own) and each reduction costs a ring all-reduce (:mod:`ppir.analysis.dp`,
-    ``Compiled.dp_reduce``)."""
+    ``Compiled.dp_reduce``).  ``input_timeline``: a run of ``schedule``'s compute graph (built
+    under ``progress``) timed with these very costs, when the caller made one (``ppir tune``'s
+    dependency bound): used instead of building and timing that graph again."""
     if lowering not in LOWERINGS:
         raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
     cfg = costs or CostConfig()
@@ -165,8 +168,11 @@ def compile(  # noqa: A001 - the library's verb
             g = build_graph(schedule, progress)
         return _finish(schedule, g, verify, strict, **base)
     with _timed(timings, "input"):
-        cg = build_graph(schedule, progress)
-        ctl = run(cg, c)
+        if _reusable(input_timeline, schedule, progress, c):
+            cg, ctl = input_timeline.graph, input_timeline
+        else:
+            cg = build_graph(schedule, progress)
+            ctl = run(cg, c)
     bound = c.to_time(ctl.makespan) if ctl.complete else None
     base["dependency_bound"] = bound
     if cfg.comm_model == "latency":  # the estimate reads the compute order's timeline
@@ -310,6 +316,15 @@ def _finish(
                 g, kw["progress"], strict, timeline=tl, compute_known=known, previous=previous
             )
     return Compiled(program=program, graph=g, report=report, timeline=tl, **kw)
+
+
+def _reusable(tl: Timeline | None, schedule: Schedule, progress: str, costs: Costs) -> bool:
+    """True when ``tl`` is a complete-or-not run of ``schedule``'s own graph under ``progress``
+    timed with ``costs`` (what compile would build and run itself)."""
+    if tl is None:
+        return False
+    g = tl.graph
+    return g.schedule is schedule and g.progress == progress and tl.costs == costs
 
 
 def _same_compute(program: Schedule, source: Schedule) -> bool:

@@ -105,3 +105,27 @@ def test_no_reduce_no_reduce_findings_and_reduces_still_checked():
     progs[0].insert(0, progs[0].pop(r))  # before the gradients it reduces
     early = c.program.replace_programs(tuple(map(tuple, progs)))
     assert "early-reduce" in _kinds(verify(early))
+
+
+def test_a_given_input_timeline_is_used_only_when_it_is_the_one_compile_would_make(monkeypatch):
+    import ppir.pipeline as pipeline
+    from ppir.analysis.costs import costs_for
+    from ppir.analysis.timeline import run
+    from ppir.ir.graph import build_graph
+
+    s = _load("interleaved_1f1b")
+    cfg = ppir.make_config({"costs": {"B": 3}})
+    plain = ppir.compile(s, costs=cfg)
+    tl = run(build_graph(s), costs_for(s, cfg))
+    built = []
+    real = pipeline.build_graph
+    monkeypatch.setattr(pipeline, "build_graph", lambda p, *a: built.append(p) or real(p, *a))
+    given = ppir.compile(s, costs=cfg, input_timeline=tl)
+    assert s not in built  # the input's graph was not built again
+    assert given.program.programs == plain.program.programs
+    assert given.step_time == plain.step_time and given.report == plain.report
+    other = run(build_graph(s))  # untimed: not the run compile makes
+    again = ppir.compile(s, costs=cfg, input_timeline=other)
+    assert s in built
+    assert again.dependency_bound == plain.dependency_bound
+    assert again.program.programs == plain.program.programs
