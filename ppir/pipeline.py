@@ -186,7 +186,10 @@ def compile(  # noqa: A001 - the library's verb
             return Compiled(
                 program=schedule, graph=cg, report=report, timeline=ctl, failed="input", **base
             )
+    # The first run takes the input graph over and drops it once lower-comms has read it, so
+    # that it is not held while the program's graphs are built (an eager run builds its own).
     base["input_graph"] = cg
+    cg = ctl = None
     if passes is not None:
         chosen = parse_pipeline(passes, PASSES)
         if dp > 1 and not any(isinstance(p, PlaceReduce) for p in chosen):
@@ -243,8 +246,8 @@ def _passes(strategy: str, overlap: bool, dp: int = 1) -> list:
 
 def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dict) -> Compiled:
     """Apply ``passes`` in order, verifying after each; the final program timed."""
+    cg = base.pop("input_graph", None)  # this run owns the input graph now (see compile)
     base = dict(base)
-    cg = base.pop("input_graph", None)
     program = schedule
     blocking = None
     c, progress, timings = base["costs"], base["progress"], base["timings"]
@@ -256,6 +259,7 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
                 if p.costs is None:
                     p = replace(p, costs=c)
                 program = blocking = p.apply(program, graph=cg)
+                cg = None
             else:
                 program = p.apply(program)
         last = i == len(passes) - 1
