@@ -1,7 +1,7 @@
 """The whole compile path against torch.distributed.pipelining, side by side, in one process.
 
     python bench/bench_pipeline.py [--sizes 64,128,256,512] [--repeat 3] [--clock wall|cpu]
-    python bench/bench_pipeline.py --tune [--tune-P 8]
+    python bench/bench_pipeline.py --tune [--tune-P 8] [--repeat 3] [--clock cpu]
 
 For interleaved 1F1B at P=32, v=4 and each M, alternating ppir and torch ``--repeat`` times:
 
@@ -16,9 +16,9 @@ torch  ``ScheduleInterleaved1F1B(stages, M)`` (its order, validation and send/re
 It prints per-stage times (the min over repeats), microseconds per lowered op, the ratio
 ppir/torch (min and median of the paired repeats), the log-log slope of ppir's time over M,
 and peak memory (tracemalloc, a separate run) per lowered op including the graph.  ``--tune``
-instead times ``ppir tune`` over every built-in, v in {1, 2, 4} and two micro-batch sizes, and
-prints candidates per second.  Run by hand (never in timed tests); the machine is shared, so
-read the ratios.
+instead times ``ppir tune`` (its ``ppir.tune/2`` JSON) over every built-in, v in {1, 2, 4} and
+two micro-batch sizes, and prints candidates (ranked, pruned and rejected) per second.  Run by
+hand (never in timed tests); the machine is shared, so read the ratios (``--clock cpu``).
 """
 
 from __future__ import annotations
@@ -153,6 +153,10 @@ def pipeline_bench(args) -> None:
 
 
 def tune_bench(args) -> None:
+    """``ppir tune`` (JSON ``ppir.tune/2``) over every built-in: candidates are the ranked
+    (compiled), pruned (bounded, not compiled) and rejected ones together."""
+    import json
+
     from ppir.cli.main import main
 
     argv = [
@@ -167,19 +171,27 @@ def tune_bench(args) -> None:
         "1,2,4",
         "--format",
         "json",
+        "--quiet",
     ]
-    import json
-
-    buf = io.StringIO()
-    t = time.perf_counter()
-    with contextlib.redirect_stdout(buf):
-        code = main(argv)
-    dt = time.perf_counter() - t
-    data = json.loads(buf.getvalue())
-    n = len(data["ranked"]) + len(data["rejected"])
+    now = clock(args.clock)
+    times, data, code = [], None, None
+    for _ in range(args.repeat):
+        gc.collect()
+        buf = io.StringIO()
+        t = now()
+        with contextlib.redirect_stdout(buf):
+            code = main(argv)
+        times.append(now() - t)
+        data = json.loads(buf.getvalue())
+    assert data["format"] == "ppir.tune/2", data.get("format")
+    ranked, pruned, rejected = (len(data[k]) for k in ("ranked", "pruned", "rejected"))
+    n = ranked + pruned + rejected
+    best, med = min(times), statistics.median(times)
     print(
-        f"ppir {' '.join(argv)}: exit {code}, {n} candidates in {dt:.1f} s: "
-        f"{n / dt:.1f} candidates per second"
+        f"ppir {' '.join(argv)}: exit {code}; {n} candidates ({ranked} ranked, {pruned} pruned, "
+        f"{rejected} rejected) in {best:.2f} s min / {med:.2f} s median ({args.clock} clock, "
+        f"{args.repeat} repeats): {n / best:.1f} candidates per second (median "
+        f"{n / med:.1f})"
     )
 
 

@@ -135,6 +135,7 @@ def compile(  # noqa: A001 - the library's verb
     strict: bool = False,
     passes: str | None = None,
     dp: int = 1,
+    input_timeline: Timeline | None = None,
 ) -> Compiled:
     """Compile ``schedule`` (see the module docstring).  ``lowering`` is one of
     :data:`LOWERINGS`; ``overlap`` adds ``overlap-comms`` (not after ``naive``); ``passes`` is
@@ -147,7 +148,9 @@ def compile(  # noqa: A001 - the library's verb
     ``dp > 1`` times the program for that many data-parallel replicas: ``place-reduce`` runs
     last (a ``REDUCE_GRAD`` after each stage's last backward, unless the program places its
     own) and each reduction costs a ring all-reduce (:mod:`ppir.analysis.dp`,
-    ``Compiled.dp_reduce``)."""
+    ``Compiled.dp_reduce``).  ``input_timeline``: a run of ``schedule``'s compute graph (built
+    under ``progress``) timed with these very costs, when the caller made one (``ppir tune``'s
+    dependency bound): used instead of building and timing that graph again."""
     if lowering not in LOWERINGS:
         raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
     cfg = costs or CostConfig()
@@ -165,8 +168,11 @@ def compile(  # noqa: A001 - the library's verb
             g = build_graph(schedule, progress)
         return _finish(schedule, g, verify, strict, **base)
     with _timed(timings, "input"):
-        cg = build_graph(schedule, progress)
-        ctl = run(cg, c)
+        if _reusable(input_timeline, schedule, progress, c):
+            cg, ctl = input_timeline.graph, input_timeline
+        else:
+            cg = build_graph(schedule, progress)
+            ctl = run(cg, c)
     bound = c.to_time(ctl.makespan) if ctl.complete else None
     base["dependency_bound"] = bound
     if cfg.comm_model == "latency":  # the estimate reads the compute order's timeline
@@ -180,7 +186,10 @@ def compile(  # noqa: A001 - the library's verb
             return Compiled(
                 program=schedule, graph=cg, report=report, timeline=ctl, failed="input", **base
             )
+    # The first run takes the input graph over and drops it once lower-comms has read it, so
+    # that it is not held while the program's graphs are built (an eager run builds its own).
     base["input_graph"] = cg
+    cg = ctl = None
     if passes is not None:
         chosen = parse_pipeline(passes, PASSES)
         if dp > 1 and not any(isinstance(p, PlaceReduce) for p in chosen):
@@ -237,18 +246,20 @@ def _passes(strategy: str, overlap: bool, dp: int = 1) -> list:
 
 def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dict) -> Compiled:
     """Apply ``passes`` in order, verifying after each; the final program timed."""
+    cg = base.pop("input_graph", None)  # this run owns the input graph now (see compile)
     base = dict(base)
-    cg = base.pop("input_graph", None)
     program = schedule
     blocking = None
     c, progress, timings = base["costs"], base["progress"], base["timings"]
     g = None
+    previous = None  # the last verified program and its report (see verify's ``previous``)
     for i, p in enumerate(passes):
         with _timed(timings, p.name):
             if isinstance(p, LowerComms):
                 if p.costs is None:
                     p = replace(p, costs=c)
                 program = blocking = p.apply(program, graph=cg)
+                cg = None
             else:
                 program = p.apply(program)
         last = i == len(passes) - 1
@@ -261,7 +272,9 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
             from ppir.verify import verify as check
 
             with _timed(timings, "verify"):
-                report = check(g, progress, strict, compute_known=_same_compute(program, schedule))
+                known = _same_compute(program, schedule)
+                report = check(g, progress, strict, compute_known=known, previous=previous)
+            previous = (program, report)
             if not report.ok:
                 return Compiled(
                     program=program,
@@ -277,14 +290,23 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
         with _timed(timings, "graph"):
             g = build_graph(program, progress)
     out = _finish(
-        program, g, verify, strict, pipeline=pipeline_text(passes), blocking=blocking, **base
+        program,
+        g,
+        verify,
+        strict,
+        previous=previous,
+        pipeline=pipeline_text(passes),
+        blocking=blocking,
+        **base,
     )
     if not out.ok and passes:
         out.failed = passes[-1].name
     return out
 
 
-def _finish(program: Schedule, g: ProgramGraph, verify: bool, strict: bool, **kw) -> Compiled:
+def _finish(
+    program: Schedule, g: ProgramGraph, verify: bool, strict: bool, previous=None, **kw
+) -> Compiled:
     timings = kw["timings"]
     with _timed(timings, "timeline"):
         tl = run(g, kw["costs"])
@@ -294,8 +316,19 @@ def _finish(program: Schedule, g: ProgramGraph, verify: bool, strict: bool, **kw
 
         with _timed(timings, "verify"):
             known = program is not kw["source"] and _same_compute(program, kw["source"])
-            report = check(g, kw["progress"], strict, timeline=tl, compute_known=known)
+            report = check(
+                g, kw["progress"], strict, timeline=tl, compute_known=known, previous=previous
+            )
     return Compiled(program=program, graph=g, report=report, timeline=tl, **kw)
+
+
+def _reusable(tl: Timeline | None, schedule: Schedule, progress: str, costs: Costs) -> bool:
+    """True when ``tl`` is a complete-or-not run of ``schedule``'s own graph under ``progress``
+    timed with ``costs`` (what compile would build and run itself)."""
+    if tl is None:
+        return False
+    g = tl.graph
+    return g.schedule is schedule and g.progress == progress and tl.costs == costs
 
 
 def _same_compute(program: Schedule, source: Schedule) -> bool:

@@ -227,8 +227,9 @@ def from_timeline(
         )
     conv = costs.converter()
     ops, busy = _op_timings(tl, conv)
-    msgs = _message_timings(tl, conv)
-    exposed = _exposed_comm(tl, ops, msgs, conv)
+    transfers = _transfers(tl)
+    msgs = _message_timings(tl, conv, transfers)
+    exposed = _exposed_comm(tl, transfers, conv)
     step = tl.makespan
     sent = [0] * s.ranks
     for m in msgs:
@@ -346,22 +347,24 @@ def _transfers(tl: Timeline) -> list[tuple]:
     return out
 
 
-def _message_timings(tl: Timeline, conv) -> list[MessageTiming]:
+def _message_timings(tl: Timeline, conv, transfers: list[tuple]) -> list[MessageTiming]:
+    """``transfers``: :func:`_transfers` of ``tl``."""
     nbytes = tl.costs.nbytes
     return [
         MessageTiming(send, recv, src, dst, conv(a), conv(b), nbytes)
-        for send, recv, src, dst, a, b in _transfers(tl)
+        for send, recv, src, dst, a, b in transfers
     ]
 
 
-def _exposed_comm(tl: Timeline, ops, msgs, conv) -> list:
-    """Per rank, the time during which one of its messages is on the wire while its compute
-    stream is idle: the union of its transfers' intervals minus its compute intervals (ticks,
-    converted once).  Linear after sorting each rank's transfers."""
+def _exposed_comm(tl: Timeline, transfers: list[tuple], conv) -> list:
+    """Per rank, the time during which one of its messages (``transfers``, :func:`_transfers`
+    of ``tl``) is on the wire while its compute stream is idle: the union of its transfers'
+    intervals minus its compute intervals (ticks, converted once).  Linear after sorting each
+    rank's transfers."""
     g = tl.graph
     P = g.schedule.ranks
     spans: list[list] = [[] for _ in range(P)]
-    for _, _, src, dst, a, b in _transfers(tl):
+    for _, _, src, dst, a, b in transfers:
         if b > a:
             spans[src].append((a, b))
             spans[dst].append((a, b))

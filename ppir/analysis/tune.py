@@ -70,6 +70,8 @@ class Candidate:
     why: str = ""  # pruned, divisibility, constraint or memory
     config: CostConfig | None = field(default=None, repr=False)
     program: object = field(default=None, repr=False)
+    input_timeline: object = field(default=None, repr=False, compare=False)
+    """The dependency bound's run (the compute graph timed), handed to the compile."""
 
     @property
     def ok(self) -> bool:
@@ -231,6 +233,7 @@ class _State:
 def _prune(c: Candidate, top: int) -> Candidate:
     c.reason = f"not compiled: its bound is no better than the {top}th ranked step time"
     c.why = "pruned"
+    c.input_timeline = None
     return c
 
 
@@ -303,6 +306,7 @@ def _bounds(name, params, P, dp, mbs, v, G, space, cfg, budget, progress, state)
         if c.bound >= state.cutoff():
             _prune(c, space.top)
         else:
+            c.input_timeline = tl
             state.push(c)
     return out
 
@@ -321,8 +325,11 @@ def _over(c: Candidate, budget) -> Candidate:
 
 def _compile(c: Candidate, budget, progress) -> Candidate:
     """The program ``ppir compile`` produces for this choice, its step time and whole memory."""
+    tl, c.input_timeline = c.input_timeline, None
     try:
-        comp = compile(c.program, costs=c.config, progress=progress, verify="final")
+        comp = compile(
+            c.program, costs=c.config, progress=progress, verify="final", input_timeline=tl
+        )
     except PpirError as e:
         c.reason, c.why = e.diagnostics[0].message, "constraint"
         return c

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import add, eq, ge, gt, le, lt, mul, ne, sub
 
 from ppir.diagnostics import Note, did_you_mean, error
 from ppir.frontend import ast as A
@@ -103,7 +104,14 @@ class Interpreter(OpEmitter):
         name, span = e.name, e.span
 
         def f(scope: Scope):
-            v = scope.lookup(name)
+            s = scope
+            while s is not None:  # Scope.lookup, inlined: the hottest call of expansion
+                v = s.vars.get(name, _MISSING)
+                if v is not _MISSING:
+                    if v.__class__ is int:
+                        return v
+                    break
+                s = s.parent
             if v is _MISSING or isinstance(v, Function):
                 if isinstance(v, Function):
                     raise error(
@@ -122,10 +130,11 @@ class Interpreter(OpEmitter):
     def _compile_binop(self, e: A.BinOp):
         lf, rf, op, span = self.compile(e.left), self.compile(e.right), e.op, e.span
         if op in ("+", "-", "*"):
-            arith = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__}[op]
+            c = e.right.value if isinstance(e.right, A.IntLit) else None  # x + 1: read once
+            arith = {"+": add, "-": sub, "*": mul}[op]
 
             def arithmetic(s):
-                v = arith(lf(s), rf(s))
+                v = arith(lf(s), rf(s) if c is None else c)
                 if -MAX_INT <= v <= MAX_INT:
                     return v
                 return check_int(v, f"'{op}'", span)
@@ -148,14 +157,7 @@ class Interpreter(OpEmitter):
             return lambda s: int(bool(lf(s)) and bool(rf(s)))
         if op == "or":
             return lambda s: int(bool(lf(s)) or bool(rf(s)))
-        cmp = {
-            "==": lambda a, b: a == b,
-            "!=": lambda a, b: a != b,
-            "<": lambda a, b: a < b,
-            "<=": lambda a, b: a <= b,
-            ">": lambda a, b: a > b,
-            ">=": lambda a, b: a >= b,
-        }[op]
+        cmp = {"==": eq, "!=": ne, "<": lt, "<=": le, ">": gt, ">=": ge}[op]
         return lambda s: int(cmp(lf(s), rf(s)))
 
     def _compile_call(self, e: A.Call):

@@ -260,6 +260,22 @@ def payload(a: Action) -> tuple[str, int, int, int]:
     return (msg.what, msg.src, msg.dst, msg.mb)
 
 
+def payloads(actions) -> list[tuple[str, int, int, int]]:
+    """:func:`payload` of every comm action of ``actions``, in one loop for the hot paths
+    (:func:`message_of` is asked once per kind and stage: its microbatch is the action's)."""
+    memo: dict[tuple, tuple[str, int, int]] = {}
+    out = []
+    add = out.append
+    for a in actions:
+        key = (a.kind, a.stage)
+        ends = memo.get(key)
+        if ends is None:
+            msg = message_of(a)
+            ends = memo[key] = (msg.what, msg.src, msg.dst)
+        add((*ends, a.mb))
+    return out
+
+
 # ------------------------------------------------------------------ placement
 def peer_rank(placement: tuple[int, ...], a: Action, pipelines: int = 1) -> int:
     """The rank a communication action talks to; -1 when its peer stage does not exist or lies
@@ -268,6 +284,30 @@ def peer_rank(placement: tuple[int, ...], a: Action, pipelines: int = 1) -> int:
     if not 0 <= a.stage < n or not _within(a.stage, ps, n, pipelines):
         return -1
     return placement[ps]
+
+
+def outgoing_messages(
+    placement: tuple[int, ...], actions, pipelines: int = 1
+) -> list[Message | None]:
+    """:func:`outgoing_message` of every action of ``actions`` (None for comm actions), in one
+    loop for the hot paths."""
+    n = len(placement)
+    rules, within = CROSSES_OUT, stage_bounds(n, pipelines)
+    out: list[Message | None] = []
+    add = out.append
+    for a in actions:
+        rule = rules.get(a.kind)
+        if rule is None:
+            add(None)
+            continue
+        s = a.stage
+        if not 0 <= s < n:  # out of range: the general rule (_within) decides
+            add(outgoing_message(placement, a, pipelines))
+            continue
+        t = s + rule[0]
+        lo, hi = within[s]
+        add(Message(rule[1], s, t, a.mb) if lo <= t < hi and placement[t] != placement[s] else None)
+    return out
 
 
 def crosses_ranks(placement: tuple[int, ...], msg: Message) -> bool:

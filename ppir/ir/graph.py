@@ -350,16 +350,18 @@ def _build(schedule: Schedule, progress: str, units) -> ProgramGraph:
 class Predecessors:
     """The wait-for predecessors of every node, packed once construction is done: one flat
     integer array (node << 3 | edge kind, in construction order) and an offset per node, in
-    place of a list object and an int object per entry.  ``preds[v]`` is node v's entries."""
+    place of a list object and an int object per entry.  ``preds[v]`` is node v's entries.
+    Packing consumes ``lists`` (each entry is set to None once copied)."""
 
     __slots__ = ("ptr", "enc")
 
     def __init__(self, lists: list[list[int]]):
         ptr = array("l", [0])
         enc = array("q")
-        for entries in lists:
+        for v, entries in enumerate(lists):
             enc.extend(entries)
             ptr.append(len(enc))
+            lists[v] = None  # freed as packed: the lists and the array are not both held
         self.ptr, self.enc = ptr, enc
 
     def __getitem__(self, v: int):

@@ -6,6 +6,9 @@ would cost more than the work itself."""
 
 from __future__ import annotations
 
+from collections import deque
+from itertools import accumulate, chain, repeat
+
 from ppir.ir import deps
 from ppir.ir.graph import (
     CHANNEL,
@@ -41,42 +44,47 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
     first, sends, recvs = g.first, g.sends, g.recvs
     place, S = s.placement, s.stages
     delta = deps.PEER_DELTA
-    within = deps.stage_bounds(S, s.pipelines)  # a message stays inside its pipeline
+    within = deps.stage_bounds(S, s.pipelines)
     setdefault = first.setdefault
-    for r, prog in enumerate(s.programs):
-        g.rank_start.append(len(ops))
-        starts = [len(ops)]
-        for i, it in enumerate(prog):
-            lo = len(ops)
-            cls = it.__class__
-            acts = (it,) if cls is Action else (() if cls is Wait or cls is Reduce else it.actions)
-            n = len(acts)
-            ops.extend(acts)
-            op_rank.extend((r,) * n)
-            op_item.extend((i,) * n)
-            o = lo
-            for a in acts:
-                k, st = a.kind, a.stage
-                setdefault((st, k, a.mb), o)
-                if k in COMPUTE_KINDS:
-                    op_peer.append(-1)
+    compute = COMPUTE_KINDS
+    for r, prog in enumerate(s.programs):  # per rank: comprehensions, then a loop over comm ops
+        base = len(ops)
+        g.rank_start.append(base)
+        acts = [
+            (it,)
+            if (cls := it.__class__) is Action
+            else (() if cls is Wait or cls is Reduce else it.actions)
+            for it in prog
+        ]
+        flat = list(chain.from_iterable(acts))
+        n = len(flat)
+        ops.extend(flat)
+        op_rank.extend(repeat(r, n))
+        op_item.extend([i for i, x in enumerate(acts) for _ in x])
+        g.item_starts.append(list(accumulate(map(len, acts), initial=base)))
+        # first[key] = the first op holding key: setdefault over the rank's ops, in C
+        deque(
+            map(setdefault, [(a.stage, a.kind, a.mb) for a in flat], range(base, base + n)),
+            maxlen=0,
+        )
+        peers = [-1] * n
+        for j in [j for j, a in enumerate(flat) if a.kind not in compute]:
+            a = flat[j]
+            k, st = a.kind, a.stage
+            ps = st + delta[k]
+            q = place[ps] if 0 <= st < S and within[st][0] <= ps < within[st][1] else -1
+            peers[j] = q
+            if q >= 0:
+                if k in SEND_KINDS:
+                    ch = sends.get((r, q))
+                    if ch is None:
+                        ch = sends[(r, q)] = []
                 else:
-                    ps = st + delta[k]
-                    q = place[ps] if 0 <= st < S and within[st][0] <= ps < within[st][1] else -1
-                    op_peer.append(q)
-                    if q >= 0:
-                        if k in SEND_KINDS:
-                            ch = sends.get((r, q))
-                            if ch is None:
-                                ch = sends[(r, q)] = []
-                        else:
-                            ch = recvs.get((q, r))
-                            if ch is None:
-                                ch = recvs[(q, r)] = []
-                        ch.append(o)
-                o += 1
-            starts.append(o)
-        g.item_starts.append(starts)
+                    ch = recvs.get((q, r))
+                    if ch is None:
+                        ch = recvs[(q, r)] = []
+                ch.append(base + j)
+        op_peer.extend(peers)
     g.rank_start.append(len(ops))
     n = len(ops)
     g.op_node = [-1] * n

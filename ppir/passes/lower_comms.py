@@ -102,9 +102,15 @@ class LowerComms:
             comms = _exchanges(g, ends, lambda r, t, recv, dst: t)
             return _place_groups(base, comms, ends, before_start=False)
 
+        first, serves, op_item, op_rank = g.first, deps.SERVES, g.op_item, g.op_rank
+
         def meeting(r: int, t, recv: Action, dst: int):
-            c = next((g.first[k] for k in deps.served_keys(recv) if k in g.first), None)
-            hi = starts[dst][g.op_item[c]] if c is not None and g.op_rank[c] == dst else None
+            c = None  # the consumer of what recv delivers (deps.served_keys(recv))
+            for k in serves[recv.kind]:
+                c = first.get((recv.stage, k, recv.mb))
+                if c is not None:
+                    break
+            hi = starts[dst][op_item[c]] if c is not None and op_rank[c] == dst else None
             return _meeting_time(t, hi, (starts[r], ends[r]), (starts[dst], ends[dst]))
 
         return _place_groups(base, _exchanges(g, ends, meeting), starts, before_start=True)
@@ -117,13 +123,14 @@ def _exchanges(g: ProgramGraph, ends: list[list], when) -> list[dict]:
     place = s.placement
     order = _KIND_ORDER
     comms: list[dict[int, list]] = [{} for _ in range(s.ranks)]
-    for o, a in enumerate(g.ops):
-        msg = deps.outgoing_message(place, a, s.pipelines)
+    op_rank, op_item = g.op_rank, g.op_item
+    for o, msg in enumerate(deps.outgoing_messages(place, g.ops, s.pipelines)):
         if msg is None:
             continue
-        r, dst = g.op_rank[o], place[msg.dst]
+        a = g.ops[o]
+        r, dst = op_rank[o], place[msg.dst]
         send, recv = deps.send_action(msg, a.span), deps.recv_action(msg, a.span)
-        tau = when(r, ends[r][g.op_item[o]], recv, dst)
+        tau = when(r, ends[r][op_item[o]], recv, dst)
         # each entry carries its in-group sort key (peer, kind, stage, mb): see _sort_key
         mine, theirs = comms[r].get(tau), comms[dst].get(tau)
         if mine is None:

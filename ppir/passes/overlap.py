@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ppir.ir import Group, Item, Schedule, Wait, deps, is_compute_item, item_actions
+from ppir.ir import Action, Group, Item, Overlap, Schedule, Wait, deps, item_actions
+from ppir.ir.types import COMPUTE_KINDS, SEND_KINDS
 
 
 @dataclass(frozen=True)
@@ -48,37 +49,52 @@ class OverlapComms:
 
 
 def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
-    if any(isinstance(it, Wait) or (isinstance(it, Group) and it.deferred) for it in prog):
-        raise ValueError("overlap-comms expects blocking groups; this program is already split")
-    compute = [it for it in prog if is_compute_item(it)]
+    compute: list[Item] = []
     where: dict[tuple, int] = {}  # compute action key -> index among the compute items
-    for i, it in enumerate(compute):
-        for a in item_actions(it):
-            where.setdefault(a.key, i)
-    # Slot k means "before compute item k" (k == len(compute): at the end of the program).
-    posts: list[tuple[int, Group]] = []
-    waits: list[tuple[int, Wait]] = []
-    seen = last_post = 0
+    setdefault = where.setdefault
+    comm: list[tuple[int, Item]] = []  # (compute items before it, item)
     for it in prog:
-        if is_compute_item(it):
-            seen += 1
+        cls = it.__class__
+        if cls is Action:
+            if it.kind in COMPUTE_KINDS:
+                setdefault((it.stage, it.kind, it.mb), len(compute))
+                compute.append(it)
+                continue
+        elif cls is Overlap:
+            i = len(compute)
+            for a in it.actions:
+                setdefault((a.stage, a.kind, a.mb), i)
+            compute.append(it)
             continue
+        elif cls is Wait or (cls is Group and it.deferred):
+            raise ValueError("overlap-comms expects blocking groups; this program is already split")
+        comm.append((len(compute), it))
+    # Slot k means "before compute item k" (k == len(compute): at the end of the program).
+    serves = deps.SERVES  # the compute kinds a SEND carries the output of / a RECV feeds
+    posts: list[tuple[int, Group]] = []
+    waits: list[tuple[int | None, Wait]] = []
+    last_post = 0
+    get = where.get
+    for seen, it in comm:
         acts = item_actions(it)
         slot = max(last_post, seen - hoist)
+        consumer = None
         for a in acts:
-            if a.kind.is_send:
-                slot = max(slot, *(where[k] + 1 for k in deps.served_keys(a) if k in where), slot)
+            st, m = a.stage, a.mb
+            if a.kind in SEND_KINDS:
+                for k in serves[a.kind]:
+                    x = get((st, k, m))
+                    if x is not None and x + 1 > slot:
+                        slot = x + 1
+            else:
+                for k in serves[a.kind]:
+                    x = get((st, k, m))
+                    if x is not None and x >= seen and (consumer is None or x < consumer):
+                        consumer = x
         slot = last_post = min(slot, seen)
-        consumers = [
-            where[k]
-            for a in acts
-            if a.kind.is_recv
-            for k in deps.served_keys(a)
-            if k in where and where[k] >= seen
-        ]
         group = Group(tuple(acts), getattr(it, "span", None), deferred=True)
         posts.append((slot, group))
-        waits.append((min(consumers) if consumers else None, Wait(group.actions, group.span)))
+        waits.append((consumer, Wait(group.actions, group.span)))
     # A group of sends only is waited on just before the next wait of a later group (groups
     # complete in posting order, so that wait already implies it: no new dependency), which
     # frees its send buffers early; at the end of the program when no later group is waited on.

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 from ppir.analysis.timeline import Timeline, run, stuck_cycle
 from ppir.diagnostics import Diagnostic, Report
-from ppir.ir import Schedule
+from ppir.ir import Action, Group, Schedule
 from ppir.ir.graph import COMPUTE, PROGRESS_MODELS, ProgramGraph, build_graph
+from ppir.ir.types import COMPUTE_KINDS
 from ppir.verify.deadlock import find_cycle
 from ppir.verify.lints import check_lints
 from ppir.verify.local_order import check_local_order
@@ -74,22 +75,34 @@ def verify(
     strict: bool = False,
     timeline: Timeline | None = None,
     compute_known: bool = False,
+    previous: tuple[Schedule, Report] | None = None,
 ) -> Report:
     """Check ``program`` (a schedule, or its graph built under ``progress``); the report is
     ``ok`` when it has no error (warnings allowed).  ``timeline`` may be a run of that graph
     already made (timed or not): the deadlock check then reuses it.  ``compute_known``: the
     program's compute items are the very objects of a program that verified (the output of a
-    pass that keeps them), so the checks of compute ops alone are skipped."""
+    pass that keeps them), so the checks of compute ops alone are skipped.  ``previous``: the
+    pass's input and its report, under the same ``progress`` and ``strict``; when its
+    communication is the same as this program's (:func:`same_comm`) and that report has none
+    of :data:`COMM_KNOWN_KINDS`, those checks (completeness, matching, lints) would find the
+    same nothing, and are skipped too (with ``compute_known`` only)."""
     if progress not in PROGRESS_MODELS:
         raise ValueError(f"unknown progress model {progress!r} (expected one of {PROGRESS_MODELS})")
     g = _graph(program, progress)
-    diags, more_missing = check_structure(g, compute_known)
+    comm_known = (
+        compute_known
+        and previous is not None
+        and g.lowered
+        and not any(d.kind in COMM_KNOWN_KINDS for d in previous[1].diagnostics)
+        and same_comm(g.schedule, previous[0])
+    )
+    diags, more_missing = ([], 0) if comm_known else check_structure(g, compute_known)
     order = check_local_order(g, compute_known)
     diags += order
     diags += check_reduces(g)
     local_ok = not any(d.kind == "local-order" for d in order)
     if g.lowered:
-        comm = check_waits(g.schedule) + check_matching(g)
+        comm = check_waits(g.schedule) + ([] if comm_known else check_matching(g))
         comm += _deadlock(g, timeline if timeline is not None else run(g), progress)
         if (comm or order) and local_ok:
             # A cyclic compute order is the root cause of whatever the lowering then got wrong.
@@ -97,12 +110,67 @@ def verify(
             if cyc:
                 comm = [cyc]
         diags += comm
-        diags += check_lints(g.schedule, g, "error" if strict else "warning")
+        if not comm_known:
+            diags += check_lints(g.schedule, g, "error" if strict else "warning")
     elif local_ok:
         cyc = _order_cycle(g, timeline)
         if cyc:
             diags.append(cyc)
     return Report(_capped(diags, {"incomplete": more_missing}))
+
+
+COMM_KNOWN_KINDS = frozenset(
+    {
+        "out-of-range",
+        "wrong-rank",
+        "duplicate-op",
+        "duplicate-message",
+        "local-message",
+        "incomplete",
+        "unmatched-send",
+        "unmatched-recv",
+        "payload-mismatch",
+        "asymmetric-group",
+        "group-too-large",
+        "mixed-batched",
+    }
+)
+"""The findings of the checks that read only a program's communication items (their ops, their
+grouping and their order on each rank) once its compute items are known: completeness
+(:mod:`.structure` with ``compute_known``), matching and the lints."""
+
+
+def comm_signature(s: Schedule) -> tuple:
+    """What the checks of :data:`COMM_KNOWN_KINDS` read of ``s`` beyond its compute items:
+    per rank, the communication items in program order, each as (its actions, posted in a
+    group?); deferral and the position among compute items are left out (the checks that
+    read those always run)."""
+    out = []
+    for prog in s.programs:
+        sig = []
+        for it in prog:
+            cls = it.__class__
+            if cls is Group:
+                sig.append((it.actions, True))
+            elif cls is Action and it.kind not in COMPUTE_KINDS:
+                sig.append(((it,), False))
+        out.append(tuple(sig))
+    return tuple(out)
+
+
+def same_comm(a: Schedule, b: Schedule) -> bool:
+    """True when ``a`` and ``b`` have the same shape (ranks, stages, microbatches, placement,
+    pipelines) and equal :func:`comm_signature`: then completeness of their communication ops,
+    FIFO matching per channel and the lints find the same things in both."""
+    if (a.ranks, a.stages, a.microbatches, a.placement, a.pipelines) != (
+        b.ranks,
+        b.stages,
+        b.microbatches,
+        b.placement,
+        b.pipelines,
+    ):
+        return False
+    return comm_signature(a) == comm_signature(b)
 
 
 def deadlock_free(program: Schedule | ProgramGraph, progress: str = "fifo") -> bool:
@@ -168,4 +236,4 @@ def _capped(diags: list[Diagnostic], more: dict[str, int]) -> list[Diagnostic]:
     return out
 
 
-__all__ = ["verify", "deadlock_free", "KINDS", "MAX_PER_KIND"]
+__all__ = ["verify", "deadlock_free", "same_comm", "KINDS", "MAX_PER_KIND"]

@@ -14,8 +14,9 @@ A group of one op written ``[x]`` counts as batched.  Linear in the number of op
 from __future__ import annotations
 
 from ppir.diagnostics import Diagnostic, Note
-from ppir.ir import Group, Schedule
+from ppir.ir import Action, Group, Schedule
 from ppir.ir.graph import ProgramGraph
+from ppir.ir.types import COMM_KINDS
 
 MAX_GROUP_OPS = 256
 
@@ -24,7 +25,23 @@ def check_lints(s: Schedule, g: ProgramGraph, severity: str = "warning") -> list
     return _asymmetric(s, g, severity) + _too_large(s, g, severity) + _mixed(s, g, severity)
 
 
+def _one_partner_each(g: ProgramGraph) -> bool:
+    """True when every (rank, item, peer) pairs with one item of that peer, both ways: then no
+    group is asymmetric (the usual case, found without building sets)."""
+    partner: dict[tuple[int, int, int], int] = {}
+    setdefault = partner.setdefault
+    op_rank, op_item, lo, hi = g.op_rank, g.op_item, g.lo, g.hi
+    for m in g.messages:
+        o, p = lo[m], hi[m]
+        ro, io, rp, ip = op_rank[o], op_item[o], op_rank[p], op_item[p]
+        if setdefault((ro, io, rp), ip) != ip or setdefault((rp, ip, ro), io) != io:
+            return False
+    return True
+
+
 def _asymmetric(s: Schedule, g: ProgramGraph, severity: str) -> list[Diagnostic]:
+    if _one_partner_each(g):
+        return []
     # (rank, item, peer) -> set of partner (peer, item): both directions
     pairs: dict[tuple[int, int, int], set[int]] = {}
     op_rank, op_item = g.op_rank, g.op_item
@@ -98,6 +115,9 @@ def _too_large(s: Schedule, g: ProgramGraph, severity: str) -> list[Diagnostic]:
 
 
 def _mixed(s: Schedule, g: ProgramGraph, severity: str) -> list[Diagnostic]:
+    lone = (it.__class__ is Action and it.kind in COMM_KINDS for p in s.programs for it in p)
+    if not any(lone):
+        return []  # no lone op: nothing is mixed
     first: dict[tuple[int, int], list[int | None]] = {}  # pair -> [first batched, first lone]
     op_rank, op_item, programs = g.op_rank, g.op_item, s.programs
     for o, q in enumerate(g.op_peer):

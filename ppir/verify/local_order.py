@@ -45,32 +45,52 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
 
     inputs, crosses, serves = deps.INPUTS, deps.CROSSES_IN, deps.SERVES
     within = deps.stage_bounds(S, s.pipelines)  # producers lie in the op's pipeline
+    compute_kinds = COMPUTE_KINDS
     for o, a in enumerate(ops):
-        k, st, m = a.kind, a.stage, a.mb
-        if not 0 <= st < S:
-            continue
-        r = op_rank[o]
-        if k in COMPUTE_KINDS:
+        k = a.kind
+        if k in compute_kinds:
+            if compute_known and not lowered:
+                continue
+            st = a.stage
+            if not 0 <= st < S:
+                continue
+            r, m = op_rank[o], a.mb
             lo, hi = within[st]
-            for d, kinds in () if compute_known else inputs[k]:
-                ps = st + d
-                if lo <= ps < hi and place[ps] == r:
-                    found = [x for x in (on_rank((ps, kk, m), r) for kk in kinds) if x is not None]
-                    if found and min(found) > o:
-                        out.append(_local_order(g, o, min(found)))
+            if not compute_known:
+                for d, kinds in inputs[k]:
+                    ps = st + d
+                    if lo <= ps < hi and place[ps] == r:
+                        found = [
+                            x for x in (on_rank((ps, kk, m), r) for kk in kinds) if x is not None
+                        ]
+                        if found and min(found) > o:
+                            out.append(_local_order(g, o, min(found)))
             rule = crosses.get(k)
             if lowered and rule is not None:
                 ps = st + rule[0]
                 if lo <= ps < hi and place[ps] != r:
                     key = (st, rule[2], m)  # the RECV delivering it (deps.recv_key)
-                    x = on_rank(key, r)
+                    x = get(key)
+                    if x is not None and op_rank[x] != r:
+                        x = on_rank(key, r)
                     i = op_item[x] if x is not None else None
                     if x is None or ready[r].get(i, i) >= op_item[o]:
                         out.append(_missing_recv(g, o, key, x))
         elif k in SEND_KINDS:
-            found = [x for x in (on_rank((st, kk, m), r) for kk in serves[k]) if x is not None]
-            if found and min(found) > o:
-                out.append(_local_order(g, o, min(found)))
+            st = a.stage
+            if not 0 <= st < S:
+                continue
+            r, m = op_rank[o], a.mb
+            best = None  # the first producer of what it sends, on its rank
+            for kk in serves[k]:
+                key = (st, kk, m)
+                x = get(key)
+                if x is not None and op_rank[x] != r:
+                    x = on_rank(key, r)
+                if x is not None and (best is None or x < best):
+                    best = x
+            if best is not None and best > o:
+                out.append(_local_order(g, o, best))
     return out
 
 

@@ -25,11 +25,10 @@ def check_matching(g: ProgramGraph) -> list[Diagnostic]:
     for ch in sorted(set(g.sends) | set(g.recvs)):
         src, dst = ch
         ss, rs = g.sends.get(ch, []), g.recvs.get(ch, [])
-        bad = [
-            k
-            for k, (o, p) in enumerate(zip(ss, rs))
-            if deps.payload(g.ops[o]) != deps.payload(g.ops[p])
-        ]
+        n = min(len(ss), len(rs))
+        sp = deps.payloads([g.ops[o] for o in ss[:n]])
+        rp = deps.payloads([g.ops[p] for p in rs[:n]])
+        bad = [] if sp == rp else [k for k, (x, y) in enumerate(zip(sp, rp)) if x != y]
         if bad:
             out.append(_mismatch(g, ch, bad[0], ss[bad[0]], rs[bad[0]], len(bad)))
         if len(ss) > len(rs):

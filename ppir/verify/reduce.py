@@ -22,10 +22,12 @@ from __future__ import annotations
 
 from ppir.diagnostics import Diagnostic, Note
 from ppir.ir import Reduce, deps, item_actions
-from ppir.ir.graph import ProgramGraph
+from ppir.ir.graph import REDUCE, ProgramGraph
 
 
 def check_reduces(g: ProgramGraph) -> list[Diagnostic]:
+    if REDUCE not in g.kind:  # every finding names a reduce, or needs one to exist
+        return []
     s = g.schedule
     where: dict[int, tuple[int, int]] = {}  # stage -> (rank, item) of its first reduce
     out: list[Diagnostic] = []
