@@ -144,25 +144,37 @@ def backward_input(outputs: list, grads: list, inputs: list, params: list):
         for h in hooks:
             h.remove()
     if not entangled:
-        for n, reached in frontier:
-            if n in kept:
-                work.starts.append((n, kept[n], [params[i] for i in reached]))
+        reached = dict(frontier)
+        # In the order I reached them (nearest the outputs first, as a whole backward runs
+        # them): W takes the starts back in that order (see backward_weight).
+        work.starts = [(n, g, [params[i] for i in reached[n]]) for n, g in kept.items()]
+        work.starts.reverse()
     it = iter(got)
     return [next(it) if x.requires_grad else None for x in inputs], work
 
 
 def backward_weight(work: WeightWork) -> None:
-    """W: add the weight gradients into ``param.grad`` (see the module docstring)."""
-    for node, grads, ps in work.starts:
+    """W: add the weight gradients into ``param.grad`` (see the module docstring).
+
+    ``work`` is used up: each kept gradient is let go as soon as its start has run, so the
+    next start's weight gradient can take its memory (holding them all to the end made every
+    W grow the process by the size of the kept gradients, and pay the page faults: 1.3 x B
+    instead of 1.05 on an 8-layer MLP on CPU)."""
+    starts, work.starts = work.starts, []
+    while starts:
+        node, grads, ps = starts.pop()
         edges = [GradientEdge(node, k) for k, g in enumerate(grads) if g is not None]
+        gs = [g for g in grads if g is not None]
+        del grads
         if edges:
-            gs = [g for g in grads if g is not None]
-            _accumulate(
-                ps, torch.autograd.grad(edges, ps, gs, retain_graph=True, allow_unused=True)
-            )
-    if work.whole and work.params:
-        outs = [o for o, _ in work.whole]
-        gs = [g for _, g in work.whole]
+            got = torch.autograd.grad(edges, ps, gs, retain_graph=True, allow_unused=True)
+            del gs
+            _accumulate(ps, got)
+    whole, work.whole = work.whole, []
+    if whole and work.params:
+        outs = [o for o, _ in whole]
+        gs = [g for _, g in whole]
+        del whole
         got = torch.autograd.grad(
             outs,
             work.params,
