@@ -16,6 +16,8 @@ nn = torch.nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
+from torch.autograd.graph import GradientEdge  # noqa: E402
+
 from ppir.torch.backward import backward_full, backward_input, backward_weight  # noqa: E402
 
 
@@ -138,3 +140,51 @@ def test_weight_pass_runs_no_input_path_node_again():
     backward_weight(work)
     assert in_i.count("GeluBackward0") == 3 and "GeluBackward0" not in ran
     assert ran.count("AddmmBackward0") == 3  # each Linear's weight half, once
+
+
+class SharedCast(nn.Module):
+    """A node on the parameters' side (``exp``, which saves its result) that two Linears of
+    the same depth share, and a weight-only output that shares it too: W must keep it for the
+    other W calls that run it."""
+
+    def __init__(self, weight_only: bool):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(6, 6) / 6)
+        self.weight_only = weight_only
+
+    def forward(self, x):
+        w = self.w.exp()
+        a, b = x @ w.T, torch.tanh(x) @ w
+        return (a + b, w.sum()) if self.weight_only else a + b
+
+
+@pytest.mark.parametrize("weight_only", [False, True])
+def test_a_node_shared_by_two_weight_calls_is_kept_for_the_second(weight_only):
+    torch.manual_seed(0)
+    mod = SharedCast(weight_only)
+    xs = [torch.randn(3, 6)]
+    with torch.no_grad():
+        y = mod(*xs)
+    grads = [torch.randn_like(t) for t in ([y] if isinstance(y, torch.Tensor) else y)]
+    dx_ref, g_ref, _ = run(mod, xs, grads, split=False)
+    dx, g, work = run(mod, xs, grads, split=True)
+    assert not work.recompute
+    for a, b in zip([*dx, *g], [*dx_ref, *g_ref]):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_weight_pass_frees_what_it_ran():
+    """W of an MLP lets each Linear's saved input go (``retain_graph=False`` where no other W
+    call needs the nodes): running a frontier node again afterwards fails."""
+    torch.manual_seed(0)
+    mod = nn.Sequential(*[m for _ in range(2) for m in (nn.Linear(6, 6), nn.GELU())])
+    x = torch.randn(4, 6, requires_grad=True)
+    y = mod(x)
+    _, work = backward_input([y], [torch.ones_like(y)], [x], list(mod.parameters()))
+    starts = [(n, g) for n, g, _, free in work.starts]
+    assert len(starts) == 2 and all(free for *_, free in work.starts)
+    backward_weight(work)
+    assert work.starts == [] and work.whole == []
+    node, g = starts[0]
+    with pytest.raises(RuntimeError, match="second time"):
+        torch.autograd.grad([GradientEdge(node, 0)], list(mod.parameters())[:1], list(g))
