@@ -188,3 +188,29 @@ def test_weight_pass_frees_what_it_ran():
     node, g = starts[0]
     with pytest.raises(RuntimeError, match="second time"):
         torch.autograd.grad([GradientEdge(node, 0)], list(mod.parameters())[:1], list(g))
+
+
+def test_weight_pass_accumulates_through_autograd():
+    """W adds into ``param.grad`` as a whole backward does: in place over an existing
+    gradient, and the parameters' post-accumulate hooks run (in W, not in I)."""
+    torch.manual_seed(0)
+    mod = nn.Sequential(nn.Linear(6, 6), nn.GELU(), nn.Linear(6, 6))
+    params = list(mod.parameters())
+    fired = []
+    for p in params:
+        p.register_post_accumulate_grad_hook(lambda p: fired.append(p))
+    x = torch.randn(4, 6, requires_grad=True)
+    for p in params:
+        p.grad = torch.ones_like(p)
+    before = [p.grad for p in params]
+    ref = [
+        torch.ones_like(p) + g for p, g in zip(params, torch.autograd.grad(mod(x).sum(), params))
+    ]
+    fired.clear()
+    y = mod(x)
+    _, work = backward_input([y], [torch.ones_like(y)], [x], params)
+    assert fired == []
+    backward_weight(work)
+    assert len(fired) == len(params)
+    for p, b, r in zip(params, before, ref):
+        assert p.grad is b and torch.allclose(p.grad, r, atol=1e-6)
