@@ -214,3 +214,27 @@ def test_weight_pass_accumulates_through_autograd():
     assert len(fired) == len(params)
     for p, b, r in zip(params, before, ref):
         assert p.grad is b and torch.allclose(p.grad, r, atol=1e-6)
+
+
+def test_input_pass_frees_what_only_it_needs():
+    """I lets the saved tensors of the input path's own nodes go as each runs (each GELU's
+    input), keeps those W needs (the Linears'), and leaves a graph whose input has a history
+    of its own whole."""
+    torch.manual_seed(0)
+    mod = nn.Sequential(*[m for _ in range(2) for m in (nn.Linear(6, 6), nn.GELU())])
+    params = list(mod.parameters())
+    for leaf in (True, False):
+        x0 = torch.randn(4, 6, requires_grad=True)
+        x = x0 if leaf else x0 * 2
+        y = mod(x)
+        gelus = [y.grad_fn, y.grad_fn.next_functions[0][0].next_functions[1][0]]
+        assert all(type(n).__name__ == "GeluBackward0" for n in gelus)
+        _, work = backward_input([y], [torch.ones_like(y)], [x], params)
+        for n in gelus:
+            if leaf:
+                with pytest.raises(RuntimeError, match="freed by backward_input"):
+                    _ = n._saved_self
+            else:
+                assert n._saved_self is not None
+        assert all(n._saved_mat1 is not None for n, *_ in work.starts)
+        backward_weight(work)

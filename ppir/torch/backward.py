@@ -21,9 +21,15 @@ Linear: its edges go to the input path and to the weight and bias).  Contract:
   one backward from the outputs to the parameters (correct, but it repeats I's work), and
   :attr:`WeightWork.recompute` says so.
 
-W frees what it runs (``retain_graph=False``: each Linear's saved input goes as its weight
-gradient comes) except the nodes that two of its calls run (a weight cast shared by two
-Linears, ...), which it keeps for the other call.  Gradients reach ``param.grad`` through
+Memory, as a whole backward frees it: I runs with ``retain_graph=True`` (W needs the frontier
+nodes' saved tensors), but each node of X that W never runs (a GELU's saved input, ...) lets
+its saved tensors go as soon as it has run (a post-hook registers a pack hook that drops them;
+unpacking one after that raises), unless an input has a history of its own (X may then reach
+into another graph).  W frees what it runs (``retain_graph=False``: each Linear's saved input
+goes as its weight gradient comes) except the nodes that two of its calls run (a weight cast
+shared by two Linears, ...), which it keeps for the other call.  Holding all of it to the end
+of W instead cost I + W 1.2-1.3 x B on CPU (8 x (Linear(512) + GELU), batch 256), in the page
+faults of memory a whole backward reuses.  Gradients reach ``param.grad`` through
 autograd's own accumulation (``torch.autograd.backward(..., inputs=params)``), as in a whole
 backward: created when ``None``, added in place otherwise, the parameters' hooks run.
 """
@@ -110,7 +116,7 @@ def _plan(outputs: list, inputs: list, params: list):
                 leaves.add(n)
         in_x[n] = x
         reach[n] = mask
-    frontier, entangled, runs = [], False, []
+    frontier, entangled, runs, x_only = [], False, [], []
     for n, x_node in in_x.items():
         if not x_node or n in input_nodes:
             continue
@@ -126,6 +132,8 @@ def _plan(outputs: list, inputs: list, params: list):
             frontier.append((n, [i for i in range(len(params)) if outside >> i & 1]))
             runs.append(heads)
             entangled = entangled or bool(outside & through_x)
+        else:
+            x_only.append(n)
     whole = [i for i, r in enumerate(roots) if r is not None and not in_x[r] and reach[r]]
     runs.append([roots[i] for i in whole])
     # Which W call runs each node outside X: the nodes leading to parameters from a start's
@@ -144,7 +152,9 @@ def _plan(outputs: list, inputs: list, params: list):
         ran.append(mine)
     private = [all(users[m] == 1 for m in mine) for mine in ran]
     frontier = [(n, ps, private[k]) for k, (n, ps) in enumerate(frontier)]
-    return frontier, whole, private[-1], entangled
+    if any(x.requires_grad and x.grad_fn is not None for x in inputs):
+        x_only = []  # X may reach into the graph that made the inputs: leave it whole
+    return frontier, whole, private[-1], x_only, entangled
 
 
 def backward_input(outputs: list, grads: list, inputs: list, params: list):
@@ -154,7 +164,7 @@ def backward_input(outputs: list, grads: list, inputs: list, params: list):
     work = WeightWork(params=params)
     if not outputs:
         return [None] * len(inputs), work
-    frontier, whole, free_whole, entangled = _plan(outputs, inputs, params)
+    frontier, whole, free_whole, x_only, entangled = _plan(outputs, inputs, params)
     needs = [x for x in inputs if x.requires_grad]
     if entangled:
         work.recompute = True
@@ -167,6 +177,8 @@ def backward_input(outputs: list, grads: list, inputs: list, params: list):
     if not entangled:
         for n, _, _ in frontier:
             hooks.append(n.register_prehook(lambda g, n=n: kept.__setitem__(n, g)))
+        for n in x_only:
+            hooks.append(n.register_hook(lambda gi, go, n=n: _drop_saved(n)))
     connected = [i for i, o in enumerate(outputs) if i not in set(whole)]
     try:
         if needs and connected:
@@ -192,14 +204,42 @@ def backward_input(outputs: list, grads: list, inputs: list, params: list):
     return [next(it) if x.requires_grad else None for x in inputs], work
 
 
+def _saved_gone(_):
+    raise RuntimeError(
+        "ppir: this node's saved tensors were freed by backward_input (only the input "
+        "gradient needed them): backward through a stage's input path once"
+    )
+
+
+_SAVED_NAMES: dict = {}
+
+
+def _drop_saved(node) -> None:
+    """Free the tensors ``node`` saved for its backward, once it has run in I and nothing
+    will run it again (what ``retain_graph=False`` does, node by node): the pack hook drops
+    the tensor, the unpack hook says why it is gone."""
+    names = _SAVED_NAMES.get(type(node))
+    if names is None:
+        names = _SAVED_NAMES[type(node)] = [a for a in dir(node) if a.startswith("_raw_saved_")]
+    for name in names:
+        saved = getattr(node, name)
+        for st in saved if isinstance(saved, (list, tuple)) else (saved,):
+            try:
+                st.register_hooks(_drop, _saved_gone)
+            except RuntimeError:  # None, already freed, or hooks of its own: leave it
+                pass
+
+
+def _drop(_):
+    return None
+
+
 def backward_weight(work: WeightWork) -> None:
     """W: add the weight gradients into ``param.grad`` (see the module docstring).
 
     ``work`` is used up: each kept gradient is let go as soon as its start has run, and each
     start frees the saved tensors of what it ran where no other start needs them, so the next
-    weight gradient takes their memory.  (Holding all of it to the end grew every W by the
-    size of the kept gradients and saved inputs, in fresh pages: on CPU the page faults made
-    I + W 1.2-1.3 x B on 8 x (Linear(512) + GELU), batch 256.)"""
+    weight gradient takes their memory."""
     starts, work.starts = work.starts, []
     while starts:
         node, grads, ps, free = starts.pop()
