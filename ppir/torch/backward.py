@@ -87,9 +87,10 @@ def _postorder(roots: list) -> tuple[list, dict]:
 
 def _plan(outputs: list, inputs: list, params: list):
     """(frontier [(node, params reached outside X, private)], weight-only outputs, whole
-    private, entangled).  Parameter sets are int bitmasks (no per-node set objects: this runs
-    at every I).  A W call is *private* when no node it runs (other than parameter leaves)
-    is run by another W call: it may then free the graph behind it (``retain_graph=False``)."""
+    private, the other nodes of X (which W never runs), entangled).  Parameter sets are int
+    bitmasks (no per-node set objects: this runs at every I).  A W call is *private* when no
+    node it runs (other than parameter leaves) is run by another W call: it may then free the
+    graph behind it (``retain_graph=False``)."""
     input_nodes = {_node(x) for x in inputs if x.requires_grad}
     leaf_bit, param_bit = {}, {}  # leaf parameters by id (its AccumulateGrad's .variable)
     for i, p in enumerate(params):
@@ -105,15 +106,14 @@ def _plan(outputs: list, inputs: list, params: list):
     for n in order:
         kids = kids_of[n]
         x = n in input_nodes
+        mask = param_bit.get(n, 0)
         if kids:
-            mask = param_bit.get(n, 0)
             for c in kids:
                 x = x or in_x[c]
                 mask |= reach[c]
-        else:
-            mask = leaf_bit.get(id(getattr(n, "variable", None)), 0)
-            if mask:
-                leaves.add(n)
+        elif leaf := leaf_bit.get(id(getattr(n, "variable", None)), 0):
+            mask |= leaf
+            leaves.add(n)
         in_x[n] = x
         reach[n] = mask
     frontier, entangled, runs, x_only = [], False, [], []
