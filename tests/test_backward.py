@@ -16,6 +16,8 @@ nn = torch.nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
+from torch.autograd.graph import GradientEdge  # noqa: E402
+
 from ppir.torch.backward import backward_full, backward_input, backward_weight  # noqa: E402
 
 
@@ -138,3 +140,101 @@ def test_weight_pass_runs_no_input_path_node_again():
     backward_weight(work)
     assert in_i.count("GeluBackward0") == 3 and "GeluBackward0" not in ran
     assert ran.count("AddmmBackward0") == 3  # each Linear's weight half, once
+
+
+class SharedCast(nn.Module):
+    """A node on the parameters' side (``exp``, which saves its result) that two Linears of
+    the same depth share, and a weight-only output that shares it too: W must keep it for the
+    other W calls that run it."""
+
+    def __init__(self, weight_only: bool):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(6, 6) / 6)
+        self.weight_only = weight_only
+
+    def forward(self, x):
+        w = self.w.exp()
+        a, b = x @ w.T, torch.tanh(x) @ w
+        return (a + b, w.sum()) if self.weight_only else a + b
+
+
+@pytest.mark.parametrize("weight_only", [False, True])
+def test_a_node_shared_by_two_weight_calls_is_kept_for_the_second(weight_only):
+    torch.manual_seed(0)
+    mod = SharedCast(weight_only)
+    xs = [torch.randn(3, 6)]
+    with torch.no_grad():
+        y = mod(*xs)
+    grads = [torch.randn_like(t) for t in ([y] if isinstance(y, torch.Tensor) else y)]
+    dx_ref, g_ref, _ = run(mod, xs, grads, split=False)
+    dx, g, work = run(mod, xs, grads, split=True)
+    assert not work.recompute
+    for a, b in zip([*dx, *g], [*dx_ref, *g_ref]):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_weight_pass_frees_what_it_ran():
+    """W of an MLP lets each Linear's saved input go (``retain_graph=False`` where no other W
+    call needs the nodes): running a frontier node again afterwards fails."""
+    torch.manual_seed(0)
+    mod = nn.Sequential(*[m for _ in range(2) for m in (nn.Linear(6, 6), nn.GELU())])
+    x = torch.randn(4, 6, requires_grad=True)
+    y = mod(x)
+    _, work = backward_input([y], [torch.ones_like(y)], [x], list(mod.parameters()))
+    starts = [(n, g) for n, g, _, free in work.starts]
+    assert len(starts) == 2 and all(free for *_, free in work.starts)
+    backward_weight(work)
+    assert work.starts == [] and work.whole == []
+    node, g = starts[0]
+    with pytest.raises(RuntimeError, match="second time"):
+        torch.autograd.grad([GradientEdge(node, 0)], list(mod.parameters())[:1], list(g))
+
+
+def test_weight_pass_accumulates_through_autograd():
+    """W adds into ``param.grad`` as a whole backward does: in place over an existing
+    gradient, and the parameters' post-accumulate hooks run (in W, not in I)."""
+    torch.manual_seed(0)
+    mod = nn.Sequential(nn.Linear(6, 6), nn.GELU(), nn.Linear(6, 6))
+    params = list(mod.parameters())
+    fired = []
+    for p in params:
+        p.register_post_accumulate_grad_hook(lambda p: fired.append(p))
+    x = torch.randn(4, 6, requires_grad=True)
+    for p in params:
+        p.grad = torch.ones_like(p)
+    before = [p.grad for p in params]
+    ref = [
+        torch.ones_like(p) + g for p, g in zip(params, torch.autograd.grad(mod(x).sum(), params))
+    ]
+    fired.clear()
+    y = mod(x)
+    _, work = backward_input([y], [torch.ones_like(y)], [x], params)
+    assert fired == []
+    backward_weight(work)
+    assert len(fired) == len(params)
+    for p, b, r in zip(params, before, ref):
+        assert p.grad is b and torch.allclose(p.grad, r, atol=1e-6)
+
+
+def test_input_pass_frees_what_only_it_needs():
+    """I lets the saved tensors of the input path's own nodes go as each runs (each GELU's
+    input), keeps those W needs (the Linears'), and leaves a graph whose input has a history
+    of its own whole."""
+    torch.manual_seed(0)
+    mod = nn.Sequential(*[m for _ in range(2) for m in (nn.Linear(6, 6), nn.GELU())])
+    params = list(mod.parameters())
+    for leaf in (True, False):
+        x0 = torch.randn(4, 6, requires_grad=True)
+        x = x0 if leaf else x0 * 2
+        y = mod(x)
+        gelus = [y.grad_fn, y.grad_fn.next_functions[0][0].next_functions[1][0]]
+        assert all(type(n).__name__ == "GeluBackward0" for n in gelus)
+        _, work = backward_input([y], [torch.ones_like(y)], [x], params)
+        for n in gelus:
+            if leaf:
+                with pytest.raises(RuntimeError, match="freed by backward_input"):
+                    _ = n._saved_self
+            else:
+                assert n._saved_self is not None
+        assert all(n._saved_mat1 is not None for n, *_ in work.starts)
+        backward_weight(work)
