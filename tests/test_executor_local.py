@@ -3,6 +3,7 @@ every hand-off is local, plus the runtime's error messages.  Fast; needs torch."
 
 from __future__ import annotations
 
+import sys
 import types
 
 import pytest
@@ -234,3 +235,36 @@ def test_gpt_example_trains_in_one_process():
     finally:
         gpt.CONFIG.clear()
         gpt.CONFIG.update(old)
+
+
+def test_rank_output_is_written_a_whole_line_at_a_time(monkeypatch):
+    # Ranks share the launcher's stdout; under PYTHONUNBUFFERED print() wrote the text and its
+    # newline in two writes, and two ranks' lines spliced ("... msverify-params: ...").
+    import io
+
+    from ppir.torch.run import whole_lines
+
+    class Raw(io.RawIOBase):
+        def __init__(self):
+            self.writes = []
+
+        def writable(self):
+            return True
+
+        def write(self, b):
+            self.writes.append(bytes(b))
+            return len(b)
+
+    streams = {}
+    for name in ("stdout", "stderr"):
+        raw = Raw()
+        streams[name] = raw
+        monkeypatch.setattr(sys, name, io.TextIOWrapper(raw, write_through=True))  # as -u
+    print("step 2", flush=True)
+    assert streams["stdout"].writes == [b"step 2", b"\n"]  # what splices
+    whole_lines()
+    print("step 3", flush=True)
+    print("verify-params: ok")
+    print("error", file=sys.stderr)
+    assert streams["stdout"].writes[2:] == [b"step 3\n", b"verify-params: ok\n"]
+    assert streams["stderr"].writes == [b"error\n"]

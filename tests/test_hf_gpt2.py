@@ -57,7 +57,9 @@ def test_tied_weights_stay_identical_after_three_optimizer_steps(schedule):
                  "--lr", "0.1")  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     assert "verify-grads: largest |grad diff|" in res.stdout and ": OK" in res.stdout
-    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("verify-params"))
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("verify-params")]
+    assert lines, res.stdout + res.stderr
+    line = lines[0]
     assert "tied copies differ by at most 0.000e+00: OK" in line, line
     assert "tied 'transformer.wte.weight = lm_head.weight' on stages [0, " in line, line
 

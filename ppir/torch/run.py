@@ -228,11 +228,22 @@ def quiet_numpy_warning() -> None:
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 
+def whole_lines() -> None:
+    """Every rank shares the launcher's stdout and stderr: write each line in one piece, so that
+    the lines of two ranks never splice (under ``python -u`` / PYTHONUNBUFFERED, ``print``
+    would write the text and its newline separately)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(write_through=False, line_buffering=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     from ppir.torch.failures import die_with_parent
 
     die_with_parent()
     quiet_numpy_warning()
+    whole_lines()
     args = build_parser().parse_args(argv)
     from ppir.plan import PlanError, load_plan
 
