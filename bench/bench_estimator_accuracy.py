@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_executor import run_launched, timed  # noqa: E402  (same launcher and step timer)
+from bench_executor import run_launched, run_step, runtime_for, timed  # noqa: E402  (same launcher, runtime and step timer)
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = [("1f1b", 1), ("interleaved_1f1b", 2), ("zb_h1", 1), ("zbv", 2)]
@@ -122,11 +122,11 @@ class _Holder:
 def bench_rank(ctx, model, args) -> dict:
     import torch
     import torch.distributed as dist
-    from ppir.backends.cuda import build_plan, runtime
-    from ppir.backends.cuda.model import split_batch
 
+    from ppir.plan import build_plan
     from ppir.profile.launch import _program
     from ppir.profile.worker import Profiler
+    from ppir.torch.model import split_batch
 
     P, M = ctx.world, args.microbatches
     prof = None
@@ -137,19 +137,17 @@ def bench_rank(ctx, model, args) -> dict:
         prof = Profiler(ctx.rank, P, pieces, model, prog, sched, M, ctx.device)
     runs = {}
     for name, v in CASES:
-        runs[name] = runtime.prepare(ctx, build_plan(program(name, P, M, v)), model)
+        runs[name] = runtime_for(ctx, build_plan(program(name, P, M, v)), model)
     mb_in, mb_tgt = split_batch(model, 0, M, ctx.device, ctx.rank)
 
-    def step(ex):
-        for m in ex.modules:
-            m.zero_grad(set_to_none=True)
-        ex.step(mb_in, mb_tgt)
+    def step(rt):
+        run_step(rt, mb_in, mb_tgt)
 
     held = {}
     for name, ex in runs.items():
         step(ex)
         step(ex)
-        live = LiveSaved([p for m in ex.modules for p in m.parameters()])
+        live = LiveSaved([p for m in ex.stages for p in m.parameters()])
         with torch.autograd.graph.saved_tensors_hooks(live.pack, live.unpack):
             step(ex)
         peak = torch.zeros(P)
@@ -180,8 +178,9 @@ def bench_rank(ctx, model, args) -> dict:
 def worker(args) -> None:
     import torch
     import torch.distributed as dist
-    from ppir.backends.cuda import procgroup
-    from ppir.backends.cuda.model import load_model, parse_options
+
+    from ppir.torch import procgroup
+    from ppir.torch.model import load_model, parse_options
 
     torch.set_num_threads(1)
     ctx = procgroup.init(device="cpu", timeout_s=300)
@@ -215,12 +214,11 @@ def gpt_shape(opts: dict, M: int):
 
 
 def predict(P: int, args, cost_file: str) -> dict:
-    from ppir.backends.cuda.model import parse_options
-
     from ppir.analysis.config import load_config_file, make_config
     from ppir.analysis.estimate import estimate
     from ppir.analysis.footprint import activation_peaks, footprint
     from ppir.analysis.memory import analyze_memory
+    from ppir.torch.model import parse_options
 
     cfg = make_config(load_config_file(cost_file), cost_file)
     shape = gpt_shape(parse_options(args.module_opt), args.microbatches)
@@ -241,9 +239,8 @@ def predict(P: int, args, cost_file: str) -> dict:
 
 
 def profile_spec(P: int, args):
-    from ppir.backends.cuda.model import parse_options
-
     from ppir.profile.launch import ProfileSpec
+    from ppir.torch.model import parse_options
 
     return ProfileSpec(
         args.module,
