@@ -11,8 +11,6 @@ process, then :class:`ProfileFailed`).
 from __future__ import annotations
 
 import datetime
-import importlib
-import importlib.util
 import json
 import os
 import socket
@@ -67,34 +65,15 @@ def check_spec(spec: ProfileSpec) -> None:
 
 
 def load_model(spec: str, options: dict | None = None):
-    """Import a model module (a .py path or a dotted name), check its API, apply options."""
-    path = Path(spec)
-    if spec.endswith(".py") or path.is_file():
-        if not path.is_file():
-            raise ProfileError(f"model file {spec} does not exist")
-        name = f"ppir_profiled_{path.stem}"
-        mod = sys.modules.get(name)
-        if mod is None:
-            loader = importlib.util.spec_from_file_location(name, path)
-            mod = importlib.util.module_from_spec(loader)
-            sys.modules[name] = mod
-            loader.loader.exec_module(mod)
-    else:
-        try:
-            mod = importlib.import_module(spec)
-        except ModuleNotFoundError as e:
-            raise ProfileError(f"cannot import model {spec!r}: {e}") from None
-    missing = [n for n in REQUIRED if not callable(getattr(mod, n, None))]
-    if missing:
-        raise ProfileError(
-            f"model {spec!r} lacks {', '.join(missing)} (a model module defines "
-            f"{', '.join(REQUIRED)})"
-        )
-    if options:
-        if not callable(getattr(mod, "configure", None)):
-            raise ProfileError(f"model {spec!r} takes no options (it has no configure())")
-        mod.configure(**options)
-    return mod
+    """The runtime's :func:`ppir.torch.model.load_model` (import, check the API, apply
+    options), its :class:`ModelError` raised as a :class:`ProfileError`."""
+    from ppir.torch.errors import ModelError
+    from ppir.torch.model import load_model as load
+
+    try:
+        return load(spec, options)
+    except ModelError as e:
+        raise ProfileError(str(e)) from None
 
 
 def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str) -> None:
