@@ -16,11 +16,13 @@ Contract:
   in the user's code when no launcher collects it), and the torchelastic error file
   (``$TORCHELASTIC_ERROR_FILE``, torch's format) with a ``ppir`` record that the launcher reads:
   ``rank``, ``time``, ``kind`` (``own``, ``comm`` or ``secondary``), ``message``, ``first``,
-  ``peers``, ``timeout``, ``traceback``.
+  ``peers``, ``timeout``, ``traceback``.  The file is replaced atomically, so the launcher
+  never reads half of it, however the rank is stopped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import datetime
 import json
@@ -199,8 +201,14 @@ def _write_error_file(rank, kind, message, first, tb, peers=(), timeout=False) -
             "traceback": tb,
         },
     }
+    # Written whole or not at all: the launcher parses this file when the rank ends, and a
+    # rank stopped halfway through a plain write would leave an empty or partial file that
+    # torch's agent cannot parse (it raises instead of reporting the failure).
+    tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        with open(path, "w") as f:
+        with open(tmp, "w") as f:
             json.dump(rec, f)
+        os.replace(tmp, path)
     except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
