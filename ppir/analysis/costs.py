@@ -52,7 +52,8 @@ KINDS = (OpKind.F, OpKind.B, OpKind.I, OpKind.W)
 class Costs:
     """Durations in ticks: ``op[stage][kind]``; ``intra``/``inter`` the time of one message
     within a node / between nodes (``ranks_per_node`` ranks per node); ``nbytes`` one message's
-    size; ``overlap`` the F&B ratio (None: 1)."""
+    size; ``overlap`` the F&B ratio (None: 1).  Stages of equal durations may share one
+    ``op`` row: the rows are read-only."""
 
     op: tuple[dict[OpKind, int | float], ...]
     intra: int | float = 0
@@ -182,17 +183,20 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
             OpKind.I: cfg.I + extra,
             OpKind.W: cfg.W,
         }
-        op = [{k: f * mult[k] for k in KINDS} for f in fwd]
+        rows: dict = {}  # stages of equal forward time share one row (65,536 stages, few values)
+        op = [rows.get(f) or rows.setdefault(f, {k: f * mult[k] for k in KINDS}) for f in fwd]
         nbytes = float(cfg.model.message_bytes()) if cfg.model is not None else 0.0
     intra, inter = cfg.intra.time(nbytes), cfg.inter.time(nbytes)
-    values = [d for row in op for d in row.values()] + [intra, inter]
+    distinct = list({id(row): row for row in op}.values())
+    values = {d for row in distinct for d in row.values()} | {intra, inter}
     rpn = cfg.ranks_per_node
     if all(isinstance(x, (int, Fraction)) for x in values):
         den = 1
-        for x in values + ([ratio] if ratio is not None else []):
+        for x in values | ({ratio} if ratio is not None else set()):
             den = math.lcm(den, Fraction(x).denominator)
+        ticks = {id(row): {k: int(d * den) for k, d in row.items()} for row in distinct}
         return Costs(
-            tuple({k: int(d * den) for k, d in row.items()} for row in op),
+            tuple(ticks[id(row)] for row in op),
             int(intra * den),
             int(inter * den),
             rpn,
@@ -201,8 +205,9 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
             True,
             ratio,
         )
+    floats = {id(row): {k: float(d) for k, d in row.items()} for row in distinct}
     return Costs(
-        tuple({k: float(d) for k, d in row.items()} for row in op),
+        tuple(floats[id(row)] for row in op),
         float(intra),
         float(inter),
         rpn,
