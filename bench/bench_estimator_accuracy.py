@@ -73,50 +73,78 @@ def program(name: str, P: int, M: int, v: int):
 
 
 # ------------------------------------------------------------------ measured (in the ranks)
-class LiveSaved:
-    """Saved-tensor hooks tracking the bytes autograd holds (distinct tensors, a view counting
-    its own bytes; parameters excluded) and their peak: a holder per saved tensor, released
-    with the graph."""
+class LiveActivations:
+    """The bytes of the storages autograd saved for the backward of this rank's stages (each
+    storage once, parameters excluded), sampled after every instruction of a step; ``peak`` is
+    their maximum.
 
-    def __init__(self, params):
-        self.skip = {p.data_ptr() for p in params}
-        self.refs: dict[tuple, list] = {}
-        self.live = self.peak = 0
+    No saved-tensor hooks: with pack/unpack hooks set, the runtime's split backward cannot free
+    a saved tensor early (:func:`ppir.torch.backward._drop_saved`), so hooks would measure a
+    runtime that holds more than the real one.  Instead, after each F the stage's new autograd
+    graph is walked once and every saved tensor's storage is recorded by weak reference
+    (``StorageWeakRef``): a storage counts while anything (autograd, the runtime) still holds
+    it, which is the memory the step really keeps.  The peak falls after an F (F only adds,
+    B, I and W only free), so sampling at instruction boundaries sees it."""
 
-    def pack(self, t):
-        key = (t.data_ptr(), t.numel() * t.element_size())
-        if key[0] in self.skip or not key[1]:
-            return t
-        return _Holder(self, t, key, key[1])
+    def __init__(self, rt):
+        from torch.multiprocessing.reductions import StorageWeakRef
 
-    @staticmethod
-    def unpack(h):
-        return h.t if isinstance(h, _Holder) else h
+        self._ref = StorageWeakRef
+        self.skip = {p.untyped_storage().data_ptr() for m in rt.stages for p in m.parameters()}
+        self.refs: dict[int, tuple] = {}  # storage data_ptr -> (weak ref, bytes)
+        self.peak = 0
+        ex = rt.executor
+        for op in ("F", "B", "I", "W", "group", "wait", "reduce"):
+            setattr(ex, f"_op_{op}", self._after(ex, op, getattr(ex, f"_op_{op}")))
 
-    def add(self, ptr: tuple, n: int) -> None:
-        ref = self.refs.setdefault(ptr, [0, n])
-        if ref[0] == 0:
-            self.live += n
-            self.peak = max(self.peak, self.live)
-        ref[0] += 1
+    def _after(self, ex, op, fn):
+        def run(ins):
+            fn(ins)
+            if op == "F":
+                self._record(ex.saved[(ins["stage"], ins["mb"])].outputs)
+            self.sample()
 
-    def drop(self, ptr: tuple) -> None:
-        ref = self.refs[ptr]
-        ref[0] -= 1
-        if ref[0] == 0:
-            self.live -= ref[1]
-            del self.refs[ptr]
+        return run
 
+    def _record(self, outputs) -> None:
+        import torch
 
-class _Holder:
-    __slots__ = ("owner", "t", "ptr")
+        seen, stack = set(), [o.grad_fn for o in outputs if o.grad_fn is not None]
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            for name in dir(node):
+                if name.startswith("_saved_"):
+                    value = getattr(node, name)
+                    for t in value if isinstance(value, (tuple, list)) else (value,):
+                        if isinstance(t, torch.Tensor):
+                            self._add(t)
+            stack.extend(c for c, _ in node.next_functions if c is not None)
 
-    def __init__(self, owner, t, ptr, n):
-        self.owner, self.t, self.ptr = owner, t, ptr
-        owner.add(ptr, n)
+    def _add(self, t) -> None:
+        st = t.untyped_storage()
+        ptr, n = st.data_ptr(), st.nbytes()
+        if not n or ptr in self.skip:
+            return
+        old = self.refs.get(ptr)
+        if old is None or old[0].expired():
+            self.refs[ptr] = (self._ref(st), n)
 
-    def __del__(self):
-        self.owner.drop(self.ptr)
+    def sample(self) -> int:
+        live = 0
+        for ptr, (ref, n) in list(self.refs.items()):
+            if ref.expired():
+                del self.refs[ptr]
+            else:
+                live += n
+        self.peak = max(self.peak, live)
+        return live
+
+    def close(self, rt) -> None:
+        for op in ("F", "B", "I", "W", "group", "wait", "reduce"):
+            delattr(rt.executor, f"_op_{op}")
 
 
 def bench_rank(ctx, model, args) -> dict:
@@ -147,9 +175,9 @@ def bench_rank(ctx, model, args) -> dict:
     for name, ex in runs.items():
         step(ex)
         step(ex)
-        live = LiveSaved([p for m in ex.stages for p in m.parameters()])
-        with torch.autograd.graph.saved_tensors_hooks(live.pack, live.unpack):
-            step(ex)
+        live = LiveActivations(ex)
+        step(ex)
+        live.close(ex)
         peak = torch.zeros(P)
         peak[ctx.rank] = live.peak
         dist.all_reduce(peak)
