@@ -91,8 +91,9 @@ class LiveActivations:
 
         self._ref = StorageWeakRef
         self.skip = {p.untyped_storage().data_ptr() for m in rt.stages for p in m.parameters()}
-        self.refs: dict[int, tuple] = {}  # storage data_ptr -> (weak ref, bytes)
-        self.peak = 0
+        self.refs: dict[int, tuple] = {}  # storage data_ptr -> (weak ref, bytes): saved tensors
+        self.kept: dict[int, tuple] = {}  # the same for the gradients I keeps for W
+        self.peak = self.peak_saved = 0
         ex = rt.executor
         for op in ("F", "B", "I", "W", "group", "wait", "reduce"):
             setattr(ex, f"_op_{op}", self._after(ex, op, getattr(ex, f"_op_{op}")))
@@ -102,6 +103,15 @@ class LiveActivations:
             fn(ins)
             if op == "F":
                 self._record(ex.saved[(ins["stage"], ins["mb"])].outputs)
+            elif op == "I":  # the gradients I keeps for W (at the weight nodes' outputs)
+                work = ex.weight_todo[(ins["stage"], ins["mb"])]
+                for _, grads, _, _ in work.starts:
+                    for g in grads:
+                        if g is not None:
+                            self._add(g, self.kept)
+                for _, g in work.whole:
+                    if g is not None:
+                        self._add(g, self.kept)
             self.sample()
 
         return run
@@ -123,24 +133,36 @@ class LiveActivations:
                             self._add(t)
             stack.extend(c for c, _ in node.next_functions if c is not None)
 
-    def _add(self, t) -> None:
+    def _add(self, t, refs=None) -> None:
+        refs = self.refs if refs is None else refs
         st = t.untyped_storage()
         ptr, n = st.data_ptr(), st.nbytes()
         if not n or ptr in self.skip:
             return
-        old = self.refs.get(ptr)
+        old = refs.get(ptr)
         if old is None or old[0].expired():
-            self.refs[ptr] = (self._ref(st), n)
+            refs[ptr] = (self._ref(st), n)
 
-    def sample(self) -> int:
+    @staticmethod
+    def _live(refs: dict) -> int:
         live = 0
-        for ptr, (ref, n) in list(self.refs.items()):
+        for ptr, (ref, n) in list(refs.items()):
             if ref.expired():
-                del self.refs[ptr]
+                del refs[ptr]
             else:
                 live += n
-        self.peak = max(self.peak, live)
         return live
+
+    def sample(self) -> int:
+        saved = self._live(self.refs)
+        kept = sum(n for p, (_, n) in self._live_items(self.kept) if p not in self.refs)
+        self.peak = max(self.peak, saved + kept)
+        self.peak_saved = max(self.peak_saved, saved)
+        return saved + kept
+
+    def _live_items(self, refs: dict):
+        self._live(refs)
+        return refs.items()
 
     def close(self, rt) -> None:
         for op in ("F", "B", "I", "W", "group", "wait", "reduce"):
@@ -178,10 +200,11 @@ def bench_rank(ctx, model, args) -> dict:
         live = LiveActivations(ex)
         step(ex)
         live.close(ex)
-        peak = torch.zeros(P)
-        peak[ctx.rank] = live.peak
+        peak = torch.zeros(2, P, dtype=torch.float64)
+        peak[:, ctx.rank] = torch.tensor([live.peak, live.peak_saved], dtype=torch.float64)
         dist.all_reduce(peak)
-        held[name] = peak.tolist()
+        held[name] = peak[0].tolist()
+        held[name + " saved"] = peak[1].tolist()
     if prof is not None:
         for i in range(2):
             prof.step(split=i % 2 == 1, record=False)
@@ -336,6 +359,9 @@ def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bo
             f"{h / 1024:.0f}/{m / 1024:.0f}/{p / 1024:.0f}" for h, m, p in zip(held, model, prof)
         )
         print(f"  {name:22s} {cells}   model worst |error| {max(errs, default=0):.1%}")
+        if name in ("zb_h1", "zbv"):
+            saved = " ".join(f"{h / 1024:.0f}" for h in meas["held"][name + " saved"])
+            print(f"  {'':22s} saved tensors alone (no gradients kept for W): {saved}")
     return same
 
 
