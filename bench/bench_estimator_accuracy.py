@@ -53,6 +53,11 @@ def parse_args(argv=None):
     p.add_argument(
         "--module-opt", action="append", default=None, help=f"default: {' '.join(DEFAULT_OPTS)}"
     )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="also time one step's instructions by kind on every rank against the profile",
+    )
     p.add_argument("--worker", metavar="OUT", help=argparse.SUPPRESS)
     p.add_argument("--P", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -169,6 +174,36 @@ class LiveActivations:
             delattr(rt.executor, f"_op_{op}")
 
 
+class OpTimes:
+    """Wall seconds of each kind of instruction over one step (compute per stage; posts and
+    waits of message groups), and the step's total: what the runtime spends where, to hold
+    against the profile's per-op costs."""
+
+    KINDS = ("F", "B", "I", "W", "group", "wait", "reduce")
+
+    def __init__(self, rt):
+        import time
+
+        self.clock = time.perf_counter
+        self.sums: dict[str, float] = {}
+        ex = rt.executor
+        for op in self.KINDS:
+            setattr(ex, f"_op_{op}", self._timed(op, getattr(ex, f"_op_{op}")))
+
+    def _timed(self, op, fn):
+        def run(ins):
+            t = self.clock()
+            fn(ins)
+            key = f"{op}{ins['stage']}" if op in "FBIW" else op
+            self.sums[key] = self.sums.get(key, 0.0) + self.clock() - t
+
+        return run
+
+    def close(self, rt) -> None:
+        for op in self.KINDS:
+            delattr(rt.executor, f"_op_{op}")
+
+
 def bench_rank(ctx, model, args) -> dict:
     import torch
     import torch.distributed as dist
@@ -205,6 +240,15 @@ def bench_rank(ctx, model, args) -> dict:
         dist.all_reduce(peak)
         held[name] = peak[0].tolist()
         held[name + " saved"] = peak[1].tolist()
+    spent = {}
+    for name, ex in runs.items():  # where one step's time goes, per rank (--explain)
+        if args.explain:
+            ops = OpTimes(ex)
+            t = timed(lambda ex=ex: step(ex))
+            ops.close(ex)
+            got = [None] * P
+            dist.all_gather_object(got, ops.sums | {"step": t})
+            spent[name] = got
     if prof is not None:
         for i in range(2):
             prof.step(split=i % 2 == 1, record=False)
@@ -215,7 +259,7 @@ def bench_rank(ctx, model, args) -> dict:
             dist.barrier()
         for k, ex in runs.items():
             times[k].append(timed(lambda ex=ex: step(ex)))
-    out = {"times": times, "held": held}
+    out = {"times": times, "held": held, "spent": spent}
     if prof is not None:
         from ppir.profile.launch import gather
 
@@ -330,6 +374,38 @@ def print_costs(P: int, path: str) -> None:
     )
 
 
+def explain(P: int, args, path: str, meas: dict) -> None:
+    """Per schedule and rank: the compute time of one step by kind, measured in the run against
+    the profile's per-op costs summed over the same ops, and the time in message posts/waits and
+    outside any instruction (the executor's own Python)."""
+    from collections import Counter
+
+    from ppir.analysis.config import load_config_file, make_config
+
+    measured = make_config(load_config_file(path), path).measured
+    print("  where one step goes (ms, measured in the run / the profile's costs of the same ops):")
+    for name, v in CASES:
+        s = program(name, P, args.microbatches, v)
+        m = measured.fit(s.stages)
+        for r, got in enumerate(meas["spent"][name]):
+            ops = Counter((a.kind.value, a.stage) for a in s.compute_actions(r))
+            cells = []
+            busy_run = busy_prof = 0.0
+            for k in "FBIW":
+                run = sum(got.get(f"{k}{st}", 0.0) for (kk, st) in ops if kk == k)
+                prof = sum(n * getattr(m, k)[st] for (kk, st), n in ops.items() if kk == k)
+                if run or prof:
+                    cells.append(f"{k} {run * 1e3:6.1f}/{prof * 1e3:6.1f}")
+                busy_run, busy_prof = busy_run + run, busy_prof + prof
+            comm = got.get("group", 0.0) + got.get("wait", 0.0)
+            inside = busy_run + comm + got.get("reduce", 0.0)
+            print(
+                f"  {name:18s} r{r}: {'  '.join(cells)}  compute {busy_run / busy_prof:4.2f}x; "
+                f"post+wait {comm * 1e3:6.1f}, outside {(got['step'] - inside) * 1e3:5.1f}, "
+                f"step {got['step'] * 1e3:6.1f}"
+            )
+
+
 def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bool:
     print(f"P={P}: schedule            predicted   measured median (min)   |error| (vs min)")
     for name, _ in CASES:
@@ -391,6 +467,8 @@ def main(argv=None) -> int:
             pred = predict(P, args, path)
             print_costs(P, path)
             rankings.append(report(P, pred, meas, errors, mem_errors))
+            if args.explain:
+                explain(P, args, path, meas)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     print(
         f"\nstep time |error|: median {statistics.median(errors):.1%}, worst {max(errors):.1%} "
