@@ -186,6 +186,8 @@ class OpTimes:
 
         self.clock = time.perf_counter
         self.sums: dict[str, float] = {}
+        self.spans: list = []
+        self.t0 = 0.0
         ex = rt.executor
         for op in self.KINDS:
             setattr(ex, f"_op_{op}", self._timed(op, getattr(ex, f"_op_{op}")))
@@ -194,8 +196,14 @@ class OpTimes:
         def run(ins):
             t = self.clock()
             fn(ins)
+            end = self.clock()
             key = f"{op}{ins['stage']}" if op in "FBIW" else op
-            self.sums[key] = self.sums.get(key, 0.0) + self.clock() - t
+            if op == "group" and ins.get("deferred"):
+                key = "post"  # a deferred group: posted here, waited on by a later 'wait'
+
+            self.sums[key] = self.sums.get(key, 0.0) + end - t
+            if op in "FBIW":  # (kind, stage, mb, start, end) from the step's start
+                self.spans.append((op, ins["stage"], ins["mb"], t - self.t0, end - self.t0))
 
         return run
 
@@ -244,10 +252,14 @@ def bench_rank(ctx, model, args) -> dict:
     for name, ex in runs.items():  # where one step's time goes, per rank (--explain)
         if args.explain:
             ops = OpTimes(ex)
-            t = timed(lambda ex=ex: step(ex))
+            dist.barrier()
+            ops.t0 = ops.clock()
+            step(ex)
+            dist.barrier()
+            t = ops.clock() - ops.t0
             ops.close(ex)
             got = [None] * P
-            dist.all_gather_object(got, ops.sums | {"step": t})
+            dist.all_gather_object(got, ops.sums | {"step": t, "spans": ops.spans})
             spent[name] = got
     if prof is not None:
         for i in range(2):
@@ -325,8 +337,13 @@ def predict(P: int, args, cost_file: str) -> dict:
         measured = cfg.measured.fit(s.stages).activation_bytes
         mem = analyze_memory(s, i_fraction=fp.memory.i_fraction)
         from_profile = [float(p) for p, _ in activation_peaks(s, mem, [int(b) for b in measured])]
+        ms = cfg.measured.fit(s.stages)
+        work = sum(
+            getattr(ms, a.kind.value)[a.stage] for r in range(P) for a in s.compute_actions(r)
+        )
         out[name] = {
             "step": est.step_time,
+            "work": work,  # seconds of compute over all ranks, at the profiled per-op costs
             "act_model": [float(r.activations) for r in fp.per_rank],
             "act_profiled": from_profile,
         }
@@ -381,12 +398,16 @@ def explain(P: int, args, path: str, meas: dict) -> None:
     from collections import Counter
 
     from ppir.analysis.config import load_config_file, make_config
+    from ppir.analysis.estimate import estimate
 
-    measured = make_config(load_config_file(path), path).measured
+    cfg = make_config(load_config_file(path), path)
+    measured = cfg.measured
     print("  where one step goes (ms, measured in the run / the profile's costs of the same ops):")
     for name, v in CASES:
         s = program(name, P, args.microbatches, v)
         m = measured.fit(s.stages)
+        est = estimate(s, cfg, memory=False)
+        lag = []
         for r, got in enumerate(meas["spent"][name]):
             ops = Counter((a.kind.value, a.stage) for a in s.compute_actions(r))
             cells = []
@@ -397,16 +418,31 @@ def explain(P: int, args, path: str, meas: dict) -> None:
                 if run or prof:
                     cells.append(f"{k} {run * 1e3:6.1f}/{prof * 1e3:6.1f}")
                 busy_run, busy_prof = busy_run + run, busy_prof + prof
-            comm = got.get("group", 0.0) + got.get("wait", 0.0)
-            inside = busy_run + comm + got.get("reduce", 0.0)
+            blocking, post, wait = (got.get(k, 0.0) for k in ("group", "post", "wait"))
+            inside = busy_run + blocking + post + wait + got.get("reduce", 0.0)
+            # against the estimator's timeline of this rank: how much later each op ends
+            # than predicted, split into longer ops (compute) and longer gaps (waiting)
+            pred = {(o.action.kind.value, o.action.stage, o.action.mb): o for o in est.ops[r]}
+            slower = later = 0.0
+            prev_run = prev_pred = 0.0
+            for k, st, mb, t0, t1 in got["spans"]:
+                o = pred[(k, st, mb)]
+                slower += (t1 - t0) - (o.end - o.start)
+                later += (t0 - prev_run) - (o.start - prev_pred)
+                prev_run, prev_pred = t1, o.end
+            lag.append(f"r{r}: ops {slower * 1e3:+6.1f}, gaps {later * 1e3:+6.1f}")
             print(
                 f"  {name:18s} r{r}: {'  '.join(cells)}  compute {busy_run / busy_prof:4.2f}x; "
-                f"post+wait {comm * 1e3:6.1f}, outside {(got['step'] - inside) * 1e3:5.1f}, "
-                f"step {got['step'] * 1e3:6.1f}"
+                f"groups {blocking * 1e3:5.1f} (with their waits), posts {post * 1e3:4.1f}, "
+                f"waits {wait * 1e3:5.1f}, outside {(got['step'] - inside) * 1e3:4.1f}; "
+                f"step {got['step'] * 1e3:6.1f} (predicted {est.step_time * 1e3:6.1f})"
             )
+        print(f"  {name:18s} run - estimate (ms): {';  '.join(lag)}")
 
 
 def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bool:
+    import os
+
     print(f"P={P}: schedule            predicted   measured median (min)   |error| (vs min)")
     for name, _ in CASES:
         t = meas["times"][name]
@@ -417,6 +453,20 @@ def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bo
             f"  {name:22s} {pred[name]['step'] * 1e3:8.1f} ms  {med * 1e3:8.1f} ms "
             f"({low * 1e3:6.1f} ms)   {err:6.1%} ({abs(pred[name]['step'] - low) / low:6.1%})"
         )
+    cores = os.cpu_count() or 1
+    if P > cores:  # ranks time-share the cores: no step is faster than the work over the cores
+        print(
+            f"  {P} ranks on {cores} cores: compute over all ranks / {cores} cores (the profiled "
+            "per-op costs), a bound the estimator's P independent processors ignore:"
+        )
+        print(
+            "    "
+            + "; ".join(
+                f"{name} {pred[name]['work'] / cores * 1e3:.1f} ms"
+                + (" > predicted" if pred[name]["work"] / cores > pred[name]["step"] else "")
+                for name, _ in CASES
+            )
+        )
     by_pred = sorted(pred, key=lambda k: pred[k]["step"])
     by_meas = sorted(pred, key=lambda k: statistics.median(meas["times"][k]))
     same = by_pred == by_meas
@@ -425,6 +475,26 @@ def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bo
     print(f"  ranking measured  {' < '.join(by_meas)}  ({'same' if same else 'DIFFERS'})")
     verdict = "same" if by_min == by_pred else "DIFFERS"
     print(f"  ranking by min    {' < '.join(by_min)}  ({verdict})")
+    # Which pairs the measurement orders at all: the rounds alternate the schedules, so each
+    # round is a paired comparison; a pair is resolved when at least 80 % of the rounds agree
+    # (a sign test: p < 0.06 two-sided at 10 rounds).
+    unresolved, wrong = [], []
+    for i, a in enumerate(by_pred):
+        for b in by_pred[i + 1 :]:
+            ta, tb = meas["times"][a], meas["times"][b]
+            wins = sum(x < y for x, y in zip(ta, tb))
+            if max(wins, len(ta) - wins) < 0.8 * len(ta):
+                unresolved.append(f"{a}/{b} {wins}:{len(ta) - wins}")
+            elif wins < len(ta) - wins:
+                wrong.append(
+                    f"{a} < {b} predicted, measured faster in {len(ta) - wins} of "
+                    f"{len(ta)} rounds: {b}"
+                )
+    print(
+        f"  pairs the rounds do not order (faster in k:n-k rounds): "
+        f"{', '.join(unresolved) or 'none'}"
+    )
+    print(f"  resolved pairs the prediction orders wrongly: {'; '.join(wrong) or 'none'}")
     print("  activations held per rank (KiB): measured / memory model / profiled bytes")
     for name, _ in CASES:
         held = meas["held"][name]
