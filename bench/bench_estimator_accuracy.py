@@ -187,6 +187,8 @@ class OpTimes:
         self.clock = time.perf_counter
         self.sums: dict[str, float] = {}
         self.spans: list = []
+        self.groups: list = []  # (posted, wait began, completed, [(buffer, is_recv)])
+        self.pending: dict = {}
         self.t0 = 0.0
         ex = rt.executor
         for op in self.KINDS:
@@ -204,6 +206,15 @@ class OpTimes:
             self.sums[key] = self.sums.get(key, 0.0) + end - t
             if op in "FBIW":  # (kind, stage, mb, start, end) from the step's start
                 self.spans.append((op, ins["stage"], ins["mb"], t - self.t0, end - self.t0))
+            elif op == "group":  # messages, as ppir.profile.worker.message_times reads them
+                names = [(o["buffer"], o["op"] == "recv") for o in ins["ops"]]
+                if ins.get("deferred"):
+                    self.pending[ins["id"]] = (t, names)
+                else:
+                    self.groups.append((t, t, end, names))
+            elif op == "wait":
+                posted, names = self.pending.pop(ins["group"])
+                self.groups.append((posted, t, end, names))
 
         return run
 
@@ -259,7 +270,9 @@ def bench_rank(ctx, model, args) -> dict:
             t = ops.clock() - ops.t0
             ops.close(ex)
             got = [None] * P
-            dist.all_gather_object(got, ops.sums | {"step": t, "spans": ops.spans})
+            dist.all_gather_object(
+                got, ops.sums | {"step": t, "spans": ops.spans, "groups": ops.groups}
+            )
             spent[name] = got
     if prof is not None:
         for i in range(2):
@@ -399,6 +412,7 @@ def explain(P: int, args, path: str, meas: dict) -> None:
 
     from ppir.analysis.config import load_config_file, make_config
     from ppir.analysis.estimate import estimate
+    from ppir.profile.worker import message_times
 
     cfg = make_config(load_config_file(path), path)
     measured = cfg.measured
@@ -438,6 +452,15 @@ def explain(P: int, args, path: str, meas: dict) -> None:
                 f"step {got['step'] * 1e3:6.1f} (predicted {est.step_time * 1e3:6.1f})"
             )
         print(f"  {name:18s} run - estimate (ms): {';  '.join(lag)}")
+        # perf_counter is one clock for the machine's processes (as the profile assumes)
+        lat = sorted(message_times([got["groups"] for got in meas["spent"][name]]))
+        if lat:
+            q = statistics.quantiles(lat, n=10) if len(lat) > 1 else lat * 9
+            print(
+                f"  {name:18s} messages whose receiver waited (n={len(lat)}): median "
+                f"{statistics.median(lat) * 1e3:.2f}, mean {statistics.mean(lat) * 1e3:.2f}, "
+                f"90th percentile {q[-1] * 1e3:.2f} ms; the estimator's {m.transfer * 1e3:.2f}"
+            )
 
 
 def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bool:
