@@ -1,7 +1,7 @@
 """The cost estimator held to the truth: predicted vs measured step time on ppir's runtime.
 
     python bench/bench_estimator_accuracy.py [--ranks 2,4] [--steps 10] [--microbatches 8]
-        [--module examples/gpt_model.py] [--module-opt KEY=VALUE ...]
+        [--module examples/gpt_model.py] [--module-opt KEY=VALUE ...] [--explain]
 
 For each P: ``ppir profile`` once (1F1B on P gloo/CPU processes, the model built in 2P pieces so
 that one cost file serves P-stage and 2P-stage schedules), then one launch of P processes runs
@@ -13,9 +13,14 @@ lowered program the runtime runs).
 
 Printed per case: predicted, measured median and minimum, |predicted - measured| / measured;
 then the median and worst error, whether the predicted ranking of the schedules equals the
-measured one, and activations: the peak bytes autograd holds on each rank during a step
-(saved-tensor hooks, parameters excluded) against ppir's memory model of the GPT example
+measured one (by median and by minimum), which pairs of schedules the paired rounds order at all
+(a sign test) and which of those the prediction orders wrongly; with more ranks than cores, the
+compute over all ranks divided by the cores (a bound the estimator's independent ranks ignore);
+and activations: the peak bytes the runtime holds for backward on each rank during a step (the
+saved tensors' storages and the gradients I keeps for W, parameters excluded; see
+:class:`LiveActivations`) against ppir's memory model of the GPT example
 (``ppir.analysis.footprint``) and against the memory curve fed with the profiled bytes.
+``--explain`` adds where one step goes on every rank (see :func:`explain`).
 """
 
 from __future__ import annotations
@@ -79,17 +84,20 @@ def program(name: str, P: int, M: int, v: int):
 
 # ------------------------------------------------------------------ measured (in the ranks)
 class LiveActivations:
-    """The bytes of the storages autograd saved for the backward of this rank's stages (each
-    storage once, parameters excluded), sampled after every instruction of a step; ``peak`` is
-    their maximum.
+    """The bytes the runtime holds for the backward of this rank's stages, sampled after every
+    instruction of a step: the storages of the tensors autograd saved (each storage once,
+    parameters excluded) and of the gradients I keeps for W (at the weight nodes' outputs);
+    ``peak`` is their maximum, ``peak_saved`` that of the saved tensors alone.
 
     No saved-tensor hooks: with pack/unpack hooks set, the runtime's split backward cannot free
     a saved tensor early (:func:`ppir.torch.backward._drop_saved`), so hooks would measure a
     runtime that holds more than the real one.  Instead, after each F the stage's new autograd
     graph is walked once and every saved tensor's storage is recorded by weak reference
     (``StorageWeakRef``): a storage counts while anything (autograd, the runtime) still holds
-    it, which is the memory the step really keeps.  The peak falls after an F (F only adds,
-    B, I and W only free), so sampling at instruction boundaries sees it."""
+    it, which is the memory the step really keeps.  F only adds and B and W only free, so the
+    samples at instruction boundaries see every peak but a transient inside an I (which frees
+    saved tensors while the gradients it keeps grow), which the memory model does not count
+    either."""
 
     def __init__(self, rt):
         from torch.multiprocessing.reductions import StorageWeakRef
