@@ -1,7 +1,7 @@
 """The cost estimator held to the truth: predicted vs measured step time on ppir's runtime.
 
     python bench/bench_estimator_accuracy.py [--ranks 2,4] [--steps 10] [--microbatches 8]
-        [--module examples/gpt_model.py] [--module-opt KEY=VALUE ...]
+        [--module examples/gpt_model.py] [--module-opt KEY=VALUE ...] [--explain]
 
 For each P: ``ppir profile`` once (1F1B on P gloo/CPU processes, the model built in 2P pieces so
 that one cost file serves P-stage and 2P-stage schedules), then one launch of P processes runs
@@ -13,9 +13,14 @@ lowered program the runtime runs).
 
 Printed per case: predicted, measured median and minimum, |predicted - measured| / measured;
 then the median and worst error, whether the predicted ranking of the schedules equals the
-measured one, and activations: the peak bytes autograd holds on each rank during a step
-(saved-tensor hooks, parameters excluded) against ppir's memory model of the GPT example
+measured one (by median and by minimum), which pairs of schedules the paired rounds order at all
+(a sign test) and which of those the prediction orders wrongly; with more ranks than cores, the
+compute over all ranks divided by the cores (a bound the estimator's independent ranks ignore);
+and activations: the peak bytes the runtime holds for backward on each rank during a step (the
+saved tensors' storages and the gradients I keeps for W, parameters excluded; see
+:class:`LiveActivations`) against ppir's memory model of the GPT example
 (``ppir.analysis.footprint``) and against the memory curve fed with the profiled bytes.
+``--explain`` adds where one step goes on every rank (see :func:`explain`).
 """
 
 from __future__ import annotations
@@ -53,6 +58,11 @@ def parse_args(argv=None):
     p.add_argument(
         "--module-opt", action="append", default=None, help=f"default: {' '.join(DEFAULT_OPTS)}"
     )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="also time one step's instructions by kind on every rank against the profile",
+    )
     p.add_argument("--worker", metavar="OUT", help=argparse.SUPPRESS)
     p.add_argument("--P", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -73,50 +83,152 @@ def program(name: str, P: int, M: int, v: int):
 
 
 # ------------------------------------------------------------------ measured (in the ranks)
-class LiveSaved:
-    """Saved-tensor hooks tracking the bytes autograd holds (distinct tensors, a view counting
-    its own bytes; parameters excluded) and their peak: a holder per saved tensor, released
-    with the graph."""
+class LiveActivations:
+    """The bytes the runtime holds for the backward of this rank's stages, sampled after every
+    instruction of a step: the storages of the tensors autograd saved (each storage once,
+    parameters excluded) and of the gradients I keeps for W (at the weight nodes' outputs);
+    ``peak`` is their maximum, ``peak_saved`` that of the saved tensors alone.
 
-    def __init__(self, params):
-        self.skip = {p.data_ptr() for p in params}
-        self.refs: dict[tuple, list] = {}
-        self.live = self.peak = 0
+    No saved-tensor hooks: with pack/unpack hooks set, the runtime's split backward cannot free
+    a saved tensor early (:func:`ppir.torch.backward._drop_saved`), so hooks would measure a
+    runtime that holds more than the real one.  Instead, after each F the stage's new autograd
+    graph is walked once and every saved tensor's storage is recorded by weak reference
+    (``StorageWeakRef``): a storage counts while anything (autograd, the runtime) still holds
+    it, which is the memory the step really keeps.  F only adds and B and W only free, so the
+    samples at instruction boundaries see every peak but a transient inside an I (which frees
+    saved tensors while the gradients it keeps grow), which the memory model does not count
+    either."""
 
-    def pack(self, t):
-        key = (t.data_ptr(), t.numel() * t.element_size())
-        if key[0] in self.skip or not key[1]:
-            return t
-        return _Holder(self, t, key, key[1])
+    def __init__(self, rt):
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        self._ref = StorageWeakRef
+        self.skip = {p.untyped_storage().data_ptr() for m in rt.stages for p in m.parameters()}
+        self.refs: dict[int, tuple] = {}  # storage data_ptr -> (weak ref, bytes): saved tensors
+        self.kept: dict[int, tuple] = {}  # the same for the gradients I keeps for W
+        self.peak = self.peak_saved = 0
+        ex = rt.executor
+        for op in ("F", "B", "I", "W", "group", "wait", "reduce"):
+            setattr(ex, f"_op_{op}", self._after(ex, op, getattr(ex, f"_op_{op}")))
+
+    def _after(self, ex, op, fn):
+        def run(ins):
+            fn(ins)
+            if op == "F":
+                self._record(ex.saved[(ins["stage"], ins["mb"])].outputs)
+            elif op == "I":  # the gradients I keeps for W (at the weight nodes' outputs)
+                work = ex.weight_todo[(ins["stage"], ins["mb"])]
+                for _, grads, _, _ in work.starts:
+                    for g in grads:
+                        if g is not None:
+                            self._add(g, self.kept)
+                for _, g in work.whole:
+                    if g is not None:
+                        self._add(g, self.kept)
+            self.sample()
+
+        return run
+
+    def _record(self, outputs) -> None:
+        import torch
+
+        seen, stack = set(), [o.grad_fn for o in outputs if o.grad_fn is not None]
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            for name in dir(node):
+                if name.startswith("_saved_"):
+                    value = getattr(node, name)
+                    for t in value if isinstance(value, (tuple, list)) else (value,):
+                        if isinstance(t, torch.Tensor):
+                            self._add(t)
+            stack.extend(c for c, _ in node.next_functions if c is not None)
+
+    def _add(self, t, refs=None) -> None:
+        refs = self.refs if refs is None else refs
+        st = t.untyped_storage()
+        ptr, n = st.data_ptr(), st.nbytes()
+        if not n or ptr in self.skip:
+            return
+        old = refs.get(ptr)
+        if old is None or old[0].expired():
+            refs[ptr] = (self._ref(st), n)
 
     @staticmethod
-    def unpack(h):
-        return h.t if isinstance(h, _Holder) else h
+    def _live(refs: dict) -> int:
+        live = 0
+        for ptr, (ref, n) in list(refs.items()):
+            if ref.expired():
+                del refs[ptr]
+            else:
+                live += n
+        return live
 
-    def add(self, ptr: tuple, n: int) -> None:
-        ref = self.refs.setdefault(ptr, [0, n])
-        if ref[0] == 0:
-            self.live += n
-            self.peak = max(self.peak, self.live)
-        ref[0] += 1
+    def sample(self) -> int:
+        saved = self._live(self.refs)
+        kept = sum(n for p, (_, n) in self._live_items(self.kept) if p not in self.refs)
+        self.peak = max(self.peak, saved + kept)
+        self.peak_saved = max(self.peak_saved, saved)
+        return saved + kept
 
-    def drop(self, ptr: tuple) -> None:
-        ref = self.refs[ptr]
-        ref[0] -= 1
-        if ref[0] == 0:
-            self.live -= ref[1]
-            del self.refs[ptr]
+    def _live_items(self, refs: dict):
+        self._live(refs)
+        return refs.items()
+
+    def close(self, rt) -> None:
+        for op in ("F", "B", "I", "W", "group", "wait", "reduce"):
+            delattr(rt.executor, f"_op_{op}")
 
 
-class _Holder:
-    __slots__ = ("owner", "t", "ptr")
+class OpTimes:
+    """Wall seconds of each kind of instruction over one step (compute per stage; posts and
+    waits of message groups), and the step's total: what the runtime spends where, to hold
+    against the profile's per-op costs."""
 
-    def __init__(self, owner, t, ptr, n):
-        self.owner, self.t, self.ptr = owner, t, ptr
-        owner.add(ptr, n)
+    KINDS = ("F", "B", "I", "W", "group", "wait", "reduce")
 
-    def __del__(self):
-        self.owner.drop(self.ptr)
+    def __init__(self, rt):
+        import time
+
+        self.clock = time.perf_counter
+        self.sums: dict[str, float] = {}
+        self.spans: list = []
+        self.groups: list = []  # (posted, wait began, completed, [(buffer, is_recv)])
+        self.pending: dict = {}
+        self.t0 = 0.0
+        ex = rt.executor
+        for op in self.KINDS:
+            setattr(ex, f"_op_{op}", self._timed(op, getattr(ex, f"_op_{op}")))
+
+    def _timed(self, op, fn):
+        def run(ins):
+            t = self.clock()
+            fn(ins)
+            end = self.clock()
+            key = f"{op}{ins['stage']}" if op in "FBIW" else op
+            if op == "group" and ins.get("deferred"):
+                key = "post"  # a deferred group: posted here, waited on by a later 'wait'
+
+            self.sums[key] = self.sums.get(key, 0.0) + end - t
+            if op in "FBIW":  # (kind, stage, mb, start, end) from the step's start
+                self.spans.append((op, ins["stage"], ins["mb"], t - self.t0, end - self.t0))
+            elif op == "group":  # messages, as ppir.profile.worker.message_times reads them
+                names = [(o["buffer"], o["op"] == "recv") for o in ins["ops"]]
+                if ins.get("deferred"):
+                    self.pending[ins["id"]] = (t, names)
+                else:
+                    self.groups.append((t, t, end, names))
+            elif op == "wait":
+                posted, names = self.pending.pop(ins["group"])
+                self.groups.append((posted, t, end, names))
+
+        return run
+
+    def close(self, rt) -> None:
+        for op in self.KINDS:
+            delattr(rt.executor, f"_op_{op}")
 
 
 def bench_rank(ctx, model, args) -> dict:
@@ -147,13 +259,29 @@ def bench_rank(ctx, model, args) -> dict:
     for name, ex in runs.items():
         step(ex)
         step(ex)
-        live = LiveSaved([p for m in ex.stages for p in m.parameters()])
-        with torch.autograd.graph.saved_tensors_hooks(live.pack, live.unpack):
-            step(ex)
-        peak = torch.zeros(P)
-        peak[ctx.rank] = live.peak
+        live = LiveActivations(ex)
+        step(ex)
+        live.close(ex)
+        peak = torch.zeros(2, P, dtype=torch.float64)
+        peak[:, ctx.rank] = torch.tensor([live.peak, live.peak_saved], dtype=torch.float64)
         dist.all_reduce(peak)
-        held[name] = peak.tolist()
+        held[name] = peak[0].tolist()
+        held[name + " saved"] = peak[1].tolist()
+    spent = {}
+    for name, ex in runs.items():  # where one step's time goes, per rank (--explain)
+        if args.explain:
+            ops = OpTimes(ex)
+            dist.barrier()
+            ops.t0 = ops.clock()
+            step(ex)
+            dist.barrier()
+            t = ops.clock() - ops.t0
+            ops.close(ex)
+            got = [None] * P
+            dist.all_gather_object(
+                got, ops.sums | {"step": t, "spans": ops.spans, "groups": ops.groups}
+            )
+            spent[name] = got
     if prof is not None:
         for i in range(2):
             prof.step(split=i % 2 == 1, record=False)
@@ -164,7 +292,7 @@ def bench_rank(ctx, model, args) -> dict:
             dist.barrier()
         for k, ex in runs.items():
             times[k].append(timed(lambda ex=ex: step(ex)))
-    out = {"times": times, "held": held}
+    out = {"times": times, "held": held, "spent": spent}
     if prof is not None:
         from ppir.profile.launch import gather
 
@@ -230,8 +358,13 @@ def predict(P: int, args, cost_file: str) -> dict:
         measured = cfg.measured.fit(s.stages).activation_bytes
         mem = analyze_memory(s, i_fraction=fp.memory.i_fraction)
         from_profile = [float(p) for p, _ in activation_peaks(s, mem, [int(b) for b in measured])]
+        ms = cfg.measured.fit(s.stages)
+        work = sum(
+            getattr(ms, a.kind.value)[a.stage] for r in range(P) for a in s.compute_actions(r)
+        )
         out[name] = {
             "step": est.step_time,
+            "work": work,  # seconds of compute over all ranks, at the profiled per-op costs
             "act_model": [float(r.activations) for r in fp.per_rank],
             "act_profiled": from_profile,
         }
@@ -279,7 +412,68 @@ def print_costs(P: int, path: str) -> None:
     )
 
 
+def explain(P: int, args, path: str, meas: dict) -> None:
+    """Per schedule and rank: the compute time of one step by kind, measured in the run against
+    the profile's per-op costs summed over the same ops, and the time in message posts/waits and
+    outside any instruction (the executor's own Python)."""
+    from collections import Counter
+
+    from ppir.analysis.config import load_config_file, make_config
+    from ppir.analysis.estimate import estimate
+    from ppir.profile.worker import message_times
+
+    cfg = make_config(load_config_file(path), path)
+    measured = cfg.measured
+    print("  where one step goes (ms, measured in the run / the profile's costs of the same ops):")
+    for name, v in CASES:
+        s = program(name, P, args.microbatches, v)
+        m = measured.fit(s.stages)
+        est = estimate(s, cfg, memory=False)
+        lag = []
+        for r, got in enumerate(meas["spent"][name]):
+            ops = Counter((a.kind.value, a.stage) for a in s.compute_actions(r))
+            cells = []
+            busy_run = busy_prof = 0.0
+            for k in "FBIW":
+                run = sum(got.get(f"{k}{st}", 0.0) for (kk, st) in ops if kk == k)
+                prof = sum(n * getattr(m, k)[st] for (kk, st), n in ops.items() if kk == k)
+                if run or prof:
+                    cells.append(f"{k} {run * 1e3:6.1f}/{prof * 1e3:6.1f}")
+                busy_run, busy_prof = busy_run + run, busy_prof + prof
+            blocking, post, wait = (got.get(k, 0.0) for k in ("group", "post", "wait"))
+            inside = busy_run + blocking + post + wait + got.get("reduce", 0.0)
+            # against the estimator's timeline of this rank: how much later each op ends
+            # than predicted, split into longer ops (compute) and longer gaps (waiting)
+            pred = {(o.action.kind.value, o.action.stage, o.action.mb): o for o in est.ops[r]}
+            slower = later = 0.0
+            prev_run = prev_pred = 0.0
+            for k, st, mb, t0, t1 in got["spans"]:
+                o = pred[(k, st, mb)]
+                slower += (t1 - t0) - (o.end - o.start)
+                later += (t0 - prev_run) - (o.start - prev_pred)
+                prev_run, prev_pred = t1, o.end
+            lag.append(f"r{r}: ops {slower * 1e3:+6.1f}, gaps {later * 1e3:+6.1f}")
+            print(
+                f"  {name:18s} r{r}: {'  '.join(cells)}  compute {busy_run / busy_prof:4.2f}x; "
+                f"groups {blocking * 1e3:5.1f} (with their waits), posts {post * 1e3:4.1f}, "
+                f"waits {wait * 1e3:5.1f}, outside {(got['step'] - inside) * 1e3:4.1f}; "
+                f"step {got['step'] * 1e3:6.1f} (predicted {est.step_time * 1e3:6.1f})"
+            )
+        print(f"  {name:18s} run - estimate (ms): {';  '.join(lag)}")
+        # perf_counter is one clock for the machine's processes (as the profile assumes)
+        lat = sorted(message_times([got["groups"] for got in meas["spent"][name]]))
+        if lat:
+            q = statistics.quantiles(lat, n=10) if len(lat) > 1 else lat * 9
+            print(
+                f"  {name:18s} messages whose receiver waited (n={len(lat)}): median "
+                f"{statistics.median(lat) * 1e3:.2f}, mean {statistics.mean(lat) * 1e3:.2f}, "
+                f"90th percentile {q[-1] * 1e3:.2f} ms; the estimator's {m.transfer * 1e3:.2f}"
+            )
+
+
 def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bool:
+    import os
+
     print(f"P={P}: schedule            predicted   measured median (min)   |error| (vs min)")
     for name, _ in CASES:
         t = meas["times"][name]
@@ -290,6 +484,20 @@ def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bo
             f"  {name:22s} {pred[name]['step'] * 1e3:8.1f} ms  {med * 1e3:8.1f} ms "
             f"({low * 1e3:6.1f} ms)   {err:6.1%} ({abs(pred[name]['step'] - low) / low:6.1%})"
         )
+    cores = os.cpu_count() or 1
+    if P > cores:  # ranks time-share the cores: no step is faster than the work over the cores
+        print(
+            f"  {P} ranks on {cores} cores: compute over all ranks / {cores} cores (the profiled "
+            "per-op costs), a bound the estimator's P independent processors ignore:"
+        )
+        print(
+            "    "
+            + "; ".join(
+                f"{name} {pred[name]['work'] / cores * 1e3:.1f} ms"
+                + (" > predicted" if pred[name]["work"] / cores > pred[name]["step"] else "")
+                for name, _ in CASES
+            )
+        )
     by_pred = sorted(pred, key=lambda k: pred[k]["step"])
     by_meas = sorted(pred, key=lambda k: statistics.median(meas["times"][k]))
     same = by_pred == by_meas
@@ -298,6 +506,26 @@ def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bo
     print(f"  ranking measured  {' < '.join(by_meas)}  ({'same' if same else 'DIFFERS'})")
     verdict = "same" if by_min == by_pred else "DIFFERS"
     print(f"  ranking by min    {' < '.join(by_min)}  ({verdict})")
+    # Which pairs the measurement orders at all: the rounds alternate the schedules, so each
+    # round is a paired comparison; a pair is resolved when at least 80 % of the rounds agree
+    # (a sign test: p < 0.06 two-sided at 10 rounds).
+    unresolved, wrong = [], []
+    for i, a in enumerate(by_pred):
+        for b in by_pred[i + 1 :]:
+            ta, tb = meas["times"][a], meas["times"][b]
+            wins = sum(x < y for x, y in zip(ta, tb))
+            if max(wins, len(ta) - wins) < 0.8 * len(ta):
+                unresolved.append(f"{a}/{b} {wins}:{len(ta) - wins}")
+            elif wins < len(ta) - wins:
+                wrong.append(
+                    f"{a} < {b} predicted, measured faster in {len(ta) - wins} of "
+                    f"{len(ta)} rounds: {b}"
+                )
+    print(
+        f"  pairs the rounds do not order (faster in k:n-k rounds): "
+        f"{', '.join(unresolved) or 'none'}"
+    )
+    print(f"  resolved pairs the prediction orders wrongly: {'; '.join(wrong) or 'none'}")
     print("  activations held per rank (KiB): measured / memory model / profiled bytes")
     for name, _ in CASES:
         held = meas["held"][name]
@@ -308,6 +536,9 @@ def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bo
             f"{h / 1024:.0f}/{m / 1024:.0f}/{p / 1024:.0f}" for h, m, p in zip(held, model, prof)
         )
         print(f"  {name:22s} {cells}   model worst |error| {max(errs, default=0):.1%}")
+        if name in ("zb_h1", "zbv"):
+            saved = " ".join(f"{h / 1024:.0f}" for h in meas["held"][name + " saved"])
+            print(f"  {'':22s} saved tensors alone (no gradients kept for W): {saved}")
     return same
 
 
@@ -337,6 +568,8 @@ def main(argv=None) -> int:
             pred = predict(P, args, path)
             print_costs(P, path)
             rankings.append(report(P, pred, meas, errors, mem_errors))
+            if args.explain:
+                explain(P, args, path, meas)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     print(
         f"\nstep time |error|: median {statistics.median(errors):.1%}, worst {max(errors):.1%} "

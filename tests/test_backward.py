@@ -238,3 +238,73 @@ def test_input_pass_frees_what_only_it_needs():
                 assert n._saved_self is not None
         assert all(n._saved_mat1 is not None for n, *_ in work.starts)
         backward_weight(work)
+
+
+def _storages(tensors, skip) -> dict:
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    out = {}
+    for t in tensors:
+        st = t.untyped_storage()
+        if st.nbytes() and st.data_ptr() not in skip:
+            out[st.data_ptr()] = (StorageWeakRef(st), st.nbytes())
+    return out
+
+
+def _saved(outputs) -> list:
+    seen, stack, found = set(), [o.grad_fn for o in outputs], []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        for name in dir(node):
+            if name.startswith("_saved_"):
+                v = getattr(node, name)
+                found += [
+                    t for t in (v if isinstance(v, (tuple, list)) else (v,)) if torch.is_tensor(t)
+                ]
+        stack.extend(c for c, _ in node.next_functions)
+    return found
+
+
+def test_memory_model_split_is_what_the_input_pass_keeps():
+    """ppir's memory model (:func:`ppir.analysis.memory.split_fractions`) against this module:
+    on GPT blocks, F's saved tensors are the model's per-layer bytes, and after I what is left
+    of them plus the gradients I keeps for W is ``1 - i_fraction`` of that (within 2 %)."""
+    from ppir.analysis.memory import split_fractions
+    from ppir.analysis.models import make_model
+
+    h, heads, seq, b, layers = 64, 4, 32, 2, 2
+    torch.manual_seed(0)
+    import gpt_model
+
+    mod = nn.Sequential(*[gpt_model.Block(h, heads) for _ in range(layers)])
+    params = list(mod.parameters())
+    skip = {p.untyped_storage().data_ptr() for p in params}
+    x = torch.randn(b, seq, h, requires_grad=True)
+    y = mod(x)
+    saved = _storages(_saved([y]), skip)
+    f_bytes = sum(n for _, n in saved.values())
+    shape = make_model(
+        layers=layers,
+        hidden=h,
+        heads=heads,
+        seq=seq,
+        mbs=b,
+        dtype="fp32",
+        vocab=64,
+        tied=0,
+        dropout=0,
+        flash=1,
+    )
+    assert abs(f_bytes - layers * shape.activation_bytes_per_layer()) / f_bytes < 0.02
+    _, work = backward_input([y], [torch.ones_like(y)], [x], params)
+    grads = [g for _, gs, _, _ in work.starts for g in gs if g is not None]
+    grads += [g for _, g in work.whole if g is not None]
+    alive = {p for p, (ref, _) in saved.items() if not ref.expired()}
+    kept = _storages(grads, skip | alive)  # a freed saved tensor's memory may hold a gradient
+    left = sum(n for p, (_, n) in saved.items() if p in alive) + sum(n for _, n in kept.values())
+    measured = 1 - left / f_bytes
+    assert abs(measured - float(split_fractions(shape))) < 0.02, (measured, split_fractions(shape))
+    backward_weight(work)

@@ -268,3 +268,26 @@ def test_rank_output_is_written_a_whole_line_at_a_time(monkeypatch):
     print("error", file=sys.stderr)
     assert streams["stdout"].writes[2:] == [b"step 3\n", b"verify-params: ok\n"]
     assert streams["stderr"].writes == [b"error\n"]
+
+
+def test_boundary_values_are_freed_without_the_cyclic_collector():
+    """flatten/unflatten make no reference cycle holding the tensors: a received value is
+    freed as soon as the runtime drops it, not at the next garbage collection (a cycle kept
+    every F's input alive past its backward, about 9 % of a GPT stage's activations)."""
+    import gc
+    import weakref
+
+    from ppir.torch import values as V
+
+    gc.collect()
+    gc.disable()
+    try:
+        value = (torch.ones(3), {"m": torch.zeros(2, dtype=torch.int64)})
+        refs = [weakref.ref(t) for t in V.flatten(value)[0]]
+        leaves, spec = V.flatten(value)
+        again = V.unflatten(spec, leaves)
+        assert again[0] is value[0] and again[1]["m"] is value[1]["m"]
+        del value, leaves, again
+        assert [r() for r in refs] == [None, None]
+    finally:
+        gc.enable()

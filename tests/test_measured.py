@@ -38,7 +38,9 @@ def test_round_trip_through_toml_text(tmp_path):
 def test_fit_sums_consecutive_stages():
     m = from_table(TABLE, "t").fit(2)
     assert m.stages == 2
-    assert m.F == pytest.approx((3e-3, 5e-3)) and m.I == pytest.approx((2e-3, 5e-3))
+    assert m.F == pytest.approx((3e-3, 5e-3)) and m.I == pytest.approx((0.0, 5e-3))
+    # stage 0's input needs no gradient: its I is empty, its W the whole backward
+    assert m.W == pytest.approx((2e-3 + 4e-3, 5e-3))
     assert m.message_bytes == (1024.0,)  # the boundary between measured stages 1 and 2
     assert m.activation_bytes == (30.0, 50.0)
     with pytest.raises(PpirError) as e:

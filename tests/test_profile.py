@@ -46,7 +46,7 @@ def test_one_rank_measures_every_piece(model_file, tmp_path):
     assert m.stages == 3
     assert all(x > 0 for x in m.F + m.B + m.W + m.FB)
     # the first piece reads the data: no input gradient, W does its whole backward
-    assert m.I[0] < m.W[0] / 10 and m.I[1] > 0 and m.I[2] > 0
+    assert m.I[0] < m.W[0] / 4 and m.I[1] > 0 and m.I[2] > 0  # the runtime's I: a call, no work
     # autograd keeps the Linear's input and Tanh's output (float32), parameters excluded; the
     # last piece also runs the loss, which keeps y - t
     one = ROWS * WIDTH * 4

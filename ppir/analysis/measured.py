@@ -21,7 +21,9 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
 
 A schedule with S stages uses the measurement when S divides the measured count: stage ``s``
 is the sum of measured stages ``s*k .. s*k + k - 1`` (k = measured / S), since ``build_stage``
-splits a model into consecutive pieces.  Any other S is a ppir error naming the counts that fit.
+splits a model into consecutive pieces; except I and W of stage 0, whose input needs no gradient
+(the runtime's I is empty there and its W is the whole backward): I of piece 0, and W of piece 0
+plus B of pieces 1 .. k - 1.  Any other S is a ppir error naming the counts that fit.
 """
 
 from __future__ import annotations
@@ -85,12 +87,19 @@ class MeasuredCosts:
         def agg(xs):
             return tuple(sum(xs[s * k : s * k + k]) for s in range(stages)) if xs else xs
 
+        # Stage 0's input (the data) has no gradient: its I computes nothing and its W runs
+        # the whole backward (ppir.torch.backward), so the merged first stage is measured piece
+        # 0's I and W plus the full backward of its other pieces, not the sum of their splits.
+        I, W = agg(self.I), agg(self.W)
+        if I and W and self.B:
+            I = (self.I[0], *I[1:])
+            W = (self.W[0] + sum(self.B[1:k]), *W[1:])
         return MeasuredCosts(
             stages,
             agg(self.F),
             agg(self.B),
-            agg(self.I),
-            agg(self.W),
+            I,
+            W,
             self.transfer,
             agg(self.FB) if self.FB else None,
             tuple(self.message_bytes[s * k + k - 1] for s in range(stages - 1))

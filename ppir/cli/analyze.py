@@ -58,7 +58,7 @@ def add_arguments(p):
         "--i-fraction",
         metavar="F",
         help="the fraction of a chunk activation that I frees (W frees the rest), e.g. 1/2; "
-        "default: the zero-bubble split at the model's shape (GPT-3 175B's "
+        "default: ppir's runtime split at the model's shape (GPT-3 175B's "
         "when no model is given)",
     )
     p.add_argument("--curve", action="store_true", help="text: draw each rank's memory curve")

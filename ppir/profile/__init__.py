@@ -10,7 +10,9 @@ Contract
   rank holding ``stages / ranks`` consecutive pieces chained as the runtime chains the stages of
   one rank (each its own autograd graph).  Every piece's forward, backward, backward-input and
   backward-weight is timed *inside* that run, all ranks computing at once as a schedule runs
-  them: even steps run full backwards, odd steps split them into I then W.  Afterwards, still on
+  them: even steps run full backwards, odd steps split them into I then W with the runtime's own
+  split (:mod:`ppir.torch.backward`: W runs only the weight half of each weight node, so I + W
+  costs what B costs, not more, and a first piece's I is empty).  Afterwards, still on
   all ranks at once, each piece runs a forward and a backward back to back (F&B), each rank
   boundary is timed with a ping-pong of the real boundary tensor, and the bytes autograd saves in
   one forward of each piece are counted with saved-tensor hooks (parameters excluded).

@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from ppir.ir import Action, Group, OpKind, Wait, deps
+from ppir.torch.backward import backward_input, backward_weight
 
 
 @dataclass
@@ -121,21 +122,15 @@ class Runner:
                 g = xj.grad if need_dx else None
                 continue
 
-            def inp(y=y, g=g, xj=xj, need_dx=need_dx):
-                if not need_dx:
-                    return None
-                return torch.autograd.grad(y, [xj], grad_outputs=g, retain_graph=True)[0]
+            # the runtime's own split (ppir.torch.backward): I keeps for W what W needs, and W
+            # runs only the weight half of each weight node (no input-path node again)
+            def inp(y=y, g=g, xj=xj, ps=self.params[j]):
+                return backward_input([y], [g], [xj], ps)
 
-            def wgt(y=y, g=g, ps=self.params[j]):
-                if not ps:
-                    return
-                grads = torch.autograd.grad(y, ps, grad_outputs=g, allow_unused=True)
-                for p, gp in zip(ps, grads):
-                    if gp is not None:
-                        p.grad = gp if p.grad is None else p.grad.add_(gp)
-
-            dx, ti = self._timed(inp)
-            _, tw = self._timed(wgt)
+            (dxs, work), ti = self._timed(inp)
+            _, tw = self._timed(lambda work=work: backward_weight(work))
+            del work
+            dx = dxs[0] if need_dx else None
             if record:
                 self.samples[j].I.append(ti)
                 self.samples[j].W.append(tw)

@@ -164,8 +164,11 @@ def backward_input(outputs: list, grads: list, inputs: list, params: list):
     work = WeightWork(params=params)
     if not outputs:
         return [None] * len(inputs), work
-    frontier, whole, free_whole, x_only, entangled = _plan(outputs, inputs, params)
     needs = [x for x in inputs if x.requires_grad]
+    if not needs:  # no input gradient (a first stage): W backpropagates every output whole
+        work.whole = list(zip(outputs, grads))
+        return [None] * len(inputs), work
+    frontier, whole, free_whole, x_only, entangled = _plan(outputs, inputs, params)
     if entangled:
         work.recompute = True
         work.whole = list(zip(outputs, grads))
