@@ -80,4 +80,13 @@ def test_bad_model(cli):
 
 def test_bad_i_fraction(cli):
     code, _, err = cli("analyze", "1f1b", "--i-fraction", "3/2")
-    assert code == 2 and "between 0 and 1" in err
+    assert code == 2 and "--i-fraction 3/2: must lie between -1 and 1" in err
+    code, _, err = cli("analyze", "1f1b", "--i-fraction=-3/2")
+    assert code == 2 and "between -1 and 1" in err
+
+
+def test_split_line_says_what_i_and_w_do(cli):
+    code, out, _ = cli("analyze", "zb_h1", "-D", "P=4", "-D", "M=8", "--i-fraction", "1/4")
+    assert code == 0 and "split backward: I frees 1/4 of a chunk, W the rest;" in out
+    code, out, _ = cli("analyze", "zb_h1", "-D", "P=4", "-D", "M=8", "--i-fraction=-1/4")
+    assert code == 0 and "I frees nothing and adds 1/4 of a chunk (the gradients W needs)" in out

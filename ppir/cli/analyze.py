@@ -57,7 +57,8 @@ def add_arguments(p):
     p.add_argument(
         "--i-fraction",
         metavar="F",
-        help="the fraction of a chunk activation that I frees (W frees the rest), e.g. 1/2; "
+        help="the fraction of a chunk activation that I frees (W frees the rest), e.g. 1/2, "
+        "between -1 and 1 (negative, written --i-fraction=-1/4: I keeps more than it frees); "
         "default: ppir's runtime split at the model's shape (GPT-3 175B's "
         "when no model is given)",
     )
@@ -91,6 +92,17 @@ def add_model_arguments(p) -> None:
     )
 
 
+def split_line(fi: Fraction) -> str:
+    """What I and W do to a chunk activation, in words (a negative fraction: I adds)."""
+    first = "on a first stage I does nothing and W frees the whole chunk"
+    if fi < 0:
+        return (
+            f"split backward: I frees nothing and adds {-fi} of a chunk (the gradients W needs), "
+            f"W frees everything; {first}"
+        )
+    return f"split backward: I frees {fi} of a chunk, W the rest; {first}"
+
+
 def parse_fraction(text: str | None) -> Fraction | None:
     if text is None:
         return None
@@ -100,8 +112,12 @@ def parse_fraction(text: str | None) -> Fraction | None:
         raise error(
             "bad-usage", f"--i-fraction {text}: expected a number such as 0.5 or 1/2"
         ) from None
-    if not 0 <= f <= 1:
-        raise error("bad-usage", f"--i-fraction {text}: must lie between 0 and 1")
+    if not -1 <= f <= 1:
+        raise error(
+            "bad-usage",
+            f"--i-fraction {text}: must lie between -1 and 1 "
+            "(negative: I keeps more than it frees, the gradients W needs)",
+        )
     return f
 
 
@@ -262,7 +278,7 @@ def format_text(s, mem, p2p, curve: bool = False) -> str:
             f"each rank holds {shares}x the parameters of a rank share"
         )
     if s.uses_split_backward():
-        lines.append(f"split backward: I frees {mem.i_fraction} of a chunk, W the rest")
+        lines.append(split_line(mem.i_fraction))
     if mem.model is not None:
         lines.append(
             f"model {mem.model.name}: {mem.layers} layers, {mem.layers_per_stage} per "
