@@ -321,12 +321,20 @@ def worker(args) -> None:
 
 
 # ------------------------------------------------------------------ predicted (here)
-def gpt_shape(opts: dict, M: int):
-    """ppir's ModelShape of examples/gpt_model.py with these options (fp32, GeLU MLP of 4h,
-    LayerNorm, no dropout, untied head, torch's CPU flash attention)."""
-    from ppir.analysis.models import make_model
+#: FFN-wide tensors an activation function keeps for backward (ModelShape.act_tensors): HF's
+#: gelu_new is 0.5*x*(1 + tanh(...)) in elementwise ops, keeping x, the tanh, 0.5*x and 1 + tanh.
+ACT_TENSORS = {"gelu_new": 4}
 
-    c = {"vocab": 64, "d_model": 64, "heads": 4, "layers": 4, "seq": 16, "batch": 16} | opts
+
+def gpt_shape(module: str, opts: dict, M: int):
+    """ppir's ModelShape of the GPT example (examples/gpt_model.py) or of HF GPT-2
+    (examples/hf_gpt2.py) with these options over the module's own CONFIG: fp32, a GeLU MLP of
+    4h, LayerNorm, no dropout, torch's CPU flash attention (HF's sdpa), the head counted untied
+    (tying changes parameters, not activations)."""
+    from ppir.analysis.models import make_model
+    from ppir.torch.model import load_model
+
+    c = dict(getattr(load_model(module), "CONFIG", {})) | opts
     return make_model(
         layers=c["layers"],
         hidden=c["d_model"],
@@ -338,6 +346,7 @@ def gpt_shape(opts: dict, M: int):
         tied=0,
         dropout=0,
         flash=1,
+        act_tensors=ACT_TENSORS.get(c.get("act"), 0),
     )
 
 
@@ -349,7 +358,7 @@ def predict(P: int, args, cost_file: str) -> dict:
     from ppir.torch.model import parse_options
 
     cfg = make_config(load_config_file(cost_file), cost_file)
-    shape = gpt_shape(parse_options(args.module_opt), args.microbatches)
+    shape = gpt_shape(args.module, parse_options(args.module_opt), args.microbatches)
     out = {}
     for name, v in CASES:
         s = program(name, P, args.microbatches, v)

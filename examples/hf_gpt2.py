@@ -11,7 +11,10 @@ copies stay identical (check it with ``--verify-grads --verify-steps 3``).
     ppir launch -n 2 1f1b -D M=4 --module examples/hf_gpt2.py --steps 20
     ppir launch -n 2 zbv -D M=4 --module examples/hf_gpt2.py --verify-grads --verify-steps 3
 
-Options (``--module-opt KEY=VALUE``): vocab, d_model, heads, layers, seq, batch, seed.  Needs
+Options (``--module-opt KEY=VALUE``): vocab, d_model, heads, layers, seq, batch, seed, act (the
+MLP's activation: GPT-2's own ``gelu_new``, written out as elementwise ops that keep four
+FFN-wide tensors for backward; ``gelu_pytorch_tanh``, the same function as one kernel that keeps
+one).  Needs
 ``pip install 'ppir[torch,hf]'`` (transformers).  Plain SGD (``--lr``) is the optimizer.
 """
 
@@ -21,7 +24,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-CONFIG = {"vocab": 96, "d_model": 32, "heads": 4, "layers": 4, "seq": 16, "batch": 8, "seed": 0}
+CONFIG = {
+    "vocab": 96,
+    "d_model": 32,
+    "heads": 4,
+    "layers": 4,
+    "seq": 16,
+    "batch": 8,
+    "seed": 0,
+    "act": "gelu_new",
+}
 _STAGES: dict = {}
 
 
@@ -66,6 +78,7 @@ def build_model():
         n_embd=c["d_model"],
         n_layer=c["layers"],
         n_head=c["heads"],
+        activation_function=c["act"],
         resid_pdrop=0.0,
         embd_pdrop=0.0,
         attn_pdrop=0.0,

@@ -308,3 +308,15 @@ def test_memory_model_split_is_what_the_input_pass_keeps():
     measured = 1 - left / f_bytes
     assert abs(measured - float(split_fractions(shape))) < 0.02, (measured, split_fractions(shape))
     backward_weight(work)
+
+
+@pytest.mark.parametrize("act,kept", [("gelu_new", 4), ("gelu_pytorch_tanh", 1)])
+def test_hf_activation_keeps_the_tensors_the_memory_model_counts(act, kept):
+    """``ModelShape.act_tensors``: HF GPT-2's ``gelu_new`` (elementwise ops) keeps four tensors
+    of the FFN width for backward, the fused ``gelu_pytorch_tanh`` one (its input)."""
+    acts = pytest.importorskip("transformers.activations")
+    h = torch.randn(4, 256, requires_grad=True)  # the activation's input (fc1's output)
+    y = acts.ACT2FN[act](h)
+    sizes = [n for _, n in _storages(_saved([y]), set()).values()]
+    full = h.untyped_storage().nbytes()
+    assert sizes.count(full) == kept and all(n == full or n <= 8 for n in sizes)  # + scalars

@@ -31,6 +31,15 @@ def test_korthikanti_per_layer_bytes():
     assert m.message_bytes() == s * b * h * 2
 
 
+def test_act_tensors_counts_what_the_activation_function_keeps():
+    m = make_model("gpt3-175b", flash=1)
+    s, b, f, d = 2048, 1, 4 * 12288, 2
+    assert m.act_kept == 1 and make_model("llama3-8b").act_kept == 2  # fused GeLU / SwiGLU input
+    hf = make_model("gpt3-175b", flash=1, act_tensors=4)  # HF GPT-2's gelu_new, elementwise
+    assert hf.activation_bytes_per_layer() - m.activation_bytes_per_layer() == 3 * s * b * f * d
+    assert parse_model_spec("gpt3-175b,act_tensors=4") == make_model("gpt3-175b", act_tensors=4)
+
+
 def test_flops_per_layer_matches_24bsh2_for_4h_ffn():
     m = make_model("gpt3-175b", mbs=2)  # flash=0: the whole s x s score matrix is computed
     s, b, h = 2048, 2, 12288
@@ -58,6 +67,7 @@ def test_presets_and_spec_parsing():
         ("dtype=bf61", "unknown dtype 'bf61'"),
         ("hiden=4", "unknown model field 'hiden'"),
         ("seq=abc", "seq must be an integer"),
+        ("act_tensors=-1", "act_tensors must be a non-negative integer"),
     ],
 )
 def test_bad_models_are_ppir_errors(spec, needle):

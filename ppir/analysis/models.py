@@ -18,10 +18,12 @@ Contract
   output layer ``V·h`` (the embedding's copy when ``tied`` and the stage is on another rank).
 * Activations of one layer and microbatch (:meth:`ModelShape.activation_terms`), the tensors
   autograd keeps, generalising Korthikanti et al. (MLSys'23, Table 2; ``34sbh + 5as²b`` at 16
-  bits, MHA, GeLU, dropout): norm and linear inputs, Q, K, V, the GeLU/SwiGLU input, one-byte
-  dropout masks; the attention scores ``a·s²·b·(2d + 1)`` without flash attention, or the
-  log-sum-exp ``4·a·s·b`` (fp32) with it; none of those under selective recomputation; only the
-  layer input ``s·b·h·d`` under full recomputation.
+  bits, MHA, GeLU, dropout): norm and linear inputs, Q, K, V, the GeLU/SwiGLU input (or
+  ``act_tensors`` tensors of width ``f`` for an activation written out as elementwise ops, e.g.
+  4 for HF GPT-2's ``gelu_new``), one-byte dropout masks; the attention scores
+  ``a·s²·b·(2d + 1)`` without flash attention, or the log-sum-exp ``4·a·s·b`` (fp32) with it;
+  none of those under selective recomputation; only the layer input ``s·b·h·d`` under full
+  recomputation.
 * A point-to-point message between stages carries one boundary activation: ``s·b·h·d/t`` bytes.
 * Forward FLOPs of one layer (Megatron-LM's ``num_floating_point_operations``, forward third):
   ``2sb·(2h² + 2h·h·g/a + 2hf or 3hf)`` plus the attention core ``4bs²h``, halved for the causal
@@ -74,6 +76,7 @@ class ModelShape:
     norm: str = "layernorm"
     optimizer: str = "adam"
     grad_dtype: str = "fp32"
+    act_tensors: int = 0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -84,7 +87,12 @@ class ModelShape:
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise self._bad(f"{f} must be a positive integer, got {v!r}")
-        for f, what in (("ffn", "0 = 4*hidden"), ("kv_heads", "0 = heads"), ("vocab", "0 = none")):
+        for f, what in (
+            ("ffn", "0 = 4*hidden"),
+            ("kv_heads", "0 = heads"),
+            ("vocab", "0 = none"),
+            ("act_tensors", "0 = the activation function's input"),
+        ):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise self._bad(f"{f} must be a non-negative integer ({what}), got {v!r}")
@@ -139,6 +147,13 @@ class ModelShape:
         return self.ffn or 4 * self.hidden
 
     @property
+    def act_kept(self) -> int:
+        """Tensors of the FFN width (``f``) the activation function keeps for backward besides
+        fc2's input: ``act_tensors``, or by default its input (1 for GeLU, 2 for SwiGLU's gate
+        and up, as fused kernels keep them)."""
+        return self.act_tensors or (2 if self.swiglu else 1)
+
+    @property
     def kv(self) -> int:
         """Key/value heads (grouped-query attention; = heads for multi-head attention)."""
         return self.kv_heads or self.heads
@@ -182,7 +197,7 @@ class ModelShape:
         lin = (
             2 * h * d  # the inputs of the two norms
             + (3 * h + 2 * self.kv_dim) * d  # QKV input, Q, K, V, output-projection input
-            + (h + (2 * f if self.swiglu else f) + f) * d  # fc1 input, activation input, fc2 input
+            + (h + self.act_kept * f + f) * d  # fc1 input, what the activation keeps, fc2 input
             + 2 * h * mask  # the two dropout masks
         )
         if recompute == "selective":
@@ -314,7 +329,8 @@ def parse_model_spec(text: str) -> ModelShape:
     """Parse ``--model`` text: ``PRESET``, ``PRESET,key=value,...`` or ``key=value,...``.
 
     Keys are the :class:`ModelShape` fields: layers, hidden, heads, seq, mbs, dtype, tp, ffn,
-    kv_heads, vocab, swiglu, tied, dp, zero, flash, dropout, norm, optimizer, grad_dtype.
+    kv_heads, vocab, swiglu, tied, dp, zero, flash, dropout, norm, optimizer, grad_dtype,
+    act_tensors.
     """
     preset = None
     over: dict = {}

@@ -75,7 +75,8 @@ def add_model_arguments(p) -> None:
         "llama3-405b, gpt2-xl), optionally with overrides, or key=value pairs: "
         "e.g. llama3-70b,tp=8,seq=4096 or layers=32,hidden=4096,heads=32,seq=2048,"
         "mbs=1,dtype=bf16,tp=1; training fields: kv_heads, vocab, swiglu=0|1, tied=0|1, "
-        "flash=0|1, dropout=0|1, norm, dp, zero=0|1|2, optimizer=adam|sgd, grad_dtype",
+        "flash=0|1, dropout=0|1, norm, dp, zero=0|1|2, optimizer=adam|sgd, grad_dtype, "
+        "act_tensors (FFN-wide tensors the activation keeps; 0: its input)",
     )
     p.add_argument(
         "--recompute",
