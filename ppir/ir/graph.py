@@ -61,6 +61,7 @@ from __future__ import annotations
 import weakref
 from array import array
 from collections.abc import Iterator, Mapping
+from itertools import accumulate, chain
 from types import MappingProxyType
 
 import networkx as nx
@@ -347,6 +348,9 @@ def _build(schedule: Schedule, progress: str, units) -> ProgramGraph:
     return g
 
 
+_NONES = [None] * 4096
+
+
 class Predecessors:
     """The wait-for predecessors of every node, packed once construction is done: one flat
     integer array (node << 3 | edge kind, in construction order) and an offset per node, in
@@ -358,10 +362,15 @@ class Predecessors:
     def __init__(self, lists: list[list[int]]):
         ptr = array("l", [0])
         enc = array("q")
-        for v, entries in enumerate(lists):
-            enc.extend(entries)
-            ptr.append(len(enc))
-            lists[v] = None  # freed as packed: the lists and the array are not both held
+        step = 4096  # a slice at a time, in C; freed as packed: not all lists and the array
+        for lo in range(0, len(lists), step):
+            part = lists[lo : lo + step]
+            ends = accumulate(map(len, part), initial=len(enc))
+            next(ends)  # the slice starts where the previous one ended (ptr's last entry)
+            ptr.extend(ends)
+            enc.extend(array("q", list(chain.from_iterable(part))))
+            lists[lo : lo + step] = _NONES[: len(part)]
+            del part
         self.ptr, self.enc = ptr, enc
 
     def __getitem__(self, v: int):
