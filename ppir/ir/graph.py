@@ -66,6 +66,7 @@ from types import MappingProxyType
 
 import networkx as nx
 
+from ppir.ir.firstops import FirstOps
 from ppir.ir.types import Action, Group, Schedule
 
 COMPUTE, POST, DONE, WAIT, MESSAGE, REDUCE = range(6)
@@ -114,7 +115,10 @@ class ProgramGraph(nx.DiGraph):
         self.op_msg: list[int] = []  # the message node of a matched comm op, else -1
         self.rank_start: list[int] = []
         self.item_starts: list[list[int]] = []  # per rank: first op of each item, then the end
-        self.first: dict[tuple, int] = {}  # (stage, kind, mb) -> first op holding it
+        # (stage, kind, mb) -> the first op holding it (a Mapping; ppir.ir.firstops)
+        self.first = FirstOps(
+            self.ops, schedule.stages, schedule.microbatches, sum(map(len, schedule.programs))
+        )
         self.sends: dict[tuple[int, int], list[int]] = {}  # channel -> send ops in order
         self.recvs: dict[tuple[int, int], list[int]] = {}
         self.messages: list[int] = []  # message nodes, in creation order

@@ -6,7 +6,6 @@ would cost more than the work itself."""
 
 from __future__ import annotations
 
-from collections import deque
 from itertools import accumulate, chain, repeat
 
 from ppir.ir import deps
@@ -45,7 +44,6 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
     place, S = s.placement, s.stages
     delta = deps.PEER_DELTA
     within = deps.stage_bounds(S, s.pipelines)
-    setdefault = first.setdefault
     compute = COMPUTE_KINDS
     for r, prog in enumerate(s.programs):  # per rank: comprehensions, then a loop over comm ops
         base = len(ops)
@@ -62,11 +60,7 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
         op_rank.extend(repeat(r, n))
         op_item.extend([i for i, x in enumerate(acts) for _ in x])
         g.item_starts.append(list(accumulate(map(len, acts), initial=base)))
-        # first[key] = the first op holding key: setdefault over the rank's ops, in C
-        deque(
-            map(setdefault, [(a.stage, a.kind, a.mb) for a in flat], range(base, base + n)),
-            maxlen=0,
-        )
+        first.add(flat, base)  # first[key] = the first op holding key
         peers = [-1] * n
         for j in [j for j, a in enumerate(flat) if a.kind not in compute]:
             a = flat[j]
@@ -280,7 +274,7 @@ def data_edges(g: ProgramGraph) -> tuple[list, list]:
     n = len(kind)
     data_in: list = [()] * n
     data_out: list = [()] * n
-    get = first.get
+    get = first.op
     rules = deps.INPUTS
     within = deps.stage_bounds(S, g.schedule.pipelines)  # producers lie in the op's pipeline
     for o, a in enumerate(ops):
@@ -295,7 +289,7 @@ def data_edges(g: ProgramGraph) -> tuple[list, list]:
             if not lo <= st < hi:
                 continue
             for k in kinds:
-                src = get((st, k, m))
+                src = get(st, k, m)
                 if src is not None:
                     u = op_node[src]
                     if u != v and kind[u] == COMPUTE:
@@ -323,7 +317,7 @@ def _reduce_edges(g: ProgramGraph, data_in: list, data_out: list) -> None:
             continue
         for p in deps.reduce_inputs(st, M):
             for kind in p.kinds:
-                src = first.get((p.stage, kind, p.mb))
+                src = first.op(p.stage, kind, p.mb)
                 if src is not None:
                     u = op_node[src]
                     data_in[v] = [*data_in[v], u]

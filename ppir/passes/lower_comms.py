@@ -107,7 +107,7 @@ class LowerComms:
         def meeting(r: int, t, recv: Action, dst: int):
             c = None  # the consumer of what recv delivers (deps.served_keys(recv))
             for k in serves[recv.kind]:
-                c = first.get((recv.stage, k, recv.mb))
+                c = first.op(recv.stage, k, recv.mb)
                 if c is not None:
                     break
             hi = starts[dst][op_item[c]] if c is not None and op_rank[c] == dst else None

@@ -60,7 +60,7 @@ def check_structure(g: ProgramGraph, compute_known: bool = False) -> tuple[list[
                     hints=(f"move it to rank {place[st]}'s program",),
                 )
             )
-        p = first[(st, k, m)]
+        p = first.op(st, k, m)
         if p == o:
             if comm and peer[o] == rank[o]:
                 out.append(_local_message(g, o))
