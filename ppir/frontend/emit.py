@@ -70,7 +70,9 @@ class OpEmitter:
         return None if isinstance(e, A.Name) and e.name == "next" else self.compile(e)
 
     def _action(self, kind: OpKind, mb_f, ch_f, scope, span: Span) -> Action:
-        rank = scope.lookup("$rank")
+        rank = self.rank  # the rank a program block expands: its scope's $rank
+        if rank is None:  # an op run elsewhere (a greedy block's body): the scope's
+            rank = scope.lookup("$rank")
         stages = self.stages_of[rank]
         stage = None if ch_f is None else self._chunk_stage(rank, ch_f(scope), span)
         if kind is OpKind.W and mb_f is None:

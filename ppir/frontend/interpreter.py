@@ -198,7 +198,14 @@ class Interpreter(OpEmitter):
             return pending
 
         def call(scope: Scope):
-            fn = scope.lookup(name)
+            s = scope
+            while s is not None:  # Scope.lookup, inlined
+                fn = s.vars.get(name, _MISSING)
+                if fn is not _MISSING:
+                    break
+                s = s.parent
+            else:
+                fn = _MISSING
             if not isinstance(fn, Function):
                 if fn is _MISSING:
                     cands = [k for k in scope.visible_names()] + list(_BUILTINS)
