@@ -1,7 +1,8 @@
-"""The graph construction's table of deferred groups not yet waited for
-(``ppir.ir.units._put``/``_take``) behaves as the dict keyed by a group's actions that it
-replaces: a later group with equal actions replaces the earlier one, a wait takes the group
-with equal actions (identical tuple or not) or none."""
+"""The table of deferred groups not yet waited for (:class:`ppir.ir.deferred.OpenGroups`, read
+by the graph construction and the wait check) behaves as the dict keyed by a group's actions
+that it replaces: a later group with equal actions replaces the earlier one's value in its
+place, a wait takes the group with equal actions (identical tuple or not) or none, and the
+values come in the dict's order."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ppir.ir import Action, OpKind
-from ppir.ir.units import _put, _take
+from ppir.ir.deferred import OpenGroups
 
 KEYS = [
     tuple(Action(s, k, m) for s, k, m in key)
@@ -28,14 +29,14 @@ steps = st.lists(
 @settings(max_examples=300, deadline=None)
 @given(steps)
 def test_put_and_take_are_the_dict(ops):
-    table: list = []
+    table = OpenGroups()
     ref: dict = {}
     for v, (is_group, i, fresh) in enumerate(ops):
         # fresh: an equal tuple of equal (not identical) actions, as a parsed wait holds
         key = tuple(a.with_span(None) for a in KEYS[i]) if fresh else KEYS[i]
         if is_group:
-            _put(table, key, v)
+            assert table.put(key, v) == ref.get(key)
             ref[key] = v
         else:
-            assert _take(table, key) == ref.pop(key, -1)
-    assert sorted(v for _, v in table) == sorted(ref.values())
+            assert table.take(key, -1) == ref.pop(key, -1)
+        assert table.values() == list(ref.values()) and len(table) == len(ref)

@@ -198,14 +198,7 @@ class Interpreter(OpEmitter):
             return pending
 
         def call(scope: Scope):
-            s = scope
-            while s is not None:  # Scope.lookup, inlined
-                fn = s.vars.get(name, _MISSING)
-                if fn is not _MISSING:
-                    break
-                s = s.parent
-            else:
-                fn = _MISSING
+            fn = scope.lookup(name)
             if not isinstance(fn, Function):
                 if fn is _MISSING:
                     cands = [k for k in scope.visible_names()] + list(_BUILTINS)

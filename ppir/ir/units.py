@@ -9,6 +9,7 @@ from __future__ import annotations
 from itertools import accumulate, chain, repeat
 
 from ppir.ir import deps
+from ppir.ir.deferred import OpenGroups
 from ppir.ir.graph import (
     CHANNEL,
     COMPUTE,
@@ -136,7 +137,7 @@ def fifo_units(g: ProgramGraph, s: Schedule) -> None:
         order: list[int] = []
         add = order.append
         last_block = last_group = -1
-        deferred: list[list] = []  # [actions, post node] of the deferred groups not waited for
+        deferred = OpenGroups()  # a deferred group's actions -> its post node
         starts = g.item_starts[r]
         for i in range(len(starts) - 1):
             lo, hi = starts[i], starts[i + 1]
@@ -147,7 +148,7 @@ def fifo_units(g: ProgramGraph, s: Schedule) -> None:
                 continue
             v = len(kind)
             if cls is Wait:
-                p = _take(deferred, it.actions)
+                p = deferred.take(it.actions, -1)
                 kind.append(WAIT)
                 rank.append(r)
                 item.append(i)
@@ -205,31 +206,12 @@ def fifo_units(g: ProgramGraph, s: Schedule) -> None:
             before.append(pre)
             before.append([v << _S | ORDER])
             if cls is Group and it.deferred:
-                _put(deferred, it.actions, v)
+                deferred.put(it.actions, v)
             else:
                 last_block = d
             add(v)
             add(d)
         g.rank_nodes.append(order)
-
-
-# A rank's deferred groups not waited for yet: the dict {actions: post} in a short list, where
-# a wait finds its group's very tuple (the passes share it) by identity, hashing no Action.
-def _put(deferred: list[list], actions: tuple, v: int) -> None:
-    for e in deferred:
-        k = e[0]
-        if k is actions or (len(k) == len(actions) and k == actions):
-            e[0], e[1] = actions, v  # equal keys: the dict's entry, its value replaced
-            return
-    deferred.append([actions, v])
-
-
-def _take(deferred: list[list], actions: tuple) -> int:
-    for i in range(len(deferred) - 1, -1, -1):
-        if deferred[i][0] is actions:
-            return deferred.pop(i)[1]
-    i = next((i for i, e in enumerate(deferred) if e[0] == actions), -1)
-    return deferred.pop(i)[1] if i >= 0 else -1
 
 
 def relaxed_units(g: ProgramGraph, s: Schedule) -> None:
