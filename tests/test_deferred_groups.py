@@ -19,6 +19,8 @@ KEYS = [
         ((0, OpKind.SEND_F, 1),),
         ((0, OpKind.SEND_F, 0), (1, OpKind.RECV_B, 0)),
         ((1, OpKind.RECV_B, 0), (0, OpKind.SEND_F, 0)),
+        ((1, OpKind.SEND_F, 0),),
+        (),
     )
 ]
 steps = st.lists(

@@ -22,9 +22,10 @@ class OpenGroups:
     def put(self, actions: tuple, value):
         """Set the value of ``actions``; the value it replaces, or None."""
         n = len(actions)
-        for e in self._entries:
+        mb = actions[0].mb if n else None  # equal tuples have equal first microbatches: a
+        for e in self._entries:  # cheap test before the dataclass __eq__ of Actions
             k = e[0]
-            if k is actions or (len(k) == n and k == actions):
+            if k is actions or (len(k) == n and (not n or k[0].mb == mb) and k == actions):
                 old, e[1] = e[1], value
                 return old
         self._entries.append([actions, value])
@@ -37,8 +38,9 @@ class OpenGroups:
             if entries[i][0] is actions:
                 return entries.pop(i)[1]
         n = len(actions)
+        mb = actions[0].mb if n else None
         for i, (k, v) in enumerate(entries):
-            if len(k) == n and k == actions:
+            if len(k) == n and (not n or k[0].mb == mb) and k == actions:
                 del entries[i]
                 return v
         return default

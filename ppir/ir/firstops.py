@@ -86,5 +86,31 @@ class FirstOps(Mapping):
             if self.op(*key) == o:
                 yield key
 
+    def getter(self):
+        """A function ``(stage, kind, mb) -> first op or None``: :meth:`op` with its state
+        bound, for hot loops."""
+        dense, other, S, M, code = self._dense, self._other, self._S, self._M, _CODE
+        get = other.get
+        if dense is None:
+            return lambda st, k, m: get((st, k, m))
+
+        def op(st: int, k: OpKind, m: int) -> int | None:
+            if 0 <= st < S and 0 <= m < M:
+                o = dense[(code[k] * S + st) * M + m]
+                return o if o >= 0 else None
+            return get((st, k, m))
+
+        return op
+
+    def items(self) -> list[tuple[tuple, int]]:
+        """(key, first op) in the order of the first ops (a list, made in one pass)."""
+        op = self.getter()
+        out = []
+        for o, a in enumerate(self._ops):
+            st, k, m = a.stage, a.kind, a.mb
+            if op(st, k, m) == o:
+                out.append(((st, k, m), o))
+        return out
+
     def __len__(self) -> int:
         return self._n

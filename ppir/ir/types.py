@@ -311,9 +311,10 @@ class Schedule:
         return dict(self.params)
 
     # ----------------------------------------------------------------- views
-    @property
+    @cached_property
     def is_lowered(self) -> bool:
-        """True when any program holds communication actions."""
+        """True when any program holds communication actions (the programs are tuples: read
+        once)."""
         return any(is_comm_item(it) for prog in self.programs for it in prog)
 
     def actions(self, rank: int) -> Iterator[Action]:

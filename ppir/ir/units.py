@@ -275,7 +275,7 @@ def data_edges(g: ProgramGraph) -> tuple[list, list]:
     n = len(kind)
     data_in: list = [()] * n
     data_out: list = [()] * n
-    get = first.op
+    get = first.getter()
     rules = deps.INPUTS
     within = deps.stage_bounds(S, g.schedule.pipelines)  # producers lie in the op's pipeline
     for o, a in enumerate(ops):

@@ -111,12 +111,12 @@ class LowerComms:
             comms = _exchanges(g, ends, lambda r, t, recv, dst: t)
             return _place_groups(base, comms, ends, before_start=False)
 
-        first, serves, op_item, op_rank = g.first, deps.SERVES, g.op_item, g.op_rank
+        first_op, serves, op_item, op_rank = g.first.getter(), deps.SERVES, g.op_item, g.op_rank
 
         def meeting(r: int, t, recv: Action, dst: int):
             c = None  # the consumer of what recv delivers (deps.served_keys(recv))
             for k in serves[recv.kind]:
-                c = first.op(recv.stage, k, recv.mb)
+                c = first_op(recv.stage, k, recv.mb)
                 if c is not None:
                     break
             hi = starts[dst][op_item[c]] if c is not None and op_rank[c] == dst else None

@@ -27,7 +27,7 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
     s = g.schedule
     out: list[Diagnostic] = []
     lowered, S, place = g.lowered, s.stages, s.placement
-    ops, op_rank, op_item, first_op = g.ops, g.op_rank, g.op_item, g.first.op
+    ops, op_rank, op_item, first_op = g.ops, g.op_rank, g.op_item, g.first.getter()
     ready = [wait_items(p) for p in s.programs] if lowered else []
     local: dict[int, dict] = {}  # per rank: first op of each key there, built when needed
 
