@@ -98,6 +98,43 @@ class OpEmitter:
             )
         return self._count(Action(stage, kind, mb, span))
 
+    def _need_placement(self, span: Span):
+        if self.placement is None:
+            raise error(
+                "placement-not-ready",
+                "stage(), chunks() and rank_of() need 'ranks', 'stages' and 'placement' "
+                "declared before they are used",
+                span,
+            )
+
+    def _rank_stages(self, r: int, span: Span) -> tuple[int, ...]:
+        self._need_placement(span)
+        if not 0 <= r < len(self.stages_of):
+            raise error(
+                "rank-out-of-range", f"rank {r} is out of range 0..{len(self.stages_of) - 1}", span
+            )
+        return self.stages_of[r]
+
+    def _stage(self, r: int, c: int, span: Span) -> int:
+        st = self._rank_stages(r, span)
+        if not 0 <= c < len(st):
+            raise error(
+                "chunk-out-of-range",
+                f"chunk {c} is out of range: rank {r} holds {len(st)} chunk(s) (0..{len(st) - 1})",
+                span,
+            )
+        return st[c]
+
+    def _rank_of(self, s: int, span: Span) -> int:
+        self._need_placement(span)
+        if not 0 <= s < len(self.placement):
+            raise error(
+                "stage-out-of-range",
+                f"stage {s} is out of range 0..{len(self.placement) - 1}",
+                span,
+            )
+        return self.placement[s]
+
     def _chunk_stage(self, rank: int, ch: int, span: Span) -> int:
         stages = self.stages_of[rank]
         if not 0 <= ch < len(stages):
