@@ -258,13 +258,13 @@ def item_actions(item: Item) -> tuple[Action, ...]:
 def is_comm_item(item: Item) -> bool:
     """True for a group, a lone SEND/RECV or a wait: what only a lowered program holds."""
     if isinstance(item, Action):
-        return item.kind.is_comm
+        return item.kind not in COMPUTE_KINDS  # OpKind.is_comm without the property call
     return isinstance(item, (Group, Wait))
 
 
 def is_compute_item(item: Item) -> bool:
     """True for a compute action or an :class:`Overlap`; False for communication."""
-    return isinstance(item, Overlap) or (isinstance(item, Action) and item.kind.is_compute)
+    return isinstance(item, Overlap) or (isinstance(item, Action) and item.kind in COMPUTE_KINDS)
 
 
 def parse_item(text: str, span: Span | None = None) -> Action | Overlap:
