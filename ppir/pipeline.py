@@ -186,9 +186,10 @@ def compile(  # noqa: A001 - the library's verb
             return Compiled(
                 program=schedule, graph=cg, report=report, timeline=ctl, failed="input", **base
             )
-    # The first run takes the input graph over and drops it once lower-comms has read it, so
-    # that it is not held while the program's graphs are built (an eager run builds its own).
-    base["input_graph"] = cg
+    # The first run takes the input graph (and its timed run, which lower-comms reuses when its
+    # planning costs are these) over and drops them once lower-comms has read them, so that
+    # they are not held while the program's graphs are built (an eager run builds its own).
+    base["input_graph"], base["input_run"] = cg, ctl
     cg = ctl = None
     if passes is not None:
         chosen = parse_pipeline(passes, PASSES)
@@ -252,6 +253,7 @@ def _passes(strategy: str, overlap: bool, dp: int = 1) -> list:
 def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dict) -> Compiled:
     """Apply ``passes`` in order, verifying after each; the final program timed."""
     cg = base.pop("input_graph", None)  # this run owns the input graph now (see compile)
+    ctl = base.pop("input_run", None)  # and its timed run
     base = dict(base)
     program = schedule
     blocking = None
@@ -263,8 +265,8 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
             if isinstance(p, LowerComms):
                 if p.costs is None:
                     p = replace(p, costs=c)
-                program = blocking = p.apply(program, graph=cg)
-                cg = None
+                program = blocking = p.apply(program, graph=cg, timeline=ctl)
+                cg = ctl = None
             else:
                 program = p.apply(program)
         last = i == len(passes) - 1

@@ -129,3 +129,34 @@ def test_a_given_input_timeline_is_used_only_when_it_is_the_one_compile_would_ma
     assert s in built
     assert again.dependency_bound == plain.dependency_bound
     assert again.program.programs == plain.program.programs
+
+
+@pytest.mark.parametrize("strategy", ["lockstep", "eager"])
+def test_lower_comms_reuses_a_run_only_under_its_planning_costs(monkeypatch, strategy):
+    """compile hands lower-comms the input's timed run; the pass uses it only when its costs
+    are the planning costs (free links, every op positive), else it times the graph itself."""
+    import ppir.passes.lower_comms as lc
+    from ppir.analysis.costs import costs_for
+    from ppir.analysis.timeline import run
+    from ppir.ir.graph import build_graph
+    from ppir.passes import LowerComms
+
+    s = _load("interleaved_1f1b")
+    g = build_graph(s)
+    ran = []
+    real = lc.run
+    monkeypatch.setattr(lc, "run", lambda graph, costs: ran.append(costs) or real(graph, costs))
+    for cfg, reused in [
+        ({"costs": {"B": 3}}, True),
+        ({"costs": {"B": 3}, "comm": {"latency": "1/4"}}, strategy == "eager"),  # lockstep: 0
+        ({"costs": {"B": 3, "W": 0, "I": 1}}, False),  # a free op is planned as a sliver
+    ]:
+        c = costs_for(s, ppir.make_config(cfg))
+        tl = real(g, c)
+        ran.clear()
+        given = LowerComms(strategy, c).apply(s, graph=g, timeline=tl)
+        assert (ran == []) == reused, cfg
+        fresh = LowerComms(strategy, c).apply(s, graph=g)
+        assert given.programs == fresh.programs
+        wrong = LowerComms(strategy, c).apply(s, graph=g, timeline=run(g))  # untimed: not it
+        assert wrong.programs == fresh.programs

@@ -44,8 +44,7 @@ from ppir.analysis.memory import analyze_memory, split_fractions
 from ppir.analysis.timeline import run
 from ppir.analysis.units import fmt_size
 from ppir.diagnostics import PpirError, error
-from ppir.frontend.loader import load_schedule, read_source
-from ppir.frontend.parser import parse_text
+from ppir.frontend.loader import load_schedule, parse_cached, read_source
 from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
 
@@ -81,7 +80,7 @@ class Candidate:
 def schedule_params(name: str) -> list[str]:
     """The parameter names a schedule (built-in name or .pps path) declares."""
     path, text = read_source(name)
-    mod = parse_text(text, path)
+    mod = parse_cached(path, text)  # load_schedule parses the same text through this cache
     return [p.name for p in (mod.header.params if mod.header else ())]
 
 

@@ -234,3 +234,43 @@ def short_text(e: Expr) -> str:
     if isinstance(e, Call):
         return f"{e.func}(...)"
     return "the divisor"
+
+
+#: Names that expansion binds in inner scopes without a statement: a greedy block's priority
+#: sees these (:func:`ppir.synth.block.expand_greedy`).
+_DYNAMIC_NAMES = frozenset({"mb", "chunk", "stage", "is_f", "is_b", "is_w", "mem", "time"})
+
+
+def inner_binders(module: Module) -> frozenset[str]:
+    """Every name that some scope other than the top-level one may bind: lets, defs and their
+    parameters, loop variables, rank and microbatch variables anywhere below the top level,
+    the parameters of top-level defs, and the names a greedy priority sees.  A name outside
+    this set that the top level has bound can only ever be looked up there, so the
+    interpreter reads it once (a top-level binding is never rebound)."""
+    out: set[str] = set(_DYNAMIC_NAMES)
+
+    def walk(stmts) -> None:
+        for st in stmts:
+            if isinstance(st, Let):
+                out.add(st.name)
+            elif isinstance(st, Def):
+                out.add(st.name)
+                out.update(st.params)
+            elif isinstance(st, For):
+                out.add(st.var)
+                walk(st.body)
+            elif isinstance(st, If):
+                walk(st.then)
+                walk(st.orelse)
+            elif isinstance(st, PatternSlot):
+                out.add(st.mb_var)
+
+    for item in module.items:
+        if isinstance(item, Def):
+            out.update(item.params)
+        elif isinstance(item, (For, If)):
+            walk((item,))
+        elif isinstance(item, (ProgramBlock, GreedyBlock, PatternBlock)):
+            out.add(item.rank_var)
+            walk(item.body)
+    return frozenset(out)

@@ -70,7 +70,9 @@ class OpEmitter:
         return None if isinstance(e, A.Name) and e.name == "next" else self.compile(e)
 
     def _action(self, kind: OpKind, mb_f, ch_f, scope, span: Span) -> Action:
-        rank = scope.lookup("$rank")
+        rank = self.rank  # the rank a program block expands: its scope's $rank
+        if rank is None:  # an op run elsewhere (a greedy block's body): the scope's
+            rank = scope.lookup("$rank")
         stages = self.stages_of[rank]
         stage = None if ch_f is None else self._chunk_stage(rank, ch_f(scope), span)
         if kind is OpKind.W and mb_f is None:
@@ -95,6 +97,43 @@ class OpEmitter:
                 span,
             )
         return self._count(Action(stage, kind, mb, span))
+
+    def _need_placement(self, span: Span):
+        if self.placement is None:
+            raise error(
+                "placement-not-ready",
+                "stage(), chunks() and rank_of() need 'ranks', 'stages' and 'placement' "
+                "declared before they are used",
+                span,
+            )
+
+    def _rank_stages(self, r: int, span: Span) -> tuple[int, ...]:
+        self._need_placement(span)
+        if not 0 <= r < len(self.stages_of):
+            raise error(
+                "rank-out-of-range", f"rank {r} is out of range 0..{len(self.stages_of) - 1}", span
+            )
+        return self.stages_of[r]
+
+    def _stage(self, r: int, c: int, span: Span) -> int:
+        st = self._rank_stages(r, span)
+        if not 0 <= c < len(st):
+            raise error(
+                "chunk-out-of-range",
+                f"chunk {c} is out of range: rank {r} holds {len(st)} chunk(s) (0..{len(st) - 1})",
+                span,
+            )
+        return st[c]
+
+    def _rank_of(self, s: int, span: Span) -> int:
+        self._need_placement(span)
+        if not 0 <= s < len(self.placement):
+            raise error(
+                "stage-out-of-range",
+                f"stage {s} is out of range 0..{len(self.placement) - 1}",
+                span,
+            )
+        return self.placement[s]
 
     def _chunk_stage(self, rank: int, ch: int, span: Span) -> int:
         stages = self.stages_of[rank]

@@ -124,7 +124,7 @@ def evaluate_top_level(
 
 def _top_level(module: A.Module, params: dict[str, int], ex: Interpreter):
     """Run the top-level items in order: (scope, declarations, program blocks, rank lines)."""
-    top = Scope()
+    top = ex.top = Scope()
     top.vars.update(params)
     decls: dict[str, tuple[object, Span]] = {}
     programs: list[A.ProgramBlock] = []

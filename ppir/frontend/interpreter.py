@@ -73,6 +73,8 @@ class Interpreter(OpEmitter):
         self.stages_of: tuple[tuple[int, ...], ...] = ()
         self.microbatches: int | None = None
         self.rank: int | None = None  # the rank being expanded (None at top level)
+        self.top: Scope | None = None  # the top-level scope, once expansion made it
+        self.inner = A.inner_binders(module)  # names some other scope may bind
         self.current: Span | None = None  # the item being expanded, for last-resort errors
         self.out: list[Action | Overlap] = []
         self.count: dict[tuple[int, bool], int] = {}  # (stage, is_forward) -> ops emitted
@@ -102,6 +104,9 @@ class Interpreter(OpEmitter):
 
     def _compile_name(self, e: A.Name):
         name, span = e.name, e.span
+        v = self.top.vars.get(name) if self.top is not None else None
+        if v.__class__ is int and name not in self.inner:
+            return lambda scope: v  # bound for good at the top, and never shadowed
 
         def f(scope: Scope):
             s = scope
@@ -252,43 +257,6 @@ class Interpreter(OpEmitter):
             raise error(
                 "bad-call", f"{e.func}() takes {n} argument(s), {len(e.args)} given", e.span
             )
-
-    def _need_placement(self, span: Span):
-        if self.placement is None:
-            raise error(
-                "placement-not-ready",
-                "stage(), chunks() and rank_of() need 'ranks', 'stages' and 'placement' "
-                "declared before they are used",
-                span,
-            )
-
-    def _rank_stages(self, r: int, span: Span) -> tuple[int, ...]:
-        self._need_placement(span)
-        if not 0 <= r < len(self.stages_of):
-            raise error(
-                "rank-out-of-range", f"rank {r} is out of range 0..{len(self.stages_of) - 1}", span
-            )
-        return self.stages_of[r]
-
-    def _stage(self, r: int, c: int, span: Span) -> int:
-        st = self._rank_stages(r, span)
-        if not 0 <= c < len(st):
-            raise error(
-                "chunk-out-of-range",
-                f"chunk {c} is out of range: rank {r} holds {len(st)} chunk(s) (0..{len(st) - 1})",
-                span,
-            )
-        return st[c]
-
-    def _rank_of(self, s: int, span: Span) -> int:
-        self._need_placement(span)
-        if not 0 <= s < len(self.placement):
-            raise error(
-                "stage-out-of-range",
-                f"stage {s} is out of range 0..{len(self.placement) - 1}",
-                span,
-            )
-        return self.placement[s]
 
     # ================================================================ statements
     def compile_block(self, stmts) -> Callable[[Scope], None]:

@@ -61,10 +61,12 @@ from __future__ import annotations
 import weakref
 from array import array
 from collections.abc import Iterator, Mapping
+from itertools import accumulate, chain
 from types import MappingProxyType
 
 import networkx as nx
 
+from ppir.ir.firstops import FirstOps
 from ppir.ir.types import Action, Group, Schedule
 
 COMPUTE, POST, DONE, WAIT, MESSAGE, REDUCE = range(6)
@@ -113,7 +115,10 @@ class ProgramGraph(nx.DiGraph):
         self.op_msg: list[int] = []  # the message node of a matched comm op, else -1
         self.rank_start: list[int] = []
         self.item_starts: list[list[int]] = []  # per rank: first op of each item, then the end
-        self.first: dict[tuple, int] = {}  # (stage, kind, mb) -> first op holding it
+        # (stage, kind, mb) -> the first op holding it (a Mapping; ppir.ir.firstops)
+        self.first = FirstOps(
+            self.ops, schedule.stages, schedule.microbatches, sum(map(len, schedule.programs))
+        )
         self.sends: dict[tuple[int, int], list[int]] = {}  # channel -> send ops in order
         self.recvs: dict[tuple[int, int], list[int]] = {}
         self.messages: list[int] = []  # message nodes, in creation order
@@ -347,6 +352,9 @@ def _build(schedule: Schedule, progress: str, units) -> ProgramGraph:
     return g
 
 
+_NONES = [None] * 4096
+
+
 class Predecessors:
     """The wait-for predecessors of every node, packed once construction is done: one flat
     integer array (node << 3 | edge kind, in construction order) and an offset per node, in
@@ -358,10 +366,15 @@ class Predecessors:
     def __init__(self, lists: list[list[int]]):
         ptr = array("l", [0])
         enc = array("q")
-        for v, entries in enumerate(lists):
-            enc.extend(entries)
-            ptr.append(len(enc))
-            lists[v] = None  # freed as packed: the lists and the array are not both held
+        step = 4096  # a slice at a time, in C; freed as packed: not all lists and the array
+        for lo in range(0, len(lists), step):
+            part = lists[lo : lo + step]
+            ends = accumulate(map(len, part), initial=len(enc))
+            next(ends)  # the slice starts where the previous one ended (ptr's last entry)
+            ptr.extend(ends)
+            enc.extend(array("q", list(chain.from_iterable(part))))
+            lists[lo : lo + step] = _NONES[: len(part)]
+            del part
         self.ptr, self.enc = ptr, enc
 
     def __getitem__(self, v: int):

@@ -258,13 +258,13 @@ def item_actions(item: Item) -> tuple[Action, ...]:
 def is_comm_item(item: Item) -> bool:
     """True for a group, a lone SEND/RECV or a wait: what only a lowered program holds."""
     if isinstance(item, Action):
-        return item.kind.is_comm
+        return item.kind not in COMPUTE_KINDS  # OpKind.is_comm without the property call
     return isinstance(item, (Group, Wait))
 
 
 def is_compute_item(item: Item) -> bool:
     """True for a compute action or an :class:`Overlap`; False for communication."""
-    return isinstance(item, Overlap) or (isinstance(item, Action) and item.kind.is_compute)
+    return isinstance(item, Overlap) or (isinstance(item, Action) and item.kind in COMPUTE_KINDS)
 
 
 def parse_item(text: str, span: Span | None = None) -> Action | Overlap:
@@ -311,9 +311,10 @@ class Schedule:
         return dict(self.params)
 
     # ----------------------------------------------------------------- views
-    @property
+    @cached_property
     def is_lowered(self) -> bool:
-        """True when any program holds communication actions."""
+        """True when any program holds communication actions (the programs are tuples: read
+        once)."""
         return any(is_comm_item(it) for prog in self.programs for it in prog)
 
     def actions(self, rank: int) -> Iterator[Action]:

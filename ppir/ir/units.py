@@ -6,10 +6,10 @@ would cost more than the work itself."""
 
 from __future__ import annotations
 
-from collections import deque
 from itertools import accumulate, chain, repeat
 
 from ppir.ir import deps
+from ppir.ir.deferred import OpenGroups
 from ppir.ir.graph import (
     CHANNEL,
     COMPUTE,
@@ -45,7 +45,6 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
     place, S = s.placement, s.stages
     delta = deps.PEER_DELTA
     within = deps.stage_bounds(S, s.pipelines)
-    setdefault = first.setdefault
     compute = COMPUTE_KINDS
     for r, prog in enumerate(s.programs):  # per rank: comprehensions, then a loop over comm ops
         base = len(ops)
@@ -62,11 +61,7 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
         op_rank.extend(repeat(r, n))
         op_item.extend([i for i, x in enumerate(acts) for _ in x])
         g.item_starts.append(list(accumulate(map(len, acts), initial=base)))
-        # first[key] = the first op holding key: setdefault over the rank's ops, in C
-        deque(
-            map(setdefault, [(a.stage, a.kind, a.mb) for a in flat], range(base, base + n)),
-            maxlen=0,
-        )
+        first.add(flat, base)  # first[key] = the first op holding key
         peers = [-1] * n
         for j in [j for j, a in enumerate(flat) if a.kind not in compute]:
             a = flat[j]
@@ -142,7 +137,7 @@ def fifo_units(g: ProgramGraph, s: Schedule) -> None:
         order: list[int] = []
         add = order.append
         last_block = last_group = -1
-        deferred: dict[tuple, int] = {}  # a deferred group's actions -> its post node
+        deferred = OpenGroups()  # a deferred group's actions -> its post node
         starts = g.item_starts[r]
         for i in range(len(starts) - 1):
             lo, hi = starts[i], starts[i + 1]
@@ -153,7 +148,7 @@ def fifo_units(g: ProgramGraph, s: Schedule) -> None:
                 continue
             v = len(kind)
             if cls is Wait:
-                p = deferred.pop(it.actions, -1)
+                p = deferred.take(it.actions, -1)
                 kind.append(WAIT)
                 rank.append(r)
                 item.append(i)
@@ -211,7 +206,7 @@ def fifo_units(g: ProgramGraph, s: Schedule) -> None:
             before.append(pre)
             before.append([v << _S | ORDER])
             if cls is Group and it.deferred:
-                deferred[it.actions] = v
+                deferred.put(it.actions, v)
             else:
                 last_block = d
             add(v)
@@ -280,7 +275,7 @@ def data_edges(g: ProgramGraph) -> tuple[list, list]:
     n = len(kind)
     data_in: list = [()] * n
     data_out: list = [()] * n
-    get = first.get
+    get = first.getter()
     rules = deps.INPUTS
     within = deps.stage_bounds(S, g.schedule.pipelines)  # producers lie in the op's pipeline
     for o, a in enumerate(ops):
@@ -295,7 +290,7 @@ def data_edges(g: ProgramGraph) -> tuple[list, list]:
             if not lo <= st < hi:
                 continue
             for k in kinds:
-                src = get((st, k, m))
+                src = get(st, k, m)
                 if src is not None:
                     u = op_node[src]
                     if u != v and kind[u] == COMPUTE:
@@ -323,7 +318,7 @@ def _reduce_edges(g: ProgramGraph, data_in: list, data_out: list) -> None:
             continue
         for p in deps.reduce_inputs(st, M):
             for kind in p.kinds:
-                src = first.get((p.stage, kind, p.mb))
+                src = first.op(p.stage, kind, p.mb)
                 if src is not None:
                     u = op_node[src]
                     data_in[v] = [*data_in[v], u]

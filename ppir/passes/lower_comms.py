@@ -58,7 +58,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, replace
 
 from ppir.analysis.costs import Costs, costs_for
-from ppir.analysis.timeline import run
+from ppir.analysis.timeline import Timeline, run
 from ppir.ir import Action, Group, Item, OpKind, Schedule, deps, item_actions
 from ppir.ir.graph import ProgramGraph, build_graph
 
@@ -81,8 +81,16 @@ class LowerComms:
     costs: Costs | None = None
     name = "lower-comms"
 
-    def apply(self, schedule: Schedule, graph: ProgramGraph | None = None) -> Schedule:
-        """``graph``: the compute-only graph of ``schedule``, when the caller has built it."""
+    def apply(
+        self,
+        schedule: Schedule,
+        graph: ProgramGraph | None = None,
+        timeline: Timeline | None = None,
+    ) -> Schedule:
+        """``graph``: the compute-only graph of ``schedule``, when the caller has built it;
+        ``timeline``: a run of that graph, used in place of the planning run when its costs
+        equal the planning costs (:func:`ppir.analysis.timeline.run` is a function of the graph
+        and the costs: the same run)."""
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown lowering strategy {self.strategy!r}")
         base = schedule if not schedule.is_lowered else schedule.compute_only()
@@ -93,7 +101,8 @@ class LowerComms:
             costs = replace(costs, intra=0, inter=0, pairs=())
         usable = graph is not None and graph.schedule is schedule and not graph.lowered
         g = graph if usable else build_graph(base)
-        tl = run(g, costs)
+        same = timeline is not None and timeline.graph is g and timeline.costs == costs
+        tl = timeline if same else run(g, costs)
         if not tl.complete:  # a cyclic compute order: the verifier shows the cycle
             return _lower_naive(base)
         starts = [[tl.start[v] for v in order] for order in g.rank_nodes]
@@ -102,12 +111,12 @@ class LowerComms:
             comms = _exchanges(g, ends, lambda r, t, recv, dst: t)
             return _place_groups(base, comms, ends, before_start=False)
 
-        first, serves, op_item, op_rank = g.first, deps.SERVES, g.op_item, g.op_rank
+        first_op, serves, op_item, op_rank = g.first.getter(), deps.SERVES, g.op_item, g.op_rank
 
         def meeting(r: int, t, recv: Action, dst: int):
             c = None  # the consumer of what recv delivers (deps.served_keys(recv))
             for k in serves[recv.kind]:
-                c = first.get((recv.stage, k, recv.mb))
+                c = first_op(recv.stage, k, recv.mb)
                 if c is not None:
                     break
             hi = starts[dst][op_item[c]] if c is not None and op_rank[c] == dst else None

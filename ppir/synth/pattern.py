@@ -34,6 +34,10 @@ from ppir.ir import Action, OpKind, deps
 _KIND_ORDER = {OpKind.F: 0, OpKind.I: 1, OpKind.W: 2}
 
 
+def _first(x):
+    return x[0]
+
+
 class PatternError(Exception):
     """The building block cannot be repeated: two passes share a slot, or a pass comes no
     later than one whose output it consumes.  ``rank`` and ``actions`` name the culprits."""
@@ -54,58 +58,92 @@ class PatternSpec:
 
 
 class _Pipeline:
+    """The passes as integers: ``acts[i]`` is pass i (the spec's own F and I actions),
+    ``slot[i]`` its slot; weight passes are the anonymous ``wslots``."""
+
     def __init__(self, spec: PatternSpec):
         self.P, self.M, self.S = spec.ranks, spec.microbatches, len(spec.placement)
         self.rank_of = spec.placement
         self.chunks = [[s for s in range(self.S) if spec.placement[s] == r] for r in range(self.P)]
-        self.slot: dict[Action, int] = {}
+        self.acts: list[Action] = []
+        self.index: dict[Action, int] = {}
+        self.slot: list[int] = []
         for table in spec.slots:
-            self.slot.update(table)
+            for a, t in table.items():
+                if a not in self.index:
+                    self.index[a] = len(self.acts)
+                    self.acts.append(a)
+                    self.slot.append(t)
+                else:
+                    self.slot[self.index[a]] = t
+        self.rank = [self.rank_of[a.stage] for a in self.acts]
+        self.order = [_KIND_ORDER[a.kind] for a in self.acts]  # F 0, I 1
+        self.on_rank: list[list[int]] = [[] for _ in range(self.P)]
+        for i, r in enumerate(self.rank):
+            self.on_rank[r].append(i)
+        self._producers: list[list[int] | None] = [None] * len(self.acts)
         self.wslots: list[list[int]] = [[] for _ in range(self.P)]  # anonymous weight passes
 
     # ------------------------------------------------------------------ views
-    def passes(self, r: int) -> list[tuple[int, Action]]:
-        return sorted((t, a) for a, t in self.slot.items() if self.rank_of[a.stage] == r)
+    def passes(self, r: int) -> list[tuple[int, int]]:
+        """Rank r's (slot, pass) in slot order (a rank's slots are distinct)."""
+        slot = self.slot
+        return sorted([(slot[i], i) for i in self.on_rank[r]], key=_first)
 
-    def producers(self, a: Action) -> list[Action]:
-        """The passes ``a`` consumes (:func:`ppir.ir.deps.inputs`; backwards are I here)."""
-        return [
-            Action(p.stage, OpKind.I if OpKind.I in p.kinds else p.kinds[0], p.mb)
-            for p in deps.inputs(a, self.S)
-        ]
+    def producers(self, i: int) -> list[int]:
+        """The passes pass i consumes (:func:`ppir.ir.deps.inputs`; backwards are I here)."""
+        out = self._producers[i]
+        if out is None:
+            index = self.index
+            out = self._producers[i] = [
+                index[Action(p.stage, OpKind.I if OpKind.I in p.kinds else p.kinds[0], p.mb)]
+                for p in deps.inputs(self.acts[i], self.S)
+            ]
+        return out
 
     def peak(self, r: int, with_w: bool) -> int:
         """Peak chunk activations of rank r; without weight passes, each free slot retires a
         pending one."""
-        events = [(t, a.kind) for t, a in self.passes(r)]
-        if with_w:
-            events += [(t, OpKind.W) for t in self.wslots[r]]
+        slot, order = self.slot, self.order
+        events = [(slot[i], order[i]) for i in self.on_rank[r]]  # a slot's events: F, I, W
+        if with_w:  # F takes a chunk activation, W gives it back
+            events += [(t, 2) for t in self.wslots[r]]
+            events.sort()
+            held = best = 0
+            for _, k in events:
+                held += 1 - k
+                if held > best:
+                    best = held
+            return best
         events.sort()
         held = best = pending = 0
         last = -1
-        for t, kind in events:
-            if not with_w:
-                retired = min(t - last - 1, pending)
-                held, pending = held - retired, pending - retired
-            if kind is OpKind.F:
+        for t, k in events:
+            retired = t - last - 1
+            if retired > pending:
+                retired = pending
+            held -= retired
+            pending -= retired
+            if k == 0:
                 held += 1
-            elif kind is OpKind.I:
-                pending += 1
+                if held > best:
+                    best = held
             else:
-                held -= 1
-            best, last = max(best, held), t
+                pending += 1
+            last = t
         return best
 
     # ------------------------------------------------------------------ steps
     def fill(self) -> None:
+        order = self.order
         for r in range(self.P):
             row = self.passes(r)
-            busy = {t: a for t, a in row}
+            busy = {t: i for t, i in row}
             pending, out = 0, []
             for t in range(row[-1][0] + 1):
-                a = busy.get(t)
-                if a is not None:
-                    pending += a.kind is OpKind.I
+                i = busy.get(t)
+                if i is not None:
+                    pending += order[i] == 1
                 elif pending:
                     out.append(t)
                     pending -= 1
@@ -113,62 +151,60 @@ class _Pipeline:
             self.wslots[r] = out
 
     def reorder(self, with_w: bool, warmup: bool) -> None:
+        """Items are ``(slot, rank, kind order, is_w, pass or weight index)``."""
         cap = max(self.peak(r, with_w) for r in range(self.P))
-        items = [(t, self.rank_of[a.stage], _KIND_ORDER[a.kind], a) for a, t in self.slot.items()]
+        rank, order, acts = self.rank, self.order, self.acts
+        items = [(t, rank[i], order[i], False, i) for i, t in enumerate(self.slot)]
         if with_w:
-            items += [(t, r, 2, k) for r in range(self.P) for k, t in enumerate(self.wslots[r])]
+            items += [
+                (t, r, 2, True, k) for r in range(self.P) for k, t in enumerate(self.wslots[r])
+            ]
         items.sort(key=lambda x: x[:3])
         occupied: list[set[int]] = [set() for _ in range(self.P)]
         phase = 0  # 0 warm-up, 1 stable, 2 cool-down
-        first_backward = Action(0, OpKind.I, 0)
-        for t0, r, _, item in items:
-            is_w = isinstance(item, int)
-            if item == first_backward and phase == 0:
+        first_backward = self.index.get(Action(0, OpKind.I, 0))
+        for t0, r, _, is_w, item in items:
+            if not is_w and item == first_backward and phase == 0:
                 phase = 1
             move = phase == 2 or (phase == 0 and warmup)
-            if (
-                phase == 1
-                and not is_w
-                and item.kind is OpKind.F
-                and item.mb == self.M - 1
-                and item.stage == self.chunks[r][0]
-            ):
-                phase = 2
+            if phase == 1 and not is_w:
+                a = acts[item]
+                if a.kind is OpKind.F and a.mb == self.M - 1 and a.stage == self.chunks[r][0]:
+                    phase = 2
             if move:
-                self._move(r, item, t0, self._earliest(r, item), occupied[r], cap, with_w)
+                lo = self._earliest(r, is_w, item)
+                self._move(r, is_w, item, t0, lo, occupied[r], cap, with_w)
             occupied[r].add(self.wslots[r][item] if is_w else self.slot[item])
 
-    def _earliest(self, r: int, item: Action | int) -> int:
-        if isinstance(item, int):  # the k-th weight pass follows the k-th I and the (k-1)-th W
-            i_slots = sorted(t for t, a in self.passes(r) if a.kind is OpKind.I)
+    def _earliest(self, r: int, is_w: bool, item: int) -> int:
+        slot = self.slot
+        if is_w:  # the k-th weight pass follows the k-th I and the (k-1)-th W
+            i_slots = sorted(slot[i] for i in self.on_rank[r] if self.order[i] == 1)
             deps = [i_slots[item]] + ([self.wslots[r][item - 1]] if item else [])
         else:
-            deps = [self.slot[p] for p in self.producers(item)]
-            if item.mb:
-                deps.append(self.slot[Action(item.stage, item.kind, item.mb - 1)])
+            deps = [slot[p] for p in self.producers(item)]
+            a = self.acts[item]
+            if a.mb:
+                deps.append(slot[self.index[Action(a.stage, a.kind, a.mb - 1)]])
         return max(deps, default=-1) + 1
 
-    def _move(self, r, item, t0, lo, occupied, cap, with_w) -> None:
-        def put(t):
-            if isinstance(item, int):
-                self.wslots[r][item] = t
-            else:
-                self.slot[item] = t
-
+    def _move(self, r, is_w, item, t0, lo, occupied, cap, with_w) -> None:
+        where = self.wslots[r] if is_w else self.slot
         for t in range(lo, t0):
             if t not in occupied:
-                put(t)
+                where[item] = t
                 if self.peak(r, with_w) <= cap:
                     return
-        put(t0)
+        where[item] = t0
 
     def squeeze(self) -> None:
         """Every pass as early as its rank's order and its producers allow, at unit cost."""
         rows = []
         for r in range(self.P):
-            row = [(t, a) for t, a in self.passes(r)] + [(t, None) for t in self.wslots[r]]
-            rows.append([a for _, a in sorted(row, key=lambda x: x[0])])
-        end: dict[Action, int] = {}
+            row = self.passes(r) + [(t, -1) for t in self.wslots[r]]  # -1: a weight pass
+            rows.append([i for _, i in sorted(row, key=_first)])
+        end = [-1] * len(self.acts)  # -1: not placed yet
+        producers, slot = self.producers, self.slot
         pos, free = [0] * self.P, [0] * self.P
         new_w: list[list[int]] = [[] for _ in range(self.P)]
         left = sum(len(row) for row in rows)
@@ -176,15 +212,16 @@ class _Pipeline:
             progressed = False
             for r, row in enumerate(rows):
                 while pos[r] < len(row):
-                    a = row[pos[r]]
-                    preds = [] if a is None else self.producers(a)
-                    if any(p not in end for p in preds):
-                        break
-                    start = max([free[r]] + [end[p] for p in preds])
-                    if a is None:
-                        new_w[r].append(start)
+                    i = row[pos[r]]
+                    start = free[r]
+                    if i >= 0:
+                        ends = [end[p] for p in producers(i)]
+                        if -1 in ends:
+                            break
+                        start = max(start, *ends) if ends else start
+                        slot[i], end[i] = start, start + 1
                     else:
-                        self.slot[a], end[a] = start, start + 1
+                        new_w[r].append(start)
                     free[r], pos[r], left = start + 1, pos[r] + 1, left - 1
                     progressed = True
             if not progressed:  # cannot happen for a validated block
@@ -196,7 +233,7 @@ class _Pipeline:
 
     def _named(self, r: int) -> list[Action]:
         row = self.passes(r)
-        busy = {t: a for t, a in row}
+        busy = {t: self.acts[i] for t, i in row}
         chunk = {s: c for c, s in enumerate(self.chunks[r])}
         pending: list[Action] = []
         order: list[Action] = []
@@ -219,28 +256,28 @@ class _Pipeline:
         return order
 
 
-def validate(spec: PatternSpec) -> None:
-    """Raise :class:`PatternError` for a collision or a pass placed before its producer."""
-    pipe = _Pipeline(spec)
+def validate(spec: PatternSpec, pipe: _Pipeline | None = None) -> None:
+    """Raise :class:`PatternError` for a collision or a pass placed before its producer
+    (``pipe``: the spec's unchanged pipeline, when the caller made one)."""
+    pipe = pipe or _Pipeline(spec)
     for r, table in enumerate(spec.slots):
         seen: dict[int, Action] = {}
         for a, t in sorted(table.items(), key=lambda x: x[1]):
             if t in seen:
                 raise PatternError(f"{seen[t]} and {a} both take slot {t}", r, (seen[t], a))
             seen[t] = a
-            for p in pipe.producers(a):
-                if pipe.slot[p] >= t:
+            for i in pipe.producers(pipe.index[a]):
+                p, at = pipe.acts[i], pipe.slot[i]
+                if at >= t:
                     raise PatternError(
-                        f"{a} at slot {t} consumes {p}, which comes at slot {pipe.slot[p]}",
-                        r,
-                        (a, p),
+                        f"{a} at slot {t} consumes {p}, which comes at slot {at}", r, (a, p)
                     )
 
 
 def pattern_schedule(spec: PatternSpec) -> list[list[Action]]:
     """Each rank's compute order built from the building block (see the module docstring)."""
-    validate(spec)
     pipe = _Pipeline(spec)
+    validate(spec, pipe)
     pipe.fill()
     pipe.reorder(with_w=True, warmup=True)
     pipe.squeeze()

@@ -27,13 +27,13 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
     s = g.schedule
     out: list[Diagnostic] = []
     lowered, S, place = g.lowered, s.stages, s.placement
-    ops, op_rank, op_item, get = g.ops, g.op_rank, g.op_item, g.first.get
+    ops, op_rank, op_item, first_op = g.ops, g.op_rank, g.op_item, g.first.getter()
     ready = [wait_items(p) for p in s.programs] if lowered else []
     local: dict[int, dict] = {}  # per rank: first op of each key there, built when needed
 
     def on_rank(key, r: int) -> int | None:
         """The first op holding ``key`` on rank r (usually the schedule's first one)."""
-        x = get(key)
+        x = first_op(*key)
         if x is None or op_rank[x] == r:
             return x
         if r not in local:
@@ -70,7 +70,7 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
                 ps = st + rule[0]
                 if lo <= ps < hi and place[ps] != r:
                     key = (st, rule[2], m)  # the RECV delivering it (deps.recv_key)
-                    x = get(key)
+                    x = first_op(*key)
                     if x is not None and op_rank[x] != r:
                         x = on_rank(key, r)
                     i = op_item[x] if x is not None else None
@@ -84,7 +84,7 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
             best = None  # the first producer of what it sends, on its rank
             for kk in serves[k]:
                 key = (st, kk, m)
-                x = get(key)
+                x = first_op(*key)
                 if x is not None and op_rank[x] != r:
                     x = on_rank(key, r)
                 if x is not None and (best is None or x < best):

@@ -39,6 +39,7 @@ def check_structure(g: ProgramGraph, compute_known: bool = False) -> tuple[list[
     out: list[Diagnostic] = []
     S, M = s.stages, s.microbatches
     first = g.first
+    first_op = first.getter()
     flagged: set = set()
     place, rank, peer = s.placement, g.op_rank, g.op_peer
     for o, a in enumerate(g.ops):
@@ -60,7 +61,7 @@ def check_structure(g: ProgramGraph, compute_known: bool = False) -> tuple[list[
                     hints=(f"move it to rank {place[st]}'s program",),
                 )
             )
-        p = first[(st, k, m)]
+        p = first_op(st, k, m)
         if p == o:
             if comm and peer[o] == rank[o]:
                 out.append(_local_message(g, o))

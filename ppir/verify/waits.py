@@ -15,20 +15,21 @@ from __future__ import annotations
 
 from ppir.diagnostics import Diagnostic
 from ppir.ir import Group, Schedule, Wait
+from ppir.ir.deferred import OpenGroups
 
 
 def check_waits(s: Schedule) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for r, prog in enumerate(s.programs):
-        open_groups: dict[tuple, Group] = {}
+        open_groups = OpenGroups()  # actions -> the deferred group not waited on yet
         for it in prog:
-            if isinstance(it, Group) and it.deferred:
-                earlier = open_groups.get(it.actions)
+            cls = it.__class__
+            if cls is Group and it.deferred:
+                earlier = open_groups.put(it.actions, it)
                 if earlier is not None:  # posted again before its wait: each post waits once
                     out.append(_unwaited(earlier, r, " before it is posted again"))
-                open_groups[it.actions] = it
-            elif isinstance(it, Wait):
-                if open_groups.pop(it.actions, None) is None:
+            elif cls is Wait:
+                if open_groups.take(it.actions) is None:
                     out.append(
                         Diagnostic(
                             "bad-wait",
