@@ -20,7 +20,8 @@ from bench/fuzz_inputs.py; categories:
   deep      nesting from 100 to 20,000 levels: operator chains, unary chains, calls, blocks
   size      sizes far beyond the caps: -D P/M/v of 10**7 and more, literal files that declare
             or imply huge ranks, stages or microbatches
-  repro     issue 19's reproducers, verbatim (two of them known to be slow in the lead's files)
+  repro     issue 19's reproducers, verbatim (two of them valid schedules of real work,
+            ``fuzz_inputs.KNOWN_REPRODUCERS``)
 
 ``mutation``, ``literal``, ``csv``, ``bytes``, ``empty`` and ``deep`` run under the fuzz caps
 ``--max-ops 20000 --max-steps 2000000`` (a mutated number may ask for a valid schedule of
@@ -34,8 +35,10 @@ Per input it reports: a traceback (an exception escaping ``ppir.cli.main``, or "
 its output); over the limit (seconds, with the innermost ppir frame of the stack at the limit);
 a diagnostic without ``file:line:col`` (``ppir: error:`` lines are allowed only for ``-D``
 values, which they name); a located diagnostic without its quoted line and caret; an output
-line over 400 characters; an exit status other than 0, 1 or 2.  Inputs over the limit whose
-stack is in a file the lead is rewriting (``LEAD_FILES``) are counted separately.
+line over 400 characters; an exit status other than 0, 1 or 2.  The known reproducers
+(``KNOWN_REPRODUCERS``: valid schedules of over a million lowered ops) are counted apart as
+``known-slow`` when over the limit; any other input over the limit is a problem, wherever its
+stack was.
 """
 
 from __future__ import annotations
@@ -53,10 +56,10 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fuzz_inputs import Case, Material, generate  # noqa: E402, F401 - this folder first
+from fuzz_inputs import Case, Material, generate, is_known_reproducer  # noqa: E402, F401
 
-LEAD_FILES = (  # the files the lead is rewriting: slowness or span-less findings made there
-    "ppir/verify/",  # are counted apart (known-slow, unlocated-lead) and listed
+LEAD_FILES = (  # the compile path after expansion: a diagnostic without a span made there is
+    "ppir/verify/",  # counted apart (unlocated-lead) and listed
     "ppir/analysis/",
     "ppir/passes/",
     "ppir/ir/graph.py",
@@ -249,10 +252,9 @@ def run_cases(cases: list[Case], limit: float, progress=None) -> list[dict]:
             )
             where = _innermost_ppir(res.get("stack") or res["escaped"] or "")
             memory = "MemoryError" in (res["escaped"] or "")
-            if "over-limit" in problems or memory:
-                if where.startswith(LEAD_FILES):
-                    drop = ("over-limit", "traceback")
-                    problems = [p for p in problems if p not in drop] + ["known-slow"]
+            if ("over-limit" in problems or memory) and is_known_reproducer(case):
+                drop = ("over-limit", "traceback")
+                problems = [p for p in problems if p not in drop] + ["known-slow"]
             results.append(
                 {
                     **res,

@@ -21,7 +21,7 @@ def fuzz():
     return module
 
 
-KNOWN = {"known-capped-summary", "unlocated-lead", "known-slow"}  # the lead's files
+KNOWN = {"known-capped-summary", "unlocated-lead", "known-slow"}  # counted apart, listed
 
 
 def test_a_sample_of_the_fuzz_behaves(fuzz):
@@ -62,3 +62,13 @@ def test_the_fuzz_can_find_each_problem(fuzz, text, escaped, elapsed, problem):
 def test_a_located_diagnostic_with_its_caret_and_a_define_message_pass(fuzz):
     ok = "x.pps:1:2: error: bad\n1 | abc\n  |  ^\nppir: error: -D P=x: the value of 'P'\n"
     assert fuzz.classify(2, ok, None, 0.1, 10.0) == []
+
+
+def test_only_the_listed_reproducers_are_known_slow(fuzz):
+    """Over the limit is a problem for every input but the listed valid-but-large reproducers,
+    named by their text, never by where their stack was."""
+    cases = fuzz.generate(seed=7, count=40)
+    known = [c for c in cases if fuzz.is_known_reproducer(c)]
+    assert [c.argv for c in known] == [a for _, a in sys.modules["fuzz_inputs"].KNOWN_REPRODUCERS]
+    other = fuzz.Case(0, "size", {}, ["gpipe", "-D", "P=65536", "-D", "M=3"])
+    assert not fuzz.is_known_reproducer(other)
