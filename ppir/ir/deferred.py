@@ -7,46 +7,63 @@ later group with equal actions replaces the earlier one's value and keeps its pl
 takes the entry with equal actions, if any; values come in the dict's order), held in a short
 list instead: a wait usually names the very tuple of its group (the passes share it), found by
 identity before any :class:`~ppir.ir.Action` is hashed or compared.  Only a few groups are open
-at once, so a scan costs less than hashing every action of every group and wait.
+at once, so a scan costs less than hashing every action of every group and wait; once more
+than a few are open (a program that posts far ahead), they are indexed by their actions as a
+dict would, so no program pays a scan per group over all its open groups.
 """
 
 from __future__ import annotations
 
 
 class OpenGroups:
-    __slots__ = ("_entries",)
+    __slots__ = ("_entries", "_index", "_serial")
+
+    SCAN = 16  # open groups searched by a scan; beyond that, through the index
 
     def __init__(self) -> None:
-        self._entries: list[list] = []  # [actions, value], in the dict's order
+        self._entries: dict[int, list] = {}  # serial -> [actions, value, serial], dict order
+        self._index: dict[tuple, list] | None = None  # actions -> entry, past SCAN entries
+        self._serial = 0
+
+    def _find(self, actions: tuple) -> list | None:
+        """The entry whose actions equal ``actions`` (at most one: ``put`` replaces)."""
+        if self._index is not None:
+            return self._index.get(actions)
+        n = len(actions)
+        mb = actions[0].mb if n else None  # equal tuples have equal first microbatches: a
+        for e in self._entries.values():  # cheap test before the dataclass __eq__ of Actions
+            k = e[0]
+            if k is actions or (len(k) == n and (not n or k[0].mb == mb) and k == actions):
+                return e
+        return None
 
     def put(self, actions: tuple, value):
         """Set the value of ``actions``; the value it replaces, or None."""
-        n = len(actions)
-        mb = actions[0].mb if n else None  # equal tuples have equal first microbatches: a
-        for e in self._entries:  # cheap test before the dataclass __eq__ of Actions
-            k = e[0]
-            if k is actions or (len(k) == n and (not n or k[0].mb == mb) and k == actions):
-                old, e[1] = e[1], value
-                return old
-        self._entries.append([actions, value])
+        e = self._find(actions)
+        if e is not None:
+            old, e[1] = e[1], value
+            return old
+        e = [actions, value, self._serial]
+        self._entries[self._serial] = e
+        self._serial += 1
+        if self._index is not None:
+            self._index[actions] = e
+        elif len(self._entries) > self.SCAN:
+            self._index = {en[0]: en for en in self._entries.values()}
         return None
 
     def take(self, actions: tuple, default=None):
         """Remove the entry of ``actions`` and return its value (``default`` when none)."""
-        entries = self._entries
-        for i in range(len(entries) - 1, -1, -1):
-            if entries[i][0] is actions:
-                return entries.pop(i)[1]
-        n = len(actions)
-        mb = actions[0].mb if n else None
-        for i, (k, v) in enumerate(entries):
-            if len(k) == n and (not n or k[0].mb == mb) and k == actions:
-                del entries[i]
-                return v
-        return default
+        e = self._find(actions)
+        if e is None:
+            return default
+        del self._entries[e[2]]
+        if self._index is not None:
+            del self._index[e[0]]
+        return e[1]
 
     def values(self) -> list:
-        return [v for _, v in self._entries]
+        return [e[1] for e in self._entries.values()]
 
     def __len__(self) -> int:
         return len(self._entries)
