@@ -14,8 +14,9 @@ lowered program the runtime runs).
 Printed per case: predicted, measured median and minimum, |predicted - measured| / measured;
 then the median and worst error, whether the predicted ranking of the schedules equals the
 measured one (by median and by minimum), which pairs of schedules the paired rounds order at all
-(a sign test) and which of those the prediction orders wrongly; with more ranks than cores, the
-compute over all ranks divided by the cores (a bound the estimator's independent ranks ignore);
+(a sign test) and which of those the prediction orders wrongly; with more ranks than cores
+(which the estimator models: the profile records its ``processors``, and the ranks share them;
+``ppir.analysis.timeline``), the compute over all ranks divided by the cores, a lower bound;
 and activations: the peak bytes the runtime holds for backward on each rank during a step (the
 saved tensors' storages and the gradients I keeps for W, parameters excluded; see
 :class:`LiveActivations`) against ppir's memory model of the GPT example
@@ -359,7 +360,7 @@ def predict(P: int, args, cost_file: str) -> dict:
 
     cfg = make_config(load_config_file(cost_file), cost_file)
     shape = gpt_shape(args.module, parse_options(args.module_opt), args.microbatches)
-    out = {}
+    out: dict = {"processors": cfg.processors}
     for name, v in CASES:
         s = program(name, P, args.microbatches, v)
         est = estimate(s, cfg, memory=False)  # the program the runtime ran, timed as written
@@ -480,7 +481,9 @@ def explain(P: int, args, path: str, meas: dict) -> None:
             )
 
 
-def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bool:
+def report(
+    P: int, pred: dict, meas: dict, errors: list, mem_errors: list, resolved_ok: list
+) -> bool:
     import os
 
     print(f"P={P}: schedule            predicted   measured median (min)   |error| (vs min)")
@@ -493,11 +496,12 @@ def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bo
             f"  {name:22s} {pred[name]['step'] * 1e3:8.1f} ms  {med * 1e3:8.1f} ms "
             f"({low * 1e3:6.1f} ms)   {err:6.1%} ({abs(pred[name]['step'] - low) / low:6.1%})"
         )
-    cores = os.cpu_count() or 1
+    cores = pred["processors"] or os.cpu_count() or 1
     if P > cores:  # ranks time-share the cores: no step is faster than the work over the cores
         print(
-            f"  {P} ranks on {cores} cores: compute over all ranks / {cores} cores (the profiled "
-            "per-op costs), a bound the estimator's P independent processors ignore:"
+            f"  {P} ranks on {cores} cores, shared in the estimate (the profile's processors = "
+            f"{cores}); compute over all ranks / {cores} cores (the profiled per-op costs), a "
+            "lower bound on any step:"
         )
         print(
             "    "
@@ -507,10 +511,11 @@ def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bo
                 for name, _ in CASES
             )
         )
-    by_pred = sorted(pred, key=lambda k: pred[k]["step"])
-    by_meas = sorted(pred, key=lambda k: statistics.median(meas["times"][k]))
+    names = [name for name, _ in CASES]
+    by_pred = sorted(names, key=lambda k: pred[k]["step"])
+    by_meas = sorted(names, key=lambda k: statistics.median(meas["times"][k]))
     same = by_pred == by_meas
-    by_min = sorted(pred, key=lambda k: min(meas["times"][k]))
+    by_min = sorted(names, key=lambda k: min(meas["times"][k]))
     print(f"  ranking predicted {' < '.join(by_pred)}")
     print(f"  ranking measured  {' < '.join(by_meas)}  ({'same' if same else 'DIFFERS'})")
     verdict = "same" if by_min == by_pred else "DIFFERS"
@@ -535,6 +540,7 @@ def report(P: int, pred: dict, meas: dict, errors: list, mem_errors: list) -> bo
         f"{', '.join(unresolved) or 'none'}"
     )
     print(f"  resolved pairs the prediction orders wrongly: {'; '.join(wrong) or 'none'}")
+    resolved_ok.append(not wrong)
     print("  activations held per rank (KiB): measured / memory model / profiled bytes")
     for name, _ in CASES:
         held = meas["held"][name]
@@ -565,7 +571,7 @@ def main(argv=None) -> int:
         f"{args.microbatches}, {args.steps} timed rounds; costs from 1F1B profiled per P "
         f"({args.profile})"
     )
-    errors, mem_errors, rankings = [], [], []
+    errors, mem_errors, rankings, resolved_ok = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for P in ranks:
             separate = cost_file(P, args, tmp, None) if args.profile == "separate" else None
@@ -576,14 +582,15 @@ def main(argv=None) -> int:
             path = separate or cost_file(P, args, tmp, meas["samples"])
             pred = predict(P, args, path)
             print_costs(P, path)
-            rankings.append(report(P, pred, meas, errors, mem_errors))
+            rankings.append(report(P, pred, meas, errors, mem_errors, resolved_ok))
             if args.explain:
                 explain(P, args, path, meas)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     print(
         f"\nstep time |error|: median {statistics.median(errors):.1%}, worst {max(errors):.1%} "
-        f"(target 10 % / 20 %); rankings equal: {sum(rankings)}/{len(rankings)}; activations "
-        f"worst |error| {max(mem_errors, default=0):.1%} (target 10 %)"
+        f"(target 10 % / 20 %); rankings equal: {sum(rankings)}/{len(rankings)} (on the pairs "
+        f"the rounds resolve: {sum(resolved_ok)}/{len(resolved_ok)}); activations worst "
+        f"|error| {max(mem_errors, default=0):.1%} (target 10 %)"
     )
     return 0
 

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ppir.analysis.config import load_config_file, make_config  # noqa: E402
-from ppir.profile.launch import ProfileError, ProfileSpec, profile  # noqa: E402
+from ppir.profile.launch import ProfileError, ProfileSpec, cpu_cores, profile  # noqa: E402
 from ppir.profile.worker import message_times, trimmed_mean  # noqa: E402
 
 WIDTH, ROWS, M = 16, 4, 4
@@ -86,6 +86,8 @@ def test_cli_writes_a_cost_file(model_file, tmp_path, cli):
     assert "boundary message" in err and f"wrote {out}" in err
     cfg = make_config(load_config_file(str(out)), str(out))
     assert cfg.measured.stages == 2
+    # a CPU profile records the cores its ranks shared; the estimator shares them as well
+    assert cfg.processors == cpu_cores() and dict(cfg.measured.info)["device"] == "cpu"
     code, text, err = cli(
         "compile", "zb_h1", "-D", "P=2", "-D", "M=4", "--backend", "cost", "--config", str(out)
     )

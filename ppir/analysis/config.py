@@ -16,16 +16,14 @@ Contract
 
 from __future__ import annotations
 
-import re
-import sys
 from dataclasses import dataclass
 from fractions import Fraction
 
 from ppir.analysis.measured import KEYS as MEASURED_KEYS
 from ppir.analysis.measured import MeasuredCosts
 from ppir.analysis.models import SPEC_FIELDS, ModelShape, check_recompute, make_model
+from ppir.analysis.toml_file import _toml_position, load_config_file  # noqa: F401 (re-exported)
 from ppir.diagnostics import did_you_mean, error
-from ppir.ir import Span
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,7 @@ COMM_MODELS = ("rendezvous", "latency")
 SECTIONS = {
     "costs": {"F", "B", "I", "W", "FB", "stage_weights"},
     "model": {"preset", "recompute", *SPEC_FIELDS},
-    "hardware": {"preset", "peak_tflops", "efficiency", "ranks_per_node"},
+    "hardware": {"preset", "peak_tflops", "efficiency", "ranks_per_node", "processors"},
     "measured": MEASURED_KEYS,
     "comm": {
         "free",
@@ -105,6 +103,10 @@ class CostConfig:
     ranks_per_node: int = 8
     intra: Link = Link()
     inter: Link = Link()
+    processors: int | None = None
+    """How many processors the ranks' compute shares (``hardware.processors``; a profile
+    records its CPU cores): None, one per rank; fewer than the ranks, processor sharing
+    (:mod:`ppir.analysis.timeline`)."""
     comm_model: str = "rendezvous"
     """How a message is timed: ``rendezvous`` (default; what the runtime guarantees: a message
     moves once both of its groups are posted, one FIFO of groups per rank) or ``latency`` (the
@@ -147,6 +149,8 @@ class CostConfig:
             )
         if self.stage_weights:
             head += "; stage weights " + ",".join(str(w) for w in self.stage_weights)
+        if self.processors is not None:
+            head += f"; the ranks share {self.processors} processor" + "s" * (self.processors > 1)
         if self.comm_model == "latency":
             head += "; messages timed as latency on the dependency (comm model latency)"
         if self.free_comm:
@@ -161,47 +165,6 @@ def _link(link: Link) -> str:
     if link.bandwidth is None:
         return f"latency {link.latency}"
     return f"{float(link.latency) * 1e6:g} us + bytes / {link.bandwidth / 1e9:g} GB/s"
-
-
-def load_config_file(path: str) -> dict:
-    """The nested dict of a TOML config file (``tomllib``; ``tomli`` on Python 3.10); ppir
-    errors for unreadable files, and for malformed ones at the parser's ``file:line:col``."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10 (ppir depends on tomli there)
-        import tomli as tomllib
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise error("bad-config", f"cannot read cost config {path}: {e}") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        line, col, msg = _toml_position(e, text)
-        if line is None:
-            raise error("bad-config", f"{path}: not valid TOML: {msg}") from None
-        span = Span(path, line, col, line, col + 1, source=text)
-        raise error("bad-config", f"not valid TOML: {msg}", span) from None
-
-
-def _toml_position(e: ValueError, text: str) -> tuple[int | None, int | None, str]:
-    """(line, column, message without its position) of a TOMLDecodeError: the ``lineno`` and
-    ``colno`` attributes where the parser has them (tomli 2.1+, Python 3.14+), else the
-    ``(at line X, column Y)`` / ``(at end of document)`` suffix every version writes; line and
-    column are None when the error says neither."""
-    msg = str(e)
-    m = re.search(r" \(at (?:line (\d+), column (\d+)|end of document)\)$", msg)
-    if m:
-        msg = msg[: m.start()]
-    if getattr(e, "lineno", None) is not None and getattr(e, "colno", None) is not None:
-        return e.lineno, e.colno, getattr(e, "msg", msg)
-    if m is None:
-        return None, None, msg
-    if m.group(1):
-        return int(m.group(1)), int(m.group(2)), msg
-    lines = text.split("\n")  # end of document: just past the last character
-    return len(lines), len(lines[-1]) + 1, msg
 
 
 def merge(base: dict, over: dict) -> dict:
@@ -248,6 +211,7 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
             f"{where}: hardware.ranks_per_node must be a positive integer, got {rpn!r}",
         )
     kw["ranks_per_node"] = rpn
+    kw["processors"] = processors_setting(hsec, where)
     free = csec.get("free", False)
     if not isinstance(free, bool):
         raise error("bad-config", f"{where}: comm.free must be true or false, got {free!r}")
@@ -331,6 +295,19 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
         kw["intra"] = _seconds_link(csec, "intra", hw.intra_latency, hw.intra_bandwidth_gbs, where)
         kw["inter"] = _seconds_link(csec, "inter", hw.inter_latency, hw.inter_bandwidth_gbs, where)
     return CostConfig(model=model, hardware=hw, efficiency=eff, **kw)
+
+
+def processors_setting(table: dict, where: str, section: str = "hardware") -> int | None:
+    """``processors`` of ``table`` (``[hardware]``, or a profile's ``[measured]``): a
+    positive integer, or None when absent."""
+    n = table.get("processors")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n <= 0):
+        raise error(
+            "bad-config",
+            f"{where}: {section}.processors must be a positive integer (how many processors "
+            f"the ranks share), got {n!r}",
+        )
+    return n
 
 
 def _seconds_link(csec: dict, which: str, latency: float, gbs: float, where: str) -> Link:

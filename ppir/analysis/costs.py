@@ -29,6 +29,10 @@ durations (the DualPipe README's F&B is "the execution time of two mutually over
 and backward chunks"; with no communication to hide, that is F + B), or, when ``costs.FB`` is
 set, that sum times ``FB / (F + B)`` (``FB = B`` for perfect overlap).
 
+Processors: ``hardware.processors`` (or a profile's ``processors``) below the number of ranks
+makes the ranks share that many processors (:mod:`ppir.analysis.timeline`), as P gloo ranks do
+on fewer CPU cores.
+
 Exactness: when every duration and cost is rational (the unit-mode case) everything is scaled
 to integer *ticks* (``tick`` = 1 / lcm of the denominators), so timelines add integers and the
 reported figures are exact; otherwise they are floats in seconds with ``tick = 1``.
@@ -69,6 +73,9 @@ class Costs:
     reduce: tuple[int | float, ...] = ()
     """Per stage, the time of its data-parallel gradient reduction (a ``REDUCE_GRAD`` node;
     :func:`ppir.analysis.dp.with_dp`); none given: free."""
+    processors: int | None = None
+    """How many processors the ranks' compute shares (None: one per rank); fewer than the
+    ranks times the graph with processor sharing (:mod:`ppir.analysis.timeline`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_pairs", dict(self.pairs))
@@ -110,7 +117,9 @@ class Costs:
     def for_planning(self) -> Costs:
         """The same costs with every op positive, as the eager lowering's proof needs: an op
         that costs nothing is planned as a sliver (half a tick in exact mode, where everything
-        else doubles)."""
+        else doubles); and one processor per rank, the timeline the proof reasons about."""
+        if self.processors is not None:
+            return replace(self, processors=None).for_planning()
         if all(d > 0 for row in self.op for d in row.values()):
             return self
         if self.exact:
@@ -204,6 +213,7 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
             Fraction(1, den),
             True,
             ratio,
+            processors=cfg.processors,
         )
     floats = {id(row): {k: float(d) for k, d in row.items()} for row in distinct}
     return Costs(
@@ -215,4 +225,5 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
         1.0,
         False,
         None if ratio is None else float(ratio),
+        processors=cfg.processors,
     )

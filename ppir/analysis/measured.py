@@ -18,6 +18,8 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     activation_bytes = [...]   # saved for backward by one forward of the stage (bytes)
     param_bytes = [...]        # parameters of the stage (bytes)
     ranks = 2                  # how the measurement ran: ranks, schedule, device (informative)
+    processors = 2             # CPU runs: the cores the ranks shared; the estimator shares
+                               # them too when a schedule has more ranks (hardware.processors)
 
 A schedule with S stages uses the measurement when S divides the measured count: stage ``s``
 is the sum of measured stages ``s*k .. s*k + k - 1`` (k = measured / S), since ``build_stage``
@@ -33,7 +35,16 @@ from dataclasses import dataclass
 from ppir.diagnostics import error
 
 SECTION = "measured"
-_INFO = ("model", "schedule", "ranks", "microbatches", "steps", "device", "transfer_isolated")
+_INFO = (
+    "model",
+    "schedule",
+    "ranks",
+    "microbatches",
+    "steps",
+    "device",
+    "processors",
+    "transfer_isolated",
+)
 _PER_STAGE = ("F", "B", "I", "W", "FB", "activation_bytes", "param_bytes")
 KEYS = {
     "stages",
@@ -46,6 +57,7 @@ KEYS = {
     "model",
     "steps",
     "transfer_isolated",
+    "processors",
     *_PER_STAGE,
 }
 
@@ -157,19 +169,10 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
     transfer = table.get("transfer", 0.0)
     if isinstance(transfer, bool) or not isinstance(transfer, (int, float)) or transfer < 0:
         raise error("bad-config", f"{where}: {SECTION}.transfer must be seconds >= 0")
-    info = tuple(
-        (k, table[k])
-        for k in (
-            "model",
-            "schedule",
-            "ranks",
-            "microbatches",
-            "steps",
-            "device",
-            "transfer_isolated",
-        )
-        if k in table
-    )
+    from ppir.analysis.config import processors_setting
+
+    processors_setting(table, where, SECTION)
+    info = tuple((k, table[k]) for k in _INFO if k in table)
     return MeasuredCosts(
         S,
         lists["F"],
@@ -189,11 +192,15 @@ def measured_config(data: dict, kw: dict, model, where: str):
     """Op times and the message time come from the ``[measured]`` table; a model, if given,
     only sizes memory.  Settings that would give times another way are refused.  (Called by
     :func:`ppir.analysis.config.make_config`, which has checked the sections' keys.)"""
-    from ppir.analysis.config import COMM_MODELS, CostConfig, Link
+    from ppir.analysis.config import COMM_MODELS, CostConfig, Link, processors_setting
 
     measured = from_table(data["measured"], where)
     clash = [f"costs.{k}" for k in kw if k in ("F", "B", "I", "W", "FB", "stage_weights")]
-    clash += [f"hardware.{k}" for k in data.get("hardware", {}) if k != "ranks_per_node"]
+    clash += [
+        f"hardware.{k}"
+        for k in data.get("hardware", {})
+        if k not in ("ranks_per_node", "processors")
+    ]
     clash += [f"comm.{k}" for k in data.get("comm", {}) if k not in ("free", "model")]
     if clash:
         raise error(
@@ -210,11 +217,15 @@ def measured_config(data: dict, kw: dict, model, where: str):
     if cm not in COMM_MODELS:
         raise error("bad-config", f"{where}: comm.model must be one of {', '.join(COMM_MODELS)}")
     link = Link(0.0) if comm.get("free") is True else Link(measured.transfer)
+    processors = processors_setting(data.get("hardware", {}), where)
+    if processors is None:
+        processors = dict(measured.info).get("processors")
     return CostConfig(
         model=model,
         recompute=kw.get("recompute", "none"),
         measured=measured,
         ranks_per_node=rpn,
+        processors=processors,
         intra=link,
         inter=link,
         comm_model=cm,

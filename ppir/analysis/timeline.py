@@ -17,10 +17,22 @@ Semantics (max-plus over the wait-for graph, :mod:`ppir.ir.graph`)
     every node and edge is handled once: linear.  With all durations zero the same run is the
     untimed rendezvous semantics; nodes that never run are exactly those on or behind a cycle
     of the wait-for graph (a deadlock) or waiting on an op without a partner.
+
+Shared processors (``costs.processors = C`` below the number of ranks)
+    The ranks' compute runs on ``C`` processors shared fairly (processor sharing, as an
+    operating system shares ``C`` CPU cores among more busy processes; a waiting rank uses
+    none): while ``k`` compute nodes run at once, each progresses at rate ``min(1, C / k)``, so
+    a node's duration is its work stretched by its company.  Everything else is as above:
+    the same graph, the same edges; messages and reductions use no processor.  The run is
+    event-driven over the same integer lists (a heap of releases and a heap of *virtual*
+    finish times: the compute nodes in progress all advance at the same rate, so the one with
+    the least virtual finish ends first), ``O(n log n)``, in floats.  With ``C`` at least the
+    number of ranks no two compute nodes ever compete and the plain run is used.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from ppir.analysis.costs import Costs
@@ -121,18 +133,17 @@ def _in_overlap(g: ProgramGraph, v: int) -> bool:
 
 def run(g: ProgramGraph, costs: Costs | None = None) -> Timeline:
     """Time every node of ``g`` (all durations zero when ``costs`` is None: the untimed
-    rendezvous run the verifier uses)."""
+    rendezvous run the verifier uses); on shared processors when ``costs.processors`` is
+    below the number of ranks (see the module docstring)."""
     n = g.n
     dur = durations(g, costs) if costs is not None else [0] * n
+    indeg = _in_degrees(g)
+    if costs is not None and costs.processors and costs.processors < g.schedule.ranks:
+        return _run_shared(g, costs, dur, indeg, costs.processors)
     succ = g.after
-    indeg = g.before.counts()
-    for v, c in g.blocked.items():
-        indeg[v] += c
     data = not g.lowered
     if data:
         dsucc = g.data_out
-        for v, ps in enumerate(g.data_in):
-            indeg[v] += len(ps)
         rank = g.rank
         link = costs.link if costs is not None and not costs.free_links else None
     start = [0] * n
@@ -160,6 +171,86 @@ def run(g: ProgramGraph, costs: Costs | None = None) -> Timeline:
                 indeg[w] -= 1
                 if not indeg[w]:
                     push(w)
+    return Timeline(g, costs, dur, start, finish, ran, count)
+
+
+def _in_degrees(g: ProgramGraph) -> list[int]:
+    """Per node, how many finishes it waits for: its wait-for predecessors, its ops without a
+    partner (never), and in a compute-only graph its data predecessors."""
+    indeg = g.before.counts()
+    for v, c in g.blocked.items():
+        indeg[v] += c
+    if not g.lowered:
+        for v, ps in enumerate(g.data_in):
+            indeg[v] += len(ps)
+    return indeg
+
+
+def _run_shared(g: ProgramGraph, costs: Costs, dur: list, indeg: list, cores: int) -> Timeline:
+    """:func:`run` with the ranks' compute on ``cores`` shared processors (module docstring).
+
+    ``released`` holds (start, node) of the nodes whose predecessors have all finished; a
+    compute node joins ``running`` at its start with virtual finish ``V + work``, where the
+    virtual clock ``V`` advances at ``min(1, cores / len(running))`` per unit of real time;
+    any other node finishes at its start plus its duration."""
+    n = g.n
+    succ, kind = g.after, g.kind
+    data = not g.lowered
+    if data:
+        dsucc, rank = g.data_out, g.rank
+        link = None if costs.free_links else costs.link
+    start = [0.0] * n
+    finish = [0.0] * n
+    ran = bytearray(n)
+    released = [(0.0, v) for v in range(n) if not indeg[v]]
+    heapq.heapify(released)
+    running: list[tuple[float, int]] = []  # (virtual finish, node)
+    now = virtual = 0.0
+    count = 0
+    inf = float("inf")
+
+    def done(v: int, t: float) -> None:
+        nonlocal count
+        count += 1
+        ran[v] = 1
+        finish[v] = t
+        for w in succ[v]:
+            if start[w] < t:
+                start[w] = t
+            indeg[w] -= 1
+            if not indeg[w]:
+                heapq.heappush(released, (start[w], w))
+        if data:
+            for w in dsucc[v]:
+                s = t + link(rank[v], rank[w]) if link is not None else t
+                if start[w] < s:
+                    start[w] = s
+                indeg[w] -= 1
+                if not indeg[w]:
+                    heapq.heappush(released, (start[w], w))
+
+    while released or running:
+        rate = min(1.0, cores / len(running)) if running else 1.0
+        t_end = now + (running[0][0] - virtual) / rate if running else inf
+        t_rel = released[0][0] if released else inf
+        if t_end <= t_rel:  # the running node(s) with the least virtual finish end
+            now, virtual = t_end, running[0][0]
+            while running and running[0][0] <= virtual:
+                done(heapq.heappop(running)[1], now)
+            continue
+        virtual += (t_rel - now) * rate
+        now = t_rel
+        _, v = heapq.heappop(released)
+        if v < 0:  # the end of a message or a reduction (pushed as ~node)
+            done(~v, now)
+            continue
+        d = dur[v]
+        if kind[v] == COMPUTE and d:
+            heapq.heappush(running, (virtual + d, v))
+        elif d:
+            heapq.heappush(released, (now + d, ~v))
+        else:
+            done(v, now)
     return Timeline(g, costs, dur, start, finish, ran, count)
 
 

@@ -61,6 +61,15 @@ def add_cost_arguments(group, model: bool = True, recompute: bool = True, dp: bo
         help="pipeline ranks per node (a count): messages between nodes use the inter-node "
         "link (default 8)",
     )
+    group.add_argument(
+        "--processors",
+        dest="cost_processors",
+        type=int,
+        metavar="N",
+        help="the ranks' compute shares N processors, e.g. 4 gloo ranks on 2 CPU cores: "
+        "ops running at once slow down in proportion (default: one per rank; a CPU "
+        "'ppir profile' file gives its cores)",
+    )
     if dp:
         _add_dp(group)
     group.add_argument(
@@ -205,6 +214,7 @@ def settings_from_args(args: argparse.Namespace) -> dict:
         "preset": g("hardware"),
         "efficiency": g("efficiency"),
         "ranks_per_node": g("ranks_per_node"),
+        "processors": g("processors"),
     }
     over["hardware"] = {k: v for k, v in hw.items() if v is not None}
     costs: dict = {}

@@ -244,6 +244,8 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         ("steps", spec.steps),
         ("device", data.get("device", spec.device)),
     )
+    if info[-1][1] == "cpu":  # the ranks shared these cores, and so will a run with more ranks
+        info += (("processors", cpu_cores()),)
     if isolated:
         info += (("transfer_isolated", isolated[len(isolated) // 2]),)
     return MeasuredCosts(
@@ -259,6 +261,14 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         tuple(float(p["param_bytes"]) for p in pieces),
         info,
     )
+
+
+def cpu_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _free_port() -> int:

@@ -1,0 +1,169 @@
+"""The timeline on shared processors (``costs.processors`` below the number of ranks): the
+ranks' compute runs on C processors shared fairly, as P gloo ranks share fewer CPU cores.
+
+The schedule a shared run returns is checked against the equations that define processor
+sharing, from its start and finish times alone (an oracle independent of the event loop):
+
+* every node starts when its last wait-for predecessor finishes (0 for none);
+* a message or reduction lasts its duration; a compute node's work equals the integral of
+  ``min(1, C / k(t))`` over its interval, ``k(t)`` the compute intervals open at ``t``.
+
+And bounds: the plain run (one processor per rank) <= the shared run <= the plain run with
+every op stretched by ``ranks / C``; the step is at least all compute work over C.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from oracle.programs import lowered_programs
+
+import ppir
+from ppir.analysis.config import make_config
+from ppir.analysis.costs import Costs
+from ppir.analysis.timeline import _in_degrees, _run_shared, durations, run
+from ppir.diagnostics import EXIT_USAGE, PpirError
+from ppir.ir import OpKind
+from ppir.ir.graph import _SHIFT, COMPUTE, build_graph
+
+KINDS = (OpKind.F, OpKind.B, OpKind.I, OpKind.W)
+
+
+@st.composite
+def _costs(draw, s):
+    op = tuple({k: draw(st.integers(0, 5)) for k in KINDS} for _ in range(s.stages))
+    link = draw(st.integers(0, 3))
+    return Costs(op, intra=link, inter=link)
+
+
+def _shared(g, costs, cores):
+    return _run_shared(g, costs, durations(g, costs), _in_degrees(g), cores)
+
+
+def _check_sharing(tl, cores):
+    """The defining equations of processor sharing hold for ``tl`` (module docstring)."""
+    g, start, finish, dur = tl.graph, tl.start, tl.finish, tl.duration
+    for v in range(g.n):
+        preds = [finish[e >> _SHIFT] for e in g.before[v]]
+        assert start[v] == pytest.approx(max(preds, default=0.0), abs=1e-9)
+        if g.kind[v] != COMPUTE:
+            assert finish[v] - start[v] == pytest.approx(dur[v], abs=1e-9)
+    compute = [v for v in range(g.n) if g.kind[v] == COMPUTE and finish[v] > start[v]]
+    cuts = sorted({t for v in compute for t in (start[v], finish[v])})
+    done = dict.fromkeys(compute, 0.0)
+    for a, b in zip(cuts, cuts[1:]):
+        open_ = [v for v in compute if start[v] <= a and finish[v] >= b]
+        rate = min(1.0, cores / len(open_)) if open_ else 0.0
+        for v in open_:
+            done[v] += rate * (b - a)
+    for v in compute:
+        assert done[v] == pytest.approx(dur[v], rel=1e-6, abs=1e-9)
+    assert all(dur[v] == 0 for v in range(g.n) if g.kind[v] == COMPUTE and v not in done)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lowered_programs(broken=False), st.data())
+def test_shared_runs_are_processor_sharing(s, data):
+    costs = data.draw(_costs(s))
+    g = build_graph(s, "fifo")
+    plain = run(g, costs)
+    cores = data.draw(st.integers(1, max(1, s.ranks - 1)))
+    tl = _shared(g, costs, cores)
+    assert tl.complete == plain.complete and tl.count == plain.count
+    if not plain.complete:
+        return
+    _check_sharing(tl, cores)
+    # bounds: dedicated processors are faster, and no op slows by more than ranks / cores
+    work = sum(tl.duration[v] for v in range(g.n) if g.kind[v] == COMPUTE)
+    assert tl.makespan >= plain.makespan - 1e-9
+    assert tl.makespan >= work / cores - 1e-9
+    slow = s.ranks / cores
+    stretched = run(
+        g, replace(costs, op=tuple({k: d * slow for k, d in r.items()} for r in costs.op))
+    )
+    assert tl.makespan <= stretched.makespan + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(lowered_programs(broken=False), st.data())
+def test_as_many_processors_as_ranks_is_the_plain_run(s, data):
+    costs = data.draw(_costs(s))
+    g = build_graph(s, "fifo")
+    plain, tl = run(g, costs), _shared(g, costs, s.ranks)
+    assert tl.count == plain.count
+    assert tl.finish == pytest.approx(plain.finish) and tl.start == pytest.approx(plain.start)
+
+
+def _step(name, params, processors=None):
+    data = {"hardware": {"processors": processors}} if processors else {}
+    return ppir.estimate(ppir.load(name, **params), make_config(data))
+
+
+def test_one_processor_runs_all_compute_one_after_another():
+    # 1F1B, P=4, M=8, F=1 B=2 per rank share: 4 ranks x 8 x 3 of work; with free links there
+    # is always an op ready once the first forward is done, so one processor never idles
+    assert _step("1f1b", {"P": 4, "M": 8}).step_time == 33
+    assert _step("1f1b", {"P": 4, "M": 8}, 1).step_time == pytest.approx(96)
+    assert _step("1f1b", {"P": 4, "M": 8}, 4).step_time == 33  # as many as ranks: no sharing
+
+
+def test_a_chain_never_competes():
+    # GPipe with one microbatch: one op at a time across the ranks, so sharing changes nothing
+    for cores in (1, 2, 3):
+        assert _step("gpipe", {"P": 4, "M": 1}, cores).step_time == pytest.approx(4 * 3)
+
+
+def test_two_processors_for_four_ranks_slow_the_steady_state():
+    step = _step("1f1b", {"P": 4, "M": 8}, 2)
+    assert 48 <= step.step_time < 96  # at least the work over two processors
+    assert step.critical_path == step.step_time
+    busy = sum(r.busy for r in step.per_rank)  # compute intervals, stretched by sharing
+    assert busy > 96
+    assert "the ranks share 2 processors" in step.config.describe()
+
+
+def test_processors_setting_is_checked():
+    for bad in (0, -1, "two", True, 1.5):
+        with pytest.raises(PpirError) as e:
+            make_config({"hardware": {"processors": bad}}, "c.toml")
+        assert e.value.exit_code == EXIT_USAGE
+        assert "c.toml: hardware.processors must be a positive integer" in e.value.render()
+
+
+def test_a_cpu_profile_shares_its_cores_unless_told_otherwise():
+    table = {
+        "stages": 4,
+        "F": [1e-3] * 4,
+        "B": [2e-3] * 4,
+        "I": [1e-3] * 4,
+        "W": [1e-3] * 4,
+        "transfer": 0.0,
+        "device": "cpu",
+        "processors": 2,
+    }
+    cfg = make_config({"measured": table})
+    assert cfg.processors == 2
+    s = ppir.load("1f1b", P=4, M=8)
+    shared = ppir.estimate(s, cfg).step_time
+    own = make_config({"measured": table, "hardware": {"processors": 4}})
+    assert own.processors == 4
+    dedicated = ppir.estimate(s, own).step_time
+    assert dedicated == pytest.approx(33e-3)
+    assert shared > 1.4 * dedicated
+    with pytest.raises(PpirError, match=r"measured.processors must be a positive integer"):
+        make_config({"measured": {**table, "processors": 0}})
+
+
+def test_the_processors_flag(cli):
+    code, out, err = cli("compile", "1f1b", "-D", "P=4", "-D", "M=8", "--backend", "cost")
+    assert code == 0, err
+    code, out2, err = cli(
+        "compile", "1f1b", "-D", "P=4", "-D", "M=8", "--backend", "cost", "--processors", "1"
+    )
+    assert code == 0, err
+    assert "the ranks share 1 processor" in out2 and "96" in out2
+    code, _, err = cli("compile", "1f1b", "-D", "P=4", "--backend", "cost", "--processors", "0")
+    assert code == 2 and "processors must be a positive integer" in err
