@@ -1,15 +1,16 @@
-"""The timeline on shared processors (``costs.processors`` below the number of ranks): the
-ranks' compute runs on C processors shared fairly, as P gloo ranks share fewer CPU cores.
+"""The timeline on shared processors (``costs.processors = C``): the ranks' work -- compute
+and message transfers -- runs on C processors shared fairly, as P gloo ranks share CPU cores.
 
 The schedule a shared run returns is checked against the equations that define processor
 sharing, from its start and finish times alone (an oracle independent of the event loop):
 
 * every node starts when its last wait-for predecessor finishes (0 for none);
-* a message or reduction lasts its duration; a compute node's work equals the integral of
-  ``min(1, C / k(t))`` over its interval, ``k(t)`` the compute intervals open at ``t``.
+* a node's work (its duration under the costs) equals the integral of ``min(1, C / k(t))``
+  over its interval, ``k(t)`` the intervals of nodes with work open at ``t``.
 
-And bounds: the plain run (one processor per rank) <= the shared run <= the plain run with
-every op stretched by ``ranks / C``; the step is at least all compute work over C.
+And bounds: the plain run (a processor per rank, links of their own) <= the shared run <= the
+plain run with every duration stretched by ``n / C`` (n: the nodes with work); the step is at
+least all the work over C.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ppir.analysis.costs import Costs
 from ppir.analysis.timeline import _in_degrees, _run_shared, durations, run
 from ppir.diagnostics import EXIT_USAGE, PpirError
 from ppir.ir import OpKind
-from ppir.ir.graph import _SHIFT, COMPUTE, build_graph
+from ppir.ir.graph import _SHIFT, build_graph
 
 KINDS = (OpKind.F, OpKind.B, OpKind.I, OpKind.W)
 
@@ -49,19 +50,18 @@ def _check_sharing(tl, cores):
     for v in range(g.n):
         preds = [finish[e >> _SHIFT] for e in g.before[v]]
         assert start[v] == pytest.approx(max(preds, default=0.0), abs=1e-9)
-        if g.kind[v] != COMPUTE:
-            assert finish[v] - start[v] == pytest.approx(dur[v], abs=1e-9)
-    compute = [v for v in range(g.n) if g.kind[v] == COMPUTE and finish[v] > start[v]]
-    cuts = sorted({t for v in compute for t in (start[v], finish[v])})
-    done = dict.fromkeys(compute, 0.0)
+        if not dur[v]:
+            assert finish[v] == start[v]
+    work = [v for v in range(g.n) if dur[v]]
+    cuts = sorted({t for v in work for t in (start[v], finish[v])})
+    done = dict.fromkeys(work, 0.0)
     for a, b in zip(cuts, cuts[1:]):
-        open_ = [v for v in compute if start[v] <= a and finish[v] >= b]
+        open_ = [v for v in work if start[v] <= a and finish[v] >= b]
         rate = min(1.0, cores / len(open_)) if open_ else 0.0
         for v in open_:
             done[v] += rate * (b - a)
-    for v in compute:
+    for v in work:
         assert done[v] == pytest.approx(dur[v], rel=1e-6, abs=1e-9)
-    assert all(dur[v] == 0 for v in range(g.n) if g.kind[v] == COMPUTE and v not in done)
 
 
 @settings(max_examples=300, deadline=None)
@@ -70,29 +70,32 @@ def test_shared_runs_are_processor_sharing(s, data):
     costs = data.draw(_costs(s))
     g = build_graph(s, "fifo")
     plain = run(g, costs)
-    cores = data.draw(st.integers(1, max(1, s.ranks - 1)))
+    cores = data.draw(st.integers(1, s.ranks + 1))
     tl = _shared(g, costs, cores)
     assert tl.complete == plain.complete and tl.count == plain.count
     if not plain.complete:
         return
     _check_sharing(tl, cores)
-    # bounds: dedicated processors are faster, and no op slows by more than ranks / cores
-    work = sum(tl.duration[v] for v in range(g.n) if g.kind[v] == COMPUTE)
+    # bounds: dedicated processors are faster, and no node slows by more than n / cores
+    work = [d for d in tl.duration if d]
     assert tl.makespan >= plain.makespan - 1e-9
-    assert tl.makespan >= work / cores - 1e-9
-    slow = s.ranks / cores
-    stretched = run(
-        g, replace(costs, op=tuple({k: d * slow for k, d in r.items()} for r in costs.op))
+    assert tl.makespan >= sum(work) / cores - 1e-9
+    slow = max(1, len(work) / cores)
+    stretched = replace(
+        costs,
+        op=tuple({k: d * slow for k, d in r.items()} for r in costs.op),
+        intra=costs.intra * slow,
+        inter=costs.inter * slow,
     )
-    assert tl.makespan <= stretched.makespan + 1e-9
+    assert tl.makespan <= run(g, stretched).makespan + 1e-9
 
 
 @settings(max_examples=200, deadline=None)
 @given(lowered_programs(broken=False), st.data())
-def test_as_many_processors_as_ranks_is_the_plain_run(s, data):
+def test_a_processor_per_node_is_the_plain_run(s, data):
     costs = data.draw(_costs(s))
     g = build_graph(s, "fifo")
-    plain, tl = run(g, costs), _shared(g, costs, s.ranks)
+    plain, tl = run(g, costs), _shared(g, costs, max(1, g.n))
     assert tl.count == plain.count
     assert tl.finish == pytest.approx(plain.finish) and tl.start == pytest.approx(plain.start)
 
@@ -107,7 +110,8 @@ def test_one_processor_runs_all_compute_one_after_another():
     # is always an op ready once the first forward is done, so one processor never idles
     assert _step("1f1b", {"P": 4, "M": 8}).step_time == 33
     assert _step("1f1b", {"P": 4, "M": 8}, 1).step_time == pytest.approx(96)
-    assert _step("1f1b", {"P": 4, "M": 8}, 4).step_time == 33  # as many as ranks: no sharing
+    # as many as ranks: with free links no two ops of a processor ever meet
+    assert _step("1f1b", {"P": 4, "M": 8}, 4).step_time == pytest.approx(33)
 
 
 def test_a_chain_never_competes():

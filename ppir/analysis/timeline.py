@@ -18,16 +18,18 @@ Semantics (max-plus over the wait-for graph, :mod:`ppir.ir.graph`)
     untimed rendezvous semantics; nodes that never run are exactly those on or behind a cycle
     of the wait-for graph (a deadlock) or waiting on an op without a partner.
 
-Shared processors (``costs.processors = C`` below the number of ranks)
-    The ranks' compute runs on ``C`` processors shared fairly (processor sharing, as an
+Shared processors (``costs.processors = C``)
+    The ranks' work runs on ``C`` processors shared fairly (processor sharing, as an
     operating system shares ``C`` CPU cores among more busy processes; a waiting rank uses
-    none): while ``k`` compute nodes run at once, each progresses at rate ``min(1, C / k)``, so
-    a node's duration is its work stretched by its company.  Everything else is as above:
-    the same graph, the same edges; messages and reductions use no processor.  The run is
-    event-driven over the same integer lists (a heap of releases and a heap of *virtual*
-    finish times: the compute nodes in progress all advance at the same rate, so the one with
-    the least virtual finish ends first), ``O(n log n)``, in floats.  With ``C`` at least the
-    number of ranks no two compute nodes ever compete and the plain run is used.
+    none): every node with a duration -- compute, and also a message's transfer and a
+    reduction, which gloo performs on the same CPU cores (it copies each message through the
+    loopback) -- is work, and while ``k`` of them run at once each progresses at rate
+    ``min(1, C / k)``, so a node lasts its work stretched by its company.  The graph and its
+    edges are the same.  The run is event-driven over the same integer lists (a heap of
+    releases and a heap of *virtual* finish times: the nodes in progress all advance at the
+    same rate, so the one with the least virtual finish ends first), ``O(n log n)``, in
+    floats.  Without ``processors`` (the default) every rank has a processor of its own and
+    messages move on links of their own: the plain run above.
 """
 
 from __future__ import annotations
@@ -133,12 +135,12 @@ def _in_overlap(g: ProgramGraph, v: int) -> bool:
 
 def run(g: ProgramGraph, costs: Costs | None = None) -> Timeline:
     """Time every node of ``g`` (all durations zero when ``costs`` is None: the untimed
-    rendezvous run the verifier uses); on shared processors when ``costs.processors`` is
-    below the number of ranks (see the module docstring)."""
+    rendezvous run the verifier uses); on shared processors when ``costs.processors`` is set
+    (see the module docstring)."""
     n = g.n
     dur = durations(g, costs) if costs is not None else [0] * n
     indeg = _in_degrees(g)
-    if costs is not None and costs.processors and costs.processors < g.schedule.ranks:
+    if costs is not None and costs.processors:
         return _run_shared(g, costs, dur, indeg, costs.processors)
     succ = g.after
     data = not g.lowered
@@ -187,14 +189,14 @@ def _in_degrees(g: ProgramGraph) -> list[int]:
 
 
 def _run_shared(g: ProgramGraph, costs: Costs, dur: list, indeg: list, cores: int) -> Timeline:
-    """:func:`run` with the ranks' compute on ``cores`` shared processors (module docstring).
+    """:func:`run` with the ranks' work on ``cores`` shared processors (module docstring).
 
     ``released`` holds (start, node) of the nodes whose predecessors have all finished; a
-    compute node joins ``running`` at its start with virtual finish ``V + work``, where the
-    virtual clock ``V`` advances at ``min(1, cores / len(running))`` per unit of real time;
-    any other node finishes at its start plus its duration."""
+    node with a duration joins ``running`` at its start with virtual finish ``V + work``,
+    where the virtual clock ``V`` advances at ``min(1, cores / len(running))`` per unit of
+    real time; a node without one finishes at its start."""
     n = g.n
-    succ, kind = g.after, g.kind
+    succ = g.after
     data = not g.lowered
     if data:
         dsucc, rank = g.data_out, g.rank
@@ -241,14 +243,8 @@ def _run_shared(g: ProgramGraph, costs: Costs, dur: list, indeg: list, cores: in
         virtual += (t_rel - now) * rate
         now = t_rel
         _, v = heapq.heappop(released)
-        if v < 0:  # the end of a message or a reduction (pushed as ~node)
-            done(~v, now)
-            continue
-        d = dur[v]
-        if kind[v] == COMPUTE and d:
-            heapq.heappush(running, (virtual + d, v))
-        elif d:
-            heapq.heappush(released, (now + d, ~v))
+        if dur[v]:
+            heapq.heappush(running, (virtual + dur[v], v))
         else:
             done(v, now)
     return Timeline(g, costs, dur, start, finish, ran, count)
