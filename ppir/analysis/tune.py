@@ -71,6 +71,8 @@ class Candidate:
     program: object = field(default=None, repr=False)
     input_timeline: object = field(default=None, repr=False, compare=False)
     """The dependency bound's run (the compute graph timed), handed to the compile."""
+    costs: object = field(default=None, repr=False, compare=False)  # of config, for program
+    scale: int = field(default=1, repr=False, compare=False)  # mbs without a model, else 1
 
     @property
     def ok(self) -> bool:
@@ -140,13 +142,16 @@ def search(
     on_step=None,
 ) -> list[Candidate]:
     """Every choice of ``space`` for ``schedules``, ranked, pruned or rejected (see the module
-    docstring).  ``on_step(done, total, status)`` reports progress, one step per schedule
-    instance (schedule, P, dp, micro-batch size, v).
+    docstring).  ``on_step(done, total, status)`` reports progress in two passes, each
+    starting at ``done == 0``: one step per schedule instance (schedule, P, dp, micro-batch
+    size, v) while they are expanded, then one per candidate while they are searched.
 
-    Best first: instances are taken smallest program first; after each, the candidates whose
-    bound beats the ``top``-th compiled step time (or while fewer than ``top`` are compiled)
-    are compiled.  Before building an instance's graph, a bound read off its program (below)
-    is compared with that step time, so most large instances are pruned unbuilt."""
+    Best first (an A* over two bounds): every instance is expanded and each candidate bounded
+    by its program (:func:`program_bound`, no graph); then the candidate with the least bound
+    is taken: with a program bound, its memory is checked and its compute graph timed (the
+    dependency bound, tighter), and it goes back; with a dependency bound, it is compiled.
+    The search stops once ``top`` are ranked and no bound left beats the ``top``-th ranked step
+    time: the rest are pruned, most of them without a graph."""
     model = config.model
     if model is None and budget is not None and budget[1] == "bytes":
         raise error("bad-usage", "a memory budget in bytes needs --model")
@@ -162,16 +167,13 @@ def search(
         for v in (space.vs if "v" in params else [None])
     ]
     jobs.sort(key=lambda j: (j[2] * G // max(1, j[3] * j[4]) * (j[5] or 1), j[0]))
-    state = _State(space.top, budget, progress)
+    state = _State(space.top, budget, progress, on_step)
     out: list[Candidate] = []
     for i, job in enumerate(jobs):
         if on_step:
-            on_step(i, len(jobs), f"{job[0]} P={job[2]} mbs={job[4]}")
-        out += _bounds(*job, G, space, config, budget, progress, state)
-        state.compile_ahead()
-    state.finish()
-    if on_step:
-        on_step(len(jobs), len(jobs), "done")
+            on_step(i, len(jobs), f"expanding {job[0]} P={job[2]} mbs={job[4]}")
+        out += _instance(*job, G, space, config, state)
+    state.search(space.top)
     ranked = sorted(state.ranked, key=lambda c: (c.step_time, c.schedule, c.pp, c.v, c.mbs))
     failed = [c for c in state.done if not c.ok]
     pruned = sorted((c for c in out if c.why == "pruned"), key=_bound_key)
@@ -189,14 +191,17 @@ def _bound_key(c: Candidate):
 
 
 class _State:
-    """The compiled candidates and the ones waiting, best bound first."""
+    """The compiled candidates and the ones waiting, least bound first."""
 
-    def __init__(self, top: int, budget, progress: str):
-        self.top, self.budget, self.progress = top, budget, progress
+    def __init__(self, top: int, budget, progress: str, on_step=None):
+        self.top, self.budget, self.progress, self.on_step = top, budget, progress, on_step
         self.waiting: list = []  # heap of (bound, n, candidate)
         self.done: list[Candidate] = []
         self.ranked: list[Candidate] = []
         self.n = 0
+        # the compute graph and memory analyses of the last program bounded, which its other
+        # candidates (one per recomputation) share: (program, graph, {i fraction: memory})
+        self.last: tuple | None = None
 
     def cutoff(self) -> float:
         """The ``top``-th best compiled step time (inf while fewer are compiled)."""
@@ -210,23 +215,57 @@ class _State:
         self.n += 1
         heapq.heappush(self.waiting, (c.bound, self.n, c))
 
-    def compile_ahead(self) -> None:
-        """Compile while fewer than ``top`` are ranked or the best bound waiting beats the
-        cutoff (a compiled candidate that later falls out of the top cost time, not truth)."""
+    def search(self, top: int) -> None:
+        """Take the least bound while fewer than ``top`` are ranked or it beats the cutoff: a
+        program bound becomes a dependency bound (or a rejection), a dependency bound a
+        compiled candidate; what is left is pruned."""
         import heapq
 
+        total, finished = len(self.waiting), 0
+        if self.on_step:
+            self.on_step(0, total, "searching")
         while self.waiting and (len(self.ranked) < self.top or self.waiting[0][0] < self.cutoff()):
             c = heapq.heappop(self.waiting)[2]
-            c = _compile(c, self.budget, self.progress)
-            self.done.append(c)
-            if c.ok:
-                self.ranked.append(c)
-
-    def finish(self) -> None:
-        self.compile_ahead()
+            if c.input_timeline is None:  # a program bound: bound it by its compute graph
+                if self._dependency_bound(c):
+                    self.push(c)
+                    continue
+            else:
+                c = _compile(c, self.budget, self.progress)
+                self.done.append(c)
+                if c.ok:
+                    self.ranked.append(c)
+            finished += 1
+            if self.on_step:
+                what = "compiled" if c.step_time is not None else "rejected"
+                self.on_step(finished, total, f"{what} {c.schedule} v={c.v} mbs={c.mbs}")
         for _, _, c in self.waiting:
-            _prune(c, self.top)
-        self.waiting = []
+            _prune(c, top)
+        self.waiting, self.last = [], None
+        if self.on_step:
+            self.on_step(total, total, "done")
+
+    def _dependency_bound(self, c: Candidate) -> bool:
+        """Check ``c``'s memory and time its compute graph: True when it goes on with the
+        dependency bound as its bound, False when it is rejected (memory, a cyclic order)."""
+        m, r, s = c.config.model, c.recompute, c.program
+        if self.last is None or self.last[0] is not s:
+            self.last = (s, build_graph(s, self.progress), {})
+        _, g, mems = self.last
+        fi = split_fractions(m, r)
+        if fi not in mems:
+            mems[fi] = analyze_memory(g, None, recompute=r, i_fraction=fi)
+        _peak(c, s, mems[fi])
+        if self.budget is not None and c.peak > self.budget[0]:
+            _over(c, self.budget)
+            return False
+        tl = run(g, c.costs)
+        if not tl.complete:
+            c.reason, c.why = "the compute order has a cycle (ppir check shows it)", "constraint"
+            return False
+        c.bound = c.costs.to_time(tl.makespan) * c.scale
+        c.input_timeline = tl
+        return True
 
 
 def _prune(c: Candidate, top: int) -> Candidate:
@@ -236,9 +275,9 @@ def _prune(c: Candidate, top: int) -> Candidate:
     return c
 
 
-def _bounds(name, params, P, dp, mbs, v, G, space, cfg, budget, progress, state):
-    """The candidates of one schedule instance, one per recomputation: their memory, then the
-    program bound against the cutoff, then the dependency bound (or the reason they are out)."""
+def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
+    """The candidates of one schedule instance, one per recomputation, each bounded by its
+    program and waiting in ``state`` (or rejected, with the reason)."""
     model = cfg.model
     recomputes = space.recomputes if model is not None else (cfg.recompute,)
     base = dict(schedule=name, pp=P, dp=dp, v=v or 1, mbs=mbs, microbatches=None)
@@ -266,7 +305,7 @@ def _bounds(name, params, P, dp, mbs, v, G, space, cfg, budget, progress, state)
                 ]
             layers = uneven_layers(L, s.stages)
     scale = 1 if cfg.time_unit == "s" else mbs
-    out, mems, g = [], {}, None
+    out = []
     for r in recomputes:
         c = Candidate(**base, recompute=r, stage_layers=layers)
         m = replace(model, tp=space.tp, dp=dp, mbs=mbs) if model is not None else None
@@ -274,39 +313,13 @@ def _bounds(name, params, P, dp, mbs, v, G, space, cfg, budget, progress, state)
         c.program = s
         out.append(c)
         try:
-            costs = costs_for(s, c.config)
+            c.costs = costs_for(s, c.config)
         except PpirError as e:
             c.reason, c.why = e.diagnostics[0].message, "constraint"
             continue
-        c.bound = costs.to_time(program_bound(s, costs)) * scale
-        if c.bound >= state.cutoff():
-            _prune(c, space.top)
-            continue
-        if g is None:
-            g = build_graph(s, progress)
-        fi = split_fractions(m, r)
-        if fi not in mems:
-            mems[fi] = analyze_memory(g, None, recompute=r, i_fraction=fi)
-        mem = mems[fi]
-        if m is not None:
-            fp = footprint(s, m, recompute=r, memory=mem, stage_layers=layers)
-            w = fp.worst
-            c.peak, c.largest, c.footprint = float(w.total), w.dominant, fp
-        else:
-            c.peak = float(max(x.peak_activations for x in mem.per_rank))
-        if budget is not None and c.peak > budget[0]:
-            _over(c, budget)
-            continue
-        tl = run(g, costs)
-        if not tl.complete:
-            c.reason, c.why = "the compute order has a cycle (ppir check shows it)", "constraint"
-            continue
-        c.bound = costs.to_time(tl.makespan) * scale
-        if c.bound >= state.cutoff():
-            _prune(c, space.top)
-        else:
-            c.input_timeline = tl
-            state.push(c)
+        c.bound = c.costs.to_time(program_bound(s, c.costs)) * scale
+        c.scale = scale
+        state.push(c)
     return out
 
 
@@ -337,24 +350,24 @@ def _compile(c: Candidate, budget, progress) -> Candidate:
         c.reason = first.message if first else "the program does not verify"
         c.why = "constraint"
         return c
-    cfg = c.config
-    model = cfg.model
-    fi = split_fractions(model, c.recompute)
+    fi = split_fractions(c.config.model, c.recompute)
     mem = analyze_memory(comp.graph, None, recompute=c.recompute, i_fraction=fi)
-    c.estimate = from_timeline(comp.timeline, cfg, mem, comp.dependency_bound)
-    c.step_time = comp.step_time * (1 if cfg.time_unit == "s" else c.mbs)
-    c.program = comp.program
-    if model is not None:
-        fp = footprint(
-            comp.program, model, recompute=c.recompute, memory=mem, stage_layers=c.stage_layers
-        )
-        w = fp.worst
-        c.peak, c.largest, c.footprint = float(w.total), w.dominant, fp
-    else:
-        c.peak = float(max(x.peak_activations for x in mem.per_rank))
+    c.estimate = from_timeline(comp.timeline, c.config, mem, comp.dependency_bound)
+    c.step_time, c.program = comp.step_time * c.scale, comp.program
+    _peak(c, comp.program, mem)
     if budget is not None and c.peak > budget[0]:
         return _over(c, budget)
     return c
+
+
+def _peak(c: Candidate, program, mem) -> None:
+    """``c``'s worst-rank memory: the whole footprint with a model, else peak activations."""
+    model = c.config.model
+    if model is None:
+        c.peak = float(max(x.peak_activations for x in mem.per_rank))
+        return
+    fp = footprint(program, model, recompute=c.recompute, memory=mem, stage_layers=c.stage_layers)
+    c.peak, c.largest, c.footprint = float(fp.worst.total), fp.worst.dominant, fp
 
 
 def tune(
