@@ -10,55 +10,18 @@ pointing at the source span.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from operator import add, eq, ge, gt, le, lt, mul, ne, sub
 
 from ppir.diagnostics import Note, did_you_mean, error
 from ppir.frontend import ast as A
 from ppir.frontend.emit import OpEmitter
 from ppir.frontend.limits import MAX_INT, check_int
+from ppir.frontend.scope import MISSING, Function, Scope, pure_calls
 from ppir.ir import Action, Overlap, Span
 
 MAX_CALL_DEPTH = 200
 
 _BUILTINS = ("min", "max", "abs", "stage", "chunks", "rank_of", "pending_w")
-
-
-class Scope:
-    __slots__ = ("vars", "parent")
-
-    def __init__(self, parent: Scope | None = None):
-        self.vars: dict[str, object] = {}
-        self.parent = parent
-
-    def lookup(self, name: str):
-        s = self
-        while s is not None:
-            v = s.vars.get(name, _MISSING)
-            if v is not _MISSING:
-                return v
-            s = s.parent
-        return _MISSING
-
-    def visible_names(self) -> set[str]:
-        out: set[str] = set()
-        s = self
-        while s is not None:
-            out.update(s.vars)
-            s = s.parent
-        return out
-
-
-_MISSING = object()
-
-
-@dataclass
-class Function:
-    name: str
-    params: tuple[str, ...]
-    body: Callable
-    scope: Scope
-    span: Span
 
 
 class Interpreter(OpEmitter):
@@ -111,13 +74,13 @@ class Interpreter(OpEmitter):
         def f(scope: Scope):
             s = scope
             while s is not None:  # Scope.lookup, inlined: the hottest call of expansion
-                v = s.vars.get(name, _MISSING)
-                if v is not _MISSING:
+                v = s.vars.get(name, MISSING)
+                if v is not MISSING:
                     if v.__class__ is int:
                         return v
                     break
                 s = s.parent
-            if v is _MISSING or isinstance(v, Function):
+            if v is MISSING or isinstance(v, Function):
                 if isinstance(v, Function):
                     raise error(
                         "not-a-value", f"'{name}' is a function; call it as {name}(...)", span
@@ -205,7 +168,7 @@ class Interpreter(OpEmitter):
         def call(scope: Scope):
             fn = scope.lookup(name)
             if not isinstance(fn, Function):
-                if fn is _MISSING:
+                if fn is MISSING:
                     cands = [k for k in scope.visible_names()] + list(_BUILTINS)
                     raise error(
                         "undefined-function",
@@ -221,15 +184,27 @@ class Interpreter(OpEmitter):
                     span,
                     notes=[Note(f"'{name}' is defined here", fn.span)],
                 )
-            inner = Scope(fn.scope)
-            for p, a in zip(fn.params, args):
-                inner.vars[p] = a(scope)
+            memo = fn.memo
+            if memo is not None:
+                key = tuple([a(scope) for a in args])
+                v = memo.get(key, MISSING)
+                if v is not MISSING:
+                    return v
+                inner = Scope(fn.scope)
+                inner.vars.update(zip(fn.params, key))
+            else:
+                inner = Scope(fn.scope)
+                for p, a in zip(fn.params, args):
+                    inner.vars[p] = a(scope)
             self.depth += 1
             if self.depth > MAX_CALL_DEPTH:
                 self.depth = 0
                 raise _recursion_limit(name, span)
             try:
-                return fn.body(inner)
+                v = fn.body(inner)
+                if memo is not None:
+                    memo[key] = v
+                return v
             except RecursionError:  # deep bodies exhaust Python's stack before the cap
                 raise _recursion_limit(name, span) from None
             finally:
@@ -240,7 +215,7 @@ class Interpreter(OpEmitter):
     def _pending_rank(self, scope: Scope, span: Span) -> int:
         """The rank whose pending weight passes ``pending_w`` counts: the one being expanded."""
         rank = scope.lookup("$rank")
-        if rank is _MISSING:
+        if rank is MISSING:
             rank = self.rank
         if rank is None:
             raise error(
@@ -290,7 +265,9 @@ class Interpreter(OpEmitter):
             def define(scope: Scope):
                 if st.name in scope.vars:
                     raise error("rebinding", f"'{st.name}' is already bound in this scope", st.span)
-                scope.vars[st.name] = Function(st.name, st.params, body, scope, st.span)
+                pure = scope is self.top and pure_calls(st.body, st.params, scope)
+                fn = Function(st.name, st.params, body, scope, st.span, {} if pure else None)
+                scope.vars[st.name] = fn
 
             return define
         if isinstance(st, A.Require):
@@ -325,7 +302,7 @@ class Interpreter(OpEmitter):
                 vals = []
                 for n in names:
                     v = scope.lookup(n)
-                    if v is not _MISSING and not isinstance(v, Function):
+                    if v is not MISSING and not isinstance(v, Function):
                         vals.append(f"{n} = {v}")
                 bound = f" (with {', '.join(vals)})" if vals else ""
                 raise error(

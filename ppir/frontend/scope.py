@@ -1,0 +1,76 @@
+"""Name scopes and functions of the expansion interpreter (:mod:`ppir.frontend.interpreter`):
+a :class:`Scope` binds each name once; a :class:`Function` is a ``def``, memoized when pure."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ppir.frontend import ast as A
+from ppir.ir import Span
+
+
+class Scope:
+    __slots__ = ("vars", "parent")
+
+    def __init__(self, parent: Scope | None = None):
+        self.vars: dict[str, object] = {}
+        self.parent = parent
+
+    def lookup(self, name: str):
+        s = self
+        while s is not None:
+            v = s.vars.get(name, MISSING)
+            if v is not MISSING:
+                return v
+            s = s.parent
+        return MISSING
+
+    def visible_names(self) -> set[str]:
+        out: set[str] = set()
+        s = self
+        while s is not None:
+            out.update(s.vars)
+            s = s.parent
+        return out
+
+
+MISSING = object()
+
+
+@dataclass
+class Function:
+    """A ``def``.  ``memo`` (results by arguments) is a dict when the function is *pure*:
+    defined at the top level, whose scope binds each name once and has no scope between it
+    and the function's parameters, so every name in the body always means the same value;
+    calling only the builtins that read the fixed placement (``min``, ``max``, ``abs``,
+    ``stage``, ``chunks``, ``rank_of``; not ``pending_w``) and pure functions defined
+    before it.  None otherwise: computed at each call."""
+
+    name: str
+    params: tuple[str, ...]
+    body: Callable
+    scope: Scope
+    span: Span
+    memo: dict | None = None
+
+
+_PURE_BUILTINS = frozenset(("min", "max", "abs", "stage", "chunks", "rank_of"))
+
+
+def pure_calls(e: A.Expr, params: tuple[str, ...], scope: Scope) -> bool:
+    """True when every call in ``e`` is to a pure builtin or to a pure function of ``scope``
+    (see :class:`Function`)."""
+    if isinstance(e, A.Call):
+        if e.func in params:
+            return False
+        if e.func not in _PURE_BUILTINS:
+            fn = scope.vars.get(e.func)
+            if not isinstance(fn, Function) or fn.memo is None:
+                return False
+        return all(pure_calls(a, params, scope) for a in e.args)
+    if isinstance(e, A.BinOp):
+        return pure_calls(e.left, params, scope) and pure_calls(e.right, params, scope)
+    if isinstance(e, A.UnaryOp):
+        return pure_calls(e.operand, params, scope)
+    return True
