@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ppir
 from ppir.analysis.config import make_config
@@ -12,6 +14,7 @@ from ppir.analysis.costs import costs_for
 from ppir.analysis.timeline import run
 from ppir.analysis.tune import Space, program_bound, search, uneven_layers
 from ppir.ir.graph import build_graph
+from ppir.schedules import builtin_names
 
 SCHEDULES = ["1f1b", "interleaved_1f1b", "zb_h1", "zbv", "gpipe"]
 
@@ -72,15 +75,17 @@ def test_uneven_split_is_searched_and_timed():
     assert even[0].why == "divisibility" and "30 layers do not split evenly" in even[0].reason
 
 
-@pytest.mark.parametrize("name", ["1f1b", "gpipe", "interleaved_1f1b", "zb_h1", "zbv", "v_half"])
+@pytest.mark.parametrize("name", builtin_names())
 @pytest.mark.parametrize("P,M", [(2, 4), (4, 8), (4, 12)])
 def test_program_bound_is_below_the_dependency_bound(name, P, M):
+    # every built-in, bidirectional DualPipe (two pipelines: a stage waits only for the
+    # stages before it in its own pipeline) included
     params = {"P": P, "M": M} | ({"v": 2} if name == "interleaved_1f1b" else {})
     try:
         s = ppir.load_schedule(name, params)
     except ppir.PpirError:
         pytest.skip("the schedule refuses these parameters")
-    for cost in ({}, {"B": 3, "I": 1, "W": 2}):
+    for cost in ({}, {"B": 3, "I": 1, "W": 2}, {"B": 1, "I": 2, "W": 1}, {"FB": 2}):
         costs = costs_for(s, make_config({"costs": cost}))
         tl = run(build_graph(s), costs)
         assert program_bound(s, costs) <= tl.makespan
@@ -106,3 +111,44 @@ def test_cli_world_search_json(cli):
     assert code == 2 and "--world 6 must be a positive multiple of --tp 4" in err
     code, out, err = cli("tune", "--model", "llama3-8b")
     assert code == 2 and "give --world N" in err
+
+
+def test_best_first_finds_the_exhaustive_top():
+    # the search compiles few programs; the step times of its top are those of compiling all
+    from ppir.analysis.config import CostConfig
+    from ppir.schedules import builtin_names
+
+    space = Space(world=4, global_batch=16, micro_batches=(1, 2), top=5)
+    found = search(builtin_names(), space, CostConfig())
+    every = search(builtin_names(), Space(**{**space.__dict__, "top": 10**9}), CostConfig())
+    best = [c.step_time for c in found if c.ok][: space.top]
+    assert best == sorted(c.step_time for c in every if c.ok)[: space.top]
+    compiled = sum(1 for c in found if c.step_time is not None)
+    assert compiled < sum(1 for c in every if c.step_time is not None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_program_bound_never_exceeds_the_dependency_bound(data):
+    # random valid compute orders: random placements (several chunks per rank), split
+    # backward or not, fused F&B steps, random op costs
+    from oracle.programs import fused
+
+    from ppir.analysis.costs import Costs
+    from ppir.ir import OpKind
+    from ppir.testing.strategies import valid_schedules
+
+    how = data.draw(st.sampled_from(["looped", "vshape", "random"]))
+    s = data.draw(
+        valid_schedules(
+            P=st.integers(1, 4), M=st.integers(1, 5), v=st.integers(1, 3), placement=how,
+            split_backward=None,
+        )
+    )  # fmt: skip
+    if data.draw(st.booleans()):
+        s = data.draw(fused(s))
+    kinds = (OpKind.F, OpKind.B, OpKind.I, OpKind.W)
+    op = tuple({k: data.draw(st.integers(0, 4)) for k in kinds} for _ in range(s.stages))
+    costs = Costs(op, overlap=data.draw(st.sampled_from([None, 1, 2])))
+    tl = run(build_graph(s), costs)
+    assert tl.complete and program_bound(s, costs) <= tl.makespan

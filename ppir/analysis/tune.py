@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ppir.analysis.bounds import program_bound
+from ppir.analysis.bounds import ProgramSummary, program_bound
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.estimate import Estimate, from_timeline
@@ -305,7 +305,7 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
                 ]
             layers = uneven_layers(L, s.stages)
     scale = 1 if cfg.time_unit == "s" else mbs
-    out = []
+    out, summary = [], ProgramSummary(s)
     for r in recomputes:
         c = Candidate(**base, recompute=r, stage_layers=layers)
         m = replace(model, tp=space.tp, dp=dp, mbs=mbs) if model is not None else None
@@ -317,7 +317,7 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
         except PpirError as e:
             c.reason, c.why = e.diagnostics[0].message, "constraint"
             continue
-        c.bound = c.costs.to_time(program_bound(s, c.costs)) * scale
+        c.bound = c.costs.to_time(program_bound(s, c.costs, summary)) * scale
         c.scale = scale
         state.push(c)
     return out
