@@ -31,7 +31,7 @@ from functools import cached_property
 
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import Costs, costs_for
-from ppir.analysis.timeline import Timeline, run
+from ppir.analysis.timeline import Timeline, dependency_bound, run
 from ppir.diagnostics import Report
 from ppir.ir import Schedule, is_compute_item
 from ppir.ir.graph import ProgramGraph, build_graph
@@ -173,7 +173,7 @@ def compile(  # noqa: A001 - the library's verb
         else:
             cg = build_graph(schedule, progress)
             ctl = run(cg, c)
-    bound = c.to_time(ctl.makespan) if ctl.complete else None
+    bound = c.to_time(dependency_bound(ctl)) if ctl.complete else None
     base["dependency_bound"] = bound
     if cfg.comm_model == "latency":  # the estimate reads the compute order's timeline
         base["input_timeline"] = ctl

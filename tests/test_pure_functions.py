@@ -104,3 +104,21 @@ def test_a_function_in_a_program_block_is_not_memoized():
     s, memo = _memo(text, "shift")
     assert memo is None
     assert [a.mb for a in s.programs[1] if a.kind.value == "F"] == [0, 1, 2, 3]
+
+
+def test_a_placement_declared_after_a_call_clears_the_memos():
+    # the default looped placement exists as soon as 'ranks' does; a later 'placement' line
+    # changes what rank_of() says, and owner(0) must say it too (found in review)
+    text = (
+        "schedule probe()\n"
+        "ranks 2\n"
+        "def owner(s) = rank_of(s)\n"
+        "let early = owner(0)\n"
+        "placement [1, 0]\n"
+        'require owner(0) == rank_of(0) : "memoized owner(0) is stale"\n'
+        'require early == 0 : "the call before the placement line saw the looped one"\n'
+        "microbatches 1\n"
+        "program r { F(0) B(0) }\n"
+    )
+    s = load_text(text)
+    assert s.placement == (1, 0)

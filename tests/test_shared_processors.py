@@ -130,11 +130,12 @@ def test_two_processors_for_four_ranks_slow_the_steady_state():
 
 
 def test_processors_setting_is_checked():
-    for bad in (0, -1, "two", True, 1.5):
+    for bad in (-1, "two", True, 1.5):
         with pytest.raises(PpirError) as e:
             make_config({"hardware": {"processors": bad}}, "c.toml")
         assert e.value.exit_code == EXIT_USAGE
-        assert "c.toml: hardware.processors must be a positive integer" in e.value.render()
+        assert "c.toml: hardware.processors must be a whole number" in e.value.render()
+    assert make_config({"hardware": {"processors": 0}}).processors is None  # one per rank
 
 
 def test_a_cpu_profile_shares_its_cores_unless_told_otherwise():
@@ -157,8 +158,10 @@ def test_a_cpu_profile_shares_its_cores_unless_told_otherwise():
     dedicated = ppir.estimate(s, own).step_time
     assert dedicated == pytest.approx(33e-3)
     assert shared > 1.4 * dedicated
-    with pytest.raises(PpirError, match=r"measured.processors must be a positive integer"):
-        make_config({"measured": {**table, "processors": 0}})
+    off = make_config({"measured": table, "hardware": {"processors": 0}})  # one per rank
+    assert off.processors is None and ppir.estimate(s, off).step_time == pytest.approx(33e-3)
+    with pytest.raises(PpirError, match=r"measured.processors must be a whole number"):
+        make_config({"measured": {**table, "processors": -2}})
 
 
 def test_the_processors_flag(cli):
@@ -169,5 +172,29 @@ def test_the_processors_flag(cli):
     )
     assert code == 0, err
     assert "the ranks share 1 processor" in out2 and "96" in out2
-    code, _, err = cli("compile", "1f1b", "-D", "P=4", "--backend", "cost", "--processors", "0")
-    assert code == 2 and "processors must be a positive integer" in err
+    code, _, err = cli("compile", "1f1b", "-D", "P=4", "--backend", "cost", "--processors", "-1")
+    assert code == 2 and "processors must be a whole number" in err
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_the_dependency_bound_holds_on_shared_processors(data):
+    # processor sharing is not monotone (a delay can shorten a shared run), so the bound is the
+    # run with a processor per rank or the compute work over the processors, whichever is more
+    from ppir.testing.strategies import valid_schedules
+
+    how = data.draw(st.sampled_from(["looped", "vshape", "random"]))
+    s = data.draw(
+        valid_schedules(
+            P=st.integers(2, 4), M=st.integers(1, 4), v=st.integers(1, 2), placement=how,
+            split_backward=None,
+        )
+    )  # fmt: skip
+    cores = data.draw(st.integers(1, s.ranks))
+    lat = data.draw(st.sampled_from([0, "1/4", 1]))
+    cfg = make_config({"hardware": {"processors": cores}, "comm": {"latency": lat}})
+    c = ppir.compile(s, costs=cfg)
+    assert c.ok and c.dependency_bound is not None
+    assert c.step_time >= c.dependency_bound - 1e-9
+    plain = ppir.compile(s, costs=make_config({"comm": {"latency": lat}}))
+    assert c.dependency_bound >= plain.dependency_bound  # never below the unshared bound

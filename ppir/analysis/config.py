@@ -104,9 +104,9 @@ class CostConfig:
     intra: Link = Link()
     inter: Link = Link()
     processors: int | None = None
-    """How many processors the ranks' compute shares (``hardware.processors``; a profile
-    records its CPU cores): None, one per rank; fewer than the ranks, processor sharing
-    (:mod:`ppir.analysis.timeline`)."""
+    """How many processors the ranks' work shares (``hardware.processors``; a CPU profile
+    records its cores): None, a processor per rank and links of their own; set, processor
+    sharing of compute and transfers (:mod:`ppir.analysis.timeline`)."""
     comm_model: str = "rendezvous"
     """How a message is timed: ``rendezvous`` (default; what the runtime guarantees: a message
     moves once both of its groups are posted, one FIFO of groups per rank) or ``latency`` (the
@@ -211,7 +211,7 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
             f"{where}: hardware.ranks_per_node must be a positive integer, got {rpn!r}",
         )
     kw["ranks_per_node"] = rpn
-    kw["processors"] = processors_setting(hsec, where)
+    kw["processors"] = processors_setting(hsec, where) or None
     free = csec.get("free", False)
     if not isinstance(free, bool):
         raise error("bad-config", f"{where}: comm.free must be true or false, got {free!r}")
@@ -298,14 +298,15 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
 
 
 def processors_setting(table: dict, where: str, section: str = "hardware") -> int | None:
-    """``processors`` of ``table`` (``[hardware]``, or a profile's ``[measured]``): a
-    positive integer, or None when absent."""
+    """``processors`` of ``table`` (``[hardware]``, or a profile's ``[measured]``): a whole
+    number, 0 meaning a processor per rank (which overrides a profile's), or None when
+    absent."""
     n = table.get("processors")
-    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n <= 0):
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
         raise error(
             "bad-config",
-            f"{where}: {section}.processors must be a positive integer (how many processors "
-            f"the ranks share), got {n!r}",
+            f"{where}: {section}.processors must be a whole number (how many processors the "
+            f"ranks share; 0: one per rank), got {n!r}",
         )
     return n
 

@@ -29,9 +29,9 @@ durations (the DualPipe README's F&B is "the execution time of two mutually over
 and backward chunks"; with no communication to hide, that is F + B), or, when ``costs.FB`` is
 set, that sum times ``FB / (F + B)`` (``FB = B`` for perfect overlap).
 
-Processors: ``hardware.processors`` (or a profile's ``processors``) below the number of ranks
-makes the ranks share that many processors (:mod:`ppir.analysis.timeline`), as P gloo ranks do
-on fewer CPU cores.
+Processors: ``hardware.processors`` (or a CPU profile's ``processors``) makes the ranks' compute
+and transfers share that many processors (:mod:`ppir.analysis.timeline`), as P gloo ranks share
+a machine's CPU cores; unset (or 0), every rank has a processor and links of its own.
 
 Exactness: when every duration and cost is rational (the unit-mode case) everything is scaled
 to integer *ticks* (``tick`` = 1 / lcm of the denominators), so timelines add integers and the
@@ -74,8 +74,8 @@ class Costs:
     """Per stage, the time of its data-parallel gradient reduction (a ``REDUCE_GRAD`` node;
     :func:`ppir.analysis.dp.with_dp`); none given: free."""
     processors: int | None = None
-    """How many processors the ranks' compute shares (None: one per rank); fewer than the
-    ranks times the graph with processor sharing (:mod:`ppir.analysis.timeline`)."""
+    """How many processors the ranks' work shares (None: one per rank, links of their own);
+    set, the graph is timed with processor sharing (:mod:`ppir.analysis.timeline`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_pairs", dict(self.pairs))

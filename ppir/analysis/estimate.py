@@ -288,7 +288,7 @@ def _op_timings(tl: Timeline, conv) -> tuple[list[list[OpTiming]], list]:
     one op gives its parts consecutive sub-intervals in proportion to their own durations),
     and each rank's busy ticks."""
     g, costs = tl.graph, tl.costs
-    op, exact = costs.op, costs.exact
+    op, exact = costs.op, costs.exact and not costs.processors  # shared runs are in floats
     ops: list[list[OpTiming]] = [[] for _ in range(g.schedule.ranks)]
     busy = [0] * g.schedule.ranks
     for r, order in enumerate(g.rank_nodes):

@@ -18,8 +18,8 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     activation_bytes = [...]   # saved for backward by one forward of the stage (bytes)
     param_bytes = [...]        # parameters of the stage (bytes)
     ranks = 2                  # how the measurement ran: ranks, schedule, device (informative)
-    processors = 2             # CPU runs: the cores the ranks shared; the estimator shares
-                               # them too when a schedule has more ranks (hardware.processors)
+    processors = 2             # CPU runs: the cores the ranks shared; the estimator runs
+                               # the ranks on them too (hardware.processors, 0: one per rank)
 
 A schedule with S stages uses the measurement when S divides the measured count: stage ``s``
 is the sum of measured stages ``s*k .. s*k + k - 1`` (k = measured / S), since ``build_stage``
@@ -218,14 +218,14 @@ def measured_config(data: dict, kw: dict, model, where: str):
         raise error("bad-config", f"{where}: comm.model must be one of {', '.join(COMM_MODELS)}")
     link = Link(0.0) if comm.get("free") is True else Link(measured.transfer)
     processors = processors_setting(data.get("hardware", {}), where)
-    if processors is None:
+    if processors is None:  # hardware.processors = 0 (--processors 0): one per rank
         processors = dict(measured.info).get("processors")
     return CostConfig(
         model=model,
         recompute=kw.get("recompute", "none"),
         measured=measured,
         ranks_per_node=rpn,
-        processors=processors,
+        processors=processors or None,
         intra=link,
         inter=link,
         comm_model=cm,

@@ -25,7 +25,8 @@ Shared processors (``costs.processors = C``)
     reduction, which gloo performs on the same CPU cores (it copies each message through the
     loopback) -- is work, and while ``k`` of them run at once each progresses at rate
     ``min(1, C / k)``, so a node lasts its work stretched by its company.  The graph and its
-    edges are the same.  The run is event-driven over the same integer lists (a heap of
+    edges are the same (in a compute-only graph a transfer is the delay on a data edge, as
+    above, and uses no processor).  The run is event-driven over the same integer lists (a heap of
     releases and a heap of *virtual* finish times: the nodes in progress all advance at the
     same rate, so the one with the least virtual finish ends first), ``O(n log n)``, in
     floats.  Without ``processors`` (the default) every rank has a processor of its own and
@@ -35,7 +36,7 @@ Shared processors (``costs.processors = C``)
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ppir.analysis.costs import Costs
 from ppir.ir.graph import _SHIFT, COMPUTE, DATA, MESSAGE, REDUCE, ProgramGraph
@@ -250,6 +251,22 @@ def _run_shared(g: ProgramGraph, costs: Costs, dur: list, indeg: list, cores: in
     return Timeline(g, costs, dur, start, finish, ran, count)
 
 
+def dependency_bound(tl: Timeline) -> int | float:
+    """A lower bound (ticks) on the step time of every lowering of the compute-only program
+    whose complete run ``tl`` is: with a processor per rank, its makespan (a lowering only
+    adds waits and transfers to the same graph, and max-plus is monotone).  On shared
+    processors a run is not monotone -- a delay can let a critical node run with less company
+    and end sooner -- so the bound is the larger of the run with a processor per rank and all
+    compute work over the processors."""
+    costs = tl.costs
+    if costs is None or not costs.processors:
+        return tl.makespan
+    g = tl.graph
+    plain = run(g, replace(costs, processors=None)).makespan
+    work = sum(d for v, d in enumerate(tl.duration) if g.kind[v] == COMPUTE)
+    return max(plain, work / costs.processors)
+
+
 def stuck_cycle(tl: Timeline, first: int) -> list[int] | None:
     """A cycle of wait-for edges among the nodes that never ran, found by walking from
     ``first`` to the first predecessor (in construction order) that never ran; the cycle's
@@ -279,4 +296,4 @@ def stuck_cycle(tl: Timeline, first: int) -> list[int] | None:
     return cycle
 
 
-__all__ = ["DATA", "Timeline", "durations", "run", "stuck_cycle"]
+__all__ = ["DATA", "Timeline", "dependency_bound", "durations", "run", "stuck_cycle"]

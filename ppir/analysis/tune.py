@@ -41,7 +41,7 @@ from ppir.analysis.costs import costs_for
 from ppir.analysis.estimate import Estimate, from_timeline
 from ppir.analysis.footprint import Footprint, footprint, schedule_copies
 from ppir.analysis.memory import analyze_memory, split_fractions
-from ppir.analysis.timeline import run
+from ppir.analysis.timeline import dependency_bound, run
 from ppir.analysis.units import fmt_size
 from ppir.diagnostics import PpirError, error
 from ppir.frontend.loader import load_schedule, parse_cached, read_source
@@ -263,7 +263,7 @@ class _State:
         if not tl.complete:
             c.reason, c.why = "the compute order has a cycle (ppir check shows it)", "constraint"
             return False
-        c.bound = c.costs.to_time(tl.makespan) * c.scale
+        c.bound = c.costs.to_time(dependency_bound(tl)) * c.scale
         c.input_timeline = tl
         return True
 

@@ -66,9 +66,9 @@ def add_cost_arguments(group, model: bool = True, recompute: bool = True, dp: bo
         dest="cost_processors",
         type=int,
         metavar="N",
-        help="the ranks' compute shares N processors, e.g. 4 gloo ranks on 2 CPU cores: "
-        "ops running at once slow down in proportion (default: one per rank; a CPU "
-        "'ppir profile' file gives its cores)",
+        help="the ranks' compute and transfers share N processors, e.g. 4 gloo ranks on 2 CPU "
+        "cores: work running at once slows down in proportion (default: one per rank, or the "
+        "cores a CPU 'ppir profile' file recorded; 0: one per rank)",
     )
     if dp:
         _add_dp(group)

@@ -61,6 +61,9 @@ def resolve_placement(ex: Interpreter, decls: dict, final: bool = False) -> None
         for r, st in enumerate(held):
             if not st:
                 raise error("bad-placement", f"rank {r} holds no stage", pspan)
+    if placement != ex.placement:  # what stage(), chunks() and rank_of() return changes
+        for memo in ex.memos:
+            memo.clear()
     ex.placement = placement
     ex.stages_of = tuple(tuple(x) for x in held)
 

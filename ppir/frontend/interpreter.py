@@ -34,6 +34,7 @@ class Interpreter(OpEmitter):
         self.depth = 0
         self.placement: tuple[int, ...] | None = None
         self.stages_of: tuple[tuple[int, ...], ...] = ()
+        self.memos: list[dict] = []  # the memos of the pure functions (ppir.frontend.scope)
         self.microbatches: int | None = None
         self.rank: int | None = None  # the rank being expanded (None at top level)
         self.top: Scope | None = None  # the top-level scope, once expansion made it
@@ -265,8 +266,10 @@ class Interpreter(OpEmitter):
             def define(scope: Scope):
                 if st.name in scope.vars:
                     raise error("rebinding", f"'{st.name}' is already bound in this scope", st.span)
-                pure = scope is self.top and pure_calls(st.body, st.params, scope)
-                fn = Function(st.name, st.params, body, scope, st.span, {} if pure else None)
+                memo = {} if scope is self.top and pure_calls(st.body, st.params, scope) else None
+                if memo is not None:
+                    self.memos.append(memo)  # cleared when the placement changes
+                fn = Function(st.name, st.params, body, scope, st.span, memo)
                 scope.vars[st.name] = fn
 
             return define

@@ -43,9 +43,10 @@ class Function:
     """A ``def``.  ``memo`` (results by arguments) is a dict when the function is *pure*:
     defined at the top level, whose scope binds each name once and has no scope between it
     and the function's parameters, so every name in the body always means the same value;
-    calling only the builtins that read the fixed placement (``min``, ``max``, ``abs``,
-    ``stage``, ``chunks``, ``rank_of``; not ``pending_w``) and pure functions defined
-    before it.  None otherwise: computed at each call."""
+    calling only ``min``, ``max``, ``abs``, the builtins that read the placement (``stage``,
+    ``chunks``, ``rank_of``: every memo is cleared when a declaration changes the placement;
+    :func:`ppir.frontend.declarations.resolve_placement`) and pure functions defined before
+    it -- not ``pending_w``.  None otherwise: computed at each call."""
 
     name: str
     params: tuple[str, ...]
