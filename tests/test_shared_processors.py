@@ -20,7 +20,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle.programs import lowered_programs
+from oracle.programs import compute_orders, lowered_programs
 
 import ppir
 from ppir.analysis.config import make_config
@@ -181,15 +181,7 @@ def test_the_processors_flag(cli):
 def test_the_dependency_bound_holds_on_shared_processors(data):
     # processor sharing is not monotone (a delay can shorten a shared run), so the bound is the
     # run with a processor per rank or the compute work over the processors, whichever is more
-    from ppir.testing.strategies import valid_schedules
-
-    how = data.draw(st.sampled_from(["looped", "vshape", "random"]))
-    s = data.draw(
-        valid_schedules(
-            P=st.integers(2, 4), M=st.integers(1, 4), v=st.integers(1, 2), placement=how,
-            split_backward=None,
-        )
-    )  # fmt: skip
+    s = data.draw(compute_orders())
     cores = data.draw(st.integers(1, s.ranks))
     lat = data.draw(st.sampled_from([0, "1/4", 1]))
     cfg = make_config({"hardware": {"processors": cores}, "comm": {"latency": lat}})

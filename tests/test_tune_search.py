@@ -132,21 +132,12 @@ def test_best_first_finds_the_exhaustive_top():
 def test_program_bound_never_exceeds_the_dependency_bound(data):
     # random valid compute orders: random placements (several chunks per rank), split
     # backward or not, fused F&B steps, random op costs
-    from oracle.programs import fused
+    from oracle.programs import compute_orders
 
     from ppir.analysis.costs import Costs
     from ppir.ir import OpKind
-    from ppir.testing.strategies import valid_schedules
 
-    how = data.draw(st.sampled_from(["looped", "vshape", "random"]))
-    s = data.draw(
-        valid_schedules(
-            P=st.integers(1, 4), M=st.integers(1, 5), v=st.integers(1, 3), placement=how,
-            split_backward=None,
-        )
-    )  # fmt: skip
-    if data.draw(st.booleans()):
-        s = data.draw(fused(s))
+    s = data.draw(compute_orders(P=st.integers(1, 4), M=st.integers(1, 5), v=st.integers(1, 3)))
     kinds = (OpKind.F, OpKind.B, OpKind.I, OpKind.W)
     op = tuple({k: data.draw(st.integers(0, 4)) for k in kinds} for _ in range(s.stages))
     costs = Costs(op, overlap=data.draw(st.sampled_from([None, 1, 2])))

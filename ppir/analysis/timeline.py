@@ -143,38 +143,53 @@ def run(g: ProgramGraph, costs: Costs | None = None) -> Timeline:
     indeg = _in_degrees(g)
     if costs is not None and costs.processors:
         return _run_shared(g, costs, dur, indeg, costs.processors)
-    succ = g.after
-    data = not g.lowered
-    if data:
-        dsucc = g.data_out
-        rank = g.rank
-        link = costs.link if costs is not None and not costs.free_links else None
     start = [0] * n
     finish = [0] * n
     ran = bytearray(n)
     stack = [v for v in range(n - 1, -1, -1) if not indeg[v]]
     count = 0
-    pop, push = stack.pop, stack.append
+    pop = stack.pop
+    relax = _relaxer(g, costs, start, indeg, stack.append)
     while stack:
         v = pop()
         count += 1
         ran[v] = 1
         f = finish[v] = start[v] + dur[v]
+        relax(v, f)
+    return Timeline(g, costs, dur, start, finish, ran, count)
+
+
+def _relaxer(g: ProgramGraph, costs: Costs | None, start: list, indeg: list, push):
+    """The one rule of when a node may start: ``relax(v, t)`` says that node ``v`` finished at
+    ``t``: every wait-for successor starts no earlier than ``t`` (a data successor of a
+    compute-only graph no earlier than ``t`` plus its link's time), and each successor whose
+    last predecessor this was is handed to ``push``."""
+    succ = g.after
+
+    def relax(v: int, t) -> None:
         for w in succ[v]:
-            if start[w] < f:
-                start[w] = f
+            if start[w] < t:
+                start[w] = t
             indeg[w] -= 1
             if not indeg[w]:
                 push(w)
-        if data:
-            for w in dsucc[v]:
-                t = f + link(rank[v], rank[w]) if link is not None else f
-                if start[w] < t:
-                    start[w] = t
-                indeg[w] -= 1
-                if not indeg[w]:
-                    push(w)
-    return Timeline(g, costs, dur, start, finish, ran, count)
+
+    if g.lowered:
+        return relax
+    dsucc, rank = g.data_out, g.rank
+    link = costs.link if costs is not None and not costs.free_links else None
+
+    def relax_data(v: int, t) -> None:
+        relax(v, t)
+        for w in dsucc[v]:
+            s = t + link(rank[v], rank[w]) if link is not None else t
+            if start[w] < s:
+                start[w] = s
+            indeg[w] -= 1
+            if not indeg[w]:
+                push(w)
+
+    return relax_data
 
 
 def _in_degrees(g: ProgramGraph) -> list[int]:
@@ -197,11 +212,6 @@ def _run_shared(g: ProgramGraph, costs: Costs, dur: list, indeg: list, cores: in
     where the virtual clock ``V`` advances at ``min(1, cores / len(running))`` per unit of
     real time; a node without one finishes at its start."""
     n = g.n
-    succ = g.after
-    data = not g.lowered
-    if data:
-        dsucc, rank = g.data_out, g.rank
-        link = None if costs.free_links else costs.link
     start = [0.0] * n
     finish = [0.0] * n
     ran = bytearray(n)
@@ -212,25 +222,14 @@ def _run_shared(g: ProgramGraph, costs: Costs, dur: list, indeg: list, cores: in
     count = 0
     inf = float("inf")
 
+    relax = _relaxer(g, costs, start, indeg, lambda w: heapq.heappush(released, (start[w], w)))
+
     def done(v: int, t: float) -> None:
         nonlocal count
         count += 1
         ran[v] = 1
         finish[v] = t
-        for w in succ[v]:
-            if start[w] < t:
-                start[w] = t
-            indeg[w] -= 1
-            if not indeg[w]:
-                heapq.heappush(released, (start[w], w))
-        if data:
-            for w in dsucc[v]:
-                s = t + link(rank[v], rank[w]) if link is not None else t
-                if start[w] < s:
-                    start[w] = s
-                indeg[w] -= 1
-                if not indeg[w]:
-                    heapq.heappush(released, (start[w], w))
+        relax(v, t)
 
     while released or running:
         rate = min(1.0, cores / len(running)) if running else 1.0

@@ -148,21 +148,30 @@ def fused(draw, s: Schedule) -> Schedule:
 
 
 @st.composite
-def lowered_programs(draw, broken: bool = True):
-    """A valid schedule (random placement, split backward or not, some F&B steps fused),
-    lowered lockstep, eager or naive, overlapped or not, and (``broken``) perturbed."""
+def compute_orders(draw, P=None, M=None, v=None, fuse: bool = True):
+    """A valid compute-only schedule: a random placement (looped, V-shaped or shuffled), split
+    backward or not per op, and (``fuse``) some F&B steps fused; P in 2..4, M in 1..4 and v
+    in 1..2 unless other strategies are given."""
     how = draw(st.sampled_from(["looped", "vshape", "random"]))
     s = draw(
         valid_schedules(
-            P=st.integers(2, 4),
-            M=st.integers(1, 4),
-            v=st.integers(1, 2),
+            P=st.integers(2, 4) if P is None else P,
+            M=st.integers(1, 4) if M is None else M,
+            v=st.integers(1, 2) if v is None else v,
             placement=how,
             split_backward=None,
         )
     )
-    if draw(st.booleans()):
+    if fuse and draw(st.booleans()):
         s = draw(fused(s))
+    return s
+
+
+@st.composite
+def lowered_programs(draw, broken: bool = True):
+    """A valid schedule (:func:`compute_orders`), lowered lockstep, eager or naive, overlapped
+    or not, and (``broken``) perturbed."""
+    s = draw(compute_orders())
     low = LowerComms(draw(st.sampled_from(["lockstep", "eager", "naive"]))).apply(s)
     if draw(st.booleans()):
         low = OverlapComms(hoist=draw(st.integers(0, 2))).apply(low)
