@@ -185,18 +185,14 @@ class Interpreter(OpEmitter):
                     span,
                     notes=[Note(f"'{name}' is defined here", fn.span)],
                 )
+            key = tuple([a(scope) for a in args])
             memo = fn.memo
             if memo is not None:
-                key = tuple([a(scope) for a in args])
                 v = memo.get(key, MISSING)
                 if v is not MISSING:
                     return v
-                inner = Scope(fn.scope)
-                inner.vars.update(zip(fn.params, key))
-            else:
-                inner = Scope(fn.scope)
-                for p, a in zip(fn.params, args):
-                    inner.vars[p] = a(scope)
+            inner = Scope(fn.scope)
+            inner.vars.update(zip(fn.params, key))
             self.depth += 1
             if self.depth > MAX_CALL_DEPTH:
                 self.depth = 0

@@ -70,7 +70,7 @@ class FirstOps(Mapping):
         return default if o is None else o
 
     def __getitem__(self, key) -> int:
-        o = self.op(*key) if type(key) is tuple and len(key) == 3 else None
+        o = self.get(key)
         if o is None:
             raise KeyError(key)
         return o
@@ -80,11 +80,7 @@ class FirstOps(Mapping):
 
     def __iter__(self) -> Iterator[tuple]:
         """The keys in the order of their first op."""
-        ops = self._ops
-        for o, a in enumerate(ops):
-            key = (a.stage, a.kind, a.mb)
-            if self.op(*key) == o:
-                yield key
+        return iter([key for key, _ in self.items()])
 
     def getter(self):
         """A function ``(stage, kind, mb) -> first op or None``: :meth:`op` with its state
