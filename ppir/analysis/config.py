@@ -161,6 +161,13 @@ class CostConfig:
         )
 
 
+def default_op_costs() -> dict[str, Fraction]:
+    """The default cost of each op kind in forwards of a rank share (F=1, B=2, I=1, W=1):
+    :class:`CostConfig`'s own defaults, for the places that need them without a config
+    (synth's list scheduler, sweep's report)."""
+    return {k: getattr(CostConfig, k) for k in ("F", "B", "I", "W")}
+
+
 def _link(link: Link) -> str:
     if link.bandwidth is None:
         return f"latency {link.latency}"

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from ppir.analysis import timeline
+from ppir.analysis.config import default_op_costs
 from ppir.analysis.costs import costs_for
 from ppir.analysis.memory import analyze_memory, analyze_p2p, split_fractions
 from ppir.analysis.models import check_layers, parse_model_spec
@@ -270,7 +271,7 @@ def run(args) -> int:
                 "format": "ppir.sweep/1",
                 "schedule": args.schedule,
                 "over": name,
-                "costs": {"F": 1, "B": 2, "I": 1, "W": 1},
+                "costs": {k: int(c) for k, c in default_op_costs().items()},
                 "rows": _json_rows(rows),
             }
         )

@@ -28,6 +28,7 @@ a slot given twice or negative, two passes in one slot, a pass no later than its
 
 from __future__ import annotations
 
+from ppir.analysis.config import default_op_costs
 from ppir.diagnostics import Note, error
 from ppir.frontend import ast as A
 from ppir.ir import Action, OpKind, Span
@@ -35,7 +36,7 @@ from ppir.synth.greedy import Candidate, GreedySpec, GreedyStuck, default_priori
 from ppir.synth.pattern import PatternError, PatternSpec, pattern_schedule
 
 _KINDS = {"F": OpKind.F, "B": OpKind.B, "I": OpKind.I, "W": OpKind.W}
-_DEFAULT_COSTS = {OpKind.F: 1, OpKind.B: 2, OpKind.I: 1, OpKind.W: 1}
+_DEFAULT_COSTS = {OpKind(k): int(c) for k, c in default_op_costs().items()}  # whole numbers
 
 
 def expand_greedy(ex, block: A.GreedyBlock, top, ranks: int) -> list[tuple[Action, ...]]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ppir.ir import Action, OpKind, deps
+from ppir.ir import Action, OpKind, Schedule, deps
 
 _KIND_ORDER = {OpKind.F: 0, OpKind.I: 1, OpKind.W: 2}
 
@@ -198,34 +198,43 @@ class _Pipeline:
         where[item] = t0
 
     def squeeze(self) -> None:
-        """Every pass as early as its rank's order and its producers allow, at unit cost."""
-        rows = []
+        """Every pass as early as its rank's order and its producers allow, at unit cost: the
+        timeline of the rows' compute graph (:func:`ppir.analysis.timeline.run`).  The k-th
+        weight pass of a rank, anonymous here, is timed as the W of the rank's k-th I, which
+        it follows (fill and reorder keep it after): it consumes only that I, which the
+        rank's order already puts before it."""
+        from ppir.analysis.costs import Costs
+        from ppir.analysis.timeline import run
+        from ppir.ir.graph import build_graph
+
+        rows, programs = [], []
         for r in range(self.P):
             row = self.passes(r) + [(t, -1) for t in self.wslots[r]]  # -1: a weight pass
-            rows.append([i for _, i in sorted(row, key=_first)])
-        end = [-1] * len(self.acts)  # -1: not placed yet
-        producers, slot = self.producers, self.slot
-        pos, free = [0] * self.P, [0] * self.P
+            ids = [i for _, i in sorted(row, key=_first)]
+            backwards = [self.acts[i] for i in ids if i >= 0 and self.order[i] == 1]
+            prog, k = [], 0
+            for i in ids:
+                if i >= 0:
+                    prog.append(self.acts[i])
+                    continue
+                a = backwards[k]
+                k += 1
+                prog.append(Action(a.stage, OpKind.W, a.mb))
+            rows.append(ids)
+            programs.append(tuple(prog))
+        s = Schedule("pattern", (), self.P, self.S, self.M, tuple(self.rank_of), tuple(programs))
+        unit = {OpKind.F: 1, OpKind.I: 1, OpKind.W: 1}
+        g = build_graph(s)
+        tl = run(g, Costs((unit,) * self.S))
+        if not tl.complete:  # cannot happen for a validated block
+            raise AssertionError("pattern order has a cycle")
         new_w: list[list[int]] = [[] for _ in range(self.P)]
-        left = sum(len(row) for row in rows)
-        while left:
-            progressed = False
-            for r, row in enumerate(rows):
-                while pos[r] < len(row):
-                    i = row[pos[r]]
-                    start = free[r]
-                    if i >= 0:
-                        ends = [end[p] for p in producers(i)]
-                        if -1 in ends:
-                            break
-                        start = max(start, *ends) if ends else start
-                        slot[i], end[i] = start, start + 1
-                    else:
-                        new_w[r].append(start)
-                    free[r], pos[r], left = start + 1, pos[r] + 1, left - 1
-                    progressed = True
-            if not progressed:  # cannot happen for a validated block
-                raise AssertionError("pattern order has a cycle")
+        for r, (ids, nodes) in enumerate(zip(rows, g.rank_nodes)):
+            for i, v in zip(ids, nodes):
+                if i >= 0:
+                    self.slot[i] = tl.start[v]
+                else:
+                    new_w[r].append(tl.start[v])
         self.wslots = new_w
 
     def name_weights(self) -> list[list[Action]]:

@@ -32,12 +32,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from ppir.analysis.config import default_op_costs
 from ppir.analysis.memory import analyze_memory
 from ppir.diagnostics import error
 from ppir.ir import Action, OpKind, Schedule, looped_placement, vshape_placement
 from ppir.synth.greedy import Candidate, GreedySpec, GreedyStuck, list_schedule
 
-DEFAULT_COSTS = {"F": Fraction(1), "B": Fraction(2), "I": Fraction(1), "W": Fraction(1)}
+DEFAULT_COSTS = default_op_costs()
 
 
 def _rule_zb(c: Candidate) -> int:
