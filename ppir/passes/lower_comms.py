@@ -3,32 +3,33 @@
 Three strategies, each a pure function from a compute-only schedule to a lowered one:
 
 ``lockstep`` (default)
-    Give every compute action its ASAP finish time t under relative op costs
-    (:func:`ppir.analysis.order.asap_finish`; default F=1, B=2, I=1, W=1 per chunk, or the costs the
-    caller passes).  The message carrying the output of an action finishing at t is sent and
-    received in a group posted at "time t" on both ranks: on each rank, the group of time t sits
-    after every compute action that starts before t and before every action that starts at or
-    after t.  A producer starts before its finish time and a consumer starts after it, so the
-    send follows its producer and the recv precedes its consumer.  Every group of time t pairs
-    only with groups of time t and, by induction over t, all groups complete: the result is
-    deadlock-free under rendezvous semantics for *any* schedule whose compute graph is acyclic,
-    and each group pairs symmetrically with one group per peer (Megatron's
-    send-forward/recv-backward pairing falls out of this).  When real op costs are proportional
-    to the costs used here and communication is free, every group completes the moment its
-    producers finish, so the lowering adds no waiting of its own (the textbook bubbles hold).
-    Every exchange is a Group, even of one op, so that a pair of ranks never mixes batched and
-    unbatched P2P (the verifier's ``mixed-batched`` lint).
+    Give every compute action its ASAP finish time t under relative op costs (the timeline of
+    the compute graph, :func:`ppir.analysis.timeline.run`, with transfers free; default F=1,
+    B=2, I=1, W=1 per rank share, or the costs the caller passes).  The message carrying the
+    output of an action finishing at t is sent and received in a group posted at "time t" on
+    both ranks: on each rank, the group of time t sits after every compute action that starts
+    before t and before every action that starts at or after t.  A producer starts before its
+    finish time and a consumer starts after it, so the send follows its producer and the recv
+    precedes its consumer.  Every group of time t pairs only with groups of time t and, by
+    induction over t, all groups complete: the result is deadlock-free under rendezvous
+    semantics for *any* schedule whose compute graph is acyclic, and each group pairs
+    symmetrically with one group per peer (Megatron's send-forward/recv-backward pairing falls
+    out of this).  When real op costs are proportional to the costs used here and communication
+    is free, every group completes the moment its producers finish, so the lowering adds no
+    waiting of its own (the textbook bubbles hold). Every exchange is a Group, even of one op,
+    so that a pair of ranks never mixes batched and unbatched P2P (the verifier's
+    ``mixed-batched`` lint).
 
 ``eager``
     Plan the ASAP times with *transfers included* (``costs``: op durations per stage and a
-    transfer time per link, :class:`ppir.analysis.order.PlanCosts`; by default the lockstep costs
+    transfer time per link, :class:`ppir.analysis.costs.Costs`; by default the lockstep costs
     and free transfers), and exchange every message at the moment its producer finishes, t: on each
     rank the group of time t sits after every item that finishes by t and before every item that
     finishes after t.  A sender's producer finishes at t, so its send follows it; a receiver
     usually is in the middle of an op at t, and its group goes *before* that op, so that once
     ``overlap-comms`` splits post from wait the transfer runs while the op computes and is done
     when the consumer (planned at t + transfer or later) starts.  Deadlock-free for any
-    :class:`~ppir.analysis.order.PlanCosts` (positive durations, which it enforces) in exact
+    :class:`~ppir.analysis.costs.Costs` (positive durations, :meth:`Costs.for_planning`) in exact
     arithmetic (the cost backend plans in integer ticks), for the same reason as lockstep: a
     consumer starts at t or later and, its duration being positive, finishes after t, so every recv
     precedes its consumer and every send follows its producer (an overlapped step's outputs

@@ -5,8 +5,8 @@
                  waits for and the source line of the op; then the grid around the stuck point.
 ``order-cycle``  the compute graph (data dependencies + program order) has a cycle, so no
                  execution exists whatever the communication; the cycle (from
-                 :class:`ppir.analysis.order.OrderCycle`, already canonical) with the same kind of
-                 grid.
+                 :func:`ppir.analysis.timeline.stuck_cycle`, rotated to its least node) with
+                 the same kind of grid.
 Grid cells carry one status mark: ``=`` done, ``>`` blocked (posted, waiting for a partner, or on
 the cycle), blank: not reached.  ``step`` is the index of the item in the rank's program.
 """

@@ -1,8 +1,8 @@
 """TEST ORACLE (ppir's former estimator engine, kept only to cross-check the graph timeline):
 timed simulation of a lowered schedule under the semantics the verifier proves.
 
-The schedule is cut into the verifier's *units* (:func:`ppir.verify.simulate.build_units`, the
-same code ``ppir check`` runs, so the two cannot drift apart): a compute unit holds one compute
+The schedule is cut into the former verifier's *units* (:func:`oracle.rendezvous.build_units`,
+the other oracle, independent of the graph ppir now builds): a compute unit holds one compute
 action, a comm unit holds communication ops that complete together, and each unit lists the units
 that must complete before it is *posted*.  ``progress`` picks the verifier's model:
 
