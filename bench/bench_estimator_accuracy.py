@@ -196,7 +196,8 @@ class OpTimes:
         self.clock = time.perf_counter
         self.sums: dict[str, float] = {}
         self.spans: list = []
-        self.groups: list = []  # (posted, wait began, completed, [(buffer, is_recv)])
+        self.groups: list = []  # (post began, wait began, completed, [(buffer, is_recv)],
+        # post returned: deferred groups only)
         self.pending: dict = {}
         self.t0 = 0.0
         ex = rt.executor
@@ -218,12 +219,12 @@ class OpTimes:
             elif op == "group":  # messages, as ppir.profile.worker.message_times reads them
                 names = [(o["buffer"], o["op"] == "recv") for o in ins["ops"]]
                 if ins.get("deferred"):
-                    self.pending[ins["id"]] = (t, names)
+                    self.pending[ins["id"]] = (t, names, end)
                 else:
                     self.groups.append((t, t, end, names))
             elif op == "wait":
-                posted, names = self.pending.pop(ins["group"])
-                self.groups.append((posted, t, end, names))
+                posted, names, returned = self.pending.pop(ins["group"])
+                self.groups.append((posted, t, end, names, returned))
 
         return run
 
@@ -418,7 +419,8 @@ def print_costs(P: int, path: str) -> None:
     print(
         f"\nP={P}: profiled {m.stages} pieces (ms per microbatch): F {ms(m.F)} | B {ms(m.B)} | "
         f"I {ms(m.I)} | W {ms(m.W)}; message {m.transfer * 1e3:.3f} ms in the run, "
-        f"{info.get('transfer_isolated', 0) * 1e3:.3f} ms alone"
+        f"{info.get('transfer_isolated', 0) * 1e3:.3f} ms alone; posting a group "
+        f"{m.post * 1e3:.3f} ms"
     )
 
 
@@ -430,7 +432,7 @@ def explain(P: int, args, path: str, meas: dict) -> None:
 
     from ppir.analysis.config import load_config_file, make_config
     from ppir.analysis.estimate import estimate
-    from ppir.profile.worker import message_times
+    from ppir.profile.samples import message_times
 
     cfg = make_config(load_config_file(path), path)
     measured = cfg.measured

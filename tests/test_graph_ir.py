@@ -55,14 +55,33 @@ def test_nodes_and_edges_are_labelled_and_the_graph_is_read_only():
     assert set(copy.edges) == set(g.edges) and copy.number_of_nodes() == g.number_of_nodes()
     with pytest.raises(nx.NetworkXError):
         g.add_edge(0, 1)
-    # every message waits for both groups' posts (and the previous message on its channel);
-    # both groups' done nodes wait for it (and the next message on the channel does)
+    # every message waits for both groups' posts (and the previous message on its channel, and
+    # the previous group's done on either rank: the FIFO of groups); both groups' done nodes
+    # wait for it (and the next message on the channel does)
     for m in g.messages:
         pre = [g.kind[u] for u in g.predecessors(m)]
         post = [g.kind[v] for v in g.successors(m)]
-        assert pre.count(POST) == 2 and set(pre) <= {POST, MESSAGE}
+        assert pre.count(POST) == 2 and set(pre) <= {POST, MESSAGE, DONE}
         assert post.count(DONE) == 2 and set(post) <= {DONE, MESSAGE}
     assert all(g.kind[m] == MESSAGE for m in g.messages)
+    fifo = [(u, v) for u, v, d in g.edges(data=True) if "fifo" in d["kinds"]]
+    assert fifo and all(g.kind[u] == DONE and g.kind[v] == MESSAGE for u, v in fifo)
+
+
+def test_a_deferred_post_is_on_its_rank_s_program_order_and_its_transfers_wait_the_fifo():
+    """post[..] is a point of the rank's program (what follows it waits for it, so posting
+    time is charged there) and waits only for the previous blocking item; each of its messages
+    waits for the done of the previous group of both ranks (fifo)."""
+    c = ppir.compile(ppir.load("1f1b", P=2, M=2))  # overlap-comms: deferred groups
+    g = c.graph
+    for order in g.rank_nodes:
+        for i, v in enumerate(order):
+            if g.kind[v] != POST or not g.schedule.programs[g.rank[v]][g.item[v]].deferred:
+                continue
+            preds = list(g.predecessors(v))  # the previous blocking item alone, no fifo
+            assert len(preds) <= 1 and all(g[u][v]["kinds"] == ("order",) for u in preds)
+            nxt = next(w for w in order[i + 1 :] if g.kind[w] != DONE)
+            assert v in set(g.predecessors(nxt))
 
 
 def test_a_compute_only_graph_has_compute_nodes_order_and_data_edges():

@@ -10,8 +10,15 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from ppir.analysis.config import load_config_file, make_config  # noqa: E402
-from ppir.profile.launch import ProfileError, ProfileSpec, cpu_cores, profile  # noqa: E402
-from ppir.profile.worker import message_times, trimmed_mean  # noqa: E402
+from ppir.analysis.measured import from_table  # noqa: E402
+from ppir.profile.launch import (  # noqa: E402
+    ProfileError,
+    ProfileSpec,
+    cpu_cores,
+    profile,
+    summarize,
+)
+from ppir.profile.samples import message_times, post_times, trimmed_mean  # noqa: E402
 
 WIDTH, ROWS, M = 16, 4, 4
 
@@ -74,6 +81,23 @@ def test_message_times_pair_the_two_ends():
     # after both had posted, so its wait only bounds the time: left out
     assert message_times([sender, receiver]) == pytest.approx([0.2])
     assert trimmed_mean([1, 2, 3, 100] + [2] * 6) == pytest.approx(17 / 8)  # drops 1 and 100
+
+
+def test_posts_are_timed_and_messages_start_when_both_posts_returned(tmp_path):
+    # (post began, wait began, completed, names, post returned, its processor seconds)
+    sender = [(1.0, 1.0, 1.5, [("a1.0", False)], 1.25, 0.25)]
+    receiver = [(1.2, 1.2, 1.4, [("a1.0", True)], 1.3, 0.1)]
+    assert post_times([sender, receiver]) == pytest.approx([0.25, 0.1])
+    assert message_times([sender, receiver]) == pytest.approx([0.1])  # 1.4 - max(1.25, 1.3)
+    spec = ProfileSpec("m.py", ranks=2, stages=2)
+    pieces = [
+        {k: [1e-3] for k in "FBIW"} | {"FB": [], "out_bytes": 8, "activation_bytes": 1,
+                                       "param_bytes": 1}
+        for _ in range(2)
+    ]  # fmt: skip
+    m = summarize(spec, {"pieces": pieces, "groups": [sender, receiver], "device": "cuda"})
+    assert m.post == pytest.approx(0.175) and m.transfer == pytest.approx(0.1)
+    assert from_table(_table(m, tmp_path), "t").post == m.post  # written to the file, read back
 
 
 def test_cli_writes_a_cost_file(model_file, tmp_path, cli):

@@ -16,7 +16,8 @@ Op durations (per stage ``s`` and kind ``k``)
       all of it under full recomputation, the attention core under selective;
     * with measured costs (``[measured]``, ``ppir profile``): the measured seconds of each stage
       and kind, summed over consecutive measured stages when the schedule has fewer stages; a
-      message costs the measured transfer time.  ``costs.*`` multiples do not apply.
+      message costs the measured transfer time, and posting a group the measured ``post``
+      time.  ``costs.*`` multiples do not apply.
 
 Messages
     One boundary activation (or its gradient), ``s·b·h·dtype_bytes / tp`` bytes, costs
@@ -76,6 +77,10 @@ class Costs:
     processors: int | None = None
     """How many processors the ranks' work shares (None: one per rank, links of their own);
     set, the graph is timed with processor sharing (:mod:`ppir.analysis.timeline`)."""
+    post: int | float = 0
+    """The time a rank takes to post one communication group (a ``post`` node of a ``fifo``
+    graph): the rank's program goes on, and the group's transfers start, once it is done.
+    Measured by ``ppir profile`` (``post`` in ``[measured]``); 0 otherwise."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_pairs", dict(self.pairs))
@@ -132,6 +137,7 @@ class Costs:
                 inter=2 * self.inter,
                 tick=self.tick / 2,
                 pairs=pairs,
+                post=2 * self.post,
             )
         tiny = min((d for row in self.op for d in row.values() if d > 0), default=1.0) * 1e-6
         return replace(self, op=tuple({k: d or tiny for k, d in row.items()} for row in self.op))
@@ -183,6 +189,7 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
         if ms.FB:
             ratio = sum(ms.FB) / sum(f + b for f, b in zip(ms.F, ms.B))
         nbytes = ms.message_size
+        post = ms.post
     else:
         fwd = stage_forward_times(schedule, cfg)
         extra = cfg.model.recompute_share(cfg.recompute) if cfg.model is not None else 0
@@ -195,9 +202,10 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
         rows: dict = {}  # stages of equal forward time share one row (65,536 stages, few values)
         op = [rows.get(f) or rows.setdefault(f, {k: f * mult[k] for k in KINDS}) for f in fwd]
         nbytes = float(cfg.model.message_bytes()) if cfg.model is not None else 0.0
+        post = 0
     intra, inter = cfg.intra.time(nbytes), cfg.inter.time(nbytes)
     distinct = list({id(row): row for row in op}.values())
-    values = {d for row in distinct for d in row.values()} | {intra, inter}
+    values = {d for row in distinct for d in row.values()} | {intra, inter, post}
     rpn = cfg.ranks_per_node
     if all(isinstance(x, (int, Fraction)) for x in values):
         den = 1
@@ -214,6 +222,7 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
             True,
             ratio,
             processors=cfg.processors,
+            post=int(post * den),
         )
     floats = {id(row): {k: float(d) for k, d in row.items()} for row in distinct}
     return Costs(
@@ -226,4 +235,5 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
         False,
         None if ratio is None else float(ratio),
         processors=cfg.processors,
+        post=float(post),
     )

@@ -13,6 +13,7 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     W = [...]                  # backward-weight
     FB = [...]                 # optional: a forward and a backward run back to back as one step
     transfer = 1.2e-4          # seconds: one boundary message between two ranks, as in the run
+    post = 2.5e-4              # seconds: a rank posting one group of sends/recvs, as in the run
     transfer_isolated = 1e-4   # informative: the same message alone (ping-pong)
     message_bytes = [...]      # one per boundary between measured stages (stages - 1 entries)
     activation_bytes = [...]   # saved for backward by one forward of the stage (bytes)
@@ -49,6 +50,7 @@ _PER_STAGE = ("F", "B", "I", "W", "FB", "activation_bytes", "param_bytes")
 KEYS = {
     "stages",
     "transfer",
+    "post",
     "message_bytes",
     "ranks",
     "microbatches",
@@ -77,6 +79,8 @@ class MeasuredCosts:
     activation_bytes: tuple[float, ...] = ()
     param_bytes: tuple[float, ...] = ()
     info: tuple[tuple[str, object], ...] = ()
+    post: float = 0.0
+    """Seconds a rank spends posting one communication group (``batch_isend_irecv``)."""
 
     def fit(self, stages: int) -> MeasuredCosts:
         """The costs of a ``stages``-stage split (consecutive measured stages summed); a ppir
@@ -120,6 +124,7 @@ class MeasuredCosts:
             agg(self.activation_bytes),
             agg(self.param_bytes),
             self.info,
+            self.post,
         )
 
     @property
@@ -137,6 +142,8 @@ class MeasuredCosts:
             if getattr(self, k):
                 lines.append(f"{k} = {_toml(list(getattr(self, k)))}")
         lines.append(f"transfer = {_toml(self.transfer)}")
+        if self.post:
+            lines.append(f"post = {_toml(self.post)}")
         for k in ("message_bytes", "activation_bytes", "param_bytes"):
             if getattr(self, k):
                 lines.append(f"{k} = {_toml(list(getattr(self, k)))}")
@@ -166,9 +173,12 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
         lists[k] = _numbers(table[k], f"{SECTION}.{k}", where, S)
     mb = table.get("message_bytes", [])
     mbs = _numbers(mb, f"{SECTION}.message_bytes", where, S - 1) if mb else ()
-    transfer = table.get("transfer", 0.0)
-    if isinstance(transfer, bool) or not isinstance(transfer, (int, float)) or transfer < 0:
-        raise error("bad-config", f"{where}: {SECTION}.transfer must be seconds >= 0")
+    seconds = {}
+    for k in ("transfer", "post"):
+        x = table.get(k, 0.0)
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
+            raise error("bad-config", f"{where}: {SECTION}.{k} must be seconds >= 0, got {x!r}")
+        seconds[k] = float(x)
     from ppir.analysis.config import processors_setting
 
     processors_setting(table, where, SECTION)
@@ -179,12 +189,13 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
         lists["B"],
         lists["I"],
         lists["W"],
-        float(transfer),
+        seconds["transfer"],
         lists.get("FB"),
         mbs,
         lists.get("activation_bytes", ()),
         lists.get("param_bytes", ()),
         info,
+        seconds["post"],
     )
 
 

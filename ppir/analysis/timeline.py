@@ -8,10 +8,11 @@ Semantics (max-plus over the wait-for graph, :mod:`ppir.ir.graph`)
     ``relaxed`` progress, scaled like the whole), a message node the transfer time of its link
     (its channel edge makes it start after the previous transfer on the link ends), every other
     node zero (a ``reduce`` node lasts its stage's data-parallel reduction, ``costs.reduce``;
-    nothing waits for it, so it lengthens the step only by what outlasts the rank's program).
-    A post is when a group is posted, a done when it completes, a message when the
-    pair's transfer runs.  In a compute-only graph the data edges are the waits, and an edge
-    between ranks adds the transfer time of the link.
+    nothing waits for it, so it lengthens the step only by what outlasts the rank's program;
+    a ``post`` of a ``fifo`` graph lasts ``costs.post``, the time the rank takes to post a
+    group, 0 unless measured).  A post is when a group is posted, a done when it completes, a
+    message when the pair's transfer runs.  In a compute-only graph the data edges are the
+    waits, and an edge between ranks adds the transfer time of the link.
 
     Nodes run in an order compatible with the edges (Kahn's algorithm over integer lists), so
     every node and edge is handled once: linear.  With all durations zero the same run is the
@@ -39,7 +40,7 @@ import heapq
 from dataclasses import dataclass, replace
 
 from ppir.analysis.costs import Costs
-from ppir.ir.graph import _SHIFT, COMPUTE, DATA, MESSAGE, REDUCE, ProgramGraph
+from ppir.ir.graph import _SHIFT, COMPUTE, DATA, MESSAGE, POST, REDUCE, ProgramGraph
 
 
 @dataclass
@@ -108,6 +109,7 @@ def durations(g: ProgramGraph, costs: Costs) -> list:
     op, ops, kind, lo, hi = costs.op, g.ops, g.kind, g.lo, g.hi
     overlap = costs.overlap
     relaxed_parts = g.progress == "relaxed" and g.lowered
+    post = costs.post if g.progress == "fifo" else 0  # a relaxed unit is a part of a group
     for v in range(g.n):
         k = kind[v]
         if k == COMPUTE:
@@ -126,6 +128,8 @@ def durations(g: ProgramGraph, costs: Costs) -> list:
             dur[v] = costs.link(g.op_rank[lo[v]], g.op_rank[hi[v]])
         elif k == REDUCE and costs.reduce:
             dur[v] = costs.reduce[g.schedule.programs[g.rank[v]][g.item[v]].stage]
+        elif k == POST and post and hi[v] > lo[v]:
+            dur[v] = post
     return dur
 
 

@@ -22,10 +22,12 @@ Node kinds (:data:`NODE_KINDS`), one or more per program item of a rank:
 Wait-for edges (:data:`EDGE_KINDS`) say what must have happened before a node can happen:
 
 * ``order``  program order: a compute item, a wait and every post follow the previous item
-  that blocks the rank's program (a compute item, a blocking group's ``done``, a wait); a
-  group's ``done`` follows its ``post``;
-* ``fifo``  one FIFO of groups per rank: a post also follows the ``done`` of the rank's
-  previous group;
+  that blocks the rank's program (a compute item, a blocking group's ``done``, a wait, a
+  deferred group's ``post``: the program goes on once it is posted); a group's ``done``
+  follows its ``post``;
+* ``fifo``  one FIFO of groups per rank: each message of a group also follows the ``done`` of
+  the previous group of its rank (a group's transfers start once the groups posted before it
+  have completed);
 * ``wait``  a wait follows the ``done`` of the group it names;
 * ``rendezvous``  a message happens once both of its groups are posted (a send completes only
   together with its recv: no buffering), and each group's ``done`` follows its messages;
@@ -102,6 +104,8 @@ class ProgramGraph(nx.DiGraph):
         self.after: list[list[int]] = []  # wait-for successors
         self.before: list[list[int]] = []  # wait-for predecessors, encoded node << 3 | kind
         self._data_edges: tuple[list, list] | None = None  # (data_in, data_out), on demand
+        self.fifo_prev: dict[int, int] = {}  # during construction: fifo post -> the done of
+        # its rank's previous group (whose messages wait for it; units.match)
         self.blocked: dict[int, int] = {}  # done node -> ops in it that have no partner
         self.unit_ops: dict[int, list[int]] = {}  # relaxed post -> its comm ops (a subset)
         self.rank_nodes: list[list[int]] = []  # per rank, its nodes in program order

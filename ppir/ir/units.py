@@ -132,7 +132,7 @@ def compute_only(g: ProgramGraph, s: Schedule) -> None:
 
 def fifo_units(g: ProgramGraph, s: Schedule) -> None:
     kind, rank, item, lo_, hi_, after, before = g.node_lists()
-    op_node, ops = g.op_node, g.ops
+    op_node, ops, fifo_prev = g.op_node, g.ops, g.fifo_prev
     for r, prog in enumerate(s.programs):
         order: list[int] = []
         add = order.append
@@ -199,14 +199,14 @@ def fifo_units(g: ProgramGraph, s: Schedule) -> None:
                 after[last_block].append(v)
                 pre.append(last_block << _S | ORDER)
             if hi > lo:  # an empty group is a no-op, not a group of the FIFO
-                if last_group >= 0 and last_group != last_block:
-                    after[last_group].append(v)
-                    pre.append(last_group << _S | FIFO)
+                if last_group >= 0:  # its messages follow the previous group's done (match)
+                    fifo_prev[v] = last_group
                 last_group = d
             before.append(pre)
             before.append([v << _S | ORDER])
-            if cls is Group and it.deferred:
+            if cls is Group and it.deferred:  # the program goes on once it is posted
                 deferred.put(it.actions, v)
+                last_block = v
             else:
                 last_block = d
             add(v)
@@ -327,10 +327,12 @@ def _reduce_edges(g: ProgramGraph, data_in: list, data_out: list) -> None:
 
 
 def match(g: ProgramGraph) -> None:
-    """FIFO matching per channel; one message node per matched pair, with its rendezvous and
-    channel edges; each unit's done node then waits for its messages in posting order."""
+    """FIFO matching per channel; one message node per matched pair, with its rendezvous,
+    channel and fifo edges (the done of the previous group of either rank, ``fifo_prev``);
+    each unit's done node then waits for its messages in posting order."""
     kind, rank, item, lo_, hi_, after, before = g.node_lists()
     partner, op_msg, op_node = g.op_partner, g.op_msg, g.op_node
+    fifo_prev = g.fifo_prev.get
     messages = g.messages
     for ch in sorted(g.sends.keys() | g.recvs.keys()):
         prev = -1
@@ -353,6 +355,14 @@ def match(g: ProgramGraph) -> None:
             if prev >= 0:
                 after[prev].append(m)
                 pre.append(prev << _S | CHANNEL)
+            f = fifo_prev(a, -1)
+            if f >= 0:
+                after[f].append(m)
+                pre.append(f << _S | FIFO)
+            f = fifo_prev(b, -1)
+            if f >= 0:
+                after[f].append(m)
+                pre.append(f << _S | FIFO)
             before.append(pre)
             prev = m
     unit_ops = g.unit_ops
@@ -377,3 +387,4 @@ def match(g: ProgramGraph) -> None:
                     missing += 1
             if missing:
                 blocked[d] = missing
+    g.fifo_prev.clear()  # read by the channel loop only: not held with the graph

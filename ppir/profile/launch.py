@@ -229,11 +229,13 @@ def _child(argv: list[str]) -> int:
 def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     """Trimmed means of the samples of each piece, in stage order; the message time is the
     trimmed mean of the messages' times in the run (:func:`.worker.message_times`), the
-    isolated ping-pong figure when the run had none."""
-    from ppir.profile.worker import message_times, trimmed_mean
+    isolated ping-pong figure when the run had none; the post time the trimmed mean of the
+    groups' posts in the run (:func:`.worker.post_times`; 0 without groups)."""
+    from ppir.profile.samples import message_times, post_times, trimmed_mean
 
     pieces = data["pieces"]
     in_run = message_times(data.get("groups", []))
+    posts = post_times(data.get("groups", []))
     isolated = sorted(data.get("transfer_isolated", []))
     transfer = trimmed_mean(in_run) if in_run else (isolated[len(isolated) // 2] if isolated else 0)
     info = (
@@ -260,6 +262,7 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         tuple(float(p["activation_bytes"]) for p in pieces),
         tuple(float(p["param_bytes"]) for p in pieces),
         info,
+        trimmed_mean(posts),
     )
 
 

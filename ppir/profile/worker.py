@@ -68,7 +68,8 @@ class Runner:
         for s, ps in zip(self.samples, self.params):
             s.param_bytes = sum(p.numel() * p.element_size() for p in ps)
         self.meta: dict = {}  # boundary b (the input of stage b) -> (shape, dtype)
-        self.groups: list = []  # (posted, wait began, completed, [(buffer, is_recv)]) per group
+        self.groups: list = []  # per group: (post began, wait began, completed,
+        # [(buffer, is_recv)], post returned, processor seconds the post took)
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
     # ------------------------------------------------------------------ helpers
@@ -181,7 +182,7 @@ class Runner:
 
     def _post(self, acts, bufs):
         """Post one group (``batch_isend_irecv`` in program order): its works and receives."""
-        t_post = time.perf_counter()
+        t_post, cpu = time.perf_counter(), time.thread_time()
         ops, received, names = [], [], []
         for a in acts:
             msg = deps.message_of(a)
@@ -194,15 +195,17 @@ class Runner:
                 ops.append(dist.P2POp(dist.irecv, t, peer))
                 received.append((msg.buffer, t))
             names.append((msg.buffer, a.kind.is_recv))
-        return t_post, dist.batch_isend_irecv(ops), received, names
+        works = dist.batch_isend_irecv(ops)
+        posted = (time.perf_counter(), time.thread_time() - cpu)
+        return t_post, posted, works, received, names
 
     def _wait(self, posted, bufs, record: bool) -> None:
-        t_post, works, received, names = posted
+        t_post, (t_posted, cpu), works, received, names = posted
         t_wait = time.perf_counter()
         for w in works:
             w.wait()
         if record:  # perf_counter is one clock for every process of the machine
-            self.groups.append((t_post, t_wait, time.perf_counter(), names))
+            self.groups.append((t_post, t_wait, time.perf_counter(), names, t_posted, cpu))
         for key, t in received:
             bufs[key] = t
 
@@ -360,35 +363,3 @@ def measure_rank(rank, world, pieces, model, program, schedule, M, steps, warmup
             dist.barrier()
     samples, transfer, groups = prof.finish(steps)
     return samples, transfer, groups
-
-
-def message_times(groups_per_rank: list) -> list[float]:
-    """Seconds messages took in the run, seen from the receiving end: from the moment both ends
-    had posted their groups to the return of the receiver's wait, for the messages whose
-    receiver was already waiting then in a group of receives only (a later wait, or one that
-    also waits for a send, only bounds the time from above)."""
-    ends: dict = {}
-    for groups in groups_per_rank:
-        for posted, waited, done, names in groups:
-            only_recvs = all(r for _, r in names)  # a send in the group delays its wait
-            for name, is_recv in names:  # both ends of a message name the same buffer
-                w = waited if only_recvs or not is_recv else float("inf")
-                ends.setdefault(name, ([], []))[is_recv].append((posted, w, done))
-    out = []
-    for sends, recvs in ends.values():
-        # one send and one recv per step; steps are apart, so posting order pairs them
-        for (ps, _, _), (pr, wr, dr) in zip(sorted(sends), sorted(recvs)):
-            ready = max(ps, pr)
-            if wr <= ready:
-                out.append(max(0.0, dr - ready))
-    return out
-
-
-def trimmed_mean(xs: list, cut: float = 0.1) -> float:
-    """The mean of ``xs`` without its top and bottom ``cut`` (0 for no samples)."""
-    if not xs:
-        return 0.0
-    xs = sorted(xs)
-    k = int(len(xs) * cut)
-    core = xs[k : len(xs) - k] or xs
-    return sum(core) / len(core)

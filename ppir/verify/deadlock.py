@@ -9,7 +9,8 @@ once; nodes that never ran lie on or behind a cycle, or wait for an op without a
 
 * the walk starts at the first group (rank-major, program order) that was posted and never
   completed, and steps to the first predecessor that never ran (construction order: program
-  order, then the FIFO of groups, then the group's messages in posting order);
+  order, then the group's messages in posting order; from a message, both posts, the
+  previous message on its channel, then the FIFO of groups);
 * the cycle's *hops* are the steps from a posted group through one of its messages to the
   partner's group that was never posted: "rank r is blocked at step i on op a; its partner b
   is step j of rank q";

@@ -1,0 +1,45 @@
+"""What the profile's samples of one run say, beyond per-op times: how long messages took and
+how long posting a group took, and the trimmed mean the cost file keeps (no torch needed)."""
+
+from __future__ import annotations
+
+
+def message_times(groups_per_rank: list) -> list[float]:
+    """Seconds messages took in the run, seen from the receiving end: from the moment both ends
+    had posted their groups (their posts returned; when a group records only when its post
+    began, from then) to the return of the receiver's wait, for the messages whose receiver
+    was already waiting then in a group of receives only (a later wait, or one that also
+    waits for a send, only bounds the time from above)."""
+    ends: dict = {}
+    for groups in groups_per_rank:
+        for began, waited, done, names, *returned in groups:
+            posted = returned[0] if returned else began
+            only_recvs = all(r for _, r in names)  # a send in the group delays its wait
+            for name, is_recv in names:  # both ends of a message name the same buffer
+                w = waited if only_recvs or not is_recv else float("inf")
+                ends.setdefault(name, ([], []))[is_recv].append((posted, w, done))
+    out = []
+    for sends, recvs in ends.values():
+        # one send and one recv per step; steps are apart, so posting order pairs them
+        for (ps, _, _), (pr, wr, dr) in zip(sorted(sends), sorted(recvs)):
+            ready = max(ps, pr)
+            if wr <= ready:
+                out.append(max(0.0, dr - ready))
+    return out
+
+
+def post_times(groups_per_rank: list) -> list[float]:
+    """Processor seconds each group's post took in the run (``batch_isend_irecv``, the
+    posting thread's time: what the rank spends, without the time it was descheduled, since
+    the estimator shares the processors itself), for the groups that recorded it."""
+    return [g[5] for groups in groups_per_rank for g in groups if len(g) > 5]
+
+
+def trimmed_mean(xs: list, cut: float = 0.1) -> float:
+    """The mean of ``xs`` without its top and bottom ``cut`` (0 for no samples)."""
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    k = int(len(xs) * cut)
+    core = xs[k : len(xs) - k] or xs
+    return sum(core) / len(core)
