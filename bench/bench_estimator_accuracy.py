@@ -216,7 +216,7 @@ class OpTimes:
             self.sums[key] = self.sums.get(key, 0.0) + end - t
             if op in "FBIW":  # (kind, stage, mb, start, end) from the step's start
                 self.spans.append((op, ins["stage"], ins["mb"], t - self.t0, end - self.t0))
-            elif op == "group":  # messages, as ppir.profile.worker.message_times reads them
+            elif op == "group":  # messages, as ppir.profile.samples.message_times reads them
                 names = [(o["buffer"], o["op"] == "recv") for o in ins["ops"]]
                 if ins.get("deferred"):
                     self.pending[ins["id"]] = (t, names, end)

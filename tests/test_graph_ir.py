@@ -253,3 +253,50 @@ def test_compute_checks_are_skipped_only_for_the_very_compute_items_that_verifie
     broken = c.program.replace_programs(tuple(map(tuple, progs)))
     assert not _same_compute(broken, s)
     assert "duplicate-op" in {d.kind for d in ppir.verify(broken).errors}
+
+
+# Two programs a review found (broken on purpose: the deadlock is what is checked).
+BEHIND_OWN_FIFO = """ranks 3
+stages 3
+microbatches 3
+placement [0, 1, 2]
+rank 0: post[0RECV_B0] post[0SEND_F2] wait[0SEND_F2] wait[0RECV_B0]
+rank 1: post[1RECV_F2] post[1RECV_B0] wait[1RECV_B0] post[1SEND_B0] wait[1RECV_F2] wait[1SEND_B0]
+rank 2: post[2SEND_B0] wait[2SEND_B0]
+"""
+NOTHING_MATCHED = """ranks 2
+stages 2
+microbatches 2
+rank 0: 0F0 0F1 post[0SEND_F0] post[0SEND_F1] wait[0SEND_F1] [0RECV_B0] wait[0SEND_F0] 0B0
+rank 1: [1SEND_B0] [1RECV_F0] 1F0 1B0
+"""
+
+
+def _deadlock(tmp_path, text):
+    path = tmp_path / "t.pps"
+    path.write_text(text)
+    report = ppir.verify(ppir.load(str(path)))
+    return report, [d for d in report.diagnostics if d.kind == "deadlock"]
+
+
+def test_a_group_behind_its_own_rank_s_fifo_is_not_a_hop_of_the_witness(tmp_path):
+    """Rank 1's post[1RECV_B0] is posted and waits behind its rank's earlier group: that is
+    not a partner that is "not posted yet" (rank 2 posted 2SEND_B0 at step 0)."""
+    _, found = _deadlock(tmp_path, BEHIND_OWN_FIFO)
+    assert len(found) == 1 and "ranks 0 and 1 wait for each other" in found[0].message
+    notes = [n.message for n in found[0].notes]
+    assert notes == [
+        "rank 0 is blocked at step 0 on 0RECV_B0 (receives from rank 1); its partner 1SEND_B0 "
+        "is step 3 of rank 1, behind step 0 where rank 1 is blocked",
+        "rank 1 is blocked at step 0 on 1RECV_F2 (receives from rank 0); its partner 0SEND_F2 "
+        "is step 1 of rank 0, behind step 0 where rank 0 is blocked",
+    ]
+
+
+def test_a_cycle_through_a_group_without_any_partner_is_still_a_deadlock(tmp_path):
+    """Rank 0's post[0SEND_F1] has no partner (rank 1 never receives F1), so no message
+    carries its FIFO wait: its done does, and the cycle through it is reported."""
+    report, found = _deadlock(tmp_path, NOTHING_MATCHED)
+    kinds = {d.kind for d in report.diagnostics}
+    assert "unmatched-send" in kinds and len(found) == 1
+    assert "ranks 0 and 1 wait for each other" in found[0].message

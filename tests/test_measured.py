@@ -139,6 +139,11 @@ def test_posting_a_group_takes_the_measured_post_time(tmp_path):
     assert estimate(s, posted, memory=False).step_time == pytest.approx(7.2e-3, rel=1e-12)
     free = make_config({"measured": {**TWO, "transfer": 1e-4}})
     assert estimate(s, free, memory=False).step_time == pytest.approx(6.2e-3, rel=1e-12)
+    # free communication frees the posts too
+    both_free = make_config(
+        {"measured": {**TWO, "transfer": 1e-4, "post": 5e-4}, "comm": {"free": True}}
+    )
+    assert estimate(s, both_free, memory=False).step_time == pytest.approx(6.0e-3, rel=1e-12)
     # the relaxed model times per-peer parts of groups: posting is not charged there
     relaxed = estimate(s, posted, memory=False, progress="relaxed")
     assert relaxed.step_time == pytest.approx(6.2e-3, rel=1e-12)

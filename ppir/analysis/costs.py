@@ -137,6 +137,7 @@ class Costs:
                 inter=2 * self.inter,
                 tick=self.tick / 2,
                 pairs=pairs,
+                reduce=tuple(2 * t for t in self.reduce),
                 post=2 * self.post,
             )
         tiny = min((d for row in self.op for d in row.values() if d > 0), default=1.0) * 1e-6
@@ -189,7 +190,7 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
         if ms.FB:
             ratio = sum(ms.FB) / sum(f + b for f, b in zip(ms.F, ms.B))
         nbytes = ms.message_size
-        post = ms.post
+        post = ms.post if ms.post and not cfg.free_comm else 0  # free communication: posts too
     else:
         fwd = stage_forward_times(schedule, cfg)
         extra = cfg.model.recompute_share(cfg.recompute) if cfg.model is not None else 0

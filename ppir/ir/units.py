@@ -378,13 +378,19 @@ def match(g: ProgramGraph) -> None:
                 its = unit_ops.get(p) or g.unit_op_ids(p)
             else:
                 its = range(lo_[p], hi_[p])
+            matched = False
             for o in its:
                 m = op_msg[o]
                 if m >= 0:
                     after[m].append(d)
                     pre.append(m << _S | RENDEZVOUS)
+                    matched = True
                 else:
                     missing += 1
             if missing:
                 blocked[d] = missing
+                f = fifo_prev(p, -1)
+                if not matched and f >= 0:  # no message carries its fifo wait: the done does
+                    after[f].append(d)
+                    pre.append(f << _S | FIFO)
     g.fifo_prev.clear()  # read by the channel loop only: not held with the graph

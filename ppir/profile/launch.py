@@ -228,9 +228,9 @@ def _child(argv: list[str]) -> int:
 
 def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     """Trimmed means of the samples of each piece, in stage order; the message time is the
-    trimmed mean of the messages' times in the run (:func:`.worker.message_times`), the
+    trimmed mean of the messages' times in the run (:func:`.samples.message_times`), the
     isolated ping-pong figure when the run had none; the post time the trimmed mean of the
-    groups' posts in the run (:func:`.worker.post_times`; 0 without groups)."""
+    groups' posts in the run (:func:`.samples.post_times`; 0 without groups)."""
     from ppir.profile.samples import message_times, post_times, trimmed_mean
 
     pieces = data["pieces"]

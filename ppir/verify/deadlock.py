@@ -7,13 +7,15 @@ runs the untimed timeline (:func:`ppir.analysis.timeline.run` with no costs: Kah
 once; nodes that never ran lie on or behind a cycle, or wait for an op without a partner
 (reported by matching).  A cycle is then extracted as the witness:
 
-* the walk starts at the first group (rank-major, program order) that was posted and never
-  completed, and steps to the first predecessor that never ran (construction order: program
-  order, then the group's messages in posting order; from a message, both posts, the
-  previous message on its channel, then the FIFO of groups);
+* a depth-first search starts at the first group (rank-major, program order) that was
+  posted and never completed and follows the predecessors that never ran, in construction
+  order (program order, then the group's messages in posting order; from a message, both
+  posts, the previous message on its channel, then the FIFO of groups), backing out of those
+  that lead only to ops without a partner, until it closes a cycle;
 * the cycle's *hops* are the steps from a posted group through one of its messages to the
-  partner's group that was never posted: "rank r is blocked at step i on op a; its partner b
-  is step j of rank q";
+  partner's side (its group not posted yet, or posted behind an earlier group of its rank that
+  is blocked): "rank r is blocked at step i on op a; its partner b is step j of rank q"; a
+  message waiting for an earlier group of its own rank (fifo) is not a hop;
 * the hops are rotated so that the lowest (rank, step) comes first.
 """
 
@@ -27,7 +29,8 @@ from ppir.ir.graph import _SHIFT, DONE, MESSAGE, ProgramGraph
 
 class Hop(NamedTuple):
     """One step of a wait-for cycle: the group at ``(rank, item)`` was posted and waits on its
-    op ``op``, whose partner ``partner`` sits in a group that is not posted yet."""
+    op ``op``, whose partner ``partner`` sits in a group that is not posted yet, or is posted
+    behind an earlier group of its rank that is blocked."""
 
     rank: int
     item: int
@@ -43,35 +46,52 @@ def blocked_units(tl: Timeline) -> list[int]:
 
 def find_cycle(tl: Timeline) -> list[Hop] | None:
     """The wait-for cycle of a stuck run as hops (see the module docstring), or None when no
-    posted group is stuck on a cycle (only on ops without a partner)."""
-    g, ran = tl.graph, tl.ran
+    posted group is stuck on a cycle (only on ops without a partner).  A depth-first search
+    over the predecessors that never ran, in construction order, backing out of the ones that
+    lead only to ops without a partner: linear in the stuck nodes."""
+    g, ran, before = tl.graph, tl.ran, tl.graph.before
     color = bytearray(g.n)  # 0 new, 1 on the current path, 2 explored
     for start in blocked_units(tl):
-        path: list[int] = []
-        where: dict[int, int] = {}
-        v = start
-        while v >= 0 and color[v] == 0:
-            color[v] = 1
-            where[v] = len(path)
-            path.append(v)
-            v = next((e >> _SHIFT for e in g.before[v] if not ran[e >> _SHIFT]), -1)
-        if v >= 0 and color[v] == 1:
-            hops = _hops(g, path[where[v] :])
-            if hops:
-                k = min(range(len(hops)), key=lambda i: (hops[i].rank, hops[i].item))
-                return hops[k:] + hops[:k]
-        for x in path:
-            color[x] = 2
+        if color[start]:
+            continue
+        path: list[int] = [start]
+        where: dict[int, int] = {start: 0}
+        todo = [iter(before[start])]
+        color[start] = 1
+        while todo:
+            u = next((e >> _SHIFT for e in todo[-1] if not ran[e >> _SHIFT]), -1)
+            if u < 0:  # every stuck predecessor explored: back out
+                todo.pop()
+                v = path.pop()
+                color[v] = 2
+                del where[v]
+                continue
+            if color[u] == 1:  # a cycle: path[where[u]:], each node waiting for the next
+                hops = _hops(g, path[where[u] :])
+                if hops:
+                    k = min(range(len(hops)), key=lambda i: (hops[i].rank, hops[i].item))
+                    return hops[k:] + hops[:k]
+                continue
+            if color[u] == 0:
+                color[u] = 1
+                where[u] = len(path)
+                path.append(u)
+                todo.append(iter(before[u]))
     return None
 
 
 def _hops(g: ProgramGraph, cycle: list[int]) -> list[Hop]:
-    """The done -> message -> post steps of a cycle given in walk order (each node waits for
-    the next one, the last for the first)."""
+    """The done -> message -> partner steps of a cycle given in walk order (each node waits
+    for the next one, the last for the first); a message waiting for the previous group of
+    its own rank (fifo) is that group's wait, not a partner's."""
     out = []
+    n = len(cycle)
     for i, v in enumerate(cycle):
-        m = cycle[(i + 1) % len(cycle)]
+        m = cycle[(i + 1) % n]
         if g.kind[v] != DONE or g.kind[m] != MESSAGE:
+            continue
+        nxt = cycle[(i + 2) % n]
+        if g.kind[nxt] == DONE and g.rank[nxt] == g.rank[v]:
             continue
         send, recv = g.lo[m], g.hi[m]
         op, partner = (send, recv) if g.op_node[send] == v - 1 else (recv, send)
