@@ -136,6 +136,7 @@ def test_posting_a_group_takes_the_measured_post_time(tmp_path):
     path.write_text(POSTED)
     s = load_schedule(str(path))
     posted = make_config({"measured": {**TWO, "transfer": 1e-4, "post": 5e-4}})
+    assert "posting a group 0.5 ms" in posted.describe()
     assert estimate(s, posted, memory=False).step_time == pytest.approx(7.2e-3, rel=1e-12)
     free = make_config({"measured": {**TWO, "transfer": 1e-4}})
     assert estimate(s, free, memory=False).step_time == pytest.approx(6.2e-3, rel=1e-12)

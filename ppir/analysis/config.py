@@ -137,6 +137,8 @@ class CostConfig:
             m = self.measured
             how = ", ".join(f"{k} {v}" for k, v in m.info)
             head = f"costs measured on {m.stages} stages ({how or 'ppir profile'})"
+            if m.post and not self.free_comm:
+                head += f"; posting a group {m.post * 1e3:.3g} ms"
         elif self.model is None:
             head = f"uniform costs {costs} per rank share (time unit: one forward)"
         else:
