@@ -432,6 +432,7 @@ def explain(P: int, args, path: str, meas: dict) -> None:
 
     from ppir.analysis.config import load_config_file, make_config
     from ppir.analysis.estimate import estimate
+    from ppir.ir import Action, Group
     from ppir.profile.samples import message_times
 
     cfg = make_config(load_config_file(path), path)
@@ -453,6 +454,12 @@ def explain(P: int, args, path: str, meas: dict) -> None:
                     cells.append(f"{k} {run * 1e3:6.1f}/{prof * 1e3:6.1f}")
                 busy_run, busy_prof = busy_run + run, busy_prof + prof
             blocking, post, wait = (got.get(k, 0.0) for k in ("group", "post", "wait"))
+            groups = sum(  # the posts the estimator charges: non-empty groups, lone comm ops
+                1
+                for it in s.programs[r]
+                if (isinstance(it, Group) and it.actions)
+                or (isinstance(it, Action) and not it.kind.is_compute)
+            )
             inside = busy_run + blocking + post + wait + got.get("reduce", 0.0)
             # against the estimator's timeline of this rank: how much later each op ends
             # than predicted, split into longer ops (compute) and longer gaps (waiting)
@@ -467,7 +474,8 @@ def explain(P: int, args, path: str, meas: dict) -> None:
             lag.append(f"r{r}: ops {slower * 1e3:+6.1f}, gaps {later * 1e3:+6.1f}")
             print(
                 f"  {name:18s} r{r}: {'  '.join(cells)}  compute {busy_run / busy_prof:4.2f}x; "
-                f"groups {blocking * 1e3:5.1f} (with their waits), posts {post * 1e3:4.1f}, "
+                f"groups {blocking * 1e3:5.1f} (with their waits), posts {post * 1e3:4.1f} "
+                f"(charged {groups} x {m.post * 1e3:.2f}), "
                 f"waits {wait * 1e3:5.1f}, outside {(got['step'] - inside) * 1e3:4.1f}; "
                 f"step {got['step'] * 1e3:6.1f} (predicted {est.step_time * 1e3:6.1f})"
             )
