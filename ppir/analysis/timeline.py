@@ -270,33 +270,59 @@ def dependency_bound(tl: Timeline) -> int | float:
     return max(plain, work / costs.processors)
 
 
+def stuck_cycles(tl: Timeline, starts):
+    """Cycles among the nodes that never ran: a depth-first search from each of ``starts`` in
+    turn through the predecessors that never ran (wait-for edges in construction order, then,
+    in a compute-only graph, data edges), backing out of those that lead only to ops without a
+    partner.  Each cycle comes as its nodes in walk order (each waits for the next one, the
+    last for the first); the search goes on when the caller asks for the next.  A node is
+    explored once over all starts: linear in the stuck nodes."""
+    g, ran, before = tl.graph, tl.ran, tl.graph.before
+    data_in = g.data_in if not g.lowered else None
+
+    def stuck_preds(v: int):
+        for e in before[v]:
+            if not ran[e >> _SHIFT]:
+                yield e >> _SHIFT
+        if data_in is not None:
+            for u in data_in[v]:
+                if not ran[u]:
+                    yield u
+
+    color = bytearray(g.n)  # 0 new, 1 on the current path, 2 explored
+    for start in starts:
+        if color[start]:
+            continue
+        path, where, todo = [start], {start: 0}, [stuck_preds(start)]
+        color[start] = 1
+        while todo:
+            u = next(todo[-1], -1)
+            if u < 0:  # every stuck predecessor explored: back out
+                todo.pop()
+                color[path[-1]] = 2
+                del where[path.pop()]
+            elif color[u] == 1:
+                yield path[where[u] :]
+            elif color[u] == 0:
+                color[u] = 1
+                where[u] = len(path)
+                path.append(u)
+                todo.append(stuck_preds(u))
+
+
 def stuck_cycle(tl: Timeline, first: int) -> list[int] | None:
-    """A cycle of wait-for edges among the nodes that never ran, found by walking from
-    ``first`` to the first predecessor (in construction order) that never ran; the cycle's
-    nodes in wait-for order (each waits for the one before it), or None when the walk ends
-    at a node that waits only for ops without a partner."""
-    g, ran = tl.graph, tl.ran
-    seen: dict[int, int] = {}
-    path: list[int] = []
-    v = first
-    data = not g.lowered
-    while v not in seen:
-        seen[v] = len(path)
-        path.append(v)
-        nxt = -1
-        for e in g.before[v]:
-            u = e >> _SHIFT
-            if not ran[u]:
-                nxt = u
-                break
-        if nxt < 0 and data:
-            nxt = next((u for u in g.data_in[v] if not ran[u]), -1)
-        if nxt < 0:
-            return None
-        v = nxt
-    cycle = path[seen[v] :]
-    cycle.reverse()
-    return cycle
+    """The first cycle :func:`stuck_cycles` finds from ``first``, its nodes in wait-for order
+    (each waits for the one before it), or None when none is behind ``first``."""
+    cycle = next(stuck_cycles(tl, (first,)), None)
+    return cycle[::-1] if cycle else None
 
 
-__all__ = ["DATA", "Timeline", "dependency_bound", "durations", "run", "stuck_cycle"]
+__all__ = [
+    "DATA",
+    "Timeline",
+    "dependency_bound",
+    "durations",
+    "run",
+    "stuck_cycle",
+    "stuck_cycles",
+]

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ppir.analysis.timeline import Timeline
-from ppir.ir.graph import _SHIFT, DONE, MESSAGE, ProgramGraph
+from ppir.analysis.timeline import Timeline, stuck_cycles
+from ppir.ir.graph import DONE, MESSAGE, ProgramGraph
 
 
 class Hop(NamedTuple):
@@ -46,37 +46,13 @@ def blocked_units(tl: Timeline) -> list[int]:
 
 def find_cycle(tl: Timeline) -> list[Hop] | None:
     """The wait-for cycle of a stuck run as hops (see the module docstring), or None when no
-    posted group is stuck on a cycle (only on ops without a partner).  A depth-first search
-    over the predecessors that never ran, in construction order, backing out of the ones that
-    lead only to ops without a partner: linear in the stuck nodes."""
-    g, ran, before = tl.graph, tl.ran, tl.graph.before
-    color = bytearray(g.n)  # 0 new, 1 on the current path, 2 explored
-    for start in blocked_units(tl):
-        if color[start]:
-            continue
-        path: list[int] = [start]
-        where: dict[int, int] = {start: 0}
-        todo = [iter(before[start])]
-        color[start] = 1
-        while todo:
-            u = next((e >> _SHIFT for e in todo[-1] if not ran[e >> _SHIFT]), -1)
-            if u < 0:  # every stuck predecessor explored: back out
-                todo.pop()
-                v = path.pop()
-                color[v] = 2
-                del where[v]
-                continue
-            if color[u] == 1:  # a cycle: path[where[u]:], each node waiting for the next
-                hops = _hops(g, path[where[u] :])
-                if hops:
-                    k = min(range(len(hops)), key=lambda i: (hops[i].rank, hops[i].item))
-                    return hops[k:] + hops[:k]
-                continue
-            if color[u] == 0:
-                color[u] = 1
-                where[u] = len(path)
-                path.append(u)
-                todo.append(iter(before[u]))
+    posted group is stuck on a cycle (only on ops without a partner): the first cycle
+    :func:`ppir.analysis.timeline.stuck_cycles` finds from the stuck groups that has a hop."""
+    for cycle in stuck_cycles(tl, blocked_units(tl)):
+        hops = _hops(tl.graph, cycle)
+        if hops:
+            k = min(range(len(hops)), key=lambda i: (hops[i].rank, hops[i].item))
+            return hops[k:] + hops[:k]
     return None
 
 
