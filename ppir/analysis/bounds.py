@@ -71,15 +71,19 @@ class ProgramSummary:
         self.overlaps: list[Counter] = []
         self.stage_ops = [Counter() for _ in range(s.stages)]
         for r in range(s.ranks):
-            singles, overlaps = Counter(), Counter()
-            for it in s.compute_items(r):
-                parts = item_actions(it)
-                keys = tuple((a.stage, a.kind) for a in parts)
-                if len(keys) > 1:
-                    overlaps[keys] += 1
-                else:
-                    singles[keys[0]] += 1
+            items = s.compute_items(r)
+            singles = Counter([(a.stage, a.kind) for a in items if a.__class__ is Action])
+            overlaps = Counter(
+                [
+                    tuple((a.stage, a.kind) for a in item_actions(it))
+                    for it in items
+                    if it.__class__ is not Action
+                ]
+            )
+            for (st, k), n in singles.items():
+                self.stage_ops[st][k] += n
+            for keys, n in overlaps.items():
                 for st, k in keys:
-                    self.stage_ops[st][k] += 1
+                    self.stage_ops[st][k] += n
             self.singles.append(singles)
             self.overlaps.append(overlaps)

@@ -291,14 +291,18 @@ def _op_timings(tl: Timeline, conv) -> tuple[list[list[OpTiming]], list]:
     op, exact = costs.op, costs.exact and not costs.processors  # shared runs are in floats
     ops: list[list[OpTiming]] = [[] for _ in range(g.schedule.ranks)]
     busy = [0] * g.schedule.ranks
+    kind, los, his, begin, finish, allops = g.kind, g.lo, g.hi, tl.start, tl.finish, g.ops
     for r, order in enumerate(g.rank_nodes):
+        nodes = [v for v in order if kind[v] == COMPUTE]
+        if all(his[v] - los[v] == 1 for v in nodes):  # no overlapped step: one op per node
+            busy[r] = sum([finish[v] - begin[v] for v in nodes])
+            ops[r] = [OpTiming(r, allops[los[v]], conv(begin[v]), conv(finish[v])) for v in nodes]
+            continue
         row = ops[r]
-        for v in order:
-            if g.kind[v] != COMPUTE:
-                continue
-            t, end = tl.start[v], tl.finish[v]
+        for v in nodes:
+            t, end = begin[v], finish[v]
             busy[r] += end - t
-            lo, hi = g.lo[v], g.hi[v]
+            lo, hi = los[v], his[v]
             if hi - lo == 1:
                 row.append(OpTiming(r, g.ops[lo], conv(t), conv(end)))
                 continue

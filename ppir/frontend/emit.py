@@ -74,7 +74,11 @@ class OpEmitter:
         if rank is None:  # an op run elsewhere (a greedy block's body): the scope's
             rank = scope.lookup("$rank")
         stages = self.stages_of[rank]
-        stage = None if ch_f is None else self._chunk_stage(rank, ch_f(scope), span)
+        if ch_f is None:
+            stage = None
+        else:  # self._chunk_stage, with its check inlined: once per op
+            ch = ch_f(scope)
+            stage = stages[ch] if 0 <= ch < len(stages) else self._chunk_stage(rank, ch, span)
         if kind is OpKind.W and mb_f is None:
             q = [x for x in self.wq if stage is None or x[0] == stage]
             if not q:

@@ -166,6 +166,10 @@ class Interpreter(OpEmitter):
 
             return pending
 
+        bound = self.top.vars.get(name) if self.top is not None else None
+        if bound.__class__ is Function and name not in self.inner and len(bound.params) == n:
+            return self._call_bound(bound, args, span)  # bound for good at the top
+
         def call(scope: Scope):
             fn = scope.lookup(name)
             if not isinstance(fn, Function):
@@ -191,23 +195,43 @@ class Interpreter(OpEmitter):
                 v = memo.get(key, MISSING)
                 if v is not MISSING:
                     return v
-            inner = Scope(fn.scope)
-            inner.vars.update(zip(fn.params, key))
-            self.depth += 1
-            if self.depth > MAX_CALL_DEPTH:
-                self.depth = 0
-                raise _recursion_limit(name, span)
-            try:
-                v = fn.body(inner)
-                if memo is not None:
-                    memo[key] = v
-                return v
-            except RecursionError:  # deep bodies exhaust Python's stack before the cap
-                raise _recursion_limit(name, span) from None
-            finally:
-                self.depth -= 1
+            return self._invoke(fn, key, span)
 
         return call
+
+    def _call_bound(self, fn: Function, args: list, span: Span):
+        """A call of a function the top level binds (never shadowed, right arity): the
+        generic call without looking the name up at each call."""
+        memo, invoke = fn.memo, self._invoke
+
+        def call_bound(scope: Scope):
+            key = tuple([a(scope) for a in args])
+            if memo is not None:
+                v = memo.get(key, MISSING)
+                if v is not MISSING:
+                    return v
+            return invoke(fn, key, span)
+
+        return call_bound
+
+    def _invoke(self, fn: Function, key: tuple, span: Span):
+        """Run ``fn``'s body on the argument values ``key`` (and remember the result when it
+        is pure)."""
+        inner = Scope(fn.scope)
+        inner.vars.update(zip(fn.params, key))
+        self.depth += 1
+        if self.depth > MAX_CALL_DEPTH:
+            self.depth = 0
+            raise _recursion_limit(fn.name, span)
+        try:
+            v = fn.body(inner)
+            if fn.memo is not None:
+                fn.memo[key] = v
+            return v
+        except RecursionError:  # deep bodies exhaust Python's stack before the cap
+            raise _recursion_limit(fn.name, span) from None
+        finally:
+            self.depth -= 1
 
     def _pending_rank(self, scope: Scope, span: Span) -> int:
         """The rank whose pending weight passes ``pending_w`` counts: the one being expanded."""
