@@ -23,7 +23,8 @@ and activations: the peak bytes the runtime holds for backward on each rank duri
 saved tensors' storages and the gradients I keeps for W, parameters excluded; see
 :class:`LiveActivations`) against ppir's memory model of the GPT example
 (``ppir.analysis.footprint``) and against the memory curve fed with the profiled bytes.
-``--explain`` adds where one step goes on every rank (see :func:`explain`).
+``--explain`` adds where the steps go on every rank: every timed round's instructions timed by
+kind, medians over the rounds (see :func:`explain`).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def parse_args(argv=None):
     p.add_argument(
         "--explain",
         action="store_true",
-        help="also time one step's instructions by kind on every rank against the profile",
+        help="also time every timed step's instructions by kind on every rank and print "
+        "their medians against the profile",
     )
     p.add_argument("--worker", metavar="OUT", help=argparse.SUPPRESS)
     p.add_argument("--P", type=int, help=argparse.SUPPRESS)
@@ -271,21 +273,21 @@ def bench_rank(ctx, model, args) -> dict:
         dist.all_reduce(peak)
         held[name] = peak[0].tolist()
         held[name + " saved"] = peak[1].tolist()
-    spent = {}
-    for name, ex in runs.items():  # where one step's time goes, per rank (--explain)
-        if args.explain:
-            ops = OpTimes(ex)
-            dist.barrier()
-            ops.t0 = ops.clock()
-            step(ex)
-            dist.barrier()
-            t = ops.clock() - ops.t0
-            ops.close(ex)
-            got = [None] * P
-            dist.all_gather_object(
-                got, ops.sums | {"step": t, "spans": ops.spans, "groups": ops.groups}
-            )
-            spent[name] = got
+    spent: dict[str, list] = {k: [] for k in runs}  # --explain: this rank's rounds
+
+    def explained(ex, name) -> float:
+        """One step timed as ``timed`` does, its instructions timed too (``OpTimes``)."""
+        ops = OpTimes(ex)
+        dist.barrier()
+        ops.t0 = ops.clock()
+        step(ex)
+        own = ops.clock() - ops.t0
+        dist.barrier()
+        t = ops.clock() - ops.t0
+        ops.close(ex)
+        spent[name].append(ops.sums | {"step": own, "spans": ops.spans, "groups": ops.groups})
+        return t
+
     if prof is not None:
         for i in range(2):
             prof.step(split=i % 2 == 1, record=False)
@@ -295,8 +297,12 @@ def bench_rank(ctx, model, args) -> dict:
             prof.step(split=i % 2 == 1)
             dist.barrier()
         for k, ex in runs.items():
-            times[k].append(timed(lambda ex=ex: step(ex)))
-    out = {"times": times, "held": held, "spent": spent}
+            times[k].append(explained(ex, k) if args.explain else timed(lambda ex=ex: step(ex)))
+    out = {"times": times, "held": held}
+    if args.explain:
+        got = [None] * P
+        dist.all_gather_object(got, spent)
+        out["spent"] = {k: [g[k] for g in got] for k in runs}  # per rank, its rounds
     if prof is not None:
         from ppir.profile.launch import gather
 
@@ -427,9 +433,11 @@ def print_costs(P: int, path: str) -> None:
 
 
 def explain(P: int, args, path: str, meas: dict) -> None:
-    """Per schedule and rank: the compute time of one step by kind, measured in the run against
-    the profile's per-op costs summed over the same ops, and the time in message posts/waits and
-    outside any instruction (the executor's own Python)."""
+    """Per schedule and rank, medians over the timed rounds: the compute time of a step by
+    kind, measured in the run against the profile's per-op costs summed over the same ops, and
+    the time in message posts/waits and outside any instruction (the executor's own Python) up
+    to the rank's end of the step; then how much later than predicted its ops end, and the
+    messages' times pooled over the rounds."""
     from collections import Counter
 
     from ppir.analysis.config import load_config_file, make_config
@@ -439,51 +447,72 @@ def explain(P: int, args, path: str, meas: dict) -> None:
 
     cfg = make_config(load_config_file(path), path)
     measured = cfg.measured
-    print("  where one step goes (ms, measured in the run / the profile's costs of the same ops):")
+    med = statistics.median
+    print(
+        f"  where a step goes (ms, medians of {args.steps} rounds: measured in the run / the "
+        "profile's costs of the same ops):"
+    )
     for name, v in CASES:
         s = program(name, P, args.microbatches, v)
         m = measured.fit(s.stages)
         est = estimate(s, cfg, memory=False)
         lag = []
-        for r, got in enumerate(meas["spent"][name]):
+        for r, rounds in enumerate(meas["spent"][name]):
             ops = Counter((a.kind.value, a.stage) for a in s.compute_actions(r))
             cells = []
-            busy_run = busy_prof = 0.0
+            busy_run, busy_prof = [0.0] * len(rounds), 0.0
             for k in "FBIW":
-                run = sum(got.get(f"{k}{st}", 0.0) for (kk, st) in ops if kk == k)
+                run = [
+                    sum(got.get(f"{k}{st}", 0.0) for (kk, st) in ops if kk == k) for got in rounds
+                ]
                 prof = sum(n * getattr(m, k)[st] for (kk, st), n in ops.items() if kk == k)
-                if run or prof:
-                    cells.append(f"{k} {run * 1e3:6.1f}/{prof * 1e3:6.1f}")
-                busy_run, busy_prof = busy_run + run, busy_prof + prof
-            blocking, post, wait = (got.get(k, 0.0) for k in ("group", "post", "wait"))
+                if any(run) or prof:
+                    cells.append(f"{k} {med(run) * 1e3:6.1f}/{prof * 1e3:6.1f}")
+                busy_run = [a + b for a, b in zip(busy_run, run)]
+                busy_prof += prof
+            blocking, post, wait = (
+                [got.get(k, 0.0) for got in rounds] for k in ("group", "post", "wait")
+            )
             groups = sum(  # the posts the estimator charges: non-empty groups, lone comm ops
                 1
                 for it in s.programs[r]
                 if (isinstance(it, Group) and it.actions)
                 or (isinstance(it, Action) and not it.kind.is_compute)
             )
-            inside = busy_run + blocking + post + wait + got.get("reduce", 0.0)
+            outside = [
+                got["step"] - b - g - p - w - got.get("reduce", 0.0)
+                for got, b, g, p, w in zip(rounds, busy_run, blocking, post, wait)
+            ]
             # against the estimator's timeline of this rank: how much later each op ends
             # than predicted, split into longer ops (compute) and longer gaps (waiting)
             pred = {(o.action.kind.value, o.action.stage, o.action.mb): o for o in est.ops[r]}
-            slower = later = 0.0
-            prev_run = prev_pred = 0.0
-            for k, st, mb, t0, t1 in got["spans"]:
-                o = pred[(k, st, mb)]
-                slower += (t1 - t0) - (o.end - o.start)
-                later += (t0 - prev_run) - (o.start - prev_pred)
-                prev_run, prev_pred = t1, o.end
-            lag.append(f"r{r}: ops {slower * 1e3:+6.1f}, gaps {later * 1e3:+6.1f}")
+            slower, later = [], []
+            for got in rounds:
+                dx = dy = prev_run = prev_pred = 0.0
+                for k, st, mb, t0, t1 in got["spans"]:
+                    o = pred[(k, st, mb)]
+                    dx += (t1 - t0) - (o.end - o.start)
+                    dy += (t0 - prev_run) - (o.start - prev_pred)
+                    prev_run, prev_pred = t1, o.end
+                slower.append(dx)
+                later.append(dy)
+            lag.append(f"r{r}: ops {med(slower) * 1e3:+6.1f}, gaps {med(later) * 1e3:+6.1f}")
             print(
-                f"  {name:18s} r{r}: {'  '.join(cells)}  compute {busy_run / busy_prof:4.2f}x; "
-                f"groups {blocking * 1e3:5.1f} (with their waits), posts {post * 1e3:4.1f} "
-                f"(charged {groups} x {m.post * 1e3:.2f}), "
-                f"waits {wait * 1e3:5.1f}, outside {(got['step'] - inside) * 1e3:4.1f}; "
-                f"step {got['step'] * 1e3:6.1f} (predicted {est.step_time * 1e3:6.1f})"
+                f"  {name:18s} r{r}: {'  '.join(cells)}  compute {med(busy_run) / busy_prof:4.2f}x"
+                f"; groups {med(blocking) * 1e3:5.1f} (with their waits), posts "
+                f"{med(post) * 1e3:4.1f} (charged {groups} x {m.post * 1e3:.2f}), "
+                f"waits {med(wait) * 1e3:5.1f}, outside {med(outside) * 1e3:4.1f}; its step "
+                f"{med([got['step'] for got in rounds]) * 1e3:6.1f} (predicted "
+                f"{est.step_time * 1e3:6.1f})"
             )
         print(f"  {name:18s} run - estimate (ms): {';  '.join(lag)}")
         # perf_counter is one clock for the machine's processes (as the profile assumes)
-        lat = sorted(message_times([got["groups"] for got in meas["spent"][name]]))
+        per_rank = meas["spent"][name]
+        lat = sorted(
+            t
+            for i in range(len(per_rank[0]))
+            for t in message_times([rounds[i]["groups"] for rounds in per_rank])
+        )
         if lat:
             q = statistics.quantiles(lat, n=10) if len(lat) > 1 else lat * 9
             print(
