@@ -331,17 +331,17 @@ def build_graph(schedule: Schedule, progress: str = "fifo") -> ProgramGraph:
     matter).  Linear in the number of ops."""
     if progress not in PROGRESS_MODELS:
         raise ValueError(f"unknown progress model {progress!r} (expected one of {PROGRESS_MODELS})")
-    from ppir.ir import units
+    from ppir.ir import op_index, units
     from ppir.nogc import paused_gc
 
     with paused_gc():
-        return _build(schedule, progress, units)
+        return _build(schedule, progress, units, op_index)
 
 
-def _build(schedule: Schedule, progress: str, units) -> ProgramGraph:
+def _build(schedule: Schedule, progress: str, units, op_index) -> ProgramGraph:
     g = ProgramGraph()
     g._init_storage(schedule, progress)
-    units.index_ops(g, schedule)
+    op_index.index_ops(g, schedule)
     if not g.lowered:
         units.compute_only(g, schedule)
     elif progress == "fifo":

@@ -1,12 +1,10 @@
 """How a program's items become the nodes and edges of its dependency graph (the construction
-:func:`ppir.ir.graph.build_graph` runs; :mod:`ppir.ir.graph` states it).  Each function is one
-linear pass; dependency rules come from :mod:`ppir.ir.deps` (its ``PEER_DELTA`` table in the
-hot loop).  The loops append to the graph's lists directly: a method call per node or edge
-would cost more than the work itself."""
+:func:`ppir.ir.graph.build_graph` runs on the op index :mod:`ppir.ir.op_index` made;
+:mod:`ppir.ir.graph` states it).  Each function is one linear pass; dependency rules come from
+:mod:`ppir.ir.deps`.  The loops append to the graph's lists directly: a method call per node
+or edge would cost more than the work itself."""
 
 from __future__ import annotations
-
-from itertools import accumulate, chain, repeat
 
 from ppir.ir import deps
 from ppir.ir.deferred import OpenGroups
@@ -26,8 +24,6 @@ from ppir.ir.graph import (
 )
 from ppir.ir.types import (
     COMPUTE_KINDS,
-    SEND_KINDS,
-    Action,
     Group,
     Overlap,
     Reduce,
@@ -36,55 +32,6 @@ from ppir.ir.types import (
 )
 
 _S = 3  # predecessors are stored as node << _S | edge kind (ppir.ir.graph._SHIFT)
-
-
-def index_ops(g: ProgramGraph, s: Schedule) -> None:
-    """Op ids, their items and peers, and each channel's sends and recvs in program order."""
-    ops, op_rank, op_item, op_peer = g.ops, g.op_rank, g.op_item, g.op_peer
-    first, sends, recvs = g.first, g.sends, g.recvs
-    place, S = s.placement, s.stages
-    delta = deps.PEER_DELTA
-    within = deps.stage_bounds(S, s.pipelines)
-    compute = COMPUTE_KINDS
-    for r, prog in enumerate(s.programs):  # per rank: comprehensions, then a loop over comm ops
-        base = len(ops)
-        g.rank_start.append(base)
-        acts = [
-            (it,)
-            if (cls := it.__class__) is Action
-            else (() if cls is Wait or cls is Reduce else it.actions)
-            for it in prog
-        ]
-        flat = list(chain.from_iterable(acts))
-        n = len(flat)
-        ops.extend(flat)
-        op_rank.extend(repeat(r, n))
-        op_item.extend([i for i, x in enumerate(acts) for _ in x])
-        g.item_starts.append(list(accumulate(map(len, acts), initial=base)))
-        first.add(flat, base)  # first[key] = the first op holding key
-        peers = [-1] * n
-        for j in [j for j, a in enumerate(flat) if a.kind not in compute]:
-            a = flat[j]
-            k, st = a.kind, a.stage
-            ps = st + delta[k]
-            q = place[ps] if 0 <= st < S and within[st][0] <= ps < within[st][1] else -1
-            peers[j] = q
-            if q >= 0:
-                if k in SEND_KINDS:
-                    ch = sends.get((r, q))
-                    if ch is None:
-                        ch = sends[(r, q)] = []
-                else:
-                    ch = recvs.get((q, r))
-                    if ch is None:
-                        ch = recvs[(q, r)] = []
-                ch.append(base + j)
-        op_peer.extend(peers)
-    g.rank_start.append(len(ops))
-    n = len(ops)
-    g.op_node = [-1] * n
-    g.op_partner = [-1] * n
-    g.op_msg = [-1] * n
 
 
 def _reduce(g: ProgramGraph, r: int, i: int, last: int, order: list) -> None:
@@ -173,8 +120,10 @@ def fifo_units(g: ProgramGraph, s: Schedule) -> None:
                 lo_.append(lo)
                 hi_.append(hi)
                 after.append([])
-                for o in range(lo, hi):
-                    op_node[o] = v
+                if hi - lo == 1:
+                    op_node[lo] = v
+                else:
+                    op_node[lo:hi] = [v] * (hi - lo)
                 if last_block >= 0:
                     after[last_block].append(v)
                     before.append([last_block << _S | ORDER])
@@ -192,8 +141,7 @@ def fifo_units(g: ProgramGraph, s: Schedule) -> None:
             hi_.extend((hi, hi))
             after.append([d])
             after.append([])
-            for o in range(lo, hi):
-                op_node[o] = v
+            op_node[lo:hi] = [v] * (hi - lo)
             pre = []
             if last_block >= 0:
                 after[last_block].append(v)
@@ -335,26 +283,31 @@ def match(g: ProgramGraph) -> None:
     fifo_prev = g.fifo_prev.get
     messages = g.messages
     for ch in sorted(g.sends.keys() | g.recvs.keys()):
-        prev = -1
-        src = ch[0]
-        for o, p in zip(g.sends.get(ch, ()), g.recvs.get(ch, ())):
-            partner[o], partner[p] = p, o
-            m = len(kind)
-            kind.append(MESSAGE)
-            rank.append(src)
-            item.append(-1)
-            lo_.append(o)
-            hi_.append(p)
-            after.append([])
-            messages.append(m)
+        sends, recvs = g.sends.get(ch, ()), g.recvs.get(ch, ())
+        n = min(len(sends), len(recvs))
+        if not n:
+            continue
+        sends, recvs = sends[:n], recvs[:n]
+        first = len(kind)  # the channel's messages are nodes first .. first + n - 1
+        ids = range(first, first + n)
+        kind.extend([MESSAGE] * n)
+        rank.extend([ch[0]] * n)
+        item.extend([-1] * n)
+        lo_.extend(sends)
+        hi_.extend(recvs)
+        after.extend([[] for _ in ids])
+        messages.extend(ids)
+        for o, p, m in zip(sends, recvs, ids):
+            partner[o] = p
+            partner[p] = o
             op_msg[o] = op_msg[p] = m
             a, b = op_node[o], op_node[p]
             after[a].append(m)
             after[b].append(m)
             pre = [a << _S | RENDEZVOUS, b << _S | RENDEZVOUS]
-            if prev >= 0:
-                after[prev].append(m)
-                pre.append(prev << _S | CHANNEL)
+            if m > first:  # after the previous message on its channel
+                after[m - 1].append(m)
+                pre.append((m - 1) << _S | CHANNEL)
             f = fifo_prev(a, -1)
             if f >= 0:
                 after[f].append(m)
@@ -364,7 +317,6 @@ def match(g: ProgramGraph) -> None:
                 after[f].append(m)
                 pre.append(f << _S | FIFO)
             before.append(pre)
-            prev = m
     unit_ops = g.unit_ops
     blocked = g.blocked
     for order in g.rank_nodes:
