@@ -227,9 +227,8 @@ def from_timeline(
         )
     conv = costs.converter()
     ops, busy = _op_timings(tl, conv)
-    transfers = _transfers(tl)
-    msgs = _message_timings(tl, conv, transfers)
-    exposed = _exposed_comm(tl, transfers, conv)
+    msgs, spans = _messages(tl, conv)
+    exposed = _exposed_comm(tl, spans, conv)
     step = tl.makespan
     sent = [0] * s.ranks
     for m in msgs:
@@ -251,16 +250,8 @@ def from_timeline(
                 else None,
             )
         )
-    path = tl.critical_path()
-    where = {}
-    for r, row in enumerate(ops):
-        for o in row:
-            where.setdefault((r, o.action.key), o)
     cp_ops = tuple(
-        where[(g.rank[v], g.ops[o].key)]
-        for v in path
-        if g.kind[v] == COMPUTE
-        for o in range(g.lo[v], g.hi[v])
+        t for v in tl.critical_path() if g.kind[v] == COMPUTE for t in _node_ops(tl, conv, v)
     )
     return Estimate(
         s.name,
@@ -284,91 +275,89 @@ def from_timeline(
 
 
 def _op_timings(tl: Timeline, conv) -> tuple[list[list[OpTiming]], list]:
-    """Per rank, each compute action's interval in program order (an overlapped step timed as
-    one op gives its parts consecutive sub-intervals in proportion to their own durations),
-    and each rank's busy ticks."""
-    g, costs = tl.graph, tl.costs
-    op, exact = costs.op, costs.exact and not costs.processors  # shared runs are in floats
+    """Per rank, each compute action's interval in program order (:func:`_node_ops`), and
+    each rank's busy ticks."""
+    g = tl.graph
     ops: list[list[OpTiming]] = [[] for _ in range(g.schedule.ranks)]
     busy = [0] * g.schedule.ranks
     kind, los, his, begin, finish, allops = g.kind, g.lo, g.hi, tl.start, tl.finish, g.ops
     for r, order in enumerate(g.rank_nodes):
         nodes = [v for v in order if kind[v] == COMPUTE]
+        busy[r] = sum([finish[v] - begin[v] for v in nodes])
         if all(his[v] - los[v] == 1 for v in nodes):  # no overlapped step: one op per node
-            busy[r] = sum([finish[v] - begin[v] for v in nodes])
             ops[r] = [OpTiming(r, allops[los[v]], conv(begin[v]), conv(finish[v])) for v in nodes]
-            continue
-        row = ops[r]
-        for v in nodes:
-            t, end = begin[v], finish[v]
-            busy[r] += end - t
-            lo, hi = los[v], his[v]
-            if hi - lo == 1:
-                row.append(OpTiming(r, g.ops[lo], conv(t), conv(end)))
-                continue
-            durs = [op[a.stage][a.kind] for a in g.ops[lo:hi]]
-            total, whole = end - t, sum(durs)
-            start = t
-            for k, a in enumerate(g.ops[lo:hi]):
-                if k == hi - lo - 1:
-                    stop = end
-                elif exact:
-                    stop = start + durs[k] * total // whole
-                else:
-                    stop = start + durs[k] * total / whole
-                row.append(OpTiming(r, a, conv(start), conv(stop)))
-                start = stop
+        else:
+            ops[r] = [t for v in nodes for t in _node_ops(tl, conv, v)]
     return ops, busy
 
 
-def _transfers(tl: Timeline) -> list[tuple]:
-    """(send, recv, src rank, dst rank, start, end) in ticks for every message: the message
+def _node_ops(tl: Timeline, conv, v: int) -> list[OpTiming]:
+    """The intervals of compute node ``v``'s actions: its own, or for an overlapped step timed
+    as one op, consecutive sub-intervals in proportion to the parts' own durations."""
+    g, costs = tl.graph, tl.costs
+    r, t, end, lo, hi = g.rank[v], tl.start[v], tl.finish[v], g.lo[v], g.hi[v]
+    if hi - lo == 1:
+        return [OpTiming(r, g.ops[lo], conv(t), conv(end))]
+    op, exact = costs.op, costs.exact and not costs.processors  # shared runs are in floats
+    durs = [op[a.stage][a.kind] for a in g.ops[lo:hi]]
+    total, whole = end - t, sum(durs)
+    out, start = [], t
+    for k, a in enumerate(g.ops[lo:hi]):
+        if k == hi - lo - 1:
+            stop = end
+        elif exact:
+            stop = start + durs[k] * total // whole
+        else:
+            stop = start + durs[k] * total / whole
+        out.append(OpTiming(r, a, conv(start), conv(stop)))
+        start = stop
+    return out
+
+
+def _messages(tl: Timeline, conv) -> tuple[list[MessageTiming], list[tuple]]:
+    """Every message's timing, and its (src rank, dst rank, start, end) in ticks: the message
     nodes of a lowered program, or, for a compute-only program (the latency model), every
     value crossing ranks, on the wire from its producer's end for its link's time."""
     g, costs = tl.graph, tl.costs
+    nbytes = costs.nbytes
     if g.lowered:
-        return [
-            (
-                g.ops[g.lo[m]],
-                g.ops[g.hi[m]],
-                g.op_rank[g.lo[m]],
-                g.op_rank[g.hi[m]],
-                tl.start[m],
-                tl.finish[m],
-            )
-            for m in g.messages
+        ops, rank, lo, hi, start, finish = g.ops, g.op_rank, g.lo, g.hi, tl.start, tl.finish
+        spans = [(rank[lo[m]], rank[hi[m]], start[m], finish[m]) for m in g.messages]
+        msgs = [
+            MessageTiming(ops[lo[m]], ops[hi[m]], src, dst, conv(a), conv(b), nbytes)
+            for m, (src, dst, a, b) in zip(g.messages, spans)
         ]
-    place, out = g.schedule.placement, []
+        return msgs, spans
+    place, msgs, spans = g.schedule.placement, [], []
     for o, a in enumerate(g.ops):
         msg = deps.outgoing_message(place, a, g.schedule.pipelines) if a.kind.is_compute else None
         if msg is None:
             continue
         src, dst = g.op_rank[o], place[msg.dst]
         t = tl.finish[g.op_node[o]]
-        out.append(
-            (deps.send_action(msg), deps.recv_action(msg), src, dst, t, t + costs.link(src, dst))
+        spans.append((src, dst, t, t + costs.link(src, dst)))
+        msgs.append(
+            MessageTiming(
+                deps.send_action(msg),
+                deps.recv_action(msg),
+                src,
+                dst,
+                *map(conv, spans[-1][2:]),
+                nbytes,
+            )
         )
-    return out
-
-
-def _message_timings(tl: Timeline, conv, transfers: list[tuple]) -> list[MessageTiming]:
-    """``transfers``: :func:`_transfers` of ``tl``."""
-    nbytes = tl.costs.nbytes
-    return [
-        MessageTiming(send, recv, src, dst, conv(a), conv(b), nbytes)
-        for send, recv, src, dst, a, b in transfers
-    ]
+    return msgs, spans
 
 
 def _exposed_comm(tl: Timeline, transfers: list[tuple], conv) -> list:
-    """Per rank, the time during which one of its messages (``transfers``, :func:`_transfers`
-    of ``tl``) is on the wire while its compute stream is idle: the union of its transfers'
-    intervals minus its compute intervals (ticks, converted once).  Linear after sorting each
-    rank's transfers."""
+    """Per rank, the time during which one of its messages (``transfers``: (src, dst, start,
+    end) in ticks, :func:`_messages`) is on the wire while its compute stream is idle: the
+    union of its transfers' intervals minus its compute intervals (ticks, converted once).
+    Linear after sorting each rank's transfers."""
     g = tl.graph
     P = g.schedule.ranks
     spans: list[list] = [[] for _ in range(P)]
-    for _, _, src, dst, a, b in transfers:
+    for src, dst, a, b in transfers:
         if b > a:
             spans[src].append((a, b))
             spans[dst].append((a, b))
