@@ -73,17 +73,19 @@ class ProgramSummary:
         for r in range(s.ranks):
             items = s.compute_items(r)
             singles = Counter([(a.stage, a.kind) for a in items if a.__class__ is Action])
-            overlaps = Counter(
-                [
-                    tuple((a.stage, a.kind) for a in item_actions(it))
-                    for it in items
-                    if it.__class__ is not Action
-                ]
-            )
-            for (st, k), n in singles.items():
-                self.stage_ops[st][k] += n
-            for keys, n in overlaps.items():
-                for st, k in keys:
+            overlaps = Counter()
+            if sum(singles.values()) == len(items):  # no overlapped step: keys in item order
+                for (st, k), n in singles.items():
                     self.stage_ops[st][k] += n
+            else:
+                singles = Counter()
+                for it in items:
+                    keys = tuple((a.stage, a.kind) for a in item_actions(it))
+                    if len(keys) > 1:
+                        overlaps[keys] += 1
+                    else:
+                        singles[keys[0]] += 1
+                    for st, k in keys:
+                        self.stage_ops[st][k] += 1
             self.singles.append(singles)
             self.overlaps.append(overlaps)

@@ -21,6 +21,8 @@ Definitions (all per step, in the config's time unit: ``"unit"`` or ``"s"``)
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import reduce
+from operator import add
 from typing import NamedTuple
 
 from ppir.analysis.config import CostConfig
@@ -283,7 +285,8 @@ def _op_timings(tl: Timeline, conv) -> tuple[list[list[OpTiming]], list]:
     kind, los, his, begin, finish, allops = g.kind, g.lo, g.hi, tl.start, tl.finish, g.ops
     for r, order in enumerate(g.rank_nodes):
         nodes = [v for v in order if kind[v] == COMPUTE]
-        busy[r] = sum([finish[v] - begin[v] for v in nodes])
+        # in order, uncompensated (sum() compensates float sums from Python 3.12 on)
+        busy[r] = reduce(add, [finish[v] - begin[v] for v in nodes], 0)
         if all(his[v] - los[v] == 1 for v in nodes):  # no overlapped step: one op per node
             ops[r] = [OpTiming(r, allops[los[v]], conv(begin[v]), conv(finish[v])) for v in nodes]
         else:

@@ -166,72 +166,63 @@ class Interpreter(OpEmitter):
 
             return pending
 
-        bound = self.top.vars.get(name) if self.top is not None else None
-        if bound.__class__ is Function and name not in self.inner and len(bound.params) == n:
-            return self._call_bound(bound, args, span)  # bound for good at the top
+        top = self.top.vars.get(name) if self.top is not None else None
+        fixed = (  # a function the top level binds for good (never shadowed), right arity
+            top
+            if top.__class__ is Function and name not in self.inner and len(top.params) == n
+            else None
+        )
 
         def call(scope: Scope):
-            fn = scope.lookup(name)
-            if not isinstance(fn, Function):
-                if fn is MISSING:
-                    cands = [k for k in scope.visible_names()] + list(_BUILTINS)
-                    raise error(
-                        "undefined-function",
-                        f"undefined function '{name}'",
-                        e.func_span,
-                        hints=did_you_mean(name, cands),
-                    )
-                raise error("not-a-function", f"'{name}' is a value, not a function", e.func_span)
-            if len(fn.params) != n:
-                raise error(
-                    "bad-call",
-                    f"'{name}' takes {len(fn.params)} argument(s), {n} given",
-                    span,
-                    notes=[Note(f"'{name}' is defined here", fn.span)],
-                )
+            fn = fixed if fixed is not None else self._callee(e, scope)
             key = tuple([a(scope) for a in args])
             memo = fn.memo
             if memo is not None:
                 v = memo.get(key, MISSING)
                 if v is not MISSING:
                     return v
-            return self._invoke(fn, key, span)
+            inner = Scope(fn.scope)
+            inner.vars.update(zip(fn.params, key))
+            self.depth += 1
+            if self.depth > MAX_CALL_DEPTH:
+                self.depth = 0
+                raise _recursion_limit(name, span)
+            try:
+                v = fn.body(inner)
+                if memo is not None:
+                    memo[key] = v
+                return v
+            except RecursionError:  # deep bodies exhaust Python's stack before the cap
+                raise _recursion_limit(name, span) from None
+            finally:
+                self.depth -= 1
 
         return call
 
-    def _call_bound(self, fn: Function, args: list, span: Span):
-        """A call of a function the top level binds (never shadowed, right arity): the
-        generic call without looking the name up at each call."""
-        memo, invoke = fn.memo, self._invoke
-
-        def call_bound(scope: Scope):
-            key = tuple([a(scope) for a in args])
-            if memo is not None:
-                v = memo.get(key, MISSING)
-                if v is not MISSING:
-                    return v
-            return invoke(fn, key, span)
-
-        return call_bound
-
-    def _invoke(self, fn: Function, key: tuple, span: Span):
-        """Run ``fn``'s body on the argument values ``key`` (and remember the result when it
-        is pure)."""
-        inner = Scope(fn.scope)
-        inner.vars.update(zip(fn.params, key))
-        self.depth += 1
-        if self.depth > MAX_CALL_DEPTH:
-            self.depth = 0
-            raise _recursion_limit(fn.name, span)
-        try:
-            v = fn.body(inner)
-            if fn.memo is not None:
-                fn.memo[key] = v
-            return v
-        except RecursionError:  # deep bodies exhaust Python's stack before the cap
-            raise _recursion_limit(fn.name, span) from None
-        finally:
-            self.depth -= 1
+    @staticmethod
+    def _callee(e: A.Call, scope: Scope) -> Function:
+        """The function ``e`` calls, looked up in ``scope`` (a ppir error when the name is not
+        a function or takes another number of arguments)."""
+        name, n = e.func, len(e.args)
+        fn = scope.lookup(name)
+        if not isinstance(fn, Function):
+            if fn is MISSING:
+                cands = [k for k in scope.visible_names()] + list(_BUILTINS)
+                raise error(
+                    "undefined-function",
+                    f"undefined function '{name}'",
+                    e.func_span,
+                    hints=did_you_mean(name, cands),
+                )
+            raise error("not-a-function", f"'{name}' is a value, not a function", e.func_span)
+        if len(fn.params) != n:
+            raise error(
+                "bad-call",
+                f"'{name}' takes {len(fn.params)} argument(s), {n} given",
+                e.span,
+                notes=[Note(f"'{name}' is defined here", fn.span)],
+            )
+        return fn
 
     def _pending_rank(self, scope: Scope, span: Span) -> int:
         """The rank whose pending weight passes ``pending_w`` counts: the one being expanded."""
