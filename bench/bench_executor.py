@@ -168,6 +168,18 @@ def main(argv=None) -> int:
     return 0
 
 
+def finish_worker(rank: int, out: str, results) -> int:
+    """A worker's end: rank 0 writes ``results`` (JSON) to ``out`` for :func:`run_launched`,
+    then every rank leaves the process group together; 0, the worker's exit status."""
+    import torch.distributed as dist
+
+    if rank == 0:
+        Path(out).write_text(json.dumps(results))
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
 def run_launched(script: str, argv, ranks: int, deadline_s: float) -> dict | None:
     """Run ``script argv --worker OUT`` on ``ranks`` local processes; rank 0's JSON results, or
     None (after printing the first failure) when a rank failed."""

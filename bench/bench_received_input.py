@@ -15,14 +15,13 @@ the ratio received / local.  It tests one suspected cause of the estimator's rem
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_executor import run_launched  # noqa: E402  (the benches' launcher)
+from bench_executor import finish_worker, run_launched  # noqa: E402  (the benches' launcher)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OPTS = ["layers=8", "d_model=128", "heads=4", "seq=64", "batch=16", "vocab=256"]
@@ -63,7 +62,7 @@ def round_trip(t, rank: int, shapes: list):
     return out
 
 
-def worker(args) -> None:
+def worker(args) -> int:
     import torch
     import torch.distributed as dist
 
@@ -109,17 +108,13 @@ def worker(args) -> None:
                 times[f"B {how}"].append(t3 - t2)
     got = [None, None]
     dist.all_gather_object(got, {k: statistics.median(v) for k, v in times.items()})
-    if r == 0:
-        Path(args.worker).write_text(json.dumps(got))
-    dist.barrier()
-    dist.destroy_process_group()
+    return finish_worker(r, args.worker, got)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.worker:
-        worker(args)
-        return 0
+        return worker(args)
     got = run_launched(__file__, argv, 2, deadline_s=600)
     if got is None:
         return 1
