@@ -440,9 +440,9 @@ def explain(P: int, args, path: str, meas: dict) -> None:
     messages' times pooled over the rounds."""
     from collections import Counter
 
+    import ppir
     from ppir.analysis.config import load_config_file, make_config
-    from ppir.analysis.estimate import estimate
-    from ppir.ir import Action, Group
+    from ppir.ir.graph import POST
     from ppir.profile.samples import message_times
 
     cfg = make_config(load_config_file(path), path)
@@ -455,7 +455,8 @@ def explain(P: int, args, path: str, meas: dict) -> None:
     for name, v in CASES:
         s = program(name, P, args.microbatches, v)
         m = measured.fit(s.stages)
-        est = estimate(s, cfg, memory=False)
+        c = ppir.compile(s, costs=cfg)  # the program the runtime ran, timed as written
+        est, tl = c.estimate, c.timeline
         lag = []
         for r, rounds in enumerate(meas["spent"][name]):
             ops = Counter((a.kind.value, a.stage) for a in s.compute_actions(r))
@@ -473,12 +474,9 @@ def explain(P: int, args, path: str, meas: dict) -> None:
             blocking, post, wait = (
                 [got.get(k, 0.0) for got in rounds] for k in ("group", "post", "wait")
             )
-            groups = sum(  # the posts the estimator charges: non-empty groups, lone comm ops
-                1
-                for it in s.programs[r]
-                if (isinstance(it, Group) and it.actions)
-                or (isinstance(it, Action) and not it.kind.is_compute)
-            )
+            # the posts the estimator charges: this rank's post nodes that take time
+            charged = [tl.duration[v] for v in tl.graph.rank_nodes[r] if tl.graph.kind[v] == POST]
+            charged = [d for d in charged if d]
             outside = [
                 got["step"] - b - g - p - w - got.get("reduce", 0.0)
                 for got, b, g, p, w in zip(rounds, busy_run, blocking, post, wait)
@@ -500,7 +498,8 @@ def explain(P: int, args, path: str, meas: dict) -> None:
             print(
                 f"  {name:18s} r{r}: {'  '.join(cells)}  compute {med(busy_run) / busy_prof:4.2f}x"
                 f"; groups {med(blocking) * 1e3:5.1f} (with their waits), posts "
-                f"{med(post) * 1e3:4.1f} (charged {groups} x {m.post * 1e3:.2f}), "
+                f"{med(post) * 1e3:4.1f} (charged {c.costs.to_time(sum(charged)) * 1e3:4.1f}: "
+                f"{len(charged)} posts), "
                 f"waits {med(wait) * 1e3:5.1f}, outside {med(outside) * 1e3:4.1f}; its step "
                 f"{med([got['step'] for got in rounds]) * 1e3:6.1f} (predicted "
                 f"{est.step_time * 1e3:6.1f})"
