@@ -457,7 +457,7 @@ def explain(P: int, args, path: str, meas: dict) -> None:
         m = measured.fit(s.stages)
         c = ppir.compile(s, costs=cfg)  # the program the runtime ran, timed as written
         est, tl = c.estimate, c.timeline
-        lag = []
+        lag, stage_rows = [], []
         for r, rounds in enumerate(meas["spent"][name]):
             ops = Counter((a.kind.value, a.stage) for a in s.compute_actions(r))
             cells = []
@@ -471,6 +471,16 @@ def explain(P: int, args, path: str, meas: dict) -> None:
                     cells.append(f"{k} {med(run) * 1e3:6.1f}/{prof * 1e3:6.1f}")
                 busy_run = [a + b for a, b in zip(busy_run, run)]
                 busy_prof += prof
+            # per stage: the same ops in the run against their profiled cost (which stage's
+            # ops a schedule runs slower than the profile did; ops of under 0.1 ms left out)
+            per_stage = []
+            for (k, st), n in sorted(
+                ops.items(), key=lambda kv: ("FBIW".index(kv[0][0]), kv[0][1])
+            ):
+                prof = n * getattr(m, k)[st]
+                if prof > n * 1e-4:
+                    run = med(got.get(f"{k}{st}", 0.0) for got in rounds)
+                    per_stage.append(f"{k}{st} {run / prof:4.2f}")
             blocking, post, wait = (
                 [got.get(k, 0.0) for got in rounds] for k in ("group", "post", "wait")
             )
@@ -504,6 +514,8 @@ def explain(P: int, args, path: str, meas: dict) -> None:
                 f"{med([got['step'] for got in rounds]) * 1e3:6.1f} (predicted "
                 f"{est.step_time * 1e3:6.1f})"
             )
+            stage_rows.append(f"r{r}: {' '.join(per_stage)}")
+        print(f"  {name:18s} per stage, run / profile: {';  '.join(stage_rows)}")
         print(f"  {name:18s} run - estimate (ms): {';  '.join(lag)}")
         # perf_counter is one clock for the machine's processes (as the profile assumes)
         per_rank = meas["spent"][name]
@@ -519,6 +531,45 @@ def explain(P: int, args, path: str, meas: dict) -> None:
                 f"{statistics.median(lat) * 1e3:.2f}, mean {statistics.mean(lat) * 1e3:.2f}, "
                 f"90th percentile {q[-1] * 1e3:.2f} ms; the estimator's {m.transfer * 1e3:.2f}"
             )
+        first, rest = [], []
+        for i in range(len(per_rank[0])):
+            a, b = exchange_latencies([rounds[i]["groups"] for rounds in per_rank])
+            first += a
+            rest += b
+        cells = [
+            f"{label} (n={len(xs)}): median {statistics.median(xs) * 1e3:.2f}, mean "
+            f"{statistics.mean(xs) * 1e3:.2f} ms"
+            for label, xs in (("send posted first", first), ("the others", rest))
+            if xs
+        ]
+        if first:
+            print(
+                f"  {name:18s} messages of two-way exchanges (the receiver's group also holds "
+                f"a send), from both posts and the receiver's wait to its end: "
+                f"{'; '.join(cells)}"
+            )
+
+
+def exchange_latencies(groups_per_rank: list) -> tuple[list, list]:
+    """Seconds from the moment a message's two groups had been posted and its receiver was
+    waiting to the end of the receiver's wait, for the messages of two-way exchanges (the
+    receiver's group also holds a send): (those whose send was posted first, the others).
+    gloo sends a message posted before its receive from the sender's progress thread once
+    the receiver's notice arrives, and otherwise from the posting call itself."""
+    ends: dict = {}
+    for groups in groups_per_rank:
+        for began, waited, done, names, *returned in groups:
+            posted = returned[0] if returned else began
+            sends = any(not r for _, r in names)
+            for name, is_recv in names:
+                end = (posted, waited, done, sends) if is_recv else (posted, waited, done)
+                ends.setdefault(name, ([], []))[is_recv].append(end)
+    first, rest = [], []
+    for sends, recvs in ends.values():
+        for (ps, _, _), (pr, wr, dr, two_way) in zip(sorted(sends), sorted(recvs)):
+            if two_way:
+                (first if ps < pr else rest).append(max(0.0, dr - max(ps, pr, wr)))
+    return first, rest
 
 
 def report(
