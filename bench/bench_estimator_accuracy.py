@@ -1,13 +1,15 @@
 """The cost estimator held to the truth: predicted vs measured step time on ppir's runtime.
 
     python bench/bench_estimator_accuracy.py [--ranks 2,4] [--steps 20] [--microbatches 8]
-        [--module examples/gpt_model.py] [--module-opt KEY=VALUE ...] [--explain]
+        [--module examples/gpt_model.py] [--module-opt KEY=VALUE ...] [--explain] [--rotate]
 
 For each P: ``ppir profile`` once (1F1B on P gloo/CPU processes, the model built in 2P pieces so
 that one cost file serves P-stage and 2P-stage schedules), then one launch of P processes runs
 1F1B, interleaved 1F1B (v=2), ZB-H1 and ZB-V through ppir's executor, two warm-up steps each,
 then ``--steps`` rounds that time one step of every schedule in turn (alternating, so background
-load hits all alike; a step is timed on rank 0 between two barriers).  The estimator predicts each
+load hits all alike; a step is timed on rank 0 between two barriers; ``--rotate`` turns the
+order of the schedules in a round by one each round, so that none always follows the profile's
+step).  The estimator predicts each
 schedule's step from the cost file alone (``ppir compile --backend cost --config FILE``, the same
 lowered program the runtime runs).
 
@@ -67,6 +69,12 @@ def parse_args(argv=None):
         action="store_true",
         help="also time every timed step's instructions by kind on every rank and print "
         "their medians against the profile",
+    )
+    p.add_argument(
+        "--rotate",
+        action="store_true",
+        help="rotate the order of the schedules in a round (default: the same order every "
+        "round, each after the profile's step)",
     )
     p.add_argument("--worker", metavar="OUT", help=argparse.SUPPRESS)
     p.add_argument("--P", type=int, help=argparse.SUPPRESS)
@@ -296,7 +304,11 @@ def bench_rank(ctx, model, args) -> dict:
         if prof is not None:  # one profiled 1F1B step per round, full or split backward
             prof.step(split=i % 2 == 1)
             dist.barrier()
-        for k, ex in runs.items():
+        names = list(runs)
+        if args.rotate:  # each schedule in every position of the round in turn
+            names = names[i % len(names) :] + names[: i % len(names)]
+        for k in names:
+            ex = runs[k]
             times[k].append(explained(ex, k) if args.explain else timed(lambda ex=ex: step(ex)))
     out = {"times": times, "held": held}
     if args.explain:
