@@ -9,9 +9,8 @@ that one cost file serves P-stage and 2P-stage schedules), then one launch of P 
 then ``--steps`` rounds that time one step of every schedule in turn (alternating, so background
 load hits all alike; a step is timed on rank 0 between two barriers; ``--rotate`` turns the
 order of the schedules in a round by one each round, so that none always follows the profile's
-step).  The estimator predicts each
-schedule's step from the cost file alone (``ppir compile --backend cost --config FILE``, the same
-lowered program the runtime runs).
+step).  The estimator predicts each schedule's step from the cost file alone (``ppir compile
+--backend cost --config FILE``, the same lowered program the runtime runs).
 
 Printed per case: predicted, measured median and minimum, |predicted - measured| / measured;
 then the median and worst error, whether the predicted ranking of the schedules equals the
