@@ -439,7 +439,7 @@ def print_costs(P: int, path: str) -> None:
         f"\nP={P}: profiled {m.stages} pieces (ms per microbatch): F {ms(m.F)} | B {ms(m.B)} | "
         f"I {ms(m.I)} | W {ms(m.W)}; message {m.transfer * 1e3:.3f} ms in the run, "
         f"{info.get('transfer_isolated', 0) * 1e3:.3f} ms alone; posting a group "
-        f"{m.post * 1e3:.3f} ms"
+        f"{m.post * 1e3:.3f} ms ({m.post_wall * 1e3:.3f} ms of wall time)"
     )
 
 

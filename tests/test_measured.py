@@ -150,6 +150,30 @@ def test_posting_a_group_takes_the_measured_post_time(tmp_path):
     assert relaxed.step_time == pytest.approx(6.2e-3, rel=1e-12)
 
 
+def test_a_post_costs_its_wall_time_where_every_rank_has_a_processor(tmp_path):
+    """With the posts' wall time measured (0.8 ms against 0.5 of processor time), a rank with
+    a processor of its own loses the wall time: 7.2 ms of the test above + 2 x 0.3; with fewer
+    processors than ranks, the processor time (the sharing stretches it, as it did the
+    measured wall time): the step of the same table without ``post_wall``."""
+    path = tmp_path / "posted.pps"
+    path.write_text(POSTED)
+    s = load_schedule(str(path))
+    table = {**TWO, "transfer": 1e-4, "post": 5e-4, "post_wall": 8e-4}
+    for hw in ({}, {"processors": 2}):
+        cfg = make_config({"measured": table, "hardware": hw})
+        assert estimate(s, cfg, memory=False).step_time == pytest.approx(7.8e-3, rel=1e-12), hw
+    one = {"processors": 1}
+    shared = estimate(s, make_config({"measured": table, "hardware": one}), memory=False)
+    cpu_only = {k: v for k, v in table.items() if k != "post_wall"}
+    alone = estimate(s, make_config({"measured": cpu_only, "hardware": one}), memory=False)
+    assert shared.step_time == alone.step_time > 7.2e-3  # shared: longer than the chain
+    m = make_config({"measured": table}).measured
+    assert (m.post_time(2, None), m.post_time(2, 2), m.post_time(4, 2)) == (8e-4, 8e-4, 5e-4)
+    assert "0.8 ms of wall time" in make_config({"measured": table}).describe()
+    no_wall = make_config({"measured": {**TWO, "post": 5e-4}}).measured
+    assert no_wall.post_time(2, None) == 5e-4  # not measured: the processor time
+
+
 @pytest.mark.parametrize("name", ["1f1b", "interleaved_1f1b", "zb_h1", "zbv", "dualpipev"])
 def test_post_time_lengthens_a_step_by_at_most_the_posts_on_it(name):
     """Max-plus is monotone: a post time p makes no node earlier, and no later than p times

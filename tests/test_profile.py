@@ -18,7 +18,12 @@ from ppir.profile.launch import (  # noqa: E402
     profile,
     summarize,
 )
-from ppir.profile.samples import message_times, post_times, trimmed_mean  # noqa: E402
+from ppir.profile.samples import (  # noqa: E402
+    message_times,
+    post_times,
+    post_wall_times,
+    trimmed_mean,
+)
 
 WIDTH, ROWS, M = 16, 4, 4
 
@@ -86,8 +91,9 @@ def test_message_times_pair_the_two_ends():
 def test_posts_are_timed_and_messages_start_when_both_posts_returned(tmp_path):
     # (post began, wait began, completed, names, post returned, its processor seconds)
     sender = [(1.0, 1.0, 1.5, [("a1.0", False)], 1.25, 0.25)]
-    receiver = [(1.2, 1.2, 1.4, [("a1.0", True)], 1.3, 0.1)]
-    assert post_times([sender, receiver]) == pytest.approx([0.25, 0.1])
+    receiver = [(1.2, 1.2, 1.4, [("a1.0", True)], 1.3, 0.05)]
+    assert post_times([sender, receiver]) == pytest.approx([0.25, 0.05])
+    assert post_wall_times([sender, receiver]) == pytest.approx([0.25, 0.1])  # returned - began
     assert message_times([sender, receiver]) == pytest.approx([0.1])  # 1.4 - max(1.25, 1.3)
     spec = ProfileSpec("m.py", ranks=2, stages=2)
     pieces = [
@@ -96,8 +102,10 @@ def test_posts_are_timed_and_messages_start_when_both_posts_returned(tmp_path):
         for _ in range(2)
     ]  # fmt: skip
     m = summarize(spec, {"pieces": pieces, "groups": [sender, receiver], "device": "cuda"})
-    assert m.post == pytest.approx(0.175) and m.transfer == pytest.approx(0.1)
-    assert from_table(_table(m, tmp_path), "t").post == m.post  # written to the file, read back
+    assert m.post == pytest.approx(0.15) and m.transfer == pytest.approx(0.1)
+    assert m.post_wall == pytest.approx(0.175)
+    back = from_table(_table(m, tmp_path), "t")  # written to the file, read back
+    assert (back.post, back.post_wall) == (m.post, m.post_wall)
 
 
 def test_cli_writes_a_cost_file(model_file, tmp_path, cli):

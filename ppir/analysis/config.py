@@ -139,6 +139,11 @@ class CostConfig:
             head = f"costs measured on {m.stages} stages ({how or 'ppir profile'})"
             if m.post and not self.free_comm:
                 head += f"; posting a group {m.post * 1e3:.3g} ms"
+                if m.post_wall:
+                    head += (
+                        f" ({m.post_wall * 1e3:.3g} ms of wall time, charged where every rank "
+                        "has a processor)"
+                    )
         elif self.model is None:
             head = f"uniform costs {costs} per rank share (time unit: one forward)"
         else:

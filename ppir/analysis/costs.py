@@ -17,7 +17,9 @@ Op durations (per stage ``s`` and kind ``k``)
     * with measured costs (``[measured]``, ``ppir profile``): the measured seconds of each stage
       and kind, summed over consecutive measured stages when the schedule has fewer stages; a
       message costs the measured transfer time, and posting a group the measured ``post``
-      time.  ``costs.*`` multiples do not apply.
+      time (its wall time ``post_wall`` where every rank has a processor of its own:
+      :meth:`~ppir.analysis.measured.MeasuredCosts.post_time`).  ``costs.*`` multiples do not
+      apply.
 
 Messages
     One boundary activation (or its gradient), ``s·b·h·dtype_bytes / tp`` bytes, costs
@@ -190,7 +192,8 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
         if ms.FB:
             ratio = sum(ms.FB) / sum(f + b for f, b in zip(ms.F, ms.B))
         nbytes = ms.message_size
-        post = ms.post if ms.post and not cfg.free_comm else 0  # free communication: posts too
+        # free communication: posts too
+        post = ms.post_time(schedule.ranks, cfg.processors) if not cfg.free_comm else 0
     else:
         fwd = stage_forward_times(schedule, cfg)
         extra = cfg.model.recompute_share(cfg.recompute) if cfg.model is not None else 0

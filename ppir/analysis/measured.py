@@ -14,6 +14,9 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     FB = [...]                 # optional: a forward and a backward run back to back as one step
     transfer = 1.2e-4          # seconds: one boundary message between two ranks, as in the run
     post = 2.5e-4              # seconds: a rank posting one group of sends/recvs, as in the run
+                               # (the posting thread's processor time)
+    post_wall = 3e-4           # optional: the same posts' wall time, which the estimator
+                               # charges where every rank has a processor of its own
     transfer_isolated = 1e-4   # informative: the same message alone (ping-pong)
     message_bytes = [...]      # one per boundary between measured stages (stages - 1 entries)
     activation_bytes = [...]   # saved for backward by one forward of the stage (bytes)
@@ -51,6 +54,7 @@ KEYS = {
     "stages",
     "transfer",
     "post",
+    "post_wall",
     "message_bytes",
     "ranks",
     "microbatches",
@@ -80,7 +84,20 @@ class MeasuredCosts:
     param_bytes: tuple[float, ...] = ()
     info: tuple[tuple[str, object], ...] = ()
     post: float = 0.0
-    """Seconds a rank spends posting one communication group (``batch_isend_irecv``)."""
+    """Processor seconds a rank spends posting one communication group (``batch_isend_irecv``)."""
+    post_wall: float = 0.0
+    """Wall seconds of the same posts (0: not measured): a post can also block, on its TCP
+    pair's lock or while the rank's own progress thread runs; see :meth:`post_time`."""
+
+    def post_time(self, ranks: int, processors: int | None) -> float:
+        """What posting a group costs a schedule's rank: the posts' wall time when every rank
+        has a processor of its own (``processors`` unset or at least ``ranks``: the time it
+        blocks is lost to it, and nothing else in the timeline counts it), else their
+        processor time (the timeline's processor sharing stretches it, as it did the wall
+        time of the measured posts)."""
+        if self.post_wall and (processors is None or ranks <= processors):
+            return self.post_wall
+        return self.post
 
     def fit(self, stages: int) -> MeasuredCosts:
         """The costs of a ``stages``-stage split (consecutive measured stages summed); a ppir
@@ -125,6 +142,7 @@ class MeasuredCosts:
             agg(self.param_bytes),
             self.info,
             self.post,
+            self.post_wall,
         )
 
     @property
@@ -144,6 +162,8 @@ class MeasuredCosts:
         lines.append(f"transfer = {_toml(self.transfer)}")
         if self.post:
             lines.append(f"post = {_toml(self.post)}")
+        if self.post_wall:
+            lines.append(f"post_wall = {_toml(self.post_wall)}")
         for k in ("message_bytes", "activation_bytes", "param_bytes"):
             if getattr(self, k):
                 lines.append(f"{k} = {_toml(list(getattr(self, k)))}")
@@ -174,7 +194,7 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
     mb = table.get("message_bytes", [])
     mbs = _numbers(mb, f"{SECTION}.message_bytes", where, S - 1) if mb else ()
     seconds = {}
-    for k in ("transfer", "post"):
+    for k in ("transfer", "post", "post_wall"):
         x = table.get(k, 0.0)
         if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
             raise error("bad-config", f"{where}: {SECTION}.{k} must be seconds >= 0, got {x!r}")
@@ -196,6 +216,7 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
         lists.get("param_bytes", ()),
         info,
         seconds["post"],
+        seconds["post_wall"],
     )
 
 

@@ -138,5 +138,6 @@ def summary(mc) -> str:
     return (
         table(rows, align=">")
         + f"\nboundary message: {mc.transfer * 1e3:.3f} ms ({mc.message_size:.0f} bytes); "
-        f"posting a group: {mc.post * 1e3:.3f} ms\n"
+        f"posting a group: {mc.post * 1e3:.3f} ms of processor time, "
+        f"{mc.post_wall * 1e3:.3f} ms of wall time\n"
     )

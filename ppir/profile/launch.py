@@ -230,8 +230,9 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     """Trimmed means of the samples of each piece, in stage order; the message time is the
     trimmed mean of the messages' times in the run (:func:`.samples.message_times`), the
     isolated ping-pong figure when the run had none; the post time the trimmed mean of the
-    groups' posts in the run (:func:`.samples.post_times`; 0 without groups)."""
-    from ppir.profile.samples import message_times, post_times, trimmed_mean
+    groups' posts in the run, in processor time (:func:`.samples.post_times`) and in wall time
+    (:func:`.samples.post_wall_times`; both 0 without groups)."""
+    from ppir.profile.samples import message_times, post_times, post_wall_times, trimmed_mean
 
     pieces = data["pieces"]
     in_run = message_times(data.get("groups", []))
@@ -263,6 +264,7 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         tuple(float(p["param_bytes"]) for p in pieces),
         info,
         trimmed_mean(posts),
+        trimmed_mean(post_wall_times(data.get("groups", []))),
     )
 
 

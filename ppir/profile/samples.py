@@ -35,6 +35,14 @@ def post_times(groups_per_rank: list) -> list[float]:
     return [g[5] for groups in groups_per_rank for g in groups if len(g) > 5]
 
 
+def post_wall_times(groups_per_rank: list) -> list[float]:
+    """Wall seconds each group's post took in the run (from the call of ``batch_isend_irecv``
+    to its return), for the groups that recorded it: what a rank with a processor of its own
+    loses to a post, which can block (on its TCP pair's lock) or be descheduled for the
+    rank's own progress thread beyond its processor time."""
+    return [g[4] - g[0] for groups in groups_per_rank for g in groups if len(g) > 5]
+
+
 def trimmed_mean(xs: list, cut: float = 0.1) -> float:
     """The mean of ``xs`` without its top and bottom ``cut`` (0 for no samples)."""
     if not xs:
