@@ -31,14 +31,19 @@ kind, medians over the rounds (see :func:`explain`).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_executor import run_launched, run_step, runtime_for, timed  # noqa: E402  (same launcher, runtime and step timer)
+from bench_executor import (  # noqa: E402  (same launcher, runtime and step timer)
+    finish_worker,
+    run_launched,
+    run_step,
+    runtime_for,
+    timed,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = [("1f1b", 1), ("interleaved_1f1b", 2), ("zb_h1", 1), ("zbv", 2)]
@@ -326,7 +331,6 @@ def bench_rank(ctx, model, args) -> dict:
 
 def worker(args) -> None:
     import torch
-    import torch.distributed as dist
 
     from ppir.torch import procgroup
     from ppir.torch.model import load_model, parse_options
@@ -334,11 +338,7 @@ def worker(args) -> None:
     torch.set_num_threads(1)
     ctx = procgroup.init(device="cpu", timeout_s=300)
     model = load_model(args.module, parse_options(args.module_opt))
-    results = bench_rank(ctx, model, args)
-    if ctx.rank == 0:
-        Path(args.worker).write_text(json.dumps(results))
-    dist.barrier()
-    dist.destroy_process_group()
+    finish_worker(ctx.rank, args.worker, bench_rank(ctx, model, args))
 
 
 # ------------------------------------------------------------------ predicted (here)

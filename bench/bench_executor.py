@@ -120,7 +120,6 @@ def bench_schedule(ctx, model, name: str, torch_cls: str, v: int, args) -> dict:
 
 def worker(args) -> None:
     import torch
-    import torch.distributed as dist
 
     from ppir.torch import procgroup
     from ppir.torch.model import load_model, parse_options
@@ -132,10 +131,7 @@ def worker(args) -> None:
     for name, torch_cls, v in SCHEDULES:
         key = f"{name}(P={ctx.world}, M={args.microbatches}" + (f", v={v})" if v > 1 else ")")
         results[key] = bench_schedule(ctx, model, name, torch_cls, v, args)
-    if ctx.rank == 0:
-        Path(args.worker).write_text(json.dumps(results))
-    dist.barrier()
-    dist.destroy_process_group()
+    finish_worker(ctx.rank, args.worker, results)
 
 
 def report(results: dict, args) -> None:

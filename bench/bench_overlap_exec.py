@@ -21,7 +21,6 @@ and the ratios the cost estimator predicts for the three plans from the measured
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -29,7 +28,7 @@ import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_executor import run_launched, run_step, runtime_for, timed  # noqa: E402
+from bench_executor import finish_worker, run_launched, run_step, runtime_for, timed  # noqa: E402
 
 SCHEDULES = [("1f1b", 1), ("interleaved_1f1b", 2)]
 
@@ -145,7 +144,6 @@ def measure(ctx, width: int) -> tuple[float, float, float]:
 
 def worker(args) -> None:
     import torch
-    import torch.distributed as dist
 
     from ppir.torch import procgroup
 
@@ -156,10 +154,7 @@ def worker(args) -> None:
     for name, v in SCHEDULES:
         key = f"{name}(P={ctx.world}, M={args.microbatches}" + (f", v={v})" if v > 1 else ")")
         results[key] = bench_schedule(ctx, name, v, args)
-    if ctx.rank == 0:
-        Path(args.worker).write_text(json.dumps(results))
-    dist.barrier()
-    dist.destroy_process_group()
+    finish_worker(ctx.rank, args.worker, results)
 
 
 def main(argv=None) -> int:

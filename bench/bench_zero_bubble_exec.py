@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_executor import run_launched, run_step, runtime_for, timed  # noqa: E402
+from bench_executor import finish_worker, run_launched, run_step, runtime_for, timed  # noqa: E402
 
 SCHEDULES = ["1f1b", "zb_h1", "zbv"]
 
@@ -105,7 +105,6 @@ def stage_parts(model, args, repeats: int = 10) -> dict:
 
 
 def worker(args) -> None:
-    import json
 
     import torch
     import torch.distributed as dist
@@ -138,11 +137,8 @@ def worker(args) -> None:
             times[name].append(timed(lambda rt=rt: run_step(rt, mb_in, mb_tgt)))
     gathered = [None] * P
     dist.all_gather_object(gathered, losses)
-    if ctx.rank == 0:
-        final = {k: next(g[k] for g in gathered if g[k] is not None) for k in runs}
-        Path(args.worker).write_text(json.dumps({"parts": parts, "times": times, "loss": final}))
-    dist.barrier()
-    dist.destroy_process_group()
+    final = {k: next(g[k] for g in gathered if g[k] is not None) for k in runs}
+    finish_worker(ctx.rank, args.worker, {"parts": parts, "times": times, "loss": final})
 
 
 def main(argv=None) -> int:
