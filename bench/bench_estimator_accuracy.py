@@ -567,19 +567,12 @@ def exchange_latencies(groups_per_rank: list) -> tuple[list, list]:
     receiver's group also holds a send): (those whose send was posted first, the others).
     gloo sends a message posted before its receive from the sender's progress thread once
     the receiver's notice arrives, and otherwise from the posting call itself."""
-    ends: dict = {}
-    for groups in groups_per_rank:
-        for began, waited, done, names, *returned in groups:
-            posted = returned[0] if returned else began
-            sends = any(not r for _, r in names)
-            for name, is_recv in names:
-                end = (posted, waited, done, sends) if is_recv else (posted, waited, done)
-                ends.setdefault(name, ([], []))[is_recv].append(end)
+    from ppir.profile.samples import paired_messages
+
     first, rest = [], []
-    for sends, recvs in ends.values():
-        for (ps, _, _), (pr, wr, dr, two_way) in zip(sorted(sends), sorted(recvs)):
-            if two_way:
-                (first if ps < pr else rest).append(max(0.0, dr - max(ps, pr, wr)))
+    for (ps, _, _, _), (pr, wr, dr, names) in paired_messages(groups_per_rank):
+        if any(not r for _, r in names):  # the receiver's group also sends
+            (first if ps < pr else rest).append(max(0.0, dr - max(ps, pr, wr)))
     return first, rest
 
 

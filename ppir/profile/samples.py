@@ -3,6 +3,28 @@ how long posting a group took, and the trimmed mean the cost file keeps (no torc
 
 from __future__ import annotations
 
+from operator import itemgetter
+
+
+def paired_messages(groups_per_rank: list) -> list[tuple[tuple, tuple]]:
+    """Both ends of every message the groups record, ``(send end, recv end)``, each end
+    ``(posted, waited, done, names)`` of its group (posted: when its post returned, or began
+    when the group records only that; names: the group's ``(buffer, is_recv)``).  Both ends of
+    a message name the same buffer, once per step; steps are apart, so posting order pairs
+    them."""
+    ends: dict = {}
+    for groups in groups_per_rank:
+        for began, waited, done, names, *returned in groups:
+            end = (returned[0] if returned else began, waited, done, names)
+            for name, is_recv in names:
+                ends.setdefault(name, ([], []))[is_recv].append(end)
+    key = itemgetter(0)  # posting order
+    return [
+        pair
+        for sends, recvs in ends.values()
+        for pair in zip(sorted(sends, key=key), sorted(recvs, key=key))
+    ]
+
 
 def message_times(groups_per_rank: list) -> list[float]:
     """Seconds messages took in the run, seen from the receiving end: from the moment both ends
@@ -10,21 +32,11 @@ def message_times(groups_per_rank: list) -> list[float]:
     began, from then) to the return of the receiver's wait, for the messages whose receiver
     was already waiting then in a group of receives only (a later wait, or one that also
     waits for a send, only bounds the time from above)."""
-    ends: dict = {}
-    for groups in groups_per_rank:
-        for began, waited, done, names, *returned in groups:
-            posted = returned[0] if returned else began
-            only_recvs = all(r for _, r in names)  # a send in the group delays its wait
-            for name, is_recv in names:  # both ends of a message name the same buffer
-                w = waited if only_recvs or not is_recv else float("inf")
-                ends.setdefault(name, ([], []))[is_recv].append((posted, w, done))
     out = []
-    for sends, recvs in ends.values():
-        # one send and one recv per step; steps are apart, so posting order pairs them
-        for (ps, _, _), (pr, wr, dr) in zip(sorted(sends), sorted(recvs)):
-            ready = max(ps, pr)
-            if wr <= ready:
-                out.append(max(0.0, dr - ready))
+    for (ps, _, _, _), (pr, wr, dr, names) in paired_messages(groups_per_rank):
+        ready = max(ps, pr)
+        if all(r for _, r in names) and wr <= ready:  # a send in the group delays its wait
+            out.append(max(0.0, dr - ready))
     return out
 
 
