@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_estimator_accuracy import DEFAULT_OPTS  # noqa: E402  (the accuracy bench's model)
 from bench_executor import finish_worker, run_launched  # noqa: E402  (the benches' launcher)
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OPTS = ["layers=8", "d_model=128", "heads=4", "seq=64", "batch=16", "vocab=256"]
 MICROBATCHES = 8  # the accuracy bench's M: a microbatch is batch / M samples
 
 
