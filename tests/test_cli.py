@@ -97,3 +97,51 @@ def test_console_script_runs():
         [sys.executable, "-m", "ppir.cli", "list"], capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 0 and "1f1b" in r.stdout
+
+
+@pytest.mark.parametrize("command", ["launch", "profile"])
+@pytest.mark.parametrize(
+    "module, said",
+    [("examples/nope.py", "no such file"), ("no_such_pkg.model", "no such file or importable")],
+)
+def test_a_missing_model_module_is_refused_before_any_process_starts(cli, command, module, said):
+    pytest.importorskip("torch")
+    argv = ["-n", "2", "1f1b"] if command == "launch" else ["--ranks", "2", "--stages", "2"]
+    code, out, err = cli(command, *argv, "--module", module)
+    assert code == 2
+    assert f"--module {module}: {said}" in err
+    assert "ppir launch:" not in out and "Traceback" not in err  # nothing was started
+
+
+def _usage_error(capsys, *argv: str) -> str:
+    from ppir.cli.main import main
+
+    with pytest.raises(SystemExit) as e:
+        main(list(argv))
+    assert e.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_a_misspelt_option_gets_its_command_usage_and_the_closest_option(capsys):
+    err = _usage_error(capsys, "check", "1f1b", "--lowring", "naive")
+    assert "usage: ppir check" in err
+    assert "ppir check: error: unrecognized arguments: --lowring naive" in err
+    assert "did you mean '--lowering'?" in err
+    assert "did you mean '--global-batch'?" in _usage_error(capsys, "tune", "--globl-batch=8")
+    err = _usage_error(capsys, "--bogus")
+    assert "usage: ppir [-h]" in err and "unrecognized arguments: --bogus" in err
+
+
+def test_a_parameter_given_twice_with_two_values_is_refused(cli):
+    code, _, err = cli("check", "1f1b", "-D", "P=4", "-D", "P=5")
+    assert code == 2 and "-D P=5: 'P' is already given (-D P=4)" in err
+    code, out, _ = cli("check", "1f1b", "-D", "P=4", "-D", "P=4")
+    assert code == 0 and "1f1b(P=4, M=8)" in out
+
+
+def test_a_missing_cost_config_is_named_in_one_line(cli, tmp_path):
+    missing = tmp_path / "nope.toml"
+    code, _, err = cli("compile", "1f1b", "--config", str(missing))
+    assert code == 2
+    said = f"ppir: error: cannot read cost config {missing}: No such file or directory"
+    assert err.strip() == said

@@ -8,6 +8,7 @@ import copy
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,9 @@ from ppir.plan import (
     plan_schedule,
     validate_plan,
 )
+
+MODEL = str(Path(__file__).resolve().parent.parent / "examples" / "gpt_model.py")  # a real file:
+# launch refuses a missing --module before anything else
 
 BUILTINS = [
     ("gpipe", {"P": 4, "M": 5}),
@@ -359,18 +363,18 @@ def test_launch_n_sets_p_before_the_requires_are_checked(cli, monkeypatch):
 
     monkeypatch.setattr(launch, "_cuda", lambda: Fake())
     code, _, err = cli(
-        "launch", "-n", "2", "interleaved_1f1b", "-D", "M=2", "-D", "v=2", "--module", "m.py"
+        "launch", "-n", "2", "interleaved_1f1b", "-D", "M=2", "-D", "v=2", "--module", MODEL
     )
     assert code == 0, err
     assert seen == {"ranks": 2}
-    code, _, err = cli("launch", "-n", "4", "--dp", "2", "1f1b", "-D", "M=2", "--module", "m.py")
+    code, _, err = cli("launch", "-n", "4", "--dp", "2", "1f1b", "-D", "M=2", "--module", MODEL)
     assert code == 0 and seen == {"ranks": 2}, err
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "x"])
 def test_launch_timeout_must_be_positive(cli, value):
     with pytest.raises(SystemExit) as exit_:
-        cli("launch", "-n", "2", "1f1b", "--module", "m.py", "--timeout", value)
+        cli("launch", "-n", "2", "1f1b", "--module", MODEL, "--timeout", value)
     assert exit_.value.code == 2
 
 
@@ -381,15 +385,15 @@ def test_launch_without_torch_is_one_clean_error(cli, monkeypatch):
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
     )
-    code, _, err = cli("launch", "-n", "2", "1f1b", "--module", "m.py")
+    code, _, err = cli("launch", "-n", "2", "1f1b", "--module", MODEL)
     assert code == 2
     assert err.strip() == "ppir: error: ppir launch needs PyTorch: pip install 'ppir[torch]'"
 
 
 def test_multi_node_flags_are_checked(cli):
-    code, _, err = cli("launch", "-n", "2", "--nnodes", "2", "1f1b", "--module", "m.py")
+    code, _, err = cli("launch", "-n", "2", "--nnodes", "2", "1f1b", "--module", MODEL)
     assert code == 2 and "needs --rdzv-endpoint HOST:PORT" in err
     code, _, err = cli(
-        "launch", "-n", "2", "--nnodes", "2", "--node-rank", "2", "1f1b", "--module", "m.py"
+        "launch", "-n", "2", "--nnodes", "2", "--node-rank", "2", "1f1b", "--module", MODEL
     )
     assert code == 2 and "--node-rank 2 is not a node of --nnodes 2" in err

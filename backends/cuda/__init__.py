@@ -55,7 +55,7 @@ class CudaBackend:
             f"--master-port 29500 -m ppir.run {out} --module MODULE"
         )
         print(
-            "where MODEL is a .py file or module with build_stage, make_batch and loss_fn "
+            "where MODULE is a .py file or module with build_stage, make_batch and loss_fn "
             "(see docs/executor.md); e.g. --module examples/gpt_model.py"
         )
         return 0

@@ -21,7 +21,8 @@ def load_config_file(path: str) -> dict:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
-        raise error("bad-config", f"cannot read cost config {path}: {e}") from None
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise error("bad-config", f"cannot read cost config {path}: {why}") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

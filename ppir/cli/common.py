@@ -131,7 +131,14 @@ def parse_defines(defines: list[str]) -> dict[str, int]:
         name = name.strip()
         if not eq or not name.isidentifier():
             raise error("bad-define", f"-D {d}: expected NAME=VALUE, e.g. -D P=4")
-        out[name] = define_value(d, name, value)  # huge values: a short message, no ValueError
+        v = define_value(d, name, value)  # huge values: a short message, no ValueError
+        if out.get(name, v) != v:
+            raise error(
+                "bad-define",
+                f"-D {d}: '{name}' is already given (-D {name}={out[name]})",
+                hints=["give each parameter once"],
+            )
+        out[name] = v
     return out
 
 

@@ -15,7 +15,7 @@ from ppir.diagnostics import EXIT_INVALID
 from ppir.plugins import available_backends, get_backend
 
 NAME = "compile"
-HELP = "compile a schedule for a backend: cost (estimate) or cuda (execution plan)"
+HELP = "compile a schedule for a backend: cost (estimate), cuda (execution plan), torch-csv"
 DESCRIPTION = """Parse, expand, lower and verify a schedule, then run a backend on it.
 
 Backends are found by name (built-ins, and plug-ins registered under the 'ppir.backends'

@@ -96,6 +96,9 @@ def declared_params(spec: str) -> set[str]:
 
 
 def _check_args(args) -> None:
+    from ppir.torch.run import check_module
+
+    check_module(args.module)
     n, dp = args.nproc, args.dp or 1
     if n is not None and (n < 1 or n % dp):
         raise error(

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import keyword
 import os
+import re
 import sys
 
 from ppir.diagnostics import EXIT_USAGE, PpirError
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.commands = {}  # command name -> its parser
     from ppir import __version__
 
     parser.add_argument("--version", action="version", version=f"ppir {__version__}")
@@ -82,12 +84,30 @@ def build_parser() -> argparse.ArgumentParser:
         )
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
+        parser.commands[mod.NAME] = p
     return parser
+
+
+def _unrecognized(parser: _Parser, args, extra: list[str]) -> None:
+    """Arguments no parser took: the command's own usage error (exit 2), with the closest of
+    its options for a misspelt one."""
+    from ppir.diagnostics import did_you_mean
+
+    sub = parser.commands.get(getattr(args, "command", None) or "", parser)
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    options = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", sub.format_usage()))
+    flags = [x.split("=", 1)[0] for x in extra if x.startswith("--")]
+    hints = [h for f in flags[:1] for h in did_you_mean(f, options)]
+    if hints:
+        message += f" ({hints[0]})"
+    sub.error(message)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _unrecognized(parser, args, extra)
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_USAGE

@@ -88,6 +88,9 @@ def run(args) -> int:
             "needs-torch", "ppir profile runs the model: install the torch extra (ppir[torch])"
         ) from None
     from ppir.profile.launch import ProfileError, ProfileFailed, ProfileSpec, profile
+    from ppir.torch.run import check_module
+
+    check_module(args.module)
 
     spec = ProfileSpec(
         args.module,

@@ -51,6 +51,32 @@ def add_module_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def check_module(spec: str) -> None:
+    """A ppir error (exit 2) naming ``spec`` when no model module can be found there: a ``.py``
+    path that is not a file, or a dotted name whose top-level package cannot be found.  The
+    launchers call it before they start any process (nothing is imported here)."""
+    import importlib.util
+    from pathlib import Path
+
+    from ppir.diagnostics import error
+
+    if Path(spec).is_file():
+        return
+    if spec.endswith(".py") or "/" in spec or os.sep in spec:
+        raise error(
+            "bad-usage",
+            f"--module {spec}: no such file",
+            hints=["--module takes a .py path or a dotted module name"],
+        )
+    top = spec.split(".")[0]
+    if not top.isidentifier() or importlib.util.find_spec(top) is None:
+        raise error(
+            "bad-usage",
+            f"--module {spec}: no such file or importable module",
+            hints=["--module takes a .py path or a dotted module name"],
+        )
+
+
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """Runtime options shared by ``ppir.run`` and ``ppir launch``."""
     add_module_arguments(p)
@@ -215,10 +241,19 @@ def train(ctx, plan: dict, model, args) -> int:
         print(
             f"ppir.run: {len(times)} steps, mean step time {sum(steady) / len(steady) * 1e3:.1f}"
             f" ms (steps 1..{len(times) - 1}), peak in-flight activations on rank "
-            f"{ctx.rank}: {rt.peak_saved}",
+            f"{ctx.rank}: {_in_a(rt.peak_saved, plan)} A ({rt.peak_saved} chunk activations)",
             flush=True,
         )
     return status
+
+
+def _in_a(chunks: int, plan: dict) -> str:
+    """``chunks`` chunk activations in A (one microbatch's activations of a rank share), the
+    unit ``ppir compile`` and ``ppir analyze`` print: a chunk is ranks / stages of it."""
+    from fractions import Fraction
+
+    a = Fraction(chunks * plan["ranks"], plan["stages"])
+    return str(a.numerator) if a.denominator == 1 else f"{float(a):g}"
 
 
 def quiet_numpy_warning() -> None:
