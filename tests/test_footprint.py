@@ -249,7 +249,7 @@ def test_cost_backend_and_tune_report_whole_memory(cli):
     assert peak == pytest.approx(float(fp.worst.total))  # bytes, not A (the '10 B' display)
     code, out, _ = cli("tune", "-P", "4", "--global-batch", "8", "--model", "llama3-8b",
                        "--schedules", "1f1b", "--memory-budget", "40GiB")  # fmt: skip
-    assert "pp=4 dp=1 1f1b v=1 mbs=1 M=8 none: memory: peak memory" in out
+    assert "memory (" in out and "    pp=4 dp=1 1f1b v=1 mbs=1 M=8 none: peak memory" in out
     assert "(largest term: activations) exceeds the budget 40 GiB" in out
 
 

@@ -56,9 +56,33 @@ def test_tune_cli(cli):
         "1f1b,gpipe",
     )
     assert code == 0, err
-    assert "1f1b" in out and "rejected (1)" in out and "gpipe v=1 mbs=1 M=8: memory" in out
+    assert "1f1b" in out and "rejected (1: 1 memory)" in out
+    assert "memory (1), the 1 closest to the budget:" in out and "gpipe v=1 mbs=1 M=8: peak" in out
+    code, out, _ = cli("tune", "-P", "4", "--global-batch", "8", "--memory-budget", "5A",
+                       "--schedules", "1f1b,gpipe", "--all-rejected")  # fmt: skip
+    assert code == 0 and "  gpipe v=1 mbs=1 M=8: memory: peak activations" in out
     code, out, _ = cli("tune", "-P", "2", "--global-batch", "4", "--format", "json")
     doc = json.loads(out)
     assert doc["format"] == "ppir.tune/2" and doc["ranked"][0]["rank"] == 1
     code, _, err = cli("tune", "-P", "2", "--global-batch", "4", "--memory-budget", "3GB")
     assert code == 2 and "needs --model" in err
+
+
+def test_tune_text_summarises_the_rejected_choices(cli):
+    argv = ["tune", "--world", "4", "--model", "llama3-8b,seq=1024", "--gpu-memory", "40GiB"]
+    argv += ["--schedules", "dualpipe,v_half,1f1b", "-q"]
+    code, out, err = cli(*argv)
+    assert code == 0, err
+    doc = json.loads(cli(*argv, "--format", "json")[1])
+    memory = sorted((c for c in doc["rejected"] if c["rejected"] == "memory"),
+                    key=lambda c: c["peak_memory"])  # fmt: skip
+    constraint = [c for c in doc["rejected"] if c["rejected"] == "constraint"]
+    n = len(doc["rejected"])
+    assert f"rejected ({n}: {len(memory)} memory, {len(constraint)} constraint):" in out
+    shown = [line for line in out.splitlines() if line.startswith("    pp=")]
+    assert len(shown) == 5 and len(memory) > 5  # the five closest to the budget, closest first
+    assert shown[0].endswith(memory[0]["reason"]) and shown[4].endswith(memory[4]["reason"])
+    dual = sum(c["schedule"] == "dualpipe" for c in constraint)
+    assert f"    dualpipe: {constraint[0]['reason']} ({dual} choices)" in out
+    full = cli(*argv, "--all-rejected")[1]
+    assert sum(": memory: " in line for line in full.splitlines()) == len(memory)

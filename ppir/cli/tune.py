@@ -125,6 +125,12 @@ def add_arguments(p):
         help="how many programs to compile and rank, best bound first (a count; default 10)",
     )
     p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--all-rejected",
+        action="store_true",
+        help="list every rejected choice with its reason (default: per reason, the choices "
+        "closest to the memory budget and each other reason once per schedule)",
+    )
     add_progress_model_argument(
         p,
         "the verifier's progress model the candidates are compiled and timed under (fifo, "
@@ -216,7 +222,7 @@ def run(args) -> int:
         json.dump(_json(cands, space, G, cfg, budget), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    print(_text(cands, space, G, cfg, budget, model is not None), end="")
+    print(_text(cands, space, G, cfg, budget, model is not None, args.all_rejected), end="")
     return 0
 
 
@@ -269,7 +275,7 @@ def _layers(c) -> str:
     return f"{c.stage_layers[0]},{c.stage_layers[1]}..{c.stage_layers[-1]}"
 
 
-def _text(cands, space, G, cfg, budget, has_model: bool) -> str:
+def _text(cands, space, G, cfg, budget, has_model: bool, every: bool = False) -> str:
     unit = cfg.time_unit
     in_bytes = has_model and (not budget or budget[1] == "bytes")
     lines = []
@@ -315,10 +321,48 @@ def _text(cands, space, G, cfg, budget, has_model: bool) -> str:
         )
     bad = [c for c in cands if not c.ok and c.why != "pruned"]
     if bad:
-        lines.append(f"\nrejected ({len(bad)}):")
-        for c in bad:
-            m = f" M={c.microbatches}" if c.microbatches else ""
-            what = f"pp={c.pp} dp={c.dp} " if has_model else ""
-            rec = f" {c.recompute}" if has_model else ""
-            lines.append(f"  {what}{c.schedule} v={c.v} mbs={c.mbs}{m}{rec}: {c.why}: {c.reason}")
+        lines += _rejected_lines(bad, has_model, every)
     return "\n".join(lines) + "\n"
+
+
+def _choice(c, has_model: bool) -> str:
+    m = f" M={c.microbatches}" if c.microbatches else ""
+    what = f"pp={c.pp} dp={c.dp} " if has_model else ""
+    rec = f" {c.recompute}" if has_model else ""
+    return f"{what}{c.schedule} v={c.v} mbs={c.mbs}{m}{rec}"
+
+
+def _rejected_lines(bad: list, has_model: bool, every: bool) -> list[str]:
+    """Every rejected choice with its reason (``every``), else per kind of rejection: the
+    choices that came closest to the memory budget, and each distinct reason once per
+    schedule with how many choices it rejected."""
+    by_why: dict[str, list] = {}
+    for c in bad:
+        by_why.setdefault(c.why, []).append(c)
+    counts = ", ".join(f"{len(cs)} {why}" for why, cs in by_why.items())
+    lines = [f"\nrejected ({len(bad)}: {counts}):"]
+    if every:
+        lines += [f"  {_choice(c, has_model)}: {c.why}: {c.reason}" for c in bad]
+        return lines
+    shown = 0
+    for why, cs in by_why.items():
+        if why == "memory":
+            close = sorted(cs, key=lambda c: c.peak)[:_CLOSEST]
+            lines.append(f"  memory ({len(cs)}), the {len(close)} closest to the budget:")
+            lines += [f"    {_choice(c, has_model)}: {c.reason}" for c in close]
+            shown += len(close)
+            continue
+        reasons: dict[tuple, int] = {}
+        for c in cs:
+            key = (c.schedule, c.reason)
+            reasons[key] = reasons.get(key, 0) + 1
+        lines.append(f"  {why} ({len(cs)}):")
+        for (name, reason), n in reasons.items():
+            lines.append(f"    {name}: {reason}" + (f" ({n} choices)" if n > 1 else ""))
+        shown += len(cs)
+    if shown < len(bad):
+        lines.append("  (--all-rejected lists every one; --format json has them all)")
+    return lines
+
+
+_CLOSEST = 5
