@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from ppir.analysis.config import CostConfig, make_config
 from ppir.analysis.estimate import Estimate
+from ppir.analysis.footprint import Footprint
 from ppir.analysis.memory import MemoryReport, P2PReport
 from ppir.analysis.models import ModelShape, parse_model_spec
 from ppir.diagnostics import Diagnostic, PpirError, Report
@@ -49,8 +50,11 @@ def load(spec: str, placement: tuple[int, ...] | None = None, **params: int) -> 
 def compile(schedule: Schedule, **options) -> Compiled:  # noqa: A001 - the library's verb
     """Compile ``schedule`` exactly as ``ppir compile`` does; see :func:`ppir.pipeline.compile`
     for the options (``lowering``, ``overlap``, ``costs``, ``verify``, ``progress``, ``strict``,
-    ``passes``)."""
+    ``passes``, ``dp``)."""
     return _compile(schedule, **options)
+
+
+compile.__wrapped__ = _compile  # help() and inspect.signature show the options
 
 
 def _compiled(program: Program, costs: CostConfig | None = None, progress: str = "fifo"):
@@ -83,10 +87,13 @@ def estimate(program: Program, costs: CostConfig | None = None, *, progress: str
 
 
 class Analysis(NamedTuple):
-    """What ``ppir analyze`` prints: activation memory and point-to-point traffic."""
+    """What ``ppir analyze`` prints: activation memory, point-to-point traffic and, with a
+    model, each rank's whole memory (parameters, gradients, optimizer state, activations,
+    buffers: :class:`ppir.analysis.footprint.Footprint`, in bytes)."""
 
     memory: MemoryReport
     p2p: P2PReport
+    footprint: Footprint | None = None
 
 
 def analyze(
@@ -99,7 +106,11 @@ def analyze(
 ) -> Analysis:
     """Activation memory per rank and point-to-point traffic of ``program`` as it runs
     (compiled first when it is a compute-only schedule); ``model`` (a :class:`ModelShape` or a
-    spec such as ``"llama3-8b,tp=8"``) adds bytes."""
+    spec such as ``"llama3-8b,tp=8"``) adds bytes and the whole per-rank memory
+    (``footprint``), as ``ppir analyze --model`` prints them."""
+    from dataclasses import replace
+
+    from ppir.analysis.footprint import footprint
     from ppir.analysis.memory import analyze_memory, analyze_p2p
 
     if isinstance(model, str):
@@ -108,7 +119,11 @@ def analyze(
     if not c.ok:
         raise PpirError(c.report.errors if c.report else [], 1)
     mem = analyze_memory(c.graph, model, recompute=recompute, i_fraction=i_fraction, layers=layers)
-    return Analysis(mem, analyze_p2p(c.graph, model))
+    fp = None
+    if model is not None:
+        m = replace(model, layers=layers) if layers else model
+        fp = footprint(c.program, m, recompute=recompute, i_fraction=mem.i_fraction, memory=mem)
+    return Analysis(mem, analyze_p2p(c.graph, model), fp)
 
 
 def graph(program: Program, progress: str = "fifo") -> ProgramGraph:
@@ -148,6 +163,7 @@ __all__ = [
     "CostConfig",
     "Diagnostic",
     "Estimate",
+    "Footprint",
     "Group",
     "LowerComms",
     "ModelShape",

@@ -63,6 +63,21 @@ def test_library_and_cli_agree_on_every_builtin(name, latency, cli):
     ]
 
 
+@pytest.mark.parametrize("name", ["1f1b", "zbv", "dualpipe"])
+def test_library_and_cli_agree_on_whole_memory(name, cli):
+    spec = "llama3-70b,tp=8,dp=8,zero=1,seq=4096"
+    argv = ["-D", "P=8", "-D", "M=16", "--model", spec, "--recompute", "selective"]
+    code, out, err = cli("analyze", name, *argv, "--format", "json")
+    assert code == 0, err
+    a = ppir.analyze(ppir.load(name, P=8, M=16), spec, recompute="selective")
+    shown = json.loads(out)["footprint"]
+    assert shown["worst_rank"] == a.footprint.worst.rank
+    assert [r for r in shown["per_rank"]] == [
+        {"rank": r.rank, **r.to_json(), "largest": r.dominant} for r in a.footprint.per_rank
+    ]
+    assert ppir.analyze(ppir.load(name, P=8, M=16)).footprint is None  # no model: A only
+
+
 def test_dump_prints_the_program_compile_times(cli):
     code, out, _ = cli("dump", "zb_h1", "-D", "P=4", "-D", "M=8", "--format", "json")
     assert code == 0
@@ -75,3 +90,10 @@ def test_verify_and_estimate_refuse_a_program_that_cannot_run():
     with pytest.raises(ppir.PpirError) as e:
         ppir.estimate(naive)
     assert e.value.kind == "deadlock"
+
+
+@pytest.mark.parametrize("value", ["abc", 2.5, "8", None])
+def test_load_refuses_a_parameter_that_is_not_an_integer(value):
+    with pytest.raises(ppir.PpirError, match="the value of 'M' must be an integer") as e:
+        ppir.load("1f1b", P=2, M=value)
+    assert e.value.exit_code == 2 and type(value).__name__ in str(e.value)

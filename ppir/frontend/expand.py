@@ -56,6 +56,12 @@ def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
                 hints=did_you_mean(name, declared) + [f"its parameters: {params}"],
             )
     for name, value in overrides.items():
+        if not isinstance(value, int):  # the Python API passes values as they come
+            raise error(
+                "bad-define",
+                f"-D {name}={value!r}: the value of '{name}' must be an integer, "
+                f"got {type(value).__name__} {value!r}",
+            )
         if not -MAX_INT <= value <= MAX_INT:
             raise error(
                 "bad-define",
