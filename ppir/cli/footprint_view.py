@@ -42,7 +42,8 @@ def footprint_lines(fp: Footprint) -> list[str]:
     out.append(
         f"* peak: rank {w.rank}, {float(w.total) / 2**30:.2f} GiB, largest term {w.dominant} "
         f"({float(getattr(w, w.dominant)) / 2**30:.2f} GiB); total adds the activation and "
-        "buffer peaks"
+        "buffer peaks; activations are the layers' plus the first stage's token ids and "
+        "embedding dropout mask and the last stage's logits"
     )
     return out
 
