@@ -1,6 +1,7 @@
 """Syntax errors: lark's exceptions as ppir diagnostics, with what the user would type
 ("expected ')'", not RPAR), the end of file located as the parser counts lines (at ``\n``),
-and a note at a '{' that is never closed."""
+a note at a '{' that is never closed, and one at an earlier line's '(' or '[' still open
+where a ')' or ']' was expected."""
 
 from __future__ import annotations
 
@@ -80,9 +81,17 @@ def syntax_error(e: Exception, text: str, path: str) -> PpirError:
         hints.append("compare with '=='")
     notes = []
     if tok.type == "$END":
-        opened = _unclosed_brace(text, path)
+        opened = _unclosed(text, path, "{", "}")
         if opened:
             notes.append(Note("this '{' is never closed", opened))
+    else:
+        for t, (a, b) in (("RPAR", "()"), ("RSQB", "[]")):
+            if t not in e.expected:
+                continue
+            opened = _unclosed(text, path, a, b, (tok.line, tok.column))
+            if opened and opened.line < tok.line:  # on the same line the caret shows it
+                notes.append(Note(f"the '{a}' here is not closed", opened))
+                break
     return error("syntax-error", f"unexpected {what}", span, hints=hints, notes=notes)
 
 
@@ -93,21 +102,28 @@ def _end(text: str, path: str) -> Span:
     return Span(path, n, col, n, col + 1, text)
 
 
-def _unclosed_brace(text: str, path: str) -> Span | None:
-    """The span of the innermost '{' that has no matching '}' (comments and strings skipped)."""
+def _unclosed(
+    text: str, path: str, open_ch: str, close_ch: str, before: tuple[int, int] | None = None
+) -> Span | None:
+    """The span of the innermost ``open_ch`` with no matching ``close_ch`` (comments and
+    strings skipped), in the whole text or before (line, column) ``before``."""
     stack: list[Span] = []
     for lineno, line in enumerate(text.split("\n"), start=1):
+        if before is not None and lineno > before[0]:
+            break
         in_str = False
         for col, ch in enumerate(line, start=1):
+            if before is not None and (lineno, col) >= before:
+                break
             if ch == '"':
                 in_str = not in_str
             elif in_str:
                 continue
             elif ch == "#":
                 break
-            elif ch == "{":
+            elif ch == open_ch:
                 stack.append(Span(path, lineno, col, lineno, col + 1, text))
-            elif ch == "}" and stack:
+            elif ch == close_ch and stack:
                 stack.pop()
     return stack[-1] if stack else None
 
