@@ -50,7 +50,7 @@ def load(spec: str, placement: tuple[int, ...] | None = None, **params: int) -> 
 def compile(schedule: Schedule, **options) -> Compiled:  # noqa: A001 - the library's verb
     """Compile ``schedule`` exactly as ``ppir compile`` does; see :func:`ppir.pipeline.compile`
     for the options (``lowering``, ``overlap``, ``costs``, ``verify``, ``progress``, ``strict``,
-    ``passes``, ``dp``)."""
+    ``passes``, ``dp``, ``input_timeline``)."""
     return _compile(schedule, **options)
 
 
@@ -108,9 +108,7 @@ def analyze(
     (compiled first when it is a compute-only schedule); ``model`` (a :class:`ModelShape` or a
     spec such as ``"llama3-8b,tp=8"``) adds bytes and the whole per-rank memory
     (``footprint``), as ``ppir analyze --model`` prints them."""
-    from dataclasses import replace
-
-    from ppir.analysis.footprint import footprint
+    from ppir.analysis.footprint import analyzed_footprint
     from ppir.analysis.memory import analyze_memory, analyze_p2p
 
     if isinstance(model, str):
@@ -121,8 +119,7 @@ def analyze(
     mem = analyze_memory(c.graph, model, recompute=recompute, i_fraction=i_fraction, layers=layers)
     fp = None
     if model is not None:
-        m = replace(model, layers=layers) if layers else model
-        fp = footprint(c.program, m, recompute=recompute, i_fraction=mem.i_fraction, memory=mem)
+        fp = analyzed_footprint(c.program, model, mem, recompute=recompute, layers=layers)
     return Analysis(mem, analyze_p2p(c.graph, model), fp)
 
 

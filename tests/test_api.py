@@ -63,13 +63,15 @@ def test_library_and_cli_agree_on_every_builtin(name, latency, cli):
     ]
 
 
-@pytest.mark.parametrize("name", ["1f1b", "zbv", "dualpipe"])
-def test_library_and_cli_agree_on_whole_memory(name, cli):
+@pytest.mark.parametrize("name, layers", [("1f1b", None), ("zbv", None), ("dualpipe", None),
+                                          ("1f1b", 40)])  # fmt: skip
+def test_library_and_cli_agree_on_whole_memory(name, layers, cli):
     spec = "llama3-70b,tp=8,dp=8,zero=1,seq=4096"
     argv = ["-D", "P=8", "-D", "M=16", "--model", spec, "--recompute", "selective"]
+    argv += ["--layers", str(layers)] if layers else []
     code, out, err = cli("analyze", name, *argv, "--format", "json")
     assert code == 0, err
-    a = ppir.analyze(ppir.load(name, P=8, M=16), spec, recompute="selective")
+    a = ppir.analyze(ppir.load(name, P=8, M=16), spec, recompute="selective", layers=layers)
     shown = json.loads(out)["footprint"]
     assert shown["worst_rank"] == a.footprint.worst.rank
     assert [r for r in shown["per_rank"]] == [
@@ -92,8 +94,17 @@ def test_verify_and_estimate_refuse_a_program_that_cannot_run():
     assert e.value.kind == "deadlock"
 
 
-@pytest.mark.parametrize("value", ["abc", 2.5, "8", None])
+@pytest.mark.parametrize("value", ["abc", 2.5, "8", None, True])
 def test_load_refuses_a_parameter_that_is_not_an_integer(value):
     with pytest.raises(ppir.PpirError, match="the value of 'M' must be an integer") as e:
         ppir.load("1f1b", P=2, M=value)
     assert e.value.exit_code == 2 and type(value).__name__ in str(e.value)
+
+
+def test_load_takes_any_integer_type():
+    class Index:  # numpy.int64 and friends: integers by operator.index
+        def __index__(self):
+            return 4
+
+    s = ppir.load("1f1b", P=2, M=Index())
+    assert s.microbatches == 4 and type(dict(s.params)["M"]) is int

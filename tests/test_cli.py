@@ -130,6 +130,10 @@ def test_a_misspelt_option_gets_its_command_usage_and_the_closest_option(capsys)
     assert "did you mean '--global-batch'?" in _usage_error(capsys, "tune", "--globl-batch=8")
     err = _usage_error(capsys, "--bogus")
     assert "usage: ppir [-h]" in err and "unrecognized arguments: --bogus" in err
+    err = _usage_error(capsys, "--bogus", "check", "1f1b")  # given to ppir, not to check
+    assert err.splitlines()[-1] == "ppir: error: unrecognized arguments: --bogus"
+    err = _usage_error(capsys, "check", "1f1b", "--bogus")  # nothing alike: no guess
+    assert err.splitlines()[-1] == "ppir check: error: unrecognized arguments: --bogus"
 
 
 def test_a_parameter_given_twice_with_two_values_is_refused(cli):
@@ -145,3 +149,24 @@ def test_a_missing_cost_config_is_named_in_one_line(cli, tmp_path):
     assert code == 2
     said = f"ppir: error: cannot read cost config {missing}: No such file or directory"
     assert err.strip() == said
+
+
+def test_a_dotted_model_module_in_the_working_directory_is_found(tmp_path):
+    """The ranks run ``python -m ppir.run``, which finds modules in the working directory; the
+    ``ppir`` script's check must find them there too (its own path starts at its bin folder)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("torch")
+    script = Path(sys.executable).parent / "ppir"
+    if not script.exists():
+        pytest.skip("no ppir console script beside this interpreter")
+    (tmp_path / "mymodel.py").write_text("def build_stage(s, n): pass\n")
+    argv = [str(script), "launch", "-n", "3", "1f1b", "-D", "P=2"]
+    res = subprocess.run([*argv, "--module", "mymodel"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)  # fmt: skip
+    assert res.returncode == 2 and "-n 3: the schedule has 2 ranks" in res.stderr, res.stderr
+    res = subprocess.run([*argv, "--module", "othermodel"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)  # fmt: skip
+    assert res.returncode == 2 and "--module othermodel: no such file or importable" in res.stderr

@@ -24,8 +24,8 @@ from ppir.plan import (
     validate_plan,
 )
 
-MODEL = str(Path(__file__).resolve().parent.parent / "examples" / "gpt_model.py")  # a real file:
-# launch refuses a missing --module before anything else
+# a real file: launch refuses a missing --module before anything else
+MODEL = str(Path(__file__).resolve().parent.parent / "examples" / "gpt_model.py")
 
 BUILTINS = [
     ("gpipe", {"P": 4, "M": 5}),

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from fractions import Fraction
 
-from ppir.analysis.footprint import footprint
+from ppir.analysis.footprint import analyzed_footprint
 from ppir.analysis.memory import ANALYSIS_FORMAT, analyze_memory, analyze_p2p
 from ppir.analysis.models import RECOMPUTE_MODES, parse_model_spec
 from ppir.cli.common import (
@@ -138,8 +137,7 @@ def run(args) -> int:
     p2p = analyze_p2p(c.graph, model)
     fp = None
     if model is not None:  # whole memory: weights, gradients, optimizer, activations, buffers
-        m = replace(model, layers=args.layers) if args.layers else model
-        fp = footprint(s, m, recompute=args.recompute, i_fraction=mem.i_fraction, memory=mem)
+        fp = analyzed_footprint(s, model, mem, recompute=args.recompute, layers=args.layers)
     if args.format == "json":
         doc = to_json(s, mem, p2p)
         if fp is not None:

@@ -50,6 +50,10 @@ exit status: 0 ok, 1 invalid schedule, 2 unusable input or usage.
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.commands: dict[str, argparse.ArgumentParser] = {}  # name -> its parser (top only)
+
     def error(self, message):  # usage errors exit 2 with a short message (argparse default)
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
@@ -70,7 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.commands = {}  # command name -> its parser
     from ppir import __version__
 
     parser.add_argument("--version", action="version", version=f"ppir {__version__}")
@@ -88,26 +91,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _unrecognized(parser: _Parser, args, extra: list[str]) -> None:
-    """Arguments no parser took: the command's own usage error (exit 2), with the closest of
-    its options for a misspelt one."""
+def _unrecognized(parser: _Parser, argv: list[str], args, extra: list[str]) -> None:
+    """Arguments no parser took: a usage error (exit 2) from the command they were given to
+    (``ppir`` itself when they come before the command's name), with the closest of its
+    options for a misspelt one."""
     from ppir.diagnostics import did_you_mean
 
-    sub = parser.commands.get(getattr(args, "command", None) or "", parser)
+    command = getattr(args, "command", None)
+    sub = parser.commands.get(command or "", parser)
+    if command in argv and argv.index(command) > argv.index(extra[0]):
+        sub = parser
     message = f"unrecognized arguments: {' '.join(extra)}"
-    options = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", sub.format_usage()))
-    flags = [x.split("=", 1)[0] for x in extra if x.startswith("--")]
-    hints = [h for f in flags[:1] for h in did_you_mean(f, options)]
+    # every option is in the usage line (none is suppressed); compared without the dashes,
+    # which would make any two options look alike
+    names = {o[2:] for o in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", sub.format_usage())}
+    flags = [x.split("=", 1)[0][2:] for x in extra if x.startswith("--")]
+    hints = did_you_mean(flags[0], names) if flags else []
     if hints:
-        message += f" ({hints[0]})"
+        hint = hints[0].replace("'", "'--", 1)  # did you mean '--x'?
+        message += f" ({hint})"
     sub.error(message)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args, extra = parser.parse_known_args(argv)
     if extra:
-        _unrecognized(parser, args, extra)
+        _unrecognized(parser, argv, args, extra)
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_USAGE

@@ -42,6 +42,9 @@ examples:
 """
 
 
+_CLOSEST = 5  # memory rejections shown without --all-rejected: the closest to the budget
+
+
 def _ints(text: str, what: str) -> list[int]:
     try:
         out = [int(x) for x in text.split(",") if x.strip()]
@@ -344,13 +347,13 @@ def _rejected_lines(bad: list, has_model: bool, every: bool) -> list[str]:
     if every:
         lines += [f"  {_choice(c, has_model)}: {c.why}: {c.reason}" for c in bad]
         return lines
-    shown = 0
+    folded = False  # some rejection is not on a line of its own
     for why, cs in by_why.items():
         if why == "memory":
             close = sorted(cs, key=lambda c: c.peak)[:_CLOSEST]
             lines.append(f"  memory ({len(cs)}), the {len(close)} closest to the budget:")
             lines += [f"    {_choice(c, has_model)}: {c.reason}" for c in close]
-            shown += len(close)
+            folded |= len(close) < len(cs)
             continue
         reasons: dict[tuple, int] = {}
         for c in cs:
@@ -359,10 +362,7 @@ def _rejected_lines(bad: list, has_model: bool, every: bool) -> list[str]:
         lines.append(f"  {why} ({len(cs)}):")
         for (name, reason), n in reasons.items():
             lines.append(f"    {name}: {reason}" + (f" ({n} choices)" if n > 1 else ""))
-        shown += len(cs)
-    if shown < len(bad):
+        folded |= len(reasons) < len(cs)
+    if folded:
         lines.append("  (--all-rejected lists every one; --format json has them all)")
     return lines
-
-
-_CLOSEST = 5

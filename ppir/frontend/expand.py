@@ -23,6 +23,8 @@ Semantics of the language, in short (README "The .pps language" has the long for
 
 from __future__ import annotations
 
+import operator
+
 from ppir.diagnostics import Note, PpirError, did_you_mean, error
 from ppir.frontend import ast as A
 from ppir.frontend.declarations import resolve_pipelines, resolve_placement
@@ -55,13 +57,8 @@ def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
                 f"unknown parameter '{name}' (-D {name}={value}) for {where}",
                 hints=did_you_mean(name, declared) + [f"its parameters: {params}"],
             )
+    overrides = {name: _integer(name, value) for name, value in overrides.items()}
     for name, value in overrides.items():
-        if not isinstance(value, int):  # the Python API passes values as they come
-            raise error(
-                "bad-define",
-                f"-D {name}={value!r}: the value of '{name}' must be an integer, "
-                f"got {type(value).__name__} {value!r}",
-            )
         if not -MAX_INT <= value <= MAX_INT:
             raise error(
                 "bad-define",
@@ -93,6 +90,20 @@ def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
         else:
             values[name] = p.default
     return values
+
+
+def _integer(name: str, value) -> int:
+    """``value`` as an int (the CLI parses ``-D`` values already; the Python API passes them as
+    they come): any integer type (``operator.index``) but bool, else a ppir error."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        return operator.index(value)
+    except TypeError:
+        raise error(
+            "bad-define",
+            f"the value of '{name}' must be an integer, got {type(value).__name__} {value!r}",
+        ) from None
 
 
 def expand(

@@ -85,14 +85,27 @@ def syntax_error(e: Exception, text: str, path: str) -> PpirError:
         if opened:
             notes.append(Note("this '{' is never closed", opened))
     else:
-        for t, (a, b) in (("RPAR", "()"), ("RSQB", "[]")):
-            if t not in e.expected:
-                continue
-            opened = _unclosed(text, path, a, b, (tok.line, tok.column))
-            if opened and opened.line < tok.line:  # on the same line the caret shows it
-                notes.append(Note(f"the '{a}' here is not closed", opened))
-                break
+        opened = _open_bracket(e.expected, text, path, tok)
+        if opened:
+            notes.append(Note(f"the '{opened[1]}' here is never closed", opened[0]))
     return error("syntax-error", f"unexpected {what}", span, hints=hints, notes=notes)
+
+
+def _open_bracket(expected, text: str, path: str, tok) -> tuple[Span, str] | None:
+    """Where a ')' or ']' was expected at ``tok``: the innermost '(' or '[' before it on an
+    earlier line (on the same line the caret shows it) that the whole text never closes."""
+    best = None
+    for t, (a, b) in (("RPAR", "()"), ("RSQB", "[]")):
+        if t not in expected:
+            continue
+        opened = _unclosed(text, path, a, b, (tok.line, tok.column))
+        if opened is None or opened.line >= tok.line:
+            continue
+        if opened not in _unclosed_all(text, path, a, b):  # closed after the error: valid
+            continue
+        if best is None or (opened.line, opened.col) > (best[0].line, best[0].col):
+            best = (opened, a)
+    return best
 
 
 def _end(text: str, path: str) -> Span:
@@ -107,6 +120,15 @@ def _unclosed(
 ) -> Span | None:
     """The span of the innermost ``open_ch`` with no matching ``close_ch`` (comments and
     strings skipped), in the whole text or before (line, column) ``before``."""
+    stack = _unclosed_all(text, path, open_ch, close_ch, before)
+    return stack[-1] if stack else None
+
+
+def _unclosed_all(
+    text: str, path: str, open_ch: str, close_ch: str, before: tuple[int, int] | None = None
+) -> list[Span]:
+    """Every ``open_ch`` left without its ``close_ch`` (see :func:`_unclosed`), outermost
+    first."""
     stack: list[Span] = []
     for lineno, line in enumerate(text.split("\n"), start=1):
         if before is not None and lineno > before[0]:
@@ -125,7 +147,7 @@ def _unclosed(
                 stack.append(Span(path, lineno, col, lineno, col + 1, text))
             elif ch == close_ch and stack:
                 stack.pop()
-    return stack[-1] if stack else None
+    return stack
 
 
 def _join(items: list[str]) -> str:

@@ -55,6 +55,7 @@ def check_module(spec: str) -> None:
     """A ppir error (exit 2) naming ``spec`` when no model module can be found there: a ``.py``
     path that is not a file, or a dotted name whose top-level package cannot be found.  The
     launchers call it before they start any process (nothing is imported here)."""
+    import importlib.machinery
     import importlib.util
     from pathlib import Path
 
@@ -69,7 +70,12 @@ def check_module(spec: str) -> None:
             hints=["--module takes a .py path or a dotted module name"],
         )
     top = spec.split(".")[0]
-    if not top.isidentifier() or importlib.util.find_spec(top) is None:
+    # the ranks run as ``python -m ...``, which puts the working directory first on their
+    # path; the ``ppir`` script's own path has its bin directory there instead
+    if not top.isidentifier() or (
+        importlib.util.find_spec(top) is None
+        and importlib.machinery.PathFinder.find_spec(top, [os.getcwd()]) is None
+    ):
         raise error(
             "bad-usage",
             f"--module {spec}: no such file or importable module",
