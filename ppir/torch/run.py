@@ -247,7 +247,8 @@ def train(ctx, plan: dict, model, args) -> int:
         print(
             f"ppir.run: {len(times)} steps, mean step time {sum(steady) / len(steady) * 1e3:.1f}"
             f" ms (steps 1..{len(times) - 1}), peak in-flight activations on rank "
-            f"{ctx.rank}: {_in_a(rt.peak_saved, plan)} A ({rt.peak_saved} chunk activations)",
+            f"{ctx.rank}: {_in_a(rt.peak_saved, plan)} A ({rt.peak_saved} chunk activation"
+            f"{'' if rt.peak_saved == 1 else 's'})",
             flush=True,
         )
     return status
