@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, reject
 from hypothesis import strategies as st
 
@@ -55,3 +56,32 @@ def test_printed_ir_golden(golden):
         golden(f"ir/{name}.pps", format_pps(s))
     naive = LowerComms("naive").apply(load_schedule("1f1b", {"P": 3, "M": 4}))
     golden("ir/1f1b_naive.pps", format_pps(naive))
+
+
+@pytest.mark.parametrize("name", ["zb_h1", "interleaved_1f1b", "dualpipev"])
+def test_dump_json_reads_back_as_the_same_program(name, cli, tmp_path):
+    f = tmp_path / "p.json"
+    code, out, _ = cli("dump", name, "-D", "P=4", "-D", "M=8", "--format", "json")
+    assert code == 0
+    f.write_text(out)
+    code, again, _ = cli("dump", str(f), "--format", "json")
+    assert code == 0 and json.loads(again)["programs"] == json.loads(out)["programs"]
+    a = cli("compile", name, "-D", "P=4", "-D", "M=8", "--format", "json")[1]
+    b = cli("compile", str(f), "--format", "json")[1]
+    assert json.loads(a)["step_time"] == json.loads(b)["step_time"]
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ('{"format":\n  "ppir.program/1",, }', "p.json:2:20: error: not valid JSON"),
+        ('{"format": "x"}', "not a ppir.program/1 program (format: 'x')"),
+        ('{"format": "ppir.program/1"}', "malformed ppir.program/1 program: missing key"),
+        ('{"format": "ppir.program/1", "programs": [["0Q0"]]}', "not an action: '0Q0'"),
+    ],
+)
+def test_a_bad_json_program_is_one_clear_error(text, said, cli, tmp_path):
+    f = tmp_path / "p.json"
+    f.write_text(text)
+    code, _, err = cli("check", str(f))
+    assert code == 2 and said in err and "Traceback" not in err

@@ -17,7 +17,10 @@ from ppir.ir.graph import PROGRESS_MODELS
 from ppir.passes import PASSES
 from ppir.pipeline import LOWERINGS, Compiled, compile, on_stage
 
-SCHEDULE_HELP = "a .pps file, a torch .csv schedule, or a built-in name (see 'ppir list')"
+SCHEDULE_HELP = (
+    "a .pps file, a torch .csv schedule, a 'ppir dump --format json' program, a built-in name "
+    "(see 'ppir list') or torch:NAME"
+)
 
 COMPILE_PROGRESS_DELAY = 2.0
 """Seconds a compile runs before its progress line appears on a terminal (most take less)."""

@@ -43,8 +43,9 @@ examples:
   ppir dump interleaved_1f1b -D P=4 -D v=2    print the lowered per-rank programs
   ppir compile 1f1b --backend cost            estimate step time and bubble
 
-A SCHEDULE is a .pps file, a torch.distributed.pipelining .csv file, a built-in name, or
-torch:NAME (a torch.distributed.pipelining built-in, e.g. torch:Interleaved1F1B -D v=2).
+A SCHEDULE is a .pps file, a torch.distributed.pipelining .csv file, a program that 'ppir dump
+--format json' wrote, a built-in name, or torch:NAME (a torch.distributed.pipelining built-in,
+e.g. torch:Interleaved1F1B -D v=2).
 exit status: 0 ok, 1 invalid schedule, 2 unusable input or usage.
 """
 

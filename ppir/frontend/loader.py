@@ -1,5 +1,6 @@
-"""Resolve a schedule argument to a Schedule: a .pps path, a torch .csv path, a built-in name,
-or ``torch:NAME`` (torch.distributed.pipelining's class NAME, built with ``-D P/M/v``).
+"""Resolve a schedule argument to a Schedule: a .pps path, a torch .csv path, a ``ppir dump
+--format json`` file (``ppir.program/1``), a built-in name, or ``torch:NAME``
+(torch.distributed.pipelining's class NAME, built with ``-D P/M/v``).
 
 This is the one entry point every command uses, so a user's own file and a built-in name are
 accepted everywhere.
@@ -92,6 +93,13 @@ def load_schedule(
                 f"unknown parameter '{name}': a CSV schedule takes no -D parameters",
             )
         return read_csv_text(read_text(spec), spec, placement)
+    if spec.endswith(".json") and os.path.isfile(spec):
+        if params:
+            raise error(
+                "unknown-parameter",
+                f"unknown parameter '{next(iter(params))}': a JSON program takes no -D parameters",
+            )
+        return read_json_program(spec)
     path, text = read_source(spec)
     if placement is not None:
         raise error(
@@ -107,3 +115,30 @@ def load_text(
 ) -> Schedule:
     """Parse and expand .pps source text (handy for tests and tools)."""
     return expand(parse_text(text, path), dict(params or {}), **kw)
+
+
+def read_json_program(path: str) -> Schedule:
+    """The program of a ``ppir.program/1`` JSON file (what ``ppir dump --format json``
+    writes); a ppir error at the offending line and column, or naming what is malformed."""
+    import json
+
+    from ppir.ir.printer import JSON_FORMAT, from_json
+
+    text = read_text(path)
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        span = Span(path, e.lineno, e.colno, e.lineno, e.colno + 1, text)
+        raise error("bad-input", f"not valid JSON: {e.msg}", span) from None
+    if not isinstance(obj, dict) or obj.get("format") != JSON_FORMAT:
+        got = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
+        raise error(
+            "bad-input",
+            f"{path}: not a {JSON_FORMAT} program (format: {got!r})",
+            hints=["ppir reads the JSON that 'ppir dump --format json' writes"],
+        )
+    try:
+        return from_json(obj)
+    except (ValueError, KeyError, TypeError, IndexError) as e:
+        what = f"missing key {e}" if isinstance(e, KeyError) else str(e)
+        raise error("bad-input", f"{path}: malformed {JSON_FORMAT} program: {what}") from None
