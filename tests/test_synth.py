@@ -106,3 +106,19 @@ def test_cli_writes_verified_pps(tmp_path, capsys):
 def test_cli_usage_errors(argv, msg, capsys):
     assert main(["synth", "-D", "P=2", "-D", "M=4", *argv]) == 2
     assert msg in capsys.readouterr().err
+
+
+def test_synth_names_what_its_parameters_lack(cli):
+    code, _, err = cli("synth", "-D", "P=4", "--mem-cap", "2")
+    assert code == 2 and "(missing -D M=...)" in err
+    code, _, err = cli("synth", "-D", "P=4", "-D", "M=4", "-D", "Q=1", "--mem-cap", "2")
+    assert code == 2 and "(got Q)" in err
+
+
+def test_a_synthesised_file_refuses_other_parameter_values(cli, tmp_path):
+    f = tmp_path / "zb.pps"
+    code, _, err = cli("synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "4", "-o", str(f))
+    assert code == 0, err
+    assert cli("check", str(f))[0] == 0
+    code, _, err = cli("check", str(f), "-D", "P=8")
+    assert code == 2 and "a literal program written out for P = 4 (with P = 8)" in err

@@ -85,13 +85,10 @@ def run(args) -> int:
 
     d = parse_defines(args.defines)
     unknown = sorted(set(d) - {"P", "M"})
-    if unknown or "P" not in d or "M" not in d:
-        raise error(
-            "bad-usage",
-            "ppir synth takes -D P=... and -D M=... (and nothing else"
-            + (f"; got {', '.join(unknown)}" if unknown else "")
-            + ")",
-        )
+    missing = [f"-D {k}=..." for k in ("P", "M") if k not in d]
+    if unknown or missing:
+        why = f"missing {' and '.join(missing)}" if missing else f"got {', '.join(unknown)}"
+        raise error("bad-usage", f"ppir synth takes -D P=... and -D M=... only ({why})")
     costs = parse_costs(args.costs)
     with progress(None, "synth", quiet=args.quiet, unit="candidates") as bar:
         done = [0]

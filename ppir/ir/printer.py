@@ -14,12 +14,16 @@ _PER_LINE = 16
 
 
 def format_pps(s: Schedule, comment: str | None = None) -> str:
-    """The schedule as literal .pps text."""
+    """The schedule as literal .pps text.  Its header keeps the parameters it was expanded with,
+    each pinned by a ``require``: the programs below are written out for those values, so
+    another ``-D`` value is an error, not a label on the same programs."""
     out = []
     if comment:
         out.extend(f"# {line}" for line in comment.splitlines())
     params = ", ".join(f"{k} = {v}" for k, v in s.params)
     out.append(f"schedule {s.name}({params})")
+    for k, v in s.params:
+        out.append(f'require {k} == {v} : "a literal program written out for {k} = {v}"')
     out.append(f"ranks {s.ranks}")
     out.append(f"stages {s.stages}")
     out.append(f"microbatches {s.microbatches}")
