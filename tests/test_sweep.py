@@ -53,8 +53,13 @@ def test_sweep_cli(cli):
 
 
 def test_sweep_reports_invalid_values_and_bad_usage(cli):
-    code, out, _ = cli("sweep", "interleaved_1f1b", "--over", "M=4,6", "-D", "P=4")
-    assert code == 0 and "6  error: requirement failed" in out
+    code, out, err = cli("sweep", "interleaved_1f1b", "--over", "M=4,6", "-D", "P=4")
+    assert code == 1 and "6  error: requirement failed" in out
+    assert "(at <builtin>/interleaved_1f1b.pps:" in out  # where the require line is
+    assert "4  " in out and "closed forms" in out  # the value that ran is still measured
+    assert err.strip() == "ppir sweep: 1 of 2 values failed (M=6)"
+    code, out, _ = cli("sweep", "interleaved_1f1b", "--over", "v=-1", "-D", "P=4", "-D", "M=8")
+    assert code == 1 and "(no value ran)" in out and "no closed forms" not in out
     code, _, err = cli("sweep", "1f1b", "--over", "M")
     assert code == 2 and "expected NAME=V1,V2" in err
 

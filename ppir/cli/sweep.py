@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -27,7 +28,9 @@ no communication cost), point-to-point messages per microbatch, the worst rank's
 (A = one microbatch's activations of L/P layers) and layers per chunk.  Beside each figure: the
 closed forms from the literature and from popular explanations, and whether they agree.
 
-Two bubble ratios: bubble/ideal (Narayanan 2021, (P-1)/M for 1F1B) and bubble/total.
+Two bubble ratios: bubble/ideal (Narayanan 2021, (P-1)/M for 1F1B) and bubble/total.  A value
+the schedule refuses (its require lines, a program that does not verify) gets an error row
+naming where; the others are still measured, and the exit status is then 1.
 
 examples:
   ppir sweep interleaved_1f1b --over v=1,2,4,8 -D P=4 -D M=8
@@ -203,7 +206,9 @@ def _row(spec, over, val, fixed, model, recompute, layers, placement) -> dict:
     except PpirError as e:
         if e.kind in _UNUSABLE:
             raise  # not about this value: the sweep itself cannot run
-        return {"value": val, "params": params, "error": str(e)}
+        d = e.diagnostics[0] if e.diagnostics else None
+        where = str(d.span) if d is not None and d.span is not None else None
+        return {"value": val, "params": params, "error": str(e), "where": where}
     p = dict(s.params)
     P, M = s.ranks, s.microbatches
     v = p.get("v", Fraction(s.stages, s.ranks))
@@ -277,6 +282,13 @@ def run(args) -> int:
         )
     else:
         print(format_text(args.schedule, name, rows), end="")
+    failed = [str(r["value"]) for r in rows if "error" in r]
+    if failed:  # the figures of the others are printed; the sweep as a whole did not hold
+        print(
+            f"ppir sweep: {len(failed)} of {len(rows)} values failed ({name}={','.join(failed)})",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
     return 0
 
 
@@ -316,7 +328,8 @@ def format_text(spec: str, over: str, rows: list[dict]) -> str:
     cells = [[over] + _COLS]
     for row in rows:
         if "error" in row:  # a short row: the message spans the figures' columns
-            cells.append([row["value"], "error: " + row["error"].splitlines()[0]])
+            at = f" (at {row['where']})" if row.get("where") else ""
+            cells.append([row["value"], "error: " + row["error"].splitlines()[0] + at])
             continue
         m = row["measured"]
         figures = [fmt(m[c]) for c in _COLS]
@@ -330,7 +343,9 @@ def format_text(spec: str, over: str, rows: list[dict]) -> str:
         for p in row.get("predictions", [])
     ]
     if not forms:
-        return "\n".join(lines) + "\n\n(no closed forms on record for this schedule)\n"
+        ran = any("error" not in row for row in rows)
+        why = "no closed forms on record for this schedule" if ran else "no value ran"
+        return "\n".join(lines) + f"\n\n({why})\n"
     lines += ["", "closed forms (measured vs predicted; 'DIFFERS' flags disagreement):"]
     keys = list(dict.fromkeys(forms))
     heads = table([[q, text, f"[{src}]"] for q, text, src in keys]).splitlines()
