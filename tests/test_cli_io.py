@@ -108,3 +108,9 @@ def test_standard_output_is_restored_after_a_command(cli):
     before = sys.stdout
     code, out, _ = cli("list")
     assert code == 0 and "1f1b" in out and sys.stdout is before
+
+
+@pytest.mark.parametrize("flag", ["--plot", "--trace"])
+def test_an_empty_output_path_is_refused(cli, flag):
+    code, out, err = cli("compile", "1f1b", "--backend", "cost", flag, "")
+    assert code == 2 and f"{flag} needs a file path, got an empty one" in err and out == ""

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ppir.diagnostics import PpirError
 from ppir.testing import CheckResult, ParamSpace
 from ppir.testing.search import search
 
@@ -160,3 +161,14 @@ def test_search_is_deterministic_and_counts_distinct_points():
     assert a.failure is None and a.checked == 6  # the whole space, each point once
     b = search(space, _fake(lambda p: False), examples=4, seed=5)
     assert list(b.cache) == list(search(space, _fake(lambda p: False), examples=4, seed=5).cache)
+
+
+def test_a_range_written_the_wrong_way_is_refused(cli):
+    code, _, err = cli("fuzz", "1f1b", "--over", "P=5..2")
+    assert code == 2 and "'5..2' is empty" in err and "did you mean 2..5?" in err
+    from ppir.testing.space import parse_domain
+
+    with pytest.raises(PpirError, match="is empty"):
+        parse_domain("5..2")
+    assert parse_domain("2..2").values({}) == [2]  # one value
+    assert parse_domain("P..2").values({"P": 3}) == []  # a range that depends: may be empty

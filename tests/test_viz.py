@@ -195,3 +195,10 @@ def test_default_output_name_follows_the_format(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, stdout, _ = cli("viz", "gpipe", "-D", "P=2", "-D", "M=2")
     assert code == 0 and (tmp_path / "gpipe.html").exists() and "gpipe.html" in stdout
+
+
+def test_a_rank_the_schedule_does_not_have_is_refused(cli, tmp_path):
+    out = tmp_path / "v.html"
+    code, _, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--view", "local", "--rank", "9",
+                       "-o", str(out))  # fmt: skip
+    assert code == 2 and "--rank 9: the schedule has ranks 0..3" in err and not out.exists()

@@ -8,7 +8,7 @@ import sys
 
 from ppir.backends.cost.report import format_summary
 
-from ppir.diagnostics import write_output
+from ppir.diagnostics import error, write_output
 
 
 class CostBackend:
@@ -35,6 +35,9 @@ class CostBackend:
         )
 
     def run(self, compiled, args) -> int:
+        for flag, dest in (("--trace", "cost_trace"), ("--plot", "cost_plot")):
+            if getattr(args, dest, None) is not None and not getattr(args, dest).strip():
+                raise error("bad-usage", f"{flag} needs a file path, got an empty one")
         est = compiled.estimate
         cfg = compiled.config
         fp = None

@@ -74,6 +74,6 @@ def write_plot(e: Estimate, path: str) -> None:
     try:
         fig.savefig(path, dpi=150)
     except OSError as ex:
-        raise error("bad-output", f"cannot write {path}: {ex}") from None
+        raise error("bad-output", f"cannot write {path}: {ex.strerror or ex}") from None
     finally:
         plt.close(fig)

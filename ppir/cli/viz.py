@@ -148,8 +148,11 @@ def run(args) -> int:
     for c in compiled:
         if c.report is not None and not print_report(c.report):
             return EXIT_INVALID
-    runs = [time_schedule(c) for c in compiled]
     schedules = [c.program for c in compiled]
+    ranks = max(s.ranks for s in schedules)
+    if args.rank >= ranks:
+        raise error("bad-usage", f"--rank {args.rank}: the schedule has ranks 0..{ranks - 1}")
+    runs = [time_schedule(c) for c in compiled]
     if fmt == "html":
         from ppir.viz import render_html
 
@@ -158,7 +161,7 @@ def run(args) -> int:
             {
                 "view": args.view,
                 "mode": args.mode,
-                "rank": min(args.rank, max(s.ranks for s in schedules) - 1),
+                "rank": args.rank,
             },
         )
         write_output(out, text)

@@ -180,7 +180,14 @@ def parse_domain(spec) -> Domain:
         lo, _, hi = spec.partition("..")
         if not lo.strip() or not hi.strip():
             raise error("bad-range", f"'{spec}': a range needs both ends, e.g. 2..16")
-        return Domain(Expr.parse(lo), Expr.parse(hi))
+        d = Domain(Expr.parse(lo), Expr.parse(hi))
+        if not d.names and d.bounds({})[0] > d.bounds({})[1]:  # two constants, the wrong way
+            raise error(
+                "bad-range",
+                f"'{spec}' is empty: ranges run from the low end up, inclusive at both ends",
+                hints=[f"did you mean {hi.strip()}..{lo.strip()}?"],
+            )
+        return d
     return Domain(choices=tuple(Expr.parse(p) for p in spec.split(",")))
 
 
