@@ -162,7 +162,7 @@ def test_cli_unwritable_output(cli, tmp_path):
     assert code == 2 and "cannot write" in err
 
 
-@pytest.mark.parametrize("fmt, magic", [("png", b"\x89PNG"), ("svg", b"<?xml")])
+@pytest.mark.parametrize("fmt, magic", [("png", b"\x89PNG"), ("svg", b"<?xml"), ("pdf", b"%PDF-")])
 def test_static_formats(cli, tmp_path, fmt, magic):
     pytest.importorskip("matplotlib")
     out = tmp_path / f"chart.{fmt}"

@@ -40,7 +40,7 @@ examples:
   ppir viz 1f1b -D P=8 -D M=16 --comm-latency 0.2 --view local --rank 3 -o r3.html
 """
 
-FORMATS = ("html", "png", "svg")
+FORMATS = ("html", "png", "svg", "pdf")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--format",
         choices=FORMATS,
-        help="html (interactive, default), png or svg (static chart); default: from "
+        help="html (interactive, default), png, svg or pdf (static chart); default: from "
         "the -o extension",
     )
     cmp = p.add_argument_group("comparison")
@@ -102,7 +102,7 @@ def output_format(args) -> tuple[str, str]:
             raise error(
                 "bad-usage",
                 f"-o {out}: cannot tell the format from the extension",
-                hints=["use .html, .png or .svg, or pass --format"],
+                hints=["use .html, .png, .svg or .pdf, or pass --format"],
             )
         fmt = ext
     fmt = fmt or "html"

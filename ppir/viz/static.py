@@ -14,7 +14,7 @@ from ppir.diagnostics import error
 from ppir.viz.build import Timed
 from ppir.viz.layout import GanttLayout, gantt_layout
 
-FORMATS = ("png", "svg")
+FORMATS = ("png", "svg", "pdf")
 DARK_TEXT = {"B"}  # labels on light bars are dark, on the others white
 
 
@@ -138,6 +138,6 @@ def write_image(runs: list[Timed], path: str, fmt: str) -> None:
     try:
         fig.savefig(path, format=fmt, dpi=110)
     except OSError as ex:
-        raise error("bad-output", f"cannot write {path}: {ex}") from None
+        raise error("bad-output", f"cannot write {path}: {ex.strerror or ex}") from None
     finally:
         plt.close(fig)
