@@ -202,3 +202,9 @@ def test_a_rank_the_schedule_does_not_have_is_refused(cli, tmp_path):
     code, _, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--view", "local", "--rank", "9",
                        "-o", str(out))  # fmt: skip
     assert code == 2 and "--rank 9: the schedule has ranks 0..3" in err and not out.exists()
+
+
+def test_an_unknown_compare_parameter_names_the_flag_it_came_with(cli, tmp_path):
+    code, _, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--compare", "interleaved_1f1b",
+                       "-D2", "vv=2", "-o", str(tmp_path / "v.html"))  # fmt: skip
+    assert code == 2 and "unknown parameter 'vv' (-D2 vv=2)" in err and "did you mean 'v'?" in err
