@@ -50,7 +50,7 @@ def read_source(spec: str) -> tuple[str, str]:
         return spec, read_text(spec)
     if spec in builtin_names():
         return builtin_display_path(spec), builtin_source(spec)
-    looks_like_path = os.sep in spec or spec.endswith((".pps", ".csv"))
+    looks_like_path = os.sep in spec or spec.endswith((".pps", ".csv", ".json"))
     what = "no such file" if looks_like_path else "no such file or built-in schedule"
     raise error(
         "bad-input",
