@@ -85,3 +85,12 @@ def test_a_bad_json_program_is_one_clear_error(text, said, cli, tmp_path):
     f.write_text(text)
     code, _, err = cli("check", str(f))
     assert code == 2 and said in err and "Traceback" not in err
+
+
+def test_a_json_program_takes_neither_parameters_nor_a_placement(cli, tmp_path):
+    f = tmp_path / "p.json"
+    f.write_text(cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")[1])
+    code, _, err = cli("check", str(f), "-D", "P=4")
+    assert code == 2 and "unknown parameter 'P': a JSON program takes no -D parameters" in err
+    code, _, err = cli("check", str(f), "--placement", "1,0")
+    assert code == 2 and "--placement applies to CSV schedules; a JSON program holds" in err

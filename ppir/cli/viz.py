@@ -12,7 +12,7 @@ from ppir.cli.common import (
     parse_defines,
     print_report,
 )
-from ppir.diagnostics import EXIT_INVALID, did_you_mean, error, write_output
+from ppir.diagnostics import EXIT_INVALID, error, write_output
 from ppir.frontend.loader import load_schedule, read_source
 from ppir.frontend.parser import parse_text
 
@@ -129,16 +129,12 @@ def second_schedule(args):
     first, own = parse_defines(args.defines), parse_defines(args.defines2)
     declared = declared_params(spec)
     inherited = {k: v for k, v in first.items() if declared is not None and k in declared}
-    for name in own if declared is not None else ():
-        if name not in declared:  # said here: expanding it would name -D, not -D2
-            raise error(
-                "unknown-parameter",
-                f"unknown parameter '{name}' (-D2 {name}={own[name]}) for '{spec}'",
-                hints=did_you_mean(name, declared)
-                + [f"its parameters: {', '.join(sorted(declared)) or 'none'}"],
-            )
     sched = load_schedule(
-        spec, {**inherited, **own}, max_ops=args.max_ops, max_steps=args.max_steps
+        spec,
+        {**inherited, **own},
+        max_ops=args.max_ops,
+        max_steps=args.max_steps,
+        define_flag="-D2",  # an unknown name can only be one of -D2's: -D's are filtered
     )
     return compile_from_args(args, sched)  # the same lowering and overlap: like with like
 

@@ -42,8 +42,9 @@ from ppir.frontend.literal import infer_placement, literal_schedule
 from ppir.ir import Schedule, Span
 
 
-def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
-    """Header defaults overridden by ``overrides``; errors for unknown and missing ones.
+def bind_params(module: A.Module, overrides: dict[str, int], flag: str = "-D") -> dict[str, int]:
+    """Header defaults overridden by ``overrides``; errors for unknown and missing ones, naming
+    ``flag``, the option that gives the values (``-D``, or ``-D2`` for a compared schedule).
     A default written as an expression (``N = P``) is evaluated with the parameters before it
     bound to their values."""
     header = module.header
@@ -54,7 +55,7 @@ def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
             params = ", ".join(declared) or "none"
             raise error(
                 "unknown-parameter",
-                f"unknown parameter '{name}' (-D {name}={value}) for {where}",
+                f"unknown parameter '{name}' ({flag} {name}={value}) for {where}",
                 hints=did_you_mean(name, declared) + [f"its parameters: {params}"],
             )
     overrides = {name: _integer(name, value) for name, value in overrides.items()}
@@ -62,7 +63,7 @@ def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
         if not -MAX_INT <= value <= MAX_INT:
             raise error(
                 "bad-define",
-                f"-D {name}={show_value(value)}: out of range "
+                f"{flag} {name}={show_value(value)}: out of range "
                 "(ppir integers are at most 2**63 - 1)",
             )
     values: dict[str, int] = {}
@@ -84,7 +85,7 @@ def bind_params(module: A.Module, overrides: dict[str, int]) -> dict[str, int]:
         elif p.default is None:
             raise error(
                 "missing-parameter",
-                f"parameter '{name}' has no default; give it with -D {name}=...",
+                f"parameter '{name}' has no default; give it with {flag} {name}=...",
                 p.span,
             )
         else:
@@ -112,11 +113,13 @@ def expand(
     *,
     max_ops: int = DEFAULT_MAX_OPS,
     max_steps: int = DEFAULT_MAX_STEPS,
+    define_flag: str = "-D",
 ) -> Schedule:
-    """Expand a parsed module for concrete parameter values into a :class:`Schedule`."""
+    """Expand a parsed module for concrete parameter values into a :class:`Schedule`;
+    ``define_flag`` is the option parameter errors name."""
     ex = Interpreter(module, max_ops, max_steps)
     try:
-        return _expand(module, overrides, ex)
+        return _expand(module, overrides, ex, define_flag)
     except RecursionError:  # a last resort: the parser caps nesting, calls cap their depth
         raise error(
             "too-deep",
@@ -181,8 +184,10 @@ def _top_level(module: A.Module, params: dict[str, int], ex: Interpreter):
     return top, decls, programs, rank_lines
 
 
-def _expand(module: A.Module, overrides: dict[str, int] | None, ex: Interpreter) -> Schedule:
-    params = bind_params(module, dict(overrides or {}))
+def _expand(
+    module: A.Module, overrides: dict[str, int] | None, ex: Interpreter, flag: str = "-D"
+) -> Schedule:
+    params = bind_params(module, dict(overrides or {}), flag)
     max_steps = ex.max_steps
     top, decls, programs, rank_lines = _top_level(module, params, ex)
 

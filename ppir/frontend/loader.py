@@ -75,9 +75,10 @@ def load_schedule(
     placement: tuple[int, ...] | None = None,
     max_ops: int = DEFAULT_MAX_OPS,
     max_steps: int = DEFAULT_MAX_STEPS,
+    define_flag: str = "-D",
 ) -> Schedule:
-    """Parse and expand a schedule.  CSV files take no parameters; ``placement`` is for CSV and
-    ``torch:NAME`` schedules."""
+    """Parse and expand a schedule.  CSV and JSON files take no parameters; ``placement`` is for
+    CSV and ``torch:NAME`` schedules; ``define_flag`` is the option parameter errors name."""
     params = dict(params or {})
     if spec.startswith("torch:"):  # torch's built-in classes; torch imported only here
         from ppir.frontend.torch_import import load_torch_builtin
@@ -86,28 +87,35 @@ def load_schedule(
     if spec.endswith(".csv") and os.path.exists(spec):
         from ppir.frontend.csvio import read_csv_text
 
-        if params:
-            name = next(iter(params))
-            raise error(
-                "unknown-parameter",
-                f"unknown parameter '{name}': a CSV schedule takes no -D parameters",
-            )
+        _no_params(params, "a CSV schedule", define_flag)
         return read_csv_text(read_text(spec), spec, placement)
     if spec.endswith(".json") and os.path.isfile(spec):
-        if params:
-            raise error(
-                "unknown-parameter",
-                f"unknown parameter '{next(iter(params))}': a JSON program takes no -D parameters",
-            )
+        _no_params(params, "a JSON program", define_flag)
+        _no_placement(placement, "a JSON program holds its placement")
         return read_json_program(spec)
     path, text = read_source(spec)
-    if placement is not None:
+    _no_placement(placement, "a .pps file declares its placement with 'placement ...'")
+    return expand(
+        parse_cached(path, text),
+        params,
+        max_ops=max_ops,
+        max_steps=max_steps,
+        define_flag=define_flag,
+    )
+
+
+def _no_params(params: dict, what: str, flag: str) -> None:
+    """The error for parameters given to a schedule that has none (``what``: which kind)."""
+    if params:
         raise error(
-            "bad-usage",
-            "--placement applies to CSV schedules; a .pps file declares "
-            "its placement with 'placement ...'",
+            "unknown-parameter",
+            f"unknown parameter '{next(iter(params))}': {what} takes no {flag} parameters",
         )
-    return expand(parse_cached(path, text), params, max_ops=max_ops, max_steps=max_steps)
+
+
+def _no_placement(placement, why: str) -> None:
+    if placement is not None:
+        raise error("bad-usage", f"--placement applies to CSV schedules; {why}")
 
 
 def load_text(
