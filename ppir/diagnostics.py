@@ -180,7 +180,13 @@ def write_output(path: str, text: str) -> None:
         with open(path, "w", encoding="utf-8", newline="") as f:
             f.write(text)
     except OSError as e:
-        raise error("bad-output", f"cannot write {path}: {e.strerror or e}") from None
+        raise cannot_write(path, e) from None
+
+
+def cannot_write(path: str, e: OSError) -> PpirError:
+    """The ``bad-output`` error (exit 2) for an output file that could not be written, for
+    writers other than :func:`write_output` (a chart that matplotlib saves)."""
+    return error("bad-output", f"cannot write {path}: {e.strerror or e}")
 
 
 def did_you_mean(word: str, candidates) -> list[str]:

@@ -7,7 +7,7 @@ matplotlib is imported only here, lazily, with the non-interactive Agg backend; 
 from __future__ import annotations
 
 from ppir.analysis.estimate import Estimate
-from ppir.diagnostics import error
+from ppir.diagnostics import cannot_write, error
 from ppir.viz.layout import gantt_layout
 
 FORMATS = (".png", ".svg", ".pdf")
@@ -74,6 +74,6 @@ def write_plot(e: Estimate, path: str) -> None:
     try:
         fig.savefig(path, dpi=150)
     except OSError as ex:
-        raise error("bad-output", f"cannot write {path}: {ex.strerror or ex}") from None
+        raise cannot_write(path, ex) from None
     finally:
         plt.close(fig)

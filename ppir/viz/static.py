@@ -10,7 +10,7 @@ matplotlib figure (the cost backend's ``--plot`` draws the same bars).
 
 from __future__ import annotations
 
-from ppir.diagnostics import error
+from ppir.diagnostics import cannot_write, error
 from ppir.viz.build import Timed
 from ppir.viz.layout import GanttLayout, gantt_layout
 
@@ -138,6 +138,6 @@ def write_image(runs: list[Timed], path: str, fmt: str) -> None:
     try:
         fig.savefig(path, format=fmt, dpi=110)
     except OSError as ex:
-        raise error("bad-output", f"cannot write {path}: {ex.strerror or ex}") from None
+        raise cannot_write(path, ex) from None
     finally:
         plt.close(fig)
