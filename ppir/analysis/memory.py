@@ -129,6 +129,12 @@ class MemoryReport:
         return [m.peak_bytes for m in self.per_rank]
 
 
+def chunk_in_a(ranks: int, stages: int, pipelines: int = 1) -> Fraction:
+    """One chunk activation (a stage's, one microbatch) in A, a rank share's: P over the
+    stages of one pipeline (replicated pipelines hold the same model)."""
+    return Fraction(ranks, deps.pipeline_length(stages, pipelines))
+
+
 def analyze_memory(
     program: Schedule | ProgramGraph,
     model: ModelShape | None = None,
@@ -152,7 +158,7 @@ def analyze_memory(
         raise ValueError(f"i_fraction must lie in [-1, 1], got {fi}")
     P, S = schedule.ranks, schedule.stages
     model_stages = deps.pipeline_length(S, schedule.pipelines)  # S unless pipelines replicate
-    chunk_size = Fraction(P, model_stages)
+    chunk_size = chunk_in_a(P, S, schedule.pipelines)
     n_layers = layers if layers is not None else (model.layers if model else None)
     lps = check_layers(n_layers, model_stages, P) if n_layers is not None else None
     chunk_bytes = None

@@ -256,10 +256,10 @@ def train(ctx, plan: dict, model, args) -> int:
 
 def _in_a(chunks: int, plan: dict) -> str:
     """``chunks`` chunk activations in A (one microbatch's activations of a rank share), the
-    unit ``ppir compile`` and ``ppir analyze`` print: a chunk is ranks / stages of it."""
-    from fractions import Fraction
+    unit ``ppir compile`` and ``ppir analyze`` print (the executor runs one pipeline)."""
+    from ppir.analysis.memory import chunk_in_a
 
-    a = Fraction(chunks * plan["ranks"], plan["stages"])
+    a = chunks * chunk_in_a(plan["ranks"], plan["stages"])
     return str(a.numerator) if a.denominator == 1 else f"{float(a):g}"
 
 
