@@ -105,7 +105,6 @@ def stage_parts(model, args, repeats: int = 10) -> dict:
 
 
 def worker(args) -> None:
-
     import torch
     import torch.distributed as dist
 
