@@ -181,7 +181,8 @@ def parse_domain(spec) -> Domain:
         if not lo.strip() or not hi.strip():
             raise error("bad-range", f"'{spec}': a range needs both ends, e.g. 2..16")
         d = Domain(Expr.parse(lo), Expr.parse(hi))
-        if not d.names and d.bounds({})[0] > d.bounds({})[1]:  # two constants, the wrong way
+        low, high = d.bounds({}) if not d.names else (0, 0)
+        if low > high:  # two constants, the wrong way round
             raise error(
                 "bad-range",
                 f"'{spec}' is empty: ranges run from the low end up, inclusive at both ends",
