@@ -276,7 +276,7 @@ def run_cases(world: int, out: str, make_cases) -> None:
         failures.fail(ctx, ctx.rank, e)
     if ctx.rank == 0:
         Path(out).write_text(json.dumps(results))
-    ctx.channel.stop()
+    assert ctx.channel.stop(), "the failure watchdog is still inside a store call"
     import torch.distributed as dist
 
     dist.barrier()

@@ -6,6 +6,10 @@ Contract:
   store, or rank 0's): a failing rank records ``"rank R: message"`` with a compare-and-set, and
   every other rank's watchdog thread (polling every 0.25 s) prints ``rank K stopping: <first>``
   and exits 1.  The watchdog also ends the rank when its parent (the launcher) is gone.
+* :meth:`FailureChannel.stop` ends the watchdog and waits for it (bounded by the store's
+  timeout): it returns only once the thread is out of the store, because a daemon thread
+  still inside a store call when the interpreter exits is unwound through C++ and aborts the
+  process ("terminate called without an active exception", SIGABRT) after a successful run.
 * :func:`die_with_parent` asks Linux to SIGKILL this process when its parent dies
   (``PR_SET_PDEATHSIG``), so a SIGKILLed launcher leaves no rank behind.
 * :func:`fail` reports an exception and exits 1 at once.  A :class:`CommError` (a peer timed
@@ -52,10 +56,12 @@ def die_with_parent() -> None:
 class FailureChannel:
     """First-failure record in the rendezvous store, plus a watchdog thread (module doc)."""
 
-    def __init__(self, store, rank: int, key: str):
+    def __init__(self, store, rank: int, key: str, timeout_s: float = 60.0):
         self.store, self.rank, self.key = store, rank, key
+        self.timeout_s = timeout_s
         self.parent = os.getppid()
         self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     @classmethod
     def connect(cls, rank: int, timeout_s: float) -> FailureChannel | None:
@@ -72,7 +78,7 @@ class FailureChannel:
             return None
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         run = os.environ.get("TORCHELASTIC_RUN_ID", "")
-        return cls(store, rank, f"{ERROR_KEY}/{run}/{restart}")
+        return cls(store, rank, f"{ERROR_KEY}/{run}/{restart}", timeout_s)
 
     def report(self, text: str) -> str:
         """Record ``text`` unless another rank failed first; returns the first failure."""
@@ -100,10 +106,18 @@ class FailureChannel:
                 _report_secondary(self.rank, first, None)
                 os._exit(1)
 
-        threading.Thread(target=watch, name="ppir-watchdog", daemon=True).start()
+        self._thread = threading.Thread(target=watch, name="ppir-watchdog", daemon=True)
+        self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
+        """End the watchdog and wait until it is out of the store (module docstring); False
+        if it is still inside a store call after the store's timeout."""
         self._stop.set()
+        thread = self._thread
+        if thread is None or thread is threading.current_thread():
+            return True
+        thread.join(self.timeout_s + 1.0)
+        return not thread.is_alive()
 
 
 def _exit_quietly(message: str) -> None:

@@ -323,8 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         failures.fail(ctx, ctx.rank if ctx is not None else None, e)
     import torch.distributed as dist
 
-    if ctx.channel is not None:
-        ctx.channel.stop()
+    # the watchdog must be out of the store before the interpreter ends (failures module doc)
+    watchdog_out = ctx.channel is None or ctx.channel.stop()
     try:
         dist.barrier()  # nobody leaves (rank 0 may host the store) while others still run
     except RuntimeError:
@@ -337,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             f"rank {ctx.rank}: --verify-grads found differences above "
             f"the tolerance {args.tolerance:g} (see above)",
         )
+    if status or not watchdog_out:  # without finalising the interpreter (see above)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)

@@ -1,0 +1,48 @@
+"""A rank that trained successfully exits 0: the failure watchdog (a daemon thread polling the
+rendezvous store) is out of the store before the interpreter ends.  A daemon thread still in a
+store call at exit is unwound through C++ and aborts the process with "terminate called without
+an active exception" (SIGABRT): two CI runs lost a finished ``ppir launch`` rank that way."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+# A store, a channel whose watchdog polls it without pause (so it is inside a store call almost
+# all the time), then the normal end of a rank: stop the channel and let the interpreter exit.
+CHILD = """
+import datetime, os, sys, time
+import torch.distributed as dist
+from ppir.torch.failures import FailureChannel
+port = int(sys.argv[1])
+server = dist.TCPStore("127.0.0.1", port, is_master=True, timeout=datetime.timedelta(seconds=10))
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+channel = FailureChannel.connect(0, 10.0)
+assert channel is not None
+channel.start_watchdog(interval_s=0.0)
+time.sleep(0.2)
+print("stuck" if channel.stop() is False else "done", flush=True)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_a_rank_ends_cleanly_while_its_watchdog_polls_the_store(trial):
+    res = subprocess.run(
+        [sys.executable, "-c", CHILD, str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "terminate called" not in res.stderr, res.stderr
+    assert res.returncode == 0 and res.stdout.strip() == "done", res.stdout + res.stderr
