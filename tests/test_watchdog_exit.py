@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -46,3 +47,44 @@ def test_a_rank_ends_cleanly_while_its_watchdog_polls_the_store(trial):
     )
     assert "terminate called" not in res.stderr, res.stderr
     assert res.returncode == 0 and res.stdout.strip() == "done", res.stdout + res.stderr
+
+
+def test_stop_waits_for_the_watchdog_unless_told_not_to():
+    from ppir.torch.failures import FailureChannel
+
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowStore:  # a store call that blocks until released
+        def check(self, keys):
+            entered.set()
+            release.wait(5)
+            return False
+
+    channel = FailureChannel(SlowStore(), 0, "k", timeout_s=5)
+    channel.start_watchdog(interval_s=0.0)
+    assert entered.wait(5)
+    assert channel.stop(wait=False) is True  # returns at once, the thread still in the store
+    assert channel._thread.is_alive()
+    threading.Timer(0.2, release.set).start()
+    assert channel.stop() is True  # waited for it to leave
+    assert not channel._thread.is_alive()
+
+
+def test_stop_says_so_when_the_watchdog_stays_stuck_past_the_store_timeout():
+    from ppir.torch.failures import FailureChannel
+
+    entered, release = threading.Event(), threading.Event()
+
+    class StuckStore:
+        def check(self, keys):
+            entered.set()
+            release.wait(10)
+            return False
+
+    channel = FailureChannel(StuckStore(), 0, "k", timeout_s=0.0)  # stop waits 1 s at most
+    channel.start_watchdog(interval_s=0.0)
+    assert entered.wait(5)
+    try:
+        assert channel.stop() is False
+    finally:
+        release.set()

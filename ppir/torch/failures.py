@@ -109,12 +109,13 @@ class FailureChannel:
         self._thread = threading.Thread(target=watch, name="ppir-watchdog", daemon=True)
         self._thread.start()
 
-    def stop(self) -> bool:
-        """End the watchdog and wait until it is out of the store (module docstring); False
-        if it is still inside a store call after the store's timeout."""
+    def stop(self, wait: bool = True) -> bool:
+        """End the watchdog and (``wait``) wait until it is out of the store (module
+        docstring); False if it is still inside a store call after the store's timeout.  A
+        rank that leaves with ``os._exit`` need not wait: that exit does not unwind threads."""
         self._stop.set()
         thread = self._thread
-        if thread is None or thread is threading.current_thread():
+        if not wait or thread is None or thread is threading.current_thread():
             return True
         thread.join(self.timeout_s + 1.0)
         return not thread.is_alive()
@@ -142,7 +143,7 @@ def fail(ctx, rank: int | None, exc: BaseException, settle_s: float = 1.5) -> No
 
     channel = getattr(ctx, "channel", None)
     if channel is not None:
-        channel.stop()
+        channel.stop(wait=False)  # this rank leaves with os._exit (no unwinding)
     text = describe(exc, rank)
     user_code = not isinstance(exc, (RuntimeFailure, PlanError))
     tb = "".join(traceback.format_exception(exc)) if user_code else None
