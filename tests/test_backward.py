@@ -94,6 +94,29 @@ def test_split_equals_whole_backward(name, needs_input_grad):
     assert work.recompute == (name == "twice" and needs_input_grad)
 
 
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_without_an_input_gradient_input_pass_runs_nothing(name):
+    """A first stage's I (its input, the data, needs no gradient) runs no autograd node: it
+    hands every output to W whole ('ppir profile' times such an I as the call alone)."""
+    make, shapes = MODULES[name]
+    torch.manual_seed(0)
+    mod = make()
+    xs = [torch.randn(s) for s in shapes]
+    y = mod(*xs)
+    ys = [y] if isinstance(y, torch.Tensor) else list(y)
+    grads = [torch.randn_like(t) for t in ys]
+    ran = []
+    hooks = [t.grad_fn.register_prehook(lambda g: ran.append(1)) for t in ys]
+    dx, work = backward_input(ys, grads, xs, list(mod.parameters()))
+    assert dx == [None] * len(xs) and not ran and not work.starts
+    assert len(work.whole) == len(ys) and all(o is y for (o, _), y in zip(work.whole, ys))
+    assert not work.recompute
+    backward_weight(work)
+    assert len(ran) == len(ys)  # W ran them
+    for h in hooks:
+        h.remove()
+
+
 @pytest.mark.parametrize("name", ["mlp", "gpt-block"])
 def test_split_equals_torch_pipelining_split(name):
     from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight

@@ -132,9 +132,10 @@ def test_two_ranks_time_messages_in_the_run(model_file):
     m = profile(ProfileSpec(model_file, ranks=2, stages=4, microbatches=M, steps=2, warmup=1))
     assert m.stages == 4 and m.transfer > 0
     assert dict(m.info)["transfer_isolated"] > 0
-    # piece 0's input (the data) needs no gradient: its I runs nothing but the call itself, its
-    # W the whole backward (a wide margin: both are timed on a shared machine, W is ~10x I)
-    assert m.I[0] < m.W[0] / 2 and all(x > 0 for x in m.I[1:])
+    # every piece's I and W are timed (piece 0's input, the data, needs no gradient: its I runs
+    # nothing and its W the whole backward, which test_backward asserts without a clock; a
+    # comparison of the two times here failed under load, from four samples of a few us)
+    assert all(x > 0 for x in m.I[1:]) and all(x > 0 for x in m.W)
 
 
 def _table(m, tmp_path):
