@@ -199,6 +199,37 @@ def test_model_modules_are_checked(tmp_path):
     assert parse_options(["layers=4", "lr=0.5", "name=x"]) == {"layers": 4, "lr": 0.5, "name": "x"}
 
 
+def test_a_model_file_says_what_it_defines_when_it_lacks_the_api(tmp_path):
+    bad = tmp_path / "wrong_names.py"
+    bad.write_text("import os\ndef build(s, n): pass\ndef batch(step): pass\nloss = len\n")
+    with pytest.raises(ModelError) as e:
+        load_model(str(bad))
+    msg = str(e.value)
+    assert "lacks build_stage, make_batch, loss_fn; it defines batch, build (" in msg, msg
+    assert "build_stage(stage, num_stages), make_batch(step) and loss_fn(output, target)" in msg
+
+
+def test_a_model_file_imports_the_files_beside_it(tmp_path, monkeypatch):
+    """As ``python proj/model.py`` runs it: from any working directory, the module's folder is
+    on its path (a model split over several files)."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "sibling_layers.py").write_text("WIDTH = 3\n")
+    (proj / "split_model.py").write_text(
+        "from sibling_layers import WIDTH\n"
+        "def build_stage(s, n): return None\n"
+        "def make_batch(step): return None\n"
+        "def loss_fn(y, t): return None\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # restored afterwards
+    monkeypatch.delitem(sys.modules, "sibling_layers", raising=False)
+    mod = load_model("proj/split_model.py")
+    assert mod.WIDTH == 3 and sys.path[0] == str(proj.resolve())
+    monkeypatch.delitem(sys.modules, "ppir_user_model_split_model")
+    monkeypatch.delitem(sys.modules, "sibling_layers")
+
+
 def test_runtime_accepts_schedules_and_plan_files(tmp_path):
     from ppir.plan import save_plan
 

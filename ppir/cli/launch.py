@@ -96,9 +96,15 @@ def declared_params(spec: str) -> set[str]:
 
 
 def _check_args(args) -> None:
+    from ppir.torch.errors import SetupError
+    from ppir.torch.procgroup import pick_device
     from ppir.torch.run import check_module
 
     check_module(args.module)
+    try:  # a device this machine lacks, before any process starts (run() checked for torch)
+        pick_device(args.device, 0, args.dist_backend)
+    except SetupError as e:
+        raise error("bad-usage", str(e)) from None
     n, dp = args.nproc, args.dp or 1
     if n is not None and (n < 1 or n % dp):
         raise error(

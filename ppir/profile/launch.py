@@ -147,13 +147,18 @@ def gather(rank: int, P: int, samples, transfer, groups, device: str) -> dict | 
 
 
 def _device(requested: str, rank: int):
+    """The runtime's choice of device (:func:`ppir.torch.procgroup.pick_device`), made current;
+    a ProfileError for a device this machine lacks."""
     import torch
 
-    if requested == "auto":
-        requested = "cuda" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(requested)
+    from ppir.torch.errors import SetupError
+    from ppir.torch.procgroup import pick_device
+
+    try:
+        dev = pick_device(requested, rank)
+    except SetupError as e:
+        raise ProfileError(str(e)) from None
     if dev.type == "cuda":
-        dev = torch.device("cuda", rank % max(1, torch.cuda.device_count()))
         torch.cuda.set_device(dev)
     return dev
 
@@ -170,7 +175,11 @@ def _program(P: int, M: int, rank: int):
 def profile(spec: ProfileSpec) -> MeasuredCosts:
     """Measure (see :mod:`ppir.profile`) and return the measured costs of ``spec``."""
     check_spec(spec)
-    load_model(spec.model, spec.options)  # report a bad module before starting ranks
+    from ppir.profile.worker import check_batch
+
+    _device(spec.device, 0)  # report a device this machine lacks before starting ranks
+    model = load_model(spec.model, spec.options)  # and a bad module
+    check_batch(model.make_batch(0), spec.num_microbatches)  # and a batch M does not split
     with tempfile.TemporaryDirectory(prefix="ppir-profile-") as tmp:
         out = os.path.join(tmp, "samples.json")
         if spec.ranks == 1:

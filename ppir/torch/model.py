@@ -40,9 +40,18 @@ def load_model(spec: str, options: dict | None = None):
     mod = _import(spec)
     missing = [n for n in REQUIRED if not callable(getattr(mod, n, None))]
     if missing:
+        own = sorted(
+            n
+            for n, v in vars(mod).items()
+            if callable(v)
+            and not n.startswith("_")
+            and getattr(v, "__module__", None) == mod.__name__
+        )
         raise ModelError(
-            f"model {spec!r} lacks {', '.join(missing)} "
-            f"(a model module defines {', '.join(REQUIRED)})"
+            f"model {spec!r} lacks {', '.join(missing)}"
+            + (f"; it defines {', '.join(own)}" if own else "")
+            + " (a model module defines build_stage(stage, num_stages), make_batch(step) and "
+            "loss_fn(output, target); docs/executor.md)"
         )
     if options:
         if not callable(getattr(mod, "configure", None)):
@@ -59,6 +68,11 @@ def _import(spec: str) -> ModuleType:
         name = f"ppir_user_model_{path.stem}"
         if name in sys.modules:
             return sys.modules[name]
+        # as ``python file.py`` runs it: the module's own folder first on the path, so that it
+        # imports the files beside it
+        folder = str(path.resolve().parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
         loader = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(loader)
         sys.modules[name] = mod

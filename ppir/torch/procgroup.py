@@ -60,15 +60,32 @@ class Mesh:
         return self.pp_rank * self.dp_size + dp_rank
 
 
-def pick_device(requested: str | None, local_rank: int) -> torch.device:
+def pick_device(requested: str | None, local_rank: int, backend: str | None = None) -> torch.device:
+    """The device of local rank ``local_rank``: ``requested`` ("auto" or None: cuda when GPUs
+    are present, else cpu).  SetupError for a device this machine lacks, or for ``backend``
+    nccl without CUDA (one line, before any process group exists)."""
     if requested and requested != "auto":
-        dev = torch.device(requested)
+        try:
+            dev = torch.device(requested)
+        except RuntimeError:
+            raise SetupError(f"--device {requested}: expected auto, cpu, cuda or cuda:N") from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise SetupError(
+                f"--device {requested}: this machine has no CUDA device "
+                "(torch.cuda.is_available() is False); leave --device out to run on the CPU"
+            )
         if dev.type == "cuda" and dev.index is None:
             dev = torch.device("cuda", local_rank % max(torch.cuda.device_count(), 1))
-        return dev
-    if torch.cuda.is_available():
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
-    return torch.device("cpu")
+    elif torch.cuda.is_available():
+        dev = torch.device("cuda", local_rank % torch.cuda.device_count())
+    else:
+        dev = torch.device("cpu")
+    if backend == "nccl" and dev.type != "cuda":
+        raise SetupError(
+            f"--dist-backend nccl needs CUDA devices, and the ranks run on {dev.type}: "
+            "use gloo (the default on the CPU)"
+        )
+    return dev
 
 
 def check_timeout(timeout_s) -> float:
@@ -90,7 +107,7 @@ def init(device: str | None = None, backend: str | None = None, timeout_s: float
         )
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    dev = pick_device(device, local_rank)
+    dev = pick_device(device, local_rank, backend)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     backend = backend or ("nccl" if dev.type == "cuda" else "gloo")
