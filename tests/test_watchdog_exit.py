@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-# A store, a channel whose watchdog polls it without pause (so it is inside a store call almost
-# all the time), then the normal end of a rank: stop the channel and let the interpreter exit.
+# A store, channels whose watchdogs poll it without pause (so one is inside a store call at
+# almost every moment), then the normal end of a rank: stop them and let the interpreter exit.
 CHILD = """
 import datetime, os, sys, time
 import torch.distributed as dist
@@ -23,11 +23,13 @@ from ppir.torch.failures import FailureChannel
 port = int(sys.argv[1])
 server = dist.TCPStore("127.0.0.1", port, is_master=True, timeout=datetime.timedelta(seconds=10))
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-channel = FailureChannel.connect(0, 10.0)
-assert channel is not None
-channel.start_watchdog(interval_s=0.0)
+channels = [FailureChannel.connect(0, 10.0) for _ in range(8)]  # 8 watchdogs: one is
+assert all(channels)                                             # in a call at exit
+for channel in channels:
+    channel.start_watchdog(interval_s=0.0)
 time.sleep(0.2)
-print("stuck" if channel.stop() is False else "done", flush=True)
+stopped = [channel.stop() for channel in channels]
+print("stuck" if False in stopped else "done", flush=True)
 """
 
 
