@@ -103,7 +103,11 @@ class Compiled:
 
     @property
     def step_time(self) -> float:
-        """The estimated step time, in the config's time unit."""
+        """The estimated step time, in the config's time unit; a ppir error, as
+        :attr:`estimate` gives, when the program cannot run to its end (a deadlock)."""
+        from ppir.analysis.estimate import check_complete
+
+        check_complete(self.timed)
         return self.costs.to_time(self.timed.makespan)
 
     @cached_property
@@ -151,6 +155,16 @@ def compile(  # noqa: A001 - the library's verb
     ``Compiled.dp_reduce``).  ``input_timeline``: a run of ``schedule``'s compute graph (built
     under ``progress``) timed with these very costs, when the caller made one (``ppir tune``'s
     dependency bound): used instead of building and timing that graph again."""
+    if not isinstance(schedule, Schedule):
+        raise TypeError(
+            f"compile takes a Schedule (ppir.load('1f1b', P=4, M=8) makes one), got "
+            f"{type(schedule).__name__} {schedule!r:.60}"
+        )
+    if costs is not None and not isinstance(costs, CostConfig):
+        raise TypeError(
+            f"costs takes a CostConfig (ppir.make_config({{...}}) makes one from the TOML "
+            f"file's sections), got {type(costs).__name__}"
+        )
     if lowering not in LOWERINGS:
         raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
     cfg = costs or CostConfig()
@@ -198,14 +212,19 @@ def compile(  # noqa: A001 - the library's verb
         return _run(schedule, chosen, verify, strict, base)
     strategy = "lockstep" if lowering == "auto" else lowering
     best = _run(schedule, _passes(strategy, overlap, dp), verify, strict, base)
-    if lowering != "auto" or not best.ok or bound is None or best.step_time <= bound:
+    if lowering != "auto" or not best.ok or bound is None or _time(best) <= bound:
         return best
     eager = _run(schedule, _passes("eager", overlap, dp), verify, strict, base)
-    candidates = {"lockstep": best.step_time, "eager": eager.step_time}
-    if eager.ok and eager.step_time < best.step_time:
+    candidates = {"lockstep": _time(best), "eager": _time(eager)}
+    if eager.ok and _time(eager) < _time(best):
         best = eager
     best.candidates = candidates
     return best
+
+
+def _time(c: Compiled) -> float:
+    """``c``'s step time; infinite when its program cannot run to its end (unverified)."""
+    return c.step_time if c.timed.complete else float("inf")
 
 
 _ON_STAGE: ContextVar[Callable[[str], None] | None] = ContextVar("ppir_on_stage", default=None)

@@ -211,6 +211,22 @@ def memory_report(g: ProgramGraph, cfg: CostConfig):
     return analyze_memory(g, cfg.model, recompute=cfg.recompute)
 
 
+def check_complete(tl: Timeline) -> None:
+    """A ppir error (exit 1) naming the stuck ranks when the program of ``tl`` cannot run to
+    its end: it has no step time."""
+    if tl.complete:
+        return
+    g = tl.graph
+    stuck = sorted({g.rank[v] for v in range(g.n) if not tl.ran[v]})
+    raise error(
+        "deadlock",
+        f"{g.schedule.name} cannot finish under rendezvous semantics ({g.progress} progress): "
+        f"ranks {stuck[:8]} wait forever",
+        hints=["run 'ppir check' on the schedule for the wait-for cycle"],
+        exit_code=EXIT_INVALID,
+    )
+
+
 def from_timeline(
     tl: Timeline, cfg: CostConfig, mem=None, dependency_bound: float | None = None
 ) -> Estimate:
@@ -218,15 +234,7 @@ def from_timeline(
     (a :class:`~ppir.analysis.memory.MemoryReport`) fills the memory columns."""
     g, costs = tl.graph, tl.costs
     s = g.schedule
-    if not tl.complete:
-        stuck = sorted({g.rank[v] for v in range(g.n) if not tl.ran[v]})
-        raise error(
-            "deadlock",
-            f"{s.name} cannot finish under rendezvous semantics ({g.progress} progress): "
-            f"ranks {stuck[:8]} wait forever",
-            hints=["run 'ppir check' on the schedule for the wait-for cycle"],
-            exit_code=EXIT_INVALID,
-        )
+    check_complete(tl)
     conv = costs.converter()
     ops, busy = _op_timings(tl, conv)
     msgs, spans = _messages(tl, conv)

@@ -1,0 +1,44 @@
+"""``ppir.compile``'s contract for what it is given and what a failed compile reports: a
+wrong argument is a TypeError naming it and what to pass instead; a program that cannot run
+to its end has no step time (the same ppir error as its estimate), while a compile that does
+not verify still returns its result."""
+
+from __future__ import annotations
+
+import pytest
+
+import ppir
+
+
+@pytest.mark.parametrize("given", ["1f1b", None, 3])
+def test_compile_names_a_schedule_that_is_not_one(given):
+    with pytest.raises(TypeError, match=r"compile takes a Schedule \(ppir.load\('1f1b'"):
+        ppir.compile(given)
+
+
+def test_compile_names_costs_that_are_not_a_cost_config():
+    s = ppir.load("1f1b", P=2, M=2)
+    with pytest.raises(TypeError, match=r"costs takes a CostConfig \(ppir.make_config.*got dict"):
+        ppir.compile(s, costs={"comm": {"latency": 0.25}})
+    c = ppir.compile(s, costs=ppir.make_config({"comm": {"latency": "0.25"}}))
+    assert c.ok and c.step_time > ppir.compile(s).step_time  # what the message points to works
+
+
+def test_a_deadlocked_compile_has_no_step_time():
+    c = ppir.compile(ppir.load("1f1b", P=3, M=4), lowering="naive")
+    assert not c.ok and c.failed == "lower-comms" and not c.timeline.complete
+    with pytest.raises(ppir.PpirError) as e:
+        c.step_time  # noqa: B018 - the property raises
+    assert e.value.kind == "deadlock" and "ranks [0, 1, 2] wait forever" in str(e.value)
+    unverified = ppir.compile(ppir.load("1f1b", P=3, M=4), lowering="naive", verify=False)
+    assert unverified.ok and unverified.report is None  # returned, not raised
+    with pytest.raises(ppir.PpirError):
+        unverified.step_time  # noqa: B018
+
+
+def test_auto_lowering_still_compares_its_candidates():
+    s = ppir.load("zb_h1", P=4, M=8)
+    cfg = ppir.make_config({"comm": {"latency": "0.25"}, "costs": {"F": 2, "I": 2, "W": 1}})
+    c = ppir.compile(s, costs=cfg)
+    assert c.candidates == {"lockstep": 52.75, "eager": 52.0}  # eager kept: the faster
+    assert c.step_time == 52 == c.dependency_bound
