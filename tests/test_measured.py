@@ -113,6 +113,27 @@ def test_cost_file_on_the_command_line(tmp_path, cli):
     assert code == 2 and "measured costs are for 2 stages" in err
 
 
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--cost", "F=1,B=2"], "--cost"),
+        (["--comm-latency", "0.5", "--hardware", "A100"], "--hardware, --comm-latency"),
+        (["--stage-weights", "1,2"], "--stage-weights"),
+    ],
+)
+def test_flags_that_give_times_name_themselves_not_the_cost_file(tmp_path, cli, flags, named):
+    path = tmp_path / "costs.toml"
+    path.write_text(MeasuredCosts(**_kw()).to_toml("test"))
+    argv = ["compile", "1f1b", "-D", "P=2", "--backend", "cost", "--config", str(path), *flags]
+    code, _, err = cli(*argv)
+    assert code == 2 and err.splitlines()[0] == (
+        f"ppir: error: {named} cannot be combined with --config {path}: its [measured] table "
+        "gives every op and message time"
+    ), err
+    code, _, err = cli(*argv[:8], "--free-comm")  # free links are no time: still accepted
+    assert code == 0, err
+
+
 def _kw():
     return dict(
         stages=2, F=(1e-3, 1e-3), B=(2e-3, 2e-3), I=(0.0, 1e-3), W=(2e-3, 1e-3), transfer=2e-4

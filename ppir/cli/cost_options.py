@@ -276,7 +276,36 @@ def settings_from_args(args: argparse.Namespace) -> dict:
     if g("comm_model"):
         comm["model"] = g("comm_model")
     over["comm"] = comm
+    if "measured" in base:
+        _refuse_times_over_measured(g)
     return merge(base, {k: v for k, v in over.items() if v})
+
+
+# The flags that give op or message times, which a [measured] table gives instead (the same
+# settings measured_config refuses in a file; here named by the flag the user typed).
+_TIME_FLAGS = (
+    ("costs", "--cost"),
+    ("stage_weights", "--stage-weights"),
+    ("hardware", "--hardware"),
+    ("efficiency", "--efficiency"),
+    ("latency", "--comm-latency"),
+    ("latency_us", "--comm-latency-us"),
+    ("inter_latency", "--inter-latency"),
+    ("inter_latency_us", "--inter-latency-us"),
+    ("bandwidth", "--bandwidth"),
+    ("inter_bandwidth", "--inter-bandwidth"),
+)
+
+
+def _refuse_times_over_measured(g) -> None:
+    clash = [flag for name, flag in _TIME_FLAGS if g(name) is not None]
+    if clash:
+        raise error(
+            "bad-usage",
+            f"{', '.join(clash)} cannot be combined with --config {g('config')}: its "
+            "[measured] table gives every op and message time",
+            hints=[f"drop {', '.join(clash)}, or use a cost file without [measured]"],
+        )
 
 
 def config_from_args(args: argparse.Namespace) -> CostConfig:
