@@ -62,6 +62,13 @@ def test_tied_weights_stay_identical_after_three_optimizer_steps(schedule):
     line = lines[0]
     assert "tied copies differ by at most 0.000e+00: OK" in line, line
     assert "tied 'transformer.wte.weight = lm_head.weight' on stages [0, " in line, line
+    # the summary gives the largest peak of any rank, the one compile predicts (1F1B: rank 0)
+    import ppir
+
+    worst = ppir.compile(ppir.load(schedule, P=2, M=4)).memory.worst
+    assert worst.peak_activations.denominator == 1  # printed as a whole number of A
+    peak = str(worst.peak_activations)
+    assert f"peak in-flight activations {peak} A on rank {worst.rank} (" in res.stdout, res.stdout
 
 
 @pytest.mark.slow

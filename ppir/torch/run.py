@@ -242,16 +242,30 @@ def train(ctx, plan: dict, model, args) -> int:
         times.append(dt)
         if prints:
             print(f"step {step:4d}  loss {loss.item():.4f}  {dt * 1e3:8.1f} ms", flush=True)
+    peak, peak_rank = _largest_peak(rt.peak_saved, ctx.device, mesh.dp_size)
     if prints and len(times) > 1:
         steady = times[1:]
         print(
             f"ppir.run: {len(times)} steps, mean step time {sum(steady) / len(steady) * 1e3:.1f}"
-            f" ms (steps 1..{len(times) - 1}), peak in-flight activations on rank "
-            f"{ctx.rank}: {_in_a(rt.peak_saved, plan)} A ({rt.peak_saved} chunk activation"
-            f"{'' if rt.peak_saved == 1 else 's'})",
+            f" ms (steps 1..{len(times) - 1}), peak in-flight activations "
+            f"{_in_a(peak, plan)} A on rank {peak_rank} ({peak} chunk activation"
+            f"{'' if peak == 1 else 's'}), the most of any rank",
             flush=True,
         )
     return status
+
+
+def _largest_peak(mine: int, device, dp: int) -> tuple[int, int]:
+    """The largest peak of chunk activations over every rank (a collective) and the pipeline
+    rank that held it (the lowest on a tie; global rank = pipeline rank * dp + replica)."""
+    import torch
+    import torch.distributed as dist
+
+    peaks = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(dist.get_world_size())]
+    dist.all_gather(peaks, torch.tensor([mine], dtype=torch.int64, device=device))
+    values = [int(t.item()) for t in peaks]
+    top = max(values)
+    return top, values.index(top) // dp
 
 
 def _in_a(chunks: int, plan: dict) -> str:
