@@ -67,3 +67,9 @@ def test_sweep_reports_invalid_values_and_bad_usage(cli):
 def test_sweeping_an_unknown_parameter_is_a_usage_error(cli):
     code, out, err = cli("sweep", "1f1b", "--over", "Q=1,2")
     assert code == 2 and "unknown parameter 'Q'" in err and "Traceback" not in err
+
+
+def test_a_parameter_given_by_over_and_by_d_is_refused(cli):
+    code, out, err = cli("sweep", "1f1b", "--over", "M=2,4", "-D", "M=8", "-D", "P=2")
+    assert code == 2 and out == ""  # nothing swept with one of the two silently ignored
+    assert err.splitlines()[0] == "ppir: error: --over M=... and -D M=8 both set 'M'"

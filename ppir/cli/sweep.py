@@ -258,6 +258,12 @@ def run(args) -> int:
     name, values = _parse_over(args.over)
     model = parse_model_spec(args.model) if args.model else None
     fixed, placement = parse_defines(args.defines), parse_placement(args.placement)
+    if name in fixed:
+        raise error(
+            "bad-usage",
+            f"--over {name}=... and -D {name}={fixed[name]} both set '{name}'",
+            hints=[f"drop -D {name}: the sweep gives '{name}' each of its values"],
+        )
     with progress(len(values), f"sweep {name}", quiet=args.quiet, unit="values") as bar:
         rows = sweep(
             args.schedule,
