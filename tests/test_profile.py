@@ -89,6 +89,20 @@ def test_a_batch_that_does_not_split_is_refused_before_any_rank_starts(model_fil
     ]
 
 
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        (["--steps", "1"], "--steps 1: at least 2 (the timed steps alternate"),
+        (["--steps", "0"], "--steps 0: at least 2"),
+        (["-M", "-2"], "--microbatches must be positive, got -2"),
+        (["--warmup", "-1"], "--warmup must be 0 or more, got -1"),
+    ],
+)
+def test_each_bad_size_is_named_with_its_value(model_file, cli, flag, message):
+    code, _, err = cli("profile", "--module", model_file, "--ranks", "1", *flag)
+    assert code == 2 and err.startswith(f"ppir: error: {message}"), err
+
+
 def test_a_device_this_machine_lacks_is_one_line(model_file, cli):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ppir.cli.argtypes import key_values, positive_int, positive_seconds
+from ppir.cli.argtypes import key_values, positive_seconds
 from ppir.cli.output import table
 from ppir.diagnostics import error, write_output
 from ppir.torch.run import add_module_arguments
@@ -53,8 +53,13 @@ def add_arguments(p):
         metavar="M",
         help="microbatches per step; make_batch's batch must split into them (default 2*ranks)",
     )
-    p.add_argument("--steps", type=positive_int, default=6, help="timed steps (default 6)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
+    p.add_argument("--steps", type=int, default=6, help="timed steps, at least 2 (default 6)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=2,
+        help="untimed steps first (default 2; with 0 the first step's one-time set-up is timed)",
+    )
     p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
     p.add_argument(
         "--threads",
@@ -104,6 +109,12 @@ def run(args) -> int:
         args.threads,
         args.timeout,
     )
+    if args.warmup == 0:
+        print(
+            "ppir: warning: --warmup 0: the first step's one-time set-up (allocations, lazy "
+            "initialisation) is timed; expect high figures",
+            file=sys.stderr,
+        )
     try:
         mc = profile(spec)
     except ProfileError as e:

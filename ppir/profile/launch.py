@@ -60,8 +60,15 @@ def check_spec(spec: ProfileSpec) -> None:
             f"--stages {spec.num_stages} must be a multiple of --ranks {spec.ranks} (each rank "
             "holds the same number of consecutive pieces)"
         )
-    if spec.num_microbatches < 1 or spec.steps < 2:
-        raise ProfileError("--microbatches must be positive and --steps at least 2")
+    if spec.num_microbatches < 1:
+        raise ProfileError(f"--microbatches must be positive, got {spec.num_microbatches}")
+    if spec.steps < 2:
+        raise ProfileError(
+            f"--steps {spec.steps}: at least 2 (the timed steps alternate whole backwards and "
+            "split ones, I then W)"
+        )
+    if spec.warmup < 0:
+        raise ProfileError(f"--warmup must be 0 or more, got {spec.warmup}")
 
 
 def load_model(spec: str, options: dict | None = None):
