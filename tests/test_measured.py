@@ -134,6 +134,16 @@ def test_flags_that_give_times_name_themselves_not_the_cost_file(tmp_path, cli, 
     assert code == 0, err
 
 
+def test_the_assumptions_line_gives_seconds_in_ms_and_us(tmp_path):
+    info = (("ranks", 2), ("transfer_isolated", 0.00075596))
+    path = tmp_path / "costs.toml"
+    path.write_text(MeasuredCosts(**_kw(), info=info).to_toml("test"))
+    line = make_config(load_config_file(str(path)), str(path)).describe()
+    assert "ranks 2, transfer_isolated 0.756 ms)" in line, line
+    assert "intra latency 200 us, inter latency 200 us" in line, line  # transfer=2e-4 s
+    assert "e-0" not in line  # no float in seconds, as it was (3.0952e-05)
+
+
 def _kw():
     return dict(
         stages=2, F=(1e-3, 1e-3), B=(2e-3, 2e-3), I=(0.0, 1e-3), W=(2e-3, 1e-3), transfer=2e-4

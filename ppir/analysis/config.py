@@ -135,7 +135,9 @@ class CostConfig:
             costs += f" FB={self.FB}"
         if self.measured is not None:
             m = self.measured
-            how = ", ".join(f"{k} {v}" for k, v in m.info)
+            how = ", ".join(  # a float in the info is seconds (transfer_isolated)
+                f"{k} {v * 1e3:.3g} ms" if isinstance(v, float) else f"{k} {v}" for k, v in m.info
+            )
             head = f"costs measured on {m.stages} stages ({how or 'ppir profile'})"
             if m.post and not self.free_comm:
                 head += f"; posting a group {m.post * 1e3:.3g} ms"
@@ -162,9 +164,10 @@ class CostConfig:
             head += "; messages timed as latency on the dependency (comm model latency)"
         if self.free_comm:
             return head + "; free communication"
+        seconds = self.time_unit == "s"
         return (
-            head + f"; comm {self.ranks_per_node} ranks/node, intra {_link(self.intra)}, "
-            f"inter {_link(self.inter)}"
+            head + f"; comm {self.ranks_per_node} ranks/node, intra {_link(self.intra, seconds)}, "
+            f"inter {_link(self.inter, seconds)}"
         )
 
 
@@ -175,9 +178,12 @@ def default_op_costs() -> dict[str, Fraction]:
     return {k: getattr(CostConfig, k) for k in ("F", "B", "I", "W")}
 
 
-def _link(link: Link) -> str:
+def _link(link: Link, seconds: bool) -> str:
+    """A link's cost: its latency in forwards of a rank share, or (``seconds``) in us."""
     if link.bandwidth is None:
-        return f"latency {link.latency}"
+        return (
+            f"latency {float(link.latency) * 1e6:.3g} us" if seconds else f"latency {link.latency}"
+        )
     return f"{float(link.latency) * 1e6:g} us + bytes / {link.bandwidth / 1e9:g} GB/s"
 
 
