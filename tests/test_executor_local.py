@@ -180,6 +180,37 @@ def test_batches_must_split_into_microbatches():
         split_batch(m, 0, 2, CPU, 0)
 
 
+def test_an_error_in_a_stage_keeps_its_traceback_and_names_the_stage_and_input():
+    s = ppir.lower(ppir.load_schedule("looped_bfs", {"P": 1, "M": 3, "v": 4}))
+    m = model()
+    good = m.build_stage
+    m.build_stage = lambda stage, n: torch.nn.Linear(7, 5) if stage == 2 else good(stage, n)
+    rt = runtime(build_plan(s), m)
+    with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied") as e:
+        rt.step_microbatches(*split_batch(m, 0, 3, CPU, 0))
+    assert type(e.value) is RuntimeError  # the user's own exception, re-raised unchanged
+    if sys.version_info >= (3, 11):
+        (note,) = e.value.__notes__
+        assert note == (
+            "rank 0: stage 2's forward (inferring its output's shapes), given (2, 5) float32 "
+            "from the previous stage"
+        ), note
+
+
+def test_an_error_in_the_first_stage_names_the_instruction_and_the_microbatch():
+    s = ppir.lower(ppir.load_schedule("gpipe", {"P": 1, "M": 2}))
+    m = model()
+    m.build_stage = lambda stage, n: torch.nn.Linear(7, 5)
+    rt = runtime(build_plan(s), m)
+    with pytest.raises(RuntimeError, match="mat1 and mat2") as e:
+        rt.step_microbatches(*split_batch(m, 0, 2, CPU, 0))
+    if sys.version_info >= (3, 11):
+        assert e.value.__notes__ == [
+            "rank 0, instruction #0 (0F0): stage 0's forward, given (3, 5) float32 from the "
+            "microbatch's inputs"
+        ]
+
+
 def test_loss_must_be_a_scalar():
     s = ppir.lower(ppir.load_schedule("gpipe", {"P": 1, "M": 2}))
     m = model()

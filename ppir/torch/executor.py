@@ -166,7 +166,12 @@ class Executor:
             if t.is_floating_point() and ins["in"] != "data":
                 leaves[k] = t.detach().requires_grad_(True)
                 grad_in.append(leaves[k])
-        y = V.call_stage(self.modules[chunk], V.unflatten(spec, leaves))
+        came = "the microbatch's inputs" if ins["in"] == "data" else "the previous stage"
+        y = V.call_stage(
+            self.modules[chunk],
+            V.unflatten(spec, leaves),
+            f"{self._where(ins)}: stage {s}'s forward, given {{}} from {came}",
+        )
         if ins["out"] == "loss":
             loss = _scalar(self.loss_fn(y, self.targets[m]), s, m, self.rank) * self.scale
             self.losses.append((m, loss.detach()))

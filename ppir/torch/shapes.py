@@ -47,7 +47,12 @@ def zeros_like_spec(spec, device):
 def trace_stage(module, x, stage: int, rank: int):
     """The spec of ``module``'s output for input ``x`` (one no-grad forward)."""
     with torch.no_grad():
-        y = V.call_stage(module, x)
+        y = V.call_stage(
+            module,
+            x,
+            f"rank {rank}: stage {stage}'s forward (inferring its output's shapes), given {{}} "
+            "from the previous stage",
+        )
     try:
         return V.flatten(y, f"rank {rank}: the output of stage {stage}")[1]
     except TypeError as e:

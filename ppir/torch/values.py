@@ -144,13 +144,26 @@ def describe(spec: Spec) -> str:
     return f"({inner})" if kind == "tuple" else f"[{inner}]"
 
 
-def call_stage(module, value):
-    """``module(x)``, ``module(*x)`` or ``module(**x)`` for a tensor, sequence or dict."""
-    if isinstance(value, dict):
-        return module(**value)
-    if isinstance(value, (tuple, list)):
-        return module(*value)
-    return module(value)
+def call_stage(module, value, where: str | None = None):
+    """``module(x)``, ``module(*x)`` or ``module(**x)`` for a tensor, sequence or dict.  An
+    exception from the module (the user's code) propagates unchanged, its traceback whole;
+    with ``where`` (a text whose ``{}`` becomes the input's shapes) it carries that note
+    (Python 3.11+)."""
+    try:
+        if isinstance(value, dict):
+            return module(**value)
+        if isinstance(value, (tuple, list)):
+            return module(*value)
+        return module(value)
+    except Exception as e:
+        add_note = getattr(e, "add_note", None)
+        if where is not None and add_note is not None:
+            try:
+                shapes = describe(flatten(value)[1])
+            except Exception:  # noqa: BLE001 - a note must not replace the error it explains
+                shapes = "its input"
+            add_note(where.format(shapes))
+        raise
 
 
 def split_batch(value, n: int, where: str, unit: str = "microbatches") -> list:
