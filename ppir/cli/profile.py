@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ppir.cli.argtypes import key_values, positive_seconds
+from ppir.cli.argtypes import key_values, positive_int, positive_seconds
 from ppir.cli.output import table
 from ppir.diagnostics import error, write_output
 from ppir.torch.run import add_module_arguments
@@ -53,7 +53,9 @@ def add_arguments(p):
         metavar="M",
         help="microbatches per step; make_batch's batch must split into them (default 2*ranks)",
     )
-    p.add_argument("--steps", type=int, default=6, help="timed steps, at least 2 (default 6)")
+    p.add_argument(
+        "--steps", type=positive_int, default=6, help="timed steps, at least 2 (default 6)"
+    )
     p.add_argument(
         "--warmup",
         type=int,
