@@ -51,7 +51,12 @@ _BARS = " ▁▂▃▄▅▆▇█"
 
 def add_arguments(p):
     add_schedule_arguments(p)
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text (default): tables; json: ppir.analysis/1",
+    )
     add_model_arguments(p)
     p.add_argument(
         "--i-fraction",

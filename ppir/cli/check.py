@@ -33,7 +33,12 @@ exit status: 0 verified, 1 the schedule is invalid, 2 unusable input or usage.
 
 def add_arguments(p):
     add_schedule_arguments(p)
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text (default): diagnostics as file:line:col lines; json: the ppir.check/1 report",
+    )
     add_compile_arguments(p, model=False)
 
 

@@ -37,7 +37,13 @@ def add_arguments(p):
         help="backend name (default cost); available: " + ", ".join(available_backends()),
     )
     p.add_argument("-o", "--output", metavar="PATH", help="where the backend writes its output")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="the cost backend's output: text (default) or json (ppir.estimate/1); the cuda "
+        "and torch-csv backends write their own formats",
+    )
     add_compile_arguments(p)
     for name in available_backends():
         try:

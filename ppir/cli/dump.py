@@ -29,7 +29,13 @@ examples:
 
 def add_arguments(p):
     add_schedule_arguments(p)
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text (default): the program as re-parseable .pps; json: a ppir.program/1 file "
+        "that every command reads back",
+    )
     p.add_argument(
         "--compute-only", action="store_true", help="leave the communication actions out"
     )

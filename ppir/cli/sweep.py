@@ -51,7 +51,12 @@ def add_arguments(p):
     p.add_argument(
         "--placement", metavar="R0,R1,...", help="for CSV schedules: the rank of each stage"
     )
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text (default): a table; json: ppir.sweep/1",
+    )
     add_model_arguments(p)
     add_quiet_argument(p)
 

@@ -127,7 +127,12 @@ def add_arguments(p):
         metavar="N",
         help="how many programs to compile and rank, best bound first (a count; default 10)",
     )
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text (default): a ranked table; json: ppir.tune/2 with every candidate",
+    )
     p.add_argument(
         "--all-rejected",
         action="store_true",
