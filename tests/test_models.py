@@ -100,3 +100,15 @@ def test_divisibility_rule_lists_working_v():
     with pytest.raises(PpirError) as e:
         check_layers(81, 16, 8)
     assert "81 layers are not divisible by P=8 for any v" in e.value.render()
+
+
+def test_a_model_file_given_as_a_preset_points_to_profile():
+
+    with pytest.raises(PpirError) as e:
+        parse_model_spec("examples/gpt_model.py")
+    text = e.value.render()
+    assert "unknown model preset 'examples/gpt_model.py'" in text
+    assert "ppir profile --module examples/gpt_model.py -o costs.toml, then --config" in text
+    with pytest.raises(PpirError) as e:
+        parse_model_spec("llama")  # a misspelt preset gets no such hint
+    assert "ppir profile" not in e.value.render()

@@ -307,7 +307,16 @@ def make_model(preset: str | None = None, **overrides) -> ModelShape:
         raise error(
             "unknown-model",
             f"unknown model preset '{preset}'",
-            hints=did_you_mean(preset, PRESETS) + [f"presets: {', '.join(PRESETS)}"],
+            hints=did_you_mean(preset, PRESETS)
+            + [f"presets: {', '.join(PRESETS)}"]
+            + (
+                [
+                    "to use your own model's costs, measure them: ppir profile --module "
+                    f"{preset} -o costs.toml, then --config costs.toml"
+                ]
+                if preset.endswith(".py") or "/" in preset
+                else []
+            ),
         )
     base = PRESETS[preset] if preset else ModelShape()
     for k in overrides:
