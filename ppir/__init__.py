@@ -17,6 +17,7 @@ docs/api.md has the whole API with examples.
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 from ppir.analysis.config import CostConfig, make_config
@@ -40,10 +41,14 @@ __version__ = "0.1.0"
 Program = Schedule | Compiled
 
 
-def load(spec: str, placement: tuple[int, ...] | None = None, **params: int) -> Schedule:
-    """Parse and expand a schedule: a built-in name, a ``.pps`` or torch ``.csv`` path, or
-    ``torch:NAME``; ``params`` are its parameters (``P=4, M=8``).  A ppir error, with
-    file:line:col, for bad input."""
+def load(
+    spec: str | os.PathLike, placement: tuple[int, ...] | None = None, **params: int
+) -> Schedule:
+    """Parse and expand a schedule: a built-in name, ``torch:NAME``, or the path (a ``str`` or
+    an ``os.PathLike``) of a ``.pps`` file, a torch ``.csv`` file or a ``ppir.program/1``
+    ``.json`` file (what ``ppir dump --format json`` writes; CSV and JSON files take no
+    ``params``).  ``params`` are its parameters (``P=4, M=8``), integers.  A ppir error, with
+    file:line:col where there is one, for bad input (a ``spec`` of another type included)."""
     return load_schedule(spec, params, placement=placement)
 
 

@@ -108,3 +108,32 @@ def test_load_takes_any_integer_type():
 
     s = ppir.load("1f1b", P=2, M=Index())
     assert s.microbatches == 4 and type(dict(s.params)["M"]) is int
+
+
+@pytest.mark.parametrize("value", [2.5, "2", True, None])
+def test_load_refuses_a_torch_parameter_that_is_not_an_integer(value):
+    """torch:NAME takes the same integer check as a .pps file's parameters."""
+    with pytest.raises(ppir.PpirError, match="the value of 'P' must be an integer") as e:
+        ppir.load("torch:GPipe", P=value, M=4)
+    assert e.value.exit_code == 2 and type(value).__name__ in str(e.value)
+
+
+def test_load_takes_a_path_object(cli, tmp_path):
+    import pathlib
+
+    from ppir.schedules import builtin_source
+
+    pps = tmp_path / "mine.pps"
+    pps.write_text(builtin_source("1f1b"))
+    assert ppir.load(pps, P=2, M=4) == ppir.load(str(pps), P=2, M=4)
+    f = tmp_path / "p.json"
+    f.write_text(cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")[1])
+    assert isinstance(f, pathlib.Path) and ppir.load(f).ranks == 2
+
+
+@pytest.mark.parametrize("spec", [None, 42, b"1f1b", ["1f1b"]])
+def test_load_names_a_spec_of_another_type(spec):
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.load(spec)
+    said = str(e.value)
+    assert e.value.exit_code == 2 and "spec" in said and type(spec).__name__ in said

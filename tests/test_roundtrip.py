@@ -77,7 +77,7 @@ def test_dump_json_reads_back_as_the_same_program(name, cli, tmp_path):
         ('{"format":\n  "ppir.program/1",, }', "p.json:2:20: error: not valid JSON"),
         ('{"format": "x"}', "not a ppir.program/1 program (format: 'x')"),
         ('{"format": "ppir.program/1"}', "malformed ppir.program/1 program: missing key"),
-        ('{"format": "ppir.program/1", "programs": [["0Q0"]]}', "not an action: '0Q0'"),
+        ("[" * 100_000 + "]" * 100_000, "p.json: not readable JSON: it nests too deeply"),
     ],
 )
 def test_a_bad_json_program_is_one_clear_error(text, said, cli, tmp_path):
@@ -85,6 +85,102 @@ def test_a_bad_json_program_is_one_clear_error(text, said, cli, tmp_path):
     f.write_text(text)
     code, _, err = cli("check", str(f))
     assert code == 2 and said in err and "Traceback" not in err
+
+
+def _set(key, value):
+    return lambda obj: obj.__setitem__(key, value)
+
+
+def _set_action(r, i, value):
+    return lambda obj: obj["programs"][r].__setitem__(i, value)
+
+
+@pytest.mark.parametrize(
+    "edit, said, at",  # at: text on the line the error points at
+    [
+        (_set("ranks", 3), "programs holds 2 list(s) but ranks is 3", '"programs"'),
+        (_set("stages", 5), "the placement lists 2 rank(s) but there are 5 stages", '"placement"'),
+        (_set("placement", [0]), "the placement lists 1 rank(s) but there are 2", '"placement"'),
+        (
+            _set("placement", [0, 2]),
+            "placement puts stage 1 on rank 2, out of range",
+            '"placement"',
+        ),
+        (_set_action(0, 2, "5F0"), "action 5F0 names stage 5, out of range 0..1", '"5F0"'),
+        (
+            lambda obj: obj["programs"].pop(),
+            "programs holds 1 list(s) but ranks is 2",
+            '"programs"',
+        ),
+        (_set_action(0, 0, 5), "programs[0][0] must be an action string (e.g. 2F0), got 5", "5,"),
+        (_set_action(1, 3, "0Q0"), "not an action: '0Q0'", '"0Q0"'),
+        (_set("params", [1, 2]), "params must be an object of integers, got [1, 2]", '"params"'),
+        (_set("params", {"P": "x"}), "params.P must be an integer, got 'x'", '"x"'),
+        (_set("ranks", "2"), "ranks must be an integer, got '2'", '"ranks"'),
+        (_set("microbatches", 2.0), "microbatches must be an integer, got 2.0", '"microbatches"'),
+        (_set("microbatches", -1), "microbatches must be at least 0, got -1", '"microbatches"'),
+        (
+            _set("pipelines", 3),
+            "pipelines must be at least 1 and divide the stages (2), got 3",
+            '"pipelines"',
+        ),  # fmt: skip
+        (_set("programs", "0F0"), "programs must be a list with one list per rank", '"programs"'),
+        (
+            lambda obj: obj["waits"][1].__setitem__(0, [2, 9]),
+            "waits[1][0][1] must be in 0..3",
+            "9",
+        ),  # fmt: skip
+    ],
+)
+def test_a_hand_edited_json_program_is_one_clear_error_at_the_value(edit, said, at, cli, tmp_path):
+    f = tmp_path / "p.json"
+    obj = json.loads(cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")[1])
+    edit(obj)
+    f.write_text(text := json.dumps(obj, indent=2))
+    code, _, err = cli("check", str(f))
+    assert code == 2 and "Traceback" not in err, err
+    first, *rest = err.splitlines()
+    assert [line for line in err.splitlines() if "error:" in line] == [first], err
+    where, message = first.split(": error: ")
+    assert said in message and where.startswith(f"{f}:"), err
+    line = int(where.split(":")[-2])
+    assert at in text.splitlines()[line - 1], err
+
+
+def test_json_programs_declare_no_parameters_in_every_command(cli, tmp_path):
+    """launch, viz --compare, tune --schedules and fuzz ask which parameters a schedule
+    declares; a JSON program declares none (they used to parse it as .pps: "unexpected '{'")."""
+    f = tmp_path / "p.json"
+    f.write_text(cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")[1])
+    html = tmp_path / "x.html"
+    code, out, err = cli("viz", "1f1b", "-D", "P=2", "-D", "M=2", "--compare", str(f), "-o",
+                         str(html))  # fmt: skip
+    assert code == 0 and html.exists(), err
+    code, out, err = cli("tune", "-P", "2", "--global-batch", "4", "--schedules", str(f))
+    assert code == 0 and str(f) in out, err
+    code, _, err = cli("fuzz", str(f), "--over", "P=2..3")
+    assert code == 2 and "Traceback" not in err
+    assert f"'P' is not a parameter of {f}" in err and "its parameters: none" in err
+    pytest.importorskip("torch")
+    code, out, err = cli("launch", "-n", "3", str(f), "--module", "examples/gpt_model.py")
+    assert code == 2 and "-n 3: the schedule has 2 ranks" in err and "unexpected" not in err
+
+
+def test_declared_params_is_one_answer_for_every_kind_of_schedule(cli, tmp_path):
+    from ppir.frontend.loader import declared_params
+
+    f = tmp_path / "p.json"
+    f.write_text(cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")[1])
+    c = tmp_path / "p.csv"
+    c.write_text("0F0,0B0\n1F0,1B0\n")
+    assert declared_params(f) == declared_params(str(c)) == set()
+    assert declared_params("torch:GPipe") == {"P", "M"}
+    assert declared_params("torch:interleaved1f1b") == {"P", "M", "v"}
+    with pytest.raises(PpirError, match="unknown torch schedule 'Nope'"):
+        declared_params("torch:Nope")
+    assert declared_params("1f1b") == {"P", "M"}
+    with pytest.raises(PpirError, match="no such file"):
+        declared_params(str(tmp_path / "missing.pps"))
 
 
 def test_a_json_program_takes_neither_parameters_nor_a_placement(cli, tmp_path):

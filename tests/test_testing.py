@@ -211,3 +211,12 @@ def test_the_plugin_gives_a_fixture_and_an_examples_option(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 passed" in proc.stdout
     assert "ppir 0.1.0: 3 examples per schedule property test" in proc.stdout
+
+
+def test_check_schedule_reads_a_json_program(tmp_path, cli):
+    path = tmp_path / "p.json"
+    code, out, _ = cli("dump", "zb_h1", "-D", "P=2", "-D", "M=4", "--format", "json")
+    assert code == 0
+    path.write_text(out)
+    res = check_schedule(path, max_peak_activations=2)  # a path object, read as written
+    assert res.ok and res.schedule.name == "zb_h1" and res.peak_activations == 2

@@ -44,7 +44,7 @@ from ppir.analysis.memory import analyze_memory, split_fractions
 from ppir.analysis.timeline import dependency_bound, run
 from ppir.analysis.units import fmt_size
 from ppir.diagnostics import PpirError, error
-from ppir.frontend.loader import load_schedule, parse_cached, read_source
+from ppir.frontend.loader import declared_params, load_schedule
 from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
 
@@ -77,13 +77,6 @@ class Candidate:
     @property
     def ok(self) -> bool:
         return self.reason is None
-
-
-def schedule_params(name: str) -> list[str]:
-    """The parameter names a schedule (built-in name or .pps path) declares."""
-    path, text = read_source(name)
-    mod = parse_cached(path, text)  # load_schedule parses the same text through this cache
-    return [p.name for p in (mod.header.params if mod.header else ())]
 
 
 def uneven_layers(layers: int, stages: int) -> tuple[int, ...]:
@@ -161,7 +154,7 @@ def search(
     sizes = space.pipeline_sizes() if model is not None else [(space.world, 1)]
     jobs = [
         (name, params, P, dp, mbs, v)
-        for name, params in ((n, schedule_params(n)) for n in schedules)
+        for name, params in ((n, declared_params(n)) for n in schedules)
         for P, dp in sizes
         for mbs in space.micro_batches
         for v in (space.vs if "v" in params else [None])

@@ -80,21 +80,6 @@ def add_arguments(p):
     p.add_argument("--verbose", action="store_true", help="show the elastic agent's own log")
 
 
-def declared_params(spec: str) -> set[str]:
-    """Names of the parameters a schedule declares, without expanding it (so that its
-    ``require``s are not checked with default values before -n applies)."""
-    if spec.startswith("torch:"):
-        return {"P", "M", "v"}
-    if spec.endswith(".csv"):
-        return set()
-    from ppir.frontend.loader import read_source
-    from ppir.frontend.parser import parse_text
-
-    path, text = read_source(spec)
-    header = parse_text(text, path).header
-    return {p.name for p in header.params} if header else set()
-
-
 def _check_args(args) -> None:
     from ppir.torch.errors import SetupError
     from ppir.torch.procgroup import pick_device
@@ -130,6 +115,8 @@ def _compiled(args):
     _check_args(args)
     dp = args.dp or 1
     if args.nproc is not None and "P" not in parse_defines(args.defines):
+        from ppir.frontend.loader import declared_params  # requires not checked before -n
+
         if "P" in declared_params(args.schedule):
             args.defines = [*args.defines, f"P={args.nproc // dp}"]
     c = compile_from_args(args)

@@ -13,8 +13,7 @@ from ppir.cli.common import (
     print_report,
 )
 from ppir.diagnostics import EXIT_INVALID, error, write_output
-from ppir.frontend.loader import load_schedule, read_source
-from ppir.frontend.parser import parse_text
+from ppir.frontend.loader import declared_params, load_schedule
 
 NAME = "viz"
 HELP = "draw a schedule's timeline: interactive HTML page, or PNG / SVG"
@@ -112,15 +111,6 @@ def output_format(args) -> tuple[str, str]:
     return fmt, out
 
 
-def declared_params(spec: str) -> set[str] | None:
-    """Parameter names a .pps schedule declares; None for a CSV (which takes none)."""
-    if spec.endswith(".csv") and os.path.exists(spec):
-        return None
-    path, text = read_source(spec)
-    mod = parse_text(text, path)
-    return {p.name for p in (mod.header.params if mod.header else ())}
-
-
 def second_schedule(args):
     """The comparison schedule (lowered), or None without --compare / -D2."""
     if not args.compare and not args.defines2:
@@ -128,7 +118,7 @@ def second_schedule(args):
     spec = args.compare or args.schedule
     first, own = parse_defines(args.defines), parse_defines(args.defines2)
     declared = declared_params(spec)
-    inherited = {k: v for k, v in first.items() if declared is not None and k in declared}
+    inherited = {k: v for k, v in first.items() if k in declared}
     sched = load_schedule(
         spec,
         {**inherited, **own},

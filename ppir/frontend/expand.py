@@ -58,7 +58,7 @@ def bind_params(module: A.Module, overrides: dict[str, int], flag: str = "-D") -
                 f"unknown parameter '{name}' ({flag} {name}={value}) for {where}",
                 hints=did_you_mean(name, declared) + [f"its parameters: {params}"],
             )
-    overrides = {name: _integer(name, value) for name, value in overrides.items()}
+    overrides = {name: integer_param(name, value) for name, value in overrides.items()}
     for name, value in overrides.items():
         if not -MAX_INT <= value <= MAX_INT:
             raise error(
@@ -93,7 +93,7 @@ def bind_params(module: A.Module, overrides: dict[str, int], flag: str = "-D") -
     return values
 
 
-def _integer(name: str, value) -> int:
+def integer_param(name: str, value) -> int:
     """``value`` as an int (the CLI parses ``-D`` values already; the Python API passes them as
     they come): any integer type (``operator.index``) but bool, else a ppir error."""
     try:
@@ -291,6 +291,7 @@ __all__ = [
     "expand",
     "evaluate_top_level",
     "bind_params",
+    "integer_param",
     "infer_placement",
     "PpirError",
     "DEFAULT_MAX_OPS",

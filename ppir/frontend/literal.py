@@ -25,49 +25,13 @@ def literal_schedule(
                 notes=[Note("first listed here", seen[rl.rank].span)],
             )
         seen[rl.rank] = rl
-    ranks = decls["ranks"][0] if "ranks" in decls else max(seen) + 1
-    rspan = decls["ranks"][1] if "ranks" in decls else seen[max(seen)].rank_span
-    check_size("ranks", ranks, max_steps, rspan)
-    check_size("ranks", ranks, max_ops, rspan, option="--max-ops (a program per rank)")
-    for r, rl in seen.items():
-        if not 0 <= r < ranks:
-            raise error(
-                "rank-out-of-range", f"rank {r} is out of range 0..{ranks - 1}", rl.rank_span
-            )
     all_actions = [
         (r, a) for r, rl in seen.items() for it in rl.items for a in _literal_actions(it)
     ]
-    top = max((a for _, a in all_actions), key=lambda a: a.stage, default=None)
-    max_stage = top.stage if top else -1
-    stages = decls["stages"][0] if "stages" in decls else max_stage + 1
-    sspan = decls["stages"][1] if "stages" in decls else (top.span if top else rspan)
-    check_size("stages", stages, max_steps, sspan)
-    check_work(2 * stages, count(stages, "stage"), max_ops, sspan)
-    for _, a in all_actions:
-        if a.stage >= stages:
-            raise error(
-                "stage-out-of-range",
-                f"action {a} names stage {a.stage}, out of range 0..{stages - 1}",
-                a.span,
-            )
-    if "microbatches" in decls:
-        mbs, mspan = decls["microbatches"]
-    else:  # inferred from the actions: the largest microbatch named, plus one
-        last = max((a for _, a in all_actions), key=lambda a: a.mb, default=None)
-        mbs, mspan = (last.mb + 1, last.span) if last else (0, rspan)
-    check_size("microbatches", mbs, max_steps, mspan)
-    check_work(
-        2 * stages * mbs, f"{count(stages, 'stage')} x {count(mbs, 'microbatch')}", max_ops, mspan
+    rank_spans = {r: rl.rank_span for r, rl in seen.items()}
+    ranks, stages, mbs, placement, pipelines = literal_shape(
+        module, decls, rank_spans, all_actions, max_steps, max_ops
     )
-    if "placement" in decls:
-        ex = Interpreter(module, max_ops, max_steps)
-        d = dict(decls)
-        d.setdefault("ranks", (ranks, rank_lines[0].span))
-        d.setdefault("stages", (stages, rank_lines[0].span))
-        resolve_placement(ex, d, final=True)
-        placement = ex.placement
-    else:
-        placement = infer_placement(ranks, stages, all_actions, sspan)
     programs = []
     for r in range(ranks):
         rl = seen.get(r)
@@ -80,10 +44,74 @@ def literal_schedule(
             else:
                 items.append(it)
         programs.append(tuple(items))
-    pipelines = resolve_pipelines(decls, stages)
     return Schedule(
         name, params, ranks, stages, mbs, placement, tuple(programs), module.path, pipelines
     )
+
+
+def literal_shape(
+    module: A.Module,
+    decls: dict,
+    rank_spans: dict[int, Span | None],
+    actions: list[tuple[int, Action]],
+    max_steps: int,
+    max_ops: int,
+    where=None,
+) -> tuple[int, int, int, tuple[int, ...], int]:
+    """(ranks, stages, microbatches, placement, pipelines) of a written-out program, checked:
+    the one check of the literal ``rank N:`` lines of a .pps file and of a ``ppir.program/1``
+    JSON file (:func:`ppir.frontend.loader.read_json_program`).
+
+    ``decls`` maps what is declared (``ranks``, ``stages``, ``microbatches``, ``placement``,
+    ``pipelines``) to (value, span); what is not is inferred from ``actions``, the (rank,
+    Action) pairs of the programs.  ``rank_spans`` maps each rank that has a program to where
+    it is written.  Sizes must be within the caps, every rank in 0..ranks-1, every action's
+    stage in 0..stages-1, the placement a valid one (declarations.resolve_placement) and the
+    pipelines divide the stages.  ``where(rank, action)`` is the span an error about an action
+    points at (default: the action's own).  PpirError otherwise."""
+    where = where or (lambda r, a: a.span)
+    rmax = max(rank_spans, default=0)
+    ranks = decls["ranks"][0] if "ranks" in decls else rmax + 1
+    rspan = decls["ranks"][1] if "ranks" in decls else rank_spans.get(rmax)
+    check_size("ranks", ranks, max_steps, rspan)
+    check_size("ranks", ranks, max_ops, rspan, option="--max-ops (a program per rank)")
+    for r, span in rank_spans.items():
+        if not 0 <= r < ranks:
+            raise error("rank-out-of-range", f"rank {r} is out of range 0..{ranks - 1}", span)
+    top = max(actions, key=lambda ra: ra[1].stage, default=None)
+    max_stage = top[1].stage if top else -1
+    stages = decls["stages"][0] if "stages" in decls else max_stage + 1
+    sspan = decls["stages"][1] if "stages" in decls else (where(*top) if top else rspan)
+    check_size("stages", stages, max_steps, sspan)
+    check_work(2 * stages, count(stages, "stage"), max_ops, sspan)
+    for r, a in actions:
+        if not 0 <= a.stage < stages:
+            raise error(
+                "stage-out-of-range",
+                f"action {a} names stage {a.stage}, out of range 0..{stages - 1}",
+                where(r, a),
+            )
+    if "microbatches" in decls:
+        mbs, mspan = decls["microbatches"]
+    else:  # inferred from the actions: the largest microbatch named, plus one
+        last = max(actions, key=lambda ra: ra[1].mb, default=None)
+        mbs, mspan = (last[1].mb + 1, where(*last)) if last else (0, rspan)
+    if mbs < 0:
+        raise error("bad-declaration", f"microbatches must be at least 0, got {mbs}", mspan)
+    check_size("microbatches", mbs, max_steps, mspan)
+    check_work(
+        2 * stages * mbs, f"{count(stages, 'stage')} x {count(mbs, 'microbatch')}", max_ops, mspan
+    )
+    if "placement" in decls:
+        ex = Interpreter(module, max_ops, max_steps)
+        d = dict(decls)
+        d.setdefault("ranks", (ranks, rspan))
+        d.setdefault("stages", (stages, sspan))
+        resolve_placement(ex, d, final=True)
+        placement = ex.placement
+    else:
+        placement = infer_placement(ranks, stages, actions, sspan)
+    return ranks, stages, mbs, placement, resolve_pipelines(decls, stages)
 
 
 def _literal_actions(it) -> tuple[Action, ...]:

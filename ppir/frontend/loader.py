@@ -8,13 +8,18 @@ accepted everywhere.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from functools import lru_cache
+from json.decoder import scanstring
 
 from ppir.diagnostics import did_you_mean, error
-from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS, expand
+from ppir.frontend.ast import Module
+from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS, expand, integer_param
+from ppir.frontend.literal import literal_shape
 from ppir.frontend.parser import parse_text
-from ppir.ir import Schedule, Span
+from ppir.ir import Action, Schedule, Span
 from ppir.nogc import without_gc
 from ppir.schedules import builtin_display_path, builtin_names, builtin_source
 
@@ -67,9 +72,55 @@ def parse_cached(path: str, text: str):
     return parse_text(text, path)
 
 
+def schedule_spec(spec) -> str:
+    """``spec`` as the string the loader reads: a ``str`` as it is, an ``os.PathLike`` (such as
+    ``pathlib.Path``) as its path; a ``bad-input`` error naming its type for anything else."""
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if not isinstance(spec, str):
+        raise error(
+            "bad-input",
+            f"the schedule (spec) must be a str or os.PathLike, got {type(spec).__name__} {spec!r}"[
+                :200
+            ],
+            hints=["a built-in name, a .pps, .csv or .json path, or torch:NAME"],
+        )
+    return spec
+
+
+def schedule_kind(spec: str) -> str:
+    """Which reader takes ``spec``: ``"torch"`` (``torch:NAME``), ``"csv"`` or ``"json"`` (an
+    existing file with that extension), else ``"pps"`` (a .pps path or a built-in name)."""
+    if spec.startswith("torch:"):
+        return "torch"
+    if spec.endswith(".csv") and os.path.exists(spec):
+        return "csv"
+    if spec.endswith(".json") and os.path.isfile(spec):
+        return "json"
+    return "pps"
+
+
+def declared_params(spec) -> set[str]:
+    """The names of the parameters a schedule takes, without expanding it (so that no
+    ``require`` is checked with default values): those of ``torch:NAME``
+    (:func:`ppir.frontend.torch_import.torch_params`), none for
+    a CSV or JSON file, the header's for a .pps file or built-in name.  A ppir error when
+    there is no such schedule or it does not parse."""
+    spec = schedule_spec(spec)
+    kind = schedule_kind(spec)
+    if kind == "torch":  # torch itself is not imported
+        from ppir.frontend.torch_import import canonical_name, torch_params
+
+        return set(torch_params(canonical_name(spec[len("torch:") :])))
+    if kind != "pps":
+        return set()
+    header = parse_cached(*read_source(spec)).header
+    return {p.name for p in header.params} if header else set()
+
+
 @without_gc
 def load_schedule(
-    spec: str,
+    spec,
     params: dict[str, int] | None = None,
     *,
     placement: tuple[int, ...] | None = None,
@@ -77,22 +128,27 @@ def load_schedule(
     max_steps: int = DEFAULT_MAX_STEPS,
     define_flag: str = "-D",
 ) -> Schedule:
-    """Parse and expand a schedule.  CSV and JSON files take no parameters; ``placement`` is for
-    CSV and ``torch:NAME`` schedules; ``define_flag`` is the option parameter errors name."""
+    """Parse and expand a schedule (``spec``: see :func:`schedule_spec`).  CSV and JSON files
+    take no parameters; ``placement`` is for CSV and ``torch:NAME`` schedules; parameter values
+    must be integers (:func:`ppir.frontend.expand.integer_param`); ``define_flag`` is the
+    option parameter errors name."""
+    spec = schedule_spec(spec)
     params = dict(params or {})
-    if spec.startswith("torch:"):  # torch's built-in classes; torch imported only here
+    kind = schedule_kind(spec)
+    if kind == "torch":  # torch's built-in classes; torch imported only here
         from ppir.frontend.torch_import import load_torch_builtin
 
+        params = {k: integer_param(k, v) for k, v in params.items()}
         return load_torch_builtin(spec[len("torch:") :], params, placement, max_ops)
-    if spec.endswith(".csv") and os.path.exists(spec):
+    if kind == "csv":
         from ppir.frontend.csvio import read_csv_text
 
         _no_params(params, "a CSV schedule", define_flag)
         return read_csv_text(read_text(spec), spec, placement)
-    if spec.endswith(".json") and os.path.isfile(spec):
+    if kind == "json":
         _no_params(params, "a JSON program", define_flag)
         _no_placement(placement, "a JSON program holds its placement")
-        return read_json_program(spec)
+        return read_json_program(spec, max_ops=max_ops, max_steps=max_steps)
     path, text = read_source(spec)
     _no_placement(placement, "a .pps file declares its placement with 'placement ...'")
     return expand(
@@ -125,12 +181,15 @@ def load_text(
     return expand(parse_text(text, path), dict(params or {}), **kw)
 
 
-def read_json_program(path: str) -> Schedule:
+def read_json_program(
+    path: str, *, max_ops: int = DEFAULT_MAX_OPS, max_steps: int = DEFAULT_MAX_STEPS
+) -> Schedule:
     """The program of a ``ppir.program/1`` JSON file (what ``ppir dump --format json``
-    writes); a ppir error at the offending line and column, or naming what is malformed."""
-    import json
-
-    from ppir.ir.printer import JSON_FORMAT, from_json
+    writes).  A one-line ppir error naming the file and the offending value, at its line and
+    column: bad JSON, a value of the wrong type (:func:`ppir.ir.printer.check_json`), or a
+    schedule that is not well formed, checked as a .pps file's literal ``rank N:`` lines are
+    (:func:`ppir.frontend.literal.literal_shape`)."""
+    from ppir.ir.printer import JSON_FORMAT, MalformedProgram, from_json
 
     text = read_text(path)
     try:
@@ -138,6 +197,10 @@ def read_json_program(path: str) -> Schedule:
     except json.JSONDecodeError as e:
         span = Span(path, e.lineno, e.colno, e.lineno, e.colno + 1, text)
         raise error("bad-input", f"not valid JSON: {e.msg}", span) from None
+    except RecursionError:
+        raise error("bad-input", f"{path}: not readable JSON: it nests too deeply") from None
+    except ValueError as e:  # e.g. an integer longer than Python converts
+        raise error("bad-input", f"{path}: not readable JSON: {e}") from None
     if not isinstance(obj, dict) or obj.get("format") != JSON_FORMAT:
         got = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
         raise error(
@@ -145,8 +208,72 @@ def read_json_program(path: str) -> Schedule:
             f"{path}: not a {JSON_FORMAT} program (format: {got!r})",
             hints=["ppir reads the JSON that 'ppir dump --format json' writes"],
         )
+
+    memo: dict = {}
+
+    def at(*where) -> Span | None:
+        return json_span(path, text, where, memo)
+
     try:
-        return from_json(obj)
-    except (ValueError, KeyError, TypeError, IndexError) as e:
-        what = f"missing key {e}" if isinstance(e, KeyError) else str(e)
-        raise error("bad-input", f"{path}: malformed {JSON_FORMAT} program: {what}") from None
+        s = from_json(obj)
+    except MalformedProgram as e:
+        span = at(*e.where) if e.where else None
+        raise error(
+            "bad-input", f"{'' if span else f'{path}: '}malformed {JSON_FORMAT} program: {e}", span
+        ) from None
+    decls = {k: (obj[k], at(k)) for k in _DECLARED if k in obj}
+    decls["placement"] = (tuple(obj["placement"]), at("placement"))
+    actions = [(r, a) for r in range(s.ranks) for a in s.actions(r)]
+
+    def where(r: int, a: Action) -> Span | None:  # the first entry of rank r that reads as a
+        i = next(i for i, t in enumerate(obj["programs"][r]) if Action.parse(t) == a)
+        return at("programs", r, i)
+
+    literal_shape(Module(path, None, ()), decls, {}, actions, max_steps, max_ops, where)
+    return s
+
+
+_DECLARED = ("ranks", "stages", "microbatches", "pipelines")
+
+
+def json_span(path: str, text: str, where: tuple, memo: dict | None = None) -> Span | None:
+    """The span of the value at ``where`` (object keys and list indices, from the top) in the
+    JSON ``text``, which parses; None when there is no such value.  Of a repeated key, the last
+    (the one ``json.loads`` keeps).  ``memo`` keeps the containers scanned, for the next call."""
+    memo = {} if memo is None else memo
+    pos = _SKIP.match(text).end()
+    for step in where:
+        if pos not in memo:
+            memo[pos] = _members(text, pos)
+        pos = memo[pos].get(step)
+        if pos is None:
+            return None
+    end = _DECODE(text, pos)[1]
+    line = text.count("\n", 0, pos) + 1
+    col = pos - text.rfind("\n", 0, pos)
+    same_line = text.count("\n", pos, end) == 0
+    return Span(path, line, col, line, col + (end - pos if same_line else 1), text)
+
+
+_SKIP = re.compile(r"[ \t\n\r]*")
+_DECODE = json.JSONDecoder().raw_decode
+
+
+def _members(text: str, pos: int) -> dict:
+    """Where each member's value starts, of the object (by key) or list (by index) at ``pos``
+    (empty for a scalar)."""
+    opener, out = text[pos], {}
+    if opener not in "{[":
+        return out
+    pos = _SKIP.match(text, pos + 1).end()
+    while text[pos] not in "}]":
+        if opener == "{":
+            key, pos = scanstring(text, pos + 1)
+            pos = _SKIP.match(text, _SKIP.match(text, pos).end() + 1).end()  # past the ':'
+        else:
+            key = len(out)
+        out[key] = pos
+        pos = _SKIP.match(text, _DECODE(text, pos)[1]).end()
+        if text[pos] == ",":
+            pos = _SKIP.match(text, pos + 1).end()
+    return out

@@ -49,9 +49,15 @@ def canonical_name(name: str) -> str:
     )
 
 
+def torch_params(name: str) -> tuple[str, ...]:
+    """The parameters torch schedule ``name`` (canonical) takes: v only for a multi-stage
+    class."""
+    return ("P", "M") if name in SINGLE else ("P", "M", "v")
+
+
 def bind_torch_params(name: str, params: dict[str, int]) -> tuple[int, int, int]:
     """(P, M, v) from ``-D`` values, with defaults; diagnostics for unknown or bad ones."""
-    allowed = ("P", "M") if name in SINGLE else ("P", "M", "v")
+    allowed = torch_params(name)
     for k in params:
         if k not in allowed:
             raise error(

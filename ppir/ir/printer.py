@@ -104,18 +104,112 @@ def schedule_header(s: Schedule) -> dict:
     }
 
 
+class MalformedProgram(ValueError):
+    """A ``ppir.program/1`` object :func:`from_json` cannot read.  ``where`` is the path of the
+    offending value from the top of the object (keys and list indices; empty for the object
+    itself), so that a reader of a file can point at its line and column."""
+
+    def __init__(self, message: str, where: tuple = ()) -> None:
+        super().__init__(message)
+        self.where = tuple(where)
+
+
+def field_name(where: tuple) -> str:
+    """``("programs", 0, 3)`` -> ``programs[0][3]``: a JSON value's path, for messages."""
+    return "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in where).lstrip(".")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _want(ok: bool, value, what: str, where: tuple) -> None:
+    if not ok:
+        shown = repr(value) if len(repr(value)) <= 40 else f"a {type(value).__name__}"
+        raise MalformedProgram(f"{field_name(where)} must be {what}, got {shown}", where)
+
+
+def _ints(value, n: int, where: tuple, highs: tuple) -> None:
+    """``value`` is a list of ``n`` integers, entry k in ``0..highs[k]`` (None: no bound)."""
+    _want(isinstance(value, list) and len(value) == n, value, f"a list of {n} integers", where)
+    for k, (x, hi) in enumerate(zip(value, highs)):
+        bound = "at least 0" if hi is None else f"in 0..{hi}"
+        _want(_is_int(x) and 0 <= x and (hi is None or x <= hi), x, bound, (*where, k))
+
+
+def _per_rank(obj: dict, key: str, ranks: int) -> list:
+    """The list under ``key``: one list per rank (empty lists when ``key`` is absent)."""
+    value = obj.get(key)
+    if value is None and key != "programs":
+        return [[] for _ in range(ranks)]
+    _want(isinstance(value, list), value, "a list with one list per rank", (key,))
+    if len(value) != ranks:
+        raise MalformedProgram(f"{key} holds {len(value)} list(s) but ranks is {ranks}", (key,))
+    for r, entry in enumerate(value):
+        _want(isinstance(entry, list), entry, "a list", (key, r))
+    return value
+
+
+def check_json(obj: dict) -> None:
+    """The types and internal references of a ``ppir.program/1`` object: what :func:`from_json`
+    needs to build a :class:`Schedule` (integers, strings and lists where the format has them,
+    one program per rank, group and position indices within the program).  Whether the
+    schedule is well formed (sizes, stages and placement in range) is the reader's check, as
+    for any literal program (:func:`ppir.frontend.literal.literal_shape`).  MalformedProgram
+    (naming the offending value) if not."""
+    if obj.get("format") != JSON_FORMAT:
+        raise MalformedProgram(f"not a {JSON_FORMAT} object (format = {obj.get('format')!r})")
+    for key in ("schedule", "params", "ranks", "stages", "microbatches", "placement", "programs"):
+        if key not in obj:
+            raise MalformedProgram(f"missing key '{key}'")
+    _want(isinstance(obj["schedule"], str), obj["schedule"], "a string", ("schedule",))
+    params = obj["params"]
+    _want(isinstance(params, dict), params, "an object of integers", ("params",))
+    for k, v in params.items():
+        _want(_is_int(v), v, "an integer", ("params", k))
+    for key in ("ranks", "stages", "microbatches", "pipelines"):
+        if key in obj:
+            _want(_is_int(obj[key]), obj[key], "an integer", (key,))
+    placement = obj["placement"]
+    _want(isinstance(placement, list), placement, "a list of ranks", ("placement",))
+    for s, r in enumerate(placement):
+        _want(_is_int(r), r, "an integer", ("placement", s))
+    ranks = obj["ranks"]
+    programs, groups, overlaps, deferred, waits, reduces = (
+        _per_rank(obj, key, ranks)
+        for key in ("programs", "groups", "overlaps", "deferred", "waits", "reduces")
+    )
+    for r, flat in enumerate(programs):
+        n, last = len(flat), len(groups[r]) - 1
+        for i, t in enumerate(flat):
+            _want(isinstance(t, str), t, "an action string (e.g. 2F0)", ("programs", r, i))
+        for key, spans in (("groups", groups), ("overlaps", overlaps)):
+            for g, span in enumerate(spans[r]):
+                _ints(span, 2, (key, r, g), (n, n))
+        for g, gi in enumerate(deferred[r]):
+            _want(_is_int(gi) and 0 <= gi <= last, gi, f"a group in 0..{last}", ("deferred", r, g))
+        for w, wait in enumerate(waits[r]):
+            _ints(wait, 2, ("waits", r, w), (n, last))
+        for k, red in enumerate(reduces[r]):
+            _ints(red, 3, ("reduces", r, k), (n, None, None))
+
+
 def from_json(obj: dict) -> Schedule:
-    """Inverse of :func:`to_json` (spans are not kept).  ValueError on a malformed object."""
+    """Inverse of :func:`to_json` (spans are not kept).  MalformedProgram (a ValueError) on a
+    malformed object (:func:`check_json`), naming where; the schedule is not checked further."""
     from ppir.ir import Action
 
-    if obj.get("format") != JSON_FORMAT:
-        raise ValueError(f"not a {JSON_FORMAT} object (format = {obj.get('format')!r})")
+    check_json(obj)
     programs = []
     n = len(obj["programs"])
     for r, (flat, spans, ospans) in enumerate(
         zip(obj["programs"], obj.get("groups") or [[]] * n, obj.get("overlaps") or [[]] * n)
     ):
-        acts = [Action.parse(t) for t in flat]
+        try:
+            acts = [Action.parse(t) for t in flat]
+        except ValueError as e:
+            i = next(i for i, t in enumerate(flat) if not _parses(t))
+            raise MalformedProgram(str(e), ("programs", r, i)) from None
         deferred = set((obj.get("deferred") or [[]] * n)[r])
         waits: dict[int, list[int]] = {}
         for pos, gi in (obj.get("waits") or [[]] * n)[r]:
@@ -163,3 +257,13 @@ def from_json(obj: dict) -> Schedule:
         tuple(programs),
         pipelines=obj.get("pipelines", 1),
     )
+
+
+def _parses(text: str) -> bool:
+    from ppir.ir import Action
+
+    try:
+        Action.parse(text)
+    except ValueError:
+        return False
+    return True

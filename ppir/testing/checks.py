@@ -25,12 +25,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache
 
 from ppir.diagnostics import PpirError
 from ppir.frontend.ast import Module
 from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS, expand
-from ppir.frontend.parser import parse_text
 from ppir.ir import Schedule
 from ppir.testing.space import Expr
 
@@ -81,17 +79,16 @@ class CheckResult:
         return "\n".join([f"{self.name}({ps}) {head}"] + self.failures)
 
 
-@lru_cache(maxsize=32)
-def _parse_cached(path: str, text: str) -> Module:
-    return parse_text(text, path)
-
-
 def load_module(spec: str | os.PathLike) -> Module:
-    """Parse a .pps file or built-in name once (cached by its text).  PpirError when unusable."""
-    from ppir.frontend.loader import read_source
+    """Parse a .pps file or built-in name once (cached by its text).  A CSV or JSON program
+    declares no parameters (:func:`ppir.frontend.loader.declared_params`): an empty module, no
+    header and no items.  PpirError when unusable."""
+    from ppir.frontend.loader import parse_cached, read_source, schedule_kind, schedule_spec
 
-    path, text = read_source(os.fspath(spec))
-    return _parse_cached(path, text)
+    spec = schedule_spec(spec)
+    if schedule_kind(spec) in ("csv", "json"):
+        return Module(spec, None, ())
+    return parse_cached(*read_source(spec))
 
 
 def expand_params(
@@ -142,10 +139,10 @@ def check_schedule(
         s = schedule
     else:
         spec = os.fspath(schedule)
-        try:
-            if spec.endswith(".csv"):
-                from ppir.frontend.loader import load_schedule
+        from ppir.frontend.loader import load_schedule, schedule_kind
 
+        try:
+            if schedule_kind(spec) in ("csv", "json"):  # no parameters: read as they are
                 s = load_schedule(spec, params, max_ops=max_ops)
             else:
                 s = expand_params(spec, params, max_ops=max_ops)
