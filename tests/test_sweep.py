@@ -66,7 +66,11 @@ def test_sweep_reports_invalid_values_and_bad_usage(cli):
 
 def test_sweeping_an_unknown_parameter_is_a_usage_error(cli):
     code, out, err = cli("sweep", "1f1b", "--over", "Q=1,2")
-    assert code == 2 and "unknown parameter 'Q'" in err and "Traceback" not in err
+    assert code == 2 and "Traceback" not in err and out == ""
+    assert err.splitlines() == [  # named by the flag that gave it (was '-D Q=1')
+        "ppir: error: --over Q=...: 1f1b has no parameter 'Q'",
+        "hint: 1f1b takes M, P",
+    ]
 
 
 def test_a_parameter_given_by_over_and_by_d_is_refused(cli):

@@ -14,8 +14,8 @@ from ppir.analysis.models import check_layers, parse_model_spec
 from ppir.cli.analyze import add_model_arguments, fmt, num
 from ppir.cli.common import add_defines, emit_json, parse_defines, parse_placement
 from ppir.cli.output import add_quiet_argument, progress, table
-from ppir.diagnostics import EXIT_INVALID, PpirError, error
-from ppir.frontend.loader import load_schedule
+from ppir.diagnostics import EXIT_INVALID, PpirError, did_you_mean, error
+from ppir.frontend.loader import declared_params, load_schedule
 from ppir.ir import Schedule
 from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
@@ -263,6 +263,14 @@ def run(args) -> int:
     name, values = _parse_over(args.over)
     model = parse_model_spec(args.model) if args.model else None
     fixed, placement = parse_defines(args.defines), parse_placement(args.placement)
+    declared = declared_params(args.schedule)
+    if name not in declared:
+        takes = ", ".join(sorted(declared)) or "no parameters"
+        raise error(
+            "unknown-parameter",
+            f"--over {name}=...: {args.schedule} has no parameter '{name}'",
+            hints=did_you_mean(name, sorted(declared)) + [f"{args.schedule} takes {takes}"],
+        )
     if name in fixed:
         raise error(
             "bad-usage",
