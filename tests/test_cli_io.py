@@ -110,7 +110,26 @@ def test_standard_output_is_restored_after_a_command(cli):
     assert code == 0 and "1f1b" in out and sys.stdout is before
 
 
-@pytest.mark.parametrize("flag", ["--plot", "--trace"])
-def test_an_empty_output_path_is_refused(cli, flag):
-    code, out, err = cli("compile", "1f1b", "--backend", "cost", flag, "")
-    assert code == 2 and f"{flag} needs a file path, got an empty one" in err and out == ""
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["compile", "1f1b", "--backend", "cost", "--plot", ""], "--plot"),
+        (["compile", "1f1b", "--backend", "cost", "--trace", ""], "--trace"),
+        (["compile", "1f1b", "-o", " "], "-o/--output"),
+        (["viz", "1f1b", "-o", ""], "-o/--output"),  # wrote 1f1b.html
+        (["import", "x.csv", "-o", ""], "-o/--output"),
+        (["synth", "-D", "P=2", "-D", "M=2", "-o", ""], "-o/--output"),
+        (["launch", "1f1b", "--module", "m.py", "--plan-out", ""], "--plan-out"),
+    ],
+)
+def test_an_empty_output_path_is_refused_before_anything_runs(
+    capsys, tmp_path, monkeypatch, argv, flag
+):
+    from ppir.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:  # argparse's usage error, before anything runs
+        main(argv)
+    out, err = capsys.readouterr()
+    assert e.value.code == 2 and out == "" and list(tmp_path.iterdir()) == [], err
+    assert f"error: argument {flag}: needs a file path, got an empty one" in err

@@ -8,7 +8,8 @@ import sys
 
 from ppir.backends.cost.report import format_summary
 
-from ppir.diagnostics import error, write_output
+from ppir.cli.argtypes import output_path
+from ppir.diagnostics import write_output
 
 
 class CostBackend:
@@ -24,20 +25,19 @@ class CostBackend:
         group.add_argument(
             "--trace",
             dest="cost_trace",
+            type=output_path,
             metavar="PATH",
             help="write a Chrome-trace / Perfetto JSON timeline (one track per rank)",
         )
         group.add_argument(
             "--plot",
             dest="cost_plot",
+            type=output_path,
             metavar="PATH",
             help="write a Gantt chart (.png, .svg or .pdf; needs matplotlib, the 'viz' extra)",
         )
 
     def run(self, compiled, args) -> int:
-        for flag, dest in (("--trace", "cost_trace"), ("--plot", "cost_plot")):
-            if getattr(args, dest, None) is not None and not getattr(args, dest).strip():
-                raise error("bad-usage", f"{flag} needs a file path, got an empty one")
         est = compiled.estimate
         cfg = compiled.config
         fp = None

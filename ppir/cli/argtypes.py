@@ -29,6 +29,14 @@ def positive_seconds(text: str) -> float:
     return v
 
 
+def output_path(text: str) -> str:
+    """A path to write to: not empty or blank (an empty one wrote to a default name, to
+    standard output, or was refused only after compiling)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a file path, got an empty one")
+    return text
+
+
 def key_values(items: list[str], flag: str) -> dict:
     """``["layers=4", "lr=0.1", "name=x"]`` -> ``{"layers": 4, "lr": 0.1, "name": "x"}`` (ints,
     then floats, else the text); a malformed item raises ``ValueError("FLAG ITEM: expected

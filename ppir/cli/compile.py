@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ppir.cli.argtypes import output_path
 from ppir.cli.common import (
     add_compile_arguments,
     add_schedule_arguments,
@@ -36,7 +37,13 @@ def add_arguments(p):
         default="cost",
         help="backend name (default cost); available: " + ", ".join(available_backends()),
     )
-    p.add_argument("-o", "--output", metavar="PATH", help="where the backend writes its output")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=output_path,
+        metavar="PATH",
+        help="where the backend writes its output",
+    )
     p.add_argument(
         "--format",
         choices=["text", "json"],

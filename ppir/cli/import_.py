@@ -9,6 +9,7 @@ import dataclasses
 import re
 import sys
 
+from ppir.cli.argtypes import output_path
 from ppir.cli.common import add_defines, parse_defines, parse_placement
 from ppir.diagnostics import error, write_output
 from ppir.frontend.loader import load_schedule
@@ -45,7 +46,13 @@ def add_arguments(p):
         help="the rank of each stage (default: torch's, or inferred)",
     )
     p.add_argument("--name", help="the schedule name in the .pps header (default: from SOURCE)")
-    p.add_argument("-o", "--output", metavar="PATH", help="write the .pps here instead of stdout")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=output_path,
+        metavar="PATH",
+        help="write the .pps here instead of stdout",
+    )
 
 
 def load_source(source: str, defines: dict[str, int], placement, name: str | None):

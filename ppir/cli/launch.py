@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
+from ppir.cli.argtypes import output_path
 from ppir.cli.common import (
     add_compile_arguments,
     add_schedule_arguments,
@@ -50,7 +51,9 @@ def add_arguments(p):
     add_schedule_arguments(p)
     _cuda().add_launch_arguments(p)
     add_compile_arguments(p, model=False)
-    p.add_argument("--plan-out", metavar="PATH", help="also keep the plan at PATH")
+    p.add_argument(
+        "--plan-out", type=output_path, metavar="PATH", help="also keep the plan at PATH"
+    )
     nodes = p.add_argument_group("several nodes (torch's elastic rendezvous, as torchrun)")
     nodes.add_argument("--nnodes", type=int, default=1, metavar="N", help="nodes (default 1)")
     nodes.add_argument(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ppir.cli.argtypes import key_values, positive_int, positive_seconds
+from ppir.cli.argtypes import key_values, output_path, positive_int, positive_seconds
 from ppir.cli.output import table
 from ppir.diagnostics import error, write_output
 from ppir.torch.run import add_module_arguments
@@ -77,7 +77,13 @@ def add_arguments(p):
         metavar="SECONDS",
         help="process-group timeout in seconds (default 120)",
     )
-    p.add_argument("-o", "--output", metavar="PATH", help="write the cost file here (else stdout)")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=output_path,
+        metavar="PATH",
+        help="write the cost file here (else stdout)",
+    )
 
 
 def parse_options(items: list[str]) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from ppir.cli.argtypes import output_path
 from ppir.cli.common import (
     add_compile_arguments,
     add_schedule_arguments,
@@ -47,6 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-o",
         "--output",
+        type=output_path,
         metavar="PATH",
         help="output file (default: SCHEDULE's name with the format's extension)",
     )
