@@ -49,7 +49,7 @@ def load(
     ``.json`` file (what ``ppir dump --format json`` writes; CSV and JSON files take no
     ``params``).  ``params`` are its parameters (``P=4, M=8``), integers.  A ppir error, with
     file:line:col where there is one, for bad input (a ``spec`` of another type included)."""
-    return load_schedule(spec, params, placement=placement)
+    return load_schedule(spec, params, placement=placement, define_flag="")
 
 
 def compile(schedule: Schedule, **options) -> Compiled:  # noqa: A001 - the library's verb

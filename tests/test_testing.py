@@ -13,7 +13,14 @@ import pytest
 from hypothesis import given, settings
 
 from ppir.diagnostics import PpirError
-from ppir.testing import ParamSpace, assert_schedule_ok, check_schedule, parse_domain, shapes
+from ppir.testing import (
+    ParamSpace,
+    assert_schedule_ok,
+    check_schedule,
+    parse_domain,
+    property_test,
+    shapes,
+)
 from ppir.testing.space import Expr
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -220,3 +227,19 @@ def test_check_schedule_reads_a_json_program(tmp_path, cli):
     path.write_text(out)
     res = check_schedule(path, max_peak_activations=2)  # a path object, read as written
     assert res.ok and res.schedule.name == "zb_h1" and res.peak_activations == 2
+
+
+def test_a_usage_mistake_is_a_ppir_error_not_a_failing_schedule():
+    with pytest.raises(PpirError, match="the value of 'P' must be an integer, got str '4'"):
+        assert_schedule_ok("1f1b", P="4", M=4)
+    with pytest.raises(PpirError) as e:
+        assert_schedule_ok("1f1b", P=2, M=4, Q=1)
+    assert "unknown parameter 'Q' (Q=1)" in str(e.value)  # no CLI flag in a Python test
+
+
+def test_property_test_refuses_a_misspelt_check_when_defined():
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'max_peak'.*the checks"):
+        property_test("1f1b", over={"P": "2..3"}, max_peak="P")
+    # a parameter of the schedule, held fixed, is a keyword too
+    test = property_test("interleaved_1f1b", over={"P": "2..3"}, v=2, max_peak_activations="P")
+    assert callable(test)

@@ -55,7 +55,7 @@ def bind_params(module: A.Module, overrides: dict[str, int], flag: str = "-D") -
             params = ", ".join(declared) or "none"
             raise error(
                 "unknown-parameter",
-                f"unknown parameter '{name}' ({flag} {name}={value}) for {where}",
+                f"unknown parameter '{name}' ({given(flag, name, value)}) for {where}",
                 hints=did_you_mean(name, declared) + [f"its parameters: {params}"],
             )
     overrides = {name: integer_param(name, value) for name, value in overrides.items()}
@@ -63,7 +63,7 @@ def bind_params(module: A.Module, overrides: dict[str, int], flag: str = "-D") -
         if not -MAX_INT <= value <= MAX_INT:
             raise error(
                 "bad-define",
-                f"{flag} {name}={show_value(value)}: out of range "
+                f"{given(flag, name, show_value(value))}: out of range "
                 "(ppir integers are at most 2**63 - 1)",
             )
     values: dict[str, int] = {}
@@ -85,12 +85,18 @@ def bind_params(module: A.Module, overrides: dict[str, int], flag: str = "-D") -
         elif p.default is None:
             raise error(
                 "missing-parameter",
-                f"parameter '{name}' has no default; give it with {flag} {name}=...",
+                f"parameter '{name}' has no default; give it with {given(flag, name, '...')}",
                 p.span,
             )
         else:
             values[name] = p.default
     return values
+
+
+def given(flag: str, name: str, value) -> str:
+    """How a parameter was (or is to be) given, for messages: ``-D P=4`` with the CLI's flag,
+    ``P=4`` when ``flag`` is empty (the Python API)."""
+    return f"{flag} {name}={value}" if flag else f"{name}={value}"
 
 
 def integer_param(name: str, value) -> int:

@@ -165,7 +165,8 @@ def _no_params(params: dict, what: str, flag: str) -> None:
     if params:
         raise error(
             "unknown-parameter",
-            f"unknown parameter '{next(iter(params))}': {what} takes no {flag} parameters",
+            f"unknown parameter '{next(iter(params))}': {what} takes no "
+            + (f"{flag} parameters" if flag else "parameters"),
         )
 
 

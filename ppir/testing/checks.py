@@ -35,7 +35,7 @@ from ppir.testing.space import Expr
 Bound = int | float | Fraction | str | Callable[[dict], object] | None
 # Expansion errors that mean the caller asked for something unusable, not that the schedule is
 # wrong for these parameters.
-USAGE_KINDS = frozenset({"bad-input", "unknown-parameter", "missing-parameter"})
+USAGE_KINDS = frozenset({"bad-input", "unknown-parameter", "missing-parameter", "bad-define"})
 _TOLERANCE = 1e-9
 
 
@@ -100,7 +100,7 @@ def expand_params(
 ) -> Schedule:
     """Expand a .pps schedule (path, built-in name, or parsed Module) for ``params``."""
     module = spec if isinstance(spec, Module) else load_module(spec)
-    return expand(module, params, max_ops=max_ops, max_steps=max_steps)
+    return expand(module, params, max_ops=max_ops, max_steps=max_steps, define_flag="")
 
 
 def eval_bound(bound: Bound, env: dict[str, int]) -> Fraction | float | None:
@@ -143,7 +143,7 @@ def check_schedule(
 
         try:
             if schedule_kind(spec) in ("csv", "json"):  # no parameters: read as they are
-                s = load_schedule(spec, params, max_ops=max_ops)
+                s = load_schedule(spec, params, max_ops=max_ops, define_flag="")
             else:
                 s = expand_params(spec, params, max_ops=max_ops)
         except PpirError as e:
