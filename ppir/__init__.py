@@ -63,9 +63,20 @@ compile.__wrapped__ = _compile  # help() and inspect.signature show the options
 
 
 def _compiled(program: Program, costs: CostConfig | None = None, progress: str = "fifo"):
-    if isinstance(program, Compiled):
+    if isinstance(_program(program, "analyze"), Compiled):
         return program
     return _compile(program, costs=costs, progress=progress)
+
+
+def _program(program, fn: str):
+    """``program`` when it is a Schedule or a Compiled; else a TypeError saying what ``fn``
+    takes and how to make one."""
+    if not isinstance(program, (Schedule, Compiled)):
+        raise TypeError(
+            f"{fn} takes a Schedule (ppir.load('1f1b', P=4, M=8) makes one) or what "
+            f"ppir.compile returns, got {type(program).__name__} {program!r:.60}"
+        )
+    return program
 
 
 # ``ppir.verify`` names this function; the checks live in the package of the same name, which
@@ -73,7 +84,7 @@ def _compiled(program: Program, costs: CostConfig | None = None, progress: str =
 def verify(program: Program, *, progress: str = "fifo", strict: bool = False) -> Report:
     """The verification report of ``program`` as it would run: a compiled program's own, a
     lowered schedule's, or a compute-only schedule's after compiling it (as ``ppir check``)."""
-    if isinstance(program, Compiled) and program.report is not None:
+    if isinstance(_program(program, "verify"), Compiled) and program.report is not None:
         return program.report
     if isinstance(program, Schedule) and not program.is_lowered:
         return _compile(program, progress=progress, strict=strict).report
@@ -86,7 +97,7 @@ def estimate(program: Program, costs: CostConfig | None = None, *, progress: str
     it is a compute-only schedule), as ``ppir compile --backend cost`` prints it."""
     from ppir.analysis.estimate import estimate as _estimate
 
-    if isinstance(program, Compiled):
+    if isinstance(_program(program, "estimate"), Compiled):
         return program.estimate
     return _estimate(program, costs, progress=progress)
 
@@ -131,7 +142,7 @@ def analyze(
 def graph(program: Program, progress: str = "fifo") -> ProgramGraph:
     """The networkx dependency graph of a program (a :class:`ProgramGraph`, a read-only
     ``networkx.DiGraph``): of a compiled program's program, or of a schedule as given."""
-    if isinstance(program, Compiled):
+    if isinstance(_program(program, "graph"), Compiled):
         return (
             program.graph
             if program.progress == progress
@@ -143,11 +154,13 @@ def graph(program: Program, progress: str = "fifo") -> ProgramGraph:
 def to_json(program: Program) -> dict:
     """The ``ppir.program/1`` JSON object of a program (what ``ppir dump --format json``
     prints)."""
+    _program(program, "to_json")
     return _program_json(program.program if isinstance(program, Compiled) else program)
 
 
 def to_pps(program: Program) -> str:
     """The literal ``.pps`` text of a program (it parses back to the same IR)."""
+    _program(program, "to_pps")
     return format_pps(program.program if isinstance(program, Compiled) else program)
 
 

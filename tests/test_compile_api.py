@@ -42,3 +42,11 @@ def test_auto_lowering_still_compares_its_candidates():
     c = ppir.compile(s, costs=cfg)
     assert c.candidates == {"lockstep": 52.75, "eager": 52.0}  # eager kept: the faster
     assert c.step_time == 52 == c.dependency_bound
+
+
+@pytest.mark.parametrize("fn", ["verify", "estimate", "graph", "analyze", "to_json", "to_pps"])
+def test_each_api_function_names_a_program_that_is_not_one(fn):
+    with pytest.raises(TypeError, match=rf"^{fn} takes a Schedule \(ppir.load\('1f1b'.*got str"):
+        getattr(ppir, fn)("1f1b")
+    s = ppir.load("1f1b", P=2, M=2)
+    assert getattr(ppir, fn)(s) is not None and getattr(ppir, fn)(ppir.compile(s)) is not None
