@@ -187,6 +187,8 @@ def test_the_plugin_gives_a_fixture_and_an_examples_option(tmp_path):
 
         test_prop = property_test("1f1b", over={"P": "2..3", "M": "P..2P"},
                                   max_peak_activations="P")
+        test_too_tight = property_test("1f1b", over={"P": "2..3", "M": "P..2P"},
+                                       max_peak_activations="1")
 
         def test_fixture(schedule_ok):
             assert schedule_ok("gpipe", P=2, M=2).ok
@@ -215,9 +217,14 @@ def test_the_plugin_gives_a_fixture_and_an_examples_option(tmp_path):
         text=True,
         timeout=240,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "2 passed" in proc.stdout
-    assert "ppir 0.1.0: 3 examples per schedule property test" in proc.stdout
+    out = proc.stdout
+    assert proc.returncode == 1 and "1 failed, 2 passed" in out, out + proc.stderr
+    assert "ppir 0.1.0: 3 examples per schedule property test" in out
+    # a failure reads as the shrunk shape and the diagnostic, named after the schedule; no
+    # frame of ppir's own checks
+    assert "AssertionError: 1f1b(P=2, M=2) FAILS" in out
+    assert "exceed the bound 1 A ('1')" in out and "Failing test case: check_1f1b(" in out
+    assert "checks.py" not in out and "def assert_schedule_ok" not in out
 
 
 def test_check_schedule_reads_a_json_program(tmp_path, cli):

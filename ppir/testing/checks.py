@@ -224,6 +224,7 @@ def assert_schedule_ok(
 ) -> CheckResult:
     """Like :func:`check_schedule`, but raise ``AssertionError`` (message: the rendered
     diagnostics) unless every property holds.  Returns the result for further assertions."""
+    __tracebackhide__ = True  # pytest shows the user's test and the message, not this frame
     res = check_schedule(
         schedule,
         max_peak_activations=max_peak_activations,

@@ -280,9 +280,15 @@ def property_test(
     path = os.fspath(schedule)
     _check_keywords(path, checks)
 
-    @given(shapes(path, **over))
     def test(params):
+        __tracebackhide__ = True  # a failure shows the shape and the diagnostic, not ppir
         assert_schedule_ok(path, **checks, **params)
+
+    # hypothesis names the function in 'Failing test case: NAME(params=...)'
+    stem = os.path.splitext(os.path.basename(path))[0]
+    name = "check_" + "".join(c if c.isalnum() else "_" for c in stem)
+    test.__name__ = test.__qualname__ = name if name.isidentifier() else "check_schedule"
+    test = given(shapes(path, **over))(test)
 
     n = examples or _DEFAULT_EXAMPLES["n"]
     test.__doc__ = f"{path}: for all {over}, verifies" + (f" and {checks}" if checks else "")
