@@ -250,3 +250,13 @@ def test_property_test_refuses_a_misspelt_check_when_defined():
     # a parameter of the schedule, held fixed, is a keyword too
     test = property_test("interleaved_1f1b", over={"P": "2..3"}, v=2, max_peak_activations="P")
     assert callable(test)
+
+
+@pytest.mark.parametrize("spec", [{"P": 0}, {"M": range(-2, 1)}, {"v": []}])
+def test_valid_schedules_refuses_a_spec_with_no_drawable_value(spec):
+    from ppir.testing import valid_schedules
+
+    name, value = next(iter(spec.items()))
+    with pytest.raises(ValueError, match=f"valid_schedules: {name} needs a value of at least 1"):
+        valid_schedules(**spec)
+    assert valid_schedules(P=2, M=range(1, 3)) is not None

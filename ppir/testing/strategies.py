@@ -126,8 +126,18 @@ def valid_schedules(
     is ``"looped"``, ``"vshape"``, ``"random"`` (each rank holds v stages, shuffled) or an
     explicit tuple of length P*v.  ``max_in_flight`` caps the chunk activations a rank holds (an
     F not yet freed by its B or W); draws that get stuck under the cap are rejected.
-    P, M and v take the same specs as :func:`shapes`.
+    P, M and v take the same specs as :func:`shapes`; a ValueError when an integer, range or
+    list spec holds no value of at least 1 (no schedule could be drawn).
     """
+    for name, spec in (("P", P), ("M", M), ("v", v)):
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            values = [spec]
+        elif isinstance(spec, (range, list, tuple)):
+            values = list(spec)
+        else:
+            continue  # a text domain ("2..P") is checked as it is drawn
+        if not any(isinstance(x, int) and x >= 1 for x in values):
+            raise ValueError(f"valid_schedules: {name} needs a value of at least 1, got {spec!r}")
     domains, _ = _split_specs({"P": P, "M": M, "v": v})
 
     @st.composite
