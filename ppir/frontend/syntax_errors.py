@@ -5,6 +5,8 @@ where a ')' or ']' was expected."""
 
 from __future__ import annotations
 
+import re
+
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
 from ppir.diagnostics import Note, PpirError, error
@@ -69,6 +71,18 @@ def syntax_error(e: Exception, text: str, path: str) -> PpirError:
         )
     assert isinstance(e, UnexpectedToken)
     tok = e.token
+    word = _ACTION_LIKE.match(text, tok.start_pos or 0) if tok.type != "$END" else None
+    if word and "ACTION" in e.expected:  # a literal rank line: an action misspelt
+        w = word.group(0)
+        return error(
+            "syntax-error",
+            f"unknown action '{w}'",
+            Span(path, tok.line, tok.column, tok.line, tok.column + len(w), text),
+            hints=[
+                "an action is STAGE KIND MICROBATCH with KIND one of F, B, I, W, SEND_F, "
+                "RECV_F, SEND_B, RECV_B (0F1, 2SEND_B0), or sREDUCE_GRAD"
+            ],
+        )
     if tok.type == "$END":
         span, what = _end(text, path), "end of file"
     else:
@@ -89,6 +103,9 @@ def syntax_error(e: Exception, text: str, path: str) -> PpirError:
         if opened:
             notes.append(Note(f"the '{opened[1]}' here is never closed", opened[0]))
     return error("syntax-error", f"unexpected {what}", span, hints=hints, notes=notes)
+
+
+_ACTION_LIKE = re.compile(r"\d+[A-Za-z_]+\d*")
 
 
 def _open_bracket(expected, text: str, path: str, tok) -> tuple[Span, str] | None:
