@@ -113,6 +113,24 @@ def test_a_missing_model_module_is_refused_before_any_process_starts(cli, comman
     assert "ppir launch:" not in out and "Traceback" not in err  # nothing was started
 
 
+@pytest.mark.parametrize("command", ["launch", "profile"])
+def test_a_module_without_the_api_is_refused_before_any_process_starts(cli, tmp_path, command):
+    pytest.importorskip("torch")
+    mod = tmp_path / "wrong_names.py"
+    mod.write_text("def build(s, n): pass\ndef batch(step): pass\ndef loss(y, t): pass\n")
+    argv = ["-n", "2", "1f1b"] if command == "launch" else ["--ranks", "2", "--stages", "2"]
+    code, out, err = cli(command, *argv, "--module", str(mod))
+    assert code == 2 and "ppir launch:" not in out and "Traceback" not in err
+    assert err.splitlines()[0].startswith(
+        f"ppir: error: model '{mod}' lacks build_stage, make_batch, loss_fn; it defines batch, "
+        "build, loss"
+    ), err
+    assert len(err.splitlines()) == 1  # once, not once per rank
+    # the module's own configure() refusing an option: its exception, with its traceback
+    with pytest.raises(ValueError, match=r"unknown gpt_model options \['nope'\]"):
+        cli(command, *argv, "--module", "examples/gpt_model.py", "--module-opt", "nope=1")
+
+
 def _usage_error(capsys, *argv: str) -> str:
     from ppir.cli.main import main
 
@@ -162,7 +180,9 @@ def test_a_dotted_model_module_in_the_working_directory_is_found(tmp_path):
     script = Path(sys.executable).parent / "ppir"
     if not script.exists():
         pytest.skip("no ppir console script beside this interpreter")
-    (tmp_path / "mymodel.py").write_text("def build_stage(s, n): pass\n")
+    (tmp_path / "mymodel.py").write_text(
+        "def build_stage(s, n): pass\ndef make_batch(step): pass\ndef loss_fn(y, t): pass\n"
+    )
     argv = [str(script), "launch", "-n", "3", "1f1b", "-D", "P=2"]
     res = subprocess.run([*argv, "--module", "mymodel"], capture_output=True, text=True,
                          cwd=tmp_path, timeout=60)  # fmt: skip
