@@ -138,6 +138,10 @@ class Executor:
     def _where(self, ins) -> str:
         return f"rank {self.rank}, instruction #{self.index} ({ins['ir']})"
 
+    def _forward_note(self, ins) -> str:
+        came = "the microbatch's inputs" if ins["in"] == "data" else "the previous stage"
+        return f"{self._where(ins)}: stage {ins['stage']}'s forward, given {{}} from {came}"
+
     def _check(self, ins, value, boundary: int, what: str) -> None:
         want = self.meta.get(boundary)
         if want is None:
@@ -166,11 +170,8 @@ class Executor:
             if t.is_floating_point() and ins["in"] != "data":
                 leaves[k] = t.detach().requires_grad_(True)
                 grad_in.append(leaves[k])
-        came = "the microbatch's inputs" if ins["in"] == "data" else "the previous stage"
         y = V.call_stage(
-            self.modules[chunk],
-            V.unflatten(spec, leaves),
-            f"{self._where(ins)}: stage {s}'s forward, given {{}} from {came}",
+            self.modules[chunk], V.unflatten(spec, leaves), lambda: self._forward_note(ins)
         )
         if ins["out"] == "loss":
             loss = _scalar(self.loss_fn(y, self.targets[m]), s, m, self.rank) * self.scale

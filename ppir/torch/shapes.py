@@ -50,8 +50,10 @@ def trace_stage(module, x, stage: int, rank: int):
         y = V.call_stage(
             module,
             x,
-            f"rank {rank}: stage {stage}'s forward (inferring its output's shapes), given {{}} "
-            "from the previous stage",
+            lambda: (
+                f"rank {rank}: stage {stage}'s forward (inferring its output's shapes), "
+                "given {} from the previous stage"
+            ),
         )
     try:
         return V.flatten(y, f"rank {rank}: the output of stage {stage}")[1]

@@ -144,11 +144,11 @@ def describe(spec: Spec) -> str:
     return f"({inner})" if kind == "tuple" else f"[{inner}]"
 
 
-def call_stage(module, value, where: str | None = None):
+def call_stage(module, value, where=None):
     """``module(x)``, ``module(*x)`` or ``module(**x)`` for a tensor, sequence or dict.  An
     exception from the module (the user's code) propagates unchanged, its traceback whole;
-    with ``where`` (a text whose ``{}`` becomes the input's shapes) it carries that note
-    (Python 3.11+)."""
+    with ``where`` (a function returning a text whose ``{}`` becomes the input's shapes,
+    called only then) it carries that note (Python 3.11+)."""
     try:
         if isinstance(value, dict):
             return module(**value)
@@ -162,7 +162,7 @@ def call_stage(module, value, where: str | None = None):
                 shapes = describe(flatten(value)[1])
             except Exception:  # noqa: BLE001 - a note must not replace the error it explains
                 shapes = "its input"
-            add_note(where.format(shapes))
+            add_note(where().format(shapes))
         raise
 
 
