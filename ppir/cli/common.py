@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ppir.cli.argtypes import output_path
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import Report, error
@@ -24,6 +25,12 @@ SCHEDULE_HELP = (
 
 COMPILE_PROGRESS_DELAY = 2.0
 """Seconds a compile runs before its progress line appears on a terminal (most take less)."""
+
+
+def add_output_argument(p: argparse.ArgumentParser, help: str) -> None:
+    """``-o/--output PATH`` (into ``args.output``): a file the command writes; an empty path is
+    a usage error (:func:`ppir.cli.argtypes.output_path`)."""
+    p.add_argument("-o", "--output", type=output_path, metavar="PATH", help=help)
 
 
 def add_defines(p: argparse.ArgumentParser, help: str) -> None:

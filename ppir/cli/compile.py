@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ppir.cli.argtypes import output_path
 from ppir.cli.common import (
     add_compile_arguments,
+    add_output_argument,
     add_schedule_arguments,
     compile_from_args,
     print_report,
@@ -37,13 +37,7 @@ def add_arguments(p):
         default="cost",
         help="backend name (default cost); available: " + ", ".join(available_backends()),
     )
-    p.add_argument(
-        "-o",
-        "--output",
-        type=output_path,
-        metavar="PATH",
-        help="where the backend writes its output",
-    )
+    add_output_argument(p, "where the backend writes its output")
     p.add_argument(
         "--format",
         choices=["text", "json"],

@@ -9,8 +9,7 @@ import dataclasses
 import re
 import sys
 
-from ppir.cli.argtypes import output_path
-from ppir.cli.common import add_defines, parse_defines, parse_placement
+from ppir.cli.common import add_defines, add_output_argument, parse_defines, parse_placement
 from ppir.diagnostics import error, write_output
 from ppir.frontend.loader import load_schedule
 from ppir.ir.printer import format_pps
@@ -46,13 +45,7 @@ def add_arguments(p):
         help="the rank of each stage (default: torch's, or inferred)",
     )
     p.add_argument("--name", help="the schedule name in the .pps header (default: from SOURCE)")
-    p.add_argument(
-        "-o",
-        "--output",
-        type=output_path,
-        metavar="PATH",
-        help="write the .pps here instead of stdout",
-    )
+    add_output_argument(p, "write the .pps here instead of stdout")
 
 
 def load_source(source: str, defines: dict[str, int], placement, name: str | None):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from ppir.cli.argtypes import key_values, output_path, positive_int, positive_seconds
+from ppir.cli.argtypes import key_values, positive_int, positive_seconds
+from ppir.cli.common import add_output_argument
 from ppir.cli.output import table
 from ppir.diagnostics import error, write_output
 from ppir.torch.run import add_module_arguments
@@ -77,13 +78,7 @@ def add_arguments(p):
         metavar="SECONDS",
         help="process-group timeout in seconds (default 120)",
     )
-    p.add_argument(
-        "-o",
-        "--output",
-        type=output_path,
-        metavar="PATH",
-        help="write the cost file here (else stdout)",
-    )
+    add_output_argument(p, "write the cost file here (else stdout)")
 
 
 def parse_options(items: list[str]) -> dict:

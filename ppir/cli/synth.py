@@ -5,8 +5,7 @@ from __future__ import annotations
 import sys
 from fractions import Fraction
 
-from ppir.cli.argtypes import output_path
-from ppir.cli.common import add_defines, emit_json, parse_defines
+from ppir.cli.common import add_defines, add_output_argument, emit_json, parse_defines
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_OK, error
 
@@ -47,13 +46,7 @@ def add_arguments(p):
     )
     p.add_argument("--no-vshape", action="store_true", help="contiguous placement only")
     p.add_argument("--name", default="zb_synth", help="schedule name in the .pps header")
-    p.add_argument(
-        "-o",
-        "--output",
-        type=output_path,
-        metavar="PATH",
-        help="write the .pps here (default stdout)",
-    )
+    add_output_argument(p, "write the .pps here (default stdout)")
     p.add_argument(
         "--format",
         choices=["pps", "json"],

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from ppir.cli.argtypes import output_path
 from ppir.cli.common import (
     add_compile_arguments,
+    add_output_argument,
     add_schedule_arguments,
     compile_from_args,
     parse_defines,
@@ -45,13 +45,7 @@ FORMATS = ("html", "png", "svg", "pdf")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_schedule_arguments(p)
-    p.add_argument(
-        "-o",
-        "--output",
-        type=output_path,
-        metavar="PATH",
-        help="output file (default: SCHEDULE's name with the format's extension)",
-    )
+    add_output_argument(p, "output file (default: SCHEDULE's name with the format's extension)")
     p.add_argument(
         "--format",
         choices=FORMATS,
