@@ -257,8 +257,22 @@ def test_a_model_file_imports_the_files_beside_it(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "sibling_layers", raising=False)
     mod = load_model("proj/split_model.py")
     assert mod.WIDTH == 3 and sys.path[0] == str(proj.resolve())
-    monkeypatch.delitem(sys.modules, "ppir_user_model_split_model")
+    monkeypatch.delitem(sys.modules, mod.__name__)
     monkeypatch.delitem(sys.modules, "sibling_layers")
+
+
+def test_two_model_files_of_the_same_name_are_two_modules(tmp_path):
+    mods = []
+    for d, value in (("a", 1), ("b", 2)):
+        (tmp_path / d).mkdir()
+        f = tmp_path / d / "same_name_model.py"
+        f.write_text(f"VALUE = {value}\n" + API)
+        mods.append(load_model(str(f)))
+    assert [m.VALUE for m in mods] == [1, 2]  # the second was the first, by its file's stem
+    assert load_model(str(tmp_path / "a" / "same_name_model.py")) is mods[0]  # imported once
+
+
+API = "def build_stage(s, n): pass\ndef make_batch(step): pass\ndef loss_fn(y, t): pass\n"
 
 
 def test_runtime_accepts_schedules_and_plan_files(tmp_path):

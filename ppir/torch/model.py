@@ -60,23 +60,36 @@ def load_model(spec: str, options: dict | None = None):
     return mod
 
 
+_FILE_MODULES: dict[Path, ModuleType] = {}  # model files imported, by resolved path
+
+
 def _import(spec: str) -> ModuleType:
     path = Path(spec)
     if spec.endswith(".py") or path.is_file():
         if not path.is_file():
             raise ModelError(f"model file {spec} does not exist")
-        name = f"ppir_user_model_{path.stem}"
-        if name in sys.modules:
-            return sys.modules[name]
+        resolved = path.resolve()
+        mod = _FILE_MODULES.get(resolved)
+        if mod is not None:  # imported once per file, however it is named
+            return mod
+        name, k = f"ppir_user_model_{path.stem}", 1
+        while name in sys.modules:  # another file of the same name
+            k += 1
+            name = f"ppir_user_model_{path.stem}_{k}"
         # as ``python file.py`` runs it: the module's own folder first on the path, so that it
         # imports the files beside it
-        folder = str(path.resolve().parent)
+        folder = str(resolved.parent)
         if folder not in sys.path:
             sys.path.insert(0, folder)
         loader = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(loader)
         sys.modules[name] = mod
-        loader.loader.exec_module(mod)
+        try:
+            loader.loader.exec_module(mod)
+        except BaseException:
+            del sys.modules[name]  # as import does: no half-made module is kept
+            raise
+        _FILE_MODULES[resolved] = mod
         return mod
     try:
         return importlib.import_module(spec)
