@@ -130,6 +130,13 @@ def _set_action(r, i, value):
             "waits[1][0][1] must be in 0..3",
             "9",
         ),  # fmt: skip
+        (  # a group around compute actions (was a one-line error before the checks moved)
+            lambda obj: obj["groups"][0].__setitem__(0, [1, 3]),
+            "groups[0][0]: group holds a compute action 0F1",
+            "[",
+        ),
+        (_set("overlaps", [[[0, 2]], []]), "overlaps another group or overlapped step", "["),
+        (_set("overlaps", [[[1, 2]], []]), "overlaps another group or overlapped step", "["),
     ],
 )
 def test_a_hand_edited_json_program_is_one_clear_error_at_the_value(edit, said, at, cli, tmp_path):
@@ -158,6 +165,10 @@ def test_json_programs_declare_no_parameters_in_every_command(cli, tmp_path):
     assert code == 0 and html.exists(), err
     code, out, err = cli("tune", "-P", "2", "--global-batch", "4", "--schedules", str(f))
     assert code == 0 and str(f) in out, err
+    # a fixed program is a candidate only for its own P and M (it was labelled P=4 M=16)
+    code, out, err = cli("tune", "-P", "4", "--global-batch", "16", "--schedules", str(f))
+    assert "(no feasible choice)" in out, out
+    assert f"{f}: the program has 2 ranks and 2 microbatches, not 4 and 16" in out, out
     code, _, err = cli("fuzz", str(f), "--over", "P=2..3")
     assert code == 2 and "Traceback" not in err
     assert f"'P' is not a parameter of {f}" in err and "its parameters: none" in err

@@ -285,6 +285,9 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
     except PpirError as e:
         why = e.diagnostics[0].message
         return [Candidate(**base, recompute=r, reason=why, why="constraint") for r in recomputes]
+    if not params and (s.ranks, s.microbatches) != (P, M):  # a fixed program (CSV, JSON)
+        why = f"the program has {s.ranks} ranks and {s.microbatches} microbatches, not {P} and {M}"
+        return [Candidate(**base, recompute=r, reason=why, why="constraint") for r in recomputes]
     base["v"] = max(1, s.stages // s.ranks)
     layers = None
     if model is not None:

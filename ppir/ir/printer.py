@@ -222,9 +222,15 @@ def from_json(obj: dict) -> Schedule:
                 at += 1
             marks.insert(at, Reduce(stage))
         marked = sorted(
-            [(a, b, Group, gi) for gi, (a, b) in enumerate(spans)]
-            + [(a, b, Overlap, -1) for a, b in ospans]
+            [(a, b, "groups", gi) for gi, (a, b) in enumerate(spans)]
+            + [(a, b, "overlaps", oi) for oi, (a, b) in enumerate(ospans)]
         )
+        for (_, end, _, _), (start, _, key, k) in zip(marked, marked[1:]):
+            if start < end:  # each program position in one group or overlapped step at most
+                raise MalformedProgram(
+                    f"{field_name((key, r, k))} overlaps another group or overlapped step",
+                    (key, r, k),
+                )
         items: list = []
         i = 0
 
@@ -236,15 +242,18 @@ def from_json(obj: dict) -> Schedule:
                 a, b = spans[gi]
                 items.append(Wait(tuple(acts[a:b])))
 
-        for start, end, cls, gi in marked + [(len(acts), len(acts), None, -1)]:
+        for start, end, key, gi in marked + [(len(acts), len(acts), None, -1)]:
             for k in range(i, start):
                 emit_waits(k)
                 items.append(acts[k])
             emit_waits(start)
-            if cls is Group:
-                items.append(Group(tuple(acts[start:end]), deferred=gi in deferred))
-            elif cls is Overlap:
-                items.append(Overlap(tuple(acts[start:end])))
+            try:  # a group of compute actions, an overlapped step that is not F then B
+                if key == "groups":
+                    items.append(Group(tuple(acts[start:end]), deferred=gi in deferred))
+                elif key == "overlaps":
+                    items.append(Overlap(tuple(acts[start:end])))
+            except ValueError as e:
+                raise MalformedProgram(f"{field_name((key, r, gi))}: {e}", (key, r, gi)) from None
             i = end
         programs.append(tuple(items))
     return Schedule(
