@@ -113,7 +113,7 @@ def test_a_missing_model_module_is_refused_before_any_process_starts(cli, comman
     assert "ppir launch:" not in out and "Traceback" not in err  # nothing was started
 
 
-@pytest.mark.parametrize("command", ["launch", "profile"])
+@pytest.mark.parametrize("command", ["profile"])
 def test_a_module_without_the_api_is_refused_before_any_process_starts(cli, tmp_path, command):
     pytest.importorskip("torch")
     mod = tmp_path / "wrong_names.py"

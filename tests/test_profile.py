@@ -178,3 +178,16 @@ def _table(m, tmp_path):
 
 if sys.platform == "win32":  # pragma: no cover
     pytestmark = pytest.mark.skip("gloo over TCP on localhost")
+
+
+def test_a_dotted_module_is_found_in_the_working_directory(tmp_path, monkeypatch, cli):
+    """As the ranks' ``python -m`` finds it (docs/executor.md): profile did not."""
+    (tmp_path / "dotted_tiny_model.py").write_text(MODEL)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "dotted_tiny_model", raising=False)
+    out = tmp_path / "c.toml"
+    code, _, err = cli("profile", "--module", "dotted_tiny_model", "--ranks", "1",
+                       "--stages", "2", "-M", "4", "--steps", "2", "-o", str(out))  # fmt: skip
+    assert code == 0 and out.exists(), err
+    monkeypatch.delitem(sys.modules, "dotted_tiny_model")

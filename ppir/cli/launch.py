@@ -93,7 +93,6 @@ def _check_args(args) -> None:
         pick_device(args.device, 0, args.dist_backend)
     except SetupError as e:
         raise error("bad-usage", str(e)) from None
-    _check_model(args.module, args.module_opt)
     n, dp = args.nproc, args.dp or 1
     if n is not None and (n < 1 or n % dp):
         raise error(
@@ -112,25 +111,6 @@ def _check_args(args) -> None:
         )
     if args.rdzv_endpoint and ":" not in args.rdzv_endpoint:
         raise error("bad-usage", f"--rdzv-endpoint {args.rdzv_endpoint}: expected HOST:PORT")
-
-
-def _check_model(module: str, options: list[str]) -> None:
-    """Import the model module as the ranks will (the working directory first on the path, as
-    ``python -m`` has it) and check its API and ``--module-opt``: a module without
-    build_stage/make_batch/loss_fn is one usage error here, not one per rank after they
-    started.  An exception in the module's own code propagates with its traceback."""
-    import os
-    import sys
-
-    from ppir.torch.errors import ModelError
-    from ppir.torch.model import load_model, parse_options
-
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        load_model(module, parse_options(options))
-    except ModelError as e:
-        raise error("bad-usage", str(e)) from None
 
 
 def _compiled(args):

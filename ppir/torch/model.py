@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -91,6 +92,10 @@ def _import(spec: str) -> ModuleType:
             raise
         _FILE_MODULES[resolved] = mod
         return mod
+    # a dotted name is found as ``python -m`` finds it (the ranks' way): the working directory
+    # first on the path
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         return importlib.import_module(spec)
     except ModuleNotFoundError as e:
