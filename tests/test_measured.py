@@ -119,6 +119,7 @@ def test_cost_file_on_the_command_line(tmp_path, cli):
         (["--cost", "F=1,B=2"], "--cost"),
         (["--comm-latency", "0.5", "--hardware", "A100"], "--hardware, --comm-latency"),
         (["--stage-weights", "1,2"], "--stage-weights"),
+        (["--comm-latency-us", "5"], "--comm-latency-us"),  # not 'microseconds need a model'
     ],
 )
 def test_flags_that_give_times_name_themselves_not_the_cost_file(tmp_path, cli, flags, named):

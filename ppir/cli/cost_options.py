@@ -198,6 +198,8 @@ def settings_from_args(args: argparse.Namespace) -> dict:
     """The nested settings dict: the ``--config`` file with the flags laid over it."""
     g = lambda name: getattr(args, f"cost_{name}", None)  # noqa: E731
     base = load_config_file(g("config")) if g("config") else {}
+    if "measured" in base:  # first: the flags' own checks would point elsewhere
+        _refuse_times_over_measured(g)
     over: dict = {}
     if g("model"):  # replaces the file's [model] table (its recompute setting is kept)
         model = parse_model_spec(g("model"))
@@ -276,8 +278,6 @@ def settings_from_args(args: argparse.Namespace) -> dict:
     if g("comm_model"):
         comm["model"] = g("comm_model")
     over["comm"] = comm
-    if "measured" in base:
-        _refuse_times_over_measured(g)
     return merge(base, {k: v for k, v in over.items() if v})
 
 

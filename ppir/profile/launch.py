@@ -153,9 +153,10 @@ def gather(rank: int, P: int, samples, transfer, groups, device: str) -> dict | 
     }
 
 
-def _device(requested: str, rank: int):
-    """The runtime's choice of device (:func:`ppir.torch.procgroup.pick_device`), made current;
-    a ProfileError for a device this machine lacks."""
+def _device(requested: str, rank: int, current: bool = True):
+    """Rank ``rank``'s device: the runtime's checks (:func:`ppir.torch.procgroup.pick_device`;
+    a ProfileError for a device this machine lacks), one GPU per rank (``cuda:N`` too: the
+    messages are timed between devices), made current unless ``current`` is False."""
     import torch
 
     from ppir.torch.errors import SetupError
@@ -166,7 +167,9 @@ def _device(requested: str, rank: int):
     except SetupError as e:
         raise ProfileError(str(e)) from None
     if dev.type == "cuda":
-        torch.cuda.set_device(dev)
+        dev = torch.device("cuda", rank % max(1, torch.cuda.device_count()))
+        if current:
+            torch.cuda.set_device(dev)
     return dev
 
 
@@ -184,7 +187,7 @@ def profile(spec: ProfileSpec) -> MeasuredCosts:
     check_spec(spec)
     from ppir.profile.worker import check_batch
 
-    _device(spec.device, 0)  # report a device this machine lacks before starting ranks
+    _device(spec.device, 0, current=False)  # a device this machine lacks, before any rank
     model = load_model(spec.model, spec.options)  # and a bad module
     check_batch(model.make_batch(0), spec.num_microbatches)  # and a batch M does not split
     with tempfile.TemporaryDirectory(prefix="ppir-profile-") as tmp:

@@ -68,7 +68,9 @@ def pick_device(requested: str | None, local_rank: int, backend: str | None = No
         try:
             dev = torch.device(requested)
         except RuntimeError:
-            raise SetupError(f"--device {requested}: expected auto, cpu, cuda or cuda:N") from None
+            dev = None
+        if dev is None or dev.type not in ("cpu", "cuda"):
+            raise SetupError(f"--device {requested}: expected auto, cpu, cuda or cuda:N")
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise SetupError(
                 f"--device {requested}: this machine has no CUDA device "
