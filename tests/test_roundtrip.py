@@ -175,6 +175,11 @@ def test_json_programs_declare_no_parameters_in_every_command(cli, tmp_path):
     pytest.importorskip("torch")
     code, out, err = cli("launch", "-n", "3", str(f), "--module", "examples/gpt_model.py")
     assert code == 2 and "-n 3: the schedule has 2 ranks" in err and "unexpected" not in err
+    assert f"hint: use -n 2 ({f} is a fixed program: it takes no -D)" in err
+    code, out, err = cli(
+        "launch", "-n", "4", "1f1b", "-D", "P=2", "--module", "examples/gpt_model.py"
+    )
+    assert code == 2 and "hint: use -n 2, or set the schedule's rank count with -D" in err
 
 
 def test_declared_params_is_one_answer_for_every_kind_of_schedule(cli, tmp_path):

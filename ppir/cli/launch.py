@@ -115,11 +115,11 @@ def _check_args(args) -> None:
 
 def _compiled(args):
     """The compiled program to run (with its verification report), -n setting P when it can."""
+    from ppir.frontend.loader import declared_params  # requires not checked before -n
+
     _check_args(args)
     dp = args.dp or 1
     if args.nproc is not None and "P" not in parse_defines(args.defines):
-        from ppir.frontend.loader import declared_params  # requires not checked before -n
-
         if "P" in declared_params(args.schedule):
             args.defines = [*args.defines, f"P={args.nproc // dp}"]
     c = compile_from_args(args)
@@ -130,7 +130,14 @@ def _compiled(args):
             "rank-mismatch",
             f"-n {args.nproc}: the schedule has {s.ranks} ranks"
             + (f", times --dp {dp} = {total} processes" if dp > 1 else ""),
-            hints=[f"use -n {total}, or set the schedule's rank count with -D"],
+            hints=[
+                f"use -n {total}"
+                + (
+                    ", or set the schedule's rank count with -D"
+                    if declared_params(args.schedule)
+                    else f" ({args.schedule} is a fixed program: it takes no -D)"
+                )
+            ],
         )
     if total % args.nnodes:
         raise error(
