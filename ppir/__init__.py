@@ -63,7 +63,7 @@ compile.__wrapped__ = _compile  # help() and inspect.signature show the options
 
 
 def _compiled(program: Program, costs: CostConfig | None = None, progress: str = "fifo"):
-    if isinstance(_program(program, "analyze"), Compiled):
+    if isinstance(program, Compiled):
         return program
     return _compile(program, costs=costs, progress=progress)
 
@@ -129,7 +129,7 @@ def analyze(
 
     if isinstance(model, str):
         model = parse_model_spec(model)
-    c = _compiled(program)
+    c = _compiled(_program(program, "analyze"))
     if not c.ok:
         raise PpirError(c.report.errors if c.report else [], 1)
     mem = analyze_memory(c.graph, model, recompute=recompute, i_fraction=i_fraction, layers=layers)

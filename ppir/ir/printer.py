@@ -205,11 +205,12 @@ def from_json(obj: dict) -> Schedule:
     for r, (flat, spans, ospans) in enumerate(
         zip(obj["programs"], obj.get("groups") or [[]] * n, obj.get("overlaps") or [[]] * n)
     ):
-        try:
-            acts = [Action.parse(t) for t in flat]
-        except ValueError as e:
-            i = next(i for i, t in enumerate(flat) if not _parses(t))
-            raise MalformedProgram(str(e), ("programs", r, i)) from None
+        acts = []
+        for i, t in enumerate(flat):
+            try:
+                acts.append(Action.parse(t))
+            except ValueError as e:
+                raise MalformedProgram(str(e), ("programs", r, i)) from None
         deferred = set((obj.get("deferred") or [[]] * n)[r])
         waits: dict[int, list[int]] = {}
         for pos, gi in (obj.get("waits") or [[]] * n)[r]:
@@ -266,13 +267,3 @@ def from_json(obj: dict) -> Schedule:
         tuple(programs),
         pipelines=obj.get("pipelines", 1),
     )
-
-
-def _parses(text: str) -> bool:
-    from ppir.ir import Action
-
-    try:
-        Action.parse(text)
-    except ValueError:
-        return False
-    return True

@@ -262,7 +262,8 @@ def _check_keywords(path: str, checks: dict) -> None:
         for n, p in inspect.signature(check_schedule).parameters.items()
         if p.kind is p.KEYWORD_ONLY
     ]
-    known = options + sorted(declared_params(path))
+    params = sorted(declared_params(path))
+    known = options + params
     for k in checks:
         if k not in known:
             hint = did_you_mean(k, known)
@@ -270,7 +271,7 @@ def _check_keywords(path: str, checks: dict) -> None:
                 f"property_test() got an unexpected keyword argument {k!r}"
                 + (f" ({hint[0]})" if hint else "")
                 + f": the checks are {', '.join(options)}; the parameters of {path} are "
-                + (", ".join(sorted(declared_params(path))) or "none")
+                + (", ".join(params) or "none")
             )
 
 
