@@ -18,7 +18,7 @@ from ppir.backends.torch_csv.backend import flatten_groups
 from ppir.diagnostics import PpirError
 from ppir.frontend.csvio import read_action_text, read_csv_text, write_csv
 from ppir.frontend.loader import load_schedule
-from ppir.ir import Action, OpKind
+from ppir.ir import Action, OpKind, Overlap
 from ppir.passes import LowerComms
 from ppir.verify import verify
 
@@ -126,12 +126,30 @@ def test_cell_columns_point_at_the_cell():
     assert spans == [(1, 1, 4), (1, 6, 9), (1, 11, 14), (1, 15, 18)]
 
 
-def test_overlap_cell_becomes_two_actions_in_order():
+def test_overlap_cell_becomes_an_overlapped_step():
     text = "0F0,0F1,(0F2;0B0)OVERLAP_F_B,0B1,0B2\n1F0,1B0,1F1,1B1,1F2,1B2\n"
     s = read_csv_text(text, "<ovl>.csv")
+    step = s.programs[0][2]
+    assert isinstance(step, Overlap) and str(step) == "(0F2;0B0)OVERLAP_F_B"
     acts = list(s.actions(0))
     assert [str(a) for a in acts] == ["0F0", "0F1", "0F2", "0B0", "0B1", "0B2"]
     assert (acts[2].span.col, acts[3].span.col) == (10, 14)  # each sub-action keeps its column
+
+
+def test_overlap_cell_not_forward_then_backward_becomes_its_actions_in_order():
+    text = "0F0,0F1,0F2,(0B0;0B1)OVERLAP_F_B,0B2\n1F0,1B0,1F1,1B1,1F2,1B2\n"
+    s = read_csv_text(text, "<ovl>.csv")
+    assert not any(isinstance(it, Overlap) for it in s.programs[0])
+    assert [str(it) for it in s.programs[0]] == ["0F0", "0F1", "0F2", "0B0", "0B1", "0B2"]
+
+
+def test_import_notes_overlapped_cells_it_splits(tmp_path, cli):
+    f = tmp_path / "ovl.csv"
+    f.write_text("0F0,0F1,(0F2;0B0)OVERLAP_F_B,(0B1;0B2)OVERLAP_F_B\n1F0,1B0,1F1,1B1,1F2,1B2\n")
+    code, out, err = cli("import", str(f))
+    assert code == 0, err
+    assert "(0F2;0B0)OVERLAP_F_B" in out and "0B1 0B2" in out.replace("\n", " ")
+    assert "ppir: note: 1 overlapped cell(s) (a;b)OVERLAP_F_B that are not a forward" in err
 
 
 def test_placement_given_and_validated():

@@ -18,6 +18,7 @@ from torch.distributed.pipelining import schedules as sch  # noqa: E402
 from ppir.frontend.csvio import read_csv_text, write_csv  # noqa: E402
 from ppir.frontend.loader import load_schedule  # noqa: E402
 from ppir.frontend.torch_import import NAMES, SINGLE, load_torch_builtin, torch_schedule_object  # noqa: E402
+from ppir.ir import Overlap  # noqa: E402
 from ppir.passes import LowerComms  # noqa: E402
 from ppir.verify import verify  # noqa: E402
 
@@ -89,11 +90,21 @@ def test_cli_import_and_every_command_accepts_torch_specs(cli, tmp_path):
     assert code == 0 and out.splitlines()[0].startswith("0F0,0F1,0F2,0F3,4F0"), err
 
 
-def test_dualpipev_overlap_cells_become_two_actions(cli):
+@pytest.mark.parametrize("P,M", [(2, 4), (4, 8), (4, 12), (6, 12)])
+def test_torch_dualpipev_is_ppirs_dualpipev(P, M):
+    """torch's DualPipeV (its overlapped cells as ppir's overlapped steps) is, item for item
+    and with the same placement, ppir's own dualpipev.pps."""
+    theirs = load_torch_builtin("DualPipeV", {"P": P, "M": M})
+    ours = load_schedule("dualpipev", {"P": P, "M": M})
+    assert theirs.placement == ours.placement
+    assert theirs.programs == ours.programs
+    assert any(isinstance(it, Overlap) for prog in theirs.programs for it in prog)
+
+
+def test_dualpipev_import_keeps_overlapped_steps(cli):
     code, out, err = cli("import", "torch:DualPipeV", "-D", "P=2", "-D", "M=4")
-    assert code == 0
-    assert "overlapped cell(s) (a;b)OVERLAP_F_B imported as their two actions in order" in err
-    assert "placement vshape" in out
+    assert code == 0 and not err
+    assert "OVERLAP_F_B" in out and "placement vshape" in out
     code, out, err = cli("import", "torch:DualPipeV", "-D", "P=2", "-D", "M=3")
     assert code == 2 and "torch rejects DualPipeV(P=2, M=3, v=2): DualPipeV requires" in err
 

@@ -13,6 +13,7 @@ from ppir.cli.common import add_defines, add_output_argument, parse_defines, par
 from ppir.diagnostics import error, write_output
 from ppir.frontend.loader import load_schedule
 from ppir.ir.printer import format_pps
+from ppir.ir.types import Overlap
 
 NAME = "import"
 HELP = "import a torch.distributed.pipelining schedule (CSV, action text or built-in) as .pps"
@@ -27,7 +28,8 @@ DESCRIPTION = """Read a schedule written for torch.distributed.pipelining and pr
 
 The placement is torch's (torch:NAME) or inferred from where each stage computes; --placement
 overrides it.  torch's UNSHARD/RESHARD/REDUCE_GRAD are dropped; an overlapped cell
-(0F7;7B3)OVERLAP_F_B becomes its two actions in order, as torch's runtime runs them.
+(0F7;7B3)OVERLAP_F_B, a forward then a backward, is one overlapped step, as ppir's own
+dualpipev writes it (other overlapped cells become their actions in order, with a note).
 Every ppir command also accepts torch:NAME directly (ppir check torch:1F1B -D P=4).
 
 examples:
@@ -74,14 +76,18 @@ def load_source(source: str, defines: dict[str, int], placement, name: str | Non
 
 
 def _overlap_note(s) -> str | None:
+    """A note when overlapped cells were imported as their sub-actions in order (cells that are
+    not a forward then a backward, which ppir's overlapped step holds)."""
     span = next((a.span for r in range(s.ranks) for a in s.actions(r) if a.span), None)
     text = span.source if span else None
-    n = text.count("OVERLAP_F_B") if text else 0
-    if not n:
+    kept = sum(isinstance(it, Overlap) for prog in s.programs for it in prog)
+    n = (text.count("OVERLAP_F_B") if text else 0) - kept
+    if n <= 0:
         return None
     return (
-        f"{n} overlapped cell(s) (a;b)OVERLAP_F_B imported as their two actions in order; "
-        "ppir's IR has no overlapped F&B op"
+        f"{n} overlapped cell(s) (a;b)OVERLAP_F_B that are not a forward then a backward "
+        "imported as their actions in order, as torch's runtime runs them without a custom "
+        "OVERLAP_F_B function"
     )
 
 

@@ -6,11 +6,12 @@ Reading
     idle slot, dropped.  Blank rows at the end of the file are ignored; a blank row elsewhere is
     a rank with no actions.  torch's bookkeeping actions (``0UNSHARD``, ``0RESHARD``,
     ``0REDUCE_GRAD``: no microbatch) are accepted and dropped, since ppir has nothing to order
-    them by.  An overlapped cell ``(0F7;7B3)OVERLAP_F_B`` becomes its sub-actions in order (see
-    :func:`expand_overlap`).  Everything else is a diagnostic at ``file:row:col`` (col = the
-    character column of the cell): an unknown action kind, a missing stage or microbatch, a
-    negative index, an index no schedule of this size can use, or trailing text after an action
-    (torch's own parser silently ignores ``2F0x``).
+    them by.  An overlapped cell ``(0F7;7B3)OVERLAP_F_B`` becomes an overlapped step
+    (:class:`ppir.ir.Overlap`), or its sub-actions in order when they are not a forward then a
+    backward (see :func:`expand_overlap`).  Everything else is a diagnostic at
+    ``file:row:col`` (col = the character column of the cell): an unknown action kind, a
+    missing stage or microbatch, a negative index, an index no schedule of this size can use,
+    or trailing text after an action (torch's own parser silently ignores ``2F0x``).
 Writing
     :func:`write_csv` writes what ``_PipelineScheduleRuntime._load_csv`` reads.
 """
@@ -25,7 +26,7 @@ import re
 from ppir.diagnostics import error
 from ppir.frontend.limits import int_literal
 from ppir.frontend.literal import infer_placement
-from ppir.ir import Action, Group, OpKind, Reduce, Schedule, Span, Wait, deps, item_actions
+from ppir.ir import Action, Group, OpKind, Overlap, Reduce, Schedule, Span, Wait, deps, item_actions
 
 # torch's kinds, longest first; the bookkeeping ones carry no microbatch.
 _KINDS = (
@@ -52,12 +53,14 @@ def _sub_span(span: Span, start: int, length: int) -> Span:
     return Span(span.path, span.line, col, span.line, col + max(length, 1), span.source)
 
 
-def expand_overlap(text: str, span: Span) -> list[Action] | None:
-    """The sub-actions of an overlapped cell ``(a;b)OVERLAP_F_B``, in order; None otherwise.
+def expand_overlap(text: str, span: Span) -> list[Action | Overlap] | None:
+    """The items of an overlapped cell ``(a;b)OVERLAP_F_B``; None for any other cell.
 
-    ppir's IR has no overlapped F&B op (yet): torch's runtime without a custom OVERLAP_F_B
-    function runs the sub-actions one after the other, and that is what the import keeps.  This
-    is the one place to change when the IR grows such an op.
+    A forward then a backward (B or I) of the cell's rank is one overlapped step
+    (:class:`ppir.ir.Overlap`, DualPipe's F&B, as ppir's own ``dualpipev`` writes it).  Other
+    compute sub-actions (two forwards, a backward first, more than two) have no ppir step of
+    their own: they become the sub-actions in order, as torch's runtime runs a cell it has no
+    custom OVERLAP_F_B function for.  A communication sub-action is a diagnostic.
     """
     m = _OVERLAP_RE.match(text)
     if not m:
@@ -82,11 +85,14 @@ def expand_overlap(text: str, span: Span) -> list[Action] | None:
             )
         out.extend(sub)
         offset += len(part) + 1
+    if len(out) == 2 and out[0].kind is OpKind.F and out[1].kind in (OpKind.B, OpKind.I):
+        return [Overlap((out[0], out[1]), span)]
     return out
 
 
-def parse_cell(text: str, span: Span) -> list[Action]:
-    """The ppir actions of one non-empty, stripped cell (none for bookkeeping actions)."""
+def parse_cell(text: str, span: Span) -> list[Action | Overlap]:
+    """The ppir items of one non-empty, stripped cell: actions (none for bookkeeping actions)
+    or an overlapped step."""
     if text.startswith("("):
         acts = expand_overlap(text, span)
         if acts is not None:
@@ -136,14 +142,14 @@ def parse_cell(text: str, span: Span) -> list[Action]:
 
 def parse_rows(
     rows: list[list[str]], path: str, text: str, sep_width: int = 1
-) -> list[list[Action]]:
+) -> list[list[Action | Overlap]]:
     """Parse rows of cells (row i = rank i); trailing blank rows are dropped.
 
     Columns are counted as if cells were joined by ``sep_width`` characters, as in the source.
     """
-    programs: list[list[Action]] = []
+    programs: list[list[Action | Overlap]] = []
     for row_no, row in enumerate(rows, start=1):
-        acts: list[Action] = []
+        acts: list[Action | Overlap] = []
         col = 1
         for cell in row:
             stripped = cell.strip()
@@ -164,16 +170,16 @@ def parse_rows(
 
 
 def build_schedule(
-    programs: list[list[Action]],
+    programs: list[list[Action | Overlap]],
     path: str,
     placement: tuple[int, ...] | None = None,
     name: str | None = None,
     microbatches: int | None = None,
     params: tuple[tuple[str, int], ...] = (),
 ) -> Schedule:
-    """A Schedule from parsed per-rank actions; placement inferred unless given."""
+    """A Schedule from parsed per-rank items; placement inferred unless given."""
     ranks = len(programs)
-    all_actions = [(r, a) for r, p in enumerate(programs) for a in p]
+    all_actions = [(r, a) for r, p in enumerate(programs) for it in p for a in item_actions(it)]
     limit = max(len(all_actions), microbatches or 0)
     for _, a in all_actions:  # an index no schedule with this many actions can use
         for what, value in (("stage", a.stage), ("microbatch", a.mb)):

@@ -13,8 +13,8 @@ Contract
   labels the last rank's forwards 1..M, and ppir's verifier reports exactly that.
 * Placement is torch's own (``stage_index_to_group_rank``; stage s on rank s for the single-stage
   classes).  ``M`` is the microbatch count the class was built with.
-* Overlapped cells (DualPipeV) become their two sub-actions in order
-  (:func:`ppir.frontend.csvio.expand_overlap`).
+* Overlapped cells (DualPipeV) become overlapped steps, :class:`ppir.ir.Overlap`
+  (:func:`ppir.frontend.csvio.expand_overlap`): torch's DualPipeV is then ppir's dualpipev.
 * Parameters: ``P`` ranks (default 4), ``M`` microbatches (default 8), ``v`` stages per rank
   (default 1; 2 for ZBVZeroBubble and DualPipeV; GPipe and 1F1B take no ``v``).
 """
