@@ -144,12 +144,14 @@ def test_posts_are_timed_and_messages_start_when_both_posts_returned(tmp_path):
 
 def test_cli_writes_a_cost_file(model_file, tmp_path, cli):
     out = tmp_path / "costs.toml"
-    code, _, err = cli(
+    code, stdout, err = cli(
         "profile", "--module", model_file, "--ranks", "1", "--stages", "2", "-M", "4",
         "--steps", "2", "-o", str(out),
     )  # fmt: skip
     assert code == 0, err
-    assert "boundary message" in err and f"wrote {out}" in err
+    # the summary and the confirmation are the output (stdout); stderr keeps diagnostics only
+    assert "boundary message" in stdout and f"wrote {out}" in stdout
+    assert "wrote" not in err
     cfg = make_config(load_config_file(str(out)), str(out))
     assert cfg.measured.stages == 2
     # a CPU profile records the cores its ranks shared; the estimator shares them as well

@@ -117,8 +117,9 @@ def test_synth_names_what_its_parameters_lack(cli):
 
 def test_a_synthesised_file_refuses_other_parameter_values(cli, tmp_path):
     f = tmp_path / "zb.pps"
-    code, _, err = cli("synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "4", "-o", str(f))
+    code, out, err = cli("synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "4", "-o", str(f))
     assert code == 0, err
+    assert out.startswith(f"wrote {f}: synthesised by 'ppir synth'") and not err
     assert cli("check", str(f))[0] == 0
     code, _, err = cli("check", str(f), "-D", "P=8")
     assert code == 2 and "a literal program written out for P = 4 (with P = 8)" in err

@@ -132,8 +132,8 @@ def run(args) -> int:
     )
     if args.output:
         write_output(args.output, text)
-        print(summary(mc), end="", file=sys.stderr)
-        print(f"wrote {args.output}", file=sys.stderr)
+        print(summary(mc), end="")
+        print(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
     return 0

@@ -139,7 +139,7 @@ def run(args) -> int:
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)
-        print(f"wrote {args.output}: {comment}", file=sys.stderr)
+        print(f"wrote {args.output}: {comment}")
     else:
         sys.stdout.write(text)
     return EXIT_OK
