@@ -161,11 +161,22 @@ def list_schedule(spec: GreedySpec, priority: Priority = default_priority) -> li
             if left:
                 r = min(range(P), key=lambda r: (-mem[r], r))
                 raise GreedyStuck(
-                    r,
-                    t,
-                    f"rank {r} holds {mem[r]} chunk activation(s), its cap, "
-                    f"and no op can free one (at time {t})",
+                    r, t, _stuck_message(r, t, mem[r], spec.caps[r], stages_of[r], nf, M)
                 )
             break
         t = times[0]
     return out
+
+
+def _stuck_message(r: int, t: int, held: int, cap, stages: list, nf: list, M: int) -> str:
+    """Why rank ``r`` cannot go on: the forward of its first chunk with forwards left needs
+    more slots than its cap (one for itself and one kept free for each later chunk)."""
+    left = [c for c, s in enumerate(stages) if nf[s] < M]
+    c = left[0] if left else 0
+    if left and cap is not None and held + len(stages) - c > cap:
+        return (
+            f"rank {r} holds {held} chunk activation(s) under its cap of {cap}; a forward of "
+            f"its chunk {c} needs {held + len(stages) - c} (one for itself and one kept free for "
+            f"each later chunk of the rank), and no op can free one (at time {t})"
+        )
+    return f"rank {r} holds {held} chunk activation(s) and no op can free one (at time {t})"
