@@ -128,7 +128,11 @@ def add_compile_arguments(p: argparse.ArgumentParser, model: bool = True) -> Non
             "cost model",
             "what plans the lowering and times the program (as for 'ppir compile --backend "
             "cost'), e.g. --comm-latency 0.5: a message takes half a rank share's forward; "
-            "with --model, --comm-latency-us 5: five microseconds",
+            + (
+                "with --model, --comm-latency-us 5: five microseconds"
+                if model
+                else "with a [model] table in --config, --comm-latency-us 5: five microseconds"
+            ),
         ),
         model=model,
     )

@@ -99,7 +99,11 @@ def add_cost_arguments(group, model: bool = True, recompute: bool = True, dp: bo
         dest="cost_latency_us",
         metavar="US",
         help="per-message latency on the intra-node link in microseconds (needs a model: "
-        "--model or a [model] table in --config; default: the --hardware preset's)",
+        + (
+            "--model or a [model] table in --config; default: the --hardware preset's)"
+            if model
+            else "a [model] table in --config; default: its hardware preset's)"
+        ),
     )
     group.add_argument(
         "--inter-latency",
@@ -113,7 +117,7 @@ def add_cost_arguments(group, model: bool = True, recompute: bool = True, dp: bo
         dest="cost_inter_latency_us",
         metavar="US",
         help="per-message latency between nodes in microseconds (needs a model; default: "
-        "the --hardware preset's)",
+        + ("the --hardware preset's)" if model else "the config's hardware preset's)"),
     )
     group.add_argument(
         "--comm-model",
