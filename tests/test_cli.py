@@ -89,12 +89,13 @@ def test_every_command_has_help_with_an_example(command, capsys):
     assert "example" in out.lower() and f"ppir {command}" in out
 
 
-def test_console_script_runs():
+@pytest.mark.parametrize("module", ["ppir.cli", "ppir"])
+def test_console_script_runs(module):
     import subprocess
     import sys
 
     r = subprocess.run(
-        [sys.executable, "-m", "ppir.cli", "list"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", module, "list"], capture_output=True, text=True, timeout=60
     )
     assert r.returncode == 0 and "1f1b" in r.stdout
 
