@@ -130,3 +130,21 @@ def test_no_cli_module_reads_argparse_private_attributes():
         for path in (ROOT / folder).rglob("*.py"):
             hits = pattern.findall(path.read_text())
             assert not hits, f"{path.relative_to(ROOT)} uses argparse internals {hits}"
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--cost", "B=1e400"], "costs.B must be 0 or between 1e-18 and 1e18 in magnitude"),
+        (["--cost", "B=" + "9" * 300], "got 99999999999999999999... (300 characters)"),
+        (["--cost", "W=1e-400"], "costs.W must be 0 or between 1e-18 and 1e18"),
+        (["--stage-weights", "1e400,1,1,1"], "costs.stage_weights must be 0 or between"),
+        (["--comm-latency", "1e400"], "comm.latency must be 0 or between"),
+    ],
+)
+def test_numbers_no_float_can_hold_are_refused_at_the_value(cli, argv, said):
+    """Costs are divided and summed as floats: 1e400 passed the exact-fraction parse and
+    overflowed later (an OverflowError traceback)."""
+    for command in (["compile", "1f1b"], ["tune", "-P", "4", "--memory-budget", "6A"]):
+        code, out, err = cli(*command, *argv)
+        assert code == 2 and said in err and "Traceback" not in err, (command, err)

@@ -378,6 +378,9 @@ def _check_keys(data: dict, where: str) -> None:
                 )
 
 
+_SMALLEST, _LARGEST = Fraction(1, 10**18), Fraction(10**18)
+
+
 def _number(v, key: str, where: str, *, minimum=None, strict: bool = False) -> Fraction:
     """A non-bool number as an exact Fraction (floats through their shortest repr)."""
     if isinstance(v, bool) or not isinstance(v, (int, float, str, Fraction)):
@@ -386,6 +389,12 @@ def _number(v, key: str, where: str, *, minimum=None, strict: bool = False) -> F
         x = Fraction(str(v).strip())
     except (ValueError, ZeroDivisionError):
         raise error("bad-config", f"{where}: {key} must be a number, got {v!r}") from None
+    if x and not _SMALLEST <= abs(x) <= _LARGEST:  # times are divided and summed as floats
+        raise error(
+            "bad-config",
+            f"{where}: {key} must be 0 or between 1e-18 and 1e18 in magnitude, got "
+            + (f"{v}" if len(str(v)) <= 40 else f"{str(v)[:20]}... ({len(str(v))} characters)"),
+        )
     if minimum is not None and (x < minimum or (strict and x == minimum)):
         rel = "positive" if strict and minimum == 0 else f">= {minimum}"
         raise error("bad-config", f"{where}: {key} must be {rel}, got {v}")
