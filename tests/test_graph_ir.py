@@ -300,3 +300,18 @@ def test_a_cycle_through_a_group_without_any_partner_is_still_a_deadlock(tmp_pat
     kinds = {d.kind for d in report.diagnostics}
     assert "unmatched-send" in kinds and len(found) == 1
     assert "ranks 0 and 1 wait for each other" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "pipeline, said",
+    [
+        (
+            "lower-comms{strategy=bogus}",
+            "lower-comms: unknown lowering strategy 'bogus' (strategies: lockstep, eager, naive)",
+        ),
+        ("lower-comms,overlap-comms{hoist=-3}", "overlap-comms: hoist is a count of compute"),
+    ],
+)
+def test_a_pass_option_value_the_pass_refuses_is_a_usage_error(cli, pipeline, said):
+    code, out, err = cli("compile", "1f1b", "-p", pipeline)
+    assert code == 2 and said in err and "Traceback" not in err

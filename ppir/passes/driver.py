@@ -43,7 +43,10 @@ def parse_pipeline(text: str, registry: dict) -> list:
                 f"unknown pass '{name}'",
                 hints=did_you_mean(name, registry) + [_known(registry)],
             )
-        out.append(cls(**_options(cls, name, opts or "")))
+        try:
+            out.append(cls(**_options(cls, name, opts or "")))
+        except ValueError as e:  # an option value the pass refuses
+            raise error("bad-pipeline", f"{name}: {e}") from None
         pos = m.end()
     return out
 

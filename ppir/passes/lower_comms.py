@@ -82,6 +82,12 @@ class LowerComms:
     costs: Costs | None = None
     name = "lower-comms"
 
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(
+                f"unknown lowering strategy {self.strategy!r} (strategies: {', '.join(STRATEGIES)})"
+            )
+
     def apply(
         self,
         schedule: Schedule,
@@ -92,8 +98,6 @@ class LowerComms:
         ``timeline``: a run of that graph, used in place of the planning run when its costs
         equal the planning costs (:func:`ppir.analysis.timeline.run` is a function of the graph
         and the costs: the same run)."""
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"unknown lowering strategy {self.strategy!r}")
         base = schedule if not schedule.is_lowered else schedule.compute_only()
         if self.strategy == "naive":
             return _lower_naive(base)

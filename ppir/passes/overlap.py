@@ -43,6 +43,10 @@ class OverlapComms:
     hoist: int = 1
     name = "overlap-comms"
 
+    def __post_init__(self) -> None:
+        if self.hoist < 0:
+            raise ValueError(f"hoist is a count of compute items, at least 0, got {self.hoist}")
+
     def apply(self, schedule: Schedule) -> Schedule:
         programs = tuple(tuple(_overlap_rank(prog, self.hoist)) for prog in schedule.programs)
         return schedule.replace_programs(programs)
