@@ -90,3 +90,20 @@ def test_split_line_says_what_i_and_w_do(cli):
     assert code == 0 and "split backward: I frees 1/4 of a chunk, W the rest;" in out
     code, out, _ = cli("analyze", "zb_h1", "-D", "P=4", "-D", "M=8", "--i-fraction=-1/4")
     assert code == 0 and "I frees nothing and adds 1/4 of a chunk (the gradients W needs)" in out
+
+
+def test_with_a_model_analyze_plans_the_program_compile_runs(cli):
+    """analyze --model plans the lowering with the model's costs, as compile --model does, so
+    both print the same whole memory (v_min's receive buffers depend on the lowering: analyze
+    planned with free communication and printed half of compile's); and --comm-latency-us,
+    which needs a model, takes analyze's."""
+    argv = ["v_min", "-D", "P=4", "-D", "M=16", "--model", "llama3-8b", "--format", "json"]
+    for extra in ([], ["--comm-latency-us", "30"]):
+        code, out, err = cli("analyze", *argv, *extra)
+        assert code == 0, err
+        analyzed = [r["memory"] for r in json.loads(out)["per_rank"]]
+        code, out, err = cli("compile", *argv, *extra)
+        assert code == 0, err
+        compiled = [r["memory"] for r in json.loads(out)["per_rank"]]
+        assert analyzed == compiled
+    assert analyzed[0]["buffers"] > 0

@@ -29,8 +29,9 @@ frees; with split backward I frees --i-fraction of a chunk and W the rest.
 With --model, sizes are in bytes (Korthikanti et al.'s per-layer formula, generalised to GQA,
 SwiGLU and flash attention) and each rank's whole memory is added: parameters, gradients and
 optimizer state of its stages (embedding on the first, head on the last), peak activations and
-receive buffers, with the largest term (ppir.analysis.footprint; docs/analysis.md).  --layers L
-checks that L splits evenly into the P*v stages.
+receive buffers, with the largest term (ppir.analysis.footprint; docs/analysis.md).  The model
+also gives the costs that plan the lowering, as 'ppir compile --model' does, so both analyse the
+same program.  --layers L checks that L splits evenly into the P*v stages.
 
 examples:
   ppir analyze 1f1b -D P=4 -D M=8
@@ -128,6 +129,10 @@ def parse_fraction(text: str | None) -> Fraction | None:
 
 def run(args) -> int:
     model = parse_model_spec(args.model) if args.model else None
+    if model is not None:  # the same cost model as 'ppir compile --model': it plans the lowering
+        args.cost_model = args.model + (f",layers={args.layers}" if args.layers else "")
+        if args.recompute != "none":
+            args.cost_recompute = args.recompute
     c = compile_from_args(args)
     if c.report is not None and not print_report(c.report):
         return EXIT_INVALID
