@@ -191,3 +191,14 @@ def test_a_dotted_model_module_in_the_working_directory_is_found(tmp_path):
     res = subprocess.run([*argv, "--module", "othermodel"], capture_output=True, text=True,
                          cwd=tmp_path, timeout=60)  # fmt: skip
     assert res.returncode == 2 and "--module othermodel: no such file or importable" in res.stderr
+
+
+def test_check_of_a_pipeline_without_lower_comms_says_it_is_not_lowered(cli):
+    """-p overlap-comms alone leaves the program compute-only: check said '0 messages;
+    deadlock-free under rendezvous semantics' while compile timed its 48 transfers."""
+    code, out, err = cli("check", "1f1b", "-p", "overlap-comms")
+    assert code == 0, err
+    assert "64 compute ops; not lowered: its 48 cross-rank transfers have no sends" in out
+    assert "deadlock-free" not in out
+    code, out, err = cli("compile", "1f1b", "-p", "overlap-comms", "--format", "json")
+    assert json.loads(out)["messages"]["count"] == 48

@@ -62,10 +62,29 @@ def run(args) -> int:
             print(d.render(), file=sys.stderr)
         if ok:
             params = ", ".join(f"{k}={v}" for k, v in s.params)
-            n_msgs = len(c.graph.messages)
-            print(
-                f"ok: {s.name}({params}): {s.ranks} ranks, {s.stages} stages, "
-                f"{s.num_compute_ops} compute ops, {n_msgs} messages; deadlock-free under "
-                f"rendezvous semantics ({args.progress_model} progress)"
-            )
+            head = f"ok: {s.name}({params}): {s.ranks} ranks, {s.stages} stages, "
+            if s.is_lowered:
+                print(
+                    f"{head}{s.num_compute_ops} compute ops, {len(c.graph.messages)} messages; "
+                    f"deadlock-free under rendezvous semantics ({args.progress_model} progress)"
+                )
+            else:  # a pipeline without lower-comms (-p overlap-comms): nothing to run yet
+                print(
+                    f"{head}{s.num_compute_ops} compute ops; not lowered: its "
+                    f"{_transfers(s)} cross-rank transfers have no sends and receives (the "
+                    "pipeline has no lower-comms), and its compute order is acyclic"
+                )
     return EXIT_OK if ok else EXIT_INVALID
+
+
+def _transfers(s) -> int:
+    """The values a compute-only program passes between ranks (what lower-comms turns into
+    messages and the estimator's latency model times)."""
+    from ppir.ir import deps
+
+    return sum(
+        deps.outgoing_message(s.placement, a, s.pipelines) is not None
+        for r in range(s.ranks)
+        for a in s.actions(r)
+        if a.kind.is_compute
+    )
