@@ -26,12 +26,18 @@ def _one_line(err: str) -> str:
 
 
 @pytest.mark.parametrize("backend", ["cost", "cuda"])
-def test_an_output_in_a_missing_directory_is_one_line_with_the_path(cli, backend):
-    code, _, err = cli("compile", "1f1b", "--backend", backend, "-o", "/nonexistent/plan.json")
-    assert code == 2
-    line = _one_line(err)
-    assert line.startswith("ppir: error: cannot write /nonexistent/plan.json: ")
-    assert line.endswith("No such file or directory")
+@pytest.mark.parametrize(
+    "flags", [["-o", "/nonexistent/plan.json"], ["--trace", "/nonexistent/t.json"]]
+)
+def test_an_output_in_a_missing_directory_is_refused_before_any_work(cli, capsys, backend, flags):
+    """Refused when the command line is read: the cost backend printed its whole report, then
+    failed to write."""
+    with pytest.raises(SystemExit) as e:
+        cli("compile", "1f1b", "--backend", backend, *flags)
+    assert e.value.code == 2
+    out, err = capsys.readouterr()
+    assert not out and "Traceback" not in err
+    assert f"cannot write {flags[-1]}: no such directory /nonexistent" in err
 
 
 @needs_dev_full
@@ -133,3 +139,25 @@ def test_an_empty_output_path_is_refused_before_anything_runs(
     out, err = capsys.readouterr()
     assert e.value.code == 2 and out == "" and list(tmp_path.iterdir()) == [], err
     assert f"error: argument {flag}: needs a file path, got an empty one" in err
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--backend", "cuda", "--plot", "p.png"], "--plot is an option of the cost backend"),
+        (["--backend", "cuda", "--trace", "t.json"], "--trace is an option of the cost backend"),
+        (["--csv-format", "compute_comms"], "--csv-format is an option of the torch-csv backend"),
+        (["--backend", "torch-csv", "--plan-compact"], "--plan-compact is an option of the cuda"),
+    ],
+)
+def test_an_option_of_another_backend_is_refused_not_ignored(cli, tmp_path, flags, said):
+    code, out, err = cli("compile", "1f1b", *flags, "-o", str(tmp_path / "out"))
+    assert code == 2 and said in err and not out
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_a_chart_type_matplotlib_cannot_write_is_refused_before_any_work(cli, capsys):
+    with pytest.raises(SystemExit):
+        cli("compile", "1f1b", "--plot", "chart.txt")
+    out, err = capsys.readouterr()
+    assert not out and "chart.txt: unsupported chart type (use one of .png, .svg, .pdf)" in err

@@ -157,9 +157,10 @@ def test_cli_mistakes_are_diagnostics(cli, tmp_path, monkeypatch, argv, message)
     assert code == 2 and message in err and "Traceback" not in err
 
 
-def test_cli_unwritable_output(cli, tmp_path):
-    code, _, err = cli("viz", "1f1b", "-o", str(tmp_path / "missing" / "x.html"))
-    assert code == 2 and "cannot write" in err
+def test_cli_unwritable_output(cli, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli("viz", "1f1b", "-o", str(tmp_path / "missing" / "x.html"))
+    assert e.value.code == 2 and "cannot write" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("fmt, magic", [("png", b"\x89PNG"), ("svg", b"<?xml"), ("pdf", b"%PDF-")])
@@ -208,3 +209,18 @@ def test_an_unknown_compare_parameter_names_the_flag_it_came_with(cli, tmp_path)
     code, _, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--compare", "interleaved_1f1b",
                        "-D2", "vv=2", "-o", str(tmp_path / "v.html"))  # fmt: skip
     assert code == 2 and "unknown parameter 'vv' (-D2 vv=2)" in err and "did you mean 'v'?" in err
+
+
+def test_format_and_output_extension_that_disagree_are_refused(cli, tmp_path):
+    out = tmp_path / "y.html"
+    code, _, err = cli("viz", "1f1b", "--format", "png", "-o", str(out))
+    assert code == 2 and "names a .html file but --format is png" in err
+    assert not out.exists()  # it wrote a PNG into y.html
+
+
+def test_default_output_name_has_no_odd_characters(cli, tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("viz", "torch:GPipe", "-D", "P=2", "-D", "M=2")
+    assert code == 0, err
+    assert [p.name for p in tmp_path.iterdir()] == ["torch_GPipe.html"]  # was torch:GPipe.html

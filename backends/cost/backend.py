@@ -32,7 +32,7 @@ class CostBackend:
         group.add_argument(
             "--plot",
             dest="cost_plot",
-            type=output_path,
+            type=plot_path,
             metavar="PATH",
             help="write a Gantt chart (.png, .svg or .pdf; needs matplotlib, the 'viz' extra)",
         )
@@ -86,3 +86,18 @@ class CostBackend:
 
 
 BACKEND = CostBackend()
+
+
+def plot_path(text: str) -> str:
+    """:func:`~ppir.cli.argtypes.output_path` of a chart format matplotlib writes (.png, .svg,
+    .pdf), checked before the schedule is compiled."""
+    import argparse
+
+    from ppir.backends.cost.plot import FORMATS
+
+    path = output_path(text)
+    if not path.lower().endswith(FORMATS):
+        raise argparse.ArgumentTypeError(
+            f"{path}: unsupported chart type (use one of {', '.join(FORMATS)})"
+        )
+    return path

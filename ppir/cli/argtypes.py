@@ -5,6 +5,7 @@ naming the option, from argparse itself.  ``ppir.torch.run`` (the runtime's opti
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def positive_int(text: str) -> int:
@@ -31,9 +32,15 @@ def positive_seconds(text: str) -> float:
 
 def output_path(text: str) -> str:
     """A path to write to: not empty or blank (an empty one wrote to a default name, to
-    standard output, or was refused only after compiling)."""
+    standard output, or was refused only after compiling), not a directory, in a directory
+    that exists (checked when the command line is read, before any work)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("needs a file path, got an empty one")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a directory; give a file path")
+    folder = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"cannot write {text}: no such directory {folder}")
     return text
 
 

@@ -12,7 +12,7 @@ from ppir.cli.common import (
     compile_from_args,
     print_report,
 )
-from ppir.diagnostics import EXIT_INVALID
+from ppir.diagnostics import EXIT_INVALID, error
 from ppir.plugins import available_backends, get_backend
 
 NAME = "compile"
@@ -51,15 +51,52 @@ def add_arguments(p):
             backend = get_backend(name)
         except Exception:  # noqa: BLE001 - a broken plug-in must not break every command
             continue
-        group = p.add_argument_group(f"{name} backend")
+        group = _Recording(p.add_argument_group(f"{name} backend"))
         try:
             backend.add_arguments(group)
         except argparse.ArgumentError as e:  # a plug-in reusing a taken flag: warn, go on
             print(f"ppir: warning: backend '{name}' options ignored: {e}", file=sys.stderr)
+        _BACKEND_OPTIONS[name] = group.actions
+
+
+_BACKEND_OPTIONS: dict[str, list] = {}  # backend name -> the argparse actions it added
+
+
+class _Recording:
+    """An argument group that remembers the actions added to it (which options belong to
+    which backend), without reading argparse's private attributes."""
+
+    def __init__(self, group):
+        self._group, self.actions = group, []
+
+    def add_argument(self, *a, **kw):
+        action = self._group.add_argument(*a, **kw)
+        self.actions.append(action)
+        return action
+
+    def __getattr__(self, name):
+        return getattr(self._group, name)
+
+
+def _refuse_other_backends_options(args) -> None:
+    """An option of another backend (``--plot`` with ``--backend cuda``) is a usage error: it
+    would be silently ignored."""
+    for name, actions in _BACKEND_OPTIONS.items():
+        if name == args.backend:
+            continue
+        for action in actions:
+            if getattr(args, action.dest, action.default) != action.default:
+                raise error(
+                    "bad-usage",
+                    f"{action.option_strings[0]} is an option of the {name} backend, not of "
+                    f"--backend {args.backend}",
+                    hints=[f"ppir compile --backend {name} ... {action.option_strings[0]} ..."],
+                )
 
 
 def run(args) -> int:
     backend = get_backend(args.backend)
+    _refuse_other_backends_options(args)
     # e.g. torch's CSV: torch's runtime places its own waits, so groups stay blocking
     blocking = not getattr(backend, "runs_deferred_groups", True)
     compiled = compile_from_args(args, overlap=False if blocking else None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 from ppir.cli.common import (
     add_compile_arguments,
@@ -100,10 +101,19 @@ def output_format(args) -> tuple[str, str]:
                 hints=["use .html, .png, .svg or .pdf, or pass --format"],
             )
         fmt = ext
+    elif out:
+        ext = os.path.splitext(out)[1].lower().lstrip(".")
+        ext = "html" if ext == "htm" else ext
+        if ext in FORMATS and ext != fmt:
+            raise error(
+                "bad-usage",
+                f"-o {out} names a .{ext} file but --format is {fmt}",
+                hints=[f"drop --format (the extension decides), or write -o with .{fmt}"],
+            )
     fmt = fmt or "html"
-    if not out:
-        stem = os.path.splitext(os.path.basename(args.schedule))[0] or "schedule"
-        out = f"{stem}.{fmt}"
+    if not out:  # torch:GPipe -> torch_GPipe.html: no ':' (or other odd characters) in the name
+        stem = os.path.splitext(os.path.basename(args.schedule))[0]
+        out = f"{re.sub(r'[^A-Za-z0-9._-]', '_', stem) or 'schedule'}.{fmt}"
     return fmt, out
 
 
