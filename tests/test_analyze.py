@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ppir.analysis.memory import ANALYSIS_FORMAT
 
 
@@ -76,6 +78,27 @@ def test_bad_model(cli):
     code, _, err = cli("analyze", "1f1b", "--model", "hidden=100,heads=3")
     assert code == 2 and "heads (3) must divide hidden (100)" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "spec, said",
+    [
+        ("", "--model needs a preset or key=value pairs, got an empty text"),
+        (",", "--model ,: an empty entry between commas"),
+        ("llama3-8b,,seq=4096", "an empty entry between commas"),
+        ("gpt2-xl,seq=99999999999999999999999", "seq = 99999999999999999999999 is beyond 2^63"),
+    ],
+)
+@pytest.mark.parametrize("command", ["analyze", "compile"])
+def test_a_model_spec_that_names_no_model_is_refused_not_read_as_none(cli, command, spec, said):
+    """'' meant no model and ',' a 'custom' 24-layer model, silently; a seq beyond the integer
+    limit printed 1.1e41 GiB."""
+    code, _, err = cli(command, "1f1b", "--model", spec)
+    assert code == 2 and said in err and "Traceback" not in err
+
+
+def test_a_trailing_comma_in_a_model_spec_is_fine(cli):
+    assert cli("analyze", "1f1b", "--model", "llama3-8b,")[0] == 0
 
 
 def test_bad_i_fraction(cli):

@@ -334,6 +334,9 @@ def model_fields(m: ModelShape) -> dict:
     return {f: getattr(m, f) for f in SPEC_FIELDS}
 
 
+_INT_MAX = 2**63 - 1  # the integer limit of every value ppir reads (docs/language.md)
+
+
 def parse_model_spec(text: str) -> ModelShape:
     """Parse ``--model`` text: ``PRESET``, ``PRESET,key=value,...`` or ``key=value,...``.
 
@@ -343,9 +346,18 @@ def parse_model_spec(text: str) -> ModelShape:
     """
     preset = None
     over: dict = {}
-    for i, part in enumerate(p.strip() for p in text.split(",")):
+    if not text.strip():
+        raise error(
+            "bad-model",
+            "--model needs a preset or key=value pairs, got an empty text",
+            hints=[f"presets: {', '.join(PRESETS)}; e.g. --model llama3-8b,seq=4096"],
+        )
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) > 1 and not parts[-1]:  # a trailing comma
+        parts.pop()
+    for i, part in enumerate(parts):
         if not part:
-            continue
+            raise error("bad-model", f"--model {text}: an empty entry between commas")
         key, eq, value = part.partition("=")
         key = key.strip()
         if not eq:
@@ -360,6 +372,8 @@ def parse_model_spec(text: str) -> ModelShape:
                 raise error(
                     "bad-model", f"--model {text}: {key} must be an integer, got {value!r}"
                 ) from None
+            if abs(over[key]) > _INT_MAX:
+                raise error("bad-model", f"--model {text}: {key} = {value} is beyond 2^63 - 1")
         else:
             over[key] = value.strip()
     return make_model(preset, **over)

@@ -128,7 +128,7 @@ def parse_fraction(text: str | None) -> Fraction | None:
 
 
 def run(args) -> int:
-    model = parse_model_spec(args.model) if args.model else None
+    model = parse_model_spec(args.model) if args.model is not None else None
     if model is not None:  # the same cost model as 'ppir compile --model': it plans the lowering
         args.cost_model = args.model + (f",layers={args.layers}" if args.layers else "")
         if args.recompute != "none":

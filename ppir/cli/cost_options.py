@@ -205,7 +205,7 @@ def settings_from_args(args: argparse.Namespace) -> dict:
     if "measured" in base:  # first: the flags' own checks would point elsewhere
         _refuse_times_over_measured(g)
     over: dict = {}
-    if g("model"):  # replaces the file's [model] table (its recompute setting is kept)
+    if g("model") is not None:  # replaces the file's [model] table (its recompute setting is kept)
         model = parse_model_spec(g("model"))
         fields = model_fields(model)
         if model.name in PRESETS:
