@@ -148,3 +148,11 @@ def test_numbers_no_float_can_hold_are_refused_at_the_value(cli, argv, said):
     for command in (["compile", "1f1b"], ["tune", "-P", "4", "--memory-budget", "6A"]):
         code, out, err = cli(*command, *argv)
         assert code == 2 and said in err and "Traceback" not in err, (command, err)
+
+
+@pytest.mark.parametrize("command", ["compile", "analyze"])
+def test_recompute_without_a_model_is_refused(cli, command):
+    """compile made up a 24-layer model for it (and printed milliseconds); analyze ignored it."""
+    code, out, err = cli(command, "1f1b", "--recompute", "full")
+    assert code == 2 and "--recompute full needs" in err and "model" in err
+    assert cli(command, "1f1b", "--recompute", "full", "--model", "llama3-8b")[0] == 0

@@ -129,6 +129,14 @@ def parse_fraction(text: str | None) -> Fraction | None:
 
 def run(args) -> int:
     model = parse_model_spec(args.model) if args.model is not None else None
+    if model is None and args.recompute != "none":  # memory in A: recomputation needs sizes
+        raise error(
+            "bad-usage",
+            f"--recompute {args.recompute} needs --model: without one, memory is counted in A "
+            "(one microbatch's activations), and what recomputation keeps of A depends on the "
+            "model's shape",
+            hints=["e.g. --model llama3-8b --recompute selective"],
+        )
     if model is not None:  # the same cost model as 'ppir compile --model': it plans the lowering
         args.cost_model = args.model + (f",layers={args.layers}" if args.layers else "")
         if args.recompute != "none":

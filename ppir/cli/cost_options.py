@@ -215,6 +215,13 @@ def settings_from_args(args: argparse.Namespace) -> dict:
             fields["recompute"] = file_model["recompute"]
         over["model"] = fields
     if g("recompute"):
+        if "model" not in over and "model" not in base:  # it made up a 24-layer model
+            raise error(
+                "bad-config",
+                f"--recompute {g('recompute')} needs a model: recomputation changes a model's "
+                "activation bytes and backward time",
+                hints=["add --model PRESET (or a [model] table in --config)"],
+            )
         over.setdefault("model", {})["recompute"] = g("recompute")
     hw = {
         "preset": g("hardware"),
