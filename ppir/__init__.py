@@ -123,13 +123,26 @@ def analyze(
     """Activation memory per rank and point-to-point traffic of ``program`` as it runs
     (compiled first when it is a compute-only schedule); ``model`` (a :class:`ModelShape` or a
     spec such as ``"llama3-8b,tp=8"``) adds bytes and the whole per-rank memory
-    (``footprint``), as ``ppir analyze --model`` prints them."""
+    (``footprint``), as ``ppir analyze --model`` prints them; a schedule is then compiled with
+    the model's costs, as the command does (the lowering, and so the receive buffers, depend
+    on them)."""
     from ppir.analysis.footprint import analyzed_footprint
     from ppir.analysis.memory import analyze_memory, analyze_p2p
 
     if isinstance(model, str):
         model = parse_model_spec(model)
-    c = _compiled(_program(program, "analyze"))
+    costs = None
+    if model is not None:  # the model's costs plan the lowering, as 'ppir analyze --model'
+        from dataclasses import replace
+
+        from ppir.analysis.config import make_config
+        from ppir.analysis.models import model_table
+
+        sized = replace(model, layers=layers) if layers else model
+        costs = make_config(
+            {"model": model_table(sized, None if recompute == "none" else recompute)}
+        )
+    c = _compiled(_program(program, "analyze"), costs)
     if not c.ok:
         raise PpirError(c.report.errors if c.report else [], 1)
     mem = analyze_memory(c.graph, model, recompute=recompute, i_fraction=i_fraction, layers=layers)

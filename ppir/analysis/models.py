@@ -334,6 +334,17 @@ def model_fields(m: ModelShape) -> dict:
     return {f: getattr(m, f) for f in SPEC_FIELDS}
 
 
+def model_table(m: ModelShape, recompute: str | None = None) -> dict:
+    """The config ``[model]`` table of ``m`` (a preset's name kept as ``preset``), with
+    ``recompute`` when given: what ``--model`` and ``--recompute`` put in the cost config."""
+    fields = model_fields(m)
+    if m.name in PRESETS:
+        fields["preset"] = m.name
+    if recompute is not None:
+        fields["recompute"] = recompute
+    return fields
+
+
 _INT_MAX = 2**63 - 1  # the integer limit of every value ppir reads (docs/language.md)
 
 

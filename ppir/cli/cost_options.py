@@ -28,7 +28,7 @@ from ppir.analysis.config import (
     make_config,
     merge,
 )
-from ppir.analysis.models import PRESETS, model_fields, parse_model_spec
+from ppir.analysis.models import model_table, parse_model_spec
 from ppir.cli.argtypes import positive_int
 from ppir.cli.deprecation import warn_deprecated
 from ppir.diagnostics import did_you_mean, error
@@ -206,10 +206,7 @@ def settings_from_args(args: argparse.Namespace) -> dict:
         _refuse_times_over_measured(g)
     over: dict = {}
     if g("model") is not None:  # replaces the file's [model] table (its recompute setting is kept)
-        model = parse_model_spec(g("model"))
-        fields = model_fields(model)
-        if model.name in PRESETS:
-            fields["preset"] = model.name
+        fields = model_table(parse_model_spec(g("model")))
         file_model = base.pop("model", {})
         if isinstance(file_model, dict) and "recompute" in file_model:
             fields["recompute"] = file_model["recompute"]
