@@ -296,11 +296,20 @@ def test_compile_writes_the_plan_and_prints_how_to_launch(cli, tmp_path):
     assert load_plan(out)["ranks"] == 2
 
 
-def test_compile_to_an_unwritable_path_is_one_line(cli, tmp_path):
-    code, _, err = cli(
-        "compile", "1f1b", "-D", "P=2", "--backend", "cuda", "-o", str(tmp_path / "no" / "p.json")
-    )
-    assert code == 2 and "cannot write" in err and "Traceback" not in err
+def test_compile_to_an_unwritable_path_is_refused_before_compiling(cli, tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli(
+            "compile",
+            "1f1b",
+            "-D",
+            "P=2",
+            "--backend",
+            "cuda",
+            "-o",
+            str(tmp_path / "no" / "p.json"),
+        )
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "cannot write" in err and "Traceback" not in err
 
 
 def test_plans_are_built_without_torch(tmp_path):

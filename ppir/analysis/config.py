@@ -383,9 +383,9 @@ _SMALLEST, _LARGEST = Fraction(1, 10**18), Fraction(10**18)
 
 def _number(v, key: str, where: str, *, minimum=None, strict: bool = False) -> Fraction:
     """A non-bool number as an exact Fraction (floats through their shortest repr)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float, str, Fraction)):
-        raise error("bad-config", f"{where}: {key} must be a number, got {v!r}")
     try:
+        if isinstance(v, bool) or not isinstance(v, (int, float, str, Fraction)):
+            raise ValueError
         x = Fraction(str(v).strip())
     except (ValueError, ZeroDivisionError):
         raise error("bad-config", f"{where}: {key} must be a number, got {v!r}") from None
