@@ -390,11 +390,8 @@ def _number(v, key: str, where: str, *, minimum=None, strict: bool = False) -> F
     except (ValueError, ZeroDivisionError):
         raise error("bad-config", f"{where}: {key} must be a number, got {v!r}") from None
     if x and not _SMALLEST <= abs(x) <= _LARGEST:  # times are divided and summed as floats
-        raise error(
-            "bad-config",
-            f"{where}: {key} must be 0 or between 1e-18 and 1e18 in magnitude, got "
-            + (f"{v}" if len(str(v)) <= 40 else f"{str(v)[:20]}... ({len(str(v))} characters)"),
-        )
+        s = str(v) if len(str(v)) <= 40 else f"{str(v)[:20]}... ({len(str(v))} characters)"
+        raise error("bad-config", f"{where}: {key} must be 0 or 1e-18..1e18 in magnitude, got {s}")
     if minimum is not None and (x < minimum or (strict and x == minimum)):
         rel = "positive" if strict and minimum == 0 else f">= {minimum}"
         raise error("bad-config", f"{where}: {key} must be {rel}, got {v}")
