@@ -24,7 +24,8 @@ from ppir.analysis.config import CostConfig, make_config
 from ppir.analysis.estimate import Estimate
 from ppir.analysis.footprint import Footprint
 from ppir.analysis.memory import MemoryReport, P2PReport
-from ppir.analysis.models import ModelShape, parse_model_spec
+from ppir.analysis.model_spec import parse_model_spec
+from ppir.analysis.models import ModelShape
 from ppir.diagnostics import Diagnostic, PpirError, Report
 from ppir.frontend.loader import load_schedule, load_text
 from ppir.ir import Action, Group, OpKind, Overlap, Schedule, Span, Wait
@@ -136,7 +137,7 @@ def analyze(
         from dataclasses import replace
 
         from ppir.analysis.config import make_config
-        from ppir.analysis.models import model_table
+        from ppir.analysis.model_spec import model_table
 
         sized = replace(model, layers=layers) if layers else model
         costs = make_config(

@@ -6,12 +6,12 @@ from fractions import Fraction
 
 import pytest
 
+from ppir.analysis.model_spec import parse_model_spec
 from ppir.analysis.models import (
     PRESETS,
     ModelShape,
     check_layers,
     make_model,
-    parse_model_spec,
     valid_chunk_counts,
 )
 from ppir.diagnostics import EXIT_USAGE, PpirError

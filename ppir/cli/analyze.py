@@ -6,7 +6,8 @@ from fractions import Fraction
 
 from ppir.analysis.footprint import analyzed_footprint
 from ppir.analysis.memory import ANALYSIS_FORMAT, analyze_memory, analyze_p2p
-from ppir.analysis.models import RECOMPUTE_MODES, parse_model_spec
+from ppir.analysis.model_spec import parse_model_spec
+from ppir.analysis.models import RECOMPUTE_MODES
 from ppir.cli.common import (
     add_compile_arguments,
     add_schedule_arguments,

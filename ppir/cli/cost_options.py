@@ -28,7 +28,7 @@ from ppir.analysis.config import (
     make_config,
     merge,
 )
-from ppir.analysis.models import model_table, parse_model_spec
+from ppir.analysis.model_spec import model_table, parse_model_spec
 from ppir.cli.argtypes import positive_int
 from ppir.cli.deprecation import warn_deprecated
 from ppir.diagnostics import did_you_mean, error

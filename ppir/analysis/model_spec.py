@@ -1,0 +1,65 @@
+"""``--model`` text and the config's ``[model]`` table: :func:`parse_model_spec` reads a spec
+(``PRESET``, ``PRESET,key=value,...`` or ``key=value,...``) into a
+:class:`~ppir.analysis.models.ModelShape`, :func:`model_table` writes a shape back as the table
+``--model`` puts in the cost config."""
+
+from __future__ import annotations
+
+from ppir.analysis.models import _INT_FIELDS, PRESETS, ModelShape, make_model, model_fields
+from ppir.diagnostics import error
+
+
+def model_table(m: ModelShape, recompute: str | None = None) -> dict:
+    """The config ``[model]`` table of ``m`` (a preset's name kept as ``preset``), with
+    ``recompute`` when given: what ``--model`` and ``--recompute`` put in the cost config."""
+    fields = model_fields(m)
+    if m.name in PRESETS:
+        fields["preset"] = m.name
+    if recompute is not None:
+        fields["recompute"] = recompute
+    return fields
+
+
+_INT_MAX = 2**63 - 1  # the integer limit of every value ppir reads (docs/language.md)
+
+
+def parse_model_spec(text: str) -> ModelShape:
+    """Parse ``--model`` text: ``PRESET``, ``PRESET,key=value,...`` or ``key=value,...``.
+
+    Keys are the :class:`ModelShape` fields: layers, hidden, heads, seq, mbs, dtype, tp, ffn,
+    kv_heads, vocab, swiglu, tied, dp, zero, flash, dropout, norm, optimizer, grad_dtype,
+    act_tensors.
+    """
+    preset = None
+    over: dict = {}
+    if not text.strip():
+        raise error(
+            "bad-model",
+            "--model needs a preset or key=value pairs, got an empty text",
+            hints=[f"presets: {', '.join(PRESETS)}; e.g. --model llama3-8b,seq=4096"],
+        )
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) > 1 and not parts[-1]:  # a trailing comma
+        parts.pop()
+    for i, part in enumerate(parts):
+        if not part:
+            raise error("bad-model", f"--model {text}: an empty entry between commas")
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq:
+            if i == 0:
+                preset = key
+                continue
+            raise error("bad-model", f"--model {text}: expected key=value, got '{part}'")
+        if key in _INT_FIELDS:
+            try:
+                over[key] = int(value)
+            except ValueError:
+                raise error(
+                    "bad-model", f"--model {text}: {key} must be an integer, got {value!r}"
+                ) from None
+            if abs(over[key]) > _INT_MAX:
+                raise error("bad-model", f"--model {text}: {key} = {value} is beyond 2^63 - 1")
+        else:
+            over[key] = value.strip()
+    return make_model(preset, **over)
