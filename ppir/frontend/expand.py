@@ -24,6 +24,7 @@ Semantics of the language, in short (README "The .pps language" has the long for
 from __future__ import annotations
 
 import operator
+from itertools import islice
 
 from ppir.diagnostics import Note, PpirError, did_you_mean, error
 from ppir.frontend import ast as A
@@ -269,6 +270,8 @@ def _expand(
             body(Scope(scope))
             out_programs.append(tuple(ex.out))
         ex.rank = None
+        if not any(out_programs):
+            raise _no_ops(block, stages, ex.microbatches)
     return Schedule(
         name,
         param_tuple,
@@ -279,6 +282,32 @@ def _expand(
         tuple(out_programs),
         module.path,
         resolve_pipelines(decls, len(ex.placement)),
+    )
+
+
+SHOWN_OPS = 10  # missing ops a program that emits none lists in its note
+
+
+def _no_ops(block: A.ProgramBlock, stages: int, microbatches: int) -> PpirError:
+    """The ``incomplete`` error, at the program block, for a program that emits no op on any
+    rank: every forward and backward is missing (the verifier would locate each missing op at
+    an op of the program, and there is none), one finding with a note listing the first ops."""
+    pairs = ((st, m) for st in range(stages) for m in range(microbatches))
+    ops = [f"{st}{k}{m}" for st, m in islice(pairs, SHOWN_OPS // 2) for k in "FB"]
+    total = 2 * stages * microbatches
+    more = f", ... ({total - len(ops)} more)" if total > len(ops) else ""
+    return error(
+        "incomplete",
+        f"every forward and backward is missing: program {block.rank_var} emits no ops on any rank",
+        block.span,
+        hints=["emit ops with F(mb), B(mb) (or I(mb) then W(mb)), e.g. 'for m in 0 .. M { F(m) }'"],
+        notes=[
+            Note(
+                f"{total} ops are missing, a forward and a backward of each (stage, microbatch): "
+                + ", ".join(ops)
+                + more
+            )
+        ],
     )
 
 

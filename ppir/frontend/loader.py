@@ -23,15 +23,21 @@ from ppir.ir import Action, Schedule, Span
 from ppir.nogc import without_gc
 from ppir.schedules import builtin_display_path, builtin_names, builtin_source
 
+UTF8_BOM = b"\xef\xbb\xbf"
+"""The byte-order mark some editors (Windows ones) write at the start of a UTF-8 file."""
+
 
 def read_text(path: str) -> str:
-    """The UTF-8 text of a file; a ``bad-input`` error otherwise, located at the first byte
-    that is not UTF-8 (line and column counted in the characters before it)."""
+    """The UTF-8 text of a file, without one leading byte-order mark (:data:`UTF8_BOM`: lines
+    and columns count from the first character after it); a ``bad-input`` error otherwise,
+    located at the first byte that is not UTF-8 (line and column counted in the characters
+    before it)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
         raise error("bad-input", f"cannot read {path}: {e.strerror or e}") from None
+    data = data.removeprefix(UTF8_BOM)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -324,8 +324,11 @@ def _note(msg, span):
 def parse_text(text: str, path: str = "<string>") -> A.Module:
     """Parse .pps source text into a :class:`ppir.frontend.ast.Module`.
 
-    Raises :class:`PpirError` (kind ``syntax-error`` or a more specific one) for bad input.
+    One leading byte-order mark (``\\ufeff``) is dropped: lines and columns count from the
+    character after it.  Raises :class:`PpirError` (kind ``syntax-error`` or a more specific
+    one) for bad input.
     """
+    text = text.removeprefix("\ufeff")
     try:
         tree = _parser().parse(text)
     except (UnexpectedCharacters, UnexpectedEOF, UnexpectedToken) as e:

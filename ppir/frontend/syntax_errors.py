@@ -1,7 +1,7 @@
 """Syntax errors: lark's exceptions as ppir diagnostics, with what the user would type
 ("expected ')'", not RPAR), the end of file located as the parser counts lines (at ``\n``),
-a note at a '{' that is never closed, and one at an earlier line's '(' or '[' still open
-where a ')' or ']' was expected."""
+a note at the '{' that is never closed (read by indentation where a '}' closes an outer one),
+and one at an earlier line's '(' or '[' still open where a ')' or ']' was expected."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def syntax_error(e: Exception, text: str, path: str) -> PpirError:
         hints.append("compare with '=='")
     notes = []
     if tok.type == "$END":
-        opened = _unclosed(text, path, "{", "}")
+        opened = _unclosed_brace(text, path)
         if opened:
             notes.append(Note("this '{' is never closed", opened))
     else:
@@ -132,6 +132,17 @@ def _end(text: str, path: str) -> Span:
     return Span(path, n, col, n, col + 1, text)
 
 
+def _unclosed_brace(text: str, path: str) -> Span | None:
+    """The '{' most plausibly lacking its '}' when the text ends with some '{' unclosed: the
+    innermost of those left unclosed once each '}' that starts its line is taken to close the
+    innermost open '{' on a line indented as much as it, if any (``for ... {`` then ``}`` at
+    the indentation of ``program r {``: the for's '{' lacks its '}', not the program's).  None
+    when every '{' is closed."""
+    if not _unclosed_all(text, path, "{", "}"):
+        return None
+    return _unclosed_all(text, path, "{", "}", by_indent=True)[-1]  # never empty: fewer match
+
+
 def _unclosed(
     text: str, path: str, open_ch: str, close_ch: str, before: tuple[int, int] | None = None
 ) -> Span | None:
@@ -142,15 +153,24 @@ def _unclosed(
 
 
 def _unclosed_all(
-    text: str, path: str, open_ch: str, close_ch: str, before: tuple[int, int] | None = None
+    text: str,
+    path: str,
+    open_ch: str,
+    close_ch: str,
+    before: tuple[int, int] | None = None,
+    by_indent: bool = False,
 ) -> list[Span]:
     """Every ``open_ch`` left without its ``close_ch`` (see :func:`_unclosed`), outermost
-    first."""
-    stack: list[Span] = []
+    first.  ``by_indent``: a ``close_ch`` that starts its line closes the innermost open
+    ``open_ch`` on a line with the same indentation, when there is one; those opened after that
+    one stay unclosed (the list is then in source order)."""
+    stack: list[tuple[Span, int]] = []  # each open one, with its line's indentation
+    skipped: list[Span] = []  # left unclosed by a close_ch matched by indentation
     for lineno, line in enumerate(text.split("\n"), start=1):
         if before is not None and lineno > before[0]:
             break
         in_str = False
+        indent = len(line) - len(line.lstrip(" \t"))
         for col, ch in enumerate(line, start=1):
             if before is not None and (lineno, col) >= before:
                 break
@@ -161,10 +181,15 @@ def _unclosed_all(
             elif ch == "#":
                 break
             elif ch == open_ch:
-                stack.append(Span(path, lineno, col, lineno, col + 1, text))
+                stack.append((Span(path, lineno, col, lineno, col + 1, text), indent))
             elif ch == close_ch and stack:
-                stack.pop()
-    return stack
+                k = len(stack) - 1
+                if by_indent and col == indent + 1:
+                    k = next((i for i in reversed(range(k + 1)) if stack[i][1] == indent), k)
+                skipped += [span for span, _ in stack[k + 1 :]]
+                del stack[k:]
+    opened = [span for span, _ in stack]
+    return sorted(skipped + opened, key=lambda s: (s.line, s.col)) if skipped else opened
 
 
 def _join(items: list[str]) -> str:

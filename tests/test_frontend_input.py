@@ -1,0 +1,84 @@
+"""What the front end reads: a UTF-8 byte-order mark (as Windows editors write) at the start of a
+.pps, CSV, action-text or JSON file is dropped, and every position after it is the same as in
+the file without it (line 1's columns count from the first real character)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ppir.diagnostics import PpirError
+from ppir.frontend.csvio import read_action_text
+from ppir.frontend.loader import load_schedule, read_text
+
+BOM = b"\xef\xbb\xbf"
+PPS = (
+    "schedule s(P = 2, M = 4)\n"
+    "ranks P\n"
+    "microbatches M\n"
+    "program r {\n"
+    "  for i in 0 .. M { F(i) }\n"
+    "  for i in 0 .. M { B(i) }\n"
+    "}\n"
+)
+
+
+def _write(tmp_path, name: str, data: bytes) -> str:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [("s.pps", PPS), ("s.csv", "0F0,0F1,0B0,0B1\n1F0,1F1,1B0,1B1\n")],
+)
+def test_a_file_with_a_byte_order_mark_loads_as_without_it(tmp_path, name, text):
+    plain = load_schedule(_write(tmp_path, name, text.encode()))
+    (tmp_path / "bom").mkdir()
+    marked = load_schedule(_write(tmp_path / "bom", name, BOM + text.encode()))
+    assert marked.programs == plain.programs and marked.placement == plain.placement
+
+
+def test_only_one_byte_order_mark_is_dropped(tmp_path):
+    assert read_text(_write(tmp_path, "a.pps", BOM + BOM + b"x")) == "\ufeffx"
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("dup.pps", b"schedule s(P = 2, P = 3)\n"),  # an error on line 1, after the mark
+        ("late.pps", PPS.encode() + b"bogus\n"),
+        ("byte.pps", b"schedule s(P = 2) \xff\n"),  # not UTF-8: located at the byte
+        ("cell.csv", b"0F0,0X1\n"),
+        ("bad.json", b'{"format": "ppir.program/1",\n "x": }'),
+    ],
+)
+def test_positions_after_a_byte_order_mark_are_those_of_the_file_without_it(tmp_path, name, data):
+    def where(path: str):
+        with pytest.raises(PpirError) as e:
+            load_schedule(path)
+        d = e.value.diagnostics[0]
+        return d.kind, d.message.replace(path, "F"), (d.span.line, d.span.col, d.span.end_col)
+
+    plain = where(_write(tmp_path, name, data))
+    (tmp_path / "bom").mkdir()
+    assert where(_write(tmp_path / "bom", name, BOM + data)) == plain
+
+
+def test_action_text_with_a_byte_order_mark_reads_as_without_it():
+    text = "0F0 0F1 0B0 0B1\n1F0 1F1 1B0 1B1\n"
+    plain = read_action_text(text, "s.txt")
+    assert read_action_text("\ufeff" + text, "s.txt").programs == plain.programs
+    with pytest.raises(PpirError) as e:
+        read_action_text("\ufeff0F0 0X1\n", "s.txt")
+    span = e.value.diagnostics[0].span
+    assert (span.line, span.col) == (1, 5)
+
+
+@pytest.mark.parametrize("ext", ["csv", "txt"])
+def test_ppir_import_reads_a_file_with_a_byte_order_mark(tmp_path, cli, ext):
+    sep = "," if ext == "csv" else " "
+    path = _write(tmp_path, f"s.{ext}", BOM + f"0F0{sep}0B0\n1F0{sep}1B0\n".encode())
+    code, out, err = cli("import", path)
+    assert code == 0, err
+    assert "rank 0: 0F0 0B0" in out and "\ufeff" not in out
