@@ -202,3 +202,13 @@ def test_check_of_a_pipeline_without_lower_comms_says_it_is_not_lowered(cli):
     assert "deadlock-free" not in out
     code, out, err = cli("compile", "1f1b", "-p", "overlap-comms", "--format", "json")
     assert json.loads(out)["messages"]["count"] == 48
+
+
+def test_a_directory_named_like_a_builtin_does_not_hide_it(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gpipe").mkdir()  # was: "gpipe is a directory, not a schedule file"
+    code, out, err = cli("check", "gpipe", "-D", "P=2")
+    assert code == 0 and out.startswith("ok: gpipe(P=2"), err
+    (tmp_path / "mine").mkdir()
+    code, _, err = cli("check", "mine")
+    assert code == 2 and "mine is a directory, not a schedule file" in err

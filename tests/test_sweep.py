@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 
+import pytest
+
 from ppir import load_schedule
 from ppir.cli.sweep import dependency_timing, sweep
 
@@ -77,3 +79,54 @@ def test_a_parameter_given_by_over_and_by_d_is_refused(cli):
     code, out, err = cli("sweep", "1f1b", "--over", "M=2,4", "-D", "M=8", "-D", "P=2")
     assert code == 2 and out == ""  # nothing swept with one of the two silently ignored
     assert err.splitlines()[0] == "ppir: error: --over M=... and -D M=8 both set 'M'"
+
+
+def test_a_second_over_is_refused_and_points_at_fuzz(cli, capsys):
+    with pytest.raises(SystemExit) as e:  # was: the second silently replaced the first
+        cli("sweep", "1f1b", "--over", "M=4", "--over", "P=2")
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "Traceback" not in err
+    last = err.splitlines()[-1]
+    assert last.startswith("ppir sweep: error: argument --over: given twice (M=4, P=2); ")
+    assert "sweep sweeps one parameter; 'ppir fuzz' takes several" in last
+
+
+@pytest.mark.parametrize("over", ["M=4,,8", "M=4,8,", "M=,4"])
+def test_an_empty_value_in_the_over_list_is_refused(cli, over):
+    code, out, err = cli("sweep", "1f1b", "--over", over, "-D", "P=4")
+    assert code == 2 and out == ""  # was: the empty value silently dropped
+    values = over.partition("=")[2]
+    assert err.splitlines()[0] == (
+        f"ppir: error: --over {over}: the value list '{values}' has an empty value"
+    )
+
+
+@pytest.mark.parametrize("layers", ["0", "-8"])
+def test_layers_below_one_are_refused_as_analyze_refuses_them(cli, layers):
+    argv = ["1f1b", "-D", "P=4", "--layers", layers]
+    code, _, analyze_err = cli("analyze", *argv)
+    assert code == 2
+    code, out, err = cli("sweep", *argv[:1], "--over", "M=4,8", *argv[1:])
+    assert code == 2 and out == ""  # was: "vs 0 n/a", "vs -2 n/a"
+    assert err == analyze_err == f"ppir: error: --layers must be a positive integer, got {layers}\n"
+
+
+def test_sweep_help_says_what_schedules_and_the_model_options_take(cli, capsys):
+    from ppir.cli.common import SCHEDULE_HELP
+
+    with pytest.raises(SystemExit):
+        cli("sweep", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert " ".join(SCHEDULE_HELP.split()) in text  # as 'ppir check': CSV, JSON, torch:NAME
+    assert "model shape for bytes" not in text and "no bytes" in text
+    # what --model and --recompute do change: peak A where the backward is split into I and W
+    base = ["sweep", "zb_h1", "--over", "M=4,8", "-D", "P=4", "--format", "json"]
+    peaks = {
+        r: [
+            row["measured"]["peak A"] for row in json.loads(cli(*base, "--recompute", r)[1])["rows"]
+        ]
+        for r in ("none", "selective")
+    }
+    assert peaks["none"] != peaks["selective"]
+    model = json.loads(cli(*base, "--model", "llama3-8b")[1])["rows"][0]["measured"]
+    assert model["layers/chunk"] == 8  # 32 layers over 4 stages

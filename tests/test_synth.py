@@ -123,3 +123,35 @@ def test_a_synthesised_file_refuses_other_parameter_values(cli, tmp_path):
     assert cli("check", str(f))[0] == 0
     code, _, err = cli("check", str(f), "-D", "P=8")
     assert code == 2 and "a literal program written out for P = 4 (with P = 8)" in err
+
+
+def test_synth_refuses_a_size_over_the_op_cap_at_once(cli):
+    # was: minutes of list scheduling; every other command refuses this size at once
+    code, out, err = cli("synth", "-D", "P=4", "-D", "M=10000000", "--mem-cap", "4", "-q")
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        "ppir: error: 4 stages x 10,000,000 microbatches need at least 80,000,000 ops "
+        "(a forward and a backward of each), over the cap of 5,000,000",
+        "hint: the cap is --max-ops",
+    ]
+    code, _, err = cli("synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "4", "--max-ops", "63")
+    assert code == 2 and "need at least 64 ops" in err and "over the cap of 63" in err
+    code, out, err = cli("synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "4", "--max-ops", "64")
+    assert code == 0 and out.startswith("# synthesised by 'ppir synth'"), err
+
+
+@pytest.mark.parametrize("name", ["my synth", "1f1b", "a-b", ""])
+def test_synth_name_must_be_an_identifier(cli, tmp_path, name):
+    out_file = tmp_path / "x.pps"
+    argv = ["-D", "P=4", "-D", "M=8", "--mem-cap", "4", "--name", name, "-o", str(out_file)]
+    code, out, err = cli("synth", *argv)
+    assert code == 2 and out == "" and not out_file.exists()  # was: a file 'check' rejects
+    assert err == f"ppir: error: --name {name}: a schedule name is an identifier\n"
+
+
+def test_synth_name_is_the_schedule_name(cli, tmp_path):
+    out_file = tmp_path / "x.pps"
+    argv = ["-D", "P=4", "-D", "M=8", "--mem-cap", "4", "--name", "my_synth", "-o", str(out_file)]
+    assert cli("synth", *argv)[0] == 0
+    code, out, _ = cli("check", str(out_file))
+    assert code == 0 and out.startswith("ok: my_synth(")

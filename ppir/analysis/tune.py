@@ -20,15 +20,14 @@ Contract
 
 With a model, each choice has ``pp`` x ``dp`` x ``tp`` = ``world`` GPUs and micro-batch size
 ``mbs``; M = global batch / (dp x mbs).  Memory is the whole per-rank footprint in bytes
-(:mod:`ppir.analysis.footprint`) at that tp, dp and mbs and the choice's recomputation; times
-are seconds.  Layers that do not split evenly into the S stages are split unevenly when
-``uneven`` is on: the remainder goes to the middle stages first, so the first and last stages
-(embedding, head) get the fewer layers (Megatron's ``--pipeline-model-parallel-layout``).  A
-schedule's v is its stages / ranks, so V-shaped schedules report v = 2.
-
-Without a model there is no data parallelism (world = P, dp = 1), recomputation is not searched,
-times are in forwards of one rank share *per sample* (unit costs x micro-batch size) and memory
-is peak activations in A; a budget must then be in A.
+(:mod:`ppir.analysis.footprint`) at that tp, dp, mbs and recomputation; times are seconds.
+Layers that do not split evenly into the S stages are split unevenly when ``uneven`` is on: the
+remainder goes to the middle stages first, so the first and last stages (embedding, head) get
+the fewer layers (Megatron's ``--pipeline-model-parallel-layout``).  A schedule's v is its
+stages / ranks (V-shaped schedules: v = 2).  Without a model there is no data parallelism
+(world = P, dp = 1), recomputation is not searched, times are in forwards of one rank share
+*per sample* (unit costs x micro-batch size) and memory is peak activations in A (so is a
+budget).
 """
 
 from __future__ import annotations
@@ -47,6 +46,12 @@ from ppir.diagnostics import PpirError, error
 from ppir.frontend.loader import declared_params, load_schedule
 from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
+from ppir.verify.words import ordinal
+
+
+class Builtin(str):
+    """A built-in's name in :func:`search`'s list, loaded whatever the working directory holds
+    (a plain ``str`` is resolved as every command's SCHEDULE: an existing file first)."""
 
 
 @dataclass
@@ -69,8 +74,7 @@ class Candidate:
     why: str = ""  # pruned, divisibility, constraint or memory
     config: CostConfig | None = field(default=None, repr=False)
     program: object = field(default=None, repr=False)
-    input_timeline: object = field(default=None, repr=False, compare=False)
-    """The dependency bound's run (the compute graph timed), handed to the compile."""
+    input_timeline: object = field(default=None, repr=False, compare=False)  # the bound's run
     costs: object = field(default=None, repr=False, compare=False)  # of config, for program
     scale: int = field(default=1, repr=False, compare=False)  # mbs without a model, else 1
 
@@ -109,8 +113,7 @@ class Space:
         """(P, dp) pairs with P x dp x tp = world."""
         if self.world < 1 or self.tp < 1 or self.world % self.tp:
             raise error(
-                "bad-usage",
-                f"--world {self.world} must be a positive multiple of --tp {self.tp}",
+                "bad-usage", f"--world {self.world} must be a positive multiple of --tp {self.tp}"
             )
         n = self.world // self.tp
         ps = [p for p in range(1, n + 1) if n % p == 0]
@@ -127,7 +130,7 @@ class Space:
 
 
 def search(
-    schedules: list[str],
+    schedules: list[str | Builtin],
     space: Space,
     config: CostConfig,
     budget: tuple[float, str] | None = None,
@@ -152,9 +155,10 @@ def search(
         raise error("bad-usage", "--global-batch must be positive")
     G = space.global_batch or default_global_batch(space)
     sizes = space.pipeline_sizes() if model is not None else [(space.world, 1)]
+    named = [(n, declared_params(n, builtin=isinstance(n, Builtin))) for n in schedules]
     jobs = [
         (name, params, P, dp, mbs, v)
-        for name, params in ((n, declared_params(n)) for n in schedules)
+        for name, params in named
         for P, dp in sizes
         for mbs in space.micro_batches
         for v in (space.vs if "v" in params else [None])
@@ -262,7 +266,7 @@ class _State:
 
 
 def _prune(c: Candidate, top: int) -> Candidate:
-    c.reason = f"not compiled: its bound is no better than the {top}th ranked step time"
+    c.reason = f"not compiled: its bound is no better than the {ordinal(top)} ranked step time"
     c.why = "pruned"
     c.input_timeline = None
     return c
@@ -273,7 +277,7 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
     program and waiting in ``state`` (or rejected, with the reason)."""
     model = cfg.model
     recomputes = space.recomputes if model is not None else (cfg.recompute,)
-    base = dict(schedule=name, pp=P, dp=dp, v=v or 1, mbs=mbs, microbatches=None)
+    base = dict(schedule=str(name), pp=P, dp=dp, v=v or 1, mbs=mbs, microbatches=None)
     if G % (dp * mbs):
         why = f"global batch {G} does not split into dp={dp} x micro-batch {mbs}"
         return [Candidate(**base, recompute=r, reason=why, why="divisibility") for r in recomputes]
@@ -281,7 +285,8 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
     base["microbatches"] = M
     values = {"P": P, "M": M, "v": v}
     try:
-        s = load_schedule(name, {k: values[k] for k in params if k in values})
+        given = {k: values[k] for k in params if k in values}
+        s = load_schedule(name, given, builtin=isinstance(name, Builtin))
     except PpirError as e:
         why = e.diagnostics[0].message
         return [Candidate(**base, recompute=r, reason=why, why="constraint") for r in recomputes]

@@ -72,12 +72,14 @@ def add_arguments(p):
     add_compile_arguments(p, model=False)
 
 
-def add_model_arguments(p) -> None:
-    """--model, --recompute and --layers (shared with 'ppir sweep')."""
+def add_model_arguments(p, model_help=None, recompute_help=None, layers_help=None) -> None:
+    """--model, --recompute and --layers (shared with 'ppir sweep', which says in its own
+    help texts what they change there)."""
     p.add_argument(
         "--model",
         metavar="SPEC",
-        help="model shape for bytes: a preset (gpt3-175b, llama3-8b, llama3-70b, "
+        help=model_help
+        or "model shape for bytes: a preset (gpt3-175b, llama3-8b, llama3-70b, "
         "llama3-405b, gpt2-xl), optionally with overrides, or key=value pairs: "
         "e.g. llama3-70b,tp=8,seq=4096 or layers=32,hidden=4096,heads=32,seq=2048,"
         "mbs=1,dtype=bf16,tp=1; training fields: kv_heads, vocab, swiglu=0|1, tied=0|1, "
@@ -88,13 +90,14 @@ def add_model_arguments(p) -> None:
         "--recompute",
         choices=RECOMPUTE_MODES,
         default="none",
-        help="activation recomputation (default none)",
+        help=recompute_help or "activation recomputation (default none)",
     )
     p.add_argument(
         "--layers",
         type=int,
         metavar="L",
-        help="the model's transformer layers, a count (default: the model's); must divide "
+        help=layers_help
+        or "the model's transformer layers, a count (default: the model's); must divide "
         "into P*v stages",
     )
 

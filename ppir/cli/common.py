@@ -138,6 +138,21 @@ def add_compile_arguments(p: argparse.ArgumentParser, model: bool = True) -> Non
     )
 
 
+class Once(argparse.Action):
+    """Store an option's value; a second use is a usage error naming both values and saying
+    why (``twice=``), instead of the last one silently winning."""
+
+    def __init__(self, *args, twice: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.twice = twice
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = getattr(namespace, self.dest, None)
+        if before is not None:
+            raise argparse.ArgumentError(self, f"given twice ({before}, {values}); {self.twice}")
+        setattr(namespace, self.dest, values)
+
+
 def parse_defines(defines: list[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for d in defines:

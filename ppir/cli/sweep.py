@@ -10,9 +10,18 @@ from ppir.analysis import timeline
 from ppir.analysis.config import default_op_costs
 from ppir.analysis.costs import costs_for
 from ppir.analysis.memory import analyze_memory, analyze_p2p, split_fractions
-from ppir.analysis.models import check_layers, parse_model_spec
+from ppir.analysis.model_spec import parse_model_spec
+from ppir.analysis.models import check_layers
 from ppir.cli.analyze import add_model_arguments, fmt, num
-from ppir.cli.common import add_defines, emit_json, parse_defines, parse_placement
+from ppir.cli.closed_forms import CLOSED_FORMS
+from ppir.cli.common import (
+    SCHEDULE_HELP,
+    Once,
+    add_defines,
+    emit_json,
+    parse_defines,
+    parse_placement,
+)
 from ppir.cli.output import add_quiet_argument, progress, table
 from ppir.diagnostics import EXIT_INVALID, PpirError, did_you_mean, error
 from ppir.frontend.loader import declared_params, load_schedule
@@ -40,12 +49,15 @@ examples:
 
 
 def add_arguments(p):
-    p.add_argument("schedule", metavar="SCHEDULE", help="a .pps file or a built-in name")
+    p.add_argument("schedule", metavar="SCHEDULE", help=SCHEDULE_HELP)
     p.add_argument(
         "--over",
+        action=Once,
+        twice="sweep sweeps one parameter; 'ppir fuzz' takes several (--over P=2..8 --over M=4,8)",
         required=True,
         metavar="NAME=V1,V2,...",
-        help="the parameter to sweep and its values, e.g. --over v=1,2,4,8",
+        help="the one parameter to sweep and its values, e.g. --over v=1,2,4,8 (once: "
+        "'ppir fuzz' takes several)",
     )
     add_defines(p, "fix a schedule parameter, e.g. -D P=4 (repeatable)")
     p.add_argument(
@@ -57,7 +69,16 @@ def add_arguments(p):
         default="text",
         help="text (default): a table; json: ppir.sweep/1",
     )
-    add_model_arguments(p)
+    add_model_arguments(
+        p,
+        model_help="model shape, as for 'ppir analyze --model'; here it sets the layers of "
+        "layers/chunk (unless --layers) and how much of an activation I frees where the "
+        "backward is split into I and W (peak A); no bytes: see 'ppir analyze --model'",
+        recompute_help="activation recomputation (default none); here it changes only how "
+        "much of an activation I frees where the backward is split into I and W (peak A)",
+        layers_help="the model's transformer layers, a count (default: the model's), for "
+        "layers/chunk",
+    )
     add_quiet_argument(p)
 
 
@@ -77,64 +98,6 @@ def dependency_timing(s: Schedule) -> tuple[Fraction, list[Fraction]]:
     tick = costs.tick
     busy = [sum(tl.duration[v] for v in order) * tick for order in g.rank_nodes]
     return tl.makespan * tick, busy
-
-
-def _f(x) -> Fraction:
-    return Fraction(x)
-
-
-# (quantity, formula text, source, value(P, M, v), applies(P, M, v))
-_BUBBLE = [
-    ("bubble/ideal", "(P-1)/M", "Narayanan 2021", lambda P, M, v: _f(P - 1) / M, None),
-    ("bubble/total", "(P-1)/(M+P-1)", "Huang 2019", lambda P, M, v: _f(P - 1) / (M + P - 1), None),
-]
-_INTERLEAVED = [
-    (
-        "bubble/ideal",
-        "(P-1)/(v*M)",
-        "Narayanan 2021 (interleaved)",
-        lambda P, M, v: _f(P - 1) / (v * M),
-        None,
-    ),
-    (
-        "bubble/total",
-        "(P-1)/(v*M+P-1)",
-        "Narayanan 2021: (P-1)(F+B)/v idle per rank",
-        lambda P, M, v: _f(P - 1) / (v * M + P - 1),
-        None,
-    ),
-    (
-        "bubble/total",
-        "(P-1)/(M+v*P-1)",
-        "shortcut: vP-1 fill slots per step",
-        lambda P, M, v: _f(P - 1) / (M + v * P - 1),
-        None,
-    ),
-    ("p2p fwd/mb", "v*(P-1)", "shortcut: P-1 hops a chunk", lambda P, M, v: _f(v * (P - 1)), None),
-    ("p2p fwd/mb", "v*P-1", "all vP-1 boundaries cross", lambda P, M, v: _f(v * P - 1), None),
-    (
-        "peak A",
-        "(v*P+P-1)/v",
-        "Korthikanti 2023 (rank 0, M large enough)",
-        lambda P, M, v: _f(v * P + P - 1) / v,
-        lambda P, M, v: v * P + P - 2 < v * M,
-    ),
-    ("peak A", "P*(v+1)/2", "shortcut: (v+1)/2 x 1F1B", lambda P, M, v: _f(P * (v + 1)) / 2, None),
-]
-CLOSED_FORMS = {
-    "gpipe": _BUBBLE
-    + [
-        ("p2p fwd/mb", "P-1", "contiguous placement", lambda P, M, v: _f(P - 1), None),
-        ("peak A", "M", "GPipe: every microbatch held", lambda P, M, v: _f(M), None),
-    ],
-    "1f1b": _BUBBLE
-    + [
-        ("p2p fwd/mb", "P-1", "contiguous placement", lambda P, M, v: _f(P - 1), None),
-        ("peak A", "min(P, M)", "Narayanan 2021 (rank 0)", lambda P, M, v: _f(min(P, M)), None),
-    ],
-    "interleaved_1f1b": _INTERLEAVED,
-    "looped_bfs": [("peak A", "M", "Lamy-Poirier 2022 (about)", lambda P, M, v: _f(M), None)],
-}
 
 
 def measure(s: Schedule, model=None, recompute="none", layers=None) -> dict:
@@ -162,7 +125,7 @@ def measure(s: Schedule, model=None, recompute="none", layers=None) -> dict:
     }
     if L is not None:
         try:
-            out["layers/chunk"] = _f(check_layers(L, s.stages, s.ranks))
+            out["layers/chunk"] = Fraction(check_layers(L, s.stages, s.ranks))
         except PpirError as e:
             out["layers error"] = e.diagnostics[0].message
     return out
@@ -233,7 +196,7 @@ def _row(spec, over, val, fixed, model, recompute, layers, placement) -> dict:
         )
     if meas["layers/chunk"] is not None or meas["layers error"]:
         L = layers if layers is not None else model.layers
-        pv = _f(L) / (P * v)
+        pv = Fraction(L) / (P * v)
         ok = meas["layers error"] is None
         preds.append(
             {
@@ -250,8 +213,15 @@ def _row(spec, over, val, fixed, model, recompute, layers, placement) -> dict:
 
 def _parse_over(text: str) -> tuple[str, list[int]]:
     name, eq, vals = text.partition("=")
+    items = vals.split(",")
+    if eq and vals.strip() and not all(x.strip() for x in items):
+        raise error(
+            "bad-usage",
+            f"--over {text}: the value list '{vals}' has an empty value",
+            hints=["separate the values with single commas, e.g. --over v=1,2,4"],
+        )
     try:
-        values = [int(x) for x in vals.split(",") if x.strip()]
+        values = [int(x) for x in items]
     except ValueError:
         values = []
     if not eq or not name.strip().isidentifier() or not values:
@@ -261,7 +231,9 @@ def _parse_over(text: str) -> tuple[str, list[int]]:
 
 def run(args) -> int:
     name, values = _parse_over(args.over)
-    model = parse_model_spec(args.model) if args.model else None
+    if args.layers is not None:
+        check_layers(args.layers, 1, 1)  # as 'ppir analyze': at least 1 (one stage takes any)
+    model = parse_model_spec(args.model) if args.model is not None else None
     fixed, placement = parse_defines(args.defines), parse_placement(args.placement)
     declared = declared_params(args.schedule)
     if name not in declared:

@@ -8,6 +8,7 @@ from fractions import Fraction
 from ppir.cli.common import add_defines, add_output_argument, emit_json, parse_defines
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_OK, error
+from ppir.frontend.limits import DEFAULT_MAX_OPS, check_work, count
 
 NAME = "synth"
 HELP = "synthesise a schedule for a memory cap (zero-bubble list scheduling), emit .pps"
@@ -45,7 +46,17 @@ def add_arguments(p):
         "synth takes F, B, I, W)",
     )
     p.add_argument("--no-vshape", action="store_true", help="contiguous placement only")
-    p.add_argument("--name", default="zb_synth", help="schedule name in the .pps header")
+    p.add_argument(
+        "--name", default="zb_synth", help="schedule name in the .pps header (an identifier)"
+    )
+    p.add_argument(
+        "--max-ops",
+        type=int,
+        default=DEFAULT_MAX_OPS,
+        metavar="N",
+        help=f"cap on expanded ops (default {DEFAULT_MAX_OPS:,}): P and M whose 2 x P x M ops "
+        "exceed it are refused before synthesis",
+    )
     add_output_argument(p, "write the .pps here (default stdout)")
     p.add_argument(
         "--format",
@@ -89,6 +100,16 @@ def run(args) -> int:
     if unknown or missing:
         why = f"missing {' and '.join(missing)}" if missing else f"got {', '.join(unknown)}"
         raise error("bad-usage", f"ppir synth takes -D P=... and -D M=... only ({why})")
+    if not args.name.isidentifier():  # 'ppir import --name' says the same
+        raise error("bad-usage", f"--name {args.name}: a schedule name is an identifier")
+    if d["P"] >= 1 and d["M"] >= 1:  # (synthesize refuses the others)
+        # the size cap every command holds a schedule to, before any candidate is built
+        check_work(
+            2 * d["P"] * d["M"],
+            f"{count(d['P'], 'stage')} x {count(d['M'], 'microbatch')}",
+            args.max_ops,
+            None,
+        )
     costs = parse_costs(args.costs)
     with progress(None, "synth", quiet=args.quiet, unit="candidates") as bar:
         done = [0]

@@ -8,14 +8,16 @@ import sys
 from dataclasses import replace
 
 from ppir.analysis.models import RECOMPUTE_MODES
-from ppir.analysis.tune import Space, default_global_batch, search
+from ppir.analysis.tune import Builtin, Space, default_global_batch, search
 from ppir.analysis.units import fmt_time, parse_budget
+from ppir.cli.argtypes import positive_int
 from ppir.cli.common import add_progress_model_argument
 from ppir.cli.cost_options import add_cost_arguments, config_from_args
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress, table
 from ppir.diagnostics import error
 from ppir.schedules import builtin_names
+from ppir.verify.words import ordinal
 
 NAME = "tune"
 HELP = "search P x dp, schedule, v, micro-batch and recomputation under a GPU's memory"
@@ -56,10 +58,10 @@ def _ints(text: str, what: str) -> list[int]:
 
 
 def add_arguments(p):
-    p.add_argument("--world", type=int, metavar="N", help="GPUs in all (with --model)")
+    p.add_argument("--world", type=positive_int, metavar="N", help="GPUs in all (with --model)")
     p.add_argument(
         "--tp",
-        type=int,
+        type=positive_int,
         metavar="N",
         help="tensor-parallel size in GPUs per group (default: the model's tp)",
     )
@@ -75,7 +77,7 @@ def add_arguments(p):
     )
     p.add_argument(
         "--global-batch",
-        type=int,
+        type=positive_int,
         default=0,
         metavar="G",
         help="global batch in sequences per step, M = G / (dp x micro-batch) (default 4 x "
@@ -122,7 +124,7 @@ def add_arguments(p):
     p.add_argument("--even", action="store_true", help="no uneven layer splits")
     p.add_argument(
         "--top",
-        type=int,
+        type=positive_int,
         default=10,
         metavar="N",
         help="how many programs to compile and rank, best bound first (a count; default 10)",
@@ -176,10 +178,11 @@ def _budget(args, has_model: bool):
 def run(args) -> int:
     cfg = config_from_args(args)
     model = cfg.model
+    # the default list is the built-ins themselves, whatever files the current directory holds
     names = (
         [n.strip() for n in args.schedules.split(",") if n.strip()]
         if args.schedules
-        else builtin_names()
+        else [Builtin(n) for n in builtin_names()]
     )
     pps = tuple(_ints(args.pp, "--pp")) if args.pp else None
     if model is None:
@@ -194,7 +197,7 @@ def run(args) -> int:
         tp = args.tp or model.tp
         if args.world is None and not pps:
             raise error("bad-usage", "give --world N (GPUs in all) or --pp P with --model")
-        world = args.world or max(pps) * tp
+        world = args.world if args.world is not None else max(pps) * tp
         cfg = replace(cfg, model=replace(model, tp=tp))
     recomputes = (
         tuple(x.strip() for x in args.tune_recompute.split(","))
@@ -204,6 +207,12 @@ def run(args) -> int:
     for r in recomputes:
         if r not in RECOMPUTE_MODES:
             raise error("bad-usage", f"--recompute {r}: expected {', '.join(RECOMPUTE_MODES)}")
+    if args.tune_recompute and model is None:  # every row said 'none', silently
+        raise error(
+            "bad-usage",
+            f"--recompute {args.tune_recompute} needs --model: recomputation is modelled "
+            "through a model's activation bytes and backward time",
+        )
     mbs = args.micro_batch or ("1,2" if model is not None else "1")
     space = Space(
         world=world,
@@ -214,7 +223,7 @@ def run(args) -> int:
         vs=tuple(_ints(args.v, "--v")),
         recomputes=recomputes,
         uneven=not args.even,
-        top=max(1, args.top),
+        top=args.top,
     )
     budget = _budget(args, model is not None)
     with progress(None, "tune", quiet=args.quiet, unit="programs") as bar:
@@ -325,7 +334,7 @@ def _text(cands, space, G, cfg, budget, has_model: bool, every: bool = False) ->
         best = fmt_time(pruned[0].bound, unit)
         lines.append(
             f"\npruned ({len(pruned)}): lower bounds on their step time (from {best}) cannot "
-            f"beat the {space.top}th ranked; not compiled"
+            f"beat the {ordinal(space.top)} ranked; not compiled"
         )
     bad = [c for c in cands if not c.ok and c.why != "pruned"]
     if bad:

@@ -53,12 +53,15 @@ def read_text(path: str) -> str:
         ) from None
 
 
-def read_source(spec: str) -> tuple[str, str]:
-    """(display path, text) of a .pps schedule given as a path or a built-in name."""
-    if os.path.exists(spec):
-        if os.path.isdir(spec):
+def read_source(spec: str, builtin: bool = False) -> tuple[str, str]:
+    """(display path, text) of a .pps schedule given as a path or a built-in name: an existing
+    file first, then a built-in (a directory is never a schedule); ``builtin``: the built-in of
+    that name, whatever the working directory holds."""
+    if not builtin and os.path.exists(spec):
+        if not os.path.isdir(spec):
+            return spec, read_text(spec)
+        if spec not in builtin_names():
             raise error("bad-input", f"{spec} is a directory, not a schedule file")
-        return spec, read_text(spec)
     if spec in builtin_names():
         return builtin_display_path(spec), builtin_source(spec)
     looks_like_path = os.sep in spec or spec.endswith((".pps", ".csv", ".json"))
@@ -106,21 +109,21 @@ def schedule_kind(spec: str) -> str:
     return "pps"
 
 
-def declared_params(spec) -> set[str]:
+def declared_params(spec, *, builtin: bool = False) -> set[str]:
     """The names of the parameters a schedule takes, without expanding it (so that no
     ``require`` is checked with default values): those of ``torch:NAME``
     (:func:`ppir.frontend.torch_import.torch_params`), none for
-    a CSV or JSON file, the header's for a .pps file or built-in name.  A ppir error when
-    there is no such schedule or it does not parse."""
+    a CSV or JSON file, the header's for a .pps file or built-in name (``builtin``: see
+    :func:`read_source`).  A ppir error when there is no such schedule or it does not parse."""
     spec = schedule_spec(spec)
-    kind = schedule_kind(spec)
+    kind = "pps" if builtin else schedule_kind(spec)
     if kind == "torch":  # torch itself is not imported
         from ppir.frontend.torch_import import canonical_name, torch_params
 
         return set(torch_params(canonical_name(spec[len("torch:") :])))
     if kind != "pps":
         return set()
-    header = parse_cached(*read_source(spec)).header
+    header = parse_cached(*read_source(spec, builtin)).header
     return {p.name for p in header.params} if header else set()
 
 
@@ -133,14 +136,16 @@ def load_schedule(
     max_ops: int = DEFAULT_MAX_OPS,
     max_steps: int = DEFAULT_MAX_STEPS,
     define_flag: str = "-D",
+    builtin: bool = False,
 ) -> Schedule:
     """Parse and expand a schedule (``spec``: see :func:`schedule_spec`).  CSV and JSON files
     take no parameters; ``placement`` is for CSV and ``torch:NAME`` schedules; parameter values
     must be integers (:func:`ppir.frontend.expand.integer_param`); ``define_flag`` is the
-    option parameter errors name."""
+    option parameter errors name; ``builtin``: the built-in named ``spec`` whatever the working
+    directory holds (:func:`read_source`)."""
     spec = schedule_spec(spec)
     params = dict(params or {})
-    kind = schedule_kind(spec)
+    kind = "pps" if builtin else schedule_kind(spec)
     if kind == "torch":  # torch's built-in classes; torch imported only here
         from ppir.frontend.torch_import import load_torch_builtin
 
@@ -155,7 +160,7 @@ def load_schedule(
         _no_params(params, "a JSON program", define_flag)
         _no_placement(placement, "a JSON program holds its placement")
         return read_json_program(spec, max_ops=max_ops, max_steps=max_steps)
-    path, text = read_source(spec)
+    path, text = read_source(spec, builtin)
     _no_placement(placement, "a .pps file declares its placement with 'placement ...'")
     return expand(
         parse_cached(path, text),

@@ -1,0 +1,66 @@
+"""The closed forms people quote for a pipeline schedule's bubble, point-to-point traffic and
+peak activations, with their sources: what ``ppir sweep`` prints beside its measured figures
+(and says whether they agree).  Each entry is (quantity, formula text, source, value(P, M, v),
+applies(P, M, v) or None for always), values exact."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+
+def _f(x) -> Fraction:
+    return Fraction(x)
+
+
+# (quantity, formula text, source, value(P, M, v), applies(P, M, v))
+_BUBBLE = [
+    ("bubble/ideal", "(P-1)/M", "Narayanan 2021", lambda P, M, v: _f(P - 1) / M, None),
+    ("bubble/total", "(P-1)/(M+P-1)", "Huang 2019", lambda P, M, v: _f(P - 1) / (M + P - 1), None),
+]
+_INTERLEAVED = [
+    (
+        "bubble/ideal",
+        "(P-1)/(v*M)",
+        "Narayanan 2021 (interleaved)",
+        lambda P, M, v: _f(P - 1) / (v * M),
+        None,
+    ),
+    (
+        "bubble/total",
+        "(P-1)/(v*M+P-1)",
+        "Narayanan 2021: (P-1)(F+B)/v idle per rank",
+        lambda P, M, v: _f(P - 1) / (v * M + P - 1),
+        None,
+    ),
+    (
+        "bubble/total",
+        "(P-1)/(M+v*P-1)",
+        "shortcut: vP-1 fill slots per step",
+        lambda P, M, v: _f(P - 1) / (M + v * P - 1),
+        None,
+    ),
+    ("p2p fwd/mb", "v*(P-1)", "shortcut: P-1 hops a chunk", lambda P, M, v: _f(v * (P - 1)), None),
+    ("p2p fwd/mb", "v*P-1", "all vP-1 boundaries cross", lambda P, M, v: _f(v * P - 1), None),
+    (
+        "peak A",
+        "(v*P+P-1)/v",
+        "Korthikanti 2023 (rank 0, M large enough)",
+        lambda P, M, v: _f(v * P + P - 1) / v,
+        lambda P, M, v: v * P + P - 2 < v * M,
+    ),
+    ("peak A", "P*(v+1)/2", "shortcut: (v+1)/2 x 1F1B", lambda P, M, v: _f(P * (v + 1)) / 2, None),
+]
+CLOSED_FORMS = {
+    "gpipe": _BUBBLE
+    + [
+        ("p2p fwd/mb", "P-1", "contiguous placement", lambda P, M, v: _f(P - 1), None),
+        ("peak A", "M", "GPipe: every microbatch held", lambda P, M, v: _f(M), None),
+    ],
+    "1f1b": _BUBBLE
+    + [
+        ("p2p fwd/mb", "P-1", "contiguous placement", lambda P, M, v: _f(P - 1), None),
+        ("peak A", "min(P, M)", "Narayanan 2021 (rank 0)", lambda P, M, v: _f(min(P, M)), None),
+    ],
+    "interleaved_1f1b": _INTERLEAVED,
+    "looped_bfs": [("peak A", "M", "Lamy-Poirier 2022 (about)", lambda P, M, v: _f(M), None)],
+}

@@ -1,0 +1,74 @@
+"""User mistakes on 'ppir tune': a value that means nothing is a one-line usage error (exit 2)
+naming the flag and the value, never a traceback nor a silent default; the default schedule
+list is the built-ins whatever the current directory holds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ppir.verify.words import ordinal
+
+_MODEL = ["--gpu-memory", "80GiB", "--model", "llama3-8b"]
+_NO_MODEL = ["-P", "4", "--memory-budget", "6A"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--world", "0", *_MODEL], "argument --world: must be at least 1, got 0"),
+        (["--world", "-8", *_MODEL], "argument --world: must be at least 1, got -8"),
+        (["--pp", "4", "--tp", "0", *_MODEL], "argument --tp: must be at least 1, got 0"),
+        ([*_NO_MODEL, "--global-batch", "0"], "argument --global-batch: must be at least 1, got 0"),
+        ([*_NO_MODEL, "--top", "0"], "argument --top: must be at least 1, got 0"),
+        ([*_NO_MODEL, "--top", "-1"], "argument --top: must be at least 1, got -1"),
+    ],
+)
+def test_a_value_below_one_is_a_usage_error(cli, capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        cli("tune", *argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "Traceback" not in err
+    assert err.splitlines()[-1] == f"ppir tune: error: {message}"
+
+
+@pytest.mark.parametrize(
+    "n, text",
+    [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (10, "10th"), (11, "11th"), (12, "12th"),
+     (13, "13th"), (21, "21st"), (22, "22nd"), (23, "23rd"), (101, "101st"), (111, "111th"),
+     (112, "112th")],
+)  # fmt: skip
+def test_ordinals(n, text):
+    assert ordinal(n) == text
+
+
+@pytest.mark.parametrize("top, nth", [(1, "1st"), (2, "2nd"), (3, "3rd")])
+def test_the_pruned_line_says_the_ordinal_of_top(cli, top, nth):
+    code, out, err = cli("tune", *_NO_MODEL, "--top", str(top), "-q")
+    assert code == 0, err
+    assert f"cannot beat the {nth} ranked; not compiled" in out
+    doc = json.loads(cli("tune", *_NO_MODEL, "--top", str(top), "-q", "--format", "json")[1])
+    assert len(doc["ranked"]) == top and doc["pruned"]
+    assert all(f"no better than the {nth} ranked step time" in c["reason"] for c in doc["pruned"])
+
+
+def test_the_default_list_is_the_builtins_whatever_the_cwd_holds(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    expected = cli("tune", *_NO_MODEL, "-q", "--format", "json")
+    assert expected[0] == 0, expected[2]
+    (tmp_path / "gpipe").mkdir()  # was: "gpipe is a directory, not a schedule file"
+    (tmp_path / "1f1b").write_text("not a schedule\n")  # was: read as the schedule 1f1b
+    assert cli("tune", *_NO_MODEL, "-q", "--format", "json") == expected
+    doc = json.loads(expected[1])
+    seen = {c["schedule"] for part in ("ranked", "pruned", "rejected") for c in doc[part]}
+    assert {"1f1b", "gpipe"} <= seen
+    # names the user gives are resolved as every command resolves a SCHEDULE: the file first
+    code, out, err = cli("tune", *_NO_MODEL, "-q", "--schedules", "1f1b")
+    assert code == 2 and "Traceback" not in err and "1f1b" in err
+
+
+def test_recompute_without_a_model_is_refused(cli):
+    """Every row said 'none': without a model, recomputation changes nothing tune measures."""
+    code, out, err = cli("tune", "-P", "4", "--memory-budget", "6A", "--recompute", "full")
+    assert code == 2 and "--recompute full needs --model" in err
