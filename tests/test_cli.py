@@ -212,3 +212,15 @@ def test_a_directory_named_like_a_builtin_does_not_hide_it(cli, tmp_path, monkey
     (tmp_path / "mine").mkdir()
     code, _, err = cli("check", "mine")
     assert code == 2 and "mine is a directory, not a schedule file" in err
+
+
+def test_check_json_reports_unusable_input_too(cli, tmp_path):
+    """It printed nothing on stdout for a syntax error or a bad -D (only text on stderr)."""
+    bad = tmp_path / "s.pps"
+    bad.write_text("schedule s(P = 2, M = 4)\nranks P\nmicrobatches M\nprogram r {\n  F(\n}\n")
+    for argv in ([str(bad)], ["1f1b", "-D", "M=abc"]):
+        code, out, err = cli("check", *argv, "--format", "json")
+        doc = json.loads(out)
+        assert code == 2 and err  # the text diagnostic as well
+        assert doc["format"] == "ppir.check/1" and doc["ok"] is False and doc["schedule"] is None
+        assert doc["diagnostics"][0]["kind"] in ("syntax-error", "bad-define")

@@ -72,3 +72,9 @@ def test_recompute_without_a_model_is_refused(cli):
     """Every row said 'none': without a model, recomputation changes nothing tune measures."""
     code, out, err = cli("tune", "-P", "4", "--memory-budget", "6A", "--recompute", "full")
     assert code == 2 and "--recompute full needs --model" in err
+
+
+@pytest.mark.parametrize("flag", ["--world", "--tp"])
+def test_world_or_tp_without_a_model_is_refused(cli, flag):
+    code, out, err = cli("tune", *_NO_MODEL, flag, "8")
+    assert code == 2 and f"{flag} 8 needs --model" in err

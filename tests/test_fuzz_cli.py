@@ -115,6 +115,7 @@ def test_bubble_bound(cli):
         (["nosuch.pps", "--over", "P=1..2"], "no such file"),
         (["interleaved_1f1b", "--over", "P=4", "--over", "M=5..7"], "satisfies the require lines"),
         (["1f1b", "--over", "P=1..2", "--examples", "0"], "at least 1"),
+        (["torch:GPipe", "--over", "M=2..4"], "torch's schedule classes cannot be checked over"),
     ],
 )
 def test_usage_mistakes_exit_2_without_traceback(cli, argv, message):

@@ -130,3 +130,8 @@ def test_sweep_help_says_what_schedules_and_the_model_options_take(cli, capsys):
     assert peaks["none"] != peaks["selective"]
     model = json.loads(cli(*base, "--model", "llama3-8b")[1])["rows"][0]["measured"]
     assert model["layers/chunk"] == 8  # 32 layers over 4 stages
+
+
+def test_placement_with_a_pps_file_is_one_usage_error_not_a_row_per_value(cli):
+    code, out, err = cli("sweep", "1f1b", "--over", "M=4,8", "--placement", "0,1,2,3")
+    assert code == 2 and "--placement applies to CSV schedules" in err and not out

@@ -10,7 +10,7 @@ from ppir.cli.common import (
     compile_from_args,
     emit_json,
 )
-from ppir.diagnostics import EXIT_INVALID, EXIT_OK
+from ppir.diagnostics import EXIT_INVALID, EXIT_OK, PpirError
 
 NAME = "check"
 HELP = "parse, expand, lower and verify a schedule (deadlock, matching, completeness)"
@@ -44,7 +44,20 @@ def add_arguments(p):
 
 def run(args) -> int:
     args.no_verify = False
-    c = compile_from_args(args)
+    try:
+        c = compile_from_args(args)
+    except PpirError as e:  # unusable input: JSON readers get the report too, then exit 2
+        if args.format == "json":
+            emit_json(
+                {
+                    "format": "ppir.check/1",
+                    "schedule": None,
+                    "params": None,
+                    "ok": False,
+                    "diagnostics": [d.to_json() for d in e.diagnostics],
+                }
+            )
+        raise
     s, report = c.program, c.report
     ok = report.ok
     if args.format == "json":

@@ -141,6 +141,7 @@ _UNUSABLE = frozenset(
         "missing-parameter",
         "unknown-model",
         "bad-model",
+        "bad-usage",  # --placement with a .pps file
     }
 )
 

@@ -192,6 +192,13 @@ def run(args) -> int:
                 "without --model give one pipeline size: -P N",
                 hints=["with --model, --world and --tp search P and dp"],
             )
+        for flag, value in (("--world", args.world), ("--tp", args.tp)):
+            if value is not None:  # it was silently ignored
+                raise error(
+                    "bad-usage",
+                    f"{flag} {value} needs --model: without one there is no data or tensor "
+                    f"parallelism to search (-P {pps[0]} is the whole job)",
+                )
         world, tp = pps[0], 1
     else:
         tp = args.tp or model.tp

@@ -83,11 +83,19 @@ def load_module(spec: str | os.PathLike) -> Module:
     """Parse a .pps file or built-in name once (cached by its text).  A CSV or JSON program
     declares no parameters (:func:`ppir.frontend.loader.declared_params`): an empty module, no
     header and no items.  PpirError when unusable."""
+    from ppir.diagnostics import error
     from ppir.frontend.loader import parse_cached, read_source, schedule_kind, schedule_spec
 
     spec = schedule_spec(spec)
-    if schedule_kind(spec) in ("csv", "json"):
+    kind = schedule_kind(spec)
+    if kind in ("csv", "json"):
         return Module(spec, None, ())
+    if kind == "torch":  # no .pps text whose parameters and require lines could be read
+        raise error(
+            "bad-usage",
+            f"{spec}: torch's schedule classes cannot be checked over parameter ranges here",
+            hints=[f"ppir check {spec} -D P=.. -D M=.. checks one size at a time"],
+        )
     return parse_cached(*read_source(spec))
 
 
