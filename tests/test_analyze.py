@@ -86,7 +86,8 @@ def test_bad_model(cli):
         ("", "--model needs a preset or key=value pairs, got an empty text"),
         (",", "--model ,: an empty entry between commas"),
         ("llama3-8b,,seq=4096", "an empty entry between commas"),
-        ("gpt2-xl,seq=99999999999999999999999", "seq = 99999999999999999999999 is beyond 2^63"),
+        ("gpt2-xl,seq=99999999999999999999999", "--model seq: integer 99999999999999999999999 is"),
+        ("gpt2-xl,seq=" + "9" * 5000, "integer 99999999...9999 (5,000 digits) is too large"),
     ],
 )
 @pytest.mark.parametrize("command", ["analyze", "compile"])

@@ -202,6 +202,9 @@ def test_check_of_a_pipeline_without_lower_comms_says_it_is_not_lowered(cli):
     assert "deadlock-free" not in out
     code, out, err = cli("compile", "1f1b", "-p", "overlap-comms", "--format", "json")
     assert json.loads(out)["messages"]["count"] == 48
+    for argv in (["-D", "P=1"], ["-D", "P=1", "-p", "overlap-comms"]):  # nothing to lower
+        code, out, err = cli("check", "1f1b", "-D", "M=4", *argv)
+        assert code == 0 and "8 compute ops, 0 messages; deadlock-free" in out, err
 
 
 def test_a_directory_named_like_a_builtin_does_not_hide_it(cli, tmp_path, monkeypatch):

@@ -71,7 +71,7 @@ def test_the_default_list_is_the_builtins_whatever_the_cwd_holds(cli, tmp_path, 
 def test_recompute_without_a_model_is_refused(cli):
     """Every row said 'none': without a model, recomputation changes nothing tune measures."""
     code, out, err = cli("tune", "-P", "4", "--memory-budget", "6A", "--recompute", "full")
-    assert code == 2 and "--recompute full needs --model" in err
+    assert code == 2 and "--recompute full needs a model" in err
 
 
 @pytest.mark.parametrize("flag", ["--world", "--tp"])

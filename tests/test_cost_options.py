@@ -5,6 +5,7 @@ argparse's private tables."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 
@@ -150,9 +151,18 @@ def test_numbers_no_float_can_hold_are_refused_at_the_value(cli, argv, said):
         assert code == 2 and said in err and "Traceback" not in err, (command, err)
 
 
-@pytest.mark.parametrize("command", ["compile", "analyze"])
-def test_recompute_without_a_model_is_refused(cli, command):
-    """compile made up a 24-layer model for it (and printed milliseconds); analyze ignored it."""
-    code, out, err = cli(command, "1f1b", "--recompute", "full")
-    assert code == 2 and "--recompute full needs" in err and "model" in err
-    assert cli(command, "1f1b", "--recompute", "full", "--model", "llama3-8b")[0] == 0
+def test_recompute_without_a_model_is_refused_where_only_a_model_gives_it_meaning(cli):
+    """compile made up a 24-layer model for it (and printed milliseconds); analyze uses it
+    without a model (how much of an activation I frees), so it stays."""
+    code, out, err = cli("compile", "1f1b", "--recompute", "full")
+    assert code == 2 and "--recompute full needs a model" in err
+    assert cli("compile", "1f1b", "--recompute", "full", "--model", "llama3-8b")[0] == 0
+    code, out, err = cli("analyze", "zb_h1", "--recompute", "full", "--format", "json")
+    assert code == 0, err
+    plain = json.loads(cli("analyze", "zb_h1", "--format", "json")[1])
+    assert json.loads(out)["per_rank"] != plain["per_rank"]  # I frees all of it: it counts
+
+
+def test_a_trailing_comma_in_the_model_spec_with_layers(cli):
+    code, out, err = cli("analyze", "1f1b", "--model", "llama3-8b,", "--layers", "32")
+    assert code == 0, err

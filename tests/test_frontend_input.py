@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from ppir.diagnostics import PpirError
-from ppir.frontend.csvio import read_action_text
 from ppir.frontend.loader import load_schedule, read_text
 
 BOM = b"\xef\xbb\xbf"
@@ -65,14 +64,12 @@ def test_positions_after_a_byte_order_mark_are_those_of_the_file_without_it(tmp_
     assert where(_write(tmp_path / "bom", name, BOM + data)) == plain
 
 
-def test_action_text_with_a_byte_order_mark_reads_as_without_it():
-    text = "0F0 0F1 0B0 0B1\n1F0 1F1 1B0 1B1\n"
-    plain = read_action_text(text, "s.txt")
-    assert read_action_text("\ufeff" + text, "s.txt").programs == plain.programs
+@pytest.mark.parametrize("name", ["two.pps", "two.csv"])
+def test_a_second_byte_order_mark_is_text_end_to_end(tmp_path, name):
     with pytest.raises(PpirError) as e:
-        read_action_text("\ufeff0F0 0X1\n", "s.txt")
+        load_schedule(_write(tmp_path, name, BOM + BOM + b"0F0,0F1\n"))
     span = e.value.diagnostics[0].span
-    assert (span.line, span.col) == (1, 5)
+    assert (span.line, span.col) == (1, 1)  # the second mark, where the text starts
 
 
 @pytest.mark.parametrize("ext", ["csv", "txt"])

@@ -179,13 +179,17 @@ def test_action_text_import(tmp_path, cli):
 
 
 def test_import_csv_prints_reparseable_pps(tmp_path, cli):
+    (tmp_path / "my sched é.csv").write_text(write_csv(load_schedule("gpipe", {"P": 2, "M": 2})))
+    code, out, err = cli("import", str(tmp_path / "my sched é.csv"))
+    assert code == 0 and "schedule my_sched__()" in out, err  # a stem the header cannot hold
     f = tmp_path / "my-sched.csv"
     f.write_text(write_csv(load_schedule("interleaved_1f1b", {"P": 2, "M": 4, "v": 2})))
     code, out, err = cli("import", str(f))
     assert code == 0, err
-    assert "schedule my_sched()" in out and "placement looped" in out
+    assert "schedule my-sched()" in out and "placement looped" in out  # the grammar's name
     (tmp_path / "x.pps").write_text(out)
     again = load_schedule(str(tmp_path / "x.pps"))
+    assert again.name == "my-sched"
     assert again.programs == load_schedule("interleaved_1f1b", {"P": 2, "M": 4, "v": 2}).programs
 
 
@@ -196,7 +200,7 @@ def test_compile_torch_csv_backend(tmp_path, cli):
     )
     assert code == 0, err
     assert out.read_text() == "0F0,0F1,0B0,0F2,0B1,0B2\n1F0,1B0,1F1,1B1,1F2,1B2\n"
-    assert "_load_csv" in err
+    assert "_load_csv" in stdout and not err  # the confirmation is output; stderr diagnostics
     code, stdout, err = cli(
         "compile",
         "1f1b",
@@ -253,3 +257,16 @@ def test_parse_cell_kinds():
     for bad in ("F0", "2F", "2F-1", "2Q0", "2F0 1F1", "(0F0;0B0)", "(0F0;0B0)OVERLAP_F_Bx"):
         with pytest.raises(PpirError):
             parse_cell(bad, sp)
+
+
+def test_an_overlapped_cell_whose_backward_needs_the_other_rank_is_a_cycle_said_so(tmp_path, cli):
+    """The overlapped step is atomic, so its B waiting on rank 1 makes its F wait too: the
+    cycle's note says so (it said '0F0 comes after 1B0 in rank 0's program')."""
+    f = tmp_path / "d.csv"
+    f.write_text("(0F0;0B0)OVERLAP_F_B\n1F0,1B0\n")
+    code, out, err = cli("check", str(f))
+    assert code == 1 and "order-cycle" not in out
+    assert (
+        "0F0 (rank 0, step 0) runs in one overlapped step with 0B0, which needs the output" in err
+    )
+    assert "in rank 0's program" not in err

@@ -71,8 +71,7 @@ class TorchCsvBackend:
         write_output(out, text)
         print(
             f"wrote {out}: {schedule.ranks} rows ({fmt}); load it with "
-            f"_PipelineScheduleRuntime._load_csv({out!r}, format={fmt!r})",
-            file=sys.stderr,
+            f"_PipelineScheduleRuntime._load_csv({out!r}, format={fmt!r})"
         )
         return 0
 

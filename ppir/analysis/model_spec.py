@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 from ppir.analysis.models import _INT_FIELDS, PRESETS, ModelShape, make_model, model_fields
-from ppir.diagnostics import error
+from ppir.diagnostics import PpirError, error
+from ppir.frontend.limits import int_literal, show_int
 
 
 def model_table(m: ModelShape, recompute: str | None = None) -> dict:
@@ -18,9 +19,6 @@ def model_table(m: ModelShape, recompute: str | None = None) -> dict:
     if recompute is not None:
         fields["recompute"] = recompute
     return fields
-
-
-_INT_MAX = 2**63 - 1  # the integer limit of every value ppir reads (docs/language.md)
 
 
 def parse_model_spec(text: str) -> ModelShape:
@@ -52,14 +50,17 @@ def parse_model_spec(text: str) -> ModelShape:
                 continue
             raise error("bad-model", f"--model {text}: expected key=value, got '{part}'")
         if key in _INT_FIELDS:
-            try:
-                over[key] = int(value)
-            except ValueError:
+            v = value.strip()
+            sign = "-" if v.startswith("-") else ""
+            if not v.lstrip("+-").isdigit() or v[:2] in ("--", "++", "+-", "-+"):
                 raise error(
-                    "bad-model", f"--model {text}: {key} must be an integer, got {value!r}"
-                ) from None
-            if abs(over[key]) > _INT_MAX:
-                raise error("bad-model", f"--model {text}: {key} = {value} is beyond 2^63 - 1")
+                    "bad-model",
+                    f"--model {show_int(text)}: {key} must be an integer, got {show_int(v)!r}",
+                )
+            try:  # ppir's integer limit (docs/language.md)
+                over[key] = int(sign + str(int_literal(v.lstrip("+-"), None)))
+            except PpirError as e:
+                raise error("bad-model", f"--model {key}: {e.diagnostics[0].message}") from None
         else:
             over[key] = value.strip()
     return make_model(preset, **over)

@@ -133,16 +133,9 @@ def parse_fraction(text: str | None) -> Fraction | None:
 
 def run(args) -> int:
     model = parse_model_spec(args.model) if args.model is not None else None
-    if model is None and args.recompute != "none":  # memory in A: recomputation needs sizes
-        raise error(
-            "bad-usage",
-            f"--recompute {args.recompute} needs --model: without one, memory is counted in A "
-            "(one microbatch's activations), and what recomputation keeps of A depends on the "
-            "model's shape",
-            hints=["e.g. --model llama3-8b --recompute selective"],
-        )
     if model is not None:  # the same cost model as 'ppir compile --model': it plans the lowering
-        args.cost_model = args.model + (f",layers={args.layers}" if args.layers else "")
+        spec = args.model.rstrip().rstrip(",")  # a trailing comma is fine in a spec
+        args.cost_model = spec + (f",layers={args.layers}" if args.layers else "")
         if args.recompute != "none":
             args.cost_recompute = args.recompute
     c = compile_from_args(args)

@@ -30,12 +30,19 @@ def positive_seconds(text: str) -> float:
     return v
 
 
-def output_path(text: str) -> str:
-    """A path to write to: not empty or blank (an empty one wrote to a default name, to
-    standard output, or was refused only after compiling), not a directory, in a directory
-    that exists (checked when the command line is read, before any work)."""
+def nonempty_path(text: str) -> str:
+    """A path to write to, not empty or blank (an empty one wrote to a default name, to
+    standard output, or was refused only after compiling); for options every rank of a
+    multi-node run reads but one writes (the folder may exist on that node only)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("needs a file path, got an empty one")
+    return text
+
+
+def output_path(text: str) -> str:
+    """A :func:`nonempty_path` that is not a directory, in a directory that exists (checked
+    when the command line is read, before any work)."""
+    nonempty_path(text)
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text} is a directory; give a file path")
     folder = os.path.dirname(os.path.abspath(text))

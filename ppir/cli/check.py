@@ -76,7 +76,8 @@ def run(args) -> int:
         if ok:
             params = ", ".join(f"{k}={v}" for k, v in s.params)
             head = f"ok: {s.name}({params}): {s.ranks} ranks, {s.stages} stages, "
-            if s.is_lowered:
+            transfers = 0 if s.is_lowered else _transfers(s)
+            if not transfers:  # lowered, or nothing crosses ranks (one rank): runs as it is
                 print(
                     f"{head}{s.num_compute_ops} compute ops, {len(c.graph.messages)} messages; "
                     f"deadlock-free under rendezvous semantics ({args.progress_model} progress)"
@@ -84,7 +85,7 @@ def run(args) -> int:
             else:  # a pipeline without lower-comms (-p overlap-comms): nothing to run yet
                 print(
                     f"{head}{s.num_compute_ops} compute ops; not lowered: its "
-                    f"{_transfers(s)} cross-rank transfers have no sends and receives (the "
+                    f"{transfers} cross-rank transfers have no sends and receives (the "
                     "pipeline has no lower-comms), and its compute order is acyclic"
                 )
     return EXIT_OK if ok else EXIT_INVALID

@@ -138,6 +138,20 @@ def add_compile_arguments(p: argparse.ArgumentParser, model: bool = True) -> Non
     )
 
 
+def check_schedule_name(name: str, flag: str = "--name") -> str:
+    """``name`` when a .pps header can carry it (what ``import`` and ``synth`` write); a usage
+    error naming ``flag`` otherwise (a file 'ppir check' would refuse)."""
+    from ppir.frontend.parser import is_schedule_name
+
+    if not is_schedule_name(name):
+        raise error(
+            "bad-usage",
+            f"{flag} {name!r}: a schedule name is ASCII letters, digits, '_' and '-', not "
+            "starting with '-'",
+        )
+    return name
+
+
 class Once(argparse.Action):
     """Store an option's value; a second use is a usage error naming both values and saying
     why (``twice=``), instead of the last one silently winning."""

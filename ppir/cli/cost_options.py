@@ -198,6 +198,18 @@ def _add_model_arguments(group, recompute: bool) -> None:
     )
 
 
+def refuse_recompute_without_model(value: str) -> None:
+    """The error for ``--recompute`` where only a model gives it a meaning (the cost model: a
+    model's activation bytes and backward time; ``ppir analyze`` and ``sweep`` use it without
+    one, for how much of an activation I frees)."""
+    raise error(
+        "bad-usage",
+        f"--recompute {value} needs a model: recomputation is timed and sized through a "
+        "model's activation bytes and backward time",
+        hints=["add --model PRESET (or a [model] table in --config)"],
+    )
+
+
 def settings_from_args(args: argparse.Namespace) -> dict:
     """The nested settings dict: the ``--config`` file with the flags laid over it."""
     g = lambda name: getattr(args, f"cost_{name}", None)  # noqa: E731
@@ -213,12 +225,7 @@ def settings_from_args(args: argparse.Namespace) -> dict:
         over["model"] = fields
     if g("recompute"):
         if "model" not in over and "model" not in base:  # it made up a 24-layer model
-            raise error(
-                "bad-config",
-                f"--recompute {g('recompute')} needs a model: recomputation changes a model's "
-                "activation bytes and backward time",
-                hints=["add --model PRESET (or a [model] table in --config)"],
-            )
+            refuse_recompute_without_model(g("recompute"))
         over.setdefault("model", {})["recompute"] = g("recompute")
     hw = {
         "preset": g("hardware"),

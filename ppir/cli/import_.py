@@ -9,9 +9,16 @@ import dataclasses
 import re
 import sys
 
-from ppir.cli.common import add_defines, add_output_argument, parse_defines, parse_placement
+from ppir.cli.common import (
+    add_defines,
+    add_output_argument,
+    check_schedule_name,
+    parse_defines,
+    parse_placement,
+)
 from ppir.diagnostics import error, write_output
-from ppir.frontend.loader import load_schedule
+from ppir.frontend.loader import load_schedule, read_text
+from ppir.frontend.parser import is_schedule_name
 from ppir.ir.printer import format_pps
 from ppir.ir.types import Overlap
 
@@ -57,21 +64,14 @@ def load_source(source: str, defines: dict[str, int], placement, name: str | Non
 
         if defines:
             raise error("unknown-parameter", "action text takes no -D parameters")
-        try:
-            with open(source, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise error("bad-input", f"cannot read {source}: {e}") from None
-        s = read_action_text(text, source, placement)
+        s = read_action_text(read_text(source), source, placement)  # the loader's reading
     else:
         s = load_schedule(source, defines, placement=placement)
-    if name is None and not s.name.isidentifier():  # a file stem such as my-sched
-        name = re.sub(r"\W", "_", s.name)
-        name = name if name.isidentifier() else f"s_{name}"
-    if name:
-        if not name.isidentifier():
-            raise error("bad-usage", f"--name {name}: a schedule name is an identifier")
-        s = dataclasses.replace(s, name=name)
+    if name is None and not is_schedule_name(s.name):  # a file stem such as 'my sched'
+        name = re.sub(r"[^A-Za-z0-9_-]", "_", s.name)
+        name = name if is_schedule_name(name) else f"s_{name}"
+    if name is not None:
+        s = dataclasses.replace(s, name=check_schedule_name(name))
     return s
 
 

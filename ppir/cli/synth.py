@@ -5,7 +5,13 @@ from __future__ import annotations
 import sys
 from fractions import Fraction
 
-from ppir.cli.common import add_defines, add_output_argument, emit_json, parse_defines
+from ppir.cli.common import (
+    add_defines,
+    add_output_argument,
+    check_schedule_name,
+    emit_json,
+    parse_defines,
+)
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_OK, error
 from ppir.frontend.limits import DEFAULT_MAX_OPS, check_work, count
@@ -100,16 +106,13 @@ def run(args) -> int:
     if unknown or missing:
         why = f"missing {' and '.join(missing)}" if missing else f"got {', '.join(unknown)}"
         raise error("bad-usage", f"ppir synth takes -D P=... and -D M=... only ({why})")
-    if not args.name.isidentifier():  # 'ppir import --name' says the same
-        raise error("bad-usage", f"--name {args.name}: a schedule name is an identifier")
+    check_schedule_name(args.name)
     if d["P"] >= 1 and d["M"] >= 1:  # (synthesize refuses the others)
-        # the size cap every command holds a schedule to, before any candidate is built
-        check_work(
-            2 * d["P"] * d["M"],
-            f"{count(d['P'], 'stage')} x {count(d['M'], 'microbatch')}",
-            args.max_ops,
-            None,
-        )
+        # the size cap every command holds a schedule to, before any candidate is built: the
+        # largest candidate has two stages per rank (V-shaped) and a forward, I and W of each
+        S = d["P"] * (1 if args.no_vshape else 2)
+        what = f"{count(S, 'stage')} x {count(d['M'], 'microbatch')}"
+        check_work(3 * S * d["M"], what, args.max_ops, None, "a forward, I and W")
     costs = parse_costs(args.costs)
     with progress(None, "synth", quiet=args.quiet, unit="candidates") as bar:
         done = [0]

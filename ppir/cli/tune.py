@@ -12,7 +12,11 @@ from ppir.analysis.tune import Builtin, Space, default_global_batch, search
 from ppir.analysis.units import fmt_time, parse_budget
 from ppir.cli.argtypes import positive_int
 from ppir.cli.common import add_progress_model_argument
-from ppir.cli.cost_options import add_cost_arguments, config_from_args
+from ppir.cli.cost_options import (
+    add_cost_arguments,
+    config_from_args,
+    refuse_recompute_without_model,
+)
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress, table
 from ppir.diagnostics import error
@@ -215,11 +219,7 @@ def run(args) -> int:
         if r not in RECOMPUTE_MODES:
             raise error("bad-usage", f"--recompute {r}: expected {', '.join(RECOMPUTE_MODES)}")
     if args.tune_recompute and model is None:  # every row said 'none', silently
-        raise error(
-            "bad-usage",
-            f"--recompute {args.tune_recompute} needs --model: recomputation is modelled "
-            "through a model's activation bytes and backward time",
-        )
+        refuse_recompute_without_model(args.tune_recompute)
     mbs = args.micro_batch or ("1,2" if model is not None else "1")
     space = Space(
         world=world,

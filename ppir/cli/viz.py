@@ -88,32 +88,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def output_format(args) -> tuple[str, str]:
-    """(format, path) from --format and -o: the extension decides when --format is absent."""
+    """(format, path) from --format and -o: the extension decides when --format is absent, and
+    must agree with it when both are given."""
     fmt, out = args.format, args.output
-    if out and not fmt:
+    if out:
         ext = os.path.splitext(out)[1].lower().lstrip(".")
-        if ext in ("htm",):
-            ext = "html"
-        if ext not in FORMATS:
+        ext = "html" if ext == "htm" else ext
+        if not fmt and ext not in FORMATS:
             raise error(
                 "bad-usage",
                 f"-o {out}: cannot tell the format from the extension",
                 hints=["use .html, .png, .svg or .pdf, or pass --format"],
             )
-        fmt = ext
-    elif out:
-        ext = os.path.splitext(out)[1].lower().lstrip(".")
-        ext = "html" if ext == "htm" else ext
-        if ext in FORMATS and ext != fmt:
+        if fmt and ext in FORMATS and ext != fmt:
             raise error(
                 "bad-usage",
                 f"-o {out} names a .{ext} file but --format is {fmt}",
                 hints=[f"drop --format (the extension decides), or write -o with .{fmt}"],
             )
+        fmt = fmt or ext
     fmt = fmt or "html"
-    if not out:  # torch:GPipe -> torch_GPipe.html: no ':' (or other odd characters) in the name
+    if not out:  # torch:GPipe -> torch_GPipe.html: no character a file name cannot hold
         stem = os.path.splitext(os.path.basename(args.schedule))[0]
-        out = f"{re.sub(r'[^A-Za-z0-9._-]', '_', stem) or 'schedule'}.{fmt}"
+        out = f"{re.sub(r'[:*?<>|]', '_', stem) or 'schedule'}.{fmt}"
     return fmt, out
 
 

@@ -240,9 +240,7 @@ def read_csv_text(
     microbatches: int | None = None,
     params: tuple[tuple[str, int], ...] = (),
 ) -> Schedule:
-    """Parse torch CSV text into a Schedule (see the module docstring for what is accepted);
-    one leading byte-order mark is dropped (columns count from the character after it)."""
-    text = text.removeprefix("\ufeff")
+    """Parse torch CSV text into a Schedule (see the module docstring for what is accepted)."""
     reader = csv.reader(io.StringIO(text), strict=True)
     try:
         rows = list(reader)
@@ -263,10 +261,8 @@ def read_action_text(
     """torch action text: one rank per line, actions separated by single spaces or tabs.
 
     This is what ``" ".join(map(str, pipeline_order[r]))`` prints; ``None`` and ``_`` are idle
-    slots.  Lines that are blank or start with ``#`` are skipped, and one leading byte-order
-    mark is dropped (columns count from the character after it).
+    slots.  Lines that are blank or start with ``#`` are skipped.
     """
-    text = text.removeprefix("\ufeff")
     rows = [
         []
         if line.lstrip().startswith("#")

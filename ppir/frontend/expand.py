@@ -26,7 +26,7 @@ from __future__ import annotations
 import operator
 from itertools import islice
 
-from ppir.diagnostics import Note, PpirError, did_you_mean, error
+from ppir.diagnostics import EXIT_INVALID, Note, PpirError, did_you_mean, error
 from ppir.frontend import ast as A
 from ppir.frontend.declarations import resolve_pipelines, resolve_placement
 from ppir.frontend.interpreter import Interpreter, Scope
@@ -308,6 +308,7 @@ def _no_ops(block: A.ProgramBlock, stages: int, microbatches: int) -> PpirError:
                 + more
             )
         ],
+        exit_code=EXIT_INVALID,  # understood but wrong, as the verifier's 'incomplete' exits
     )
 
 

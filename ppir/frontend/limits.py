@@ -62,14 +62,16 @@ def check_size(what: str, n: int, cap: int, span: Span | None, option: str = "--
         )
 
 
-def check_work(need: int, what: str, max_ops: int, span: Span | None) -> None:
+def check_work(
+    need: int, what: str, max_ops: int, span: Span | None, each: str = "a forward and a backward"
+) -> None:
     """Refuse ``what`` when its smallest complete schedule, ``need`` ops, is over ``--max-ops``:
-    every (stage, microbatch) runs a forward and a backward, and every rank holds a stage."""
+    every (stage, microbatch) runs ``each`` (a forward and a backward), and every rank holds a
+    stage."""
     if need > max_ops:
         raise error(
             "too-large",
-            f"{what} need at least {need:,} ops (a forward and a backward of each), "
-            f"over the cap of {max_ops:,}",
+            f"{what} need at least {need:,} ops ({each} of each), over the cap of {max_ops:,}",
             span,
             hints=["the cap is --max-ops"],
         )

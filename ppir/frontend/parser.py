@@ -28,6 +28,13 @@ def _parser() -> Lark:
     )
 
 
+def is_schedule_name(text: str) -> bool:
+    """True when ``text`` can follow ``schedule`` in a .pps header (the grammar's
+    ``SCHEDULE_NAME``: letters, digits, ``_`` and ``-``, not starting with ``-``)."""
+    pattern = _parser().get_terminal("SCHEDULE_NAME").pattern.to_regexp()
+    return re.fullmatch(pattern, text, re.ASCII) is not None
+
+
 def _literal_int(e: A.Expr | None) -> int | None:
     """The value of ``4`` or ``-4``; None for any other expression."""
     if isinstance(e, A.IntLit):
@@ -324,11 +331,10 @@ def _note(msg, span):
 def parse_text(text: str, path: str = "<string>") -> A.Module:
     """Parse .pps source text into a :class:`ppir.frontend.ast.Module`.
 
-    One leading byte-order mark (``\\ufeff``) is dropped: lines and columns count from the
-    character after it.  Raises :class:`PpirError` (kind ``syntax-error`` or a more specific
-    one) for bad input.
+    Raises :class:`PpirError` (kind ``syntax-error`` or a more specific one) for bad input.
+    (A file's byte-order mark is dropped where files are read,
+    :func:`ppir.frontend.loader.read_text`.)
     """
-    text = text.removeprefix("\ufeff")
     try:
         tree = _parser().parse(text)
     except (UnexpectedCharacters, UnexpectedEOF, UnexpectedToken) as e:

@@ -130,8 +130,9 @@ def list_schedule(spec: GreedySpec, priority: Priority = default_priority) -> li
                 cands.append(Candidate(r, OpKind.W, s, chunk_of[s], nw[s], mem[r], t))
         return cands
 
+    P_ = range(P)
     while left:
-        for r in range(P):
+        for r in P_:
             if free[r] > t:
                 continue
             cands = ready(r)
@@ -159,18 +160,21 @@ def list_schedule(spec: GreedySpec, priority: Priority = default_priority) -> li
             heapq.heappop(times)
         if not times:
             if left:
-                r = min(range(P), key=lambda r: (-mem[r], r))
-                raise GreedyStuck(
-                    r, t, _stuck_message(r, t, mem[r], spec.caps[r], stages_of[r], nf, M)
-                )
+                why = [_stuck_message(r, t, mem[r], spec.caps[r], stages_of[r], nf, M) for r in P_]
+                # the first rank whose cap its next forward cannot fit in, else the fullest
+                r = next((r for r in P_ if why[r][1]), min(P_, key=lambda r: (-mem[r], r)))
+                raise GreedyStuck(r, t, why[r][0])
             break
         t = times[0]
     return out
 
 
-def _stuck_message(r: int, t: int, held: int, cap, stages: list, nf: list, M: int) -> str:
-    """Why rank ``r`` cannot go on: the forward of its first chunk with forwards left needs
-    more slots than its cap (one for itself and one kept free for each later chunk)."""
+def _stuck_message(
+    r: int, t: int, held: int, cap, stages: list, nf: list, M: int
+) -> tuple[str, bool]:
+    """Why rank ``r`` cannot go on, and whether it is its cap: the forward of its first chunk
+    with forwards left needs more slots than the cap (one for itself and one kept free for each
+    later chunk of the rank)."""
     left = [c for c, s in enumerate(stages) if nf[s] < M]
     c = left[0] if left else 0
     if left and cap is not None and held + len(stages) - c > cap:
@@ -178,5 +182,5 @@ def _stuck_message(r: int, t: int, held: int, cap, stages: list, nf: list, M: in
             f"rank {r} holds {held} chunk activation(s) under its cap of {cap}; a forward of "
             f"its chunk {c} needs {held + len(stages) - c} (one for itself and one kept free for "
             f"each later chunk of the rank), and no op can free one (at time {t})"
-        )
-    return f"rank {r} holds {held} chunk activation(s) and no op can free one (at time {t})"
+        ), True
+    return f"rank {r} holds {held} chunk activation(s) and no op can free one (at time {t})", False

@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from ppir.cli.argtypes import output_path, positive_int, positive_seconds
+from ppir.cli.argtypes import nonempty_path, positive_int, positive_seconds
 from ppir.cli.deprecation import Renamed
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
@@ -147,7 +147,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--dump-plan",
-        type=output_path,
+        type=nonempty_path,  # parsed on every rank; rank 0's node alone may have the folder
         metavar="PATH",
         help="rank 0 writes the plan with its inferred metadata to PATH",
     )

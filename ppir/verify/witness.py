@@ -121,6 +121,14 @@ def _grid(
     return "\n".join(out)
 
 
+def _consumes(a, pa, s) -> bool:
+    """Whether op ``a`` consumes the output of op ``pa`` (:func:`ppir.ir.deps.inputs`)."""
+    return any(
+        pa.stage == p.stage and pa.kind in p.kinds and pa.mb == p.mb
+        for p in deps.inputs(a, s.stages, s.pipelines)
+    )
+
+
 def order_cycle_diagnostic(g: ProgramGraph, cycle: list[tuple]) -> Diagnostic:
     """``cycle`` lists the action keys of a compute-order cycle in dependency order (each
     waits on the previous); ``g`` is the graph of the program reported on."""
@@ -131,12 +139,16 @@ def order_cycle_diagnostic(g: ProgramGraph, cycle: list[tuple]) -> Diagnostic:
         prev = ops[k - 1]
         a, pa = g.ops[o], g.ops[prev]
         r = g.op_rank[o]
-        made = any(
-            pa.stage == p.stage and pa.kind in p.kinds and pa.mb == p.mb
-            for p in deps.inputs(a, s.stages, s.pipelines)
-        )
-        if made:
+        lo, hi = g.item_range(r, g.op_item[o])  # an overlapped step waits for both parts
+        parts = [a] + [g.ops[b] for b in range(lo, hi) if g.ops[b] is not a]
+        user = next((b for b in parts if _consumes(b, pa, s)), None)
+        if user is a:
             why = f"needs the output of {pa} (rank {g.op_rank[prev]}, step {g.op_item[prev]})"
+        elif user is not None:
+            why = (
+                f"runs in one overlapped step with {user}, which needs the output of {pa} "
+                f"(rank {g.op_rank[prev]}, step {g.op_item[prev]})"
+            )
         else:
             why = f"comes after {pa} in rank {r}'s program (step {g.op_item[prev]})"
         notes.append(Note(f"{a} (rank {r}, step {g.op_item[o]}) {why}", a.span))
