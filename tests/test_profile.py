@@ -65,6 +65,7 @@ def test_one_rank_measures_every_piece(model_file, tmp_path):
     one = ROWS * WIDTH * 4
     assert m.activation_bytes == (2 * one, 2 * one, 3 * one)
     assert m.param_bytes == ((WIDTH * WIDTH + WIDTH) * 4,) * 3
+    assert m.optimizer_bytes == (0,) * 3  # no make_optimizer: the runtime's plain SGD keeps none
     assert m.message_bytes == (ROWS * WIDTH * 4,) * 2
     assert m.transfer == 0  # one process: no message measured
     cfg = make_config({"measured": _table(m, tmp_path)})
@@ -195,3 +196,16 @@ def test_a_dotted_module_is_found_in_the_working_directory(tmp_path, monkeypatch
                        "--stages", "2", "-M", "4", "--steps", "2", "-o", str(out))  # fmt: skip
     assert code == 0 and out.exists(), err
     monkeypatch.delitem(sys.modules, "dotted_tiny_model")
+
+
+def test_the_model_optimizer_state_is_measured(tmp_path):
+    """Adam keeps two moments per parameter (float32 here) and a step count per tensor."""
+    path = tmp_path / "adam_model.py"
+    path.write_text(MODEL + "\ndef make_optimizer(params):\n    return torch.optim.Adam(params)\n")
+    m = profile(ProfileSpec(str(path), ranks=1, stages=2, microbatches=M, steps=2, warmup=1))
+    moments = 2 * (WIDTH * WIDTH + WIDTH) * 4
+    assert all(moments <= b <= moments + 2 * 8 for b in m.optimizer_bytes)  # + two step counts
+    back = from_table(_table(m, tmp_path), "t")  # written to the file, read back
+    assert back.optimizer_bytes == m.optimizer_bytes and back.fit(1).optimizer_bytes == (
+        sum(m.optimizer_bytes),
+    )

@@ -65,7 +65,7 @@ def test_tune_cli(cli):
     doc = json.loads(out)
     assert doc["format"] == "ppir.tune/2" and doc["ranked"][0]["rank"] == 1
     code, _, err = cli("tune", "-P", "2", "--global-batch", "4", "--memory-budget", "3GB")
-    assert code == 2 and "needs --model" in err
+    assert code == 2 and "needs memory sizes: --model" in err
 
 
 def test_tune_text_summarises_the_rejected_choices(cli):

@@ -47,6 +47,10 @@ class CostBackend:
             fp = footprint(
                 compiled.program, cfg.model, recompute=cfg.recompute, memory=compiled.memory
             )
+        elif cfg.measured is not None:  # or from the sizes 'ppir profile' measured
+            from ppir.analysis.measured_footprint import measured_footprint
+
+            fp = measured_footprint(compiled.program, cfg.measured, compiled.memory)
         if getattr(args, "format", "text") == "json":
             doc = est.to_json()
             if fp is not None:

@@ -21,6 +21,7 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     message_bytes = [...]      # one per boundary between measured stages (stages - 1 entries)
     activation_bytes = [...]   # saved for backward by one forward of the stage (bytes)
     param_bytes = [...]        # parameters of the stage (bytes)
+    optimizer_bytes = [...]    # the model's optimizer state for the stage's parameters (bytes)
     ranks = 2                  # how the measurement ran: ranks, schedule, device (informative)
     processors = 2             # CPU runs: the cores the ranks shared; the estimator runs
                                # the ranks on them too (hardware.processors, 0: one per rank)
@@ -49,7 +50,7 @@ _INFO = (
     "processors",
     "transfer_isolated",
 )
-_PER_STAGE = ("F", "B", "I", "W", "FB", "activation_bytes", "param_bytes")
+_PER_STAGE = ("F", "B", "I", "W", "FB", "activation_bytes", "param_bytes", "optimizer_bytes")
 KEYS = {
     "stages",
     "transfer",
@@ -88,6 +89,8 @@ class MeasuredCosts:
     post_wall: float = 0.0
     """Wall seconds of the same posts (0: not measured): a post can also block, on its TCP
     pair's lock or while the rank's own progress thread runs; see :meth:`post_time`."""
+    optimizer_bytes: tuple[float, ...] = ()
+    """Per stage, the state the model's optimizer holds after a step (() when not measured)."""
 
     def post_time(self, ranks: int, processors: int | None) -> float:
         """What posting a group costs a schedule's rank: the posts' wall time when every rank
@@ -143,6 +146,7 @@ class MeasuredCosts:
             self.info,
             self.post,
             self.post_wall,
+            agg(self.optimizer_bytes),
         )
 
     @property
@@ -164,7 +168,7 @@ class MeasuredCosts:
             lines.append(f"post = {_toml(self.post)}")
         if self.post_wall:
             lines.append(f"post_wall = {_toml(self.post_wall)}")
-        for k in ("message_bytes", "activation_bytes", "param_bytes"):
+        for k in ("message_bytes", "activation_bytes", "param_bytes", "optimizer_bytes"):
             if getattr(self, k):
                 lines.append(f"{k} = {_toml(list(getattr(self, k)))}")
         return "\n".join(lines) + "\n"
@@ -217,6 +221,7 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
         info,
         seconds["post"],
         seconds["post_wall"],
+        lists.get("optimizer_bytes", ()),
     )
 
 

@@ -39,7 +39,9 @@ from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.estimate import Estimate, from_timeline
 from ppir.analysis.footprint import Footprint, footprint, schedule_copies
+from ppir.analysis.measured_footprint import measured_footprint, sizes_known
 from ppir.analysis.memory import analyze_memory, split_fractions
+from ppir.analysis.models import uneven_layers
 from ppir.analysis.timeline import dependency_bound, run
 from ppir.analysis.units import fmt_size
 from ppir.diagnostics import PpirError, error
@@ -81,18 +83,6 @@ class Candidate:
     @property
     def ok(self) -> bool:
         return self.reason is None
-
-
-def uneven_layers(layers: int, stages: int) -> tuple[int, ...]:
-    """``layers`` over ``stages`` as evenly as possible, the first and last stages taking the
-    smaller counts (they also hold the embedding and the head); the extra layers go to the
-    later middle stages first, which hold fewer microbatches in flight."""
-    q, r = divmod(layers, stages)
-    out = [q] * stages
-    order = list(range(stages - 2, 0, -1)) + [0, stages - 1][: min(2, stages)]
-    for s in order[:r]:
-        out[s] += 1
-    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -149,8 +139,8 @@ def search(
     The search stops once ``top`` are ranked and no bound left beats the ``top``-th ranked step
     time: the rest are pruned, most of them without a graph."""
     model = config.model
-    if model is None and budget is not None and budget[1] == "bytes":
-        raise error("bad-usage", "a memory budget in bytes needs --model")
+    if budget is not None and budget[1] == "bytes" and not sizes_known(config):
+        raise error("bad-usage", "a memory budget in bytes needs --model or measured sizes")
     if space.global_batch < 0:
         raise error("bad-usage", "--global-batch must be positive")
     G = space.global_batch or default_global_batch(space)
@@ -362,12 +352,18 @@ def _compile(c: Candidate, budget, progress) -> Candidate:
 
 
 def _peak(c: Candidate, program, mem) -> None:
-    """``c``'s worst-rank memory: the whole footprint with a model, else peak activations."""
+    """``c``'s worst-rank memory: the whole footprint with a model or measured sizes, else
+    peak activations."""
     model = c.config.model
     if model is None:
-        c.peak = float(max(x.peak_activations for x in mem.per_rank))
-        return
-    fp = footprint(program, model, recompute=c.recompute, memory=mem, stage_layers=c.stage_layers)
+        fp = measured_footprint(program, c.config.measured, mem) if c.config.measured else None
+        if fp is None:
+            c.peak = float(max(x.peak_activations for x in mem.per_rank))
+            return
+    else:
+        fp = footprint(
+            program, model, recompute=c.recompute, memory=mem, stage_layers=c.stage_layers
+        )
     c.peak, c.largest, c.footprint = float(fp.worst.total), fp.worst.dominant, fp
 
 

@@ -24,16 +24,19 @@ def fmt_bytes(n: float) -> str:
 
 
 def parse_budget(text: str | None, has_model: bool) -> tuple[float, str] | None:
-    """``40GiB``, ``80GB``, ``512MiB`` (bytes, needs a model) or ``6A``: (value, "bytes"|"A")."""
+    """``40GiB``, ``80GB``, ``512MiB``, ``64KiB`` (bytes: needs memory sizes) or ``6A``: (value,
+    "bytes"|"A")."""
     if text is None:
         return None
     t = text.strip()
     units = (
         ("GiB", 2**30),
         ("MiB", 2**20),
+        ("KiB", 2**10),
         ("TiB", 2**40),
         ("GB", 1e9),
         ("MB", 1e6),
+        ("KB", 1e3),
         ("TB", 1e12),
         ("A", None),
     )
@@ -51,15 +54,20 @@ def parse_budget(text: str | None, has_model: bool) -> tuple[float, str] | None:
             if not has_model:
                 raise error(
                     "bad-usage",
-                    f"memory size {text}: a budget in bytes needs --model (memory sizes)",
-                    hints=["without a model give the budget in A, e.g. 6A"],
+                    f"memory size {text}: a budget in bytes needs memory sizes: --model, or a "
+                    "cost file from 'ppir profile' that holds them (activation, parameter and "
+                    "optimizer bytes)",
+                    hints=["without them give the budget in A, e.g. 6A"],
                 )
             return x * scale, "bytes"
     raise error("bad-usage", f"memory size {text}: expected e.g. 40GiB, 80GB or 6A")
 
 
 def fmt_size(x: float, unit: str) -> str:
-    """A memory size in A (``"A"``) or, for bytes, GiB."""
+    """A memory size in A (``"A"``) or, for bytes, GiB (MiB or KiB below one GiB or MiB)."""
     if unit == "A":
         return f"{x:.4g} A"
-    return f"{x / 2**30:.4g} GiB"
+    scale, name = next(
+        ((s, n) for s, n in ((2**30, "GiB"), (2**20, "MiB")) if x >= s), (1024, "KiB")
+    )
+    return f"{x / scale:.4g} {name}"

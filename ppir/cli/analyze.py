@@ -153,10 +153,14 @@ def run(args) -> int:
     fp = None
     if model is not None:  # whole memory: weights, gradients, optimizer, activations, buffers
         fp = analyzed_footprint(s, model, mem, recompute=args.recompute, layers=args.layers)
+    elif c.config.measured is not None:  # from the sizes 'ppir profile' measured
+        from ppir.analysis.measured_footprint import measured_footprint
+
+        fp = measured_footprint(s, c.config.measured, mem)
     if args.format == "json":
         doc = to_json(s, mem, p2p)
         if fp is not None:
-            doc["model"] = model_json(fp.model)
+            doc["model"] = model_json(fp.model) if model is not None else None
             doc["footprint"] = footprint_json(fp)
             for row, r in zip(doc["per_rank"], fp.per_rank):
                 row["memory"] = r.to_json()

@@ -24,26 +24,43 @@ def describe_setup(m: ModelShape, recompute: str) -> str:
 
 
 def footprint_lines(fp: Footprint) -> list[str]:
-    """The per-rank table in GiB with the largest term, and the worst rank."""
+    """The per-rank table with the largest term, and the worst rank; in GiB, or in MiB or KiB
+    when the worst rank holds less than one (a small model measured by ``ppir profile``)."""
     head = ["rank", *TERMS, "total", "largest"]
     rows = [head]
     worst = fp.worst.rank
+    big = float(fp.worst.total)
+    scale, unit = next(
+        ((s, u) for s, u in ((2**30, "GiB"), (2**20, "MiB")) if big >= s), (2**10, "KiB")
+    )
     for r in fp.per_rank:
         cells = [f"{r.rank}{'*' if r.rank == worst else ''}"]
-        cells += [f"{float(getattr(r, t)) / 2**30:.2f}" for t in (*TERMS, "total")]
+        cells += [f"{float(getattr(r, t)) / scale:.2f}" for t in (*TERMS, "total")]
         rows.append(cells + [r.dominant])
+    measured = getattr(fp, "model", None) is None  # ppir.analysis.measured_footprint
+    setup = (
+        f"measured by ppir profile ({fp.source}): parameters and the optimizer's state as the "
+        "model holds them, one gradient per parameter"
+        if measured
+        else describe_setup(fp.model, fp.recompute)
+    )
     out = [
-        f"whole memory per rank in GiB ({describe_setup(fp.model, fp.recompute)}"
+        f"whole memory per rank in {unit} ({setup}"
         + (f"; {fp.copies} copies of the model's stages" if fp.copies > 1 else "")
         + "):"
     ]
     out.extend(table(rows, align=">" * (len(head) - 1) + "<").splitlines())
     w = fp.worst
     out.append(
-        f"* peak: rank {w.rank}, {float(w.total) / 2**30:.2f} GiB, largest term {w.dominant} "
-        f"({float(getattr(w, w.dominant)) / 2**30:.2f} GiB); total adds the activation and "
-        "buffer peaks; activations are the layers' plus the first stage's token ids and "
-        "embedding dropout mask and the last stage's logits"
+        f"* peak: rank {w.rank}, {float(w.total) / scale:.2f} {unit}, largest term {w.dominant} "
+        f"({float(getattr(w, w.dominant)) / scale:.2f} {unit}); total adds the activation and "
+        "buffer peaks; activations are "
+        + (
+            "what autograd saved for one forward of each stage in the profile"
+            if measured
+            else "the layers' plus the first stage's token ids and embedding dropout mask and "
+            "the last stage's logits"
+        )
     )
     return out
 
@@ -51,13 +68,16 @@ def footprint_lines(fp: Footprint) -> list[str]:
 def footprint_json(fp: Footprint) -> dict:
     """``{"per_rank": [{rank, params, grads, optimizer, activations, buffers, total, largest}],
     "worst_rank", "bytes_per_param", ...}``; sizes in bytes."""
+    per_rank = [{"rank": r.rank, **r.to_json(), "largest": r.dominant} for r in fp.per_rank]
+    if getattr(fp, "model", None) is None:  # measured sizes: no shape, no bytes per parameter
+        return {"measured": fp.source, "worst_rank": fp.worst.rank, "per_rank": per_rank}
     return {
         "bytes_per_param": float(fp.bytes_per_param),
         "recompute": fp.recompute,
         "copies": fp.copies,
         "stage_layers": [z.layers for z in fp.stage_sizes],
         "worst_rank": fp.worst.rank,
-        "per_rank": [{"rank": r.rank, **r.to_json(), "largest": r.dominant} for r in fp.per_rank],
+        "per_rank": per_rank,
     }
 
 

@@ -141,7 +141,8 @@ def run(args) -> int:
 
 def summary(mc) -> str:
     """A per-stage table in milliseconds and KiB."""
-    rows = [["stage", "F ms", "B ms", "I ms", "W ms", "F&B ms", "saved KiB", "params KiB"]]
+    head = ["stage", "F ms", "B ms", "I ms", "W ms", "F&B ms", "saved KiB", "params KiB"]
+    rows = [[*head, "optimizer KiB"]]
     for s in range(mc.stages):
         rows.append(
             [
@@ -150,6 +151,7 @@ def summary(mc) -> str:
                 f"{mc.FB[s] * 1e3:.3f}" if mc.FB else "-",
                 f"{mc.activation_bytes[s] / 1024:.1f}" if mc.activation_bytes else "-",
                 f"{mc.param_bytes[s] / 1024:.1f}" if mc.param_bytes else "-",
+                f"{mc.optimizer_bytes[s] / 1024:.1f}" if mc.optimizer_bytes else "-",
             ]
         )
     return (

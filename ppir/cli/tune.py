@@ -7,9 +7,10 @@ import json
 import sys
 from dataclasses import replace
 
+from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.models import RECOMPUTE_MODES
 from ppir.analysis.tune import Builtin, Space, default_global_batch, search
-from ppir.analysis.units import fmt_time, parse_budget
+from ppir.analysis.units import fmt_size, fmt_time, parse_budget
 from ppir.cli.argtypes import positive_int
 from ppir.cli.common import add_progress_model_argument
 from ppir.cli.cost_options import (
@@ -155,10 +156,19 @@ def add_arguments(p):
 
 
 def _budget(args, has_model: bool):
+    """The budget from --gpu-memory/--reserve or --memory-budget; ``has_model``: memory sizes
+    are known (a model or measured sizes), so the budget is in bytes."""
     if args.gpu_memory and args.memory_budget:
         raise error("bad-usage", "give --gpu-memory or --memory-budget, not both")
     if not args.gpu_memory:
-        return parse_budget(args.memory_budget, has_model)
+        budget = parse_budget(args.memory_budget, has_model)
+        if budget is not None and has_model and budget[1] == "A":  # bytes compared with A
+            raise error(
+                "bad-usage",
+                f"--memory-budget {args.memory_budget}: with memory sizes (a model, or "
+                "measured ones) the budget is in bytes, e.g. 60GiB (or --gpu-memory 80GiB)",
+            )
+        return budget
     total, unit = parse_budget(args.gpu_memory, has_model)
     if unit != "bytes":
         raise error("bad-usage", f"--gpu-memory {args.gpu_memory}: give bytes, e.g. 80GiB")
@@ -232,7 +242,7 @@ def run(args) -> int:
         uneven=not args.even,
         top=args.top,
     )
-    budget = _budget(args, model is not None)
+    budget = _budget(args, sizes_known(cfg))
     with progress(None, "tune", quiet=args.quiet, unit="programs") as bar:
 
         def step(done, total, status):
@@ -282,9 +292,7 @@ def _json(cands, space, G, cfg, budget) -> dict:
         "tp": space.tp,
         "global_batch": G,
         "time_unit": cfg.time_unit,
-        "memory_unit": "bytes"
-        if cfg.model is not None and (not budget or budget[1] == "bytes")
-        else "A",
+        "memory_unit": "bytes" if sizes_known(cfg) else "A",
         "budget": budget[0] if budget else None,
         "assumptions": cfg.describe(),
         "ranked": [_row(c, i + 1) for i, c in enumerate(ok)],
@@ -301,12 +309,14 @@ def _layers(c) -> str:
 
 def _text(cands, space, G, cfg, budget, has_model: bool, every: bool = False) -> str:
     unit = cfg.time_unit
-    in_bytes = has_model and (not budget or budget[1] == "bytes")
+    in_bytes = sizes_known(cfg)
     lines = []
     where = f"world {space.world} (tp {space.tp})" if has_model else f"P={space.world}"
     bud = ""
     if budget:
-        bud = f", budget {budget[0] / 2**30:.1f} GiB per GPU" if in_bytes else f", {budget[0]:g} A"
+        bud = (
+            f", budget {fmt_size(budget[0], 'bytes')} per GPU" if in_bytes else f", {budget[0]:g} A"
+        )
     lines.append(f"{where}, global batch {G}{bud}; assuming {cfg.describe()}")
     if unit != "s":
         lines.append("step time in forwards of one rank share per sample (unit costs x mbs)")
@@ -315,7 +325,7 @@ def _text(cands, space, G, cfg, budget, has_model: bool, every: bool = False) ->
     head += ["bubble/total", "peak mem", "largest"]
     rows = [head]
     for i, c in enumerate(ok, 1):
-        peak = f"{c.peak / 2**30:.1f} GiB" if in_bytes else f"{c.peak:.4g} A"
+        peak = fmt_size(c.peak, "bytes" if in_bytes else "A")
         rows.append(
             [
                 i,

@@ -15,7 +15,9 @@ Contract
   costs what B costs, not more, and a first piece's I is empty).  Afterwards, still on
   all ranks at once, each piece runs a forward and a backward back to back (F&B), each rank
   boundary is timed with a ping-pong of the real boundary tensor, and the bytes autograd saves in
-  one forward of each piece are counted with saved-tensor hooks (parameters excluded).
+  one forward of each piece are counted with saved-tensor hooks (parameters excluded); last, the
+  model's optimizer steps once over each piece's parameters and the bytes of its state are
+  counted (:func:`ppir.torch.model.optimizer_state_bytes`).
 * The result is :class:`ppir.analysis.measured.MeasuredCosts` (per piece: trimmed means of the
   samples), written as the ``[measured]`` table of a TOML cost file; a schedule with S stages
   uses it when S divides ``stages``.

@@ -284,6 +284,10 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         info,
         trimmed_mean(posts),
         trimmed_mean(post_wall_times(data.get("groups", []))),
+        # the optimizer's state per piece; none when a rank could not make the optimizer
+        tuple(float(p["optimizer_bytes"]) for p in pieces)
+        if all(p.get("optimizer_bytes", -1) >= 0 for p in pieces)
+        else (),
     )
 
 

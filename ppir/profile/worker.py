@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from ppir.ir import Action, Group, OpKind, Wait, deps
 from ppir.torch.backward import backward_input, backward_weight
+from ppir.torch.model import optimizer_state_bytes
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Samples:
     FB: list = field(default_factory=list)
     activation_bytes: int = 0
     param_bytes: int = 0
+    optimizer_bytes: int = -1  # -1: the model's optimizer could not be made here
     out_bytes: int = 0  # the piece's output (the next piece's input) for one microbatch
 
 
@@ -336,6 +338,7 @@ class Profiler:
 
     def __init__(self, rank, world, pieces, model, program, schedule, M, device):
         self.run = Runner(rank, world, pieces, model.loss_fn, program, schedule, M, device)
+        self.model = model
         batch = model.make_batch(0)
         check_batch(batch, M)
         self.inputs = [t.to(device) for t in batch[0].chunk(M)]
@@ -364,6 +367,8 @@ class Profiler:
         boundary in isolation, this rank's recorded groups)."""
         measure_fb(self.run, self.inputs, self.targets, max(3, reps))
         transfer = measure_transfer(self.run, max(5, reps)) if self.run.world > 1 else []
+        for s, ps in zip(self.run.samples, self.run.params):
+            s.optimizer_bytes = optimizer_state_bytes(self.model, ps)
         return self.run.samples, transfer, self.run.groups
 
 

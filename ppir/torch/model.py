@@ -180,3 +180,27 @@ def make_optimizer(model, params, lr: float):
     if callable(getattr(model, "make_optimizer", None)):
         return model.make_optimizer(params)
     return PlainSGD(params, lr)
+
+
+def optimizer_state_bytes(model, params: list) -> int:
+    """Bytes of the state the model's optimizer (``make_optimizer``, else the runtime's plain
+    SGD, which keeps none) holds for ``params`` after one step; -1 when it cannot be made or
+    stepped here (an optimizer that needs a process group of its own, ...).  Run after the
+    measurements: the step changes the parameters."""
+    if not params:
+        return 0
+    try:
+        opt = make_optimizer(model, params, 0.0)
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        opt.step()
+    except Exception:  # noqa: BLE001 - the user's optimizer: not measured, said in the file
+        return -1
+    state = getattr(opt, "state", {}) or {}
+    return sum(
+        t.numel() * t.element_size()
+        for st in state.values()
+        for t in (st.values() if isinstance(st, dict) else ())
+        if isinstance(t, torch.Tensor)
+    )

@@ -1,0 +1,102 @@
+"""Whole per-rank memory from a ``ppir profile`` measurement, for a model known only by its
+measured sizes (no :class:`~ppir.analysis.models.ModelShape`): what ``compile --backend cost`` and
+``tune`` report, and what a byte budget checks, with a ``[measured]`` cost file.
+
+Contract
+--------
+:func:`measured_footprint` returns, per rank, in bytes, the terms of
+:mod:`ppir.analysis.footprint` from the profile's per-stage sizes (stage ``s`` of the schedule is
+the sum of its measured pieces, as :meth:`MeasuredCosts.fit` sums times):
+
+* ``params``: ``param_bytes`` of the rank's stages (the parameters as the model holds them);
+* ``grads``: the same bytes again: the runtime keeps one gradient per parameter, in its dtype;
+* ``optimizer``: ``optimizer_bytes`` of the rank's stages: the state the model's own optimizer
+  (``make_optimizer``, else the runtime's plain SGD: none) holds after one step, as the profile
+  counted it;
+* ``activations``: the peak over the rank's program of ``activation_bytes`` (what autograd saved
+  for one forward of the stage, counted by saved-tensor hooks) in flight, by
+  :func:`ppir.analysis.footprint.activation_peaks` (the memory analysis' alloc/free rule);
+* ``buffers``: the peak of received-but-unconsumed messages times the largest measured message.
+
+None when the file lacks any of the three sizes (a profile older than ``optimizer_bytes``, or
+one whose optimizer could not be made in the profile).  A schedule whose stages are two copies
+of the model (bidirectional DualPipe) holds each copy's stages as the profile measured them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ppir.analysis.footprint import RankFootprint, activation_peaks, schedule_copies
+from ppir.analysis.measured import MeasuredCosts
+from ppir.analysis.memory import MemoryReport
+from ppir.ir import Schedule
+
+
+@dataclass(frozen=True)
+class MeasuredFootprint:
+    """Result of :func:`measured_footprint` (the fields :mod:`ppir.cli.footprint_view` reads)."""
+
+    schedule: str
+    source: str
+    per_rank: tuple[RankFootprint, ...]
+    memory: MemoryReport
+    copies: int = 1
+
+    @property
+    def worst(self) -> RankFootprint:
+        """The rank with the largest total (lowest rank on ties)."""
+        return max(self.per_rank, key=lambda r: (r.total, -r.rank))
+
+
+def sized(measured: MeasuredCosts | None) -> bool:
+    """True when ``measured`` holds the three sizes a whole-memory figure needs."""
+    return measured is not None and all(
+        (measured.activation_bytes, measured.param_bytes, measured.optimizer_bytes)
+    )
+
+
+def sizes_known(cfg) -> bool:
+    """True when ``cfg`` (a :class:`~ppir.analysis.config.CostConfig`) gives memory in bytes:
+    a model shape, or a measurement with its sizes."""
+    return cfg.model is not None or sized(cfg.measured)
+
+
+def measured_footprint(
+    schedule: Schedule, measured: MeasuredCosts, mem: MemoryReport
+) -> MeasuredFootprint | None:
+    """Per-rank memory of ``schedule`` from ``measured`` sizes (see the module docstring);
+    ``mem`` is :func:`ppir.analysis.memory.analyze_memory`'s report of the same program.  A
+    schedule whose stages are ``c`` copies of the model (bidirectional DualPipe) takes stage s
+    as piece ``s mod S/c`` of the model split into S/c stages."""
+    if not sized(measured):
+        return None
+    copies = schedule_copies(schedule)
+    per_copy = schedule.stages // copies
+    m = measured.fit(per_copy)
+    act = [Fraction(m.activation_bytes[s % per_copy]) for s in range(schedule.stages)]
+    message = Fraction(m.message_size)
+    peaks = activation_peaks(schedule, mem, act)
+    per_rank = []
+    for r, ((act, op), rm) in enumerate(zip(peaks, mem.per_rank)):
+        stages = tuple(s for s, q in enumerate(schedule.placement) if q == r)
+        params = sum((Fraction(m.param_bytes[s % per_copy]) for s in stages), Fraction(0))
+        per_rank.append(
+            RankFootprint(
+                rank=r,
+                stages=stages,
+                param_count=Fraction(0),  # not measured: the bytes are
+                params=params,
+                grads=params,
+                optimizer=sum(
+                    (Fraction(m.optimizer_bytes[s % per_copy]) for s in stages), Fraction(0)
+                ),
+                activations=Fraction(act),
+                buffers=rm.peak_recv * message,
+                peak_op=op,
+            )
+        )
+    info = dict(measured.info)
+    source = ", ".join(f"{k} {info[k]}" for k in ("model", "device") if k in info)
+    return MeasuredFootprint(schedule.name, source, tuple(per_rank), mem, copies)

@@ -1,0 +1,96 @@
+"""Whole per-rank memory from measured sizes (ppir.analysis.measured_footprint), and the
+commands that print it or budget with it, with a [measured] cost file and no model shape."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import pytest
+
+from ppir.analysis.measured import MeasuredCosts
+from ppir.analysis.measured_footprint import measured_footprint
+from ppir.analysis.memory import analyze_memory
+from ppir.frontend.loader import load_schedule
+from ppir.pipeline import compile
+
+ACT, PARAM, OPT, MSG = (1000.0, 3000.0), (500.0, 700.0), (1000.0, 1400.0), (64.0,)
+
+
+def _measured(**kw) -> MeasuredCosts:
+    sizes = dict(activation_bytes=ACT, param_bytes=PARAM, optimizer_bytes=OPT, message_bytes=MSG)
+    t = (1e-3, 1e-3)
+    return MeasuredCosts(2, t, (2e-3,) * 2, t, t, 1e-4, **{**sizes, **kw})
+
+
+def test_terms_per_rank_are_the_measured_sizes_weighed_by_the_program():
+    """1F1B, P=2, M=4: rank 0 holds 2 microbatches of stage 0 at its peak, rank 1 one of stage
+    1; gradients are one per parameter; each rank holds its stage's optimizer state."""
+    c = compile(load_schedule("1f1b", {"P": 2, "M": 4}))
+    fp = measured_footprint(c.program, _measured(), c.memory)
+    r0, r1 = fp.per_rank
+    assert (r0.params, r0.grads, r0.optimizer) == (500, 500, 1000)
+    assert (r1.params, r1.grads, r1.optimizer) == (700, 700, 1400)
+    peaks = [m.peak_activations for m in analyze_memory(c.program).per_rank]
+    assert (r0.activations, r1.activations) == (peaks[0] * 1000, peaks[1] * 3000) == (2000, 3000)
+    assert r0.buffers == c.memory.per_rank[0].peak_recv * 64
+    assert fp.worst.rank == 1 and fp.worst.total == 700 + 700 + 1400 + 3000 + r1.buffers
+    assert isinstance(r0.total, Fraction)
+
+
+def test_without_every_size_there_is_no_figure():
+    c = compile(load_schedule("1f1b", {"P": 2, "M": 4}))
+    assert measured_footprint(c.program, _measured(optimizer_bytes=()), c.memory) is None
+
+
+def test_a_schedule_of_two_model_copies_takes_each_copy_as_measured():
+    """Bidirectional DualPipe at P=2: 4 stages, two copies of a 2-stage model; each rank holds
+    a stage of each copy (rank 0: stages 0 and 3, i.e. pieces 0 and 1)."""
+    c = compile(load_schedule("dualpipe", {"P": 2, "M": 4}))
+    fp = measured_footprint(c.program, _measured(), c.memory)
+    assert fp.copies == 2
+    by_rank = {r.rank: r for r in fp.per_rank}
+    held = {r: [s % 2 for s in by_rank[r].stages] for r in (0, 1)}
+    for r in (0, 1):
+        assert by_rank[r].params == sum(PARAM[p] for p in held[r])
+
+
+@pytest.fixture
+def cost_file(tmp_path):
+    m = _measured()
+    path = tmp_path / "costs.toml"
+    path.write_text(m.to_toml("a hand-written measurement"))
+    return str(path)
+
+
+def test_compile_and_analyze_print_the_same_whole_memory(cli, cost_file):
+    argv = ["1f1b", "-D", "P=2", "-D", "M=4", "--config", cost_file, "--format", "json"]
+    code, out, err = cli("compile", *argv)
+    assert code == 0, err
+    compiled = [r["memory"] for r in json.loads(out)["per_rank"]]
+    code, out, err = cli("analyze", *argv)
+    assert code == 0, err
+    analyzed = [r["memory"] for r in json.loads(out)["per_rank"]]
+    assert compiled == analyzed and compiled[1]["optimizer"] == 1400
+    code, out, err = cli("compile", *argv[:-2])
+    assert "whole memory per rank in KiB (measured by ppir profile" in out
+
+
+def test_tune_takes_a_byte_budget_with_measured_sizes(cli, cost_file):
+    base = ["tune", "-P", "2", "--config", cost_file, "--schedules", "1f1b,gpipe", "-q"]
+    code, out, err = cli(*base, "--gpu-memory", "8KiB", "--reserve", "0%", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["memory_unit"] == "bytes"
+    assert [c["schedule"] for c in doc["ranked"]] == ["1f1b"]  # gpipe holds all 8 microbatches
+    assert doc["ranked"][0]["peak_memory"] == doc["ranked"][0]["memory"]["total"]
+    assert [c["schedule"] for c in doc["rejected"]] == ["gpipe"]
+    code, _, err = cli(*base, "--memory-budget", "6A")
+    assert code == 2 and "the budget is in bytes" in err
+
+
+def test_a_byte_budget_without_sizes_says_what_gives_them(cli, tmp_path):
+    path = tmp_path / "old.toml"
+    path.write_text(_measured(optimizer_bytes=()).to_toml())
+    code, _, err = cli("tune", "-P", "2", "--config", str(path), "--gpu-memory", "1GiB")
+    assert code == 2 and "a budget in bytes needs memory sizes" in err
