@@ -255,7 +255,7 @@ def bench_rank(ctx, model, args) -> dict:
 
     from ppir.plan import build_plan
     from ppir.profile.launch import _program
-    from ppir.profile.worker import Profiler
+    from ppir.profile.worker import STEP_KINDS, Profiler
     from ppir.torch.model import split_batch
 
     P, M = ctx.world, args.microbatches
@@ -302,11 +302,11 @@ def bench_rank(ctx, model, args) -> dict:
 
     if prof is not None:
         for i in range(2):
-            prof.step(split=i % 2 == 1, record=False)
+            prof.step(split=STEP_KINDS[i % 3], record=False)
     times: dict[str, list] = {k: [] for k in runs}
     for i in range(args.steps):
         if prof is not None:  # one profiled 1F1B step per round, full or split backward
-            prof.step(split=i % 2 == 1)
+            prof.step(split=STEP_KINDS[i % 3])
             dist.barrier()
         names = list(runs)
         if args.rotate:  # each schedule in every position of the round in turn
@@ -437,7 +437,9 @@ def print_costs(P: int, path: str) -> None:
     ms = lambda xs: " ".join(f"{x * 1e3:.2f}" for x in xs)  # noqa: E731
     print(
         f"\nP={P}: profiled {m.stages} pieces (ms per microbatch): F {ms(m.F)} | B {ms(m.B)} | "
-        f"I {ms(m.I)} | W {ms(m.W)}; message {m.transfer * 1e3:.3f} ms in the run, "
+        f"I {ms(m.I)} | W {ms(m.W)}"
+        + (f" | W late {ms(m.W_late)}" if m.W_late else "")
+        + f"; message {m.transfer * 1e3:.3f} ms in the run, "
         f"{info.get('transfer_isolated', 0) * 1e3:.3f} ms alone; posting a group "
         f"{m.post * 1e3:.3f} ms ({m.post_wall * 1e3:.3f} ms of wall time)"
     )

@@ -94,3 +94,46 @@ def test_a_byte_budget_without_sizes_says_what_gives_them(cli, tmp_path):
     path.write_text(_measured(optimizer_bytes=()).to_toml())
     code, _, err = cli("tune", "-P", "2", "--config", str(path), "--gpu-memory", "1GiB")
     assert code == 2 and "a budget in bytes needs memory sizes" in err
+
+
+def test_a_w_that_does_not_follow_its_own_i_costs_the_late_w():
+    """ZB-H1 at P=2: rank 0 runs each W right after its I (the profile's W); rank 1 runs W(m)
+    after F(m+1) and I(m+1), so those cost W_late (their saved tensors have gone cold)."""
+    from ppir.analysis.config import make_config
+    from ppir.analysis.timeline import durations
+    from ppir.ir.graph import COMPUTE, build_graph
+
+    m = _measured(W_late=(5e-3, 7e-3))
+    c = compile(load_schedule("zb_h1", {"P": 2, "M": 4}), costs=make_config({}))
+    g = build_graph(c.program.compute_only())
+    cfg = make_config({"measured": _table(m)})
+    from ppir.analysis.costs import costs_for
+
+    costs = costs_for(c.program, cfg)
+    dur = durations(g, costs)
+    seen = {}
+    for order in g.rank_nodes:
+        prev = None
+        for v in order:
+            if g.kind[v] != COMPUTE:
+                continue
+            a = g.ops[g.lo[v]]
+            if a.kind.value == "W":
+                follows = prev is not None and prev.kind.value == "I" and prev.mb == a.mb
+                seen[str(a)] = (follows, dur[v])
+            prev = a
+    late = {k: d for k, (follows, d) in seen.items() if not follows}
+    hot = {k: d for k, (follows, d) in seen.items() if follows}
+    assert late and hot
+    assert all(d == pytest.approx(7e-3 if k.startswith("1") else 5e-3) for k, d in late.items())
+    assert all(d == pytest.approx(1e-3) for d in hot.values())
+    plain = durations(g, costs_for(c.program, make_config({"measured": _table(_measured())})))
+    assert all(
+        plain[v] == pytest.approx(1e-3) for v in range(g.n) if g.ops[g.lo[v]].kind.value == "W"
+    )
+
+
+def _table(m: MeasuredCosts) -> dict:
+    import tomllib
+
+    return tomllib.loads(m.to_toml())["measured"]

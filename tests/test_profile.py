@@ -66,6 +66,7 @@ def test_one_rank_measures_every_piece(model_file, tmp_path):
     assert m.activation_bytes == (2 * one, 2 * one, 3 * one)
     assert m.param_bytes == ((WIDTH * WIDTH + WIDTH) * 4,) * 3
     assert m.optimizer_bytes == (0,) * 3  # no make_optimizer: the runtime's plain SGD keeps none
+    assert m.W_late == ()  # two timed steps: a full one and a split one, no deferred W yet
     assert m.message_bytes == (ROWS * WIDTH * 4,) * 2
     assert m.transfer == 0  # one process: no message measured
     cfg = make_config({"measured": _table(m, tmp_path)})
@@ -209,3 +210,10 @@ def test_the_model_optimizer_state_is_measured(tmp_path):
     assert back.optimizer_bytes == m.optimizer_bytes and back.fit(1).optimizer_bytes == (
         sum(m.optimizer_bytes),
     )
+
+
+def test_three_steps_also_time_a_deferred_w(model_file):
+    """The third timed step runs each W after the next microbatch's F and I (W_late)."""
+    m = profile(ProfileSpec(model_file, ranks=1, stages=2, microbatches=M, steps=3, warmup=1))
+    assert len(m.W_late) == 2 and all(x > 0 for x in m.W_late)
+    assert all(x > 0 for x in m.W + m.B)

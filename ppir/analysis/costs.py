@@ -83,6 +83,10 @@ class Costs:
     """The time a rank takes to post one communication group (a ``post`` node of a ``fifo``
     graph): the rank's program goes on, and the group's transfers start, once it is done.
     Measured by ``ppir profile`` (``post`` in ``[measured]``); 0 otherwise."""
+    late_w: tuple[int | float, ...] = ()
+    """Per stage, the time of a W that does not run right after its own I on the rank (measured
+    by ``ppir profile``, ``W_late``: its saved tensors have gone cold; ZB-H1's last stage runs
+    its W so); none given: every W costs ``op[stage][W]``."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_pairs", dict(self.pairs))
@@ -194,6 +198,7 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
         nbytes = ms.message_size
         # free communication: posts too
         post = ms.post_time(schedule.ranks, cfg.processors) if not cfg.free_comm else 0
+        late = ms.W_late
     else:
         fwd = stage_forward_times(schedule, cfg)
         extra = cfg.model.recompute_share(cfg.recompute) if cfg.model is not None else 0
@@ -206,10 +211,10 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
         rows: dict = {}  # stages of equal forward time share one row (65,536 stages, few values)
         op = [rows.get(f) or rows.setdefault(f, {k: f * mult[k] for k in KINDS}) for f in fwd]
         nbytes = float(cfg.model.message_bytes()) if cfg.model is not None else 0.0
-        post = 0
+        post, late = 0, ()
     intra, inter = cfg.intra.time(nbytes), cfg.inter.time(nbytes)
     distinct = list({id(row): row for row in op}.values())
-    values = {d for row in distinct for d in row.values()} | {intra, inter, post}
+    values = {d for row in distinct for d in row.values()} | {intra, inter, post, *late}
     rpn = cfg.ranks_per_node
     if all(isinstance(x, (int, Fraction)) for x in values):
         den = 1
@@ -227,6 +232,7 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
             ratio,
             processors=cfg.processors,
             post=int(post * den),
+            late_w=tuple(int(x * den) for x in late),
         )
     floats = {id(row): {k: float(d) for k, d in row.items()} for row in distinct}
     return Costs(
@@ -240,4 +246,5 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
         None if ratio is None else float(ratio),
         processors=cfg.processors,
         post=float(post),
+        late_w=tuple(float(x) for x in late),
     )

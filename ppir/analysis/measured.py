@@ -10,7 +10,8 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     F = [...]                  # forward
     B = [...]                  # full backward
     I = [...]                  # backward-input (0 on a stage whose input needs no gradient)
-    W = [...]                  # backward-weight
+    W = [...]                  # backward-weight, right after its own I
+    W_late = [...]             # optional: a W run after the next microbatch's F and I instead
     FB = [...]                 # optional: a forward and a backward run back to back as one step
     transfer = 1.2e-4          # seconds: one boundary message between two ranks, as in the run
     post = 2.5e-4              # seconds: a rank posting one group of sends/recvs, as in the run
@@ -50,7 +51,17 @@ _INFO = (
     "processors",
     "transfer_isolated",
 )
-_PER_STAGE = ("F", "B", "I", "W", "FB", "activation_bytes", "param_bytes", "optimizer_bytes")
+_PER_STAGE = (
+    "F",
+    "B",
+    "I",
+    "W",
+    "W_late",
+    "FB",
+    "activation_bytes",
+    "param_bytes",
+    "optimizer_bytes",
+)
 KEYS = {
     "stages",
     "transfer",
@@ -91,6 +102,9 @@ class MeasuredCosts:
     pair's lock or while the rank's own progress thread runs; see :meth:`post_time`."""
     optimizer_bytes: tuple[float, ...] = ()
     """Per stage, the state the model's optimizer holds after a step (() when not measured)."""
+    W_late: tuple[float, ...] = ()
+    """Per stage, a W that runs after other ops, not right after its own I (() when not
+    measured): :attr:`ppir.analysis.costs.Costs.late_w`."""
 
     def post_time(self, ranks: int, processors: int | None) -> float:
         """What posting a group costs a schedule's rank: the posts' wall time when every rank
@@ -126,10 +140,11 @@ class MeasuredCosts:
         # Stage 0's input (the data) has no gradient: its I computes nothing and its W runs
         # the whole backward (ppir.torch.backward), so the merged first stage is measured piece
         # 0's I and W plus the full backward of its other pieces, not the sum of their splits.
-        I, W = agg(self.I), agg(self.W)
+        I, W, late = agg(self.I), agg(self.W), agg(self.W_late)
         if I and W and self.B:
             I = (self.I[0], *I[1:])
             W = (self.W[0] + sum(self.B[1:k]), *W[1:])
+            late = (self.W_late[0] + sum(self.B[1:k]), *late[1:]) if late else late
         return MeasuredCosts(
             stages,
             agg(self.F),
@@ -147,6 +162,7 @@ class MeasuredCosts:
             self.post,
             self.post_wall,
             agg(self.optimizer_bytes),
+            late,
         )
 
     @property
@@ -160,7 +176,7 @@ class MeasuredCosts:
         for k, v in self.info:
             lines.append(f"{k} = {_toml(v)}")
         lines.append(f"stages = {self.stages}")
-        for k in ("F", "B", "I", "W", "FB"):
+        for k in ("F", "B", "I", "W", "W_late", "FB"):
             if getattr(self, k):
                 lines.append(f"{k} = {_toml(list(getattr(self, k)))}")
         lines.append(f"transfer = {_toml(self.transfer)}")
@@ -222,6 +238,7 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
         seconds["post"],
         seconds["post_wall"],
         lists.get("optimizer_bytes", ()),
+        lists.get("W_late", ()),
     )
 
 

@@ -5,8 +5,10 @@ that plan with times (lower-comms).
 Semantics (max-plus over the wait-for graph, :mod:`ppir.ir.graph`)
     A node starts when every wait-for predecessor has finished (time 0 for none) and lasts its
     duration: a compute node its op's (an overlapped step as one op, or each part under
-    ``relaxed`` progress, scaled like the whole), a message node the transfer time of its link
-    (its channel edge makes it start after the previous transfer on the link ends), every other
+    ``relaxed`` progress, scaled like the whole; a W that does not come right after its own I
+    in the rank's compute order lasts ``costs.late_w`` of its stage when measured), a message
+    node the transfer time of its link (its channel edge makes it start after the previous
+    transfer on the link ends), every other
     node zero (a ``reduce`` node lasts its stage's data-parallel reduction, ``costs.reduce``;
     nothing waits for it, so it lengthens the step only by what outlasts the rank's program;
     a ``post`` of a ``fifo`` graph lasts ``costs.post``, the time the rank takes to post a
@@ -40,6 +42,7 @@ import heapq
 from dataclasses import dataclass, replace
 
 from ppir.analysis.costs import Costs
+from ppir.ir import OpKind
 from ppir.ir.graph import _SHIFT, COMPUTE, DATA, MESSAGE, POST, REDUCE, ProgramGraph
 
 
@@ -130,7 +133,28 @@ def durations(g: ProgramGraph, costs: Costs) -> list:
             dur[v] = costs.reduce[g.schedule.programs[g.rank[v]][g.item[v]].stage]
         elif k == POST and post and hi[v] > lo[v]:
             dur[v] = post
+    if costs.late_w:
+        _late_weights(g, costs.late_w, dur)
     return dur
+
+
+def _late_weights(g: ProgramGraph, late: tuple, dur: list) -> None:
+    """A W that does not come right after its own I in its rank's compute order lasts
+    ``late[stage]`` (:attr:`Costs.late_w`); the others keep the W cost."""
+    ops, kind, lo, hi = g.ops, g.kind, g.lo, g.hi
+    for order in g.rank_nodes:
+        prev = None
+        for v in order:
+            if kind[v] != COMPUTE:
+                continue
+            a = ops[lo[v]] if hi[v] - lo[v] == 1 else None
+            if (
+                a is not None
+                and a.kind is OpKind.W
+                and not (prev is not None and prev.kind is OpKind.I and prev.key[::2] == a.key[::2])
+            ):
+                dur[v] = late[a.stage]
+            prev = ops[hi[v] - 1]
 
 
 def _in_overlap(g: ProgramGraph, v: int) -> bool:

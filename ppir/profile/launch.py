@@ -295,6 +295,9 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         tuple(float(p["optimizer_bytes"]) for p in pieces)
         if all(p.get("optimizer_bytes", -1) >= 0 for p in pieces)
         else (),
+        tuple(trimmed_mean(p["W_late"]) for p in pieces)
+        if all(p.get("W_late") for p in pieces)
+        else (),
     )
 
 

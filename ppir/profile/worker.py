@@ -28,6 +28,7 @@ class Samples:
     B: list = field(default_factory=list)
     I: list = field(default_factory=list)  # noqa: E741
     W: list = field(default_factory=list)
+    W_late: list = field(default_factory=list)
     FB: list = field(default_factory=list)
     activation_bytes: int = 0
     param_bytes: int = 0
@@ -131,20 +132,33 @@ class Runner:
                 return backward_input([y], [g], [xj], ps)
 
             (dxs, work), ti = self._timed(inp)
-            _, tw = self._timed(lambda work=work: backward_weight(work))
+            if split == "late":  # W after the next microbatch's F and I (ZB-H1's last stage)
+                self.late.append((j, work))
+            else:
+                _, tw = self._timed(lambda work=work: backward_weight(work))
+                if record:
+                    self.samples[j].W.append(tw)
             del work
             dx = dxs[0] if need_dx else None
             if record:
                 self.samples[j].I.append(ti)
-                self.samples[j].W.append(tw)
             g = dx
         return g
+
+    def run_late(self, record: bool, keep: int = 0) -> None:
+        """The deferred W of all but the last ``keep`` pieces' works, timed as ``W_late``."""
+        while len(self.late) > keep:
+            j, work = self.late.pop(0)
+            _, tw = self._timed(lambda work=work: backward_weight(work))
+            if record:
+                self.samples[j].W_late.append(tw)
 
     # ------------------------------------------------------------------ one step
     def step(self, inputs, targets, split: bool, record: bool, hooks=None) -> None:
         bufs: dict = {}
         saved: dict = {}
         self.pending: dict = {}
+        self.late: list = []
         for item in self.program:
             if isinstance(item, Action) and item.kind.is_compute:
                 self._compute(item, inputs, targets, bufs, saved, split, record, hooks)
@@ -158,6 +172,7 @@ class Runner:
                     self.pending[item.actions] = posted
                 else:
                     self._wait(posted, bufs, record)
+        self.run_late(record)
         for m in self.pieces:
             m.zero_grad(set_to_none=True)
 
@@ -174,6 +189,8 @@ class Runner:
         elif a.kind is OpKind.B:
             g = bufs.pop(got.buffer) if got is not None else None
             dx = self.chain_backward(saved.pop(m), g, split, record)
+            if split == "late":  # the previous microbatch's W, now that this one's I ran
+                self.run_late(record, keep=len(self.pieces))
             if out is not None:
                 if dx is None:  # the stage output does not depend on its input
                     shape, dtype = self.meta[out.boundary]
@@ -283,14 +300,8 @@ def measure_transfer(run: Runner, reps: int) -> list[float]:
     as the runtime posts a group), boundaries in turn; every rank returns the same list."""
     out = []
     for b in range(1, run.world):
-        shape, dtype = (
-            run.meta.get(b, ((1,), torch.float32))
-            if run.rank in (b - 1, b)
-            else (
-                (1,),
-                torch.float32,
-            )
-        )
+        small = ((1,), torch.float32)
+        shape, dtype = run.meta.get(b, small) if run.rank in (b - 1, b) else small
         t = torch.zeros(shape, dtype=dtype, device=run.device)
         times = []
         for _ in range(reps + 1):
@@ -349,9 +360,10 @@ class Profiler:
         self.params = [p for ps in self.run.params for p in ps]
         self.counted = False
 
-    def step(self, split: bool, record: bool = True) -> None:
-        """One 1F1B step: full backwards, or (``split``) I then W; the first recorded step also
-        counts the saved bytes of one microbatch."""
+    def step(self, split: bool | str, record: bool = True) -> None:
+        """One 1F1B step: full backwards, or (``split``) I then W, or (``split="late"``) I then
+        the previous microbatch's W (``W_late``); the first recorded step also counts the saved
+        bytes of one microbatch."""
         run = self.run
         hooks = None
         if record and not self.counted:
@@ -372,11 +384,16 @@ class Profiler:
         return self.run.samples, transfer, self.run.groups
 
 
+STEP_KINDS = (False, True, "late")
+"""The profile's timed steps in turn: full backwards, split with W right after its I, split with
+W after the next microbatch's F and I (so W_late needs 3 steps)."""
+
+
 def measure_rank(rank, world, pieces, model, program, schedule, M, steps, warmup, device):
     """The rank's samples (a list of :class:`Samples`, one per piece) and boundary times."""
     prof = Profiler(rank, world, pieces, model, program, schedule, M, device)
     for i in range(warmup + steps):
-        prof.step(split=i % 2 == 1, record=i >= warmup)
+        prof.step(split=STEP_KINDS[(i - warmup) % 3], record=i >= warmup)
         if world > 1:
             dist.barrier()
     samples, transfer, groups = prof.finish(steps)
