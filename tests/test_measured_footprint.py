@@ -43,16 +43,11 @@ def test_without_every_size_there_is_no_figure():
     assert measured_footprint(c.program, _measured(optimizer_bytes=()), c.memory) is None
 
 
-def test_a_schedule_of_two_model_copies_takes_each_copy_as_measured():
-    """Bidirectional DualPipe at P=2: 4 stages, two copies of a 2-stage model; each rank holds
-    a stage of each copy (rank 0: stages 0 and 3, i.e. pieces 0 and 1)."""
+def test_dualpipe_is_not_sized_from_a_measurement():
+    """Its 2P stages are two copies of the model, while the measured times take them as one
+    model's 2P pieces: no figure rather than one that disagrees with the times."""
     c = compile(load_schedule("dualpipe", {"P": 2, "M": 4}))
-    fp = measured_footprint(c.program, _measured(), c.memory)
-    assert fp.copies == 2
-    by_rank = {r.rank: r for r in fp.per_rank}
-    held = {r: [s % 2 for s in by_rank[r].stages] for r in (0, 1)}
-    for r in (0, 1):
-        assert by_rank[r].params == sum(PARAM[p] for p in held[r])
+    assert measured_footprint(c.program, _measured(), c.memory) is None
 
 
 @pytest.fixture
@@ -127,6 +122,10 @@ def test_a_w_that_does_not_follow_its_own_i_costs_the_late_w():
     assert late and hot
     assert all(d == pytest.approx(7e-3 if k.startswith("1") else 5e-3) for k, d in late.items())
     assert all(d == pytest.approx(1e-3) for d in hot.values())
+    lowered = durations(c.graph, costs)  # the program that runs: the same Ws are late
+    gl = c.graph
+    by_op = {str(gl.ops[gl.lo[v]]): lowered[v] for v in range(gl.n) if gl.kind[v] == COMPUTE}
+    assert all(by_op[k] == pytest.approx(d) for k, (_, d) in seen.items())
     plain = durations(g, costs_for(c.program, make_config({"measured": _table(_measured())})))
     assert all(
         plain[v] == pytest.approx(1e-3) for v in range(g.n) if g.ops[g.lo[v]].kind.value == "W"
@@ -137,3 +136,29 @@ def _table(m: MeasuredCosts) -> dict:
     import tomllib
 
     return tomllib.loads(m.to_toml())["measured"]
+
+
+@pytest.mark.parametrize("name, P", [("zb_h2", 2), ("zb_h2", 4), ("zbv", 2), ("zb_h1", 4)])
+@pytest.mark.parametrize("late", [0.9e-3, 0.98e-3, 1.2e-3])
+def test_the_program_bound_stays_a_lower_bound_with_a_deferred_w(name, P, late):
+    """tune prunes by program_bound: it must not exceed the timeline when a deferred W costs
+    less than the W (it charged every W the W time, up to 3.9 % above the makespan)."""
+    from ppir.analysis.bounds import program_bound
+    from ppir.analysis.config import make_config
+    from ppir.analysis.costs import costs_for
+    from ppir.analysis.timeline import run
+    from ppir.ir.graph import build_graph
+
+    s = load_schedule(name, {"P": P, "M": 2 * P}).compute_only()
+    S, t = s.stages, (1e-3,) * s.stages
+    m = MeasuredCosts(S, t, (2e-3,) * S, t, t, 1e-4, W_late=(late,) * S)
+    costs = costs_for(s, make_config({"measured": _table(m)}))
+    tl = run(build_graph(s), costs)
+    assert tl.complete and program_bound(s, costs) <= tl.makespan + 1e-12
+
+
+def test_tune_refuses_other_micro_batches_with_measured_costs(cli, cost_file):
+    """The measured times and sizes are the profiled microbatch's: mbs=2 was ranked at half the
+    step time with the same memory."""
+    code, _, err = cli("tune", "-P", "2", "--config", cost_file, "--micro-batch", "1,2")
+    assert code == 2 and "measured costs are per profiled microbatch" in err

@@ -24,6 +24,8 @@ def program_bound(s, costs, summary: ProgramSummary | None = None) -> int | floa
     serves every ``costs`` (tune bounds one program under several)."""
     sm = summary or ProgramSummary(s)
     op = costs.op
+    if costs.late_w:  # a W may cost its deferred time (the timeline's rule): take the cheaper
+        op = [{**row, OpKind.W: min(row[OpKind.W], late)} for row, late in zip(op, costs.late_w)]
     F = [op[st][OpKind.F] for st in range(s.stages)]
     fill = [0] * s.stages  # fill[st]: the forwards of the stages before st in its pipeline
     for st, prev in enumerate(sm.feeds):  # a stage's feeder comes before it (deps' numbering)

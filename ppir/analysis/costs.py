@@ -145,9 +145,14 @@ class Costs:
                 pairs=pairs,
                 reduce=tuple(2 * t for t in self.reduce),
                 post=2 * self.post,
+                late_w=tuple(2 * t or 1 for t in self.late_w),
             )
         tiny = min((d for row in self.op for d in row.values() if d > 0), default=1.0) * 1e-6
-        return replace(self, op=tuple({k: d or tiny for k, d in row.items()} for row in self.op))
+        return replace(
+            self,
+            op=tuple({k: d or tiny for k, d in row.items()} for row in self.op),
+            late_w=tuple(t or tiny for t in self.late_w),
+        )
 
 
 def stage_forward_times(schedule: Schedule, cfg: CostConfig) -> list[Fraction | float]:

@@ -94,6 +94,8 @@ def _rescale(c: Costs, k: int) -> Costs:
         inter=c.inter * k,
         pairs=tuple((p, t * k) for p, t in c.pairs),
         tick=c.tick / k,
+        post=c.post * k,
+        late_w=tuple(t * k for t in c.late_w),
     )
 
 

@@ -8,7 +8,8 @@ Contract
 :mod:`ppir.analysis.footprint` from the profile's per-stage sizes (stage ``s`` of the schedule is
 the sum of its measured pieces, as :meth:`MeasuredCosts.fit` sums times):
 
-* ``params``: ``param_bytes`` of the rank's stages (the parameters as the model holds them);
+* ``params``: ``param_bytes`` of the rank's stages (its trainable parameters as the model
+  holds them);
 * ``grads``: the same bytes again: the runtime keeps one gradient per parameter, in its dtype;
 * ``optimizer``: ``optimizer_bytes`` of the rank's stages: the state the model's own optimizer
   (``make_optimizer``, else the runtime's plain SGD: none) holds after one step, as the profile
@@ -19,8 +20,10 @@ the sum of its measured pieces, as :meth:`MeasuredCosts.fit` sums times):
 * ``buffers``: the peak of received-but-unconsumed messages times the largest measured message.
 
 None when the file lacks any of the three sizes (a profile older than ``optimizer_bytes``, or
-one whose optimizer could not be made in the profile).  A schedule whose stages are two copies
-of the model (bidirectional DualPipe) holds each copy's stages as the profile measured them.
+one whose optimizer could not be made in the profile), and for bidirectional DualPipe, whose
+2P stages are two copies of the model while the measured times take them as one model's 2P
+pieces.  ``param_bytes`` counts the trainable parameters (those with gradients): frozen weights
+and module buffers are not in the figure.
 """
 
 from __future__ import annotations
@@ -67,21 +70,17 @@ def measured_footprint(
     schedule: Schedule, measured: MeasuredCosts, mem: MemoryReport
 ) -> MeasuredFootprint | None:
     """Per-rank memory of ``schedule`` from ``measured`` sizes (see the module docstring);
-    ``mem`` is :func:`ppir.analysis.memory.analyze_memory`'s report of the same program.  A
-    schedule whose stages are ``c`` copies of the model (bidirectional DualPipe) takes stage s
-    as piece ``s mod S/c`` of the model split into S/c stages."""
-    if not sized(measured):
-        return None
-    copies = schedule_copies(schedule)
-    per_copy = schedule.stages // copies
-    m = measured.fit(per_copy)
-    act = [Fraction(m.activation_bytes[s % per_copy]) for s in range(schedule.stages)]
+    ``mem`` is :func:`ppir.analysis.memory.analyze_memory`'s report of the same program."""
+    if not sized(measured) or schedule_copies(schedule) != 1:
+        return None  # DualPipe: the measured times take its 2P stages as one model's pieces
+    m = measured.fit(schedule.stages)
+    act = [Fraction(b) for b in m.activation_bytes]
     message = Fraction(m.message_size)
     peaks = activation_peaks(schedule, mem, act)
     per_rank = []
     for r, ((act, op), rm) in enumerate(zip(peaks, mem.per_rank)):
         stages = tuple(s for s, q in enumerate(schedule.placement) if q == r)
-        params = sum((Fraction(m.param_bytes[s % per_copy]) for s in stages), Fraction(0))
+        params = sum((Fraction(m.param_bytes[s]) for s in stages), Fraction(0))
         per_rank.append(
             RankFootprint(
                 rank=r,
@@ -89,9 +88,7 @@ def measured_footprint(
                 param_count=Fraction(0),  # not measured: the bytes are
                 params=params,
                 grads=params,
-                optimizer=sum(
-                    (Fraction(m.optimizer_bytes[s % per_copy]) for s in stages), Fraction(0)
-                ),
+                optimizer=sum((Fraction(m.optimizer_bytes[s]) for s in stages), Fraction(0)),
                 activations=Fraction(act),
                 buffers=rm.peak_recv * message,
                 peak_op=op,
@@ -99,4 +96,4 @@ def measured_footprint(
         )
     info = dict(measured.info)
     source = ", ".join(f"{k} {info[k]}" for k in ("model", "device") if k in info)
-    return MeasuredFootprint(schedule.name, source, tuple(per_rank), mem, copies)
+    return MeasuredFootprint(schedule.name, source, tuple(per_rank), mem)

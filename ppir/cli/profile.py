@@ -141,13 +141,14 @@ def run(args) -> int:
 
 def summary(mc) -> str:
     """A per-stage table in milliseconds and KiB."""
-    head = ["stage", "F ms", "B ms", "I ms", "W ms", "F&B ms", "saved KiB", "params KiB"]
-    rows = [[*head, "optimizer KiB"]]
+    head = ["stage", "F ms", "B ms", "I ms", "W ms", "W late ms", "F&B ms", "saved KiB"]
+    rows = [[*head, "params KiB", "optimizer KiB"]]
     for s in range(mc.stages):
         rows.append(
             [
                 str(s),
                 *(f"{getattr(mc, k)[s] * 1e3:.3f}" for k in ("F", "B", "I", "W")),
+                f"{mc.W_late[s] * 1e3:.3f}" if mc.W_late else "-",
                 f"{mc.FB[s] * 1e3:.3f}" if mc.FB else "-",
                 f"{mc.activation_bytes[s] / 1024:.1f}" if mc.activation_bytes else "-",
                 f"{mc.param_bytes[s] / 1024:.1f}" if mc.param_bytes else "-",

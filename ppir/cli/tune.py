@@ -208,11 +208,8 @@ def run(args) -> int:
             )
         for flag, value in (("--world", args.world), ("--tp", args.tp)):
             if value is not None:  # it was silently ignored
-                raise error(
-                    "bad-usage",
-                    f"{flag} {value} needs --model: without one there is no data or tensor "
-                    f"parallelism to search (-P {pps[0]} is the whole job)",
-                )
+                why = f"no data or tensor parallelism to search (-P {pps[0]}: the whole job)"
+                raise error("bad-usage", f"{flag} {value} needs --model: without it, {why}")
         world, tp = pps[0], 1
     else:
         tp = args.tp or model.tp
@@ -231,6 +228,9 @@ def run(args) -> int:
     if args.tune_recompute and model is None:  # every row said 'none', silently
         refuse_recompute_without_model(args.tune_recompute)
     mbs = args.micro_batch or ("1,2" if model is not None else "1")
+    if cfg.measured is not None and model is None and set(_ints(mbs, "--micro-batch")) != {1}:
+        msg = f"--micro-batch {mbs}: measured costs are per profiled microbatch: profile again"
+        raise error("bad-usage", msg + " with the micro-batch size to try (make_batch / -M)")
     space = Space(
         world=world,
         tp=tp,

@@ -64,8 +64,8 @@ def check_spec(spec: ProfileSpec) -> None:
         raise ProfileError(f"--microbatches must be positive, got {spec.num_microbatches}")
     if spec.steps < 2:
         raise ProfileError(
-            f"--steps {spec.steps}: at least 2 (the timed steps alternate whole backwards and "
-            "split ones, I then W)"
+            f"--steps {spec.steps}: at least 2 (the timed steps alternate whole backwards, "
+            "split ones, I then W, and from the third on I then a deferred W)"
         )
     if spec.warmup < 0:
         raise ProfileError(f"--warmup must be 0 or more, got {spec.warmup}")
