@@ -40,17 +40,10 @@ class CostBackend:
     def run(self, compiled, args) -> int:
         est = compiled.estimate
         cfg = compiled.config
-        fp = None
-        if cfg.model is not None:  # whole per-rank memory (ppir.analysis.footprint)
-            from ppir.analysis.footprint import footprint
+        from ppir.analysis.measured_footprint import whole_memory
 
-            fp = footprint(
-                compiled.program, cfg.model, recompute=cfg.recompute, memory=compiled.memory
-            )
-        elif cfg.measured is not None:  # or from the sizes 'ppir profile' measured
-            from ppir.analysis.measured_footprint import measured_footprint
-
-            fp = measured_footprint(compiled.program, cfg.measured, compiled.memory)
+        # whole per-rank memory: from the model, or from the sizes 'ppir profile' measured
+        fp = whole_memory(compiled.program, cfg, compiled.memory, recompute=cfg.recompute)
         if getattr(args, "format", "text") == "json":
             doc = est.to_json()
             if fp is not None:

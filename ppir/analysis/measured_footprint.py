@@ -31,7 +31,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ppir.analysis.footprint import RankFootprint, activation_peaks, schedule_copies
+from ppir.analysis.footprint import (
+    Footprint,
+    RankFootprint,
+    activation_peaks,
+    footprint,
+    schedule_copies,
+)
 from ppir.analysis.measured import MeasuredCosts
 from ppir.analysis.memory import MemoryReport
 from ppir.ir import Schedule
@@ -45,7 +51,7 @@ class MeasuredFootprint:
     source: str
     per_rank: tuple[RankFootprint, ...]
     memory: MemoryReport
-    copies: int = 1
+    copies = 1  # as Footprint's: every schedule this sizes is one copy of the model
 
     @property
     def worst(self) -> RankFootprint:
@@ -66,17 +72,31 @@ def sizes_known(cfg) -> bool:
     return cfg.model is not None or sized(cfg.measured)
 
 
+def whole_memory(
+    program: Schedule, cfg, mem: MemoryReport, *, recompute: str = "none", stage_layers=None
+) -> Footprint | MeasuredFootprint | None:
+    """The whole per-rank memory of ``program`` under ``cfg`` (a
+    :class:`~ppir.analysis.config.CostConfig`): from its model shape
+    (:func:`ppir.analysis.footprint.footprint`), else from its measured sizes
+    (:func:`measured_footprint`), else None (memory in A only)."""
+    if cfg.model is not None:
+        return footprint(
+            program, cfg.model, recompute=recompute, memory=mem, stage_layers=stage_layers
+        )
+    return measured_footprint(program, cfg.measured, mem)
+
+
 def measured_footprint(
-    schedule: Schedule, measured: MeasuredCosts, mem: MemoryReport
+    schedule: Schedule, measured: MeasuredCosts | None, mem: MemoryReport
 ) -> MeasuredFootprint | None:
-    """Per-rank memory of ``schedule`` from ``measured`` sizes (see the module docstring);
-    ``mem`` is :func:`ppir.analysis.memory.analyze_memory`'s report of the same program."""
+    """Per-rank memory of ``schedule`` from ``measured`` sizes (see the module docstring; None
+    without them); ``mem`` is :func:`ppir.analysis.memory.analyze_memory`'s report of the same
+    program."""
     if not sized(measured) or schedule_copies(schedule) != 1:
         return None  # DualPipe: the measured times take its 2P stages as one model's pieces
     m = measured.fit(schedule.stages)
-    act = [Fraction(b) for b in m.activation_bytes]
     message = Fraction(m.message_size)
-    peaks = activation_peaks(schedule, mem, act)
+    peaks = activation_peaks(schedule, mem, [Fraction(b) for b in m.activation_bytes])
     per_rank = []
     for r, ((act, op), rm) in enumerate(zip(peaks, mem.per_rank)):
         stages = tuple(s for s, q in enumerate(schedule.placement) if q == r)

@@ -51,16 +51,17 @@ def parse_model_spec(text: str) -> ModelShape:
             raise error("bad-model", f"--model {text}: expected key=value, got '{part}'")
         if key in _INT_FIELDS:
             v = value.strip()
-            sign = "-" if v.startswith("-") else ""
-            if not v.lstrip("+-").isdigit() or v[:2] in ("--", "++", "+-", "-+"):
+            digits = v[1:] if v[:1] in ("+", "-") else v
+            if not digits.isdigit():
                 raise error(
                     "bad-model",
                     f"--model {show_int(text)}: {key} must be an integer, got {show_int(v)!r}",
                 )
             try:  # ppir's integer limit (docs/language.md)
-                over[key] = int(sign + str(int_literal(v.lstrip("+-"), None)))
+                n = int_literal(digits, None)
             except PpirError as e:
                 raise error("bad-model", f"--model {key}: {e.diagnostics[0].message}") from None
+            over[key] = -n if v.startswith("-") else n
         else:
             over[key] = value.strip()
     return make_model(preset, **over)

@@ -38,8 +38,8 @@ from ppir.analysis.bounds import ProgramSummary, program_bound
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.estimate import Estimate, from_timeline
-from ppir.analysis.footprint import Footprint, footprint, schedule_copies
-from ppir.analysis.measured_footprint import measured_footprint, sizes_known
+from ppir.analysis.footprint import Footprint, schedule_copies
+from ppir.analysis.measured_footprint import sizes_known, whole_memory
 from ppir.analysis.memory import analyze_memory, split_fractions
 from ppir.analysis.models import uneven_layers
 from ppir.analysis.timeline import dependency_bound, run
@@ -354,16 +354,10 @@ def _compile(c: Candidate, budget, progress) -> Candidate:
 def _peak(c: Candidate, program, mem) -> None:
     """``c``'s worst-rank memory: the whole footprint with a model or measured sizes, else
     peak activations."""
-    model = c.config.model
-    if model is None:
-        fp = measured_footprint(program, c.config.measured, mem) if c.config.measured else None
-        if fp is None:
-            c.peak = float(max(x.peak_activations for x in mem.per_rank))
-            return
-    else:
-        fp = footprint(
-            program, model, recompute=c.recompute, memory=mem, stage_layers=c.stage_layers
-        )
+    fp = whole_memory(program, c.config, mem, recompute=c.recompute, stage_layers=c.stage_layers)
+    if fp is None:
+        c.peak = float(max(x.peak_activations for x in mem.per_rank))
+        return
     c.peak, c.largest, c.footprint = float(fp.worst.total), fp.worst.dominant, fp
 
 

@@ -63,11 +63,15 @@ def parse_budget(text: str | None, has_model: bool) -> tuple[float, str] | None:
     raise error("bad-usage", f"memory size {text}: expected e.g. 40GiB, 80GB or 6A")
 
 
+def size_unit(x: float) -> tuple[int, str]:
+    """(bytes per unit, its name) to show ``x`` bytes in: GiB, or MiB or KiB below one GiB or
+    one MiB."""
+    return next(((s, n) for s, n in ((2**30, "GiB"), (2**20, "MiB")) if x >= s), (1024, "KiB"))
+
+
 def fmt_size(x: float, unit: str) -> str:
-    """A memory size in A (``"A"``) or, for bytes, GiB (MiB or KiB below one GiB or MiB)."""
+    """A memory size in A (``"A"``) or, for bytes, in its :func:`size_unit`."""
     if unit == "A":
         return f"{x:.4g} A"
-    scale, name = next(
-        ((s, n) for s, n in ((2**30, "GiB"), (2**20, "MiB")) if x >= s), (1024, "KiB")
-    )
+    scale, name = size_unit(x)
     return f"{x / scale:.4g} {name}"

@@ -153,7 +153,7 @@ def run(args) -> int:
     fp = None
     if model is not None:  # whole memory: weights, gradients, optimizer, activations, buffers
         fp = analyzed_footprint(s, model, mem, recompute=args.recompute, layers=args.layers)
-    elif c.config.measured is not None:  # from the sizes 'ppir profile' measured
+    else:  # from the sizes 'ppir profile' measured, when the cost file holds them
         from ppir.analysis.measured_footprint import measured_footprint
 
         fp = measured_footprint(s, c.config.measured, mem)

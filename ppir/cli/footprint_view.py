@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ppir.analysis.footprint import TERMS, Footprint
 from ppir.analysis.models import ModelShape, model_fields
+from ppir.analysis.units import size_unit
 from ppir.cli.output import table
 
 
@@ -29,10 +30,7 @@ def footprint_lines(fp: Footprint) -> list[str]:
     head = ["rank", *TERMS, "total", "largest"]
     rows = [head]
     worst = fp.worst.rank
-    big = float(fp.worst.total)
-    scale, unit = next(
-        ((s, u) for s, u in ((2**30, "GiB"), (2**20, "MiB")) if big >= s), (2**10, "KiB")
-    )
+    scale, unit = size_unit(float(fp.worst.total))
     for r in fp.per_rank:
         cells = [f"{r.rank}{'*' if r.rank == worst else ''}"]
         cells += [f"{float(getattr(r, t)) / scale:.2f}" for t in (*TERMS, "total")]

@@ -13,7 +13,7 @@ from ppir.cli.common import (
     parse_defines,
 )
 from ppir.cli.output import add_quiet_argument, progress
-from ppir.diagnostics import EXIT_OK, error
+from ppir.diagnostics import EXIT_OK, error, write_output
 from ppir.frontend.limits import DEFAULT_MAX_OPS, check_work, count
 
 NAME = "synth"
@@ -53,15 +53,18 @@ def add_arguments(p):
     )
     p.add_argument("--no-vshape", action="store_true", help="contiguous placement only")
     p.add_argument(
-        "--name", default="zb_synth", help="schedule name in the .pps header (an identifier)"
+        "--name",
+        default="zb_synth",
+        help="schedule name in the .pps header (letters, digits, '_' and '-')",
     )
     p.add_argument(
         "--max-ops",
         type=int,
         default=DEFAULT_MAX_OPS,
         metavar="N",
-        help=f"cap on expanded ops (default {DEFAULT_MAX_OPS:,}): P and M whose 2 x P x M ops "
-        "exceed it are refused before synthesis",
+        help=f"cap on expanded ops (default {DEFAULT_MAX_OPS:,}): P and M whose largest "
+        "candidate (2P stages, or P with --no-vshape; F, I and W ops of each stage and "
+        "microbatch) exceeds it are refused before synthesis",
     )
     add_output_argument(p, "write the .pps here (default stdout)")
     p.add_argument(
@@ -161,8 +164,7 @@ def run(args) -> int:
     )
     text = format_pps(res.schedule, comment=comment)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+        write_output(args.output, text)
         print(f"wrote {args.output}: {comment}")
     else:
         sys.stdout.write(text)

@@ -155,21 +155,21 @@ def add_arguments(p):
     add_cost_arguments(p.add_argument_group("cost model"), recompute=False, dp=False)
 
 
-def _budget(args, has_model: bool):
-    """The budget from --gpu-memory/--reserve or --memory-budget; ``has_model``: memory sizes
-    are known (a model or measured sizes), so the budget is in bytes."""
+def _budget(args, sized: bool):
+    """The budget from --gpu-memory/--reserve or --memory-budget; ``sized``: memory sizes are
+    known (a model or measured sizes), so the budget is in bytes."""
     if args.gpu_memory and args.memory_budget:
         raise error("bad-usage", "give --gpu-memory or --memory-budget, not both")
     if not args.gpu_memory:
-        budget = parse_budget(args.memory_budget, has_model)
-        if budget is not None and has_model and budget[1] == "A":  # bytes compared with A
+        budget = parse_budget(args.memory_budget, sized)
+        if budget is not None and sized and budget[1] == "A":  # bytes compared with A
             raise error(
                 "bad-usage",
                 f"--memory-budget {args.memory_budget}: with memory sizes (a model, or "
                 "measured ones) the budget is in bytes, e.g. 60GiB (or --gpu-memory 80GiB)",
             )
         return budget
-    total, unit = parse_budget(args.gpu_memory, has_model)
+    total, unit = parse_budget(args.gpu_memory, sized)
     if unit != "bytes":
         raise error("bad-usage", f"--gpu-memory {args.gpu_memory}: give bytes, e.g. 80GiB")
     r = args.reserve.strip()
@@ -183,7 +183,7 @@ def _budget(args, has_model: bool):
             raise error("bad-usage", f"--reserve {args.reserve}: must lie in [0%, 100%)")
         keep = total * frac
     else:
-        keep = parse_budget(r, has_model)[0]
+        keep = parse_budget(r, sized)[0]
     if keep >= total:
         raise error("bad-usage", f"--reserve {args.reserve} leaves nothing of {args.gpu_memory}")
     return total - keep, "bytes"

@@ -97,9 +97,12 @@ def schedule_spec(spec) -> str:
     return spec
 
 
-def schedule_kind(spec: str) -> str:
+def schedule_kind(spec: str, builtin: bool = False) -> str:
     """Which reader takes ``spec``: ``"torch"`` (``torch:NAME``), ``"csv"`` or ``"json"`` (an
-    existing file with that extension), else ``"pps"`` (a .pps path or a built-in name)."""
+    existing file with that extension), else ``"pps"`` (a .pps path or a built-in name; always
+    with ``builtin``: see :func:`read_source`)."""
+    if builtin:
+        return "pps"
     if spec.startswith("torch:"):
         return "torch"
     if spec.endswith(".csv") and os.path.exists(spec):
@@ -116,7 +119,7 @@ def declared_params(spec, *, builtin: bool = False) -> set[str]:
     a CSV or JSON file, the header's for a .pps file or built-in name (``builtin``: see
     :func:`read_source`).  A ppir error when there is no such schedule or it does not parse."""
     spec = schedule_spec(spec)
-    kind = "pps" if builtin else schedule_kind(spec)
+    kind = schedule_kind(spec, builtin)
     if kind == "torch":  # torch itself is not imported
         from ppir.frontend.torch_import import canonical_name, torch_params
 
@@ -145,7 +148,7 @@ def load_schedule(
     directory holds (:func:`read_source`)."""
     spec = schedule_spec(spec)
     params = dict(params or {})
-    kind = "pps" if builtin else schedule_kind(spec)
+    kind = schedule_kind(spec, builtin)
     if kind == "torch":  # torch's built-in classes; torch imported only here
         from ppir.frontend.torch_import import load_torch_builtin
 

@@ -130,9 +130,8 @@ def list_schedule(spec: GreedySpec, priority: Priority = default_priority) -> li
                 cands.append(Candidate(r, OpKind.W, s, chunk_of[s], nw[s], mem[r], t))
         return cands
 
-    P_ = range(P)
     while left:
-        for r in P_:
+        for r in range(P):
             if free[r] > t:
                 continue
             cands = ready(r)
@@ -160,9 +159,12 @@ def list_schedule(spec: GreedySpec, priority: Priority = default_priority) -> li
             heapq.heappop(times)
         if not times:
             if left:
-                why = [_stuck_message(r, t, mem[r], spec.caps[r], stages_of[r], nf, M) for r in P_]
+                ranks = range(P)
+                why = [
+                    _stuck_message(r, t, mem[r], spec.caps[r], stages_of[r], nf, M) for r in ranks
+                ]
                 # the first rank whose cap its next forward cannot fit in, else the fullest
-                r = next((r for r in P_ if why[r][1]), min(P_, key=lambda r: (-mem[r], r)))
+                r = next((r for r in ranks if why[r][1]), min(ranks, key=lambda r: (-mem[r], r)))
                 raise GreedyStuck(r, t, why[r][0])
             break
         t = times[0]
