@@ -8,9 +8,10 @@ from fractions import Fraction
 
 import pytest
 
-from ppir.analysis.measured import MeasuredCosts
+from ppir.analysis.measured import MeasuredCosts, from_table
 from ppir.analysis.measured_footprint import measured_footprint
 from ppir.analysis.memory import analyze_memory
+from ppir.analysis.toml_file import load_config_file
 from ppir.frontend.loader import load_schedule
 from ppir.pipeline import compile
 
@@ -36,6 +37,20 @@ def test_terms_per_rank_are_the_measured_sizes_weighed_by_the_program():
     assert r0.buffers == c.memory.per_rank[0].peak_recv * 64
     assert fp.worst.rank == 1 and fp.worst.total == 700 + 700 + 1400 + 3000 + r1.buffers
     assert isinstance(r0.total, Fraction)
+
+
+def test_frozen_parameters_and_buffers_are_held_but_have_no_gradient(tmp_path):
+    """A stage with frozen weights (fine-tuning) or buffers holds them: they count in params,
+    not in grads; a file written before frozen_bytes has none; merging stages sums them."""
+    c = compile(load_schedule("1f1b", {"P": 2, "M": 4}))
+    fp = measured_footprint(c.program, _measured(frozen_bytes=(300.0, 0.0)), c.memory)
+    r0, r1 = fp.per_rank
+    assert (r0.params, r0.grads, r1.params, r1.grads) == (800, 500, 700, 700)
+    assert r0.total == 800 + 500 + 1000 + r0.activations + r0.buffers
+    path = tmp_path / "costs.toml"  # the file keeps it, and fit(1) sums it
+    path.write_text(_measured(frozen_bytes=(300.0, 5.0)).to_toml())
+    m = from_table(load_config_file(str(path))["measured"], str(path))
+    assert m.frozen_bytes == (300.0, 5.0) and m.fit(1).frozen_bytes == (305.0,)
 
 
 def test_without_every_size_there_is_no_figure():

@@ -65,6 +65,7 @@ def test_one_rank_measures_every_piece(model_file, tmp_path):
     one = ROWS * WIDTH * 4
     assert m.activation_bytes == (2 * one, 2 * one, 3 * one)
     assert m.param_bytes == ((WIDTH * WIDTH + WIDTH) * 4,) * 3
+    assert m.frozen_bytes == (0,) * 3  # every parameter trains, and no buffers
     assert m.optimizer_bytes == (0,) * 3  # no make_optimizer: the runtime's plain SGD keeps none
     assert m.W_late == ()  # two timed steps: a full one and a split one, no deferred W yet
     assert m.message_bytes == (ROWS * WIDTH * 4,) * 2
@@ -210,6 +211,41 @@ def test_the_model_optimizer_state_is_measured(tmp_path):
     assert back.optimizer_bytes == m.optimizer_bytes and back.fit(1).optimizer_bytes == (
         sum(m.optimizer_bytes),
     )
+
+
+def test_frozen_parameters_and_buffers_are_measured_apart(tmp_path):
+    """A frozen bias and a buffer are held by the stage but have no gradient: frozen_bytes,
+    not param_bytes, and the whole-memory figure counts them once."""
+    path = tmp_path / "frozen_model.py"
+    path.write_text(  # MODEL, with a build_stage that replaces its own
+        MODEL
+        + textwrap.dedent(
+            f"""
+            def build_stage(stage, num_stages):
+                m = torch.nn.Sequential(torch.nn.Linear({WIDTH}, {WIDTH}), torch.nn.Tanh())
+                m[0].bias.requires_grad_(False)
+                m.register_buffer("scale", torch.ones({WIDTH}))
+                return m
+            """
+        )
+    )
+    m = profile(ProfileSpec(str(path), ranks=1, stages=2, microbatches=M, steps=2, warmup=1))
+    assert m.param_bytes == (WIDTH * WIDTH * 4,) * 2
+    assert m.frozen_bytes == (2 * WIDTH * 4,) * 2
+    assert from_table(_table(m, tmp_path), "t").frozen_bytes == m.frozen_bytes
+
+
+def test_one_rank_makes_the_batch_once(tmp_path):
+    """make_batch may draw from the user's data: one rank in this process calls it once, for
+    the check before measuring and the measurement alike."""
+    calls = tmp_path / "calls.txt"
+    path = tmp_path / "counting_model.py"
+    path.write_text(
+        MODEL.replace("def make_batch(step):", "def make_batch(step):\n    _count(step)")
+        + f"\ndef _count(step):\n    open({str(calls)!r}, 'a').write(f'{{step}}\\n')\n"
+    )
+    profile(ProfileSpec(str(path), ranks=1, stages=2, microbatches=M, steps=2, warmup=1))
+    assert calls.read_text().split() == ["0"]
 
 
 def test_three_steps_also_time_a_deferred_w(model_file):

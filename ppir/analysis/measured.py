@@ -21,7 +21,8 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     transfer_isolated = 1e-4   # informative: the same message alone (ping-pong)
     message_bytes = [...]      # one per boundary between measured stages (stages - 1 entries)
     activation_bytes = [...]   # saved for backward by one forward of the stage (bytes)
-    param_bytes = [...]        # parameters of the stage (bytes)
+    param_bytes = [...]        # trainable parameters of the stage (bytes)
+    frozen_bytes = [...]       # optional: its parameters without gradients and its buffers
     optimizer_bytes = [...]    # the model's optimizer state for the stage's parameters (bytes)
     ranks = 2                  # how the measurement ran: ranks, schedule, device (informative)
     processors = 2             # CPU runs: the cores the ranks shared; the estimator runs
@@ -61,6 +62,7 @@ _PER_STAGE = (
     "activation_bytes",
     "param_bytes",
     "optimizer_bytes",
+    "frozen_bytes",
 )
 KEYS = {
     "stages",
@@ -105,6 +107,9 @@ class MeasuredCosts:
     W_late: tuple[float, ...] = ()
     """Per stage, a W that runs after other ops, not right after its own I (() when not
     measured): :attr:`ppir.analysis.costs.Costs.late_w`."""
+    frozen_bytes: tuple[float, ...] = ()
+    """Per stage, what the stage holds beside its trainable parameters (``param_bytes``):
+    parameters without gradients and the module's buffers (() when not measured: none)."""
 
     def post_time(self, ranks: int, processors: int | None) -> float:
         """What posting a group costs a schedule's rank: the posts' wall time when every rank
@@ -163,6 +168,7 @@ class MeasuredCosts:
             self.post_wall,
             agg(self.optimizer_bytes),
             late,
+            agg(self.frozen_bytes),
         )
 
     @property
@@ -184,7 +190,13 @@ class MeasuredCosts:
             lines.append(f"post = {_toml(self.post)}")
         if self.post_wall:
             lines.append(f"post_wall = {_toml(self.post_wall)}")
-        for k in ("message_bytes", "activation_bytes", "param_bytes", "optimizer_bytes"):
+        for k in (
+            "message_bytes",
+            "activation_bytes",
+            "param_bytes",
+            "frozen_bytes",
+            "optimizer_bytes",
+        ):
             if getattr(self, k):
                 lines.append(f"{k} = {_toml(list(getattr(self, k)))}")
         return "\n".join(lines) + "\n"
@@ -239,6 +251,7 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
         seconds["post_wall"],
         lists.get("optimizer_bytes", ()),
         lists.get("W_late", ()),
+        lists.get("frozen_bytes", ()),
     )
 
 

@@ -8,9 +8,11 @@ Contract
 :mod:`ppir.analysis.footprint` from the profile's per-stage sizes (stage ``s`` of the schedule is
 the sum of its measured pieces, as :meth:`MeasuredCosts.fit` sums times):
 
-* ``params``: ``param_bytes`` of the rank's stages (its trainable parameters as the model
-  holds them);
-* ``grads``: the same bytes again: the runtime keeps one gradient per parameter, in its dtype;
+* ``params``: ``param_bytes`` and ``frozen_bytes`` of the rank's stages: its trainable
+  parameters, and its parameters without gradients and module buffers, as the model holds them
+  (a file without ``frozen_bytes`` has none);
+* ``grads``: ``param_bytes`` again: the runtime keeps one gradient per trainable parameter, in
+  its dtype;
 * ``optimizer``: ``optimizer_bytes`` of the rank's stages: the state the model's own optimizer
   (``make_optimizer``, else the runtime's plain SGD: none) holds after one step, as the profile
   counted it;
@@ -22,8 +24,7 @@ the sum of its measured pieces, as :meth:`MeasuredCosts.fit` sums times):
 None when the file lacks any of the three sizes (a profile older than ``optimizer_bytes``, or
 one whose optimizer could not be made in the profile), and for bidirectional DualPipe, whose
 2P stages are two copies of the model while the measured times take them as one model's 2P
-pieces.  ``param_bytes`` counts the trainable parameters (those with gradients): frozen weights
-and module buffers are not in the figure.
+pieces.
 """
 
 from __future__ import annotations
@@ -101,12 +102,13 @@ def measured_footprint(
     for r, ((act, op), rm) in enumerate(zip(peaks, mem.per_rank)):
         stages = tuple(s for s, q in enumerate(schedule.placement) if q == r)
         params = sum((Fraction(m.param_bytes[s]) for s in stages), Fraction(0))
+        frozen = sum((Fraction(m.frozen_bytes[s]) for s in stages if m.frozen_bytes), Fraction(0))
         per_rank.append(
             RankFootprint(
                 rank=r,
                 stages=stages,
                 param_count=Fraction(0),  # not measured: the bytes are
-                params=params,
+                params=params + frozen,
                 grads=params,
                 optimizer=sum((Fraction(m.optimizer_bytes[s]) for s in stages), Fraction(0)),
                 activations=Fraction(act),

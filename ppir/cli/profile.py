@@ -140,9 +140,11 @@ def run(args) -> int:
 
 
 def summary(mc) -> str:
-    """A per-stage table in milliseconds and KiB."""
+    """A per-stage table in milliseconds and KiB (frozen parameters and buffers where a stage
+    has any)."""
     head = ["stage", "F ms", "B ms", "I ms", "W ms", "W late ms", "F&B ms", "saved KiB"]
-    rows = [[*head, "params KiB", "optimizer KiB"]]
+    frozen = any(mc.frozen_bytes)
+    rows = [[*head, "params KiB", *(["frozen KiB"] if frozen else []), "optimizer KiB"]]
     for s in range(mc.stages):
         rows.append(
             [
@@ -152,6 +154,7 @@ def summary(mc) -> str:
                 f"{mc.FB[s] * 1e3:.3f}" if mc.FB else "-",
                 f"{mc.activation_bytes[s] / 1024:.1f}" if mc.activation_bytes else "-",
                 f"{mc.param_bytes[s] / 1024:.1f}" if mc.param_bytes else "-",
+                *([f"{mc.frozen_bytes[s] / 1024:.1f}"] if frozen else []),
                 f"{mc.optimizer_bytes[s] / 1024:.1f}" if mc.optimizer_bytes else "-",
             ]
         )

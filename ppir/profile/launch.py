@@ -83,7 +83,9 @@ def load_model(spec: str, options: dict | None = None):
         raise ProfileError(str(e)) from None
 
 
-def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str) -> None:
+def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str, batch=None) -> None:
+    """Measure one rank and write its samples to ``out``; ``batch``: ``make_batch(0)`` where
+    the caller (one rank, in this process) has made and checked it already."""
     import torch
     import torch.distributed as dist
 
@@ -124,6 +126,7 @@ def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str) -> None:
             spec.steps,
             spec.warmup,
             device,
+            batch,
         )
         data = gather(rank, P, samples, transfer, groups, device.type)
         if rank == 0:
@@ -191,11 +194,12 @@ def profile(spec: ProfileSpec) -> MeasuredCosts:
 
     _device(spec.device, 0, current=False)  # a device this machine lacks, before any rank
     model = load_model(spec.model, spec.options)  # and a bad module
-    check_batch(model.make_batch(0), spec.num_microbatches)  # and a batch M does not split
+    batch = model.make_batch(0)
+    check_batch(batch, spec.num_microbatches)  # and a batch M does not split
     with tempfile.TemporaryDirectory(prefix="ppir-profile-") as tmp:
         out = os.path.join(tmp, "samples.json")
         if spec.ranks == 1:
-            _rank_main(0, spec, 0, out)
+            _rank_main(0, spec, 0, out, batch)  # make_batch(0) is called once
         else:
             _run_ranks(spec, tmp, out)
         data = json.loads(Path(out).read_text())
@@ -298,6 +302,7 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         tuple(trimmed_mean(p["W_late"]) for p in pieces)
         if all(p.get("W_late") for p in pieces)
         else (),
+        tuple(float(p.get("frozen_bytes", 0)) for p in pieces),
     )
 
 

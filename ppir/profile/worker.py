@@ -31,7 +31,8 @@ class Samples:
     W_late: list = field(default_factory=list)
     FB: list = field(default_factory=list)
     activation_bytes: int = 0
-    param_bytes: int = 0
+    param_bytes: int = 0  # trainable parameters (those with gradients)
+    frozen_bytes: int = 0  # parameters without gradients, and the module's buffers
     optimizer_bytes: int = -1  # -1: the model's optimizer could not be made here
     out_bytes: int = 0  # the piece's output (the next piece's input) for one microbatch
 
@@ -68,8 +69,10 @@ class Runner:
         self.M, self.device = M, device
         self.params = [[p for p in m.parameters() if p.requires_grad] for m in pieces]
         self.samples = [Samples() for _ in pieces]
-        for s, ps in zip(self.samples, self.params):
+        for s, ps, m in zip(self.samples, self.params, pieces):
             s.param_bytes = sum(p.numel() * p.element_size() for p in ps)
+            frozen = [p for p in m.parameters() if not p.requires_grad] + list(m.buffers())
+            s.frozen_bytes = sum(t.numel() * t.element_size() for t in frozen)
         self.meta: dict = {}  # boundary b (the input of stage b) -> (shape, dtype)
         self.groups: list = []  # per group: (post began, wait began, completed,
         # [(buffer, is_recv)], post returned, processor seconds the post took)
@@ -347,10 +350,11 @@ class Profiler:
     """The measurement of one rank, step by step (``ppir profile`` runs :func:`measure_rank`;
     a bench may interleave :meth:`step` with other work to share the machine's load)."""
 
-    def __init__(self, rank, world, pieces, model, program, schedule, M, device):
+    def __init__(self, rank, world, pieces, model, program, schedule, M, device, batch=None):
         self.run = Runner(rank, world, pieces, model.loss_fn, program, schedule, M, device)
         self.model = model
-        batch = model.make_batch(0)
+        if batch is None:
+            batch = model.make_batch(0)
         check_batch(batch, M)
         self.inputs = [t.to(device) for t in batch[0].chunk(M)]
         self.targets = [t.to(device) for t in batch[1].chunk(M)]
@@ -389,9 +393,12 @@ STEP_KINDS = (False, True, "late")
 W after the next microbatch's F and I (so W_late needs 3 steps)."""
 
 
-def measure_rank(rank, world, pieces, model, program, schedule, M, steps, warmup, device):
-    """The rank's samples (a list of :class:`Samples`, one per piece) and boundary times."""
-    prof = Profiler(rank, world, pieces, model, program, schedule, M, device)
+def measure_rank(
+    rank, world, pieces, model, program, schedule, M, steps, warmup, device, batch=None
+):
+    """The rank's samples (a list of :class:`Samples`, one per piece) and boundary times;
+    ``batch``: ``make_batch(0)`` when the caller made it (else it is made here)."""
+    prof = Profiler(rank, world, pieces, model, program, schedule, M, device, batch)
     for i in range(warmup + steps):
         prof.step(split=STEP_KINDS[(i - warmup) % 3], record=i >= warmup)
         if world > 1:
