@@ -93,6 +93,32 @@ def test_estimates_use_the_measured_seconds():
     assert i_op.end == i_op.start  # stage 0 needs no input gradient: its I was measured free
 
 
+def test_a_stage_of_a_second_pipeline_costs_the_model_stage_it_runs():
+    """Bidirectional DualPipe's 2P stages are two copies of a P-stage model: with a
+    measurement of the model in P pieces, each stage costs the piece it runs (stage j of each
+    pipeline), as with the textbook costs of a rank share; not half of it, as if its 2P stages
+    split one model."""
+    from ppir.pipeline import compile
+
+    piece = {"F": [1.0] * 2, "B": [2.0] * 2, "I": [1.0] * 2, "W": [1.0] * 2, "transfer": 0.0}
+    cfg = make_config({"measured": {"stages": 2, **piece}})
+    for name in ("dualpipe", "1f1b"):
+        s = load_schedule(name, {"P": 2, "M": 8})
+        assert compile(s, costs=cfg).step_time == compile(s).step_time  # 1 unit = 1 s here
+    dual = load_schedule("dualpipe", {"P": 2, "M": 8})
+    with pytest.raises(PpirError) as e:  # 3 pieces do not fit the 2 stages of each pipeline
+        compile(dual, costs=make_config({"measured": {"stages": 3, **_three(piece)}}))
+    text = e.value.render()
+    assert "a schedule with 4 stages (2 pipelines of 2) cannot use them" in text
+    assert (
+        "schedules whose pipelines have 1, 3 stages can; or profile again with --stages 6" in text
+    )
+
+
+def _three(table: dict) -> dict:
+    return {k: v + v[:1] if isinstance(v, list) else v for k, v in table.items()}
+
+
 def test_overlap_ratio_from_measured_fb():
     table = {**TABLE, "FB": [1.5e-3, 3e-3, 3e-3, 4.5e-3]}  # half of F + B
     s = load_schedule("dualpipev", {"P": 2, "M": 4})

@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import pytest
 
+from ppir.analysis.footprint import activation_peaks
 from ppir.analysis.measured import MeasuredCosts, from_table
 from ppir.analysis.measured_footprint import measured_footprint
 from ppir.analysis.memory import analyze_memory
@@ -58,11 +59,18 @@ def test_without_every_size_there_is_no_figure():
     assert measured_footprint(c.program, _measured(optimizer_bytes=()), c.memory) is None
 
 
-def test_dualpipe_is_not_sized_from_a_measurement():
-    """Its 2P stages are two copies of the model, while the measured times take them as one
-    model's 2P pieces: no figure rather than one that disagrees with the times."""
+def test_dualpipe_sizes_each_stage_as_the_model_stage_it_runs():
+    """Bidirectional DualPipe's 4 stages at P=2 are two copies of the 2-stage model: rank 0
+    holds model stage 0 (first pipeline) and model stage 1 (the second pipeline's last stage),
+    rank 1 the others; each holds both stages' parameters and optimizer state."""
     c = compile(load_schedule("dualpipe", {"P": 2, "M": 4}))
-    assert measured_footprint(c.program, _measured(), c.memory) is None
+    assert c.program.pipelines == 2
+    fp = measured_footprint(c.program, _measured(), c.memory)
+    assert fp.copies == 2
+    for r in fp.per_rank:
+        assert (r.params, r.grads, r.optimizer) == (1200, 1200, 2400)
+    peaks = activation_peaks(c.program, c.memory, [Fraction(b) for b in ACT * 2])
+    assert [r.activations for r in fp.per_rank] == [a for a, _ in peaks]
 
 
 @pytest.fixture

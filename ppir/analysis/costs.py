@@ -171,8 +171,9 @@ def stage_forward_times(schedule: Schedule, cfg: CostConfig) -> list[Fraction | 
                 + (",..." if S > 16 else "")
             ],
         )
-    if cfg.measured is not None:
-        return list(cfg.measured.fit(S).F)
+    if cfg.measured is not None:  # stage s runs model stage deps.model_stage(s)
+        F = cfg.measured.fit(S, schedule.pipelines).F
+        return [F[deps.model_stage(s, S, schedule.pipelines)] for s in range(S)]
     model_stages = deps.pipeline_length(S, schedule.pipelines)  # a stage is 1/model_stages
     if cfg.model is None:
         base: list[Fraction | float] = [Fraction(P, model_stages)] * S
@@ -196,14 +197,17 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
     cfg = cfg or CostConfig()
     ratio = None if cfg.FB is None else cfg.FB / (cfg.F + cfg.B)
     if cfg.measured is not None:  # measured seconds per stage and kind (ppir profile)
-        ms = cfg.measured.fit(schedule.stages)
-        op = [{k: getattr(ms, k.value)[s] for k in KINDS} for s in range(ms.stages)]
+        S, n = schedule.stages, schedule.pipelines
+        ms = cfg.measured.fit(S, n)  # the model's stages; stage s runs deps.model_stage(s)
+        at = [deps.model_stage(s, S, n) for s in range(S)]
+        rows = [{k: getattr(ms, k.value)[j] for k in KINDS} for j in range(ms.stages)]
+        op = [rows[j] for j in at]
         if ms.FB:
             ratio = sum(ms.FB) / sum(f + b for f, b in zip(ms.F, ms.B))
         nbytes = ms.message_size
         # free communication: posts too
         post = ms.post_time(schedule.ranks, cfg.processors) if not cfg.free_comm else 0
-        late = ms.W_late
+        late = tuple(ms.W_late[j] for j in at) if ms.W_late else ()
     else:
         fwd = stage_forward_times(schedule, cfg)
         extra = cfg.model.recompute_share(cfg.recompute) if cfg.model is not None else 0

@@ -29,10 +29,10 @@ Contract
 
 Stages hold ``copies * L / S`` layers unless ``stage_layers`` gives them (uneven splits such as
 Megatron's ``--pipeline-model-parallel-layout``).  ``copies`` is how many copies of the model the
-schedule's stages cover: 1 for every built-in but bidirectional DualPipe, whose 2P stages are two
-copies of a P-stage model (one per direction, so each rank holds two stages' parameters);
-:func:`schedule_copies` gives it.  With ``copies`` = c, copy k spans stages k·S/c .. (k+1)·S/c - 1,
-each with its own embedding and head.
+schedule's stages cover: its ``pipelines`` (:mod:`ppir.ir.deps`), 1 for every built-in but
+bidirectional DualPipe, whose 2P stages are two copies of a P-stage model (one per direction, so
+each rank holds two stages' parameters); :func:`schedule_copies` gives it.  With ``copies`` = c,
+copy k spans stages k·S/c .. (k+1)·S/c - 1, each with its own embedding and head.
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from ppir.diagnostics import error
 from ppir.ir import Action, Schedule
 
 TERMS = ("params", "grads", "optimizer", "activations", "buffers")
-BIDIRECTIONAL = ("dualpipe",)  # built-ins whose stages are two copies of the model
 
 
 @dataclass(frozen=True)
@@ -118,8 +117,9 @@ class Footprint:
 
 
 def schedule_copies(schedule: Schedule) -> int:
-    """How many copies of the model a schedule's stages cover (2 for bidirectional DualPipe)."""
-    return 2 if schedule.name in BIDIRECTIONAL else 1
+    """How many copies of the model a schedule's stages cover: its pipelines, each a replica of
+    the model (2 for bidirectional DualPipe, whatever the schedule is named)."""
+    return schedule.pipelines
 
 
 def param_bytes(m: ModelShape) -> Fraction:

@@ -121,22 +121,29 @@ class MeasuredCosts:
             return self.post_wall
         return self.post
 
-    def fit(self, stages: int) -> MeasuredCosts:
-        """The costs of a ``stages``-stage split (consecutive measured stages summed); a ppir
-        error when ``stages`` does not divide the measured count."""
-        if stages == self.stages:
+    def fit(self, stages: int, pipelines: int = 1) -> MeasuredCosts:
+        """The costs of the model split into ``stages // pipelines`` stages (consecutive
+        measured stages summed): a schedule of ``stages`` stages in ``pipelines`` pipelines,
+        replicas of one model (bidirectional DualPipe: two), whose stage ``s`` runs model stage
+        :func:`ppir.ir.deps.model_stage`; a ppir error when the model's stage count does not
+        divide the measured count."""
+        n = stages // pipelines if pipelines > 0 else 0
+        if n == self.stages:
             return self
-        if stages <= 0 or self.stages % stages:
+        if n <= 0 or self.stages % n:
             fits = [d for d in range(1, self.stages + 1) if self.stages % d == 0]
+            split = f" ({pipelines} pipelines of {n})" if pipelines > 1 else ""
             raise error(
                 "bad-config",
                 f"the measured costs are for {self.stages} stages; a schedule with {stages} "
-                "stages cannot use them",
+                f"stages{split} cannot use them",
                 hints=[
-                    f"schedules with {', '.join(map(str, fits))} stages can; or profile "
-                    f"again with --stages {_lcm(self.stages, stages)}"
+                    f"schedules {'whose pipelines have' if pipelines > 1 else 'with'} "
+                    f"{', '.join(map(str, fits))} stages can; or profile again with --stages "
+                    f"{_lcm(self.stages, max(n, 1))}"
                 ],
             )
+        stages = n
         k = self.stages // stages
 
         def agg(xs):

@@ -21,10 +21,10 @@ the sum of its measured pieces, as :meth:`MeasuredCosts.fit` sums times):
   :func:`ppir.analysis.footprint.activation_peaks` (the memory analysis' alloc/free rule);
 * ``buffers``: the peak of received-but-unconsumed messages times the largest measured message.
 
-None when the file lacks any of the three sizes (a profile older than ``optimizer_bytes``, or
-one whose optimizer could not be made in the profile), and for bidirectional DualPipe, whose
-2P stages are two copies of the model while the measured times take them as one model's 2P
-pieces.
+A schedule of several pipelines (bidirectional DualPipe: two copies of the model) sizes each
+stage as the model stage it runs (:func:`ppir.ir.deps.model_stage`), as its times are.  None
+when the file lacks any of the three sizes (a profile older than ``optimizer_bytes``, or one
+whose optimizer could not be made in the profile).
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from ppir.analysis.footprint import (
     RankFootprint,
     activation_peaks,
     footprint,
-    schedule_copies,
 )
 from ppir.analysis.measured import MeasuredCosts
 from ppir.analysis.memory import MemoryReport
 from ppir.ir import Schedule
+from ppir.ir.deps import model_stage
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,8 @@ class MeasuredFootprint:
     source: str
     per_rank: tuple[RankFootprint, ...]
     memory: MemoryReport
-    copies = 1  # as Footprint's: every schedule this sizes is one copy of the model
+    copies: int = 1
+    """As Footprint's: the copies of the model the schedule's stages cover (its pipelines)."""
 
     @property
     def worst(self) -> RankFootprint:
@@ -93,16 +94,20 @@ def measured_footprint(
     """Per-rank memory of ``schedule`` from ``measured`` sizes (see the module docstring; None
     without them); ``mem`` is :func:`ppir.analysis.memory.analyze_memory`'s report of the same
     program."""
-    if not sized(measured) or schedule_copies(schedule) != 1:
-        return None  # DualPipe: the measured times take its 2P stages as one model's pieces
-    m = measured.fit(schedule.stages)
+    if not sized(measured):
+        return None
+    S, n = schedule.stages, schedule.pipelines
+    m = measured.fit(S, n)
+    at = [model_stage(s, S, n) for s in range(S)]  # the model stage each stage runs
     message = Fraction(m.message_size)
-    peaks = activation_peaks(schedule, mem, [Fraction(b) for b in m.activation_bytes])
+    peaks = activation_peaks(schedule, mem, [Fraction(m.activation_bytes[j]) for j in at])
     per_rank = []
     for r, ((act, op), rm) in enumerate(zip(peaks, mem.per_rank)):
         stages = tuple(s for s, q in enumerate(schedule.placement) if q == r)
-        params = sum((Fraction(m.param_bytes[s]) for s in stages), Fraction(0))
-        frozen = sum((Fraction(m.frozen_bytes[s]) for s in stages if m.frozen_bytes), Fraction(0))
+        params = sum((Fraction(m.param_bytes[at[s]]) for s in stages), Fraction(0))
+        frozen = sum(
+            (Fraction(m.frozen_bytes[at[s]]) for s in stages if m.frozen_bytes), Fraction(0)
+        )
         per_rank.append(
             RankFootprint(
                 rank=r,
@@ -110,7 +115,7 @@ def measured_footprint(
                 param_count=Fraction(0),  # not measured: the bytes are
                 params=params + frozen,
                 grads=params,
-                optimizer=sum((Fraction(m.optimizer_bytes[s]) for s in stages), Fraction(0)),
+                optimizer=sum((Fraction(m.optimizer_bytes[at[s]]) for s in stages), Fraction(0)),
                 activations=Fraction(act),
                 buffers=rm.peak_recv * message,
                 peak_op=op,
@@ -118,4 +123,4 @@ def measured_footprint(
         )
     info = dict(measured.info)
     source = ", ".join(f"{k} {info[k]}" for k in ("model", "device") if k in info)
-    return MeasuredFootprint(schedule.name, source, tuple(per_rank), mem)
+    return MeasuredFootprint(schedule.name, source, tuple(per_rank), mem, n)
