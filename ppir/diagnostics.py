@@ -154,6 +154,16 @@ class PpirError(Exception):
     def render(self) -> str:
         return "\n".join(d.render() for d in group_repeats(self.diagnostics))
 
+    def __str__(self) -> str:
+        """The rendered diagnostics (``file:line:col: error: ...``, the source line, hints), so
+        that an uncaught error in a library call shows where, as the command line does."""
+        return self.render()
+
+    @property
+    def message(self) -> str:
+        """The first diagnostic's message alone (no location or hints)."""
+        return self.diagnostics[0].message if self.diagnostics else "error"
+
     @property
     def kind(self) -> str:
         return self.diagnostics[0].kind
@@ -271,8 +281,7 @@ def group_repeats(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
             continue
         template, names, values = _template(d.message)
         info.append((names, values))
-        key = (d.kind, d.severity, d.span.path, d.span.line, template)
-        groups.setdefault(key, []).append(i)
+        groups.setdefault(_repeat_key(d, template), []).append(i)
     out: list[Diagnostic] = []
     merged = {g[0]: g for g in groups.values() if len(g) > 1}
     dropped = {i for g in merged.values() for i in g[1:]}
@@ -284,6 +293,16 @@ def group_repeats(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
             d = replace(d, notes=d.notes + (Note(note),))
         out.append(d)
     return out
+
+
+def repeat_key(d: Diagnostic) -> tuple | None:
+    """What :func:`group_repeats` merges ``d`` by (None: it stays alone): diagnostics with equal
+    keys print as one."""
+    return None if d.span is None else _repeat_key(d, _template(d.message)[0])
+
+
+def _repeat_key(d: Diagnostic, template: str) -> tuple:
+    return (d.kind, d.severity, d.span.path, d.span.line, template)
 
 
 def _group_note(severity: str, members: list) -> str:

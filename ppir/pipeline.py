@@ -86,9 +86,12 @@ class Compiled:
 
     @property
     def ok(self) -> bool:
-        """True when the program verified (or verification was skipped) and the pipeline
-        finished."""
-        return self.failed is None and (self.report is None or self.report.ok)
+        """True when the pipeline finished and the program verified; compiled with
+        ``verify=False``, when its timed run reached the end (no deadlock, no op without a
+        partner: the rendezvous semantics, without the report and the lints)."""
+        if self.failed is not None:
+            return False
+        return self.report.ok if self.report is not None else self.timeline.complete
 
     @property
     def timed(self) -> Timeline:
@@ -167,6 +170,7 @@ def compile(  # noqa: A001 - the library's verb
         )
     if lowering not in LOWERINGS:
         raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
+    _check_options(verify=verify, progress=progress, dp=dp, overlap=overlap, strict=strict)
     cfg = costs or CostConfig()
     c = costs_for(schedule, cfg)
     if dp > 1:
@@ -220,6 +224,24 @@ def compile(  # noqa: A001 - the library's verb
         best = eager
     best.candidates = candidates
     return best
+
+
+def _check_options(*, verify, progress, dp, overlap, strict) -> None:
+    """A ValueError or TypeError naming the option and the value given, for what the
+    command line's own checks would have refused."""
+    from ppir.ir.graph import PROGRESS_MODELS
+
+    if verify not in (True, False, "final") or not isinstance(verify, (bool, str)):
+        raise ValueError(f"verify takes True, False or 'final', got {verify!r}")
+    if progress not in PROGRESS_MODELS:
+        raise ValueError(f"unknown progress {progress!r} (expected one of {PROGRESS_MODELS})")
+    if isinstance(dp, bool) or not isinstance(dp, int):
+        raise TypeError(f"dp takes an int, the data-parallel replicas, got {dp!r}")
+    if dp < 1:
+        raise ValueError(f"dp must be at least 1 (one replica: no data parallelism), got {dp}")
+    for name, value in (("overlap", overlap), ("strict", strict)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} takes True or False, got {value!r}")
 
 
 def _time(c: Compiled) -> float:
@@ -325,8 +347,8 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
         blocking=blocking,
         **base,
     )
-    if not out.ok and passes:
-        out.failed = passes[-1].name
+    if out.report is not None and not out.report.ok and passes:
+        out.failed = passes[-1].name  # its output failed verification
     return out
 
 

@@ -205,4 +205,7 @@ def test_a_json_program_takes_neither_parameters_nor_a_placement(cli, tmp_path):
     code, _, err = cli("check", str(f), "-D", "P=4")
     assert code == 2 and "unknown parameter 'P': a JSON program takes no -D parameters" in err
     code, _, err = cli("check", str(f), "--placement", "1,0")
-    assert code == 2 and "--placement applies to CSV schedules; a JSON program holds" in err
+    assert (
+        code == 2
+        and "--placement applies to CSV and torch:NAME schedules only; a JSON program holds" in err
+    )

@@ -134,4 +134,6 @@ def test_sweep_help_says_what_schedules_and_the_model_options_take(cli, capsys):
 
 def test_placement_with_a_pps_file_is_one_usage_error_not_a_row_per_value(cli):
     code, out, err = cli("sweep", "1f1b", "--over", "M=4,8", "--placement", "0,1,2,3")
-    assert code == 2 and "--placement applies to CSV schedules" in err and not out
+    assert (
+        code == 2 and "--placement applies to CSV and torch:NAME schedules only" in err and not out
+    )

@@ -196,7 +196,9 @@ def merge(base: dict, over: dict) -> dict:
 
 
 def make_config(data: dict | None = None, where: str = "cost config") -> CostConfig:
-    """Validate a nested settings dict and build the :class:`CostConfig`."""
+    """The :class:`CostConfig` of the cost file's sections (a dict; else a TypeError)."""
+    if data is not None and not isinstance(data, dict):  # {"comm": {"latency": "0.25"}}
+        raise TypeError(f"make_config takes a dict of the cost file's sections, got {data!r:.40}")
     data = data or {}
     _check_keys(data, where)
     costs, msec, hsec, csec = (data.get(k, {}) for k in ("costs", "model", "hardware", "comm"))

@@ -223,7 +223,7 @@ def compile_from_args(
     quiet = getattr(args, "quiet", False)
     with progress(None, desc, quiet=quiet, delay=COMPILE_PROGRESS_DELAY, clock=True) as bar:
         with on_stage(lambda stage: bar.update(0, stage)):
-            return compile(
+            c = compile(
                 s,
                 lowering=args.lowering,
                 overlap=args.overlap if overlap is None else overlap,
@@ -234,6 +234,14 @@ def compile_from_args(
                 passes=args.passes,
                 dp=getattr(args, "dp", None) or 1,
             )
+    if args.no_verify and not c.ok:
+        print(
+            f"ppir: warning: {s.name} cannot run to its end (a deadlock, or an op without a "
+            "partner; 'ppir check' says where): --no-verify goes on, and a run of it hangs "
+            "until its timeout",
+            file=sys.stderr,
+        )
+    return c
 
 
 def print_report(report: Report) -> bool:

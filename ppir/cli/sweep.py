@@ -177,7 +177,7 @@ def _row(spec, over, val, fixed, model, recompute, layers, placement) -> dict:
             raise  # not about this value: the sweep itself cannot run
         d = e.diagnostics[0] if e.diagnostics else None
         where = str(d.span) if d is not None and d.span is not None else None
-        return {"value": val, "params": params, "error": str(e), "where": where}
+        return {"value": val, "params": params, "error": e.message, "where": where}
     p = dict(s.params)
     P, M = s.ranks, s.microbatches
     v = p.get("v", Fraction(s.stages, s.ranks))

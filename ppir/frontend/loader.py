@@ -161,10 +161,10 @@ def load_schedule(
         return read_csv_text(read_text(spec), spec, placement)
     if kind == "json":
         _no_params(params, "a JSON program", define_flag)
-        _no_placement(placement, "a JSON program holds its placement")
+        _no_placement(placement, "a JSON program holds its placement", define_flag)
         return read_json_program(spec, max_ops=max_ops, max_steps=max_steps)
     path, text = read_source(spec, builtin)
-    _no_placement(placement, "a .pps file declares its placement with 'placement ...'")
+    _no_placement(placement, "a .pps file declares its placement with 'placement ...'", define_flag)
     return expand(
         parse_cached(path, text),
         params,
@@ -184,16 +184,30 @@ def _no_params(params: dict, what: str, flag: str) -> None:
         )
 
 
-def _no_placement(placement, why: str) -> None:
+def _no_placement(placement, why: str, define_flag: str) -> None:
+    """The error for a placement given to a schedule that declares its own; it names the
+    option as the caller spells it (the CLI's ``--placement``, the API's ``placement``)."""
     if placement is not None:
-        raise error("bad-usage", f"--placement applies to CSV schedules; {why}")
+        name = "--placement" if define_flag else "placement"
+        raise error("bad-usage", f"{name} applies to CSV and torch:NAME schedules only; {why}")
 
 
 def load_text(
-    text: str, params: dict[str, int] | None = None, path: str = "<string>", **kw
+    text: str,
+    params: dict[str, int] | None = None,
+    path: str = "<string>",
+    *,
+    max_ops: int = DEFAULT_MAX_OPS,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    **more: int,
 ) -> Schedule:
-    """Parse and expand .pps source text (handy for tests and tools)."""
-    return expand(parse_text(text, path), dict(params or {}), **kw)
+    """Parse and expand .pps source text (handy for tests and tools); its parameters as a
+    dict, as keywords (``load_text(src, P=4, M=8)``), or both; ``path`` is the name errors
+    give it."""
+    params = {**(params or {}), **more}
+    return expand(
+        parse_text(text, path), params, max_ops=max_ops, max_steps=max_steps, define_flag=""
+    )
 
 
 def read_json_program(

@@ -157,6 +157,12 @@ def check_json(obj: dict) -> None:
     schedule is well formed (sizes, stages and placement in range) is the reader's check, as
     for any literal program (:func:`ppir.frontend.literal.literal_shape`).  MalformedProgram
     (naming the offending value) if not."""
+    if not isinstance(obj, dict):
+        hint = " (json.loads(text) reads a string; ppir.load('file.json') a file)"
+        raise MalformedProgram(
+            f"a {JSON_FORMAT} object is a dict, got {type(obj).__name__}"
+            + (hint if isinstance(obj, (str, bytes)) else "")
+        )
     if obj.get("format") != JSON_FORMAT:
         raise MalformedProgram(f"not a {JSON_FORMAT} object (format = {obj.get('format')!r})")
     for key in ("schedule", "params", "ranks", "stages", "microbatches", "placement", "programs"):

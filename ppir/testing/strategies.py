@@ -88,6 +88,15 @@ def shapes(schedule: str | os.PathLike, **bounds) -> st.SearchStrategy[dict[str,
         )
     defaults = {k: v for k, v in declared.items() if k not in bounds and v is not None}
     domains, _ = _split_specs(bounds)
+    if _any_supported(module, domains, defaults) is False:
+        from ppir.diagnostics import EXIT_USAGE, error
+
+        space = ", ".join(f"{k} in {d}" for k, d in domains)
+        raise error(
+            "no-valid-parameters",
+            f"no choice in {space} satisfies the require lines of {os.fspath(schedule)}",
+            exit_code=EXIT_USAGE,
+        )
 
     @st.composite
     def draw_shape(draw):
@@ -98,6 +107,36 @@ def shapes(schedule: str | os.PathLike, **bounds) -> st.SearchStrategy[dict[str,
         assume(False)
 
     return draw_shape()
+
+
+_ENUMERATE = 4096  # points shapes() tries before drawing, to tell an empty space apart
+
+
+def _any_supported(module, domains, fixed: dict) -> bool | None:
+    """Whether some point of ``domains`` (all plain, under ``fixed``) passes the schedule's
+    ``require`` lines, trying them in order; None when a domain is a hypothesis strategy or
+    the space has more than :data:`_ENUMERATE` points (unknown: the draws will tell)."""
+    if any(isinstance(d, st.SearchStrategy) for _, d in domains):
+        return None
+    budget = [_ENUMERATE]
+
+    def walk(i: int, point: dict) -> bool | None:
+        if i == len(domains):
+            budget[0] -= 1
+            return True if _supported(module, point) else (None if budget[0] <= 0 else False)
+        name, dom = domains[i]
+        env = {**fixed, **point}
+        b = dom.bounds(env)  # an interval is walked lazily: it may be huge
+        for value in range(b[0], b[1] + 1) if b is not None else dom.values(env):
+            found = walk(i + 1, {**point, name: value})
+            if found is not False:
+                return found
+        return False
+
+    try:
+        return walk(0, {})
+    except PpirError:  # a bound that cannot be evaluated here: the draws will report it
+        return None
 
 
 def _supported(module, point: dict[str, int]) -> bool:

@@ -1,0 +1,102 @@
+"""Mistakes made through the Python API (a new-user trial's findings): each gets an error that
+names the option or value, as the command line's own checks do, not a traceback from inside."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+import ppir
+from ppir.ir.printer import MalformedProgram
+
+REQUIRE = textwrap.dedent(
+    """\
+    schedule req(P = 4, M = 8)
+    require M >= P : "need M >= P"
+    ranks P
+    stages P
+    microbatches M
+    placement looped
+    program r {
+      for m in 0 .. M { F(m) }
+      for m in 0 .. M { B(m) }
+    }
+    """
+)
+
+
+def test_an_uncaught_load_error_shows_its_location(tmp_path):
+    path = tmp_path / "typo.pps"
+    path.write_text(REQUIRE.replace("B(m)", "B(mb)"))
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.load(path, P=2, M=4)
+    text = str(e.value)  # what a traceback's last line shows
+    assert text.startswith(f"{path}:9:23: error: undefined name 'mb'")
+    assert "for m in 0 .. M { B(mb) }" in text and "hint: did you mean 'm'?" in text
+    assert e.value.message == "undefined name 'mb'"
+
+
+def test_load_text_takes_its_parameters_as_keywords():
+    by_keywords = ppir.load_text(REQUIRE, P=2, M=4)
+    assert by_keywords == ppir.load_text(REQUIRE, {"P": 2, "M": 4})
+    assert (by_keywords.ranks, by_keywords.microbatches) == (2, 4)
+    with pytest.raises(ppir.PpirError, match="unknown parameter 'Q'") as e:
+        ppir.load_text(REQUIRE, Q=2)
+    assert "-D" not in str(e.value)  # no command-line wording in the library
+
+
+def test_a_placement_for_a_schedule_with_its_own_names_the_argument():
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.load("1f1b", placement=(0, 1, 2, 3))
+    assert e.value.message.startswith("placement applies to CSV and torch:NAME schedules only")
+
+
+@pytest.mark.parametrize(
+    "option,error,needle",
+    [
+        ({"dp": 0}, ValueError, "dp must be at least 1"),
+        ({"dp": -1}, ValueError, "dp must be at least 1"),
+        ({"dp": 2.5}, TypeError, "dp takes an int, the data-parallel replicas, got 2.5"),
+        ({"dp": "2"}, TypeError, "dp takes an int, the data-parallel replicas, got '2'"),
+        ({"dp": True}, TypeError, "dp takes an int"),
+        ({"verify": "x"}, ValueError, "verify takes True, False or 'final', got 'x'"),
+        ({"verify": 1}, ValueError, "verify takes True, False or 'final', got 1"),
+        ({"progress": "eager"}, ValueError, "unknown progress 'eager'"),
+        ({"overlap": "no"}, TypeError, "overlap takes True or False, got 'no'"),
+        ({"strict": None}, TypeError, "strict takes True or False, got None"),
+    ],
+)
+def test_compile_refuses_option_values_the_cli_would(option, error, needle):
+    with pytest.raises(error, match=needle):
+        ppir.compile(ppir.load("1f1b", P=2, M=4), **option)
+
+
+def test_unverified_ok_says_whether_the_run_reaches_its_end():
+    good = ppir.compile(ppir.load("1f1b", P=3, M=4), verify=False)
+    assert good.ok and good.report is None
+    bad = ppir.compile(ppir.load("1f1b", P=3, M=4), lowering="naive", verify=False)
+    assert not bad.ok and bad.failed is None and not bad.timeline.complete
+
+
+def test_from_json_and_make_config_name_what_they_take():
+    with pytest.raises(MalformedProgram, match=r"is a dict, got str \(json.loads\(text\)"):
+        ppir.from_json('{"format": "ppir.program/1"}')
+    with pytest.raises(TypeError, match="make_config takes a dict of the cost file's sections"):
+        ppir.make_config("comm.latency=0.25")
+
+
+def test_no_choice_satisfying_the_require_lines_is_said_before_drawing(tmp_path):
+    from ppir.testing import property_test, shapes
+
+    path = tmp_path / "req.pps"
+    path.write_text(REQUIRE)
+    with pytest.raises(ppir.PpirError) as e:
+        shapes(str(path), P="5..8", M="1..4")
+    assert e.value.kind == "no-valid-parameters"
+    assert e.value.message == (
+        f"no choice in P in 5..8, M in 1..4 satisfies the require lines of {path}"
+    )
+    with pytest.raises(ppir.PpirError, match="satisfies the require lines"):
+        property_test(str(path), over={"P": "5..8", "M": "1..4"})
+    assert shapes(str(path), P="5..8", M="1..5") is not None  # one choice: P=5, M=5
