@@ -53,8 +53,19 @@ def test_fit_sums_consecutive_stages():
 @pytest.mark.parametrize(
     "change,needle",
     [
-        ({"F": [1, 2]}, "measured.F must be a list of 4 non-negative numbers, got 2"),
-        ({"B": [1, 2, -3, 4]}, "measured.B must be a list of 4 non-negative numbers"),
+        ({"F": [1, 2]}, "measured.F must be a list of 4 non-negative finite numbers, got 2"),
+        (
+            {"B": [1, 2, -3, 4]},
+            "measured.B must be a list of 4 non-negative finite numbers, got -3 at index 2",
+        ),
+        (
+            {"W": [1, 2, float("inf"), 4]},
+            "measured.W must be a list of 4 non-negative finite numbers, got inf at index 2",
+        ),
+        (
+            {"I": "fast"},
+            "measured.I must be a list of 4 non-negative finite numbers, got str 'fast'",
+        ),
         ({"stages": 0}, "measured.stages must be a positive integer"),
         ({"transfer": "fast"}, "measured.transfer must be seconds >= 0"),
         ({"Ff": [1, 2, 3, 4]}, "unknown key 'Ff' in [measured]"),

@@ -37,6 +37,7 @@ plus B of pieces 1 .. k - 1.  Any other S is a ppir error naming the counts that
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ppir.diagnostics import error
@@ -307,15 +308,16 @@ def measured_config(data: dict, kw: dict, model, where: str):
 
 
 def _numbers(v, key: str, where: str, n: int) -> tuple[float, ...]:
-    ok = isinstance(v, list) and all(
-        isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in v
-    )
-    if not ok or len(v) != n:
-        raise error(
-            "bad-config",
-            f"{where}: {key} must be a list of {n} non-negative numbers"
-            + (f", got {len(v)}" if isinstance(v, list) else ""),
-        )
+    """``v`` as a tuple of ``n`` non-negative floats; else a ppir error naming what is wrong:
+    the count, or the first entry that is not a non-negative number (and its place)."""
+    want = f"{where}: {key} must be a list of {n} non-negative finite numbers"
+    if not isinstance(v, list):
+        raise error("bad-config", f"{want}, got {type(v).__name__} {v!r:.40}")
+    if len(v) != n:
+        raise error("bad-config", f"{want}, got {len(v)}")
+    for i, x in enumerate(v):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x < math.inf:
+            raise error("bad-config", f"{want}, got {x!r:.40} at index {i}")
     return tuple(float(x) for x in v)
 
 

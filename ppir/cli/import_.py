@@ -37,7 +37,8 @@ The placement is torch's (torch:NAME) or inferred from where each stage computes
 overrides it.  torch's UNSHARD/RESHARD/REDUCE_GRAD are dropped; an overlapped cell
 (0F7;7B3)OVERLAP_F_B, a forward then a backward, is one overlapped step, as ppir's own
 dualpipev writes it (other overlapped cells become their actions in order, with a note).
-Every ppir command also accepts torch:NAME directly (ppir check torch:1F1B -D P=4).
+Every ppir command also accepts torch:NAME directly (ppir check torch:Interleaved1F1B -D P=4
+-D v=2).
 
 examples:
   ppir import torch:Interleaved1F1B -D P=4 -D M=8 -D v=2

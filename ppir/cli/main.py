@@ -139,11 +139,17 @@ def main(argv: list[str] | None = None) -> int:
         print("ppir: interrupted", file=sys.stderr)
         return 130
     except OSError as e:
+        if isinstance(e, StdoutError) and isinstance(e.__cause__, BrokenPipeError):
+            _detach_stdout()  # its reader has what it wanted ('ppir dump X | head'):
+            return EXIT_PIPE  # quiet, as a command killed by SIGPIPE
         print(f"ppir: error: {io_error_message(e)}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         if isinstance(sys.stdout, _GuardedStdout):
             sys.stdout = real_stdout
+
+
+EXIT_PIPE = 128 + 13  # what a shell reports for a command killed by SIGPIPE
 
 
 class StdoutError(OSError):
@@ -184,8 +190,6 @@ def io_error_message(e: OSError) -> str:
     why = e.strerror or str(e)
     if isinstance(e, StdoutError):
         _detach_stdout()
-        if isinstance(e.__cause__, BrokenPipeError):
-            why = "the pipe was closed by its reader"
         return f"cannot write to standard output: {why}"
     if e.filename is not None:
         return f"cannot write {e.filename}: {why}"

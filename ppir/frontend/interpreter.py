@@ -110,15 +110,16 @@ class Interpreter(OpEmitter):
 
             return arithmetic
         if op in ("//", "%"):
+            what = (  # a literal 0 needs no saying that it is 0
+                f"division by zero in '{op} 0'"
+                if isinstance(e.right, A.IntLit)
+                else f"division by zero: {A.short_text(e.right)} is 0 in '{op}'"
+            )
 
             def div(s):
                 a, b = lf(s), rf(s)
                 if b == 0:
-                    raise error(
-                        "division-by-zero",
-                        f"division by zero: {A.short_text(e.right)} is 0 in '{op}'",
-                        span,
-                    )
+                    raise error("division-by-zero", what, span)
                 return a // b if op == "//" else a % b
 
             return div

@@ -93,6 +93,12 @@ def syntax_error(e: Exception, text: str, path: str) -> PpirError:
     hints = [f"expected {_join(exp)}"] if exp else []
     if tok.type == "EQUAL":
         hints.append("compare with '=='")
+    if word and _first_token(text, tok.start_pos or 0):  # a file that starts with an action
+        hints.append(
+            "torch.distributed.pipelining's schedules (0F0 1F0 ..., one rank per line) are "
+            "read from a .csv file, or turned into .pps by 'ppir import' (which also reads "
+            "them from .txt); a literal .pps program lists actions after 'rank N:'"
+        )
     notes = []
     if tok.type == "$END":
         opened = _unclosed_brace(text, path)
@@ -106,6 +112,11 @@ def syntax_error(e: Exception, text: str, path: str) -> PpirError:
 
 
 _ACTION_LIKE = re.compile(r"\d+[A-Za-z_]+\d*")
+
+
+def _first_token(text: str, pos: int) -> bool:
+    """True when only blank and comment lines come before ``pos``."""
+    return all(not ln.strip() or ln.lstrip().startswith("#") for ln in text[:pos].splitlines())
 
 
 def _open_bracket(expected, text: str, path: str, tok) -> tuple[Span, str] | None:

@@ -187,11 +187,27 @@ def _program(P: int, M: int, rank: int):
     return s, s.programs[rank]
 
 
+def check_batch(batch, M: int) -> None:
+    """A :class:`ProfileError` unless ``batch`` (``make_batch(0)``) is an
+    (inputs, targets) pair of tensors whose dim 0 splits into ``M`` equal microbatches."""
+    import torch
+
+    if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
+        raise ProfileError(
+            f"make_batch(0) returned {type(batch).__name__}, expected (inputs, targets)"
+        )
+    for name, t in zip(("inputs", "targets"), batch):
+        if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape[0] % M:
+            got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ProfileError(
+                f"make_batch(0) {name}: dim 0 must split into {M} equal microbatches (got "
+                f"{got}): pass a -M that divides it"
+            )
+
+
 def profile(spec: ProfileSpec) -> MeasuredCosts:
     """Measure (see :mod:`ppir.profile`) and return the measured costs of ``spec``."""
     check_spec(spec)
-    from ppir.profile.worker import check_batch
-
     _device(spec.device, 0, current=False)  # a device this machine lacks, before any rank
     model = load_model(spec.model, spec.options)  # and a bad module
     batch = model.make_batch(0)

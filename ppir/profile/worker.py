@@ -328,24 +328,6 @@ def _group(fn, t, peer) -> None:
         w.wait()
 
 
-def check_batch(batch, M: int) -> None:
-    """A :class:`~ppir.profile.launch.ProfileError` unless ``batch`` (``make_batch(0)``) is an
-    (inputs, targets) pair of tensors whose dim 0 splits into ``M`` equal microbatches."""
-    from ppir.profile.launch import ProfileError
-
-    if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
-        raise ProfileError(
-            f"make_batch(0) returned {type(batch).__name__}, expected (inputs, targets)"
-        )
-    for name, t in zip(("inputs", "targets"), batch):
-        if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape[0] % M:
-            got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-            raise ProfileError(
-                f"make_batch(0) {name}: dim 0 must split into {M} equal microbatches (got "
-                f"{got}): pass a -M that divides it"
-            )
-
-
 class Profiler:
     """The measurement of one rank, step by step (``ppir profile`` runs :func:`measure_rank`;
     a bench may interleave :meth:`step` with other work to share the machine's load)."""
@@ -354,8 +336,10 @@ class Profiler:
         self.run = Runner(rank, world, pieces, model.loss_fn, program, schedule, M, device)
         self.model = model
         if batch is None:
+            from ppir.profile.launch import check_batch
+
             batch = model.make_batch(0)
-        check_batch(batch, M)
+            check_batch(batch, M)
         self.inputs = [t.to(device) for t in batch[0].chunk(M)]
         self.targets = [t.to(device) for t in batch[1].chunk(M)]
         propagate_shapes(self.run, self.inputs[0], device)

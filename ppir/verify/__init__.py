@@ -21,14 +21,15 @@ graph (:func:`ppir.ir.graph.build_graph`; pass a built graph to reuse it) and ru
 
 The semantics and the proof that check 4 decides deadlock freedom are in docs/verification.md;
 the executor runs exactly those semantics.  The report lists diagnostics in check order, at
-most :data:`MAX_PER_KIND` per kind plus one line counting the rest.  Everything is linear in
+most :data:`MAX_PER_KIND` per kind as they print (the repeats of one source line count once
+and are kept whole) plus one line counting the rest.  Everything is linear in
 the number of ops.
 """
 
 from __future__ import annotations
 
 from ppir.analysis.timeline import Timeline, run, stuck_cycle
-from ppir.diagnostics import Diagnostic, Report
+from ppir.diagnostics import Diagnostic, Report, repeat_key
 from ppir.ir import Action, Group, Schedule
 from ppir.ir.graph import COMPUTE, PROGRESS_MODELS, ProgramGraph, build_graph
 from ppir.ir.types import COMPUTE_KINDS
@@ -212,23 +213,32 @@ def _deadlock(g: ProgramGraph, tl: Timeline, progress: str) -> list[Diagnostic]:
 
 
 def _capped(diags: list[Diagnostic], more: dict[str, int]) -> list[Diagnostic]:
+    """At most :data:`MAX_PER_KIND` findings of each kind as they print: repeats of one source
+    line (:func:`ppir.diagnostics.group_repeats`) count once and are kept whole, so that their
+    note counts them all; one line more counts the findings left out."""
     out: list[Diagnostic] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, int] = {}  # per kind: findings left out
+    kept: dict[str, set] = {}  # per kind: the repeat keys shown
     for d in diags:
-        n = seen.get(d.kind, 0)
-        seen[d.kind] = n + 1
-        if n < MAX_PER_KIND:
+        key = repeat_key(d)
+        shown = kept.setdefault(d.kind, set())
+        if key is not None and key in shown:
             out.append(d)
+        elif len(shown) < MAX_PER_KIND:
+            shown.add(key if key is not None else id(d))
+            out.append(d)
+        else:
+            seen[d.kind] = seen.get(d.kind, 0) + 1
     for kind, extra in more.items():
         if extra:
             seen[kind] = seen.get(kind, 0) + extra
     for kind, n in seen.items():
-        if n > MAX_PER_KIND:
+        if n > 0:
             first = next(d for d in diags if d.kind == kind)
             out.append(
                 Diagnostic(
                     kind,
-                    f"... and {n - MAX_PER_KIND} more '{kind}' diagnostic(s)",
+                    f"... and {n} more '{kind}' diagnostic(s)",
                     first.span,  # located where the first of them is
                     severity=first.severity,
                 )
