@@ -86,3 +86,16 @@ def test_tune_text_summarises_the_rejected_choices(cli):
     assert f"    dualpipe: {constraint[0]['reason']} ({dual} choices)" in out
     full = cli(*argv, "--all-rejected")[1]
     assert sum(": memory: " in line for line in full.splitlines()) == len(memory)
+
+
+def test_choices_ppir_launch_cannot_run_are_marked(cli):
+    """Bidirectional DualPipe (two pipelines) ranks first under the textbook costs, but the
+    executor runs one pipeline: the table marks it and says why; JSON says launchable."""
+    code, out, _ = cli("tune", "-P", "2", "--schedules", "dualpipe,1f1b")
+    assert code == 0
+    rows = {line.split()[3]: line for line in out.splitlines() if line[:3].strip().isdigit()}
+    assert set(rows) == {"dualpipe*", "1f1b"}
+    assert "* ppir launch cannot run it: dualpipe runs 2 pipelines" in out
+    code, out, _ = cli("tune", "-P", "2", "--schedules", "dualpipe,1f1b", "--format", "json")
+    ranked = {r["schedule"]: r["launchable"] for r in json.loads(out)["ranked"]}
+    assert ranked == {"dualpipe": False, "1f1b": True}

@@ -120,6 +120,17 @@ def _rank_program(s: Schedule, r: int) -> list[dict]:
     return out
 
 
+def runtime_limit(schedule: Schedule) -> str | None:
+    """Why ppir's executor cannot run ``schedule`` (None when it can): the one rule that
+    :func:`build_plan` refuses by and ``ppir tune`` marks its choices with."""
+    if schedule.pipelines > 1:
+        return (
+            f"{schedule.name} runs {schedule.pipelines} pipelines (replicas of one model); the "
+            "executor runs one pipeline of distinct stages, so it cannot run it yet"
+        )
+    return None
+
+
 def build_plan(schedule: Schedule) -> dict:
     """The ``ppir.plan/2`` object for a lowered schedule (see the module docstring).
 
@@ -128,11 +139,9 @@ def build_plan(schedule: Schedule) -> dict:
     """
     from ppir.plan.io import plan_digest
 
-    if schedule.pipelines > 1:
-        raise PlanError(
-            f"{schedule.name} runs {schedule.pipelines} pipelines (replicas of one model); the "
-            "executor runs one pipeline of distinct stages, so it cannot run it yet"
-        )
+    limit = runtime_limit(schedule)
+    if limit is not None:
+        raise PlanError(limit)
     if not schedule.is_lowered and deps.has_boundaries_across_ranks(schedule.placement):
         raise PlanError("the schedule has no communication: lower it first (ppir.lower)")
     s = place_reduces(schedule)

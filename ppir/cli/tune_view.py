@@ -1,0 +1,161 @@
+"""What ``ppir tune`` prints of a search (:func:`ppir.analysis.tune.search`): the ranked table
+with the pruned and rejected choices (text), or every candidate as ``ppir.tune/2`` (JSON)."""
+
+from __future__ import annotations
+
+from ppir.analysis.measured_footprint import sizes_known
+from ppir.analysis.units import fmt_size, fmt_time
+from ppir.cli.output import table
+from ppir.plan.build import runtime_limit
+from ppir.verify.words import ordinal
+
+_CLOSEST = 5  # memory rejections shown without --all-rejected: the closest to the budget
+
+
+def _limit(c) -> str | None:
+    """Why ``ppir launch`` cannot run the candidate's program (None: it can, or not known)."""
+    return runtime_limit(c.program) if c.program is not None else None
+
+
+def _row(c, rank=None) -> dict:
+    e = c.estimate
+    out = {
+        "pp": c.pp,
+        "dp": c.dp,
+        "schedule": c.schedule,
+        "v": c.v,
+        "mbs": c.mbs,
+        "microbatches": c.microbatches,
+        "recompute": c.recompute,
+        "stage_layers": list(c.stage_layers) if c.stage_layers else None,
+        "step_time": c.step_time,
+        "step_time_bound": c.bound,
+        "peak_memory": c.peak,
+        "largest": c.largest,
+        "memory": c.footprint.worst.to_json() if c.footprint is not None else None,
+        "bubble_fraction_of_total": e.bubble_fraction_of_total if e else None,
+        "bubble_fraction_of_ideal": e.bubble_fraction_of_ideal if e else None,
+        "rejected": c.why or None,
+        "reason": c.reason,
+        "launchable": _limit(c) is None,
+    }
+    return out if rank is None else {"rank": rank, **out}
+
+
+def tune_json(cands, space, G, cfg, budget) -> dict:
+    """The ``ppir.tune/2`` object of a search's candidates."""
+    ok = [c for c in cands if c.ok]
+    return {
+        "format": "ppir.tune/2",
+        "world": space.world,
+        "tp": space.tp,
+        "global_batch": G,
+        "time_unit": cfg.time_unit,
+        "memory_unit": "bytes" if sizes_known(cfg) else "A",
+        "budget": budget[0] if budget else None,
+        "assumptions": cfg.describe(),
+        "ranked": [_row(c, i + 1) for i, c in enumerate(ok)],
+        "pruned": [_row(c) for c in cands if c.why == "pruned"],
+        "rejected": [_row(c) for c in cands if not c.ok and c.why != "pruned"],
+    }
+
+
+def _layers(c) -> str:
+    if not c.stage_layers:
+        return "even"
+    return f"{c.stage_layers[0]},{c.stage_layers[1]}..{c.stage_layers[-1]}"
+
+
+def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False) -> str:
+    """The ranked table, the pruned count and the rejections, as ``ppir tune`` prints them."""
+    unit = cfg.time_unit
+    in_bytes = sizes_known(cfg)
+    lines = []
+    where = f"world {space.world} (tp {space.tp})" if has_model else f"P={space.world}"
+    bud = ""
+    if budget:
+        bud = (
+            f", budget {fmt_size(budget[0], 'bytes')} per GPU" if in_bytes else f", {budget[0]:g} A"
+        )
+    lines.append(f"{where}, global batch {G}{bud}; assuming {cfg.describe()}")
+    if unit != "s":
+        lines.append("step time in forwards of one rank share per sample (unit costs x mbs)")
+    ok = [c for c in cands if c.ok]
+    head = ["#", "pp", "dp", "schedule", "v", "mbs", "M", "recompute", "layers", "step time"]
+    head += ["bubble/total", "peak mem", "largest"]
+    rows = [head]
+    for i, c in enumerate(ok, 1):
+        peak = fmt_size(c.peak, "bytes" if in_bytes else "A")
+        rows.append(
+            [
+                i,
+                c.pp,
+                c.dp,
+                c.schedule + ("*" if _limit(c) else ""),
+                c.v,
+                c.mbs,
+                c.microbatches,
+                c.recompute,
+                _layers(c),
+                fmt_time(c.step_time, unit),
+                f"{c.estimate.bubble_fraction_of_total:.1%}",
+                peak,
+                c.largest or "-",
+            ]
+        )
+    lines.append(table(rows, align="><<<>>><<>>><"))
+    limits = sorted({why for c in ok if (why := _limit(c))})
+    lines += [f"* ppir launch cannot run it: {why}" for why in limits]
+    if not ok:
+        lines.append("(no feasible choice)")
+    pruned = [c for c in cands if c.why == "pruned"]
+    if pruned:
+        best = fmt_time(pruned[0].bound, unit)
+        lines.append(
+            f"\npruned ({len(pruned)}): lower bounds on their step time (from {best}) cannot "
+            f"beat the {ordinal(space.top)} ranked; not compiled"
+        )
+    bad = [c for c in cands if not c.ok and c.why != "pruned"]
+    if bad:
+        lines += _rejected_lines(bad, has_model, every)
+    return "\n".join(lines) + "\n"
+
+
+def _choice(c, has_model: bool) -> str:
+    m = f" M={c.microbatches}" if c.microbatches else ""
+    what = f"pp={c.pp} dp={c.dp} " if has_model else ""
+    rec = f" {c.recompute}" if has_model else ""
+    return f"{what}{c.schedule} v={c.v} mbs={c.mbs}{m}{rec}"
+
+
+def _rejected_lines(bad: list, has_model: bool, every: bool) -> list[str]:
+    """Every rejected choice with its reason (``every``), else per kind of rejection: the
+    choices that came closest to the memory budget, and each distinct reason once per
+    schedule with how many choices it rejected."""
+    by_why: dict[str, list] = {}
+    for c in bad:
+        by_why.setdefault(c.why, []).append(c)
+    counts = ", ".join(f"{len(cs)} {why}" for why, cs in by_why.items())
+    lines = [f"\nrejected ({len(bad)}: {counts}):"]
+    if every:
+        lines += [f"  {_choice(c, has_model)}: {c.why}: {c.reason}" for c in bad]
+        return lines
+    folded = False  # some rejection is not on a line of its own
+    for why, cs in by_why.items():
+        if why == "memory":
+            close = sorted(cs, key=lambda c: c.peak)[:_CLOSEST]
+            lines.append(f"  memory ({len(cs)}), the {len(close)} closest to the budget:")
+            lines += [f"    {_choice(c, has_model)}: {c.reason}" for c in close]
+            folded |= len(close) < len(cs)
+            continue
+        reasons: dict[tuple, int] = {}
+        for c in cs:
+            key = (c.schedule, c.reason)
+            reasons[key] = reasons.get(key, 0) + 1
+        lines.append(f"  {why} ({len(cs)}):")
+        for (name, reason), n in reasons.items():
+            lines.append(f"    {name}: {reason}" + (f" ({n} choices)" if n > 1 else ""))
+        folded |= len(reasons) < len(cs)
+    if folded:
+        lines.append("  (--all-rejected lists every one; --format json has them all)")
+    return lines
