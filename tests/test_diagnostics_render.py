@@ -127,3 +127,24 @@ def test_a_ppir_error_renders_grouped():
     err = PpirError([Diagnostic("k", f"rank {r} is late", s) for r in range(3)])
     assert err.render().count("error:") == 1 and "for 3 ranks: 0, 1, 2" in err.render()
     assert Report(list(err.diagnostics)).render() == err.render()
+
+
+def test_the_verifier_keeps_groups_of_repeats_whole_up_to_a_bound():
+    """Findings are capped per kind by printed group: 30 repeats of one line print as one
+    finding that counts all 30; 300 keep 100 in the report and count the rest."""
+    from ppir.verify import MAX_REPEATS, verify
+
+    src = (
+        "schedule dup(M = 30)\nranks 1\nstages 1\nmicrobatches M\nplacement looped\n"
+        "program r {\n  for m in 0 .. M { F(m) F(m) B(m) }\n}\n"
+    )
+    [one] = verify(load_text(src, path="dup.pps")).grouped()
+    assert (
+        one.kind == "duplicate-op"
+        and "the same error for 30 (microbatch, step) pairs" in one.render()
+    )
+    many = verify(load_text(src, {"M": 300}, path="dup.pps"))
+    assert len(many.diagnostics) == MAX_REPEATS + 1
+    first, rest = many.grouped()
+    assert f"the same error for {MAX_REPEATS} (microbatch, step) pairs" in first.render()
+    assert rest.message == f"... and {300 - MAX_REPEATS} more 'duplicate-op' diagnostic(s)"

@@ -234,7 +234,7 @@ def compile_from_args(
                 passes=args.passes,
                 dp=getattr(args, "dp", None) or 1,
             )
-    if args.no_verify and not c.ok:
+    if getattr(args, "no_verify", False) and not c.ok:
         print(
             f"ppir: warning: {s.name} cannot run to its end (a deadlock, or an op without a "
             "partner; 'ppir check' says where): --no-verify goes on, and a run of it hangs "

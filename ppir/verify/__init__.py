@@ -43,6 +43,7 @@ from ppir.verify.waits import check_waits
 from ppir.verify.witness import deadlock_diagnostic, order_cycle_diagnostic
 
 MAX_PER_KIND = 20
+MAX_REPEATS = 100  # findings kept of one group of repeats (one source line, one message shape)
 
 KINDS = (
     "out-of-range",
@@ -214,18 +215,20 @@ def _deadlock(g: ProgramGraph, tl: Timeline, progress: str) -> list[Diagnostic]:
 
 def _capped(diags: list[Diagnostic], more: dict[str, int]) -> list[Diagnostic]:
     """At most :data:`MAX_PER_KIND` findings of each kind as they print: repeats of one source
-    line (:func:`ppir.diagnostics.group_repeats`) count once and are kept whole, so that their
-    note counts them all; one line more counts the findings left out."""
+    line (:func:`ppir.diagnostics.group_repeats`) count once and are kept whole up to
+    :data:`MAX_REPEATS`, so that their note counts them; one line more counts the findings left
+    out."""
     out: list[Diagnostic] = []
     seen: dict[str, int] = {}  # per kind: findings left out
-    kept: dict[str, set] = {}  # per kind: the repeat keys shown
+    kept: dict[str, dict] = {}  # per kind: the repeat keys shown, and how many of each
     for d in diags:
         key = repeat_key(d)
-        shown = kept.setdefault(d.kind, set())
-        if key is not None and key in shown:
+        shown = kept.setdefault(d.kind, {})
+        if key is not None and key in shown and shown[key] < MAX_REPEATS:
+            shown[key] += 1
             out.append(d)
-        elif len(shown) < MAX_PER_KIND:
-            shown.add(key if key is not None else id(d))
+        elif key not in shown and len(shown) < MAX_PER_KIND:
+            shown[key if key is not None else id(d)] = 1
             out.append(d)
         else:
             seen[d.kind] = seen.get(d.kind, 0) + 1
