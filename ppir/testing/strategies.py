@@ -164,7 +164,8 @@ def valid_schedules(
     runs the subsequence of its stages, so every result is complete and acyclic.  ``placement``
     is ``"looped"``, ``"vshape"``, ``"random"`` (each rank holds v stages, shuffled) or an
     explicit tuple of length P*v.  ``max_in_flight`` caps the chunk activations a rank holds (an
-    F not yet freed by its B or W); draws that get stuck under the cap are rejected.
+    F not yet freed by its B or W; see :func:`_linear_extension`); a ValueError when it is
+    below every v, and draws whose v (chunks of a rank) it cannot hold are rejected.
     P, M and v take the same specs as :func:`shapes`; a ValueError when an integer, range or
     list spec holds no value of at least 1 (no schedule could be drawn).
     """
@@ -177,6 +178,11 @@ def valid_schedules(
             continue  # a text domain ("2..P") is checked as it is drawn
         if not any(isinstance(x, int) and x >= 1 for x in values):
             raise ValueError(f"valid_schedules: {name} needs a value of at least 1, got {spec!r}")
+        if name == "v" and max_in_flight is not None and min(values) > max_in_flight:
+            raise ValueError(
+                f"valid_schedules: max_in_flight={max_in_flight} cannot hold the {min(values)} "
+                "chunks a microbatch keeps on each rank at once (v chunks per rank)"
+            )
     domains, _ = _split_specs({"P": P, "M": M, "v": v})
 
     @st.composite
@@ -213,18 +219,44 @@ def _split_choice(draw, split, S: int, M: int) -> dict[tuple[int, int], bool]:
     return dict.fromkeys(((s, m) for s in range(S) for m in range(M)), bool(split))
 
 
+_ATTEMPTS = 4  # random orders tried under a cap before the one that cannot get stuck
+
+
 def _linear_extension(draw, place, M: int, split, cap: int | None, P: int) -> list[Action]:
-    """A random topological order of the compute DAG (one draw per op)."""
+    """A random topological order of the compute DAG (one draw per op).  Under a cap, a fully
+    random order can get stuck (every rank at its cap waiting on the others): after
+    :data:`_ATTEMPTS` such orders, one that starts a microbatch only while fewer than
+    ``cap // v`` are in flight (each holds at most v chunks of a rank: the cap never binds)."""
+    chunks = max(place.count(r) for r in range(P))  # one microbatch holds them all at once
+    if cap is not None and cap < chunks:
+        note(f"max_in_flight={cap} cannot hold one microbatch's {chunks} chunks on a rank")
+        assume(False)
+    for attempt in range(_ATTEMPTS + 1 if cap is not None else 1):
+        order = _extension(draw, place, M, split, cap, P, attempt == _ATTEMPTS)
+        if order is not None:
+            return order
+        note(f"stuck under max_in_flight={cap}: drawn again")
+    raise AssertionError("unreachable: the last attempt cannot get stuck")
+
+
+def _extension(draw, place, M, split, cap, P, paced: bool) -> list[Action] | None:
+    """One random order; None when it gets stuck under ``cap``.  ``paced``: at most
+    ``cap // v`` microbatches in flight (a microbatch starts with its F on stage 0)."""
     S = len(place)
     nxt = {(s, m): OpKind.F for s in range(S) for m in range(M)}
     done: set[tuple] = set()  # (stage, kind, mb) of the ops taken so far
     held = [0] * P
+    left = [2 * S] * M  # per microbatch, its forwards and backwards not yet taken
+    flying = [0]  # microbatches started and not finished
+    most = cap // max(place.count(r) for r in range(P)) if cap is not None else M
     order: list[Action] = []
 
     def ready(key) -> bool:
         s, m = key
         k = nxt[key]
         if k is OpKind.F and cap is not None and held[place[s]] >= cap:
+            return False
+        if paced and k is OpKind.F and s == 0 and flying[0] >= most:
             return False
         return all(
             any((p.stage, kk, p.mb) in done for kk in p.kinds)
@@ -234,20 +266,23 @@ def _linear_extension(draw, place, M: int, split, cap: int | None, P: int) -> li
     while nxt:
         cand = sorted(key for key in nxt if ready(key))
         if not cand:
-            note(f"stuck under max_in_flight={cap} after {len(order)} ops")
-            assume(False)
+            return None
         key = cand[draw(st.integers(0, len(cand) - 1))]
         s, m = key
         k = nxt.pop(key)
         order.append(Action(s, k, m))
         done.add((s, k, m))
         if k is OpKind.F:
+            flying[0] += s == 0
             held[place[s]] += 1
             nxt[key] = OpKind.I if split[key] else OpKind.B
         elif k is OpKind.I:
             nxt[key] = OpKind.W
         else:
             held[place[s]] -= 1
+        if k is not OpKind.I:
+            left[m] -= 1
+            flying[0] -= left[m] == 0
     return order
 
 
