@@ -18,12 +18,11 @@ docs/api.md has the whole API with examples.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
+from ppir.analysis.analyze import Analysis, analyze_compiled
 from ppir.analysis.config import CostConfig, make_config
 from ppir.analysis.estimate import Estimate
 from ppir.analysis.footprint import Footprint
-from ppir.analysis.memory import MemoryReport, P2PReport
 from ppir.analysis.model_spec import parse_model_spec
 from ppir.analysis.models import ModelShape
 from ppir.diagnostics import Diagnostic, PpirError, Report
@@ -103,16 +102,6 @@ def estimate(program: Program, costs: CostConfig | None = None, *, progress: str
     return _estimate(program, costs, progress=progress)
 
 
-class Analysis(NamedTuple):
-    """What ``ppir analyze`` prints: activation memory, point-to-point traffic and, with a
-    model, each rank's whole memory (parameters, gradients, optimizer state, activations,
-    buffers: :class:`ppir.analysis.footprint.Footprint`, in bytes)."""
-
-    memory: MemoryReport
-    p2p: P2PReport
-    footprint: Footprint | None = None
-
-
 def analyze(
     program: Program,
     model: ModelShape | str | None = None,
@@ -127,9 +116,6 @@ def analyze(
     (``footprint``), as ``ppir analyze --model`` prints them; a schedule is then compiled with
     the model's costs, as the command does (the lowering, and so the receive buffers, depend
     on them)."""
-    from ppir.analysis.footprint import analyzed_footprint
-    from ppir.analysis.memory import analyze_memory, analyze_p2p
-
     if isinstance(model, str):
         model = parse_model_spec(model)
     costs = None
@@ -146,11 +132,7 @@ def analyze(
     c = _compiled(_program(program, "analyze"), costs)
     if not c.ok:
         raise PpirError(c.report.errors if c.report else [], 1)
-    mem = analyze_memory(c.graph, model, recompute=recompute, i_fraction=i_fraction, layers=layers)
-    fp = None
-    if model is not None:
-        fp = analyzed_footprint(c.program, model, mem, recompute=recompute, layers=layers)
-    return Analysis(mem, analyze_p2p(c.graph, model), fp)
+    return analyze_compiled(c, model, recompute=recompute, i_fraction=i_fraction, layers=layers)
 
 
 def graph(program: Program, progress: str = "fifo") -> ProgramGraph:

@@ -185,3 +185,20 @@ def test_tune_refuses_other_micro_batches_with_measured_costs(cli, cost_file):
     step time with the same memory."""
     code, _, err = cli("tune", "-P", "2", "--config", cost_file, "--micro-batch", "1,2")
     assert code == 2 and "measured costs are per profiled microbatch" in err
+
+
+def test_the_library_sizes_a_program_from_its_measurement_as_analyze_does(cost_file, cli):
+    """ppir.analyze of a program compiled with a measured file gives the table 'ppir analyze
+    --config' prints (one function behind both)."""
+    import ppir
+    from ppir.analysis.config import make_config
+
+    cfg = make_config(load_config_file(cost_file), cost_file)
+    fp = ppir.analyze(ppir.compile(load_schedule("1f1b", {"P": 2, "M": 4}), costs=cfg)).footprint
+    assert [r.params for r in fp.per_rank] == [500, 700]
+    code, out, _ = cli("analyze", "1f1b", "-D", "P=2", "-D", "M=4", "--config", cost_file,
+                       "--format", "json")  # fmt: skip
+    assert code == 0
+    assert [r["memory"]["total"] for r in json.loads(out)["per_rank"]] == [
+        r.to_json()["total"] for r in fp.per_rank
+    ]

@@ -37,7 +37,7 @@ copy k spans stages k·S/c .. (k+1)·S/c - 1, each with its own embedding and he
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 
 from ppir.analysis.memory import MemoryReport, analyze_memory, split_fractions
@@ -268,18 +268,3 @@ def footprint(
             )
         )
     return Footprint(schedule.name, model, recompute, c, sizes, tuple(rows), mem)
-
-
-def analyzed_footprint(
-    schedule: Schedule,
-    model: ModelShape,
-    memory: MemoryReport,
-    *,
-    recompute: str = "none",
-    layers: int | None = None,
-) -> Footprint:
-    """The whole per-rank memory ``ppir analyze --model`` prints (and :func:`ppir.analyze`
-    returns) beside ``memory``, the activation analysis of the same program: ``layers``, when
-    given, replaces the model's layer count, as it did for ``memory``."""
-    m = replace(model, layers=layers) if layers else model
-    return footprint(schedule, m, recompute=recompute, i_fraction=memory.i_fraction, memory=memory)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ppir.analysis.footprint import analyzed_footprint
-from ppir.analysis.memory import ANALYSIS_FORMAT, analyze_memory, analyze_p2p
+from ppir.analysis.analyze import analyze_compiled
+from ppir.analysis.memory import ANALYSIS_FORMAT
 from ppir.analysis.model_spec import parse_model_spec
 from ppir.analysis.models import RECOMPUTE_MODES
 from ppir.cli.common import (
@@ -142,21 +142,15 @@ def run(args) -> int:
     if c.report is not None and not print_report(c.report):
         return EXIT_INVALID
     s = c.program
-    mem = analyze_memory(
-        c.graph,
+    # the same analysis as ppir.analyze: whole memory from the model, else from the sizes
+    # 'ppir profile' measured when the cost file holds them
+    mem, p2p, fp = analyze_compiled(
+        c,
         model,
         recompute=args.recompute,
         layers=args.layers,
         i_fraction=parse_fraction(args.i_fraction),
     )
-    p2p = analyze_p2p(c.graph, model)
-    fp = None
-    if model is not None:  # whole memory: weights, gradients, optimizer, activations, buffers
-        fp = analyzed_footprint(s, model, mem, recompute=args.recompute, layers=args.layers)
-    else:  # from the sizes 'ppir profile' measured, when the cost file holds them
-        from ppir.analysis.measured_footprint import measured_footprint
-
-        fp = measured_footprint(s, c.config.measured, mem)
     if args.format == "json":
         doc = to_json(s, mem, p2p)
         if fp is not None:
