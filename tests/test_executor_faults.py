@@ -180,3 +180,26 @@ def test_tampered_plan_is_refused_by_every_rank_before_anything_is_posted(tmp_pa
     assert not out.ok and out.cause is not None
     assert "'buffer' is 'a1.1', but the IR item gives 'a1.0'" in out.cause.message
     assert out.cause.message.startswith(f"{tmp_path / 'plan.json'}: programs[0]")
+
+
+def test_a_broadcasting_rank_does_not_blame_itself(monkeypatch):
+    """The rank sending the boundary shapes that loses a peer names the others, not itself
+    (it said 'lost the connection to rank 0' on rank 0)."""
+    from ppir.torch import shapes
+    from ppir.torch.errors import CommError
+
+    def broken(*a, **k):
+        raise RuntimeError("[../gloo/pair.cc:537] Read error [127.0.0.1]: Connection reset")
+
+    monkeypatch.setattr(shapes.dist, "broadcast", broken)
+    monkeypatch.setattr(shapes.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(shapes.dist, "get_world_size", lambda: 3)
+    with pytest.raises(CommError) as sender:
+        shapes.broadcast_spec({"x": 1}, 0, None, "cpu", rank=0)
+    assert "lost the connection to rank 1, rank 2 (did it fail?)" in str(sender.value)
+    assert "pair.cc" not in str(sender.value)
+    with pytest.raises(CommError) as receiver:
+        shapes.broadcast_spec(None, 0, None, "cpu", rank=2)
+    assert "rank 2: exchanging boundary shapes: lost the connection to rank 0" in str(
+        receiver.value
+    )

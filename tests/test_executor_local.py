@@ -197,6 +197,20 @@ def test_an_error_in_a_stage_keeps_its_traceback_and_names_the_stage_and_input()
         ), note
 
 
+def test_a_first_stage_that_rejects_the_batch_names_make_batch_not_a_previous_stage():
+    s = ppir.lower(ppir.load_schedule("looped_bfs", {"P": 1, "M": 3, "v": 2}))
+    m = model()
+    good = m.build_stage
+    m.build_stage = lambda stage, n: torch.nn.Linear(7, 5) if stage == 0 else good(stage, n)
+    rt = runtime(build_plan(s), m)  # stage 1's input shape is inferred by running stage 0
+    with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied") as e:
+        rt.step_microbatches(*split_batch(m, 0, 3, CPU, 0))
+    if sys.version_info >= (3, 11):
+        (note,) = e.value.__notes__
+        assert note.startswith("rank 0: stage 0's forward (inferring its output's shapes)")
+        assert note.endswith("by make_batch"), note
+
+
 def test_an_error_in_the_first_stage_names_the_instruction_and_the_microbatch():
     s = ppir.lower(ppir.load_schedule("gpipe", {"P": 1, "M": 2}))
     m = model()
@@ -220,6 +234,24 @@ def test_loss_must_be_a_scalar():
         rt.step_microbatches(*split_batch(m, 0, 2, CPU, 0))
 
 
+@pytest.mark.parametrize(
+    "loss_fn",
+    [
+        lambda y, t: torch.tensor(3.0),  # a constant
+        lambda y, t: ((y.detach() - t) ** 2).mean(),  # detached from the stage's output
+    ],
+)
+def test_a_loss_without_autograd_names_loss_fn(loss_fn):
+    """Was torch's 'element 0 of tensors does not require grad' from inside the backward."""
+    s = ppir.lower(ppir.load_schedule("gpipe", {"P": 1, "M": 2}))
+    m = model()
+    m.loss_fn = loss_fn
+    rt = runtime(build_plan(s), m)
+    with pytest.raises(ModelError, match=r"loss_fn on stage 0, microbatch 0 returned a tensor "
+                       r"that does not require grad"):  # fmt: skip
+        rt.step_microbatches(*split_batch(m, 0, 2, CPU, 0))
+
+
 def test_model_modules_are_checked(tmp_path):
     bad = tmp_path / "bad_model.py"
     bad.write_text("def build_stage(stage, n):\n    return None\n")
@@ -228,6 +260,14 @@ def test_model_modules_are_checked(tmp_path):
     with pytest.raises(ModelError, match="does not exist"):
         load_model(str(tmp_path / "missing.py"))
     assert parse_options(["layers=4", "lr=0.5", "name=x"]) == {"layers": 4, "lr": 0.5, "name": "x"}
+    # only plain decimal numbers become numbers: 'mode=nan' is the text a model switches on
+    assert parse_options(["mode=nan", "a=inf", "d=1_000", "e=1e-3", "f=-2"]) == {
+        "mode": "nan",
+        "a": "inf",
+        "d": "1_000",
+        "e": 1e-3,
+        "f": -2,
+    }
 
 
 def test_a_model_file_says_what_it_defines_when_it_lacks_the_api(tmp_path):
@@ -378,3 +418,19 @@ def test_the_launch_summary_gives_peak_activations_in_a():
     assert (_in_a(3, plan), _in_a(4, plan)) == ("1.5", "2")
     plan = build_plan(ppir.compile(ppir.load("1f1b", P=2, M=4)).program)
     assert _in_a(3, plan) == "3"
+
+
+def test_a_batch_whose_shapes_change_after_the_first_step_is_told_why():
+    s = ppir.lower(ppir.load_schedule("looped_bfs", {"P": 1, "M": 2, "v": 2}))
+    m = model(batch=4)
+    rt = runtime(build_plan(s), m)
+    rt.step_microbatches(*split_batch(m, 0, 2, CPU, 0))  # infers the boundaries: (2, 5)
+    m2 = model(batch=6)  # the next step's microbatches have 3 rows
+    with pytest.raises(ShapeMismatch) as e:
+        rt.step_microbatches(*split_batch(m2, 1, 2, CPU, 0))
+    text = str(e.value)
+    assert (
+        "inputs has shape (3, 5) float32 but the plan's metadata for boundary 0 says (2, 5)" in text
+    )
+    assert "(at step 1: a boundary's shapes are fixed for the whole run" in text
+    assert "must pad them to one)" in text

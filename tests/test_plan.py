@@ -406,3 +406,29 @@ def test_multi_node_flags_are_checked(cli):
         "launch", "-n", "2", "--nnodes", "2", "--node-rank", "2", "1f1b", "--module", MODEL
     )
     assert code == 2 and "--node-rank 2 is not a node of --nnodes 2" in err
+
+
+@pytest.mark.parametrize(
+    "flags,needle",
+    [
+        (["--verify-steps", "3"], "--verify-steps needs --verify-grads"),
+        (
+            ["--steps", "2", "--verify-grads", "--verify-steps", "5"],
+            "--verify-steps 5 compares the parameters after that many steps, but the run "
+            "trains 2 (--steps)",
+        ),
+        (
+            ["--verify-grads", "--tolerance", "-1"],
+            "--tolerance -1: must be a difference of 0 or more",
+        ),
+        (
+            ["--verify-grads", "--tolerance", "nan"],
+            "--tolerance nan: must be a difference of 0 or more",
+        ),
+    ],
+)
+def test_runtime_options_that_do_not_fit_together_are_refused_before_any_rank(cli, flags, needle):
+    """Each rank refused them (one line per rank, then 'died without a Python exception'), or,
+    for --verify-steps above --steps, the check silently never ran."""
+    code, out, err = cli("launch", "-n", "2", "1f1b", "-D", "M=2", "--module", MODEL, *flags)
+    assert code == 2 and err.strip() == f"ppir: error: {needle}" and "ppir launch:" not in out

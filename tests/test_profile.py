@@ -177,6 +177,69 @@ def test_two_ranks_time_messages_in_the_run(model_file):
     assert all(x > 0 for x in m.I[1:]) and all(x > 0 for x in m.W)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_rank_failing_in_the_model_is_the_one_cause_reported(tmp_path):
+    """Stage 1's build_stage raises on rank 1; rank 0 then loses its peer.  The report is the
+    user's traceback once, named by its rank, not gloo's 'Connection closed by peer' last."""
+    from ppir.profile.launch import ProfileFailed
+
+    path = tmp_path / "raise_model.py"
+    path.write_text(
+        MODEL.replace(
+            "    torch.manual_seed(stage)\n",
+            "    torch.manual_seed(stage)\n"
+            "    if stage == 1:\n        raise RuntimeError('cannot build stage 1')\n",
+        )
+    )
+    with pytest.raises(ProfileFailed) as e:
+        profile(ProfileSpec(str(path), ranks=2, stages=2, microbatches=M, steps=2, warmup=1))
+    text = str(e.value)
+    assert text.startswith("ppir profile: rank 1 failed in the model's code:\nTraceback")
+    assert "raise_model.py" in text and "RuntimeError: cannot build stage 1" in text
+    assert "pair.cc" not in text and "Connection closed" not in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_killing_ppir_profile_takes_its_ranks_with_it(model_file, tmp_path):
+    """SIGKILL of 'ppir profile' (no chance to clean up) ends its ranks too (they kept
+    measuring, orphaned)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    cmd = [sys.executable, "-m", "ppir", "profile", "--module", model_file, "--ranks", "2",
+           "--stages", "2", "-M", str(M), "--steps", "100000"]  # fmt: skip
+    parent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def ranks():
+        out = []
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"ppir.profile.launch" in argv and str(parent.pid).encode() in argv:
+                out.append(int(pid))
+        return out
+
+    try:
+        deadline = time.monotonic() + 60
+        while len(ranks()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(ranks()) == 2
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while ranks() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ranks() == []
+
+
 def _table(m, tmp_path):
     path = tmp_path / "costs.toml"
     path.write_text(m.to_toml())

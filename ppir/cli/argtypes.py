@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 
 def positive_int(text: str) -> int:
@@ -51,21 +52,25 @@ def output_path(text: str) -> str:
     return text
 
 
+_INT = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
 def key_values(items: list[str], flag: str) -> dict:
-    """``["layers=4", "lr=0.1", "name=x"]`` -> ``{"layers": 4, "lr": 0.1, "name": "x"}`` (ints,
-    then floats, else the text); a malformed item raises ``ValueError("FLAG ITEM: expected
-    KEY=VALUE")``."""
+    """``["layers=4", "lr=0.1", "name=x"]`` -> ``{"layers": 4, "lr": 0.1, "name": "x"}``: a
+    plain decimal integer, then a plain decimal number (``1e-3`` too), else the text as given
+    (``nan``, ``inf`` and ``1_000`` stay text); a malformed item raises ``ValueError("FLAG
+    ITEM: expected KEY=VALUE")``."""
     out: dict = {}
     for item in items:
         key, eq, value = item.partition("=")
         if not eq or not key.isidentifier():
             raise ValueError(f"{flag} {item}: expected KEY=VALUE")
-        for conv in (int, float):
-            try:
-                out[key] = conv(value)
-                break
-            except ValueError:
-                continue
+        text = value.strip()
+        if _INT.fullmatch(text):
+            out[key] = int(text)
+        elif _FLOAT.fullmatch(text):
+            out[key] = float(text)
         else:
             out[key] = value
     return out

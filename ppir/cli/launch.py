@@ -86,9 +86,12 @@ def add_arguments(p):
 def _check_args(args) -> None:
     from ppir.torch.errors import SetupError
     from ppir.torch.procgroup import pick_device
-    from ppir.torch.run import check_module
+    from ppir.torch.run import check_module, run_args_problem
 
     check_module(args.module)
+    problem = run_args_problem(args)
+    if problem is not None:
+        raise error("bad-usage", problem)
     try:  # a device this machine lacks, before any process starts (run() checked for torch)
         pick_device(args.device, 0, args.dist_backend)
     except SetupError as e:

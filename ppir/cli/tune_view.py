@@ -77,7 +77,10 @@ def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False
         bud = (
             f", budget {fmt_size(budget[0], 'bytes')} per GPU" if in_bytes else f", {budget[0]:g} A"
         )
-    lines.append(f"{where}, global batch {G}{bud}; assuming {cfg.describe()}")
+    per = ""
+    if cfg.measured is not None and not has_model:  # times and sizes are per profiled one
+        per = " profiled microbatches (as 'ppir profile' split make_batch's batch)"
+    lines.append(f"{where}, global batch {G}{per}{bud}; assuming {cfg.describe()}")
     if unit != "s":
         lines.append("step time in forwards of one rank share per sample (unit costs x mbs)")
     ok = [c for c in cands if c.ok]

@@ -229,7 +229,7 @@ def _run_ranks(spec: ProfileSpec, tmp: str, out: str) -> None:
     port = str(_free_port())
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(spec.threads or 1))
-    cmd = [sys.executable, "-m", "ppir.profile.launch", path, port, out]
+    cmd = [sys.executable, "-m", "ppir.profile.launch", path, port, out, str(os.getpid())]
     procs = [subprocess.Popen([*cmd, str(r)], env=env) for r in range(spec.ranks)]
     deadline = time.monotonic() + spec.timeout * 4
     try:
@@ -249,21 +249,59 @@ def _run_ranks(spec: ProfileSpec, tmp: str, out: str) -> None:
                 p.wait()
     codes = [p.returncode for p in procs]
     if any(codes):
-        raise ProfileFailed(
-            "ppir profile: ranks failed ("
-            + ", ".join(f"rank {r}: exit {c}" for r, c in enumerate(codes))
-            + "); the failing rank's error is printed above"
-        )
+        raise _failure(out, codes)
 
 
 class ProfileFailed(RuntimeError):
-    """A rank of the measurement failed (its traceback went to stderr)."""
+    """A rank of the measurement failed: the message names the root cause once (the earliest
+    error a rank raised, with its traceback when it came from the model's code)."""
+
+
+def _failure(out: str, codes: list) -> Exception:
+    """The root cause of a failed measurement, from the error files the ranks wrote
+    (``{out}.error.R``): the earliest error; the ranks that failed after it are named as
+    stopped by it (a lost connection to the failed rank, as a rule)."""
+    errors = []
+    for r in range(len(codes)):
+        try:
+            errors.append((json.loads(Path(f"{out}.error.{r}").read_text()), r))
+        except (OSError, ValueError):
+            continue
+    ends = ", ".join(
+        f"rank {r}: " + ("ok" if c == 0 else f"exit {c}" if c > 0 else f"signal {-c}")
+        for r, c in enumerate(codes)
+    )
+    if not errors:
+        return ProfileFailed(f"ppir profile: ranks failed without a Python error ({ends})")
+    first, r = min(errors, key=lambda e: e[0]["time"])
+    if first["usage"]:  # a mistake ppir names in one line (a bad module, a bad batch)
+        return ProfileError(f"rank {r}: {first['line']}")
+    return ProfileFailed(
+        f"ppir profile: rank {r} failed in the model's code:\n{first['traceback'].rstrip()}\n"
+        f"ppir profile: {ends}"
+    )
 
 
 def _child(argv: list[str]) -> int:
-    spec_path, port, out, rank = argv
+    spec_path, port, out, parent, rank = argv
+    from ppir.torch.failures import die_with_parent
+
+    die_with_parent(int(parent))  # a killed 'ppir profile' takes its ranks with it
     spec = ProfileSpec(**json.loads(Path(spec_path).read_text()))
-    _rank_main(int(rank), spec, int(port), out)
+    try:
+        _rank_main(int(rank), spec, int(port), out)
+    except Exception as e:  # for the parent to report once, the earliest rank's
+        import traceback
+
+        record = {
+            "time": time.time(),
+            "usage": isinstance(e, ProfileError),
+            "line": str(e) if isinstance(e, ProfileError) else f"{type(e).__name__}: {e}",
+            "traceback": traceback.format_exc(),
+        }
+        Path(f"{out}.error.{rank}").write_text(json.dumps(record))
+        sys.stderr.flush()
+        os._exit(1)
     # Done, the results written: leave without finalising the interpreter.  Tearing down
     # torch's C++ state at exit sometimes aborted a rank after a successful measurement
     # ("terminate called without an active exception", 1 run in 10-15 with 2 ranks).

@@ -151,9 +151,16 @@ class Executor:
         except TypeError as e:
             raise ShapeMismatch(f"{self._where(ins)}: {e}") from None
         if got != want:
+            later = (  # shapes that held at the first step: the batch's changed since
+                f" (at step {self.step_no}: a boundary's shapes are fixed for the whole run, "
+                "the plan's or those the first step inferred; a make_batch whose shapes change "
+                "from step to step must pad them to one)"
+                if self.step_no
+                else ""
+            )
             raise ShapeMismatch(
                 f"{self._where(ins)}: {what} has shape {V.describe(got)} but the "
-                f"plan's metadata for boundary {boundary} says {V.describe(want)}"
+                f"plan's metadata for boundary {boundary} says {V.describe(want)}{later}"
             )
 
     # ------------------------------------------------------------------ compute
@@ -293,5 +300,11 @@ def _scalar(loss, stage: int, mb: int, rank: int):
         raise ModelError(
             f"rank {rank}: loss_fn on stage {stage}, microbatch {mb} returned "
             f"{shape}; it must return a scalar tensor (the microbatch mean)"
+        )
+    if torch.is_grad_enabled() and not loss.requires_grad:
+        raise ModelError(
+            f"rank {rank}: loss_fn on stage {stage}, microbatch {mb} returned a tensor that "
+            "does not require grad: it must be computed from the stage's output by autograd "
+            "(not a constant, not under torch.no_grad(), not detached)"
         )
     return loss.reshape(())

@@ -40,8 +40,9 @@ import traceback
 ERROR_KEY = "ppir/error"
 
 
-def die_with_parent() -> None:
-    """SIGKILL this process when its parent dies (Linux); exit now if it is already gone."""
+def die_with_parent(parent: int | None = None) -> None:
+    """SIGKILL this process when its parent dies (Linux); exit now if it is already gone
+    (``parent``: the pid it must still have; else a parent of pid 1 counts as gone)."""
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -49,7 +50,7 @@ def die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         return
-    if os.getppid() == 1:
+    if os.getppid() != parent if parent is not None else os.getppid() == 1:
         os._exit(1)
 
 

@@ -51,6 +51,23 @@ def add_module_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def run_args_problem(args) -> str | None:
+    """What is wrong with the runtime options together (None: nothing), for ``ppir launch`` to
+    refuse before any process starts and each rank of ``ppir.run`` alike."""
+    import math
+
+    if args.verify_steps and not args.verify_grads:
+        return "--verify-steps needs --verify-grads"
+    if args.verify_steps and args.verify_steps > args.steps:
+        return (
+            f"--verify-steps {args.verify_steps} compares the parameters after that many steps, "
+            f"but the run trains {args.steps} (--steps)"
+        )
+    if not (0 <= args.tolerance < math.inf):
+        return f"--tolerance {args.tolerance:g}: must be a difference of 0 or more"
+    return None
+
+
 def check_module(spec: str) -> None:
     """A ppir error (exit 2) naming ``spec`` when no model module can be found there: a ``.py``
     path that is not a file, or a dotted name whose top-level package cannot be found.  The
@@ -312,8 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ppir.run: error: {e}", file=sys.stderr)
         record(int(os.environ.get("RANK", "0")), str(e))
         return EXIT_USAGE
-    if args.verify_steps and not args.verify_grads:
-        print("ppir.run: error: --verify-steps needs --verify-grads", file=sys.stderr)
+    problem = run_args_problem(args)
+    if problem is not None:
+        print(f"ppir.run: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     try:
         import torch  # noqa: F401

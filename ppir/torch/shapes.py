@@ -52,7 +52,7 @@ def trace_stage(module, x, stage: int, rank: int):
             x,
             lambda: (
                 f"rank {rank}: stage {stage}'s forward (inferring its output's shapes), "
-                "given {} from the previous stage"
+                + ("given {} by make_batch" if stage == 0 else "given {} from the previous stage")
             ),
         )
     try:
@@ -76,8 +76,21 @@ def broadcast_spec(spec, src: int, group, device, timeout_s=None, rank: int = 0)
         data = data.to(device)
         dist.broadcast(data, src=src, group=group)
     except RuntimeError as e:
-        raise comm_error(f"rank {rank}: exchanging boundary shapes", (src,), e, timeout_s) from None
+        # the sender hears from every other rank of the group; a receiver from the sender
+        peers = (src,) if rank != src else _others(group, rank)
+        raise comm_error(f"rank {rank}: exchanging boundary shapes", peers, e, timeout_s) from None
     return json.loads(bytes(data.cpu().tolist()).decode())
+
+
+def _others(group, rank: int) -> tuple[int, ...]:
+    """The global ranks of ``group`` (None: every rank) but ``rank``."""
+    try:
+        ranks = dist.get_process_group_ranks(group) if group is not None else None
+    except (RuntimeError, ValueError):
+        ranks = None
+    if ranks is None:
+        ranks = range(dist.get_world_size()) if dist.is_initialized() else ()
+    return tuple(r for r in ranks if r != rank)
 
 
 def infer_meta(

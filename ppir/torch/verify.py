@@ -107,9 +107,10 @@ class Verifier:
         if self.ctx.rank == 0:
             names = {e["name"]: [s for s, _ in e["holders"]] for e in self.shared}
             tied = "; ".join(f"tied {n!r} on stages {h}" for n, h in names.items())
+            copies = f"; tied copies differ by at most {dmax:.3e}" if names else ""
             print(
                 f"verify-params: after {self.steps} optimizer steps, largest |param diff| "
-                f"{pmax:.3e} (tolerance {tol:g}); tied copies differ by at most {dmax:.3e}: "
+                f"{pmax:.3e} (tolerance {tol:g}){copies}: "
                 f"{'OK' if ok else 'FAILED'}" + (f" ({tied})" if tied else ""),
                 flush=True,
             )
