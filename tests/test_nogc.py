@@ -90,3 +90,13 @@ def test_the_process_own_frozen_objects_stay_frozen(collector_on):
         assert len(made) == 1000
     finally:
         gc.unfreeze()
+
+
+def test_a_small_pause_leaves_the_generations_as_they_are(collector_on):
+    """Only a pause that made many objects moves them: a small compile in a user's process
+    does not promote the process's young objects past the young collections."""
+    gc.collect()
+    with paused_gc():
+        made = [[i] for i in range(100)]
+    assert gc.get_count()[0] >= 100  # still young: nothing was moved
+    assert len(made) == 100
