@@ -130,8 +130,7 @@ def analyze(
             {"model": model_table(sized, None if recompute == "none" else recompute)}
         )
     c = _compiled(_program(program, "analyze"), costs)
-    if not c.ok:
-        raise PpirError(c.report.errors if c.report else [], 1)
+    c.check()  # the verification's errors, or the ranks an unverified program leaves stuck
     return analyze_compiled(c, model, recompute=recompute, i_fraction=i_fraction, layers=layers)
 
 

@@ -157,7 +157,7 @@ class PpirError(Exception):
     def __str__(self) -> str:
         """The rendered diagnostics (``file:line:col: error: ...``, the source line, hints), so
         that an uncaught error in a library call shows where, as the command line does."""
-        return self.render()
+        return self.render() if self.diagnostics else self.message
 
     @property
     def message(self) -> str:
@@ -166,7 +166,7 @@ class PpirError(Exception):
 
     @property
     def kind(self) -> str:
-        return self.diagnostics[0].kind
+        return self.diagnostics[0].kind if self.diagnostics else "error"
 
 
 def error(

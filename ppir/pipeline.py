@@ -32,7 +32,7 @@ from functools import cached_property
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import Costs, costs_for
 from ppir.analysis.timeline import Timeline, dependency_bound, run
-from ppir.diagnostics import Report
+from ppir.diagnostics import EXIT_INVALID, PpirError, Report
 from ppir.ir import Schedule, is_compute_item
 from ppir.ir.graph import ProgramGraph, build_graph
 from ppir.nogc import without_gc
@@ -92,6 +92,16 @@ class Compiled:
         if self.failed is not None:
             return False
         return self.report.ok if self.report is not None else self.timeline.complete
+
+    def check(self) -> None:
+        """A ppir error (exit 1) unless :attr:`ok`: the report's errors, or the ranks stuck."""
+        if self.ok:
+            return
+        if self.report is not None and self.report.errors:
+            raise PpirError(self.report.errors, EXIT_INVALID)
+        from ppir.analysis.estimate import check_complete
+
+        check_complete(self.timeline)
 
     @property
     def timed(self) -> Timeline:
@@ -170,7 +180,7 @@ def compile(  # noqa: A001 - the library's verb
         )
     if lowering not in LOWERINGS:
         raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
-    _check_options(verify=verify, progress=progress, dp=dp, overlap=overlap, strict=strict)
+    _check_options(verify=verify, dp=dp, overlap=overlap, strict=strict)  # progress: the graph
     cfg = costs or CostConfig()
     c = costs_for(schedule, cfg)
     if dp > 1:
@@ -226,15 +236,10 @@ def compile(  # noqa: A001 - the library's verb
     return best
 
 
-def _check_options(*, verify, progress, dp, overlap, strict) -> None:
-    """A ValueError or TypeError naming the option and the value given, for what the
-    command line's own checks would have refused."""
-    from ppir.ir.graph import PROGRESS_MODELS
-
+def _check_options(*, verify, dp, overlap, strict) -> None:
+    """A ValueError or TypeError naming the option, for values the command line refuses."""
     if verify not in (True, False, "final") or not isinstance(verify, (bool, str)):
         raise ValueError(f"verify takes True, False or 'final', got {verify!r}")
-    if progress not in PROGRESS_MODELS:
-        raise ValueError(f"unknown progress {progress!r} (expected one of {PROGRESS_MODELS})")
     if isinstance(dp, bool) or not isinstance(dp, int):
         raise TypeError(f"dp takes an int, the data-parallel replicas, got {dp!r}")
     if dp < 1:

@@ -62,7 +62,7 @@ def test_a_placement_for_a_schedule_with_its_own_names_the_argument():
         ({"dp": True}, TypeError, "dp takes an int"),
         ({"verify": "x"}, ValueError, "verify takes True, False or 'final', got 'x'"),
         ({"verify": 1}, ValueError, "verify takes True, False or 'final', got 1"),
-        ({"progress": "eager"}, ValueError, "unknown progress 'eager'"),
+        ({"progress": "eager"}, ValueError, "unknown progress model .eager."),
         ({"overlap": "no"}, TypeError, "overlap takes True or False, got 'no'"),
         ({"strict": None}, TypeError, "strict takes True or False, got None"),
     ],
@@ -100,3 +100,20 @@ def test_no_choice_satisfying_the_require_lines_is_said_before_drawing(tmp_path)
     with pytest.raises(ppir.PpirError, match="satisfies the require lines"):
         property_test(str(path), over={"P": "5..8", "M": "1..4"})
     assert shapes(str(path), P="5..8", M="1..5") is not None  # one choice: P=5, M=5
+    with pytest.raises(ppir.PpirError, match="satisfies the require lines"):  # 4,096 choices
+        shapes(str(path), P="65..128", M="1..64")
+    assert shapes(str(path), P="65..128", M="1..65") is not None  # more: left to the draws
+
+
+def test_an_unverified_program_that_cannot_finish_says_so_when_analyzed(cli, tmp_path):
+    """With ok meaning 'runs to its end' for unverified programs, analyze and viz raised an
+    empty PpirError (no message, no kind): they say which ranks are stuck instead."""
+    bad = ppir.compile(ppir.load("1f1b", P=3, M=4), lowering="naive", verify=False)
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.analyze(bad)
+    assert e.value.kind == "deadlock" and "ranks [0, 1, 2] wait forever" in str(e.value)
+    code, _, err = cli("viz", "1f1b", "-D", "P=3", "-D", "M=4", "--lowering", "naive",
+                       "--no-verify", "-o", str(tmp_path / "x.html"))  # fmt: skip
+    assert code == 1 and "cannot finish under rendezvous semantics" in err
+    assert not (tmp_path / "x.html").exists()
+    assert str(ppir.PpirError([])) == "error" and ppir.PpirError([]).kind == "error"

@@ -74,7 +74,9 @@ def test_a_cycle_made_in_the_pause_is_freed_by_a_full_collection(collector_on):
         a.other, b.other = b, a
         ref = weakref.ref(a)
         del a, b
+        many = [[i] for i in range(200_000)]  # enough to be moved unscanned
     assert ref() is not None  # nothing collected it during the pause
+    assert gc.get_count()[0] < 1000 and len(many) == 200_000  # moved: the cycle waits
     gc.collect()
     assert ref() is None
 
@@ -85,9 +87,9 @@ def test_the_process_own_frozen_objects_stay_frozen(collector_on):
         frozen = gc.get_freeze_count()
         assert frozen > 0
         with paused_gc():
-            made = [[i] for i in range(1000)]
-        assert gc.get_freeze_count() >= frozen
-        assert len(made) == 1000
+            made = [[i] for i in range(200_000)]  # enough to be moved, were nothing frozen
+        assert gc.get_freeze_count() == frozen  # theirs still frozen, the pause's left young
+        assert len(made) == 200_000
     finally:
         gc.unfreeze()
 

@@ -195,7 +195,7 @@ def test_a_rank_failing_in_the_model_is_the_one_cause_reported(tmp_path):
     with pytest.raises(ProfileFailed) as e:
         profile(ProfileSpec(str(path), ranks=2, stages=2, microbatches=M, steps=2, warmup=1))
     text = str(e.value)
-    assert text.startswith("ppir profile: rank 1 failed in the model's code:\nTraceback")
+    assert text.startswith("ppir profile: rank 1 failed:\nTraceback")
     assert "raise_model.py" in text and "RuntimeError: cannot build stage 1" in text
     assert "pair.cc" not in text and "Connection closed" not in text
 

@@ -28,7 +28,7 @@ from typing import NamedTuple
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.timeline import Timeline, run
-from ppir.diagnostics import EXIT_INVALID, PpirError, error
+from ppir.diagnostics import EXIT_INVALID, error
 from ppir.ir import Action, Schedule, deps
 from ppir.ir.graph import COMPUTE, ProgramGraph, build_graph
 
@@ -188,8 +188,7 @@ def estimate(
         from ppir.pipeline import compile
 
         c = compile(schedule, costs=cfg, progress=progress)
-        if not c.ok:
-            raise PpirError(c.report.errors if c.report else [], EXIT_INVALID)
+        c.check()
         est = c.estimate
         return est if memory else _without_memory(est)
     if g is None or g.progress != progress:

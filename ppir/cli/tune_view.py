@@ -37,7 +37,7 @@ def _row(c, rank=None) -> dict:
         "bubble_fraction_of_ideal": e.bubble_fraction_of_ideal if e else None,
         "rejected": c.why or None,
         "reason": c.reason,
-        "launchable": _limit(c) is None,
+        "launchable": None if c.program is None else _limit(c) is None,  # None: not expanded
     }
     return out if rank is None else {"rank": rank, **out}
 

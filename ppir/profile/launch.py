@@ -133,9 +133,26 @@ def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str, batch=None) ->
             Path(out).write_text(json.dumps(data))
         if P > 1:  # nobody leaves while another still talks to the store rank 0 hosts: a rank
             dist.barrier()  # tearing down its group after rank 0 left aborted (std::terminate)
+    except Exception as e:
+        if P > 1:  # stamped now, before the teardown, so that the first error is the earliest
+            _record_error(out, rank, e)
+        raise
     finally:
         if P > 1:
             dist.destroy_process_group()
+
+
+def _record_error(out: str, rank: int, e: Exception) -> None:
+    """The rank's error for the parent (``{out}.error.R``; see :func:`_failure`)."""
+    import traceback
+
+    record = {
+        "time": time.time(),
+        "usage": isinstance(e, ProfileError),
+        "line": str(e) if isinstance(e, ProfileError) else f"{type(e).__name__}: {e}",
+        "traceback": traceback.format_exc(),
+    }
+    Path(f"{out}.error.{rank}").write_text(json.dumps(record))
 
 
 def gather(rank: int, P: int, samples, transfer, groups, device: str) -> dict | None:
@@ -232,9 +249,16 @@ def _run_ranks(spec: ProfileSpec, tmp: str, out: str) -> None:
     cmd = [sys.executable, "-m", "ppir.profile.launch", path, port, out, str(os.getpid())]
     procs = [subprocess.Popen([*cmd, str(r)], env=env) for r in range(spec.ranks)]
     deadline = time.monotonic() + spec.timeout * 4
+    late = False
     try:
         while any(p.poll() is None for p in procs):
-            if any(p.returncode not in (None, 0) for p in procs) or time.monotonic() > deadline:
+            if any(p.returncode not in (None, 0) for p in procs):
+                grace = time.monotonic() + 2  # the others fail on their own and say why
+                while any(p.poll() is None for p in procs) and time.monotonic() < grace:
+                    time.sleep(0.05)
+                break
+            if time.monotonic() > deadline:
+                late = True
                 break
             time.sleep(0.05)
     finally:
@@ -248,13 +272,18 @@ def _run_ranks(spec: ProfileSpec, tmp: str, out: str) -> None:
                 p.kill()
                 p.wait()
     codes = [p.returncode for p in procs]
+    if late:
+        raise ProfileFailed(
+            f"ppir profile: the ranks did not finish within {spec.timeout * 4:g} s (4 x "
+            "--timeout) and were stopped"
+        )
     if any(codes):
         raise _failure(out, codes)
 
 
 class ProfileFailed(RuntimeError):
     """A rank of the measurement failed: the message names the root cause once (the earliest
-    error a rank raised, with its traceback when it came from the model's code)."""
+    error a rank raised, with its traceback), or says that the ranks ran out of time."""
 
 
 def _failure(out: str, codes: list) -> Exception:
@@ -277,8 +306,7 @@ def _failure(out: str, codes: list) -> Exception:
     if first["usage"]:  # a mistake ppir names in one line (a bad module, a bad batch)
         return ProfileError(f"rank {r}: {first['line']}")
     return ProfileFailed(
-        f"ppir profile: rank {r} failed in the model's code:\n{first['traceback'].rstrip()}\n"
-        f"ppir profile: {ends}"
+        f"ppir profile: rank {r} failed:\n{first['traceback'].rstrip()}\nppir profile: {ends}"
     )
 
 
@@ -290,16 +318,9 @@ def _child(argv: list[str]) -> int:
     spec = ProfileSpec(**json.loads(Path(spec_path).read_text()))
     try:
         _rank_main(int(rank), spec, int(port), out)
-    except Exception as e:  # for the parent to report once, the earliest rank's
-        import traceback
-
-        record = {
-            "time": time.time(),
-            "usage": isinstance(e, ProfileError),
-            "line": str(e) if isinstance(e, ProfileError) else f"{type(e).__name__}: {e}",
-            "traceback": traceback.format_exc(),
-        }
-        Path(f"{out}.error.{rank}").write_text(json.dumps(record))
+    except Exception as e:  # recorded for the parent, which reports the earliest rank's once
+        if not Path(f"{out}.error.{rank}").exists():  # raised before the process group
+            _record_error(out, int(rank), e)
         sys.stderr.flush()
         os._exit(1)
     # Done, the results written: leave without finalising the interpreter.  Tearing down

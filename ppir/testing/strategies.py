@@ -115,19 +115,25 @@ _ENUMERATE = 4096  # points shapes() tries before drawing, to tell an empty spac
 def _any_supported(module, domains, fixed: dict) -> bool | None:
     """Whether some point of ``domains`` (all plain, under ``fixed``) passes the schedule's
     ``require`` lines, trying them in order; None when a domain is a hypothesis strategy or
-    the space has more than :data:`_ENUMERATE` points (unknown: the draws will tell)."""
+    the space has more than :data:`_ENUMERATE` points, or more than four times as many partial
+    ones (unknown: the draws will tell)."""
     if any(isinstance(d, st.SearchStrategy) for _, d in domains):
         return None
-    budget = [_ENUMERATE]
+    points, steps = [_ENUMERATE], [4 * _ENUMERATE]
 
     def walk(i: int, point: dict) -> bool | None:
         if i == len(domains):
-            budget[0] -= 1
-            return True if _supported(module, point) else (None if budget[0] <= 0 else False)
+            if points[0] == 0:
+                return None  # more points than we try
+            points[0] -= 1
+            return _supported(module, point)
         name, dom = domains[i]
         env = {**fixed, **point}
         b = dom.bounds(env)  # an interval is walked lazily: it may be huge
         for value in range(b[0], b[1] + 1) if b is not None else dom.values(env):
+            steps[0] -= 1
+            if steps[0] < 0:
+                return None
             found = walk(i + 1, {**point, name: value})
             if found is not False:
                 return found
@@ -178,9 +184,10 @@ def valid_schedules(
             continue  # a text domain ("2..P") is checked as it is drawn
         if not any(isinstance(x, int) and x >= 1 for x in values):
             raise ValueError(f"valid_schedules: {name} needs a value of at least 1, got {spec!r}")
-        if name == "v" and max_in_flight is not None and min(values) > max_in_flight:
+        usable = [x for x in values if isinstance(x, int) and x >= 1]
+        if name == "v" and max_in_flight is not None and min(usable) > max_in_flight:
             raise ValueError(
-                f"valid_schedules: max_in_flight={max_in_flight} cannot hold the {min(values)} "
+                f"valid_schedules: max_in_flight={max_in_flight} cannot hold the {min(usable)} "
                 "chunks a microbatch keeps on each rank at once (v chunks per rank)"
             )
     domains, _ = _split_specs({"P": P, "M": M, "v": v})

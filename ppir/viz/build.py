@@ -31,13 +31,11 @@ def time_schedule(
     """Compile ``schedule`` (unless it is compiled already) under ``config`` and ``progress``
     and time it.  Raises ppir errors (exit 1 for a program that does not verify, exit 2 for a
     bad config)."""
-    from ppir.diagnostics import EXIT_INVALID, PpirError
 
     c = (
         schedule
         if isinstance(schedule, Compiled)
         else compile(schedule, costs=config, progress=progress)
     )
-    if not c.ok:
-        raise PpirError(c.report.errors if c.report else [], EXIT_INVALID)
+    c.check()  # the verification's errors, or the ranks an unverified program leaves stuck
     return Timed(c.program, c.estimate, c.memory)
