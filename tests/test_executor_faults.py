@@ -76,7 +76,8 @@ def test_shape_mismatch_names_rank_op_and_shapes(tmp_path):
     assert rep["returncode"] == 1, rep
     assert failure_line(rep) == (
         "rank 0: rank 0, instruction #0 (0F0): the output of stage 0 has shape (2, 5) float32 "
-        "but the plan's metadata for boundary 1 says (2, 4) float32"
+        "but the plan's metadata for boundary 1 says (2, 4) float32 (at step 1: a boundary's "
+        "shapes are fixed for the whole run, the plan's or those the first step inferred)"
     ).replace("rank 0: rank 0,", "rank 0,")
     assert "Traceback" not in rep["stderr"]
 

@@ -151,10 +151,14 @@ class Executor:
         except TypeError as e:
             raise ShapeMismatch(f"{self._where(ins)}: {e}") from None
         if got != want:
-            later = (  # shapes that held at the first step: the batch's changed since
+            later = (  # shapes that held at the first step changed since
                 f" (at step {self.step_no}: a boundary's shapes are fixed for the whole run, "
-                "the plan's or those the first step inferred; a make_batch whose shapes change "
-                "from step to step must pad them to one)"
+                "the plan's or those the first step inferred"
+                + (
+                    "; a make_batch whose shapes change from step to step must pad them to one)"
+                    if boundary == 0
+                    else ")"
+                )
                 if self.step_no
                 else ""
             )
