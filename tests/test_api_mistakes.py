@@ -15,12 +15,12 @@ REQUIRE = textwrap.dedent(
     schedule req(P = 4, M = 8)
     require M >= P : "need M >= P"
     ranks P
-    stages P
     microbatches M
+    stages P
     placement looped
     program r {
       for m in 0 .. M { F(m) }
-      for m in 0 .. M { B(m) }
+      for m in 0 .. M { B(m) }  # GPipe: every forward, then every backward
     }
     """
 )
