@@ -434,3 +434,15 @@ def test_a_batch_whose_shapes_change_after_the_first_step_is_told_why():
     )
     assert "(at step 1: a boundary's shapes are fixed for the whole run" in text
     assert "must pad them to one)" in text
+
+
+def test_a_data_parallel_rank_names_the_pipeline_rank_whose_program_it_runs():
+    from ppir.torch.executor import Executor
+
+    where = Executor._where
+    assert where(types.SimpleNamespace(rank=3, pp_rank=1, index=7), {"ir": "1F0"}) == (
+        "rank 3 (pipeline rank 1's program), instruction #7 (1F0)"
+    )
+    assert where(types.SimpleNamespace(rank=1, pp_rank=1, index=0), {"ir": "1F0"}) == (
+        "rank 1, instruction #0 (1F0)"
+    )

@@ -136,7 +136,10 @@ class Executor:
         )
 
     def _where(self, ins) -> str:
-        return f"rank {self.rank}, instruction #{self.index} ({ins['ir']})"
+        """Where an error happened; a data-parallel rank also names the pipeline rank whose
+        program it runs (global rank 3 runs pipeline rank 1's, say)."""
+        of = f" (pipeline rank {self.pp_rank}'s program)" if self.rank != self.pp_rank else ""
+        return f"rank {self.rank}{of}, instruction #{self.index} ({ins['ir']})"
 
     def _forward_note(self, ins) -> str:
         came = "the microbatch's inputs" if ins["in"] == "data" else "the previous stage"
