@@ -212,7 +212,8 @@ def test_killing_ppir_profile_takes_its_ranks_with_it(model_file, tmp_path):
 
     cmd = [sys.executable, "-m", "ppir", "profile", "--module", model_file, "--ranks", "2",
            "--stages", "2", "-M", str(M), "--steps", "100000"]  # fmt: skip
-    parent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the killed parent cannot remove its folder
+    parent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 
     def ranks():
         out = []
