@@ -171,9 +171,9 @@ def stage_forward_times(schedule: Schedule, cfg: CostConfig) -> list[Fraction | 
                 + (",..." if S > 16 else "")
             ],
         )
-    if cfg.measured is not None:  # stage s runs model stage deps.model_stage(s)
-        F = cfg.measured.fit(S, schedule.pipelines).F
-        return [F[deps.model_stage(s, S, schedule.pipelines)] for s in range(S)]
+    if cfg.measured is not None:  # stage s runs model stage at[s]
+        ms, at = cfg.measured.for_schedule(S, schedule.pipelines)
+        return [ms.F[j] for j in at]
     model_stages = deps.pipeline_length(S, schedule.pipelines)  # a stage is 1/model_stages
     if cfg.model is None:
         base: list[Fraction | float] = [Fraction(P, model_stages)] * S
@@ -197,9 +197,7 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
     cfg = cfg or CostConfig()
     ratio = None if cfg.FB is None else cfg.FB / (cfg.F + cfg.B)
     if cfg.measured is not None:  # measured seconds per stage and kind (ppir profile)
-        S, n = schedule.stages, schedule.pipelines
-        ms = cfg.measured.fit(S, n)  # the model's stages; stage s runs deps.model_stage(s)
-        at = [deps.model_stage(s, S, n) for s in range(S)]
+        ms, at = cfg.measured.for_schedule(schedule.stages, schedule.pipelines)  # model stages
         rows = [{k: getattr(ms, k.value)[j] for k in KINDS} for j in range(ms.stages)]
         op = [rows[j] for j in at]
         if ms.FB:

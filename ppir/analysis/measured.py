@@ -179,6 +179,16 @@ class MeasuredCosts:
             agg(self.frozen_bytes),
         )
 
+    def for_schedule(self, stages: int, pipelines: int = 1) -> tuple[MeasuredCosts, list[int]]:
+        """The costs of the model's stages (:meth:`fit`) and, for each of the schedule's
+        ``stages``, the model stage it runs (:func:`ppir.ir.deps.model_stage`): the one
+        mapping its times and sizes are read by."""
+        from ppir.ir.deps import model_stage
+
+        return self.fit(stages, pipelines), [
+            model_stage(s, stages, pipelines) for s in range(stages)
+        ]
+
     @property
     def message_size(self) -> float:
         """The largest boundary message in bytes (0 when unknown)."""

@@ -41,7 +41,6 @@ from ppir.analysis.footprint import (
 from ppir.analysis.measured import MeasuredCosts
 from ppir.analysis.memory import MemoryReport
 from ppir.ir import Schedule
-from ppir.ir.deps import model_stage
 
 
 @dataclass(frozen=True)
@@ -55,10 +54,7 @@ class MeasuredFootprint:
     copies: int = 1
     """As Footprint's: the copies of the model the schedule's stages cover (its pipelines)."""
 
-    @property
-    def worst(self) -> RankFootprint:
-        """The rank with the largest total (lowest rank on ties)."""
-        return max(self.per_rank, key=lambda r: (r.total, -r.rank))
+    worst = Footprint.worst  # the same rule: the largest total, the lowest rank on ties
 
 
 def sized(measured: MeasuredCosts | None) -> bool:
@@ -96,26 +92,21 @@ def measured_footprint(
     program."""
     if not sized(measured):
         return None
-    S, n = schedule.stages, schedule.pipelines
-    m = measured.fit(S, n)
-    at = [model_stage(s, S, n) for s in range(S)]  # the model stage each stage runs
+    m, at = measured.for_schedule(schedule.stages, schedule.pipelines)  # stage s runs at[s]
     message = Fraction(m.message_size)
     peaks = activation_peaks(schedule, mem, [Fraction(m.activation_bytes[j]) for j in at])
     per_rank = []
     for r, ((act, op), rm) in enumerate(zip(peaks, mem.per_rank)):
-        stages = tuple(s for s, q in enumerate(schedule.placement) if q == r)
-        params = sum((Fraction(m.param_bytes[at[s]]) for s in stages), Fraction(0))
-        frozen = sum(
-            (Fraction(m.frozen_bytes[at[s]]) for s in stages if m.frozen_bytes), Fraction(0)
-        )
+        stages = schedule.stages_of_rank[r]
+        params = _held(m.param_bytes, at, stages)
         per_rank.append(
             RankFootprint(
                 rank=r,
                 stages=stages,
                 param_count=Fraction(0),  # not measured: the bytes are
-                params=params + frozen,
+                params=params + _held(m.frozen_bytes, at, stages),
                 grads=params,
-                optimizer=sum((Fraction(m.optimizer_bytes[at[s]]) for s in stages), Fraction(0)),
+                optimizer=_held(m.optimizer_bytes, at, stages),
                 activations=Fraction(act),
                 buffers=rm.peak_recv * message,
                 peak_op=op,
@@ -123,4 +114,10 @@ def measured_footprint(
         )
     info = dict(measured.info)
     source = ", ".join(f"{k} {info[k]}" for k in ("model", "device") if k in info)
-    return MeasuredFootprint(schedule.name, source, tuple(per_rank), mem, n)
+    return MeasuredFootprint(schedule.name, source, tuple(per_rank), mem, schedule.pipelines)
+
+
+def _held(sizes: tuple, at: list, stages) -> Fraction:
+    """The measured bytes of ``stages`` (schedule stages, each the model stage ``at[s]``); 0
+    when the file has no such sizes."""
+    return sum((Fraction(sizes[at[s]]) for s in stages), Fraction(0)) if sizes else Fraction(0)
