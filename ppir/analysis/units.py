@@ -16,8 +16,11 @@ def fmt_time(x: float, unit: str) -> str:
     return f"{x:g} s"  # pragma: no cover
 
 
+_BYTE_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+
+
 def fmt_bytes(n: float) -> str:
-    for scale, suffix in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+    for scale, suffix in _BYTE_UNITS:
         if n >= scale:
             return f"{n / scale:.3g} {suffix}"
     return f"{n:.0f} B"
@@ -66,7 +69,7 @@ def parse_budget(text: str | None, has_model: bool) -> tuple[float, str] | None:
 def size_unit(x: float) -> tuple[int, str]:
     """(bytes per unit, its name) to show ``x`` bytes in: GiB, or MiB or KiB below one GiB or
     one MiB."""
-    return next(((s, n) for s, n in ((2**30, "GiB"), (2**20, "MiB")) if x >= s), (1024, "KiB"))
+    return next(((s, n) for s, n in _BYTE_UNITS[1:3] if x >= s), _BYTE_UNITS[3])
 
 
 def fmt_size(x: float, unit: str) -> str:

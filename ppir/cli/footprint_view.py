@@ -4,6 +4,7 @@ that print whole per-rank memory (``ppir analyze --model``, the cost backend, ``
 from __future__ import annotations
 
 from ppir.analysis.footprint import TERMS, Footprint
+from ppir.analysis.measured_footprint import MeasuredFootprint
 from ppir.analysis.models import ModelShape, model_fields
 from ppir.analysis.units import size_unit
 from ppir.cli.output import table
@@ -24,7 +25,7 @@ def describe_setup(m: ModelShape, recompute: str) -> str:
     )
 
 
-def footprint_lines(fp: Footprint) -> list[str]:
+def footprint_lines(fp: Footprint | MeasuredFootprint) -> list[str]:
     """The per-rank table with the largest term, and the worst rank; in GiB, or in MiB or KiB
     when the worst rank holds less than one (a small model measured by ``ppir profile``)."""
     head = ["rank", *TERMS, "total", "largest"]
@@ -35,7 +36,7 @@ def footprint_lines(fp: Footprint) -> list[str]:
         cells = [f"{r.rank}{'*' if r.rank == worst else ''}"]
         cells += [f"{float(getattr(r, t)) / scale:.2f}" for t in (*TERMS, "total")]
         rows.append(cells + [r.dominant])
-    measured = getattr(fp, "model", None) is None  # ppir.analysis.measured_footprint
+    measured = isinstance(fp, MeasuredFootprint)
     setup = (
         f"measured by ppir profile ({fp.source}): parameters and the optimizer's state as the "
         "model holds them, one gradient per parameter"
@@ -63,11 +64,11 @@ def footprint_lines(fp: Footprint) -> list[str]:
     return out
 
 
-def footprint_json(fp: Footprint) -> dict:
+def footprint_json(fp: Footprint | MeasuredFootprint) -> dict:
     """``{"per_rank": [{rank, params, grads, optimizer, activations, buffers, total, largest}],
     "worst_rank", "bytes_per_param", ...}``; sizes in bytes."""
     per_rank = [{"rank": r.rank, **r.to_json(), "largest": r.dominant} for r in fp.per_rank]
-    if getattr(fp, "model", None) is None:  # measured sizes: no shape, no bytes per parameter
+    if isinstance(fp, MeasuredFootprint):  # measured sizes: no shape, no bytes per parameter
         return {"measured": fp.source, "worst_rank": fp.worst.rank, "per_rank": per_rank}
     return {
         "bytes_per_param": float(fp.bytes_per_param),
