@@ -92,6 +92,7 @@ def test_compile_and_analyze_print_the_same_whole_memory(cli, cost_file):
     assert compiled == analyzed and compiled[1]["optimizer"] == 1400
     code, out, err = cli("compile", *argv[:-2])
     assert "whole memory per rank in KiB (measured by ppir profile" in out
+    assert "(frozen ones and buffers included), one gradient per trainable parameter" in out
 
 
 def test_tune_takes_a_byte_budget_with_measured_sizes(cli, cost_file):

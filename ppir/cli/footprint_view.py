@@ -39,7 +39,7 @@ def footprint_lines(fp: Footprint | MeasuredFootprint) -> list[str]:
     measured = isinstance(fp, MeasuredFootprint)
     setup = (
         f"measured by ppir profile ({fp.source}): parameters and the optimizer's state as the "
-        "model holds them, one gradient per parameter"
+        "model holds them (frozen ones and buffers included), one gradient per trainable parameter"
         if measured
         else describe_setup(fp.model, fp.recompute)
     )
