@@ -3,8 +3,10 @@
     python tests/fault_harness.py SPEC.json
 
 SPEC: ``{"cmd": [...], "out": path, "action": "none" | "kill_rank" | "kill_launcher" |
-"term_launcher", "rank": R, "signal": N, "ranks": N (pid files to wait for), "piddir": dir,
-"delay": seconds, "deadline": seconds}``.
+"term_launcher" | "int_importing", "rank": R, "signal": N, "ranks": N (pid files to wait for),
+"piddir": dir, "delay": seconds, "deadline": seconds}``.  ``int_importing`` sends the launcher
+SIGINT while its ranks import torch (each rank has mapped libtorch, none has written its pid
+file yet), as a Ctrl-C right after ``ppir launch`` starts does.
 
 The harness makes itself a child subreaper (``PR_SET_CHILD_SUBREAPER``), so every process the
 command leaves behind becomes its child; after the command ends it waits up to 10 s for them
@@ -47,6 +49,23 @@ def cmdline(pid: int) -> str:
         return "?"
 
 
+def ranks_importing_torch(launcher: int) -> list[int]:
+    """The launcher's ``ppir.run`` children that have begun importing torch."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) != launcher or "ppir.run" not in cmdline(int(d)):
+                continue
+            if "libtorch" in Path(f"/proc/{d}/maps").read_text():
+                out.append(int(d))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
 def reap() -> None:
     while True:
         try:
@@ -66,7 +85,15 @@ def main() -> int:
     proc = subprocess.Popen(spec["cmd"], stdout=out_f, stderr=err_f)
     action = spec.get("action", "none")
     deadline = start + spec.get("deadline", 90)
-    if action != "none":
+    if action == "int_importing":
+        while len(ranks_importing_torch(proc.pid)) < spec["ranks"]:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
+        if list(Path(spec["piddir"]).glob("*.pid")):
+            print("fault_harness: the ranks finished importing first", file=sys.stderr)
+        proc.send_signal(signal.SIGINT)
+    elif action != "none":
         piddir = Path(spec["piddir"])
         while len(list(piddir.glob("*.pid"))) < spec["ranks"] and time.monotonic() < deadline:
             if proc.poll() is not None:

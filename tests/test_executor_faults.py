@@ -65,7 +65,9 @@ def test_rank_raising_names_it_with_its_traceback_once(tmp_path):
     err = rep["stderr"]
     assert err.count("Traceback (most recent call last)") == 1, err
     assert 'raise ValueError("boom in stage 1")' in err and "faulty_model.py" in err
-    assert "ppir.run: error: rank 1: ValueError: boom in stage 1" in err
+    # the ranks leave the report to the launcher: the cause once, no rank's own lines
+    assert err.count("boom in stage 1") == 3, err  # the failure line; the traceback: 2
+    assert "ppir.run:" not in err and "stopping" not in err, err
     assert "step    0  loss" in rep["stdout"] and "step    1" not in rep["stdout"]
 
 
@@ -128,7 +130,21 @@ def test_sigkill_of_the_launcher_takes_its_ranks_with_it(tmp_path):
 def test_sigterm_of_the_launcher_stops_every_rank(tmp_path, sig, name):
     rep = run(tmp_path, "slow", action="term_launcher", sig=sig, steps=1000)
     assert rep["returncode"] == 128 + sig and rep["elapsed"] < 40, rep
-    assert f"ppir launch: stopped by {name}: every rank was sent {name}" in rep["stderr"]
+    err = rep["stderr"]
+    assert f"ppir launch: stopped by {name}: every rank was sent {name}" in err
+    # neither a rank's traceback nor the elastic agent's log line ("Received 2 death signal")
+    assert "Traceback" not in err and "ppir.run:" not in err and "death signal" not in err, err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_ctrl_c_while_the_ranks_import_torch_stops_them_without_tracebacks(tmp_path):
+    rep = run(tmp_path, "slow", action="int_importing", steps=1000)
+    assert rep["returncode"] == 130 and rep["elapsed"] < 40, rep
+    err = rep["stderr"]
+    assert "ppir launch: stopped by SIGINT: every rank was sent SIGINT" in err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "ppir.run:" not in err and "death signal" not in err, err
 
 
 @pytest.mark.slow
@@ -139,6 +155,17 @@ def test_nan_loss_stops_naming_rank_step_and_microbatch(tmp_path):
     assert failure_line(rep).startswith(
         "rank 1: the loss is nan at step 1, microbatch 2 (stage 1); stopping"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_ctrl_c_while_the_ranks_import_torch_stops_them_without_tracebacks(tmp_path):
+    rep = run(tmp_path, "slow", action="int_importing", steps=1000)
+    assert rep["returncode"] == 130 and rep["elapsed"] < 40, rep
+    err = rep["stderr"]
+    assert "ppir launch: stopped by SIGINT: every rank was sent SIGINT" in err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "ppir.run:" not in err and "death signal" not in err, err
 
 
 @pytest.mark.slow

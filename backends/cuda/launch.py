@@ -19,6 +19,7 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from ppir.backends.cuda.outcome import Cause, RankEnd, root_cause, summary
 
 from ppir.diagnostics import EXIT_USAGE
+from ppir.torch.failures import LAUNCHER_ENV
 
 
 def runtime_argv(args) -> list[str]:
@@ -97,7 +99,11 @@ def start(
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    with tempfile.TemporaryDirectory(prefix="ppir-logs-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="ppir-logs-") as tmp,
+        _ranks_env(),
+        _quiet_agent(verbose),
+    ):
         config = elastic.LaunchConfig(
             min_nodes=nnodes,
             max_nodes=nnodes,
@@ -112,8 +118,6 @@ def start(
             monitor_interval=0.1,
             logs_specs=DefaultLogsSpecs(log_dir=log_dir or tmp),
         )
-        if not verbose:
-            logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
         try:
             elastic.elastic_launch(config, sys.executable)(*cmd)
         except ChildFailedError as e:
@@ -127,6 +131,40 @@ def start(
         except KeyboardInterrupt:
             return Outcome(130, stopped_by="SIGINT")
     return Outcome(0)
+
+
+@contextlib.contextmanager
+def _ranks_env():
+    """The ranks inherit :data:`LAUNCHER_ENV`: they leave failures and interruptions to the
+    launcher's report (:mod:`ppir.torch.failures`)."""
+    old = os.environ.get(LAUNCHER_ENV)
+    os.environ[LAUNCHER_ENV] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[LAUNCHER_ENV]
+        else:
+            os.environ[LAUNCHER_ENV] = old
+
+
+@contextlib.contextmanager
+def _quiet_agent(verbose: bool):
+    """Without ``--verbose``, the elastic agent's loggers (each of its modules sets its own
+    level) say nothing: the launcher reports how the run ended itself."""
+    names = [
+        n for n in logging.Logger.manager.loggerDict if n.startswith("torch.distributed.elastic")
+    ]
+    loggers = [logging.getLogger(n) for n in ("torch.distributed.elastic", *names)]
+    levels = [lg.level for lg in loggers]
+    if not verbose:
+        for lg in loggers:
+            lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def report(out: Outcome) -> int:

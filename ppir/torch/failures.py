@@ -16,8 +16,13 @@ Contract:
   out or went away) is usually the consequence of another rank's failure: the rank waits up to
   ``settle_s`` for that failure to appear in the store and then reports itself as stopping
   because of it; only if none appears is the communication failure the first one.
+* :func:`stop_on_interrupt`: SIGINT (Ctrl-C, which the launcher forwards to every rank) ends
+  the rank at once with exit status 130, without a traceback from wherever it was (importing
+  torch, waiting on a peer).
 * Reports: stderr (one line for the runtime's own errors; the full traceback for an exception
-  in the user's code when no launcher collects it), and the torchelastic error file
+  in the user's code when no launcher collects it; nothing under ``ppir launch``, which sets
+  :data:`LAUNCHER_ENV` and prints the root cause once from the error files, unless the rank
+  cannot write its file), and the torchelastic error file
   (``$TORCHELASTIC_ERROR_FILE``, torch's format) with a ``ppir`` record that the launcher reads:
   ``rank``, ``time``, ``kind`` (``own``, ``comm`` or ``secondary``), ``message``, ``first``,
   ``peers``, ``timeout``, ``traceback``.  The file is replaced atomically, so the launcher
@@ -38,6 +43,27 @@ import time
 import traceback
 
 ERROR_KEY = "ppir/error"
+LAUNCHER_ENV = "PPIR_LAUNCHER"
+"""Set to 1 by ``ppir launch`` for its ranks: the launcher reports failures and interruptions,
+the ranks stay silent (their error files carry the records)."""
+
+
+def launched() -> bool:
+    """Whether ``ppir launch`` started this rank and reads its error file."""
+    return os.environ.get(LAUNCHER_ENV) == "1" and bool(os.environ.get("TORCHELASTIC_ERROR_FILE"))
+
+
+def stop_on_interrupt() -> None:
+    """End the rank on SIGINT at once (exit status 130): under ``ppir launch`` silently (the
+    launcher says it stopped every rank), else with one line naming the rank."""
+
+    def handler(signum, frame):
+        if not launched():
+            rank = os.environ.get("RANK", "0")
+            print(f"ppir.run: rank {rank}: interrupted", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGINT, handler)
 
 
 def die_with_parent(parent: int | None = None) -> None:
@@ -161,11 +187,7 @@ def fail(ctx, rank: int | None, exc: BaseException, settle_s: float = 1.5) -> No
         _report_secondary(rank, first, text)
         os._exit(1)
     kind = "comm" if isinstance(exc, CommError) else "own"
-    print(f"ppir.run: error: {text}", file=sys.stderr, flush=True)
-    agent = bool(os.environ.get("TORCHELASTIC_ERROR_FILE"))
-    if tb and not agent:
-        print(tb, file=sys.stderr, end="", flush=True)
-    _write_error_file(
+    written = _write_error_file(
         rank,
         kind,
         text,
@@ -174,32 +196,37 @@ def fail(ctx, rank: int | None, exc: BaseException, settle_s: float = 1.5) -> No
         peers=list(getattr(exc, "peers", ())),
         timeout=bool(getattr(exc, "timeout", False)),
     )
+    if not (written and launched()):
+        print(f"ppir.run: error: {text}", file=sys.stderr, flush=True)
+        if tb and not written:
+            print(tb, file=sys.stderr, end="", flush=True)
     sys.stdout.flush()
     if rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
         time.sleep(1.0)  # the store lives in this process: let the others read the record
     os._exit(1)
 
 
-def record(rank: int, message: str) -> None:
+def record(rank: int, message: str) -> bool:
     """Record a failure that ends the rank without an exception (a failed verification) for
-    the launcher; the rank then exits non-zero itself."""
-    _write_error_file(rank, "own", message, message, None)
+    the launcher; the rank then exits non-zero itself.  Whether the record was written."""
+    return _write_error_file(rank, "own", message, message, None)
 
 
 def _report_secondary(rank, first: str, own: str | None) -> None:
     msg = f"rank {rank} stopping: {first}"
     if own:
         msg += f"\n  (rank {rank}'s own error: {own})"
-    print(f"ppir.run: error: {msg}", file=sys.stderr, flush=True)
-    _write_error_file(rank, "secondary", own or msg, first, None)
+    if not (_write_error_file(rank, "secondary", own or msg, first, None) and launched()):
+        print(f"ppir.run: error: {msg}", file=sys.stderr, flush=True)
     sys.stdout.flush()
 
 
-def _write_error_file(rank, kind, message, first, tb, peers=(), timeout=False) -> None:
-    """torchelastic's error-file format, plus the ``ppir`` record (module docstring)."""
+def _write_error_file(rank, kind, message, first, tb, peers=(), timeout=False) -> bool:
+    """torchelastic's error-file format, plus the ``ppir`` record (module docstring); whether
+    the file was written."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:
-        return
+        return False
     now = time.time()
     rec = {
         "message": {
@@ -228,3 +255,5 @@ def _write_error_file(rank, kind, message, first, tb, peers=(), timeout=False) -
     except OSError:
         with contextlib.suppress(OSError):
             os.remove(tmp)
+        return False
+    return True

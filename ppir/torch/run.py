@@ -313,8 +313,9 @@ def whole_lines() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ppir.torch.failures import die_with_parent
+    from ppir.torch.failures import die_with_parent, stop_on_interrupt
 
+    stop_on_interrupt()
     die_with_parent()
     quiet_numpy_warning()
     whole_lines()
@@ -324,10 +325,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plan = load_plan(args.plan, verify=not args.no_verify)
     except PlanError as e:
-        from ppir.torch.failures import record
+        from ppir.torch.failures import launched, record
 
-        print(f"ppir.run: error: {e}", file=sys.stderr)
-        record(int(os.environ.get("RANK", "0")), str(e))
+        if not (record(int(os.environ.get("RANK", "0")), str(e)) and launched()):
+            print(f"ppir.run: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     problem = run_args_problem(args)
     if problem is not None:
