@@ -120,12 +120,11 @@ def analyze(
         model = parse_model_spec(model)
     costs = None
     if model is not None:  # the model's costs plan the lowering, as 'ppir analyze --model'
-        from dataclasses import replace
-
+        from ppir.analysis.analyze import with_layers
         from ppir.analysis.config import make_config
         from ppir.analysis.model_spec import model_table
 
-        sized = replace(model, layers=layers) if layers else model
+        sized = with_layers(model, layers)
         costs = make_config(
             {"model": model_table(sized, None if recompute == "none" else recompute)}
         )

@@ -25,6 +25,11 @@ class Analysis(NamedTuple):
     footprint: Footprint | MeasuredFootprint | None = None
 
 
+def with_layers(model: ModelShape, layers: int | None) -> ModelShape:
+    """``model`` with ``layers`` layers (``analyze --layers``); ``model`` itself when None."""
+    return replace(model, layers=layers) if layers else model
+
+
 def analyze_compiled(
     compiled,
     model: ModelShape | None = None,
@@ -41,8 +46,9 @@ def analyze_compiled(
     )
     p2p = analyze_p2p(compiled.graph, model)
     if model is not None:
-        sized = replace(model, layers=layers) if layers else model
-        fp = footprint(compiled.program, sized, recompute=recompute, memory=mem)
+        fp = footprint(
+            compiled.program, with_layers(model, layers), recompute=recompute, memory=mem
+        )
     else:
         fp = measured_footprint(compiled.program, compiled.config.measured, mem)
     return Analysis(mem, p2p, fp)
