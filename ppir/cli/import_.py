@@ -6,7 +6,6 @@ The module is ``import_`` because ``import`` is a Python keyword; the CLI maps t
 from __future__ import annotations
 
 import dataclasses
-import re
 import sys
 
 from ppir.cli.common import (
@@ -18,7 +17,7 @@ from ppir.cli.common import (
 )
 from ppir.diagnostics import error, write_output
 from ppir.frontend.loader import load_schedule, read_text
-from ppir.frontend.parser import is_schedule_name
+from ppir.frontend.parser import is_schedule_name, to_schedule_name
 from ppir.ir.printer import format_pps
 from ppir.ir.types import Overlap
 
@@ -69,8 +68,7 @@ def load_source(source: str, defines: dict[str, int], placement, name: str | Non
     else:
         s = load_schedule(source, defines, placement=placement)
     if name is None and not is_schedule_name(s.name):  # a file stem such as 'my sched'
-        name = re.sub(r"[^A-Za-z0-9_-]", "_", s.name)
-        name = name if is_schedule_name(name) else f"s_{name}"
+        name = to_schedule_name(s.name)
     if name is not None:
         s = dataclasses.replace(s, name=check_schedule_name(name))
     return s

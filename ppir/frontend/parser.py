@@ -35,6 +35,14 @@ def is_schedule_name(text: str) -> bool:
     return re.fullmatch(pattern, text, re.ASCII) is not None
 
 
+def to_schedule_name(text: str) -> str:
+    """``text`` made a schedule name (:func:`is_schedule_name`): each character the grammar
+    does not allow in a name becomes ``_``, and ``s_`` goes in front when the result still
+    cannot start one (``my sched`` -> ``my_sched``, ``-x`` -> ``s_-x``)."""
+    name = "".join(c if is_schedule_name("_" + c) else "_" for c in text)
+    return name if is_schedule_name(name) else f"s_{name}"
+
+
 def _literal_int(e: A.Expr | None) -> int | None:
     """The value of ``4`` or ``-4``; None for any other expression."""
     if isinstance(e, A.IntLit):
