@@ -74,3 +74,9 @@ def key_values(items: list[str], flag: str) -> dict:
         else:
             out[key] = value
     return out
+
+
+def module_names_a_file(spec: str) -> bool:
+    """Whether a ``--module`` value names a file (an existing file, a ``.py`` name or a path
+    with a separator) rather than a dotted module name."""
+    return spec.endswith(".py") or "/" in spec or os.sep in spec or os.path.isfile(spec)

@@ -28,7 +28,7 @@ from types import ModuleType
 
 import torch
 
-from ppir.cli.argtypes import key_values
+from ppir.cli.argtypes import key_values, module_names_a_file
 from ppir.torch import values as V
 from ppir.torch.errors import ModelError
 
@@ -66,7 +66,7 @@ _FILE_MODULES: dict[Path, ModuleType] = {}  # model files imported, by resolved 
 
 def _import(spec: str) -> ModuleType:
     path = Path(spec)
-    if spec.endswith(".py") or path.is_file():
+    if module_names_a_file(spec):
         if not path.is_file():
             raise ModelError(f"model file {spec} does not exist")
         resolved = path.resolve()

@@ -76,11 +76,12 @@ def check_module(spec: str) -> None:
     import importlib.util
     from pathlib import Path
 
+    from ppir.cli.argtypes import module_names_a_file
     from ppir.diagnostics import error
 
-    if Path(spec).is_file():
-        return
-    if spec.endswith(".py") or "/" in spec or os.sep in spec:
+    if module_names_a_file(spec):
+        if Path(spec).is_file():
+            return
         raise error(
             "bad-usage",
             f"--module {spec}: no such file",
