@@ -125,10 +125,11 @@ class Compiled:
 
     @cached_property
     def memory(self):
-        """The activation-memory report of the program at the config's model."""
-        from ppir.analysis.memory import analyze_memory
+        """The activation-memory report of the program at the config's model
+        (:func:`ppir.analysis.estimate.memory_report`)."""
+        from ppir.analysis.estimate import memory_report
 
-        return analyze_memory(self.graph, self.config.model, recompute=self.config.recompute)
+        return memory_report(self.graph, self.config)
 
     @cached_property
     @without_gc

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import ppir
 from ppir.analysis.config import make_config
 from ppir.analysis.costs import costs_for
-from ppir.analysis.models import uneven_layers
+from ppir.analysis.layout import uneven_layers
 from ppir.analysis.timeline import run
 from ppir.analysis.tune import Space, program_bound, search
 from ppir.ir.graph import build_graph

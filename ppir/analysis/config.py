@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ppir.analysis.layout import stage_layers_setting
 from ppir.analysis.measured import KEYS as MEASURED_KEYS
-from ppir.analysis.measured import MeasuredCosts
+from ppir.analysis.measured import MeasuredCosts, measured_config
 from ppir.analysis.models import SPEC_FIELDS, ModelShape, check_recompute, make_model
 from ppir.analysis.toml_file import _toml_position, load_config_file  # noqa: F401 (re-exported)
 from ppir.diagnostics import did_you_mean, error
@@ -53,7 +54,7 @@ COMM_MODELS = ("rendezvous", "latency")
 
 SECTIONS = {
     "costs": {"F", "B", "I", "W", "FB", "stage_weights"},
-    "model": {"preset", "recompute", *SPEC_FIELDS},
+    "model": {"preset", "recompute", "stage_layers", *SPEC_FIELDS},
     "hardware": {"preset", "peak_tflops", "efficiency", "ranks_per_node", "processors"},
     "measured": MEASURED_KEYS,
     "comm": {
@@ -218,13 +219,12 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
         )
     model = None
     if msec:
-        fields = {k: v for k, v in msec.items() if k not in ("preset", "recompute")}
+        fields = {k: v for k, v in msec.items() if k not in ("preset", "recompute", "stage_layers")}
         model = make_model(msec.get("preset"), **fields)
         kw["recompute"] = msec.get("recompute", "none")
         check_recompute(kw["recompute"])
+        kw["stage_layers"] = stage_layers_setting(msec, where)
     if "measured" in data:
-        from ppir.analysis.measured import measured_config
-
         return measured_config(data, kw, model, where)
     rpn = hsec.get("ranks_per_node", 8)
     if not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0:

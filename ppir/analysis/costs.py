@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from ppir.analysis.config import CostConfig
-from ppir.analysis.models import check_layers
+from ppir.analysis.layout import split_layers
 from ppir.diagnostics import error
 from ppir.ir import OpKind, Schedule, deps
 
@@ -179,12 +179,7 @@ def stage_forward_times(schedule: Schedule, cfg: CostConfig) -> list[Fraction | 
         base: list[Fraction | float] = [Fraction(P, model_stages)] * S
     else:
         m, hw = cfg.model, cfg.hardware
-        layers = cfg.stage_layers or (check_layers(m.layers, model_stages, P),) * S
-        if len(layers) != S:
-            raise error(
-                "bad-layers",
-                f"{len(layers)} stage layer counts for {schedule.name}'s {S} stages",
-            )
+        layers = split_layers(m.layers, schedule, cfg.stage_layers)
         rate = hw.peak_tflops * 1e12 * cfg.efficiency
         last = [deps.is_last(s, S, schedule.pipelines) for s in range(S)]
         base = [m.stage_forward_flops(n, last=last[s]) / m.tp / rate for s, n in enumerate(layers)]

@@ -40,8 +40,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ppir.analysis.layout import split_layers
 from ppir.analysis.memory import MemoryReport, analyze_memory, split_fractions
-from ppir.analysis.models import DTYPE_BYTES, ModelShape, check_layers, check_recompute
+from ppir.analysis.models import DTYPE_BYTES, ModelShape, check_recompute
 from ppir.diagnostics import error
 from ppir.ir import Action, Schedule
 
@@ -135,25 +136,6 @@ def _per_param(m: ModelShape) -> tuple[Fraction, Fraction, Fraction]:
     return Fraction(m.dtype_bytes), grads, Fraction(state, m.dp if m.zero >= 1 else 1)
 
 
-def split_layers(
-    model: ModelShape, schedule: Schedule, copies: int = 1, stage_layers=None
-) -> tuple[int, ...]:
-    """Layers of each stage: ``stage_layers`` checked (one per stage, summing to copies·L), or an
-    even split (a ppir error listing the v that work when S does not divide copies·L)."""
-    S, P, L = schedule.stages, schedule.ranks, model.layers * copies
-    if stage_layers is None:
-        return (check_layers(L, S, P),) * S
-    out = tuple(stage_layers)
-    if len(out) != S or any(not isinstance(x, int) or x < 0 for x in out) or sum(out) != L:
-        raise error(
-            "bad-layers",
-            f"stage layers {','.join(map(str, out))}: {schedule.name} needs {S} non-negative "
-            f"counts, one per stage, summing to {L} layers (it has {len(out)} summing to "
-            f"{sum(out)})",
-        )
-    return out
-
-
 def stage_sizes(
     model: ModelShape,
     schedule: Schedule,
@@ -162,9 +144,9 @@ def stage_sizes(
     stage_layers=None,
 ) -> tuple[StageSizes, ...]:
     """Parameters (elements, one TP rank) and activation bytes per microbatch of every stage."""
-    layers = split_layers(model, schedule, copies, stage_layers)
-    t = model.tp
     span = _copy_span(schedule, copies)
+    layers = split_layers(model.layers, schedule, stage_layers, span)
+    t = model.tp
     sharded, replicated = model.layer_params()
     per_layer = model.activation_bytes_per_layer(recompute)
     out = []

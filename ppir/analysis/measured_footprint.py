@@ -76,11 +76,11 @@ def whole_memory(
     """The whole per-rank memory of ``program`` under ``cfg`` (a
     :class:`~ppir.analysis.config.CostConfig`): from its model shape
     (:func:`ppir.analysis.footprint.footprint`), else from its measured sizes
-    (:func:`measured_footprint`), else None (memory in A only)."""
+    (:func:`measured_footprint`), else None (memory in A only).  ``stage_layers`` defaults to
+    the config's layout."""
     if cfg.model is not None:
-        return footprint(
-            program, cfg.model, recompute=recompute, memory=mem, stage_layers=stage_layers
-        )
+        layout = stage_layers if stage_layers is not None else cfg.stage_layers
+        return footprint(program, cfg.model, recompute=recompute, memory=mem, stage_layers=layout)
     return measured_footprint(program, cfg.measured, mem)
 
 

@@ -364,15 +364,3 @@ def check_layers(layers: int, stages: int, ranks: int) -> int:
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def uneven_layers(layers: int, stages: int) -> tuple[int, ...]:
-    """``layers`` over ``stages`` as evenly as possible, the first and last stages taking the
-    smaller counts (they also hold the embedding and the head); the extra layers go to the
-    later middle stages first, which hold fewer microbatches in flight."""
-    q, r = divmod(layers, stages)
-    out = [q] * stages
-    order = list(range(stages - 2, 0, -1)) + [0, stages - 1][: min(2, stages)]
-    for s in order[:r]:
-        out[s] += 1
-    return tuple(out)

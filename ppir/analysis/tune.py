@@ -39,13 +39,14 @@ from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.estimate import Estimate, from_timeline
 from ppir.analysis.footprint import Footprint, schedule_copies
+from ppir.analysis.layout import uneven_layers
 from ppir.analysis.measured_footprint import sizes_known, whole_memory
 from ppir.analysis.memory import analyze_memory, split_fractions
-from ppir.analysis.models import uneven_layers
 from ppir.analysis.timeline import dependency_bound, run
 from ppir.analysis.units import fmt_size
 from ppir.diagnostics import PpirError, error
 from ppir.frontend.loader import declared_params, load_schedule
+from ppir.ir import deps
 from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
 from ppir.verify.words import ordinal
@@ -286,15 +287,18 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
     base["v"] = max(1, s.stages // s.ranks)
     layers = None
     if model is not None:
-        L = model.layers * schedule_copies(s)
-        if L % s.stages:
-            if not space.uneven:
-                why = f"{L} layers do not split evenly into {s.stages} stages"
-                return [
-                    Candidate(**base, recompute=r, reason=why, why="divisibility")
-                    for r in recomputes
-                ]
-            layers = uneven_layers(L, s.stages)
+        L, span = model.layers, deps.pipeline_length(s.stages, schedule_copies(s))
+        why = None
+        if L < span:
+            why = f"{L} layers cannot fill {span} stages: a stage would hold no layer"
+        elif L % span and not space.uneven:
+            why = f"{L} layers do not split evenly into {span} stages"
+        if why is not None:
+            return [
+                Candidate(**base, recompute=r, reason=why, why="divisibility") for r in recomputes
+            ]
+        if L % span:
+            layers = uneven_layers(L, span) * (s.stages // span)
     scale = 1 if cfg.time_unit == "s" else mbs
     out, summary = [], ProgramSummary(s)
     for r in recomputes:

@@ -15,6 +15,7 @@ from ppir.cli.common import (
     emit_json,
     print_report,
 )
+from ppir.cli.cost_options import add_stage_layers_argument
 from ppir.cli.footprint_view import footprint_json, footprint_lines, model_json
 from ppir.cli.output import table
 from ppir.diagnostics import EXIT_INVALID, error
@@ -60,6 +61,7 @@ def add_arguments(p):
         help="text (default): tables; json: ppir.analysis/1",
     )
     add_model_arguments(p)
+    add_stage_layers_argument(p)
     p.add_argument(
         "--i-fraction",
         metavar="F",

@@ -44,7 +44,8 @@ def add_cost_arguments(group, model: bool = True, recompute: bool = True, dp: bo
     """The cost-model options (config, model, hardware, costs, links, data parallelism); with
     ``model=False`` only those that make sense without a model shape on the command line
     (a ``--config`` file may still give one); ``recompute=False`` and ``dp=False`` leave
-    ``--recompute`` and ``--dp`` out (``ppir tune`` searches both itself)."""
+    ``--recompute`` (and ``--stage-layers``) and ``--dp`` out (``ppir tune`` searches them
+    itself)."""
     group.add_argument(
         "--config",
         dest="cost_config",
@@ -168,6 +169,18 @@ def _add_dp(group) -> None:
         pass
 
 
+def add_stage_layers_argument(group) -> None:
+    """``--stage-layers`` (the config's ``[model] stage_layers``)."""
+    group.add_argument(
+        "--stage-layers",
+        dest="cost_stage_layers",
+        metavar="L0,L1,...",
+        help="layers of each stage, for layers that do not split evenly (needs a model): "
+        "counts or COUNTxREPEATS, e.g. 6,7x10,6 (ppir tune's layers column); default: an "
+        "even split",
+    )
+
+
 def _add_model_arguments(group, recompute: bool) -> None:
     group.add_argument(
         "--model",
@@ -183,6 +196,7 @@ def _add_model_arguments(group, recompute: bool) -> None:
             choices=["none", "selective", "full"],
             help="activation recomputation (full adds a forward to each backward)",
         )
+        add_stage_layers_argument(group)  # like --recompute, a choice 'ppir tune' searches
     group.add_argument(
         "--hardware",
         dest="cost_hardware",
@@ -227,6 +241,14 @@ def settings_from_args(args: argparse.Namespace) -> dict:
         if "model" not in over and "model" not in base:  # it made up a 24-layer model
             refuse_recompute_without_model(g("recompute"))
         over.setdefault("model", {})["recompute"] = g("recompute")
+    if g("stage_layers"):
+        if "model" not in over and "model" not in base:
+            raise error(
+                "bad-usage",
+                f"--stage-layers {g('stage_layers')} needs a model: it splits a model's layers",
+                hints=["add --model PRESET (or a [model] table in --config)"],
+            )
+        over.setdefault("model", {})["stage_layers"] = g("stage_layers")
     hw = {
         "preset": g("hardware"),
         "efficiency": g("efficiency"),

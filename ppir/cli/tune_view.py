@@ -3,6 +3,7 @@ with the pruned and rejected choices (text), or every candidate as ``ppir.tune/2
 
 from __future__ import annotations
 
+from ppir.analysis.layout import format_stage_layers
 from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.units import fmt_size, fmt_time
 from ppir.cli.output import table
@@ -61,9 +62,8 @@ def tune_json(cands, space, G, cfg, budget) -> dict:
 
 
 def _layers(c) -> str:
-    if not c.stage_layers:
-        return "even"
-    return f"{c.stage_layers[0]},{c.stage_layers[1]}..{c.stage_layers[-1]}"
+    """``even``, or the layout as ``--stage-layers`` reads it (``6x3,7x8,6``)."""
+    return format_stage_layers(c.stage_layers) if c.stage_layers else "even"
 
 
 def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False) -> str:

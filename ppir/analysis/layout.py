@@ -1,0 +1,115 @@
+"""Layer layouts: how many transformer layers each pipeline stage holds.
+
+* :func:`split_layers` is the one rule the cost model and the memory footprint read: a given
+  layout (``--stage-layers``, ``[model] stage_layers``, or the one ``ppir tune`` chose) checked
+  against the schedule, else the even split (a ppir error listing the v that work).
+* :func:`uneven_layers` is the split ``ppir tune`` proposes when the layers do not divide: the
+  first and last stages (embedding, head) take the smaller counts, as Megatron-LM's
+  ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers`` let users do.
+* The text form, ``6,7x10,6`` (a count, or ``count x repeats``), is what ``tune`` prints in its
+  ``layers`` column and what ``--stage-layers`` reads: :func:`format_stage_layers`,
+  :func:`parse_stage_layers`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ppir.analysis.models import check_layers
+from ppir.diagnostics import error
+from ppir.ir import Schedule, deps
+
+_ENTRY = re.compile(r"(\d+)(?:x(\d+))?")
+
+
+def split_layers(
+    layers: int, schedule: Schedule, stage_layers=None, span: int | None = None
+) -> tuple[int, ...]:
+    """Layers of each stage of ``schedule`` for a model of ``layers`` layers: ``stage_layers``
+    checked (one count per stage summing to ``layers``; a schedule of several pipelines, each a
+    replica of the model, repeats one pipeline's counts), or the even split
+    (:func:`check_layers`).  ``span``: stages per copy of the model (default: the schedule's
+    pipeline length)."""
+    S, P = schedule.stages, schedule.ranks
+    span = span or deps.pipeline_length(S, schedule.pipelines)
+    if stage_layers is None:
+        return (check_layers(layers, span, P),) * S
+    out = tuple(stage_layers)
+    one = out[:span]
+    if len(out) != S or any(x < 0 for x in out) or sum(one) != layers or out != one * (S // span):
+        each = (
+            f" ({schedule.pipelines} pipelines of {span} stages, each the same counts)"
+            if span < S
+            else ""
+        )
+        raise error(
+            "bad-layers",
+            f"stage layers {format_stage_layers(out)}: {schedule.name} needs {S} non-negative "
+            f"counts, one per stage, summing to the model's {layers} layers{each}; got "
+            f"{len(out)} summing to {sum(out)}",
+            hints=[f"e.g. --stage-layers {format_stage_layers(uneven_layers(layers, S))}"]
+            if span == S and S <= layers
+            else [],
+        )
+    return out
+
+
+def uneven_layers(layers: int, stages: int) -> tuple[int, ...]:
+    """``layers`` over ``stages`` as evenly as possible, the first and last stages taking the
+    smaller counts (they also hold the embedding and the head); the extra layers go to the
+    later middle stages first, which hold fewer microbatches in flight."""
+    q, r = divmod(layers, stages)
+    out = [q] * stages
+    order = list(range(stages - 2, 0, -1)) + [0, stages - 1][: min(2, stages)]
+    for s in order[:r]:
+        out[s] += 1
+    return tuple(out)
+
+
+def format_stage_layers(layers) -> str:
+    """``(6, 7, 7, 7, 6)`` -> ``6,7x3,6``: runs of equal counts as ``count x repeats``."""
+    parts: list[str] = []
+    i, xs = 0, list(layers)
+    while i < len(xs):
+        j = i
+        while j < len(xs) and xs[j] == xs[i]:
+            j += 1
+        parts.append(str(xs[i]) if j - i == 1 else f"{xs[i]}x{j - i}")
+        i = j
+    return ",".join(parts)
+
+
+def parse_stage_layers(text: str, where: str = "--stage-layers") -> tuple[int, ...]:
+    """``6,7x3,6`` -> ``(6, 7, 7, 7, 6)``; a ppir error naming the entry otherwise."""
+    out: list[int] = []
+    for k, part in enumerate(text.split(",")):
+        m = _ENTRY.fullmatch(part.strip())
+        if m is None or (m.group(2) is not None and int(m.group(2)) < 1):
+            raise error(
+                "bad-usage",
+                f"{where}: entry {k + 1} {part.strip()!r} is not a layer count: give counts or "
+                "'count x repeats', e.g. 6,7x10,6",
+            )
+        out += [int(m.group(1))] * int(m.group(2) or 1)
+    return tuple(out)
+
+
+def stage_layers_setting(section: dict, where: str) -> tuple[int, ...] | None:
+    """``[model] stage_layers`` of a cost config: a list of counts (TOML) or the text form
+    (``--stage-layers``); None when absent."""
+    value = section.get("stage_layers")
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return parse_stage_layers(value)
+    if (
+        not isinstance(value, list)
+        or not value
+        or any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in value)
+    ):
+        raise error(
+            "bad-config",
+            f"{where}: model.stage_layers must be a list of layer counts, one per stage, "
+            f"got {value!r:.60}",
+        )
+    return tuple(value)
