@@ -15,7 +15,6 @@ from ppir.analysis.layout import (
     format_stage_layers,
     parse_stage_layers,
     split_layers,
-    uneven_layers,
 )
 from ppir.analysis.tune import Space, search
 from ppir.diagnostics import PpirError

@@ -10,13 +10,7 @@ from typing import NamedTuple
 
 from ppir.analysis.footprint import Footprint, footprint
 from ppir.analysis.measured_footprint import MeasuredFootprint, measured_footprint
-from ppir.analysis.memory import (
-    MemoryReport,
-    P2PReport,
-    analyze_memory,
-    analyze_p2p,
-    split_fractions,
-)
+from ppir.analysis.memory import MemoryReport, P2PReport, analyze_memory, analyze_p2p
 from ppir.analysis.models import ModelShape
 
 
@@ -48,14 +42,13 @@ def analyze_compiled(
     ``model`` sizes it (``layers``, when given, replaces the model's layer count); without
     one, the measured sizes of the cost file it was compiled with do, when it has them."""
     layout = compiled.config.stage_layers  # uneven: bytes per stage in the footprint only
-    if layout and i_fraction is None:
-        i_fraction = split_fractions(model, recompute)
     mem = analyze_memory(
         compiled.graph,
-        None if layout else model,
+        model,
         recompute=recompute,
         i_fraction=i_fraction,
-        layers=None if layout else layers,
+        layers=layers,
+        stage_layers=layout,
     )
     p2p = analyze_p2p(compiled.graph, model)
     if model is not None:

@@ -10,20 +10,25 @@ Contract
   ``costs.F`` (default 1) and communication is free unless ``comm.latency`` is set (in units).
   With a model, times are *seconds*: a forward of a stage costs its FLOPs over the hardware's
   peak × efficiency, and each message costs latency + bytes / bandwidth on the intra- or
-  inter-node link (``hardware.ranks_per_node``).
+  inter-node link (:mod:`ppir.analysis.nodes`).
 * Costs and unit-mode latencies are kept as exact fractions, so uniform estimates are exact.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from ppir.analysis.layout import stage_layers_setting
 from ppir.analysis.measured import KEYS as MEASURED_KEYS
 from ppir.analysis.measured import MeasuredCosts, measured_config
 from ppir.analysis.models import SPEC_FIELDS, ModelShape, check_recompute, make_model
-from ppir.analysis.toml_file import _toml_position, load_config_file  # noqa: F401 (re-exported)
+from ppir.analysis.nodes import GPUS_PER_NODE, pipeline_ranks_per_node
+from ppir.analysis.toml_file import (  # noqa: F401 (re-exported)
+    _toml_position,
+    load_config_file,
+    merge,
+)
 from ppir.diagnostics import did_you_mean, error
 
 
@@ -38,7 +43,6 @@ class Hardware:
     intra_latency: float
     inter_bandwidth_gbs: float
     inter_latency: float
-    ranks_per_node: int = 8
 
 
 # Dense bf16 peaks (NVIDIA's H100/H200 and A100 data sheets) and typical links: NVLink ~450 GB/s
@@ -55,7 +59,14 @@ COMM_MODELS = ("rendezvous", "latency")
 SECTIONS = {
     "costs": {"F", "B", "I", "W", "FB", "stage_weights"},
     "model": {"preset", "recompute", "stage_layers", *SPEC_FIELDS},
-    "hardware": {"preset", "peak_tflops", "efficiency", "ranks_per_node", "processors"},
+    "hardware": {
+        "preset",
+        "peak_tflops",
+        "efficiency",
+        "ranks_per_node",
+        "gpus_per_node",
+        "processors",
+    },
     "measured": MEASURED_KEYS,
     "comm": {
         "free",
@@ -101,7 +112,8 @@ class CostConfig:
     measured: MeasuredCosts | None = None  # per-stage times from 'ppir profile' (seconds)
     hardware: Hardware | None = None
     efficiency: float = DEFAULT_EFFICIENCY
-    ranks_per_node: int = 8
+    ranks_per_node: int | None = None  # pipeline ranks per node; None: ppir.analysis.nodes
+    gpus_per_node: int = GPUS_PER_NODE
     intra: Link = Link()
     inter: Link = Link()
     processors: int | None = None
@@ -167,7 +179,8 @@ class CostConfig:
             return head + "; free communication"
         seconds = self.time_unit == "s"
         return (
-            head + f"; comm {self.ranks_per_node} ranks/node, intra {_link(self.intra, seconds)}, "
+            head + f"; comm {(n := pipeline_ranks_per_node(self))} rank{'s' * (n != 1)}/node, "
+            f"intra {_link(self.intra, seconds)}, "
             f"inter {_link(self.inter, seconds)}"
         )
 
@@ -186,14 +199,6 @@ def _link(link: Link, seconds: bool) -> str:
             f"latency {float(link.latency) * 1e6:.3g} us" if seconds else f"latency {link.latency}"
         )
     return f"{float(link.latency) * 1e6:g} us + bytes / {link.bandwidth / 1e9:g} GB/s"
-
-
-def merge(base: dict, over: dict) -> dict:
-    """``over``'s keys replace ``base``'s, section by section (CLI flags over the file)."""
-    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
-    for sec, table in over.items():
-        out.setdefault(sec, {}).update(table)
-    return out
 
 
 def make_config(data: dict | None = None, where: str = "cost config") -> CostConfig:
@@ -226,13 +231,9 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
         kw["stage_layers"] = stage_layers_setting(msec, where)
     if "measured" in data:
         return measured_config(data, kw, model, where)
-    rpn = hsec.get("ranks_per_node", 8)
-    if not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0:
-        raise error(
-            "bad-config",
-            f"{where}: hardware.ranks_per_node must be a positive integer, got {rpn!r}",
-        )
-    kw["ranks_per_node"] = rpn
+    for key in ("ranks_per_node", "gpus_per_node"):
+        if key in hsec:
+            kw[key] = _count(hsec[key], f"hardware.{key}", where)
     kw["processors"] = processors_setting(hsec, where) or None
     free = csec.get("free", False)
     if not isinstance(free, bool):
@@ -304,19 +305,17 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
             strict=True,
         )
     )
-    hw = Hardware(
-        hw.name,
-        peak,
-        hw.intra_bandwidth_gbs,
-        hw.intra_latency,
-        hw.inter_bandwidth_gbs,
-        hw.inter_latency,
-        rpn,
-    )
+    hw = replace(hw, peak_tflops=peak)
     if not free:
         kw["intra"] = _seconds_link(csec, "intra", hw.intra_latency, hw.intra_bandwidth_gbs, where)
         kw["inter"] = _seconds_link(csec, "inter", hw.inter_latency, hw.inter_bandwidth_gbs, where)
     return CostConfig(model=model, hardware=hw, efficiency=eff, **kw)
+
+
+def _count(n, key: str, where: str) -> int:
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise error("bad-config", f"{where}: {key} must be a positive integer, got {n!r}")
+    return n
 
 
 def processors_setting(table: dict, where: str, section: str = "hardware") -> int | None:

@@ -49,6 +49,7 @@ from fractions import Fraction
 
 from ppir.analysis.config import CostConfig
 from ppir.analysis.layout import split_layers
+from ppir.analysis.nodes import pipeline_ranks_per_node
 from ppir.diagnostics import error
 from ppir.ir import OpKind, Schedule, deps
 
@@ -217,7 +218,7 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
     intra, inter = cfg.intra.time(nbytes), cfg.inter.time(nbytes)
     distinct = list({id(row): row for row in op}.values())
     values = {d for row in distinct for d in row.values()} | {intra, inter, post, *late}
-    rpn = cfg.ranks_per_node
+    rpn = pipeline_ranks_per_node(cfg)
     if all(isinstance(x, (int, Fraction)) for x in values):
         den = 1
         for x in values | ({ratio} if ratio is not None else set()):

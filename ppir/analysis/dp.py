@@ -8,8 +8,8 @@ chunks of ``n / D`` bytes each, one after the other, on the ring's links:
     T = 2 (D - 1) * (alpha + (n / D) / beta)
 
 with ``alpha``/``beta`` the latency and bandwidth of the link class the data-parallel group
-uses: the intra-node link when ``D <= ranks_per_node`` (the mesh puts the replicas of a stage
-next to each other, ``ppir.torch.procgroup.make_mesh``), else the inter-node one (the ring's
+uses: the intra-node link when the ring of ``D`` replicas of a ``tp``-GPU rank fits in a node
+(``tp x D <= gpus_per_node``: :mod:`ppir.analysis.nodes`), else the inter-node one (the ring's
 slowest hop).  ``n``, the stage's gradient bytes, comes from the model shape: the stage's
 parameters on one tensor-parallel rank (the memory footprint's count: layers, the embedding on
 the first stage, the final norm on the last) at the gradient dtype (``grad_dtype``, fp32 by
@@ -31,6 +31,7 @@ from fractions import Fraction
 
 from ppir.analysis.config import CostConfig, Link
 from ppir.analysis.costs import Costs
+from ppir.analysis.nodes import dp_ring_within_node
 from ppir.analysis.timeline import Timeline
 from ppir.ir import Schedule
 from ppir.ir.graph import REDUCE
@@ -46,7 +47,7 @@ def ring_allreduce_time(replicas: int, nbytes: float, link: Link) -> Fraction | 
 
 def dp_link(cfg: CostConfig, replicas: int) -> Link:
     """The link class of a data-parallel ring (see the module docstring)."""
-    return cfg.intra if replicas <= cfg.ranks_per_node else cfg.inter
+    return cfg.intra if dp_ring_within_node(cfg, replicas) else cfg.inter
 
 
 def stage_grad_bytes(schedule: Schedule, cfg: CostConfig) -> list[float]:
@@ -59,7 +60,8 @@ def stage_grad_bytes(schedule: Schedule, cfg: CostConfig) -> list[float]:
     from ppir.analysis.models import DTYPE_BYTES
 
     per = DTYPE_BYTES[cfg.model.grad_dtype]
-    return [float(st.params * per) for st in stage_sizes(cfg.model, schedule)]
+    sizes = stage_sizes(cfg.model, schedule, stage_layers=cfg.stage_layers)
+    return [float(st.params * per) for st in sizes]
 
 
 def with_dp(costs: Costs, schedule: Schedule, cfg: CostConfig, replicas: int) -> Costs:

@@ -203,15 +203,10 @@ def _without_memory(est: Estimate) -> Estimate:
 
 
 def memory_report(g: ProgramGraph, cfg: CostConfig):
-    """The activation-memory analysis of ``g`` at the config's model: in bytes when its layers
-    split evenly, else (a ``stage_layers`` layout) in chunks only, which the whole-memory
-    footprint weighs per stage."""
-    from ppir.analysis.memory import analyze_memory, split_fractions
+    """The activation-memory analysis of ``g`` at the config's model and layout."""
+    from ppir.analysis.memory import analyze_memory
 
-    if cfg.stage_layers is None:
-        return analyze_memory(g, cfg.model, recompute=cfg.recompute)
-    fi = split_fractions(cfg.model, cfg.recompute)
-    return analyze_memory(g, None, recompute=cfg.recompute, i_fraction=fi)
+    return analyze_memory(g, cfg.model, recompute=cfg.recompute, stage_layers=cfg.stage_layers)
 
 
 def check_complete(tl: Timeline) -> None:

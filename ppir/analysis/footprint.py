@@ -140,10 +140,12 @@ def stage_sizes(
     model: ModelShape,
     schedule: Schedule,
     recompute: str = "none",
-    copies: int = 1,
+    copies: int | None = None,
     stage_layers=None,
 ) -> tuple[StageSizes, ...]:
-    """Parameters (elements, one TP rank) and activation bytes per microbatch of every stage."""
+    """Parameters (elements, one TP rank) and activation bytes per microbatch of every stage
+    (``copies``: of the model the stages cover; default the schedule's pipelines)."""
+    copies = schedule_copies(schedule) if copies is None else copies
     span = _copy_span(schedule, copies)
     layers = split_layers(model.layers, schedule, stage_layers, span)
     t = model.tp

@@ -294,8 +294,8 @@ def measured_config(data: dict, kw: dict, model, where: str):
             "give every op and message time",
             hints=["drop those settings, or the [measured] table to use the analytic model"],
         )
-    rpn = data.get("hardware", {}).get("ranks_per_node", 8)
-    if not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0:
+    rpn = data.get("hardware", {}).get("ranks_per_node")
+    if rpn is not None and (not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0):
         raise error("bad-config", f"{where}: hardware.ranks_per_node must be a positive integer")
     comm = data.get("comm", {})
     cm = comm.get("model", "rendezvous")

@@ -142,18 +142,23 @@ def analyze_memory(
     recompute: str = "none",
     i_fraction: Fraction | float | None = None,
     layers: int | None = None,
+    stage_layers=None,
 ) -> MemoryReport:
     """Peak in-flight activations per rank, the op where each peak occurs, the memory curves and
     the received-buffer peaks, along each rank's program in ``program``'s graph.
 
     ``layers`` (default ``model.layers``) must be divisible by the number of stages (ppir error,
-    exit 2, listing the v that work).  Bytes are filled in when a model is given.  A
-    compute-only program holds no received buffers.
+    exit 2, listing the v that work).  Bytes are filled in when a model is given, unless
+    ``stage_layers`` lays the layers out unevenly: then the report stays in chunks (the
+    model's I/W split kept), which :func:`ppir.analysis.footprint.footprint` weighs per stage.
+    A compute-only program holds no received buffers.
     """
     check_recompute(recompute)
     g = program if isinstance(program, ProgramGraph) else build_graph(program)
     schedule = g.schedule
     fi = Fraction(i_fraction) if i_fraction is not None else split_fractions(model, recompute)
+    if stage_layers is not None:
+        model = layers = None
     if not -1 <= fi <= 1:
         raise ValueError(f"i_fraction must lie in [-1, 1], got {fi}")
     P, S = schedule.ranks, schedule.stages

@@ -50,3 +50,11 @@ def _toml_position(e: ValueError, text: str) -> tuple[int | None, int | None, st
         return int(m.group(1)), int(m.group(2)), msg
     lines = text.split("\n")  # end of document: just past the last character
     return len(lines), len(lines[-1]) + 1, msg
+
+
+def merge(base: dict, over: dict) -> dict:
+    """``over``'s keys replace ``base``'s, section by section (CLI flags over the file)."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for sec, table in over.items():
+        out.setdefault(sec, {}).update(table)
+    return out

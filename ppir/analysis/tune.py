@@ -20,11 +20,10 @@ Contract
 
 With a model, each choice has ``pp`` x ``dp`` x ``tp`` = ``world`` GPUs and micro-batch size
 ``mbs``; M = global batch / (dp x mbs).  Memory is the whole per-rank footprint in bytes
-(:mod:`ppir.analysis.footprint`) at that tp, dp, mbs and recomputation; times are seconds.
-Layers that do not split evenly into the S stages are split unevenly when ``uneven`` is on: the
-remainder goes to the middle stages first, so the first and last stages (embedding, head) get
-the fewer layers (Megatron's ``--pipeline-model-parallel-layout``).  A schedule's v is its
-stages / ranks (V-shaped schedules: v = 2).  Without a model there is no data parallelism
+(:mod:`ppir.analysis.footprint`) at that tp, dp, mbs and recomputation; times are seconds and
+include each stage's data-parallel gradient reduction (``compile(dp=...)``).  Layers that do
+not split evenly are split unevenly when ``uneven`` is on (:func:`uneven_layers`; a stage
+without a layer is rejected).  A schedule's v is its stages / ranks (V-shaped: v = 2).  Without a model there is no data parallelism
 (world = P, dp = 1), recomputation is not searched, times are in forwards of one rank share
 *per sample* (unit costs x micro-batch size) and memory is peak activations in A (so is a
 budget).
@@ -37,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from ppir.analysis.bounds import ProgramSummary, program_bound
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
+from ppir.analysis.dp import with_dp
 from ppir.analysis.estimate import Estimate, from_timeline
 from ppir.analysis.footprint import Footprint, schedule_copies
 from ppir.analysis.layout import uneven_layers
@@ -309,6 +309,8 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
         out.append(c)
         try:
             c.costs = costs_for(s, c.config)
+            if dp > 1:  # its gradient reductions, as 'ppir compile --dp' times them
+                c.costs = with_dp(c.costs, s, c.config, dp)
         except PpirError as e:
             c.reason, c.why = e.diagnostics[0].message, "constraint"
             continue
@@ -334,9 +336,8 @@ def _compile(c: Candidate, budget, progress) -> Candidate:
     """The program ``ppir compile`` produces for this choice, its step time and whole memory."""
     tl, c.input_timeline = c.input_timeline, None
     try:
-        comp = compile(
-            c.program, costs=c.config, progress=progress, verify="final", input_timeline=tl
-        )
+        cfg = dict(costs=c.config, progress=progress, input_timeline=tl, dp=c.dp)
+        comp = compile(c.program, verify="final", **cfg)
     except PpirError as e:
         c.reason, c.why = e.diagnostics[0].message, "constraint"
         return c

@@ -143,6 +143,8 @@ def run(args) -> int:
     c = compile_from_args(args)
     if c.report is not None and not print_report(c.report):
         return EXIT_INVALID
+    if model is not None:  # as compiled: at --dp (one data-parallel size), --layers applied
+        model = c.config.model
     s = c.program
     # the same analysis as ppir.analyze: whole memory from the model, else from the sizes
     # 'ppir profile' measured when the cost file holds them

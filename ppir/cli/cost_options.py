@@ -60,7 +60,15 @@ def add_cost_arguments(group, model: bool = True, recompute: bool = True, dp: bo
         type=int,
         metavar="N",
         help="pipeline ranks per node (a count): messages between nodes use the inter-node "
-        "link (default 8)",
+        "link (default: --gpus-per-node / (tp x dp) with a model, at least 1; else 8)",
+    )
+    group.add_argument(
+        "--gpus-per-node",
+        dest="cost_gpus_per_node",
+        type=int,
+        metavar="N",
+        help="GPUs per node (default 8): a pipeline rank with its replicas spans tp x dp of "
+        "them, and a data-parallel ring beyond a node uses the inter-node link",
     )
     group.add_argument(
         "--processors",
@@ -253,6 +261,7 @@ def settings_from_args(args: argparse.Namespace) -> dict:
         "preset": g("hardware"),
         "efficiency": g("efficiency"),
         "ranks_per_node": g("ranks_per_node"),
+        "gpus_per_node": g("gpus_per_node"),
         "processors": g("processors"),
     }
     over["hardware"] = {k: v for k, v in hw.items() if v is not None}

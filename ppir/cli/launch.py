@@ -126,6 +126,11 @@ def _compiled(args):
         if "P" in declared_params(args.schedule):
             args.defines = [*args.defines, f"P={args.nproc // dp}"]
     c = compile_from_args(args)
+    if c.dp != dp:  # the cost model's dp= asks for replicas that -n / --dp do not start
+        raise error(
+            "bad-usage",
+            f"the model's dp={c.dp} asks for {c.dp} data-parallel replicas: give --dp {c.dp}",
+        )
     s = c.program
     total = s.ranks * dp
     if args.nproc is not None and total != args.nproc:

@@ -1,0 +1,38 @@
+"""Where the ranks sit: how many pipeline ranks share a node, and which link a data-parallel
+ring uses.
+
+A node has ``gpus_per_node`` GPUs (``hardware.gpus_per_node``, default 8).  A pipeline rank is a
+tensor-parallel group of ``tp`` GPUs, and its ``dp`` data-parallel replicas sit next to it:
+Megatron-LM's default rank order puts tensor and data parallelism inside pipeline parallelism
+(``megatron/core/parallel_state.py``, order ``tp-cp-ep-dp-pp``), and ppir's mesh puts the
+replicas of a stage next to each other likewise (:func:`ppir.torch.procgroup.make_mesh`).  So
+one pipeline rank with its replicas spans ``tp x dp`` GPUs, and
+
+* pipeline ranks per node = ``max(1, gpus_per_node // (tp x dp))`` unless
+  ``hardware.ranks_per_node`` (``--ranks-per-node``) says otherwise; a message between two
+  pipeline ranks uses the inter-node link when they sit on different nodes
+  (:meth:`ppir.analysis.costs.Costs.link_time`): with tp = 8 on 8-GPU nodes, every one;
+* a data-parallel ring of ``D`` replicas of a ``tp``-GPU rank stays within a node when
+  ``tp x D <= gpus_per_node``, else its slowest hop is the inter-node link
+  (:func:`ppir.analysis.dp.dp_link`).
+
+Without a model (times in units) tp = dp = 1: ``gpus_per_node`` pipeline ranks per node.
+"""
+
+from __future__ import annotations
+
+GPUS_PER_NODE = 8
+
+
+def pipeline_ranks_per_node(cfg) -> int:
+    """Pipeline ranks per node under ``cfg`` (a :class:`ppir.analysis.config.CostConfig`)."""
+    if cfg.ranks_per_node is not None:
+        return cfg.ranks_per_node
+    m = cfg.model
+    return max(1, cfg.gpus_per_node // (m.tp * m.dp if m is not None else 1))
+
+
+def dp_ring_within_node(cfg, replicas: int) -> bool:
+    """Whether a data-parallel ring of ``replicas`` stays within one node."""
+    tp = cfg.model.tp if cfg.model is not None else 1
+    return tp * replicas <= cfg.gpus_per_node

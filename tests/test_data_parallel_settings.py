@@ -1,0 +1,84 @@
+"""One data-parallel size (``--dp`` and the model's ``dp=``), and where the ranks sit: pipeline
+ranks per node from the GPUs a rank and its replicas span (tp x dp), the data-parallel ring's
+link, and tune's step times with their gradient reductions, as compile times them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ppir.analysis.config import make_config
+from ppir.analysis.nodes import dp_ring_within_node, pipeline_ranks_per_node
+from ppir.analysis.tune import Space, search
+
+MODEL = "llama3-70b,tp=8,seq=4096"
+ARGS = ("1f1b", "-D", "P=8", "-D", "M=32", "--backend", "cost", "--format", "json")
+
+
+def config(**model):
+    return make_config({"model": {"preset": "llama3-8b", **model}})
+
+
+def test_ranks_per_node_follow_tp_and_dp():
+    assert pipeline_ranks_per_node(make_config({})) == 8  # no model: a GPU per rank
+    assert pipeline_ranks_per_node(config()) == 8
+    assert pipeline_ranks_per_node(config(tp=8)) == 1
+    assert pipeline_ranks_per_node(config(tp=2, dp=2)) == 2
+    assert pipeline_ranks_per_node(config(tp=4, dp=4)) == 1  # a rank spans two nodes
+    explicit = make_config(
+        {"model": {"preset": "llama3-8b", "tp": 8}, "hardware": {"ranks_per_node": 4}}
+    )
+    assert pipeline_ranks_per_node(explicit) == 4
+    four = make_config(
+        {"model": {"preset": "llama3-8b", "tp": 2}, "hardware": {"gpus_per_node": 4}}
+    )
+    assert pipeline_ranks_per_node(four) == 2
+    assert dp_ring_within_node(config(tp=2), 4) and not dp_ring_within_node(config(tp=8), 2)
+
+
+def test_tp8_messages_and_rings_cross_nodes(cli):
+    code, out, err = cli("compile", *ARGS[:7], "--model", MODEL + ",dp=4")
+    assert code == 0, err
+    assert "comm 1 rank/node" in out
+    assert "ring over 4 replicas, inter-node link" in out  # 32 GPUs: beyond one node
+    code, out, err = cli("compile", *ARGS[:7], "--model", "llama3-8b,seq=4096,dp=4")
+    assert code == 0 and "comm 2 ranks/node" in out and "intra-node link" in out, err
+
+
+def test_dp_flag_and_model_dp_are_one_size(cli):
+    code, _, err = cli("compile", *ARGS, "--model", MODEL + ",dp=2", "--dp", "4")
+    assert code == 2 and "--dp 4 and the model's dp=2 disagree" in err
+    code, out, err = cli("compile", *ARGS, "--model", MODEL + ",dp=4")
+    by_model = json.loads(out)
+    code, out, err = cli("compile", *ARGS, "--model", MODEL, "--dp", "4")
+    by_flag = json.loads(out)
+    assert by_model["step_time"] == by_flag["step_time"]  # the reduction timed either way
+    code, out, err = cli("compile", *ARGS, "--model", MODEL + ",zero=1", "--dp", "4")
+    assert json.loads(out)["footprint"]["bytes_per_param"] == 6 + 12 / 4  # ZeRO over --dp
+    code, out, err = cli("compile", *ARGS, "--model", MODEL)
+    assert json.loads(out)["step_time"] < by_flag["step_time"]
+    code, out, err = cli("analyze", *ARGS[:5], "--model", MODEL + ",zero=1", "--dp", "8")
+    assert code == 0 and "dp=8 ZeRO-1" in out, err
+
+
+def test_tune_times_the_reduction_compile_times():
+    cfg = make_config({"model": {"preset": "llama3-8b", "seq": 1024, "tp": 2}})
+    space = Space(world=8, tp=2, pps=(2,), global_batch=16, micro_batches=(1,), vs=(1,))
+    c = next(c for c in search(["1f1b"], space, cfg) if c.ok)
+    assert c.dp == 2
+    from ppir import compile, load
+
+    s = load("1f1b", P=2, M=c.microbatches)
+    with_reduce = compile(s, costs=c.config, dp=2).step_time * c.scale
+    without = compile(s, costs=c.config).step_time * c.scale
+    assert c.step_time == pytest.approx(with_reduce, rel=1e-12) and without < with_reduce
+
+
+def test_launch_refuses_a_model_dp_it_would_not_start(cli):
+    pytest.importorskip("torch")
+    code, _, err = cli(
+        "launch", "-n", "2", "1f1b", "-D", "M=4", "--module", "examples/gpt_model.py",
+        "--model", "llama3-8b,dp=2",
+    )  # fmt: skip
+    assert code == 2 and "the model's dp=2 asks for 2 data-parallel replicas: give --dp 2" in err
