@@ -75,10 +75,12 @@ def test_tune_times_the_reduction_compile_times():
     assert c.step_time == pytest.approx(with_reduce, rel=1e-12) and without < with_reduce
 
 
-def test_launch_refuses_a_model_dp_it_would_not_start(cli):
+def test_launch_refuses_a_model_dp_it_would_not_start(cli, tmp_path):
     pytest.importorskip("torch")
+    f = tmp_path / "cost.toml"
+    f.write_text('[model]\npreset = "llama3-8b"\ndp = 2\n')
     code, _, err = cli(
         "launch", "-n", "2", "1f1b", "-D", "M=4", "--module", "examples/gpt_model.py",
-        "--model", "llama3-8b,dp=2",
+        "--config", str(f),
     )  # fmt: skip
     assert code == 2 and "the model's dp=2 asks for 2 data-parallel replicas: give --dp 2" in err
