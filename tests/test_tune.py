@@ -72,7 +72,8 @@ def test_tune_text_summarises_the_rejected_choices(cli):
     argv = ["tune", "--world", "4", "--model", "llama3-8b,seq=1024", "--gpu-memory", "40GiB"]
     argv += ["--schedules", "dualpipe,v_half,1f1b", "-q"]
     code, out, err = cli(*argv)
-    assert code == 0, err
+    assert code == 1, err  # nothing fits: a script can tell, and the text says what to change
+    assert "(no feasible choice): every choice that fits the other constraints exceeds" in out
     doc = json.loads(cli(*argv, "--format", "json")[1])
     memory = sorted((c for c in doc["rejected"] if c["rejected"] == "memory"),
                     key=lambda c: c["peak_memory"])  # fmt: skip
@@ -99,3 +100,27 @@ def test_choices_ppir_launch_cannot_run_are_marked(cli):
     code, out, _ = cli("tune", "-P", "2", "--schedules", "dualpipe,1f1b", "--format", "json")
     ranked = {r["schedule"]: r["launchable"] for r in json.loads(out)["ranked"]}
     assert ranked == {"dualpipe": False, "1f1b": True}
+
+
+def test_model_fields_tune_searches_are_refused_not_replaced(cli):
+    base = ["tune", "--world", "8", "--gpu-memory", "80GiB", "-q"]
+    code, _, err = cli(*base, "--model", "llama3-8b,mbs=4")
+    assert code == 2 and "the model's mbs=4: tune searches mbs itself (--micro-batch)" in err
+    code, _, err = cli(*base, "--model", "llama3-8b,dp=4")
+    assert code == 2 and "the model's dp=4: tune searches dp itself" in err
+    code, _, err = cli(*base, "--model", "llama3-8b,tp=4", "--tp", "2")
+    assert code == 2 and "--tp 2 and the model's tp=4 disagree" in err
+
+
+def test_json_bytes_are_whole_and_equal_times_rank_the_smaller_memory_first(cli):
+    code, out, err = cli(
+        "tune", "--world", "8", "--tp", "8", "--model", "llama3-8b", "--format", "json", "-q"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    ranked = doc["ranked"]
+    assert all(isinstance(r["peak_memory"], int) for r in ranked)
+    assert all(r["peak_memory"] == r["memory"]["total"] for r in ranked)
+    assert all(r["rejected"] is None for r in doc["pruned"])  # pruned, not rejected
+    keys = [(round(r["step_time"], 9), r["peak_memory"]) for r in ranked]
+    assert keys == sorted(keys) and len({k[0] for k in keys}) < len(keys)  # ties, broken

@@ -23,10 +23,10 @@ With a model, each choice has ``pp`` x ``dp`` x ``tp`` = ``world`` GPUs and micr
 (:mod:`ppir.analysis.footprint`) at that tp, dp, mbs and recomputation; times are seconds and
 include each stage's data-parallel gradient reduction (``compile(dp=...)``).  Layers that do
 not split evenly are split unevenly when ``uneven`` is on (:func:`uneven_layers`; a stage
-without a layer is rejected).  A schedule's v is its stages / ranks (V-shaped: v = 2).  Without a model there is no data parallelism
-(world = P, dp = 1), recomputation is not searched, times are in forwards of one rank share
-*per sample* (unit costs x micro-batch size) and memory is peak activations in A (so is a
-budget).
+without a layer is rejected).  A schedule's v is its stages / ranks (V-shaped: v = 2).
+Without a model there is no data parallelism (world = P, dp = 1), recomputation is not
+searched, times are in forwards of one rank share *per sample* (unit costs x micro-batch size)
+and memory is peak activations in A (so is a budget).
 """
 
 from __future__ import annotations
@@ -162,7 +162,11 @@ def search(
             on_step(i, len(jobs), f"expanding {job[0]} P={job[2]} mbs={job[4]}")
         out += _instance(*job, G, space, config, state)
     state.search(space.top)
-    ranked = sorted(state.ranked, key=lambda c: (c.step_time, c.schedule, c.pp, c.v, c.mbs))
+    # equal step times (to 9 digits; at P=1 every schedule is one stage): less memory first
+    ranked = sorted(
+        state.ranked,
+        key=lambda c: (float(f"{c.step_time:.9g}"), c.peak or 0, c.schedule, c.pp, c.v, c.mbs),
+    )
     failed = [c for c in state.done if not c.ok]
     pruned = sorted((c for c in out if c.why == "pruned"), key=_bound_key)
     rejected = [c for c in out if not c.ok and c.why != "pruned" and c not in failed]

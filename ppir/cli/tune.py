@@ -21,7 +21,7 @@ from ppir.cli.cost_options import (
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.cli.tune_view import tune_json, tune_text
-from ppir.diagnostics import error
+from ppir.diagnostics import EXIT_INVALID, EXIT_OK, error
 from ppir.schedules import builtin_names
 
 NAME = "tune"
@@ -209,6 +209,16 @@ def run(args) -> int:
                 raise error("bad-usage", f"{flag} {value} needs --model: without it, {why}")
         world, tp = pps[0], 1
     else:
+        searched = [("mbs", model.mbs, "--micro-batch"), ("dp", model.dp, "--world / (pp x tp)")]
+        for key, value, where in searched:  # it was silently replaced by the search
+            if value != 1:
+                raise error(
+                    "bad-usage",
+                    f"the model's {key}={value}: tune searches {key} itself ({where}); drop "
+                    f"{key}= from --model",
+                )
+        if args.tp is not None and model.tp not in (1, args.tp):
+            raise error("bad-usage", f"--tp {args.tp} and the model's tp={model.tp} disagree")
         tp = args.tp or model.tp
         if args.world is None and not pps:
             raise error("bad-usage", "give --world N (GPUs in all) or --pp P with --model")
@@ -252,6 +262,6 @@ def run(args) -> int:
     if args.format == "json":
         json.dump(tune_json(cands, space, G, cfg, budget), sys.stdout, indent=2)
         sys.stdout.write("\n")
-        return 0
-    print(tune_text(cands, space, G, cfg, budget, model is not None, args.all_rejected), end="")
-    return 0
+    else:
+        print(tune_text(cands, space, G, cfg, budget, model is not None, args.all_rejected), end="")
+    return EXIT_OK if any(c.ok for c in cands) else EXIT_INVALID  # none fits: a script sees it

@@ -31,12 +31,12 @@ def _row(c, rank=None) -> dict:
         "stage_layers": list(c.stage_layers) if c.stage_layers else None,
         "step_time": c.step_time,
         "step_time_bound": c.bound,
-        "peak_memory": c.peak,
+        "peak_memory": c.footprint.worst.to_json()["total"] if c.footprint else c.peak,
         "largest": c.largest,
         "memory": c.footprint.worst.to_json() if c.footprint is not None else None,
         "bubble_fraction_of_total": e.bubble_fraction_of_total if e else None,
         "bubble_fraction_of_ideal": e.bubble_fraction_of_ideal if e else None,
-        "rejected": c.why or None,
+        "rejected": c.why if c.why != "pruned" else None,  # pruned[] entries: not rejected
         "reason": c.reason,
         "launchable": None if c.program is None else _limit(c) is None,  # None: not expanded
     }
@@ -110,7 +110,7 @@ def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False
     limits = sorted({why for c in ok if (why := _limit(c))})
     lines += [f"* ppir launch cannot run it: {why}" for why in limits]
     if not ok:
-        lines.append("(no feasible choice)")
+        lines.append("(no feasible choice)" + _no_choice_hint(cands, has_model))
     pruned = [c for c in cands if c.why == "pruned"]
     if pruned:
         best = fmt_time(pruned[0].bound, unit)
@@ -122,6 +122,25 @@ def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False
     if bad:
         lines += _rejected_lines(bad, has_model, every)
     return "\n".join(lines) + "\n"
+
+
+def _no_choice_hint(cands, has_model: bool) -> str:
+    """What to change when nothing was ranked, from the reasons of the rejections."""
+    whys = {c.why for c in cands}
+    if "memory" in whys and has_model:
+        return (
+            ": every choice that fits the other constraints exceeds the memory budget; try "
+            "zero=1 in --model (the distributed optimizer), more GPUs (--world), a larger "
+            "--gpu-memory, or --recompute full"
+        )
+    if "memory" in whys:
+        return ": every choice exceeds the memory budget; try a larger --memory-budget"
+    if whys <= {"divisibility", "constraint"}:
+        return (
+            ": no schedule accepts these sizes (the reasons below); try other --global-batch, "
+            "--micro-batch or --pp values"
+        )
+    return ""
 
 
 def _choice(c, has_model: bool) -> str:
