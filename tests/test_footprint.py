@@ -263,3 +263,13 @@ def test_head_flops_land_on_the_last_stage():
     assert times[3] / times[0] == pytest.approx(
         1 + m.head_forward_flops() / (8 * m.forward_flops_per_layer())
     )
+
+
+def test_setup_line_says_only_what_applies():
+    from ppir.cli.footprint_view import describe_setup
+
+    one = describe_setup(make_model("llama3-8b", zero=1), "none")
+    assert "tp=1;" in one and "sequence parallel" not in one
+    assert "ZeRO-1 (optimizer sharded) (no effect at dp=1)" in one
+    eight = describe_setup(make_model("llama3-8b", tp=8, dp=4, zero=1), "none")
+    assert "tp=8 (sequence parallel)" in eight and "no effect" not in eight

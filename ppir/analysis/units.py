@@ -43,8 +43,8 @@ def parse_budget(text: str | None, has_model: bool) -> tuple[float, str] | None:
         ("TB", 1e12),
         ("A", None),
     )
-    for suffix, scale in units:
-        if t.endswith(suffix):
+    for suffix, scale in units:  # byte units in any case (80gib); A as written
+        if t.endswith(suffix) or (scale is not None and t.lower().endswith(suffix.lower())):
             num = t[: -len(suffix)].strip()
             try:
                 x = float(num)
@@ -63,7 +63,8 @@ def parse_budget(text: str | None, has_model: bool) -> tuple[float, str] | None:
                     hints=["without them give the budget in A, e.g. 6A"],
                 )
             return x * scale, "bytes"
-    raise error("bad-usage", f"memory size {text}: expected e.g. 40GiB, 80GB or 6A")
+    want = "a size in bytes, e.g. 80GiB or 80GB" if has_model else "e.g. 40GiB, 80GB or 6A"
+    raise error("bad-usage", f"memory size {text}: expected {want}")
 
 
 def size_unit(x: float) -> tuple[int, str]:

@@ -17,10 +17,11 @@ def describe_setup(m: ModelShape, recompute: str) -> str:
     bpp = param_bytes(m)
     bpp_s = f"{float(bpp):.4g}"
     zero = {0: "no ZeRO", 1: "ZeRO-1 (optimizer sharded)", 2: "ZeRO-2 (optimizer, gradients)"}
+    shards = zero[m.zero] + (" (no effect at dp=1)" if m.zero and m.dp == 1 else "")
     return (
         f"{m.dtype} parameters, {m.grad_dtype} gradients, {m.optimizer}"
-        f"{' with fp32 master weights' if m.dtype_bytes < 4 else ''}, dp={m.dp} {zero[m.zero]}: "
-        f"{bpp_s} bytes per parameter; tp={m.tp} (sequence parallel); "
+        f"{' with fp32 master weights' if m.dtype_bytes < 4 else ''}, dp={m.dp} {shards}: "
+        f"{bpp_s} bytes per parameter; tp={m.tp}{' (sequence parallel)' if m.tp > 1 else ''}; "
         f"{'flash' if m.flash else 'materialised'} attention, recompute {recompute}"
     )
 
@@ -59,6 +60,8 @@ def footprint_lines(fp: Footprint | MeasuredFootprint) -> list[str]:
             if measured
             else "the layers' plus the first stage's token ids and embedding dropout mask and "
             "the last stage's logits"
+            if fp.model.vocab
+            else "the layers' (no vocabulary: no embedding or logits)"
         )
     )
     return out
