@@ -281,3 +281,12 @@ def test_output_file(cli, tmp_path):
     code, out, _ = cli("compile", "gpipe", "--backend", "cost", "--format", "json", "-o", str(path))
     assert code == 0 and out == ""
     assert json.loads(path.read_text())["per_rank"][0]["idle"] == 9
+
+
+def test_measured_costs_with_a_model_say_the_memory_is_the_models():
+    measured = {"stages": 2, "F": [1e-3] * 2, "B": [2e-3] * 2, "I": [1e-3] * 2,
+                "W": [1e-3] * 2, "transfer": 1e-4}  # fmt: skip
+    alone = make_config({"measured": measured}).describe()
+    both = make_config({"measured": measured, "model": {"preset": "llama3-8b"}}).describe()
+    assert "memory of model" not in alone
+    assert "memory of model llama3-8b, not the measured one" in both

@@ -138,9 +138,6 @@ class CostConfig:
             link.latency == 0 and link.bandwidth is None for link in (self.intra, self.inter)
         )
 
-    def cost_of(self, kind: str) -> Fraction:
-        return getattr(self, kind)
-
     def describe(self) -> str:
         """One line saying what the numbers assume."""
         costs = f"F={self.F} B={self.B} I={self.I} W={self.W}"
@@ -152,6 +149,8 @@ class CostConfig:
                 f"{k} {v * 1e3:.3g} ms" if isinstance(v, float) else f"{k} {v}" for k, v in m.info
             )
             head = f"costs measured on {m.stages} stages ({how or 'ppir profile'})"
+            if self.model is not None:  # two sources: say which number comes from which
+                head += f"; memory of model {self.model.name}, not the measured one"
             if m.post and not self.free_comm:
                 head += f"; posting a group {m.post * 1e3:.3g} ms"
                 if m.post_wall:
