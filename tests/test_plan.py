@@ -294,6 +294,11 @@ def test_compile_writes_the_plan_and_prints_how_to_launch(cli, tmp_path):
     assert "torchrun --nproc-per-node 2 -m ppir.run" in stdout and str(out) in stdout
     assert "--nnodes N --node-rank K" in stdout
     assert load_plan(out)["ranks"] == 2
+    code, stdout, _ = cli(
+        "compile", "zbv", "-D", "P=2", "-D", "M=4", "--dp", "2", "--backend", "cuda", "-o", str(out)
+    )  # the command starts the replicas it was compiled for
+    assert code == 0
+    assert f"torchrun --nproc-per-node 4 -m ppir.run {out} --module MODULE --dp 2" in stdout
 
 
 def test_compile_to_an_unwritable_path_is_refused_before_compiling(cli, tmp_path, capsys):

@@ -45,14 +45,22 @@ class CudaBackend:
             sys.stdout.write("\n")
             return 0
         save_plan(plan, out, indent=indent)  # a one-line bad-output error when it cannot
-        n = plan["ranks"]
+        n, dp = plan["ranks"], compiled.dp
+        flag = f" --dp {dp}" if dp > 1 else ""
         print(f"wrote {out}: {plan_summary(plan)}")
-        print("run it with (one node; add --dp D and D times the processes for data parallel):")
-        print(f"  torchrun --nproc-per-node {n} -m ppir.run {out} --module MODULE --steps 10")
-        print("or on N nodes, the same on each (node K of N, node 0's address HOST):")
+        if dp > 1:
+            print(f"run it with ({n} pipeline ranks x {dp} data-parallel replicas, one node):")
+        else:
+            print("run it with (one node; add --dp D and D times the processes for data parallel):")
         print(
-            f"  torchrun --nnodes N --node-rank K --nproc-per-node {n}*D/N --master-addr HOST "
-            f"--master-port 29500 -m ppir.run {out} --module MODULE"
+            f"  torchrun --nproc-per-node {n * dp} -m ppir.run {out} --module MODULE{flag} "
+            "--steps 10"
+        )
+        print("or on N nodes, the same on each (node K of N, node 0's address HOST):")
+        per_node = f"{n * dp}/N" if dp > 1 else f"{n}*D/N"
+        print(
+            f"  torchrun --nnodes N --node-rank K --nproc-per-node {per_node} --master-addr HOST "
+            f"--master-port 29500 -m ppir.run {out} --module MODULE{flag}"
         )
         print(
             "where MODULE is a .py file or module with build_stage, make_batch and loss_fn "
