@@ -6,8 +6,10 @@ optimizer steps, ``(schedule, parameters, model, transform, {"P": pp, "dp": dp, 
 For each case and each step, every rank compares the gradient of every parameter of its stages
 (after the data-parallel and tied reductions), and the rank holding the last stage the loss,
 with single-process training on the global batch; with ``steps`` and an optimizer (plain SGD)
-it also compares the parameters after every step.  The largest differences are all-reduced
-and rank 0 writes them out.
+it also compares the parameters after every step; with ``{"accumulate": True}`` the gradients
+are zeroed only before the first step, so they accumulate over the steps (``rt.step`` called
+several times before one optimizer step), in the reference too.  The largest differences are
+all-reduced and rank 0 writes them out.
 
 Transforms: ``"iw"`` splits every B into I + W (W deferred by rank + 1 backward slots),
 ``"overlap"`` runs the overlap-comms pass, ``"eager"`` lowers with the eager strategy.
@@ -29,6 +31,7 @@ def case_name(c) -> str:
     ps = ",".join(f"{k}={v}" for k, v in params.items())
     extra = c[4] if len(c) > 4 else {}
     lay = f"/dp{extra['dp']}" if extra.get("dp", 1) > 1 else ""
+    lay += "/accumulate" if extra.get("accumulate") else ""
     return f"{Path(name).stem}({ps})/{model}" + (f"/{transform}" if transform else "") + lay
 
 
@@ -219,12 +222,12 @@ def run_case(ctx, world: int, case) -> dict:
     ref = reference_modules(model, s.stages, ctx.device)
     mods = build_stages(model, plan["stages_of_rank"][mesh.pp_rank], s.stages, ctx.device, ctx.rank)
     rt = PipelineRuntime(plan, mods, model.loss_fn, mesh=mesh, timeout_s=30)
-    train = "steps" in extra
+    train, accumulate = "steps" in extra, extra.get("accumulate", False)
     opt = PlainSGD(rt.parameters(), 0.1) if train else None
     ref_opt = PlainSGD(unique_parameters(ref), 0.1) if train else None
     worst = torch.tensor([0.0, 0.0, 0.0, -float("inf"), 0.0], dtype=torch.float64)
     for step in range(steps):
-        for p in rt.parameters() + unique_parameters(ref):
+        for p in rt.parameters() + unique_parameters(ref) if not (step and accumulate) else ():
             p.grad = None
         xs, ys = split_batch(
             model, step, M, ctx.device, ctx.rank, replicas=dp, replica=mesh.dp_rank

@@ -98,6 +98,8 @@ class Executor:
         self.inputs, self.targets, self.step_no = inputs, targets, step
         self.losses: list[tuple[int, torch.Tensor]] = []
         self.peak_saved = 0
+        if self.reducer is not None:
+            self.reducer.begin()
         for i, ins in enumerate(self.program):
             self.index = i
             getattr(self, "_op_" + ins["op"])(ins)

@@ -13,11 +13,15 @@ Contract of :class:`GradReducer`:
   batch gives.  Every replica runs the same program, so the collectives of one DP group are
   issued in the same order everywhere, and they use a communicator of their own, apart from
   the pipeline's.
+* :meth:`begin` (at the start of a step, before any backward) sets aside the gradients that
+  tied copies carry from earlier steps (gradient accumulation), so that each holder's
+  gradient covers this step only.
 * :meth:`finish` waits for every posted reduction, copies the results back into ``p.grad``,
-  then makes tied copies identical: the holders of a tied parameter exchange their gradients
-  (point-to-point in the pipeline group, one batch) and each sets its copy's gradient to the
-  sum in holder order (bitwise equal on every holder), as Megatron's embedding group does
-  with an all-reduce.
+  then makes tied copies identical: the holders of a tied parameter exchange this step's
+  gradients (point-to-point in the pipeline group, one batch) and each sets its copy's
+  gradient to what it carried before the step plus the sum in holder order (bitwise equal on
+  every holder), as Megatron's embedding group does with an all-reduce.  A step that fails
+  between the two leaves the tied gradients undefined.
 * :meth:`sync_start` makes replicas and tied copies start from identical values: parameters
   are broadcast from data-parallel rank 0, and each tied parameter from its first holder.
 """
@@ -66,6 +70,14 @@ class GradReducer:
         for _, c, p in best.values():
             self.buckets[c].append(p)
         self.pending: list = []
+        self.carried: list[list] = [[None] * len(t.local) for t in self.tied]
+
+    def begin(self) -> None:
+        """Set aside the tied copies' gradients from earlier steps (see the module doc)."""
+        self.carried = [[p.grad for p in t.local] for t in self.tied]
+        for t in self.tied:
+            for p in t.local:
+                p.grad = None
 
     # -------------------------------------------------------------- data parallel
     def post(self, chunk: int) -> None:
@@ -101,6 +113,7 @@ class GradReducer:
 
     # -------------------------------------------------------------- tied parameters
     def _sum_tied(self) -> None:
+        """Each tied copy's gradient := what it carried before the step + this step's sum."""
         ops, parts = [], []
         for t in self.tied:
             mine = [p.grad if p.grad is not None else torch.zeros_like(p) for p in t.local]
@@ -111,13 +124,15 @@ class GradReducer:
                 ops.append(dist.P2POp(dist.irecv, recv[r], r, self.pp_group))
             parts.append((t, own, recv))
         self._run(ops, "summing tied parameter gradients")
-        for t, own, recv in parts:
+        carried, self.carried = self.carried, [[None] * len(t.local) for t in self.tied]
+        for (t, own, recv), before in zip(parts, carried):
             total = None
             for r in sorted([self.rank, *t.others]):  # the same order on every holder
                 part = own if r == self.rank else recv[r]
                 total = part.clone() if total is None else total.add_(part)
-            for p in t.local:
-                p.grad = total if len(t.local) == 1 else total.clone()
+            for p, old in zip(t.local, before):
+                g = total if len(t.local) == 1 else total.clone()
+                p.grad = g if old is None else old.add_(g)  # equal on every holder before
 
     @torch.no_grad()
     def tied_drift(self) -> float:
