@@ -21,7 +21,8 @@ Contract:
 * A tensor whose shape or dtype disagrees with the metadata raises :class:`ShapeMismatch`
   naming rank, instruction and both shapes, before anything is posted.  A non-finite loss
   raises :class:`NonFiniteLoss` naming rank, step and microbatch (or warns).  A failed
-  send/recv raises :class:`CommError` naming the peer.
+  send/recv raises :class:`CommError` naming the peer, as does one that does not complete
+  within ``timeout_s`` seconds (None: the process group's timeout).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ppir.plan import boundary_of
 from ppir.torch import values as V
 from ppir.torch.backward import backward_full, backward_input, backward_weight
 from ppir.torch.errors import ModelError, NonFiniteLoss, ShapeMismatch, comm_error
+from ppir.torch.procgroup import wait_all
 
 Meta = dict  # boundary -> spec (see :mod:`.values`)
 
@@ -287,11 +289,7 @@ class Executor:
         self._complete(posted, works, received, at=ins)
 
     def _complete(self, ins, works, received, at=None) -> None:
-        def wait():
-            for w in works:
-                w.wait()
-
-        self._comm(at or ins, wait, ins)
+        self._comm(at or ins, lambda: wait_all(works, self.timeout_s), ins)
         for o, ts in received:
             self.bufs[o["buffer"]] = self._received(o, ts)
 

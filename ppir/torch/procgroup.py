@@ -14,6 +14,9 @@ Contract:
   group is the default group and no mesh is built.
 * :func:`warm_up` exchanges one element over every pipeline pair in one global order, so that
   lazy connection set-up never blocks the first real exchange.
+* :func:`wait_all` waits for posted work within ``timeout_s`` seconds (torch's
+  ``Work.wait(timeout=...)``), or within the process group's timeout when it is None: every
+  wait of the runtime goes through it, so ``PipelineRuntime(timeout_s=...)`` bounds them.
 """
 
 from __future__ import annotations
@@ -167,6 +170,17 @@ def make_mesh(pp_size: int, dp_size: int | None = None, device_type: str = "cpu"
     )
 
 
+def wait_all(works, timeout_s: float | None) -> None:
+    """Wait for every ``Work`` in ``works``, each within ``timeout_s`` seconds (None: the
+    process group's timeout); torch raises RuntimeError ("timed out") when one takes longer."""
+    limit = datetime.timedelta(seconds=timeout_s) if timeout_s else None
+    for w in works:
+        if limit is None:
+            w.wait()
+        else:
+            w.wait(timeout=limit)
+
+
 def warm_up(pairs: set[tuple[int, int]], rank: int, device, group=None, timeout_s=None) -> None:
     """One symmetric one-element exchange per pair of global ranks, all ranks following the
     sorted pair order (a global order, so it cannot deadlock)."""
@@ -177,8 +191,7 @@ def warm_up(pairs: set[tuple[int, int]], rank: int, device, group=None, timeout_
         out, into = torch.zeros(1, device=device), torch.empty(1, device=device)
         ops = [dist.P2POp(dist.isend, out, peer, group), dist.P2POp(dist.irecv, into, peer, group)]
         try:
-            for w in dist.batch_isend_irecv(ops):
-                w.wait()
+            wait_all(dist.batch_isend_irecv(ops), timeout_s)
         except RuntimeError as e:
             raise comm_error(f"rank {rank}: warming up the link", (peer,), e, timeout_s) from None
 

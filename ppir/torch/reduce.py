@@ -24,6 +24,8 @@ Contract of :class:`GradReducer`:
   between the two leaves the tied gradients undefined.
 * :meth:`sync_start` makes replicas and tied copies start from identical values: parameters
   are broadcast from data-parallel rank 0, and each tied parameter from its first holder.
+* Every wait is bounded by ``timeout_s`` (None: the process group's timeout); one that runs
+  out raises :class:`~ppir.torch.errors.CommError`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from ppir.torch.errors import comm_error
+from ppir.torch.procgroup import wait_all
 
 
 class TiedCopy:
@@ -98,7 +101,7 @@ class GradReducer:
         pending, self.pending = self.pending, []
         for params, flat, work in pending:
             try:
-                work.wait()
+                wait_all([work], self.timeout_s)
             except RuntimeError as e:
                 raise comm_error(
                     f"rank {self.rank}: data-parallel gradient reduction", (), e, self.timeout_s
@@ -158,8 +161,7 @@ class GradReducer:
             return
         peers = sorted({op.peer for op in ops})
         try:
-            for w in dist.batch_isend_irecv(ops):
-                w.wait()
+            wait_all(dist.batch_isend_irecv(ops), self.timeout_s)
         except RuntimeError as e:
             raise comm_error(f"rank {self.rank}: {what}", peers, e, self.timeout_s) from None
 
@@ -171,7 +173,10 @@ class GradReducer:
             for params in self.buckets.values():
                 for p in params:
                     try:
-                        dist.broadcast(p.data, src=self.dp_src, group=self.dp_group)
+                        work = dist.broadcast(
+                            p.data, src=self.dp_src, group=self.dp_group, async_op=True
+                        )
+                        wait_all([work], self.timeout_s)
                     except RuntimeError as e:
                         raise comm_error(
                             f"rank {self.rank}: broadcasting start values", (), e, self.timeout_s

@@ -40,6 +40,11 @@ rank's program of the plan (:class:`.executor.Executor`).  Contract:
   identical.  ``shared="refuse"`` refuses to run such a model instead, naming the parameter.
 * ``nonfinite``: ``"raise"`` (default) stops on a NaN/inf loss with :class:`NonFiniteLoss`
   naming rank, step and microbatch; ``"warn"`` prints it and goes on.
+* ``timeout_s`` bounds every wait of the runtime (construction, each message, reduction and
+  shape exchange): a peer that does not answer within it raises :class:`CommError` naming the
+  peer and the instruction.  None (default): the process group's own timeout (what
+  ``init_process_group(timeout=...)`` or :func:`ppir.torch.init` set; torch's default is 30
+  minutes for gloo).
 """
 
 from __future__ import annotations
@@ -49,9 +54,9 @@ import torch.distributed as dist
 
 from ppir.plan import PlanError, build_plan, load_plan, validate_plan
 from ppir.torch import values as V
-from ppir.torch.errors import SetupError
+from ppir.torch.errors import SetupError, comm_error
 from ppir.torch.executor import Executor
-from ppir.torch.procgroup import Mesh, plan_pairs, warm_up
+from ppir.torch.procgroup import Mesh, check_timeout, plan_pairs, wait_all, warm_up
 from ppir.torch.reduce import GradReducer, TiedCopy
 from ppir.torch.shapes import infer_meta, meta_from_json
 
@@ -135,7 +140,7 @@ class PipelineRuntime:
         self.stages = stages
         self.loss_fn = loss_fn
         self.device = torch.device(device) if device is not None else _device_of(stages)
-        self.timeout_s = timeout_s
+        self.timeout_s = None if timeout_s is None else check_timeout(timeout_s)
         self.has_first_stage = 0 in self.stage_ids
         self.has_last_stage = plan["stages"] - 1 in self.stage_ids
         self._to_global = (
@@ -153,7 +158,7 @@ class PipelineRuntime:
             pp_group=self.pp_group,
             tied=tied,
             rank=self.rank,
-            timeout_s=timeout_s,
+            timeout_s=self.timeout_s,
         )
         if meta is None and plan.get("meta"):
             try:
@@ -221,7 +226,12 @@ class PipelineRuntime:
             if group is None and self.dp_group is not None:
                 continue
             t = torch.tensor([digest, -digest], dtype=torch.int64, device=self.device)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+            try:
+                work = dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group, async_op=True)
+                wait_all([work], self.timeout_s)
+            except RuntimeError as e:
+                where = f"rank {self.rank}: checking that every rank runs the same plan"
+                raise comm_error(where, (), e, self.timeout_s) from None
             if int(t[0]) != digest or -int(t[1]) != digest:
                 raise SetupError(
                     f"rank {self.rank}: the ranks run different plans (their digests differ): "

@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from ppir.torch import values as V
 from ppir.torch.errors import ShapeMismatch, comm_error
+from ppir.torch.procgroup import wait_all
 
 
 def meta_to_json(meta: dict) -> dict:
@@ -70,11 +71,11 @@ def broadcast_spec(spec, src: int, group, device, timeout_s=None, rank: int = 0)
         else:
             n = torch.zeros(1, dtype=torch.int64)
         n = n.to(device)
-        dist.broadcast(n, src=src, group=group)
+        wait_all([dist.broadcast(n, src=src, group=group, async_op=True)], timeout_s)
         if spec is None:
             data = torch.empty(int(n.item()), dtype=torch.int64)
         data = data.to(device)
-        dist.broadcast(data, src=src, group=group)
+        wait_all([dist.broadcast(data, src=src, group=group, async_op=True)], timeout_s)
     except RuntimeError as e:
         # the sender hears from every other rank of the group; a receiver from the sender
         peers = (src,) if rank != src else _others(group, rank)
