@@ -33,6 +33,8 @@ rank's program of the plan (:class:`.executor.Executor`).  Contract:
   microbatches as lists.  Gradients accumulate into ``param.grad``; when it returns, they are
   averaged over the data-parallel replicas and summed over tied copies, ready for the optimizer.
   It returns the mini-batch loss on the rank holding the last stage (this replica's), else None.
+  A step trains: under ``torch.no_grad()`` it raises :class:`RuntimeFailure` before anything
+  is posted (there is no forward-only evaluation step).
 * ``shared`` declares parameters held by several stages (tied embedding and head): a list of
   ``{"name": ..., "holders": [[stage, parameter name in that stage], ...]}`` as
   :func:`ppir.torch.split_layers` finds them (and attaches to the stages, where the runtime
@@ -54,7 +56,7 @@ import torch.distributed as dist
 
 from ppir.plan import PlanError, build_plan, load_plan, validate_plan
 from ppir.torch import values as V
-from ppir.torch.errors import SetupError, comm_error
+from ppir.torch.errors import RuntimeFailure, SetupError, comm_error
 from ppir.torch.executor import Executor
 from ppir.torch.procgroup import Mesh, check_timeout, plan_pairs, wait_all, warm_up
 from ppir.torch.reduce import GradReducer, TiedCopy
@@ -255,6 +257,7 @@ class PipelineRuntime:
 
     def step(self, inputs=None, targets=None):
         """One training step on this replica's batch (see the module docstring)."""
+        self._check_autograd()
         M = self.plan["microbatches"]
         xs = V.split_batch(inputs, M, "the inputs") if self.has_first_stage else None
         ys = V.split_batch(targets, M, "the targets") if self.has_last_stage else None
@@ -262,6 +265,7 @@ class PipelineRuntime:
 
     def step_microbatches(self, inputs: list | None = None, targets: list | None = None):
         """One training step on M microbatches given as lists."""
+        self._check_autograd()
         M = self.plan["microbatches"]
         for name, given, needed in (
             ("inputs", inputs, self.has_first_stage),
@@ -277,6 +281,17 @@ class PipelineRuntime:
         loss = self.executor.step(inputs, targets, self.step_count)
         self.step_count += 1
         return loss
+
+    def _check_autograd(self) -> None:
+        """A step backpropagates: refuse one under ``torch.no_grad()`` or
+        ``torch.inference_mode()`` before anything is posted (the peers would wait for
+        gradients this rank cannot compute)."""
+        if not torch.is_grad_enabled():
+            raise RuntimeFailure(
+                f"rank {self.rank}: step() trains: it needs autograd enabled; call it outside "
+                "torch.no_grad() / torch.inference_mode() (there is no forward-only "
+                "evaluation step yet)"
+            )
 
     def _executor(self, sample) -> Executor:
         meta = self.meta
