@@ -120,3 +120,18 @@ def test_verify_grads_fails_above_tolerance(tmp_path):
     assert res.returncode == 1, res.stdout + res.stderr
     assert "FAILED" in res.stdout and "largest difference at stage" in res.stdout
     assert re.search(r"failed: rank \d: --verify-grads found differences above the tol", res.stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_unseeded_make_batch_is_stopped_at_step_0_naming_the_ranks():
+    res = ppir_launch(
+        "-n", "2", "1f1b", "-D", "M=2", "--module", str(ROOT / "tests" / "unseeded_model.py"),
+        "--steps", "3", "--device", "cpu",
+    )  # fmt: skip
+    assert res.returncode == 1, res.stderr
+    failed = [ln for ln in res.stderr.splitlines() if ln.startswith("ppir launch: failed: ")]
+    assert len(failed) == 1, res.stderr
+    assert "make_batch(0) gave rank 0 and rank 1 different batches" in failed[0], res.stderr
+    assert "seed make_batch from step" in failed[0] and "Traceback" not in res.stderr
+    assert "step    0" not in res.stdout  # stopped before training on mismatched pairs

@@ -9,7 +9,10 @@ A model module (a ``.py`` path or a dotted module name) provides
   with the head) are declared by building the stages with :func:`ppir.torch.split_layers`;
 * ``make_batch(step: int) -> (inputs, targets)``: the whole global batch of that step, each a
   tensor or a tuple/list/dict of tensors whose dim 0 is the batch dimension (cut into one
-  equal slice per data-parallel replica, then M equal microbatches);
+  equal slice per data-parallel replica, then M equal microbatches).  It must give every rank
+  the same batch for a step (deterministic in ``step``: seed its generator from it), since
+  stage 0's rank uses the inputs and the last stage's rank the targets;
+  :func:`check_same_batch` checks that over the first steps;
 * ``loss_fn(output, target) -> scalar tensor``: the mean loss over one microbatch;
 * optionally ``make_optimizer(params) -> torch.optim.Optimizer`` and ``configure(**options)``
   (called with ``--module-opt KEY=VALUE`` options before anything else).
@@ -155,6 +158,46 @@ def split_batch(
         except (TypeError, ValueError) as e:
             raise ModelError(str(e)) from None
     return parts[0], parts[1]
+
+
+CHECKED_STEPS = 3  # steps 0..2: make_batch is compared across ranks (check_same_batch)
+
+
+def check_same_batch(inputs: list, targets: list, step: int, rank: int, dp: int, device) -> None:
+    """Collective over the default group: each rank's fingerprint of its slice of
+    ``make_batch(step)`` (a few sums of inputs and targets, one small all_gather); ModelError
+    naming the step and the ranks whose batch differs from their replica's first rank (global
+    rank ``r`` trains replica ``r % dp``).  A cheap check, not a proof: equal sums pass."""
+    import torch.distributed as dist
+
+    mine = torch.tensor([*_fingerprint(inputs), *_fingerprint(targets)], dtype=torch.float64)
+    every = [torch.empty_like(mine, device=device) for _ in range(dist.get_world_size())]
+    dist.all_gather(every, mine.to(device))
+    every = [t.cpu() for t in every]
+    for replica in range(dp):
+        ranks = list(range(replica, len(every), dp))
+        first = every[ranks[0]]
+        bad = [r for r in ranks[1:] if not torch.allclose(every[r], first, rtol=1e-6, atol=1e-6)]
+        if bad:
+            raise ModelError(
+                f"rank {rank}: make_batch({step}) gave rank {ranks[0]} and rank"
+                f"{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))} different batches: "
+                "every rank must get the same batch for a step (stage 0's rank uses its inputs, "
+                "the last stage's rank its targets); seed make_batch from step, e.g. "
+                "torch.Generator().manual_seed(step)"
+            )
+
+
+def _fingerprint(microbatches: list) -> tuple[float, float]:
+    """(sum, position-weighted sum) over every leaf of the microbatches, in float64."""
+    total = weighted = 0.0
+    for value in microbatches:
+        for leaf in V.flatten(value)[0]:
+            x = leaf.detach().reshape(-1).to(torch.float64)
+            w = torch.arange(x.numel(), dtype=torch.float64, device=x.device) % 7 + 1
+            total += float(x.sum())
+            weighted += float((x * w).sum())
+    return total, weighted
 
 
 class PlainSGD:

@@ -4,7 +4,8 @@ Start it with ``ppir launch`` or torchrun (``torchrun --nproc-per-node N -m ppir
 --module m.py``).  Each rank loads and validates the plan, joins the process group, lays the
 world out as ``pp x dp`` (the plan's ranks times ``--dp`` replicas, default WORLD_SIZE / ranks),
 builds its stages from the model module (:mod:`.model`), and runs ``--steps`` steps through
-:class:`ppir.torch.PipelineRuntime`: zero grads, the plan's program, optimizer step.  The rank
+:class:`ppir.torch.PipelineRuntime`: zero grads, the plan's program, optimizer step (the first
+steps also check that every rank got the same batch from ``make_batch``).  The rank
 holding the last stage of replica 0 prints ``step N  loss L  T ms`` (the loss averaged over
 replicas).  Any failure ends every rank non-zero within bounded time with the failing rank's
 message (:mod:`.failures`).
@@ -215,7 +216,7 @@ def train(ctx, plan: dict, model, args) -> int:
     import torch
     import torch.distributed as dist
 
-    from ppir.torch.model import make_optimizer, split_batch
+    from ppir.torch.model import CHECKED_STEPS, check_same_batch, make_optimizer, split_batch
     from ppir.torch.verify import Verifier
 
     rt, mesh = prepare(ctx, plan, model, args)
@@ -237,6 +238,8 @@ def train(ctx, plan: dict, model, args) -> int:
             replicas=mesh.dp_size,
             replica=mesh.dp_rank,
         )
+        if step < CHECKED_STEPS:  # an unseeded make_batch would train on mismatched pairs
+            check_same_batch(inputs, targets, step, ctx.rank, mesh.dp_size, ctx.device)
         loss = rt.step_microbatches(
             inputs if rt.has_first_stage else None, targets if rt.has_last_stage else None
         )
