@@ -430,6 +430,10 @@ def test_multi_node_flags_are_checked(cli):
             ["--verify-grads", "--tolerance", "nan"],
             "--tolerance nan: must be a difference of 0 or more",
         ),
+        (
+            ["--module-opt", "layers=2", "--module-opt", "foo"],
+            "--module-opt foo: expected KEY=VALUE",
+        ),
     ],
 )
 def test_runtime_options_that_do_not_fit_together_are_refused_before_any_rank(cli, flags, needle):

@@ -32,3 +32,54 @@ def test_a_step_under_no_grad_is_refused_before_anything_runs(mode, call):
     assert "no forward-only evaluation step" in str(e.value)
     assert rt.executor is None and rt.step_count == 0  # nothing ran, nothing was posted
     assert rt.step(x, y) is not None  # and the runtime still works afterwards
+
+
+def test_a_batch_that_does_not_split_names_the_rank():
+    rt = runtime()
+    x, y = torch.randn(12, 8), torch.randn(12, 8)
+    with pytest.raises(ValueError) as e:
+        rt.step(x[:10], y[:10])
+    assert str(e.value) == (
+        "rank 0: the inputs have shape (10, 8): dim 0 must split into 4 equal microbatches"
+    )
+
+
+@pytest.mark.parametrize(
+    "inputs,targets,needle",
+    [
+        (None, None, "rank 0: this rank holds stage 0, so step() needs its inputs (got None)"),
+        ("x", None, "rank 0: this rank holds stage 0, so step() needs its targets (got None)"),
+        ("x", "not a tensor", "rank 0: the targets: the value is str; a value crossing"),
+    ],
+)
+def test_missing_or_unusable_batches_name_the_rank_and_what_it_needs(inputs, targets, needle):
+    rt = runtime()
+    x = torch.randn(8, 8)
+    with pytest.raises(ValueError) as e:
+        rt.step(x if inputs == "x" else inputs, targets)
+    assert str(e.value).startswith(needle), str(e.value)
+    assert rt.executor is None
+
+
+def test_one_microbatch_is_singular():
+    rt = runtime(M=1)
+    with pytest.raises(ValueError) as e:
+        rt.step_microbatches([], [])
+    assert str(e.value) == (
+        "rank 0: the inputs must be a list of 1 microbatch on the rank holding stage 0"
+    )
+    with pytest.raises(ValueError, match=r"dim 0 must split into 1 equal microbatch$"):
+        rt.step(torch.tensor(1.0), torch.tensor(1.0))
+
+
+@pytest.mark.parametrize("batch,got", [((1, 2, 3), "a tuple of 3"), ([1], "a list of 1")])
+def test_make_batch_returning_other_than_a_pair_says_how_many(batch, got):
+    import types
+
+    from ppir.torch.errors import ModelError
+    from ppir.torch.model import global_batch
+
+    model = types.SimpleNamespace(make_batch=lambda step: batch)
+    with pytest.raises(ModelError) as e:
+        global_batch(model, 0, torch.device("cpu"), 1)
+    assert str(e.value) == f"rank 1: make_batch(0) must return (inputs, targets), got {got}"

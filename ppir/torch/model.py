@@ -132,9 +132,11 @@ def global_batch(model, step: int, device, rank: int):
     """``make_batch(step)`` checked and moved to ``device``: (inputs, targets)."""
     batch = model.make_batch(step)
     if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
+        got = type(batch).__name__
+        if isinstance(batch, (tuple, list)):
+            got = f"a {got} of {len(batch)}"
         raise ModelError(
-            f"rank {rank}: make_batch({step}) must return (inputs, targets), "
-            f"got {type(batch).__name__}"
+            f"rank {rank}: make_batch({step}) must return (inputs, targets), got {got}"
         )
     try:
         return tuple(V.to_device(b, device) for b in batch)
@@ -152,7 +154,7 @@ def split_batch(
         where = f"rank {rank}: make_batch({step}) {name}"
         try:
             if replicas > 1:
-                value = V.split_batch(value, replicas, where, "data-parallel replicas")[replica]
+                value = V.split_batch(value, replicas, where, "data-parallel replica")[replica]
                 where += f" (replica {replica}'s slice)"
             parts.append(V.split_batch(value, microbatches, where))
         except (TypeError, ValueError) as e:

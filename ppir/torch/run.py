@@ -57,6 +57,12 @@ def run_args_problem(args) -> str | None:
     refuse before any process starts and each rank of ``ppir.run`` alike."""
     import math
 
+    from ppir.cli.argtypes import key_values
+
+    try:
+        key_values(args.module_opt, "--module-opt")
+    except ValueError as e:
+        return str(e)
     if args.verify_steps and not args.verify_grads:
         return "--verify-steps needs --verify-grads"
     if args.verify_steps and args.verify_steps > args.steps:

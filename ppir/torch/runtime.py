@@ -258,10 +258,25 @@ class PipelineRuntime:
     def step(self, inputs=None, targets=None):
         """One training step on this replica's batch (see the module docstring)."""
         self._check_autograd()
-        M = self.plan["microbatches"]
-        xs = V.split_batch(inputs, M, "the inputs") if self.has_first_stage else None
-        ys = V.split_batch(targets, M, "the targets") if self.has_last_stage else None
+        xs = self._split(inputs, "inputs", 0) if self.has_first_stage else None
+        ys = (
+            self._split(targets, "targets", self.plan["stages"] - 1)
+            if self.has_last_stage
+            else None
+        )
         return self.step_microbatches(xs, ys)
+
+    def _split(self, batch, name: str, stage: int) -> list:
+        """``batch`` cut into the plan's M microbatches; ValueError naming the rank."""
+        if batch is None:
+            raise ValueError(
+                f"rank {self.rank}: this rank holds stage {stage}, so step() needs its {name} "
+                f"(got None)"
+            )
+        try:
+            return V.split_batch(batch, self.plan["microbatches"], f"rank {self.rank}: the {name}")
+        except TypeError as e:
+            raise ValueError(str(e)) from None
 
     def step_microbatches(self, inputs: list | None = None, targets: list | None = None):
         """One training step on M microbatches given as lists."""
@@ -272,9 +287,10 @@ class PipelineRuntime:
             ("targets", targets, self.has_last_stage),
         ):
             if needed and (not isinstance(given, (list, tuple)) or len(given) != M):
+                stage = 0 if name == "inputs" else self.plan["stages"] - 1
                 raise ValueError(
-                    f"rank {self.rank}: the {name} must be {M} microbatches on the rank holding "
-                    f"stage {0 if name == 'inputs' else self.plan['stages'] - 1}"
+                    f"rank {self.rank}: the {name} must be a list of {V.count(M, 'microbatch')} "
+                    f"on the rank holding stage {stage}"
                 )
         if self.executor is None:
             self.executor = self._executor(inputs[0] if self.has_first_stage else None)

@@ -166,19 +166,27 @@ def call_stage(module, value, where=None):
         raise
 
 
-def split_batch(value, n: int, where: str, unit: str = "microbatches") -> list:
-    """A batch (tensor, or tuple/list/dict of tensors) cut into ``n`` equal parts along dim 0;
-    ValueError naming ``where`` when a leaf's dim 0 does not divide."""
+def split_batch(value, n: int, where: str, unit: str = "microbatch") -> list:
+    """A batch (tensor, or tuple/list/dict of tensors) cut into ``n`` equal parts (``unit``,
+    singular) along dim 0; ValueError naming ``where`` when a leaf's dim 0 does not divide."""
     leaves, spec = flatten(value, where)
     parts: list[list[torch.Tensor]] = [[] for _ in range(n)]
     for leaf in leaves:
         if leaf.dim() == 0 or leaf.shape[0] % n:
             raise ValueError(
-                f"{where} have shape {tuple(leaf.shape)}: dim 0 must split into {n} equal {unit}"
+                f"{where} have shape {tuple(leaf.shape)}: dim 0 must split into "
+                f"{count(n, 'equal ' + unit)}"
             )
         for k, chunk in enumerate(leaf.chunk(n)):
             parts[k].append(chunk)
     return [unflatten(spec, p) for p in parts]
+
+
+def count(n: int, noun: str) -> str:
+    """``1 microbatch``, ``4 microbatches``, ``2 data-parallel replicas``."""
+    if n == 1:
+        return f"1 {noun}"
+    return f"{n} {noun}" + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
 
 
 def to_device(value, device):
