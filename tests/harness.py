@@ -6,9 +6,12 @@ optimizer steps, ``(schedule, parameters, model, transform, {"P": pp, "dp": dp, 
 For each case and each step, every rank compares the gradient of every parameter of its stages
 (after the data-parallel and tied reductions), and the rank holding the last stage the loss,
 with single-process training on the global batch; with ``steps`` and an optimizer (plain SGD)
-it also compares the parameters after every step; with ``{"accumulate": True}`` the gradients
-are zeroed only before the first step, so they accumulate over the steps (``rt.step`` called
-several times before one optimizer step), in the reference too.  The largest differences are
+it also compares the parameters after every step; with ``{"clip": c}`` both clip their
+gradients to the global norm ``c`` (``PipelineRuntime.clip_grad_norm_`` against
+``torch.nn.utils.clip_grad_norm_``) and the norms are compared too; with
+``{"accumulate": True}`` the gradients are zeroed only before the first step, so they
+accumulate over the steps (``rt.step`` called several times before one optimizer step), in
+the reference too.  The largest differences are
 all-reduced and rank 0 writes them out.
 
 Transforms: ``"iw"`` splits every B into I + W (W deferred by rank + 1 backward slots),
@@ -32,6 +35,7 @@ def case_name(c) -> str:
     extra = c[4] if len(c) > 4 else {}
     lay = f"/dp{extra['dp']}" if extra.get("dp", 1) > 1 else ""
     lay += "/accumulate" if extra.get("accumulate") else ""
+    lay += f"/clip{extra['clip']}" if extra.get("clip") else ""
     return f"{Path(name).stem}({ps})/{model}" + (f"/{transform}" if transform else "") + lay
 
 
@@ -239,9 +243,16 @@ def run_case(ctx, world: int, case) -> dict:
             dist.all_reduce(loss, group=mesh.dp_group)
             loss /= dp
         ref_loss = reference_step(ref, model, step, ctx.device)
+        if extra.get("clip"):  # the pipeline's global norm, each parameter once, and its clip
+            norm = rt.clip_grad_norm_(extra["clip"])
+            ref_norm = float(torch.nn.utils.clip_grad_norm_(unique_parameters(ref), extra["clip"]))
+            assert ref_norm > extra["clip"], "the case must clip"
+            clip_diff = abs(norm - ref_norm) / ref_norm
         rg = stage_grads(ref)
         gdiff, _ = max_grad_diff(rt.stages, rt.stage_ids, rg)
         ldiff = abs(loss.item() - ref_loss.item()) if loss is not None else 0.0
+        if extra.get("clip"):  # the norm's relative difference, checked with the loss's
+            ldiff = max(ldiff, clip_diff)
         pdiff = 0.0
         if train:
             opt.step()

@@ -31,7 +31,8 @@ rank's program of the plan (:class:`.executor.Executor`).  Contract:
   (a tensor, or a tuple/list/dict of tensors; ``inputs`` matter on the rank holding stage 0,
   ``targets`` on the one holding the last stage); :meth:`step_microbatches` takes the M
   microbatches as lists.  Gradients accumulate into ``param.grad``; when it returns, they are
-  averaged over the data-parallel replicas and summed over tied copies, ready for the optimizer.
+  averaged over the data-parallel replicas and summed over tied copies, ready for the optimizer
+  (:meth:`clip_grad_norm_` clips them to a global norm, each parameter counted once).
   It returns the mini-batch loss on the rank holding the last stage (this replica's), else None.
   A step trains: under ``torch.no_grad()`` it raises :class:`RuntimeFailure` before anything
   is posted (there is no forward-only evaluation step).
@@ -250,6 +251,14 @@ class PipelineRuntime:
                     seen.add(id(p))
                     out.append(p)
         return out
+
+    def clip_grad_norm_(self, max_norm: float) -> float:
+        """Clip the gradients of the whole model to an L2 norm of ``max_norm``, each parameter
+        counted once across ranks (after :meth:`step`); the norm before clipping, equal on
+        every rank (:mod:`ppir.torch.clip`)."""
+        from ppir.torch.clip import clip_grad_norm_
+
+        return clip_grad_norm_(self, max_norm)
 
     @property
     def peak_saved(self) -> int:
