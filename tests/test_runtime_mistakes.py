@@ -83,3 +83,14 @@ def test_make_batch_returning_other_than_a_pair_says_how_many(batch, got):
     with pytest.raises(ModelError) as e:
         global_batch(model, 0, torch.device("cpu"), 1)
     assert str(e.value) == f"rank 1: make_batch(0) must return (inputs, targets), got {got}"
+
+
+def test_a_folder_given_as_the_model_says_so(tmp_path, monkeypatch):
+    from ppir.torch.errors import ModelError
+    from ppir.torch.model import load_model
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "model.py").write_text("def build_stage(s, n): pass\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelError, match="mine is a folder: give the .py file that defines them"):
+        load_model("mine")

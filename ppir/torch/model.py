@@ -51,9 +51,11 @@ def load_model(spec: str, options: dict | None = None):
             and not n.startswith("_")
             and getattr(v, "__module__", None) == mod.__name__
         )
+        folder = os.path.isdir(spec) and not os.path.isfile(os.path.join(spec, "__init__.py"))
         raise ModelError(
             f"model {spec!r} lacks {', '.join(missing)}"
             + (f"; it defines {', '.join(own)}" if own else "")
+            + (f" ({spec} is a folder: give the .py file that defines them)" if folder else "")
             + " (a model module defines build_stage(stage, num_stages), make_batch(step) and "
             "loss_fn(output, target); docs/executor.md)"
         )
