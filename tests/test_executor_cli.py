@@ -114,11 +114,12 @@ def test_verify_grads_fails_above_tolerance(tmp_path):
     model = tmp_path / "nondet.py"
     model.write_text(NONDETERMINISTIC)
     res = ppir_launch(
-        "-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "1", "--verify-grads",
+        "-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "5", "--verify-grads",
         "--device", "cpu",
     )  # fmt: skip
     assert res.returncode == 1, res.stdout + res.stderr
     assert "FAILED" in res.stdout and "largest difference at stage" in res.stdout
+    assert not re.search(r"^step +\d", res.stdout, re.M)  # it stops at step 0, not after 5
     assert re.search(r"failed: rank \d: --verify-grads found differences above the tol", res.stderr)
 
 

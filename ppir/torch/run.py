@@ -258,12 +258,15 @@ def train(ctx, plan: dict, model, args) -> int:
             loss = loss.clone()
             dist.all_reduce(loss, group=mesh.dp_group)
             loss /= mesh.dp_size
+        # a failed check is the same verdict on every rank (all-reduced): all stop together
         if check is not None and not check.after_backward(step, loss):
             status = EXIT_FAIL
+            break
         if opt is not None:
             opt.step()
         if check is not None and not check.after_step(step):
             status = EXIT_FAIL
+            break
         if ctx.device.type == "cuda":
             torch.cuda.synchronize(ctx.device)
         dt = time.perf_counter() - t0
