@@ -142,7 +142,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--verify-grads",
         action="store_true",
-        help="compare step 0's loss and gradients with single-process training on the global batch",
+        help="compare step 0's loss and gradients with single-process training on the global "
+        "batch; a difference above --tolerance stops the run there (exit 1)",
     )
     p.add_argument(
         "--verify-steps",
