@@ -11,8 +11,8 @@ BIN = $(VENV)/bin
 
 $(BIN)/ppir: pyproject.toml
 	$(PY) -m venv $(VENV)
-	# torch first, pinned: on this machine 2.13.0 is a local CPU wheel (never a CUDA download)
-	$(BIN)/pip install -q "torch==2.13.0"
+	# torch first, pinned, for CPU: a local wheel when pip has one, else PyTorch's CPU index
+	bash .ci/install_torch.sh $(BIN)/pip
 	$(BIN)/pip install -q -e ".[dev]"
 	touch $(BIN)/ppir
 

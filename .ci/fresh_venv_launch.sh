@@ -8,7 +8,7 @@ PY=${PY:-python3}
 VENV=$(mktemp -d /tmp/ppir-fresh-XXXXXX)
 trap 'rm -rf "$VENV"' EXIT
 $PY -m venv "$VENV"
-"$VENV/bin/pip" install -q "torch==2.13.0"   # a local CPU wheel here; never a CUDA download
+bash .ci/install_torch.sh "$VENV/bin/pip"   # CPU torch: a local wheel here, never CUDA
 "$VENV/bin/pip" install -q -e ".[torch]"
 for mod in numpy matplotlib pytest; do
   if "$VENV/bin/python" -c "import $mod" 2>/dev/null; then
