@@ -260,3 +260,17 @@ def test_valid_schedules_refuses_a_spec_with_no_drawable_value(spec):
     with pytest.raises(ValueError, match=f"valid_schedules: {name} needs a value of at least 1"):
         valid_schedules(**spec)
     assert valid_schedules(P=2, M=range(1, 3)) is not None
+
+
+def test_each_property_test_has_its_own_example_database_key(tmp_path):
+    # hypothesis keys saved examples on the test function's source and signature, which every
+    # property_test shares: one test's saved failure replayed in another, unshrunk
+    from hypothesis.internal.reflection import function_digest
+
+    from ppir.testing import property_test
+
+    a = property_test("1f1b", over={"P": "2..4", "M": "P..2P"})
+    b = property_test("gpipe", over={"P": "2..4", "M": "P..2P"})
+    c = property_test("1f1b", over={"P": "2..4", "M": "P..3P"})
+    keys = {function_digest(t.hypothesis.inner_test) for t in (a, b, c)}
+    assert len(keys) == 3

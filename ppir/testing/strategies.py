@@ -380,6 +380,10 @@ def property_test(
     stem = os.path.splitext(os.path.basename(path))[0]
     name = "check_" + "".join(c if c.isalnum() else "_" for c in stem)
     test.__name__ = test.__qualname__ = name if name.isidentifier() else "check_schedule"
+    # hypothesis keys its example database on the function's source and signature, the same
+    # for every property_test: without its own key, one test's saved failure replays in another
+    key = repr((os.path.abspath(path), sorted(over.items()), sorted(checks.items())))
+    test._hypothesis_internal_add_digest = key.encode()
     test = given(shapes(path, **over))(test)
 
     n = examples or _DEFAULT_EXAMPLES["n"]
