@@ -156,6 +156,29 @@ def test_search_shrinks_to_a_minimal_failing_point(fails, smallest):
     assert res.failure is not None and res.failure.params == smallest
 
 
+@pytest.mark.parametrize("threshold", [37, 26, 61, 1001])
+def test_a_threshold_beyond_the_scan_is_found_exactly(threshold):
+    # the ladder above the first 24 values stopped at its next rung (50 for 37); bisection
+    # between the last passing rung and the failing value finds the threshold itself
+    space = ParamSpace.from_specs({"P": "2..5000"})
+    res = search(space, _fake(lambda p: p["P"] >= threshold), examples=50, seed=3)
+    assert res.failure is not None and res.failure.params == {"P": threshold}
+
+
+def test_choices_over_the_size_cap_are_skipped_not_failed(cli):
+    # 1F1B at P = M needs 2 P^2 ops: over 20,000 from P = 101 on
+    code, out, err = cli(
+        "fuzz", "1f1b", "--over", "P=2..400", "--over", "M=P..P", "--max-ops", "20000",
+        "--examples", "10",
+    )  # fmt: skip
+    assert code == 0, out + err
+    assert "10 parameter choice(s) hold" in out and "over the size cap, not checked" in out
+    code, out, err = cli(
+        "fuzz", "1f1b", "--over", "P=200..400", "--over", "M=P..P", "--max-ops", "20000"
+    )
+    assert code == 2 and "is under the size cap (--max-ops)" in err
+
+
 def test_search_is_deterministic_and_counts_distinct_points():
     space = ParamSpace.from_specs({"P": "1..3", "M": [1, 2]})
     a = search(space, _fake(lambda p: False), examples=100, seed=5)

@@ -11,13 +11,14 @@ from ppir.testing.search import search
 from ppir.testing.space import Expr, ParamSpace, parse_over
 
 NAME = "fuzz"
-HELP = "check a schedule for many parameter choices; shrink to the smallest failing one"
+HELP = "check a schedule for many parameter choices; shrink a failing one"
 DESCRIPTION = """Expand, lower and verify a schedule for many parameter choices drawn from the
 given ranges (and check optional bounds on peak activations, bubble and step time), the same
 properties as ppir.testing.assert_schedule_ok.  The low corner and the high corner of the space
 come first, then seeded random points.  Points a 'require' line of the schedule rejects are
-skipped.  On the first failure the parameters are shrunk (each lowered in turn while it still
-fails) and the smallest failing choice is printed with its diagnostic.
+skipped, and so are points over the size cap (--max-ops).  On the first failure the parameters
+are shrunk (each lowered in turn while it still fails, then bisected: a local minimum) and the
+shrunk choice is printed with its diagnostic.
 
 Ranges are inclusive, and a bound may use the parameters given before it: --over P=2..16
 --over M=P..8P.  A list of values is written v=1,2,4.  Bounds (--max-peak, --max-bubble,
@@ -130,7 +131,8 @@ class _Shown:
             self.shrinking = True
             self.bar.restart(f"shrinking the failure at {ps}")
             return
-        self.bar.update(0 if result.status == "unsupported" else 1, f"{ps}: {result.status}")
+        skipped = result.status in ("unsupported", "over-cap")
+        self.bar.update(0 if skipped else 1, f"{ps}: {result.status}")
 
 
 def run(args) -> int:
@@ -169,15 +171,25 @@ def run(args) -> int:
         print("\n".join(f.failures))
         return EXIT_INVALID
     if res.checked == 0:
+        why = (
+            "is under the size cap (--max-ops)"
+            if res.over_cap == res.skipped
+            else f"satisfies the require lines of {args.schedule}"
+        )
         raise error(
             "no-valid-parameters",
-            f"no choice in {space.describe()} satisfies the require lines of {args.schedule}",
+            f"no choice in {space.describe()} {why}",
             exit_code=EXIT_USAGE,
         )
     print(
         f"ok: {args.schedule}: {res.checked} parameter choice(s) hold ({props}) for "
         f"{space.describe()}"
-        + (f"; {res.skipped} rejected by require lines" if res.skipped else "")
+        + (
+            f"; {res.skipped - res.over_cap} rejected by require lines"
+            if res.skipped > res.over_cap
+            else ""
+        )
+        + (f"; {res.over_cap} over the size cap, not checked (--max-ops)" if res.over_cap else "")
     )
     return EXIT_OK
 

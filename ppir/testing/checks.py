@@ -43,10 +43,11 @@ _TOLERANCE = 1e-9
 class CheckResult:
     """The outcome of :func:`check_schedule`.
 
-    ``status`` is ``"ok"``, ``"failed"`` or ``"unsupported"`` (a ``require`` line of the
-    schedule rejects these parameters).  ``failures`` holds one rendered message per broken
-    property.  ``schedule``/``lowered`` are None when expansion failed; ``lowered`` is the
-    program ``ppir compile`` runs (compiled the same way, :func:`ppir.compile`).
+    ``status`` is ``"ok"``, ``"failed"``, ``"unsupported"`` (a ``require`` line of the
+    schedule rejects these parameters) or ``"over-cap"`` (the schedule is larger than
+    ``max_ops`` / ``max_steps`` allow: not checked).  ``failures`` holds one rendered message
+    per broken property.  ``schedule``/``lowered`` are None when expansion failed; ``lowered``
+    is the program ``ppir compile`` runs (compiled the same way, :func:`ppir.compile`).
     """
 
     name: str
@@ -75,6 +76,7 @@ class CheckResult:
             "ok": "holds",
             "failed": "FAILS",
             "unsupported": "is not defined (a require line rejects it)",
+            "over-cap": "is over the size cap (not checked)",
         }[self.status]
         return "\n".join([f"{self.name}({ps}) {head}"] + self.failures)
 
@@ -158,8 +160,8 @@ def check_schedule(
             if e.kind in USAGE_KINDS or e.kind == "syntax-error":
                 raise
             res = CheckResult(_display(spec), dict(params))
-            if e.kind == "require-failed":
-                res.status = "unsupported"
+            if e.kind in ("require-failed", "too-large"):  # not a fault of the schedule
+                res.status = "unsupported" if e.kind == "require-failed" else "over-cap"
                 res.failures.append(e.render())
             else:
                 res.fail(f"expansion fails:\n{e.render()}")

@@ -2,14 +2,18 @@
 
 :func:`search` tries the low corner of the space, then the high corner, then points drawn from
 a seeded RNG (uniform per parameter, under the values drawn before it), until ``examples``
-points were checked.  Points a ``require`` line rejects are skipped and do not count.
+points were checked.  Points a ``require`` line rejects, and points over the op or step cap,
+are skipped and do not count.
 
 On the first failure, :func:`shrink` looks for a smaller failing point by coordinate descent:
 for each parameter in declaration order, try its smaller values in ascending order (all of them
 when there are at most ``_SCAN`` values below the current one, else the lowest ``_SCAN`` and a
 geometric ladder up to the current one), with the later parameters kept or clamped into their
-new domains; take the first failing one and start again.  The result is a local minimum: no
-single parameter can be lowered (the later ones clamped) and still fail.  The search is
+new domains; take the first failing one and start again.  When none fails, bisect each
+parameter between the highest smaller value tried (which passed) and its value: the smallest
+failing value when failures are monotone in it (``P >= 37`` deadlocks: 37, where the ladder
+alone stopped at 50).  The result is a local minimum: no single parameter can be lowered (the
+later ones clamped) and still fail, among the values tried.  The search is
 deterministic for a given seed.
 """
 
@@ -33,6 +37,7 @@ class SearchResult:
 
     checked: int = 0
     skipped: int = 0
+    over_cap: int = 0  # skipped too: larger than the op or step cap
     failure: CheckResult | None = None
     first_failure: CheckResult | None = None
     shrink_steps: int = 0
@@ -48,8 +53,9 @@ class _Runner:
         if key not in self.res.cache:
             r = self.check(self.space.env(point))
             self.res.cache[key] = r
-            if r.status == "unsupported":
+            if r.status in ("unsupported", "over-cap"):
                 self.res.skipped += 1
+                self.res.over_cap += r.status == "over-cap"
             else:
                 self.res.checked += 1
             if self.progress:
@@ -107,7 +113,8 @@ def shrink(
     improved = True
     while improved and budget > 0:
         improved = False
-        for name, value in _candidates(space, failing):
+        cands = _candidates(space, failing)
+        for name, value in cands:
             trial = _complete(space, {**failing, name: value}, lambda lo, hi: lo)
             if trial is None or trial == failing:
                 continue
@@ -117,7 +124,30 @@ def shrink(
                 break
             if budget <= 0:
                 break
+        if not improved and budget > 0:  # every rung below passed: bisect the gaps above them
+            failing, n, budget = _bisect(space, runner, failing, cands, budget)
+            steps, improved = steps + n, n > 0
     return failing, steps
+
+
+def _bisect(space: ParamSpace, runner: _Runner, failing: dict, cands: list, budget: int):
+    """For each parameter, the smallest failing value between the highest candidate below it
+    (which passed) and its value, by bisection (exact when failures are monotone in it)."""
+    steps = 0
+    for name, _ in space.domains:
+        below = [x for n, x in cands if n == name and x < failing[name]]
+        if not below:
+            continue
+        ok, bad = max(below), failing[name]
+        while bad - ok > 1 and budget > 0:
+            mid = (ok + bad) // 2
+            trial = _complete(space, {**failing, name: mid}, lambda lo, hi: lo)
+            budget -= 1
+            if trial is not None and trial[name] == mid and runner.run(trial).status == "failed":
+                failing, bad, steps = trial, mid, steps + 1
+            else:
+                ok = mid
+    return failing, steps, budget
 
 
 def search(
