@@ -174,3 +174,15 @@ def test_synth_name_is_the_schedule_name(cli, tmp_path):
     assert cli("synth", *argv)[0] == 0
     code, out, _ = cli("check", str(out_file))
     assert code == 0 and out.startswith("ok: my_synth(")
+
+
+def test_a_cap_the_written_schedule_could_not_hold_is_refused(cli, tmp_path):
+    out = tmp_path / "big.pps"
+    code, _, err = cli("synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "9" * 23, "-o", str(out))
+    assert code == 2 and "at most 2**63 - 1 (the largest integer of a .pps file)" in err
+    assert not out.exists()
+    code, _, err = cli(
+        "synth", "-D", "P=4", "-D", "M=8", "--mem-cap", str(2**63 - 1), "-o", str(out)
+    )
+    assert code == 0, err
+    assert cli("check", str(out))[0] == 0  # what synth writes parses back

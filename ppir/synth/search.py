@@ -124,11 +124,11 @@ def synthesize(
 
     if P < 1 or M < 1:
         raise error("bad-usage", f"need P >= 1 and M >= 1, got P={P}, M={M}")
-    if cap < 1:
+    if not 1 <= cap <= 2**63 - 1:  # it goes into the written schedule, which must parse back
         raise error(
             "bad-usage",
-            f"--mem-cap must be at least 1 (activations of one microbatch "
-            f"of a rank's share), got {cap}",
+            f"--mem-cap must be at least 1 (activations of one microbatch of a rank's share) "
+            f"and at most 2**63 - 1 (the largest integer of a .pps file), got {cap}",
         )
     cost = {**DEFAULT_COSTS, **(costs or {})}
     ic = int_costs(cost)
