@@ -148,6 +148,7 @@ def _fake(fails):
         (lambda p: p["M"] > p["P"], {"P": 2, "M": 3}),
         (lambda p: p["P"] >= 7 and p["M"] % 5 == 0, {"P": 7, "M": 10}),
         (lambda p: p["P"] * p["M"] >= 200, {"P": 5, "M": 40}),  # M <= 8P: P >= 5
+        (lambda p: p["P"] >= 3 and p["M"] <= p["P"], {"P": 3, "M": 3}),  # both lowered at once
     ],
 )
 def test_search_shrinks_to_a_minimal_failing_point(fails, smallest):

@@ -9,12 +9,12 @@ On the first failure, :func:`shrink` looks for a smaller failing point by coordi
 for each parameter in declaration order, try its smaller values in ascending order (all of them
 when there are at most ``_SCAN`` values below the current one, else the lowest ``_SCAN`` and a
 geometric ladder up to the current one), with the later parameters kept or clamped into their
-new domains; take the first failing one and start again.  When none fails, bisect each
-parameter between the highest smaller value tried (which passed) and its value: the smallest
-failing value when failures are monotone in it (``P >= 37`` deadlocks: 37, where the ladder
-alone stopped at 50).  The result is a local minimum: no single parameter can be lowered (the
-later ones clamped) and still fail, among the values tried.  The search is
-deterministic for a given seed.
+new domains, then with the later parameters at their lowest values (``M=P..3P`` failing at
+P=4, M=4 also tries P=3, M=3); take the first failing one and start again.  When none fails,
+bisect each parameter between the highest smaller value tried (which passed) and its value:
+the smallest failing value when failures are monotone in it (``P >= 37`` deadlocks: 37, where
+the ladder alone stopped at 50).  The result is a local minimum among the values tried.  The
+search is deterministic for a given seed.
 """
 
 from __future__ import annotations
@@ -114,15 +114,19 @@ def shrink(
     while improved and budget > 0:
         improved = False
         cands = _candidates(space, failing)
+        names = [n for n, _ in space.domains]
         for name, value in cands:
-            trial = _complete(space, {**failing, name: value}, lambda lo, hi: lo)
-            if trial is None or trial == failing:
-                continue
-            budget -= 1
-            if runner.run(trial).status == "failed":
-                failing, steps, improved = trial, steps + 1, True
-                break
-            if budget <= 0:
+            before = {k: failing[k] for k in names[: names.index(name)]}
+            kept = _complete(space, {**failing, name: value}, lambda lo, hi: lo)
+            lowest = _complete(space, {**before, name: value}, lambda lo, hi: lo)
+            for trial in (kept, lowest):  # the later parameters clamped, or at their lowest
+                if trial is None or trial == failing or budget <= 0:
+                    continue
+                budget -= 1
+                if runner.run(trial).status == "failed":
+                    failing, steps, improved = trial, steps + 1, True
+                    break
+            if improved or budget <= 0:
                 break
         if not improved and budget > 0:  # every rung below passed: bisect the gaps above them
             failing, n, budget = _bisect(space, runner, failing, cands, budget)

@@ -52,7 +52,7 @@ class Expr:
             raise error(
                 "bad-range",
                 f"cannot read the expression '{src}'",
-                hints=["use integers, names, + - * // % /, min(), max(); e.g. 8P or 2*P-1"],
+                hints=["use numbers, names, + - * // % /, min(), max(); e.g. 8P, 2*P-1 or 0.5"],
             ) from None
         names = frozenset(_check(tree, src))
         return Expr(src, tree, names)
@@ -78,7 +78,7 @@ class Expr:
 
 def _check(node: ast.AST, src: str) -> set[str]:
     """The names an expression reads; bad-range for anything outside the small language."""
-    if isinstance(node, ast.Constant) and type(node.value) is int:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):  # 0.5: exactly 1/2
         return set()
     if isinstance(node, ast.Name):
         return {node.id}
@@ -103,7 +103,8 @@ def _check(node: ast.AST, src: str) -> set[str]:
 
 def _eval(node: ast.expr, env: Mapping[str, Number]) -> Number:
     if isinstance(node, ast.Constant):
-        return node.value
+        v = node.value
+        return Fraction(repr(v)) if isinstance(v, float) else v
     if isinstance(node, ast.Name):
         return env[node.id]
     if isinstance(node, ast.BinOp):
