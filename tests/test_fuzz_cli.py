@@ -197,3 +197,11 @@ def test_a_range_written_the_wrong_way_is_refused(cli):
         parse_domain("5..2")
     assert parse_domain("2..2").values({}) == [2]  # one value
     assert parse_domain("P..2").values({"P": 3}) == []  # a range that depends: may be empty
+
+
+def test_a_decimal_bound_is_exact(cli):
+    code, out, err = cli(
+        "fuzz", "1f1b", "--over", "P=2..6", "--over", "M=P..3P", "--max-bubble", "0.5"
+    )
+    assert code == 1 and "FAILED: 1f1b with P=3, M=3" in out, err
+    assert "exceeds the bound 1/2 (= 0.5)" in out
