@@ -205,3 +205,17 @@ def test_a_decimal_bound_is_exact(cli):
     )
     assert code == 1 and "FAILED: 1f1b with P=3, M=3" in out, err
     assert "exceeds the bound 1/2 (= 0.5)" in out
+
+
+def test_a_repeated_error_is_shown_once_with_its_repeats(tmp_path):
+    from ppir.testing import check_schedule
+
+    bad = tmp_path / "bad.pps"  # every rank's backward of each microbatch before its forward
+    bad.write_text(
+        "schedule bad(P = 2, M = 4)\nranks P\nstages P\nmicrobatches M\nplacement looped\n"
+        "program r {\n  for i in 0 .. M {\n    B(i)\n    F(i)\n  }\n}\n"
+    )
+    res = check_schedule(str(bad), P=2, M=4)
+    assert res.status == "failed"
+    text = "\n".join(res.failures)
+    assert text.count("error:") == 1 and "note: the same error for" in text, text

@@ -180,12 +180,14 @@ def _display(spec: str) -> str:
 def _check_expanded(
     res: CheckResult, s: Schedule, lowering: str, progress: str, strict: bool
 ) -> None:
+    from ppir.diagnostics import group_repeats
     from ppir.pipeline import compile
 
     res.compiled = c = compile(s, lowering=lowering, progress=progress, strict=strict)
     res.lowered = c.program
     if not c.ok:
-        res.fail("the verifier rejects it:\n" + "\n".join(d.render() for d in c.report.errors))
+        errors = group_repeats(c.report.errors)  # repeats of one line merged, as 'ppir check'
+        res.fail("the verifier rejects it:\n" + "\n".join(d.render() for d in errors))
 
 
 def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound, max_step: Bound) -> None:
