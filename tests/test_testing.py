@@ -274,3 +274,10 @@ def test_each_property_test_has_its_own_example_database_key(tmp_path):
     c = property_test("1f1b", over={"P": "2..4", "M": "P..3P"})
     keys = {function_digest(t.hypothesis.inner_test) for t in (a, b, c)}
     assert len(keys) == 3
+
+
+def test_a_misspelt_check_is_named_not_taken_for_a_parameter():
+    from ppir.testing import assert_schedule_ok
+
+    with pytest.raises(TypeError, match="'max_peak' .did you mean 'max_peak_activations'"):
+        assert_schedule_ok("1f1b", max_peak="P", P=4, M=8)

@@ -151,6 +151,7 @@ def check_schedule(
         spec = os.fspath(schedule)
         from ppir.frontend.loader import load_schedule, schedule_kind
 
+        _misspelt_check(spec, params)
         try:
             if schedule_kind(spec) in ("csv", "json"):  # no parameters: read as they are
                 s = load_schedule(spec, params, max_ops=max_ops, define_flag="")
@@ -171,6 +172,37 @@ def check_schedule(
     if res.ok:
         _check_bounds(res, max_peak_activations, max_bubble, max_step_time)
     return res
+
+
+def check_options() -> list[str]:
+    """The checks :func:`check_schedule` takes by keyword (the rest are schedule parameters)."""
+    import inspect
+
+    sig = inspect.signature(check_schedule).parameters.items()
+    return [n for n, p in sig if p.kind is p.KEYWORD_ONLY]
+
+
+def closest_check(word: str, candidates: list[str]) -> list[str]:
+    """``did you mean ...`` for a misspelt keyword: a candidate it begins (``max_peak`` ->
+    ``max_peak_activations``), else the closest by spelling."""
+    from ppir.diagnostics import did_you_mean
+
+    starts = [c for c in candidates if c.startswith(word)] if len(word) >= 3 else []
+    return [f"did you mean '{starts[0]}'?"] if len(starts) == 1 else did_you_mean(word, candidates)
+
+
+def _misspelt_check(spec: str, params: dict) -> None:
+    """A keyword that is no parameter of the schedule but close to a check's name
+    (``max_peak=``) is a TypeError naming the check, not an 'unknown parameter'."""
+    from ppir.frontend.loader import declared_params
+
+    declared = declared_params(spec)
+    for k in params:
+        hint = [] if k in declared else closest_check(k, check_options())
+        if hint:
+            raise TypeError(
+                f"check_schedule() got an unexpected keyword argument {k!r} ({hint[0]})"
+            )
 
 
 def _display(spec: str) -> str:

@@ -25,7 +25,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the test e
 from ppir.diagnostics import PpirError
 from ppir.frontend.expand import evaluate_top_level
 from ppir.ir import Action, OpKind, Schedule, deps, looped_placement, vshape_placement
-from ppir.testing.checks import assert_schedule_ok, check_schedule, load_module
+from ppir.testing.checks import assert_schedule_ok, check_options, closest_check, load_module
 from ppir.testing.space import Domain, ParamSpace, parse_domain
 
 _RETRIES = 8  # draws per example before a require-rejected example is given up
@@ -333,21 +333,14 @@ def _check_keywords(path: str, checks: dict) -> None:
     'unknown parameter' when it runs: each keyword must be an option of
     :func:`check_schedule` (which :func:`assert_schedule_ok` takes) or a parameter of the
     schedule (held fixed)."""
-    import inspect
-
-    from ppir.diagnostics import did_you_mean
     from ppir.frontend.loader import declared_params
 
-    options = [
-        n
-        for n, p in inspect.signature(check_schedule).parameters.items()
-        if p.kind is p.KEYWORD_ONLY
-    ]
+    options = check_options()
     params = sorted(declared_params(path))
     known = options + params
     for k in checks:
         if k not in known:
-            hint = did_you_mean(k, known)
+            hint = closest_check(k, known)
             raise TypeError(
                 f"property_test() got an unexpected keyword argument {k!r}"
                 + (f" ({hint[0]})" if hint else "")
