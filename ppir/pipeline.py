@@ -31,6 +31,7 @@ from functools import cached_property
 
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import Costs, costs_for
+from ppir.analysis.dp import resolve_dp, with_dp
 from ppir.analysis.timeline import Timeline, dependency_bound, run
 from ppir.diagnostics import EXIT_INVALID, PpirError, Report
 from ppir.ir import Schedule, is_compute_item
@@ -152,7 +153,7 @@ def compile(  # noqa: A001 - the library's verb
     progress: str = "fifo",
     strict: bool = False,
     passes: str | None = None,
-    dp: int = 1,
+    dp: int | None = None,
     input_timeline: Timeline | None = None,
 ) -> Compiled:
     """Compile ``schedule`` (see the module docstring).  ``lowering`` is one of
@@ -163,7 +164,8 @@ def compile(  # noqa: A001 - the library's verb
     ``verify``: True verifies the input and the output of every pass; ``"final"`` the input
     and the program that runs only (what a search over many candidates needs: the same
     program, the same verdict, without the report of each intermediate); False nothing.
-    ``dp > 1`` times the program for that many data-parallel replicas: ``place-reduce`` runs
+    ``dp > 1`` (default: the model's ``dp``, which must agree) times the program for that many
+    data-parallel replicas: ``place-reduce`` runs
     last (a ``REDUCE_GRAD`` after each stage's last backward, unless the program places its
     own) and each reduction costs a ring all-reduce (:mod:`ppir.analysis.dp`,
     ``Compiled.dp_reduce``).  ``input_timeline``: a run of ``schedule``'s compute graph (built
@@ -181,12 +183,10 @@ def compile(  # noqa: A001 - the library's verb
         )
     if lowering not in LOWERINGS:
         raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
-    _check_options(verify=verify, dp=dp, overlap=overlap, strict=strict)  # progress: the graph
-    cfg = costs or CostConfig()
+    _check_options(verify=verify, dp=1 if dp is None else dp, overlap=overlap, strict=strict)
+    cfg, dp = resolve_dp(costs or CostConfig(), dp)  # one size: this dp and the model's
     c = costs_for(schedule, cfg)
     if dp > 1:
-        from ppir.analysis.dp import with_dp
-
         c = with_dp(c, schedule, cfg, dp)
     timings: dict = {}
     base = dict(source=schedule, config=cfg, costs=c, progress=progress, timings=timings, dp=dp)

@@ -67,12 +67,30 @@ def test_tune_times_the_reduction_compile_times():
     space = Space(world=8, tp=2, pps=(2,), global_batch=16, micro_batches=(1,), vs=(1,))
     c = next(c for c in search(["1f1b"], space, cfg) if c.ok)
     assert c.dp == 2
+    from dataclasses import replace
+
     from ppir import compile, load
 
     s = load("1f1b", P=2, M=c.microbatches)
     with_reduce = compile(s, costs=c.config, dp=2).step_time * c.scale
-    without = compile(s, costs=c.config).step_time * c.scale
-    assert c.step_time == pytest.approx(with_reduce, rel=1e-12) and without < with_reduce
+    by_model = compile(s, costs=c.config).step_time * c.scale  # the model's dp=2 gives it
+    one = replace(c.config, model=replace(c.config.model, dp=1))
+    without = compile(s, costs=one).step_time * c.scale
+    assert c.step_time == pytest.approx(with_reduce, rel=1e-12) == by_model
+    assert without < with_reduce
+
+
+def test_the_library_has_the_same_one_size():
+    from ppir import PpirError, compile, load
+
+    s = load("1f1b", P=8, M=32)
+    by_model = compile(s, costs=config(dp=4))
+    assert by_model.dp == 4 and by_model.dp_reduce is not None
+    by_arg = compile(s, costs=config(zero=1), dp=4)
+    assert by_arg.config.model.dp == 4  # ZeRO shards over it, and the ranks sit by it
+    assert by_arg.step_time == by_model.step_time
+    with pytest.raises(PpirError, match="dp=4 and the model's dp=2 disagree"):
+        compile(s, costs=config(dp=2), dp=4)
 
 
 def test_launch_refuses_a_model_dp_it_would_not_start(cli, tmp_path):

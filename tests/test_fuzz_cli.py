@@ -219,3 +219,8 @@ def test_a_repeated_error_is_shown_once_with_its_repeats(tmp_path):
     assert res.status == "failed"
     text = "\n".join(res.failures)
     assert text.count("error:") == 1 and "note: the same error for" in text, text
+
+
+def test_empty_ranges_are_not_blamed_on_the_size_cap(cli):
+    code, _, err = cli("fuzz", "1f1b", "--over", "P=2..4", "--over", "M=2P..P")
+    assert code == 2 and "under the size cap" not in err, err

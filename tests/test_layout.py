@@ -104,3 +104,26 @@ def test_stage_layers_in_a_cost_file(tmp_path, cli):
     assert code == 2 and "model.stage_layers must be a list of layer counts" in err
     code, out, err = cli("compile", "1f1b", "-D", "P=4", "-D", "M=8", "--stage-layers", "8x4")
     assert code == 2 and "--stage-layers 8x4 needs a model" in err
+
+
+def test_an_even_layout_keeps_bytes_and_a_measured_file_keeps_the_layout():
+    s = ppir.load("1f1b", P=4, M=8)
+    even = ppir.compile(s, costs=make_config({"model": {"preset": "llama3-8b"}}))
+    given = ppir.compile(
+        s, costs=make_config({"model": {"preset": "llama3-8b", "stage_layers": [8] * 4}})
+    )
+    assert given.memory.per_rank[0].peak_bytes == even.memory.per_rank[0].peak_bytes > 0
+    measured = {"stages": 4, "F": [1e-3] * 4, "B": [2e-3] * 4, "I": [1e-3] * 4,
+                "W": [1e-3] * 4, "transfer": 1e-4}  # fmt: skip
+    cfg = make_config(
+        {"measured": measured, "model": {"preset": "llama3-8b", "layers": 30,
+                                          "stage_layers": [7, 8, 8, 7]}}
+    )  # fmt: skip
+    assert cfg.stage_layers == (7, 8, 8, 7)
+
+
+def test_tune_refuses_a_layout_it_would_replace(cli, tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('[model]\npreset = "llama3-8b"\nlayers = 30\nstage_layers = [7, 8, 8, 7]\n')
+    code, _, err = cli("tune", "--world", "8", "--config", str(f), "-q")
+    assert code == 2 and "tune searches stage_layers itself" in err

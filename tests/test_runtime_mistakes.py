@@ -94,3 +94,19 @@ def test_a_folder_given_as_the_model_says_so(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ModelError, match="mine is a folder: give the .py file that defines them"):
         load_model("mine")
+
+
+def test_clipping_counts_a_parameter_tied_on_one_rank_once():
+    # a user-declared sharing of two distinct parameters of one stage: one weight, two copies
+    plan = build_plan(ppir.lower(ppir.load_schedule("1f1b", {"P": 1, "M": 2})))
+    stage = torch.nn.Sequential(
+        torch.nn.Linear(4, 4, bias=False), torch.nn.Linear(4, 4, bias=False)
+    )
+    shared = [{"name": "w", "holders": [[0, "0.weight"], [0, "1.weight"]]}]
+    rt = PipelineRuntime(plan, [stage], torch.nn.functional.mse_loss, shared=shared)
+    assert [len(t.local) for t in rt.reducer.tied] == [2]
+    for p in stage.parameters():
+        p.grad = torch.full_like(p, 3.0)  # the copies' gradients, equal as the sum leaves them
+    norm = rt.clip_grad_norm_(1.0)
+    assert norm == pytest.approx(3.0 * 4)  # sqrt(16 * 9): one copy, not two (12 * sqrt 2)
+    assert all(torch.allclose(p.grad, torch.full_like(p, 3.0 / 12)) for p in stage.parameters())

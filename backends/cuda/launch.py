@@ -151,7 +151,12 @@ def _ranks_env():
 @contextlib.contextmanager
 def _quiet_agent(verbose: bool):
     """Without ``--verbose``, the elastic agent's loggers (each of its modules sets its own
-    level) say nothing: the launcher reports how the run ended itself."""
+    level) say nothing: the launcher reports how the run ended itself.  The rendezvous
+    backends are imported first, so that their loggers are among them."""
+    import torch.distributed.elastic.rendezvous.c10d_rendezvous_backend  # noqa: F401
+    import torch.distributed.elastic.rendezvous.dynamic_rendezvous  # noqa: F401
+    import torch.distributed.elastic.rendezvous.static_tcp_rendezvous  # noqa: F401
+
     names = [
         n for n in logging.Logger.manager.loggerDict if n.startswith("torch.distributed.elastic")
     ]

@@ -33,8 +33,29 @@ from ppir.analysis.config import CostConfig, Link
 from ppir.analysis.costs import Costs
 from ppir.analysis.nodes import dp_ring_within_node
 from ppir.analysis.timeline import Timeline
+from ppir.diagnostics import error
 from ppir.ir import Schedule
 from ppir.ir.graph import REDUCE
+
+
+def resolve_dp(cfg: CostConfig, dp: int | None, name: str = "dp=") -> tuple[CostConfig, int]:
+    """One data-parallel size: ``dp`` (the replicas compile times the reductions for) and the
+    model's ``dp`` (what ZeRO shards over, and what places the ranks on nodes) must agree;
+    either gives both.  ``(cfg with the model at that size, the size)``; a ppir error naming
+    ``name`` when both are given and differ."""
+    model = cfg.model
+    if model is None:
+        return cfg, dp or 1
+    if dp is None:
+        return cfg, model.dp
+    if model.dp not in (1, dp):
+        raise error(
+            "bad-usage",
+            f"{name}{dp} and the model's dp={model.dp} disagree: both are the data-parallel "
+            "size (replicas of the pipeline)",
+            hints=[f"give one of them, e.g. {name}{dp} alone"],
+        )
+    return replace(cfg, model=replace(model, dp=dp)), dp
 
 
 def ring_allreduce_time(replicas: int, nbytes: float, link: Link) -> Fraction | float:

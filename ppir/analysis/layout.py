@@ -36,6 +36,8 @@ def split_layers(
         return (check_layers(layers, span, P),) * S
     out = tuple(stage_layers)
     one = out[:span]
+    if any(not isinstance(x, int) or isinstance(x, bool) for x in out):
+        raise error("bad-layers", f"stage layers {out!r:.60}: each must be a whole number")
     if len(out) != S or any(x < 0 for x in out) or sum(one) != layers or out != one * (S // span):
         each = (
             f" ({schedule.pipelines} pipelines of {span} stages, each the same counts)"
@@ -100,8 +102,8 @@ def stage_layers_setting(section: dict, where: str) -> tuple[int, ...] | None:
     value = section.get("stage_layers")
     if value is None:
         return None
-    if isinstance(value, str):
-        return parse_stage_layers(value)
+    if isinstance(value, str):  # --stage-layers puts its text here
+        return parse_stage_layers(value, "--stage-layers" if where == "cost config" else where)
     if (
         not isinstance(value, list)
         or not value

@@ -308,6 +308,7 @@ def measured_config(data: dict, kw: dict, model, where: str):
     return CostConfig(
         model=model,
         recompute=kw.get("recompute", "none"),
+        stage_layers=kw.get("stage_layers"),
         measured=measured,
         ranks_per_node=rpn,
         processors=processors or None,

@@ -157,7 +157,7 @@ def analyze_memory(
     g = program if isinstance(program, ProgramGraph) else build_graph(program)
     schedule = g.schedule
     fi = Fraction(i_fraction) if i_fraction is not None else split_fractions(model, recompute)
-    if stage_layers is not None:
+    if stage_layers is not None and len(set(stage_layers)) > 1:  # uneven: chunks only
         model = layers = None
     if not -1 <= fi <= 1:
         raise ValueError(f"i_fraction must lie in [-1, 1], got {fi}")

@@ -11,12 +11,14 @@ one pipeline rank with its replicas spans ``tp x dp`` GPUs, and
 * pipeline ranks per node = ``max(1, gpus_per_node // (tp x dp))`` unless
   ``hardware.ranks_per_node`` (``--ranks-per-node``) says otherwise; a message between two
   pipeline ranks uses the inter-node link when they sit on different nodes
-  (:meth:`ppir.analysis.costs.Costs.link_time`): with tp = 8 on 8-GPU nodes, every one;
+  (:meth:`ppir.analysis.costs.Costs.link`): with tp = 8 on 8-GPU nodes, every one;
 * a data-parallel ring of ``D`` replicas of a ``tp``-GPU rank stays within a node when
   ``tp x D <= gpus_per_node``, else its slowest hop is the inter-node link
   (:func:`ppir.analysis.dp.dp_link`).
 
 Without a model (times in units) tp = dp = 1: ``gpus_per_node`` pipeline ranks per node.
+The placement is exact when tp x dp divides ``gpus_per_node`` (or is a multiple of it); with
+dp = 3 on 8-GPU nodes some ranks straddle two nodes and are still priced as above.
 """
 
 from __future__ import annotations

@@ -208,27 +208,6 @@ def load_from_args(args: argparse.Namespace) -> Schedule:
     )
 
 
-def data_parallel(args: argparse.Namespace, costs):
-    """``--dp`` and the model's ``dp=`` are one data-parallel size: ``(costs, dp)`` with the
-    model at ``--dp`` when it is given (ZeRO shards over it), else ``dp`` from the model (its
-    gradient reduction is timed); a ppir error when both are given and differ."""
-    from dataclasses import replace
-
-    flag, model = getattr(args, "dp", None), costs.model
-    if model is None:
-        return costs, flag or 1
-    if flag is None:
-        return costs, model.dp
-    if model.dp not in (1, flag):
-        raise error(
-            "bad-usage",
-            f"--dp {flag} and the model's dp={model.dp} disagree: both are the data-parallel "
-            "size (replicas of the pipeline)",
-            hints=[f"give one of them, e.g. --dp {flag} alone"],
-        )
-    return replace(costs, model=replace(model, dp=flag)), flag
-
-
 def compile_from_args(
     args: argparse.Namespace, schedule: Schedule | None = None, overlap: bool | None = None
 ) -> Compiled:
@@ -238,7 +217,9 @@ def compile_from_args(
     from ppir.cli.cost_options import config_from_args
 
     s = schedule if schedule is not None else load_from_args(args)
-    costs, dp = data_parallel(args, config_from_args(args))
+    from ppir.analysis.dp import resolve_dp
+
+    costs, dp = resolve_dp(config_from_args(args), getattr(args, "dp", None), "--dp ")
     params = ", ".join(f"{k}={v}" for k, v in s.params)
     desc = f"compile {s.name}" + (f"({params})" if params else "")
     quiet = getattr(args, "quiet", False)

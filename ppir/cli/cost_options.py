@@ -60,7 +60,8 @@ def add_cost_arguments(group, model: bool = True, recompute: bool = True, dp: bo
         type=int,
         metavar="N",
         help="pipeline ranks per node (a count): messages between nodes use the inter-node "
-        "link (default: --gpus-per-node / (tp x dp) with a model, at least 1; else 8)",
+        "link (default: --gpus-per-node / (tp x dp) with a model, at least 1; without one, "
+        "--gpus-per-node)",
     )
     group.add_argument(
         "--gpus-per-node",

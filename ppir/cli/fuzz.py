@@ -173,7 +173,9 @@ def run(args) -> int:
     if res.checked == 0:
         why = (
             "is under the size cap (--max-ops)"
-            if res.over_cap == res.skipped
+            if res.over_cap and res.over_cap == res.skipped
+            else "exists (the ranges are empty)"
+            if not res.skipped
             else f"satisfies the require lines of {args.schedule}"
         )
         raise error(

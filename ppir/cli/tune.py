@@ -210,12 +210,15 @@ def run(args) -> int:
         world, tp = pps[0], 1
     else:
         searched = [("mbs", model.mbs, "--micro-batch"), ("dp", model.dp, "--world / (pp x tp)")]
+        if cfg.stage_layers is not None:
+            searched.append(("stage_layers", cfg.stage_layers, "--even to keep them even"))
         for key, value, where in searched:  # it was silently replaced by the search
-            if value != 1:
+            if value not in (1, None):
                 raise error(
                     "bad-usage",
-                    f"the model's {key}={value}: tune searches {key} itself ({where}); drop "
-                    f"{key}= from --model",
+                    f"the model's {key}={value if key != 'stage_layers' else '[...]'}: tune "
+                    f"searches {key} itself ({where}); drop {key}= from the model (--model, or "
+                    "the [model] table of --config)",
                 )
         if args.tp is not None and model.tp not in (1, args.tp):
             raise error("bad-usage", f"--tp {args.tp} and the model's tp={model.tp} disagree")

@@ -36,7 +36,7 @@ def _row(c, rank=None) -> dict:
         "memory": c.footprint.worst.to_json() if c.footprint is not None else None,
         "bubble_fraction_of_total": e.bubble_fraction_of_total if e else None,
         "bubble_fraction_of_ideal": e.bubble_fraction_of_ideal if e else None,
-        "rejected": c.why if c.why != "pruned" else None,  # pruned[] entries: not rejected
+        "rejected": c.why if c.why and c.why != "pruned" else None,  # pruned: not rejected
         "reason": c.reason,
         "launchable": None if c.program is None else _limit(c) is None,  # None: not expanded
     }

@@ -375,7 +375,10 @@ def property_test(
     test.__name__ = test.__qualname__ = name if name.isidentifier() else "check_schedule"
     # hypothesis keys its example database on the function's source and signature, the same
     # for every property_test: without its own key, one test's saved failure replays in another
-    key = repr((os.path.abspath(path), sorted(over.items()), sorted(checks.items())))
+    from hypothesis.internal.reflection import get_pretty_function_description as describe
+
+    fixed = sorted((k, describe(v) if callable(v) else repr(v)) for k, v in checks.items())
+    key = repr((os.path.abspath(path), sorted(over.items()), fixed))  # stable across runs
     test._hypothesis_internal_add_digest = key.encode()
     test = given(shapes(path, **over))(test)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ppir.torch.errors import comm_error
 from ppir.torch.procgroup import wait_all
 
 
@@ -29,17 +30,20 @@ def clip_grad_norm_(rt, max_norm: float) -> float:
         raise ValueError(f"max_norm must be positive, got {max_norm!r}")
     params = rt.parameters()
     skip = set()
-    for t in rt.reducer.tied:  # counted by the lowest holder only
-        if t.others and min(t.others) < rt.rank:
-            skip.update(id(p) for p in t.local)
+    for t in rt.reducer.tied:  # one copy counted, on the lowest holder only
+        lowest = not t.others or min(t.others) > rt.rank
+        skip.update(id(p) for p in (t.local[1:] if lowest else t.local))
     grads = [p.grad for p in params if p.grad is not None]
     counted = [p.grad for p in params if p.grad is not None and id(p) not in skip]
     total = torch.zeros((), dtype=torch.float64, device=rt.device)
     for g in counted:
         total += g.detach().double().pow(2).sum()
     if rt.distributed:
-        work = dist.all_reduce(total, group=rt.pp_group, async_op=True)
-        wait_all([work], rt.timeout_s)
+        try:
+            work = dist.all_reduce(total, group=rt.pp_group, async_op=True)
+            wait_all([work], rt.timeout_s)
+        except RuntimeError as e:
+            raise comm_error(f"rank {rt.rank}: clip_grad_norm_", (), e, rt.timeout_s) from None
     norm = float(total.sqrt())
     coef = max_norm / (norm + 1e-6)
     if coef < 1:
