@@ -1,10 +1,13 @@
-"""Gradient accumulation (multi-process gloo): ``rt.step`` called several times before one
-optimizer step accumulates into ``param.grad`` exactly as single-process training does, also
-for a weight tied across ranks (embedding and head), whose copies must not count an earlier
-step's gradient again when they are summed.
+"""Gradient accumulation and clipping across a pipeline (multi-process gloo), one launch of 2
+ranks running the cases in :mod:`harness` against single-process training:
 
-One launch of 2 ranks runs the cases in :mod:`harness`, which zeroes the gradients before the
-first step only and compares every gradient after each step with the reference's.
+* accumulation: ``rt.step`` called several times before one optimizer step accumulates into
+  ``param.grad`` exactly as single-process training does, also for a weight tied across ranks
+  (embedding and head), whose copies must not count an earlier step's gradient again when
+  they are summed (the harness zeroes the gradients before the first step only);
+* clipping: ``rt.clip_grad_norm_`` computes the norm ``torch.nn.utils.clip_grad_norm_``
+  computes on the whole model, a weight tied across ranks or twice on one rank (ZB-V) counted
+  once, and clips every gradient by the same factor (the harness compares the norms too).
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ import harness  # noqa: E402
 CASES = [
     ("1f1b", {"M": 4}, "tied", None, {"accumulate": True}),
     ("interleaved_1f1b", {"M": 4, "v": 2}, "tied", "iw", {"accumulate": True}),
+    ("1f1b", {"M": 4}, "tied", None, {"clip": 1e-3}),
+    ("zbv", {"M": 4}, "tied", None, {"clip": 1e-3}),
+    ("interleaved_1f1b", {"M": 4, "v": 2}, "tied", None, {"clip": 1e-3, "accumulate": True}),
 ]
 
 
@@ -29,11 +35,13 @@ def worker(P: int, out: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(150)
-def test_accumulated_steps_equal_single_process_with_tied_weights(tmp_path):
+@pytest.mark.timeout(200)
+def test_accumulated_and_clipped_gradients_equal_single_process_with_tied_weights(tmp_path):
     results = harness.launch_cases(__file__, 2, tmp_path)
     assert [r["case"] for r in results] == [harness.case_name(c) for c in CASES]
-    assert all(r["tied"] for r in results), results  # the cases do tie a weight across ranks
+    tied = [r["tied"] for r in results]
+    assert all(tied[:3]) and tied[4], results  # tied across the two ranks
+    assert not tied[3], results  # ZB-V: both copies on rank 0, one parameter there
 
 
 if __name__ == "__main__":
