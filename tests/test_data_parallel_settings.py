@@ -102,3 +102,23 @@ def test_launch_refuses_a_model_dp_it_would_not_start(cli, tmp_path):
         "--config", str(f),
     )  # fmt: skip
     assert code == 2 and "the model's dp=2 asks for 2 data-parallel replicas: give --dp 2" in err
+
+
+@pytest.mark.parametrize("name", ["1f1b", "interleaved_1f1b", "zb_h1", "zbv", "dualpipe"])
+@pytest.mark.parametrize("dp", [2, 8])
+def test_the_reduction_bound_is_below_every_compiled_step(name, dp):
+    # the tune search prunes with it: it must never exceed what compile then times
+    from ppir import compile, load
+    from ppir.analysis.costs import costs_for
+    from ppir.analysis.dp import reduction_bound, with_dp
+    from ppir.analysis.timeline import dependency_bound, run
+    from ppir.ir.graph import build_graph
+
+    s = load(name, P=4, M=8, **({"v": 2} if name == "interleaved_1f1b" else {}))
+    cfg = config(tp=8 if dp == 8 else 1, dp=dp)
+    c = with_dp(costs_for(s, cfg), s, cfg, dp)
+    tl = run(build_graph(s), c)
+    bound = c.to_time(max(dependency_bound(tl), reduction_bound(tl)))
+    step = compile(s, costs=cfg).step_time
+    assert reduction_bound(tl) > dependency_bound(tl) or dp == 2  # it bites at tp x dp = 64
+    assert bound <= step * (1 + 1e-12)

@@ -34,7 +34,7 @@ from ppir.analysis.costs import Costs
 from ppir.analysis.nodes import dp_ring_within_node
 from ppir.analysis.timeline import Timeline
 from ppir.diagnostics import error
-from ppir.ir import Schedule
+from ppir.ir import Schedule, deps
 from ppir.ir.graph import REDUCE
 
 
@@ -56,6 +56,27 @@ def resolve_dp(cfg: CostConfig, dp: int | None, name: str = "dp=") -> tuple[Cost
             hints=[f"give one of them, e.g. {name}{dp} alone"],
         )
     return replace(cfg, model=replace(model, dp=dp)), dp
+
+
+def reduction_bound(tl: Timeline) -> int | float:
+    """A lower bound (ticks) on the step of every lowering, with its reductions, of the
+    compute-only program whose complete run ``tl`` is: stage s's reduction waits for the ops
+    whose gradients it reduces (:func:`ppir.ir.deps.reduce_inputs`), which end no earlier than
+    in ``tl`` (a lowering only adds waits; max-plus is monotone, with a processor per rank),
+    and the step ends after it.  0 without reductions, and on shared processors (not
+    monotone)."""
+    costs, g = tl.costs, tl.graph
+    if costs is None or not any(costs.reduce) or costs.processors:
+        return 0
+    M, best = g.schedule.microbatches, 0
+    for s, t in enumerate(costs.reduce):
+        ready = 0
+        for p in deps.reduce_inputs(s, M):  # the first of its kinds that the program runs
+            o = next((o for k in p.kinds if (o := g.first.op(p.stage, k, p.mb)) is not None), None)
+            if o is not None:
+                ready = max(ready, tl.finish[g.op_node[o]])
+        best = max(best, ready + t)
+    return best
 
 
 def ring_allreduce_time(replicas: int, nbytes: float, link: Link) -> Fraction | float:

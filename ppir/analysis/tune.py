@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from ppir.analysis.bounds import ProgramSummary, program_bound
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
-from ppir.analysis.dp import with_dp
+from ppir.analysis.dp import reduction_bound, with_dp
 from ppir.analysis.estimate import Estimate, from_timeline
 from ppir.analysis.footprint import Footprint, schedule_copies
 from ppir.analysis.layout import uneven_layers
@@ -255,7 +255,7 @@ class _State:
         if not tl.complete:
             c.reason, c.why = "the compute order has a cycle (ppir check shows it)", "constraint"
             return False
-        c.bound = c.costs.to_time(dependency_bound(tl)) * c.scale
+        c.bound = c.costs.to_time(max(dependency_bound(tl), reduction_bound(tl))) * c.scale
         c.input_timeline = tl
         return True
 
