@@ -110,6 +110,20 @@ def test_a_closed_pipe_ends_the_command_quietly():
     assert r.stderr == ""
 
 
+def test_a_reader_that_leaves_midway_through_a_large_text_dump_gives_141():
+    """The reader goes after the first bytes of a text dump that is written in one print: one
+    large write took the partial write and lost the error of the rest (exit 0)."""
+    dump = subprocess.Popen(
+        [sys.executable, "-m", "ppir.cli", "dump", "1f1b", "-D", "P=32", "-D", "M=512"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    dump.stdout.read(100)  # then leave, as 'head -c 100' does
+    dump.stdout.close()
+    _, err = dump.communicate(timeout=120)
+    assert dump.returncode == 141 and err == b""
+
+
 def test_standard_output_is_restored_after_a_command(cli):
     before = sys.stdout
     code, out, _ = cli("list")

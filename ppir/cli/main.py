@@ -163,9 +163,18 @@ class _GuardedStdout:
     def __init__(self, stream):
         self._stream = stream
 
+    CHUNK = 1 << 16
+
     def write(self, text):
+        """In pieces of 64 KiB: one large write into a pipe whose reader left can end without
+        an error (CPython's buffered writer takes the partial write, then loses the EPIPE of
+        the rest), and 'ppir dump X | head' then exited 0 instead of 141."""
         try:
-            return self._stream.write(text)
+            if len(text) <= self.CHUNK:
+                return self._stream.write(text)
+            for i in range(0, len(text), self.CHUNK):
+                self._stream.write(text[i : i + self.CHUNK])
+            return len(text)
         except OSError as e:
             raise StdoutError(e.errno, e.strerror) from e
 
