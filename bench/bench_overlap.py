@@ -11,7 +11,8 @@ cost estimator (fifo progress, what 'ppir check' proves):
 * overlap    what 'ppir compile' runs by default: the faster of overlap-comms over the lockstep
              and over the eager lowering, planned with the same transfer time.
 
-Columns: ``free`` is the step with free communication (the same compute order); ``crit`` is the
+Columns: ``free`` is the step of the blocking (lockstep) lowering with free communication (the
+compute order alone can be shorter, where lockstep groups couple the ranks); ``crit`` is the
 longest chain of compute ops and transfers through data dependencies and each rank's order, a
 lower bound on the step of any lowering of this compute order.  ``exposed`` = step - free, the
 time communication adds to the step; it splits into ``crit - free``, forced by the compute order,

@@ -184,8 +184,8 @@ def test_tampered_plan_is_refused_by_every_rank_before_anything_is_posted(tmp_pa
     import ppir
     from ppir.plan import build_plan, plan_digest, save_plan
 
-    plan = build_plan(ppir.lower(ppir.load_schedule("1f1b", {"P": 2, "M": 4})))
-    send = next(i for i in plan["programs"][0] if i["ir"] == "[0SEND_F0]")
+    plan = build_plan(ppir.compile(ppir.load("1f1b", P=2, M=4)).program)  # what launch runs
+    send = next(i for i in plan["programs"][0] if i["ir"] == "post[0SEND_F0]")
     send["ops"][0]["buffer"] = "a1.1"  # crossed buffers: wrong gradients if it ran
     plan["digest"] = plan_digest(plan)
     save_plan(plan, tmp_path / "plan.json")
@@ -196,7 +196,9 @@ def test_tampered_plan_is_refused_by_every_rank_before_anything_is_posted(tmp_pa
     )  # fmt: skip
     assert not out.ok and out.cause is not None
     assert "'buffer' is 'a1.1', but the IR item gives 'a1.0'" in out.cause.message
-    assert out.cause.message.startswith(f"{tmp_path / 'plan.json'}: programs[0]")
+    assert out.cause.message.startswith(
+        f"{tmp_path / 'plan.json'}: programs[0][1] (post[0SEND_F0])"
+    )
 
 
 def test_a_broadcasting_rank_does_not_blame_itself(monkeypatch):
