@@ -96,10 +96,15 @@ def _grid(
     head: str = GRID_HEAD,
     anchors: list[int] | None = None,
 ) -> str:
-    """Rows of items around each rank's anchor (default: its first item that is not done)."""
+    """Rows of items around each rank's anchor (default: its first item that is not done).
+    With ``anchors`` (a cycle's ops), a rank without one is named on a last line, not shown
+    at an arbitrary place of its program."""
     ranks = list(range(s.ranks)) if s.ranks <= MAX_GRID_RANKS else focus_ranks
+    off = [r for r in ranks if anchors and anchors[r] == len(s.programs[r])]
     rows = []
     for r in ranks:
+        if r in off:
+            continue
         prog = s.programs[r]
         f = (
             anchors[r]
@@ -118,6 +123,12 @@ def _grid(
     for r, lo, cells, tail in rows:
         body = "  ".join(c.ljust(width) for c in cells).rstrip()
         out.append(f"  rank {r:>{rw}} | step {lo:>{sw}} | {body}{tail}")
+    if off:
+        many = len(off) > 1
+        names = ", ".join(map(str, off))
+        out.append(
+            f"  (rank{'s' * many} {names}: none of {'their' if many else 'its'} ops on the cycle)"
+        )
     return "\n".join(out)
 
 
