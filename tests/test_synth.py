@@ -186,3 +186,12 @@ def test_a_cap_the_written_schedule_could_not_hold_is_refused(cli, tmp_path):
     )
     assert code == 0, err
     assert cli("check", str(out))[0] == 0  # what synth writes parses back
+
+
+def test_json_counts_are_numbers(cli):
+    import json
+
+    code, out, err = cli("synth", "-D", "P=2", "-D", "M=4", "--mem-cap", "2", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and isinstance(doc["peak_activations"], int | float), err
+    assert all(isinstance(t["peak_activations"], int | float | None) for t in doc["candidates"])

@@ -46,7 +46,8 @@ examples:
 A SCHEDULE is a .pps file, a torch.distributed.pipelining .csv file, a program that 'ppir dump
 --format json' wrote, a built-in name, or torch:NAME (a torch.distributed.pipelining built-in,
 e.g. torch:Interleaved1F1B -D v=2).
-exit status: 0 ok, 1 invalid schedule, 2 unusable input or usage.
+exit status: 0 ok, 1 invalid schedule, 2 unusable input or usage, 141 when the reader of
+the output goes away (ppir dump X | head).
 """
 
 

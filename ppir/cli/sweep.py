@@ -226,7 +226,14 @@ def _parse_over(text: str) -> tuple[str, list[int]]:
     except ValueError:
         values = []
     if not eq or not name.strip().isidentifier() or not values:
-        raise error("bad-usage", f"--over {text}: expected NAME=V1,V2,..., e.g. --over v=1,2,4")
+        hint = (
+            ["sweep lists its values (each is one row): e.g. --over M=4,8,16"]
+            if ".." in vals
+            else []
+        )
+        raise error(
+            "bad-usage", f"--over {text}: expected NAME=V1,V2,..., e.g. --over v=1,2,4", hints=hint
+        )
     return name.strip(), values
 
 

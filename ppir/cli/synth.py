@@ -144,12 +144,12 @@ def run(args) -> int:
                 "chosen": res.label,
                 "step_time": res.step_time,
                 "bubble": res.bubble,
-                "peak_activations": str(res.peak),
+                "peak_activations": _number(res.peak),
                 "candidates": [
                     {
                         "label": t.label,
                         "step_time": t.step_time,
-                        "peak_activations": None if t.peak is None else str(t.peak),
+                        "peak_activations": None if t.peak is None else _number(t.peak),
                         "note": t.note,
                     }
                     for t in res.trials
@@ -169,3 +169,8 @@ def run(args) -> int:
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _number(x):
+    """A count in A as JSON takes it: an int when whole, else a float (as step_time)."""
+    return int(x) if x == int(x) else float(x)
