@@ -165,12 +165,12 @@ def compile(  # noqa: A001 - the library's verb
     and the program that runs only (what a search over many candidates needs: the same
     program, the same verdict, without the report of each intermediate); False nothing.
     ``dp > 1`` (default: the model's ``dp``, which must agree) times the program for that many
-    data-parallel replicas: ``place-reduce`` runs
-    last (a ``REDUCE_GRAD`` after each stage's last backward, unless the program places its
-    own) and each reduction costs a ring all-reduce (:mod:`ppir.analysis.dp`,
-    ``Compiled.dp_reduce``).  ``input_timeline``: a run of ``schedule``'s compute graph (built
-    under ``progress``) timed with these very costs, when the caller made one (``ppir tune``'s
-    dependency bound): used instead of building and timing that graph again."""
+    data-parallel replicas: ``place-reduce`` runs last (a ``REDUCE_GRAD`` after each stage's
+    last backward, unless the program places its own) and each reduction costs a ring
+    all-reduce (:mod:`ppir.analysis.dp`, ``Compiled.dp_reduce``).  ``input_timeline``: a run
+    of ``schedule``'s compute graph (built under ``progress``) timed with these very costs,
+    when the caller made one (``ppir tune``'s dependency bound): used instead of building and
+    timing that graph again."""
     if not isinstance(schedule, Schedule):
         raise TypeError(
             f"compile takes a Schedule (ppir.load('1f1b', P=4, M=8) makes one), got "

@@ -232,7 +232,7 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
         return measured_config(data, kw, model, where)
     for key in ("ranks_per_node", "gpus_per_node"):
         if key in hsec:
-            kw[key] = _count(hsec[key], f"hardware.{key}", where)
+            kw[key] = positive_count(hsec[key], f"hardware.{key}", where)
     kw["processors"] = processors_setting(hsec, where) or None
     free = csec.get("free", False)
     if not isinstance(free, bool):
@@ -311,7 +311,7 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
     return CostConfig(model=model, hardware=hw, efficiency=eff, **kw)
 
 
-def _count(n, key: str, where: str) -> int:
+def positive_count(n, key: str, where: str) -> int:
     if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
         raise error("bad-config", f"{where}: {key} must be a positive integer, got {n!r}")
     return n

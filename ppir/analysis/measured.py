@@ -277,7 +277,13 @@ def measured_config(data: dict, kw: dict, model, where: str):
     """Op times and the message time come from the ``[measured]`` table; a model, if given,
     only sizes memory.  Settings that would give times another way are refused.  (Called by
     :func:`ppir.analysis.config.make_config`, which has checked the sections' keys.)"""
-    from ppir.analysis.config import COMM_MODELS, CostConfig, Link, processors_setting
+    from ppir.analysis.config import (
+        COMM_MODELS,
+        CostConfig,
+        Link,
+        positive_count,
+        processors_setting,
+    )
 
     measured = from_table(data["measured"], where)
     clash = [f"costs.{k}" for k in kw if k in ("F", "B", "I", "W", "FB", "stage_weights")]
@@ -295,8 +301,8 @@ def measured_config(data: dict, kw: dict, model, where: str):
             hints=["drop those settings, or the [measured] table to use the analytic model"],
         )
     rpn = data.get("hardware", {}).get("ranks_per_node")
-    if rpn is not None and (not isinstance(rpn, int) or isinstance(rpn, bool) or rpn <= 0):
-        raise error("bad-config", f"{where}: hardware.ranks_per_node must be a positive integer")
+    if rpn is not None:
+        rpn = positive_count(rpn, "hardware.ranks_per_node", where)
     comm = data.get("comm", {})
     cm = comm.get("model", "rendezvous")
     if cm not in COMM_MODELS:

@@ -119,7 +119,8 @@ def shrink(
             before = {k: failing[k] for k in names[: names.index(name)]}
             kept = _complete(space, {**failing, name: value}, lambda lo, hi: lo)
             lowest = _complete(space, {**before, name: value}, lambda lo, hi: lo)
-            for trial in (kept, lowest):  # the later parameters clamped, or at their lowest
+            tries = (kept,) if lowest == kept else (kept, lowest)  # later ones clamped, or lowest
+            for trial in tries:
                 if trial is None or trial == failing or budget <= 0:
                     continue
                 budget -= 1
