@@ -112,6 +112,11 @@ def test_bubble_bound(cli):
         (["1f1b", "--over", "M=P..8P", "--over", "P=2..4"], "refers to 'P'"),
         (["1f1b", "--over", "Q=1..2"], "'Q' is not a parameter of 1f1b"),
         (["1f1b", "--over", "P=2..3", "--max-peak", "P +"], "cannot read the expression"),
+        (
+            ["1f1b", "--over", "P=2..3", "--max-peak", "2Q"],
+            "--max-peak '2Q' refers to 'Q', which is not a parameter of 1f1b",
+        ),
+        (["1f1b", "--over", "P=2..3", "--max-bubble", "1/m"], "its parameters: P, M"),
         (["nosuch.pps", "--over", "P=1..2"], "no such file"),
         (["interleaved_1f1b", "--over", "P=4", "--over", "M=5..7"], "satisfies the require lines"),
         (["1f1b", "--over", "P=1..2", "--examples", "0"], "at least 1"),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ppir.cli.common import add_defines, parse_defines
 from ppir.cli.output import add_quiet_argument, progress
-from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, error
+from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, did_you_mean, error
 from ppir.pipeline import LOWERINGS
-from ppir.testing.checks import check_schedule, load_module
+from ppir.testing.checks import BOUND_NAMES, check_schedule, load_module
 from ppir.testing.search import search
 from ppir.testing.space import Expr, ParamSpace, parse_over
 
@@ -100,8 +100,6 @@ def _space(args) -> ParamSpace:
     fixed = parse_defines(args.defines)
     for name in [n for n, _ in over] + list(fixed):
         if name not in declared:
-            from ppir.diagnostics import did_you_mean
-
             raise error(
                 "unknown-parameter",
                 f"'{name}' is not a parameter of {args.schedule}",
@@ -112,9 +110,25 @@ def _space(args) -> ParamSpace:
     defaults = {
         k: v for k, v in declared.items() if k not in names and k not in fixed and v is not None
     }
-    for b in (args.max_peak, args.max_bubble, args.max_step_time):
-        if b is not None:
-            Expr.parse(b)  # syntax now rather than at the first check
+    for flag, b in (
+        ("--max-peak", args.max_peak),
+        ("--max-bubble", args.max_bubble),
+        ("--max-step-time", args.max_step_time),
+    ):
+        if b is not None:  # syntax and names now rather than at the first check
+            known = {*declared, *BOUND_NAMES, "min", "max"}
+            unknown = sorted(Expr.parse(b).names - known)
+            if unknown:
+                raise error(
+                    "bad-range",
+                    f"{flag} '{b}' refers to '{unknown[0]}', which is not a parameter of "
+                    f"{args.schedule}",
+                    hints=did_you_mean(unknown[0], declared)
+                    + [
+                        f"its parameters: {', '.join(declared) or 'none'}; "
+                        f"also {', '.join(BOUND_NAMES)}"
+                    ],
+                )
     return ParamSpace(over, {**defaults, **fixed})
 
 

@@ -222,9 +222,13 @@ def _check_expanded(
         res.fail("the verifier rejects it:\n" + "\n".join(d.render() for d in errors))
 
 
+#: Names a bound expression may read besides the schedule's parameters.
+BOUND_NAMES = ("ranks", "stages", "microbatches")
+
+
 def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound, max_step: Bound) -> None:
     s = res.lowered
-    env = {**s.param_dict, "ranks": s.ranks, "stages": s.stages, "microbatches": s.microbatches}
+    env = {**s.param_dict, **dict(zip(BOUND_NAMES, (s.ranks, s.stages, s.microbatches)))}
     if max_peak is not None:
         from ppir.analysis.memory import analyze_memory
 
