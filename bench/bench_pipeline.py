@@ -107,9 +107,9 @@ def pipeline_bench(args) -> None:
     import torch.distributed.pipelining  # noqa: F401 - imported before timing
 
     now = clock(args.clock)
-    import ppir.pipeline
+    import ppir.stage_timing
 
-    ppir.pipeline.STAGE_CLOCK = now  # the per-stage split on the same clock
+    ppir.stage_timing.STAGE_CLOCK = now  # the per-stage split on the same clock
     sizes = [int(x) for x in args.sizes.split(",")]
     rows = []
     for M in sizes:

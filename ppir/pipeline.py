@@ -22,10 +22,6 @@ same costs; the faster under the estimator is kept (lockstep on a tie).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -37,9 +33,12 @@ from ppir.diagnostics import EXIT_INVALID, PpirError, Report
 from ppir.ir import Schedule, is_compute_item
 from ppir.ir.graph import ProgramGraph, build_graph
 from ppir.nogc import without_gc
-from ppir.passes import PASSES, LowerComms, OverlapComms, PlaceReduce
+from ppir.passes import PASSES, ForwardOnly, LowerComms, OverlapComms, PlaceReduce
 from ppir.passes.driver import parse_pipeline, pipeline_text
 from ppir.passes.lower_comms import STRATEGIES
+from ppir.stage_timing import on_stage, timed
+
+__all__ = ["LOWERINGS", "Compiled", "compile", "on_stage"]
 
 LOWERINGS = ("auto", *STRATEGIES)
 
@@ -185,6 +184,9 @@ def compile(  # noqa: A001 - the library's verb
         raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
     _check_options(verify=verify, dp=1 if dp is None else dp, overlap=overlap, strict=strict)
     cfg, dp = resolve_dp(costs or CostConfig(), dp)  # one size: this dp and the model's
+    chosen = parse_pipeline(passes, PASSES) if passes is not None else None
+    if chosen and isinstance(chosen[0], ForwardOnly):  # a new compute order, compiled as the
+        schedule = chosen[0].apply(schedule)  # input (verified, its own dependency bound)
     c = costs_for(schedule, cfg)
     if dp > 1:
         c = with_dp(c, schedule, cfg, dp)
@@ -193,10 +195,10 @@ def compile(  # noqa: A001 - the library's verb
     if schedule.is_lowered:  # a literal program with communication runs as written
         if dp > 1:
             schedule = PlaceReduce().apply(schedule)
-        with _timed(timings, "graph"):
+        with timed(timings, "graph"):
             g = build_graph(schedule, progress)
         return _finish(schedule, g, verify, strict, **base)
-    with _timed(timings, "input"):
+    with timed(timings, "input"):
         if _reusable(input_timeline, schedule, progress, c):
             cg, ctl = input_timeline.graph, input_timeline
         else:
@@ -209,7 +211,7 @@ def compile(  # noqa: A001 - the library's verb
     if verify:
         from ppir.verify import verify as check
 
-        with _timed(timings, "input"):
+        with timed(timings, "input"):
             report = check(cg, progress, strict, timeline=ctl)
         if not report.ok:
             return Compiled(
@@ -220,8 +222,7 @@ def compile(  # noqa: A001 - the library's verb
     # they are not held while the program's graphs are built (an eager run builds its own).
     base["input_graph"], base["input_run"] = cg, ctl
     cg = ctl = None
-    if passes is not None:
-        chosen = parse_pipeline(passes, PASSES)
+    if chosen is not None:
         if dp > 1 and not any(isinstance(p, PlaceReduce) for p in chosen):
             chosen.append(PlaceReduce())
         return _run(schedule, chosen, verify, strict, base)
@@ -255,39 +256,6 @@ def _time(c: Compiled) -> float:
     return c.step_time if c.timed.complete else float("inf")
 
 
-_ON_STAGE: ContextVar[Callable[[str], None] | None] = ContextVar("ppir_on_stage", default=None)
-
-
-@contextmanager
-def on_stage(callback: Callable[[str], None]) -> Iterator[None]:
-    """Within the block, every :func:`compile` calls ``callback(stage)`` as each of its stages
-    starts (the keys of :attr:`Compiled.timings`: "input", a pass name, "graph", "verify",
-    "timeline"; repeated per candidate): what a progress display shows.  Nothing else
-    changes; outside the block compiles call nothing."""
-    token = _ON_STAGE.set(callback)
-    try:
-        yield
-    finally:
-        _ON_STAGE.reset(token)
-
-
-#: The clock of ``Compiled.timings`` (seconds); a benchmark may set ``time.process_time``.
-STAGE_CLOCK = time.perf_counter
-
-
-@contextmanager
-def _timed(timings: dict, stage: str):
-    hook = _ON_STAGE.get()
-    if hook is not None:
-        hook(stage)
-    clock = STAGE_CLOCK
-    t = clock()
-    try:
-        yield
-    finally:
-        timings[stage] = timings.get(stage, 0.0) + clock() - t
-
-
 def _passes(strategy: str, overlap: bool, dp: int = 1) -> list:
     out = [LowerComms(strategy)]
     if overlap and strategy != "naive":
@@ -308,24 +276,26 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
     g = None
     previous = None  # the last verified program and its report (see verify's ``previous``)
     for i, p in enumerate(passes):
-        with _timed(timings, p.name):
+        with timed(timings, p.name):
             if isinstance(p, LowerComms):
                 if p.costs is None:
                     p = replace(p, costs=c)
                 program = blocking = p.apply(program, graph=cg, timeline=ctl)
                 cg = ctl = None
-            else:
+            elif not (i == 0 and isinstance(p, ForwardOnly)):  # compile applied it up front
                 program = p.apply(program)
+        if program is schedule:
+            continue  # unchanged: the input, verified already
         last = i == len(passes) - 1
         if not last and verify is not True:
             continue  # the intermediate program is neither verified nor timed: no graph
         g = None  # the previous pass's graph goes before the next is built
-        with _timed(timings, "graph"):
+        with timed(timings, "graph"):
             g = build_graph(program, progress)
         if not last:
             from ppir.verify import verify as check
 
-            with _timed(timings, "verify"):
+            with timed(timings, "verify"):
                 known = _same_compute(program, schedule)
                 report = check(g, progress, strict, compute_known=known, previous=previous)
             previous = (program, report)
@@ -341,7 +311,7 @@ def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dic
                     **base,
                 )
     if g is None:
-        with _timed(timings, "graph"):
+        with timed(timings, "graph"):
             g = build_graph(program, progress)
     out = _finish(
         program,
@@ -362,13 +332,13 @@ def _finish(
     program: Schedule, g: ProgramGraph, verify: bool, strict: bool, previous=None, **kw
 ) -> Compiled:
     timings = kw["timings"]
-    with _timed(timings, "timeline"):
+    with timed(timings, "timeline"):
         tl = run(g, kw["costs"])
     report = None
     if verify:
         from ppir.verify import verify as check
 
-        with _timed(timings, "verify"):
+        with timed(timings, "verify"):
             known = program is not kw["source"] and _same_compute(program, kw["source"])
             report = check(
                 g, kw["progress"], strict, timeline=tl, compute_known=known, previous=previous

@@ -29,7 +29,7 @@ def test_a_step_under_no_grad_is_refused_before_anything_runs(mode, call):
     with mode(), pytest.raises(RuntimeFailure) as e:
         getattr(rt, call)(*args)
     assert str(e.value).startswith("rank 0: step() trains: it needs autograd enabled; ")
-    assert "no forward-only evaluation step" in str(e.value)
+    assert "evaluate() runs a forward-only pass" in str(e.value)
     assert rt.executor is None and rt.step_count == 0  # nothing ran, nothing was posted
     assert rt.step(x, y) is not None  # and the runtime still works afterwards
 

@@ -39,6 +39,14 @@ def export_csv(schedule: Schedule, csv_format: str = "compute_only") -> str:
             "runs one (its CSV cannot say that a stage starts a second pipeline)",
             exit_code=2,
         )
+    if schedule.forward_only:
+        raise error(
+            "unsupported",
+            f"{schedule.name} is an evaluation program (forward_only); torch's schedule CSV "
+            "cannot say so: export the training schedule (torch.distributed.pipelining "
+            "evaluates with its schedule's eval())",
+            exit_code=2,
+        )
     if csv_format == "compute_only":
         return write_csv(schedule, compute_only=True)
     return write_csv(flatten_groups(schedule), compute_only=False, reduce_grad=True)

@@ -10,7 +10,8 @@ Units
 
 Memory model (per rank, over its compute actions in program order)
 -------------------------------------------------------------------
-F allocates one chunk activation; B frees it.  With split backward, I frees ``i_fraction`` of it
+F allocates one chunk activation; B frees it (in an evaluation program, which runs no backward,
+F keeps nothing).  With split backward, I frees ``i_fraction`` of it
 and W the rest; a negative fraction means I keeps more than it frees (the gradients W needs).  A
 first stage's I frees nothing: its input, the data, has no gradient, so ppir's runtime runs its
 whole backward in W.  The default ``i_fraction`` is ppir's runtime split (F keeps 34h+5as per
@@ -177,6 +178,7 @@ def analyze_memory(
     first = {lo for lo, _ in deps.stage_bounds(S, schedule.pipelines)}
     free_first = free | {OpKind.I: 0, OpKind.W: D}
     unit = Fraction(1, D)
+    keep = 0 if schedule.forward_only else D  # an evaluation forward keeps nothing
     per_rank = []
     for r in range(P):
         level = peak = 0
@@ -184,7 +186,7 @@ def analyze_memory(
         curve = []
         for a in _compute_actions(g, r):
             level += (
-                D if a.kind is OpKind.F else -(free_first if a.stage in first else free)[a.kind]
+                keep if a.kind is OpKind.F else -(free_first if a.stage in first else free)[a.kind]
             )
             curve.append(level)
             if level > peak:

@@ -128,9 +128,11 @@ class Header:
 
 @dataclass(frozen=True)
 class Decl(Stmt):
-    """``ranks e``, ``stages e``, ``microbatches e`` or ``placement ...``.
+    """``ranks e``, ``stages e``, ``microbatches e``, ``pipelines e``, ``forward_only`` or
+    ``placement ...``.
 
-    For placement, ``value`` is "looped", "vshape" or a tuple of expressions (stage -> rank).
+    For placement, ``value`` is "looped", "vshape" or a tuple of expressions (stage -> rank);
+    for forward_only, True.
     """
 
     what: str

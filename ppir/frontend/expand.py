@@ -167,7 +167,9 @@ def _top_level(module: A.Module, params: dict[str, int], ex: Interpreter):
                     item.span,
                     notes=[Note("first declared here", decls[item.what][1])],
                 )
-            if item.what == "placement":
+            if item.what == "forward_only":
+                value = True
+            elif item.what == "placement":
                 value = item.value
                 if isinstance(value, tuple):
                     value = tuple(ex.compile(e)(top) for e in value)
@@ -282,6 +284,7 @@ def _expand(
         tuple(out_programs),
         module.path,
         resolve_pipelines(decls, len(ex.placement)),
+        "forward_only" in decls,
     )
 
 

@@ -45,7 +45,16 @@ def literal_schedule(
                 items.append(it)
         programs.append(tuple(items))
     return Schedule(
-        name, params, ranks, stages, mbs, placement, tuple(programs), module.path, pipelines
+        name,
+        params,
+        ranks,
+        stages,
+        mbs,
+        placement,
+        tuple(programs),
+        module.path,
+        pipelines,
+        "forward_only" in decls,
     )
 
 

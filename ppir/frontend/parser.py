@@ -137,6 +137,10 @@ class _ToAst(Transformer):
         return A.Decl(self._span(meta), "pipelines", c[0])
 
     @v_args(meta=True)
+    def forward_only_decl(self, meta, c):
+        return A.Decl(self._span(meta), "forward_only", True)
+
+    @v_args(meta=True)
     def placement_decl(self, meta, c):
         return A.Decl(self._span(meta), "placement", c[0])
 

@@ -29,6 +29,8 @@ def format_pps(s: Schedule, comment: str | None = None) -> str:
     out.append(f"microbatches {s.microbatches}")
     if s.pipelines != 1:
         out.append(f"pipelines {s.pipelines}")
+    if s.forward_only:
+        out.append("forward_only")
     name = placement_name(s.ranks, s.placement)
     out.append(
         f"placement {name}"
@@ -100,6 +102,7 @@ def schedule_header(s: Schedule) -> dict:
         "stages": s.stages,
         "microbatches": s.microbatches,
         **({"pipelines": s.pipelines} if s.pipelines != 1 else {}),
+        **({"forward_only": True} if s.forward_only else {}),
         "placement": list(s.placement),
     }
 
@@ -176,6 +179,13 @@ def check_json(obj: dict) -> None:
     for key in ("ranks", "stages", "microbatches", "pipelines"):
         if key in obj:
             _want(_is_int(obj[key]), obj[key], "an integer", (key,))
+    if "forward_only" in obj:
+        _want(
+            isinstance(obj["forward_only"], bool),
+            obj["forward_only"],
+            "true or false",
+            ("forward_only",),
+        )
     placement = obj["placement"]
     _want(isinstance(placement, list), placement, "a list of ranks", ("placement",))
     for s, r in enumerate(placement):
@@ -272,4 +282,5 @@ def from_json(obj: dict) -> Schedule:
         tuple(obj["placement"]),
         tuple(programs),
         pipelines=obj.get("pipelines", 1),
+        forward_only=obj.get("forward_only", False),
     )

@@ -282,6 +282,9 @@ class Schedule:
     that many independent pipelines of ``stages // pipelines`` consecutive stages, each running
     all ``microbatches`` of its own (bidirectional DualPipe: two, on a V placement); stage ``j``
     of every pipeline runs the model's stage ``j`` (:mod:`ppir.ir.deps` has the rules).
+    ``forward_only``: an evaluation program (declared ``forward_only``; the ``forward-only``
+    pass makes one from a training schedule): it runs every forward and no backward, and its
+    forwards keep nothing for a backward.
     """
 
     name: str
@@ -293,6 +296,7 @@ class Schedule:
     programs: tuple[tuple[Item, ...], ...]
     source: str | None = field(default=None, compare=False, hash=False)
     pipelines: int = 1
+    forward_only: bool = False
 
     # ----------------------------------------------------------------- placement helpers
     @cached_property
@@ -345,6 +349,7 @@ class Schedule:
             programs,
             self.source,
             self.pipelines,
+            self.forward_only,
         )
 
     @property

@@ -4,10 +4,11 @@ the pass driver (:mod:`.driver`, ``-p lower-comms{strategy=eager},overlap-comms`
 driver verifies the program after each pass.
 """
 
+from ppir.passes.forward_only import ForwardOnly
 from ppir.passes.lower_comms import LowerComms
 from ppir.passes.overlap import OverlapComms
 from ppir.passes.reduce_grads import PlaceReduce
 
-PASSES = {p.name: p for p in (LowerComms, OverlapComms, PlaceReduce)}
+PASSES = {p.name: p for p in (ForwardOnly, LowerComms, OverlapComms, PlaceReduce)}
 
-__all__ = ["LowerComms", "OverlapComms", "PASSES", "PlaceReduce"]
+__all__ = ["ForwardOnly", "LowerComms", "OverlapComms", "PASSES", "PlaceReduce"]

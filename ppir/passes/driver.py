@@ -48,6 +48,13 @@ def parse_pipeline(text: str, registry: dict) -> list:
         except ValueError as e:  # an option value the pass refuses
             raise error("bad-pipeline", f"{name}: {e}") from None
         pos = m.end()
+    for p in out[1:]:
+        if getattr(p, "first", False):
+            raise error(
+                "bad-pipeline",
+                f"{p.name} must come first: it makes a new compute order for the passes after it",
+                hints=[f"e.g. {p.name},lower-comms,overlap-comms"],
+            )
     return out
 
 

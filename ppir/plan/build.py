@@ -21,6 +21,8 @@ scheduling decision of its own.  Contract:
   (``"data"`` = the microbatch, ``"loss"`` = the loss function), ``grad_in``/``grad_out`` for B
   and I (``null`` = none).  ``local: true`` marks an output that stays on this rank (a
   V-placement fold).  ``chunk`` indexes the rank's stages in ascending order.
+* ``forward_only: true`` marks an evaluation plan (no backward on any rank, the
+  ``forward-only`` pass's output): its forwards keep nothing for a backward.
 * ``meta`` (shape metadata per boundary) is ``null`` in a compiled plan; ``digest`` is the
   SHA-256 of everything else (:func:`ppir.plan.io.plan_digest`).
 """

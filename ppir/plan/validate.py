@@ -155,6 +155,7 @@ def plan_schedule(plan: dict) -> Schedule:
         plan["microbatches"],
         tuple(plan["placement"]),
         tuple(programs),
+        forward_only=plan.get("forward_only") is True,
     )
 
 

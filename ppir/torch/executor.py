@@ -15,6 +15,8 @@ Contract:
   grad, and their gradients are what SEND_B carries (or hands over locally on a V fold).
 * The last stage's loss is ``loss_fn(output, target) / M``: with equal microbatches the
   gradients accumulated over a step equal single-process training on the whole mini-batch.
+* An evaluation plan (``forward_only``) runs its forwards under ``torch.no_grad()`` and keeps
+  nothing for a backward; its step returns the loss the same way.
 * B, I and W are :mod:`.backward`'s (I and W split the backward without recomputation).
 * ``reduce`` posts the data-parallel reduction of a stage's gradients (:mod:`.reduce`); the
   step waits for every reduction (and syncs tied parameters) before it returns.
@@ -82,6 +84,7 @@ class Executor:
         self.reducer = reducer
         self.nonfinite = nonfinite
         self.timeout_s = timeout_s
+        self.forward_only = bool(plan.get("forward_only"))  # an evaluation plan
         self.microbatches = plan["microbatches"]
         self.scale = 1.0 / plan["microbatches"]
         self.peak_saved = 0  # most (stage, mb) activations held at once during the last step
@@ -176,16 +179,24 @@ class Executor:
 
     # ------------------------------------------------------------------ compute
     def _op_F(self, ins) -> None:
-        s, m, chunk = ins["stage"], ins["mb"], ins["chunk"]
+        if self.forward_only:
+            with torch.no_grad():
+                return self._forward(ins, self._input(ins))
+        return self._forward(ins, self._input(ins))
+
+    def _input(self, ins):
         if ins["in"] == "data":
-            x = self.inputs[m]
-            self._check(ins, x, 0, f"microbatch {m} of the inputs")
-        else:
-            x = self.bufs.pop(ins["in"])
+            x = self.inputs[ins["mb"]]
+            self._check(ins, x, 0, f"microbatch {ins['mb']} of the inputs")
+            return x
+        return self.bufs.pop(ins["in"])
+
+    def _forward(self, ins, x) -> None:
+        s, m, chunk = ins["stage"], ins["mb"], ins["chunk"]
         leaves, spec = V.flatten(x)
         grad_in = []
         for k, t in enumerate(leaves):
-            if t.is_floating_point() and ins["in"] != "data":
+            if t.is_floating_point() and ins["in"] != "data" and not self.forward_only:
                 leaves[k] = t.detach().requires_grad_(True)
                 grad_in.append(leaves[k])
         y = V.call_stage(
@@ -194,12 +205,15 @@ class Executor:
         if ins["out"] == "loss":
             loss = _scalar(self.loss_fn(y, self.targets[m]), s, m, self.rank) * self.scale
             self.losses.append((m, loss.detach()))
-            self.saved[(s, m)] = _Saved(grad_in, [loss], True)
+            if not self.forward_only:
+                self.saved[(s, m)] = _Saved(grad_in, [loss], True)
         else:
             self._check(ins, y, boundary_of(ins["out"]), f"the output of stage {s}")
             ys, yspec = V.flatten(y)
             self.bufs[ins["out"]] = V.unflatten(yspec, [t.detach() for t in ys])
-            self.saved[(s, m)] = _Saved(grad_in, [t for t in ys if t.is_floating_point()], False)
+            if not self.forward_only:
+                outs = [t for t in ys if t.is_floating_point()]
+                self.saved[(s, m)] = _Saved(grad_in, outs, False)
         self.peak_saved = max(self.peak_saved, len(self.saved))
 
     def _backward_args(self, ins, sv: _Saved) -> tuple[list, list]:

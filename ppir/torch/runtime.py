@@ -35,7 +35,7 @@ rank's program of the plan (:class:`.executor.Executor`).  Contract:
   (:meth:`clip_grad_norm_` clips them to a global norm, each parameter counted once).
   It returns the mini-batch loss on the rank holding the last stage (this replica's), else None.
   A step trains: under ``torch.no_grad()`` it raises :class:`RuntimeFailure` before anything
-  is posted (there is no forward-only evaluation step).
+  is posted.  :meth:`evaluate` is the forward-only pass (:mod:`ppir.torch.evaluation`).
 * ``shared`` declares parameters held by several stages (tied embedding and head): a list of
   ``{"name": ..., "holders": [[stage, parameter name in that stage], ...]}`` as
   :func:`ppir.torch.split_layers` finds them (and attaches to the stages, where the runtime
@@ -287,9 +287,24 @@ class PipelineRuntime:
         except TypeError as e:
             raise ValueError(str(e)) from None
 
+    def evaluate(self, inputs=None, targets=None):
+        """The loss of a forward-only pass over this replica's batch, without gradients
+        (:mod:`ppir.torch.evaluation`); None on ranks without the last stage."""
+        from ppir.torch.evaluation import evaluate
+
+        return evaluate(self, inputs, targets)
+
     def step_microbatches(self, inputs: list | None = None, targets: list | None = None):
         """One training step on M microbatches given as lists."""
         self._check_autograd()
+        self._check_lists(inputs, targets)
+        if self.executor is None:
+            self.executor = self._executor(inputs[0] if self.has_first_stage else None)
+        loss = self.executor.step(inputs, targets, self.step_count)
+        self.step_count += 1
+        return loss
+
+    def _check_lists(self, inputs, targets) -> None:
         M = self.plan["microbatches"]
         for name, given, needed in (
             ("inputs", inputs, self.has_first_stage),
@@ -301,21 +316,22 @@ class PipelineRuntime:
                     f"rank {self.rank}: the {name} must be a list of {V.count(M, 'microbatch')} "
                     f"on the rank holding stage {stage}"
                 )
-        if self.executor is None:
-            self.executor = self._executor(inputs[0] if self.has_first_stage else None)
-        loss = self.executor.step(inputs, targets, self.step_count)
-        self.step_count += 1
-        return loss
 
     def _check_autograd(self) -> None:
         """A step backpropagates: refuse one under ``torch.no_grad()`` or
-        ``torch.inference_mode()`` before anything is posted (the peers would wait for
-        gradients this rank cannot compute)."""
+        ``torch.inference_mode()``, or of an evaluation plan, before anything is posted (the
+        peers would wait for gradients this rank cannot compute)."""
+        if self.plan.get("forward_only"):
+            raise SetupError(
+                f"rank {self.rank}: this plan has no backward (a forward-only program): it "
+                "cannot train; compile the training schedule and call evaluate() for a "
+                "forward-only pass"
+            )
         if not torch.is_grad_enabled():
             raise RuntimeFailure(
                 f"rank {self.rank}: step() trains: it needs autograd enabled; call it outside "
-                "torch.no_grad() / torch.inference_mode() (there is no forward-only "
-                "evaluation step yet)"
+                "torch.no_grad() / torch.inference_mode() (evaluate() runs a forward-only "
+                "pass)"
             )
 
     def _executor(self, sample) -> Executor:

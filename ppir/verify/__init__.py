@@ -4,7 +4,7 @@
 graph (:func:`ppir.ir.graph.build_graph`; pass a built graph to reuse it) and runs, in order:
 
 1. completeness (:mod:`.structure`): ``out-of-range``, ``wrong-rank``, ``duplicate-op``,
-   ``duplicate-message``, ``local-message``, ``incomplete``;
+   ``duplicate-message``, ``local-message``, ``incomplete``, ``forward-only``;
 2. local order (:mod:`.local_order`): ``local-order``, ``missing-recv`` (lowered only);
    gradient reductions (:mod:`.reduce`): ``reduce-wrong-rank``, ``duplicate-reduce``,
    ``missing-reduce``, ``early-reduce``;
@@ -52,6 +52,7 @@ KINDS = (
     "duplicate-message",
     "local-message",
     "incomplete",
+    "forward-only",
     "local-order",
     "missing-recv",
     "reduce-wrong-rank",
@@ -129,6 +130,7 @@ COMM_KNOWN_KINDS = frozenset(
         "duplicate-message",
         "local-message",
         "incomplete",
+        "forward-only",
         "unmatched-send",
         "unmatched-recv",
         "payload-mismatch",

@@ -13,7 +13,9 @@ Kinds
 ``local-message``      a SEND or RECV between two stages of one rank: a local hand-off needs no
                        message (and gloo/NCCL cannot send a rank to itself).
 ``incomplete``         a (stage, microbatch) without its forward, without a backward, or with I
-                       but no W (or W but no I).
+                       but no W (or W but no I).  An evaluation program
+                       (:attr:`ppir.ir.Schedule.forward_only`) needs only the forwards.
+``forward-only``       a backward (B, I or W) in an evaluation program.
 Literal and CSV files can contain all of these; the expander rejects them only in program
 blocks.  Linear in the number of ops: missing ops are found by scanning (stage, microbatch)
 pairs in order past the complete ones, and only the first :data:`LISTED` are described (so
@@ -30,6 +32,7 @@ from ppir.ir.types import COMPUTE_KINDS
 
 LISTED = 90  # missing ops described one by one (the verifier shows 20 groups of repeats)
 F, B, I, W = OpKind.F, OpKind.B, OpKind.I, OpKind.W  # noqa: E741
+BACKWARD = frozenset((B, I, W))
 
 
 def check_structure(g: ProgramGraph, compute_known: bool = False) -> tuple[list[Diagnostic], int]:
@@ -53,6 +56,9 @@ def check_structure(g: ProgramGraph, compute_known: bool = False) -> tuple[list[
                 out.append(_out_of_range(a, rank[o], S, M))
                 flagged.add(a.span)  # a lowering gives its messages the producer's span
             continue
+        if s.forward_only and k in BACKWARD:
+            out.append(_backward_in_evaluation(a))
+            continue
         if place[st] != rank[o]:
             out.append(
                 Diagnostic(
@@ -74,6 +80,16 @@ def check_structure(g: ProgramGraph, compute_known: bool = False) -> tuple[list[
     out.extend(_backward_conflicts(g, seen))
     missing, extra = _missing(g, seen)
     return out + missing, extra
+
+
+def _backward_in_evaluation(a: Action) -> Diagnostic:
+    return Diagnostic(
+        "forward-only",
+        f"{a} is a backward, but the program is declared forward_only (an evaluation program "
+        "runs forwards only)",
+        a.span,
+        hints=("drop the backward to evaluate, or the forward_only declaration to train",),
+    )
 
 
 def _out_of_range(a: Action, r: int, S: int, M: int) -> Diagnostic:
@@ -176,12 +192,18 @@ def _missing(g: ProgramGraph, seen: dict) -> tuple[list[Diagnostic], int]:
         elif k is W:
             have_b.add((st, m))
             have_w.add((st, m))
-    total = S * M - len(have_f) + S * M - len(have_b)
-    total += len(have_w - have_i - have_full) + len(have_i - have_w - have_full)
+    forward_only = s.forward_only  # an evaluation program: every forward, no backward
+    total = S * M - len(have_f)
+    if not forward_only:
+        total += S * M - len(have_b)
+        total += len(have_w - have_i - have_full) + len(have_i - have_w - have_full)
     if total == 0:
         return [], 0
     out: list[Diagnostic] = []
-    complete = {p for p in have_f if p in have_full or (p in have_i and p in have_w)}
+    if forward_only:
+        complete = have_f
+    else:
+        complete = {p for p in have_f if p in have_full or (p in have_i and p in have_w)}
     for st in range(S):
         if len(out) >= LISTED:
             break
@@ -189,20 +211,23 @@ def _missing(g: ProgramGraph, seen: dict) -> tuple[list[Diagnostic], int]:
         for m in range(M):
             if (st, m) in complete:
                 continue
-            out.extend(_missing_at(g, seen, st, m, holder))
+            out.extend(_missing_at(g, seen, st, m, holder, forward_only))
             if len(out) >= LISTED:
                 break
     return out[:LISTED], total - len(out[:LISTED])
 
 
-def _missing_at(g: ProgramGraph, seen: dict, st: int, m: int, holder: int) -> list[Diagnostic]:
+def _missing_at(
+    g: ProgramGraph, seen: dict, st: int, m: int, holder: int, forward_only: bool
+) -> list[Diagnostic]:
     f, b = seen.get((st, F, m)), seen.get((st, B, m))
     i, w = seen.get((st, I, m)), seen.get((st, W, m))
     missing: list[tuple[Action, str, tuple]] = []
     if f is None:
         missing.append((Action(st, F, m), "the forward", (b, i, w)))
     if b is None and i is None and w is None:
-        missing.append((Action(st, B, m), "a backward (B, or I then W)", (f,)))
+        if not forward_only:  # an evaluation program runs no backward
+            missing.append((Action(st, B, m), "a backward (B, or I then W)", (f,)))
     elif b is None and i is None:
         missing.append((Action(st, I, m), "the backward-input I before its W", (w, f)))
     elif b is None and w is None:
