@@ -46,8 +46,11 @@ def zeros_like_spec(spec, device):
 
 
 def trace_stage(module, x, stage: int, rank: int):
-    """The spec of ``module``'s output for input ``x`` (one no-grad forward)."""
-    with torch.no_grad():
+    """The spec of ``module``'s output for input ``x`` (one no-grad forward).  The forward
+    leaves no trace: the module's buffers (BatchNorm's running statistics, say) and the random
+    number generators (dropout) are put back as they were, so that training from here computes
+    what it would have computed without this call."""
+    with torch.no_grad(), torch.random.fork_rng(devices=_cuda_devices(module, x)), _kept(module):
         y = V.call_stage(
             module,
             x,
@@ -60,6 +63,38 @@ def trace_stage(module, x, stage: int, rank: int):
         return V.flatten(y, f"rank {rank}: the output of stage {stage}")[1]
     except TypeError as e:
         raise ShapeMismatch(str(e)) from None
+
+
+class _kept:
+    """Within the block, buffers may change or be replaced; on exit each is the tensor it was,
+    holding the values it held."""
+
+    def __init__(self, module):
+        self.saved = [
+            (m, k, b, b.detach().clone())
+            for m in module.modules()
+            for k, b in m._buffers.items()
+            if b is not None
+        ]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        with torch.no_grad():
+            for m, k, b, values in self.saved:
+                m._buffers[k] = b
+                b.copy_(values)
+
+
+def _cuda_devices(module, x) -> list:
+    """The CUDA devices whose generators a forward of ``module`` on ``x`` may draw from."""
+    leaves = [t for t in (*module.parameters(), *module.buffers()) if t.is_cuda]
+    try:
+        leaves += [t for t in V.flatten(x)[0] if t.is_cuda]
+    except TypeError:
+        pass
+    return sorted({t.device.index for t in leaves if t.device.index is not None})
 
 
 def broadcast_spec(spec, src: int, group, device, timeout_s=None, rank: int = 0):
