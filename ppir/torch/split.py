@@ -44,7 +44,7 @@ class Stage(nn.Module):
             x = args[0] if len(args) == 1 else args
         for layer in self.layers:
             x = self._call(layer, x)
-        return self.last(x) if self.last is not None else x
+        return call_stage(self.last, x) if self.last is not None else x
 
 
 def layer_counts(n_layers: int, num_stages: int) -> list[int]:
@@ -67,7 +67,9 @@ def split_layers(
     """All ``num_stages`` stages of the model (see the module docstring).
 
     ``call(layer, x)`` runs one layer (default: ``layer(x)``, or ``layer(*x)``/``layer(**x)``
-    for a tuple/dict); ``model`` (optional) names shared parameters by their names in it."""
+    for a tuple/dict, as the runtime calls a stage); ``first`` is called with the stage's
+    inputs that way, and ``last`` with the last layer's output that way (not through
+    ``call``); ``model`` (optional) names shared parameters by their names in it."""
     layers = list(layers)
     if num_stages < 1:
         raise ValueError(f"num_stages must be positive, got {num_stages}")

@@ -1,6 +1,7 @@
-"""The first step's shape inference leaves no trace: a traced forward puts the module's buffers
-(BatchNorm's running statistics) and the random number generator back, so a pipelined run
-updates its buffers exactly as single-process training on the same microbatches does."""
+"""How stages are called: the first step's shape inference leaves no trace (a traced forward
+puts the module's buffers, such as BatchNorm's running statistics, and the random generator
+back, so a pipelined run updates its buffers exactly as single-process training on the same
+microbatches does), and split_layers calls ``last`` as the runtime calls a stage."""
 
 from __future__ import annotations
 
@@ -52,3 +53,19 @@ def test_a_pipelined_step_updates_batchnorm_like_one_process():
         assert int(mine[1].num_batches_tracked) == int(theirs[1].num_batches_tracked) == 4
         assert torch.allclose(mine[1].running_mean, theirs[1].running_mean, atol=1e-6)
         assert torch.allclose(mine[1].running_var, theirs[1].running_var, atol=1e-6)
+
+
+def test_split_layers_calls_last_as_it_calls_a_layer():
+    from ppir.torch import split_layers
+
+    class Pair(torch.nn.Module):
+        def forward(self, h, scale):
+            return {"h": h * scale, "scale": scale}
+
+    class Head(torch.nn.Module):
+        def forward(self, h, scale):  # a dict value arrives as keywords, like at a layer
+            return h.sum() + scale.sum()
+
+    (one,) = split_layers([Pair(), Pair()], 1, last=Head())
+    out = one(torch.ones(2), torch.full((2,), 2.0))
+    assert out.item() == 2 * 4 + 2 * 2  # h = 4 after two layers, scale = 2
