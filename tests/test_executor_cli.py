@@ -120,7 +120,51 @@ def test_verify_grads_fails_above_tolerance(tmp_path):
     assert res.returncode == 1, res.stdout + res.stderr
     assert "FAILED" in res.stdout and "largest difference at stage" in res.stdout
     assert not re.search(r"^step +\d", res.stdout, re.M)  # it stops at step 0, not after 5
-    assert re.search(r"failed: rank \d: --verify-grads found differences above the tol", res.stderr)
+    assert re.search(
+        r"failed: rank \d: --verify-grads: step 0's gradients or loss differ from single-process "
+        r"training by [0-9.e+-]+, above --tolerance 1e-05",
+        res.stderr,
+    )
+
+
+NOISY_OPTIMIZER = """
+import torch
+def build_stage(stage, num_stages):
+    torch.manual_seed(stage)
+    return torch.nn.Linear(4, 4)
+def make_batch(step):
+    return torch.ones(4, 4), torch.zeros(4, 4)
+def loss_fn(y, t):
+    return ((y - t) ** 2).mean()
+class Noisy(torch.optim.SGD):          # its steps differ between the pipeline and the reference
+    def step(self, closure=None):
+        super().step(closure)
+        with torch.no_grad():
+            for g in self.param_groups:
+                for p in g["params"]:
+                    p.add_(1e-3 * torch.randn_like(p))
+def make_optimizer(params):
+    return Noisy(params, lr=0.1)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_verify_steps_failure_names_the_parameters_and_the_tolerance(tmp_path):
+    model = tmp_path / "noisy.py"
+    model.write_text(NOISY_OPTIMIZER)
+    res = ppir_launch(
+        "-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "2", "--verify-grads",
+        "--verify-steps", "2", "--device", "cpu",
+    )  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "verify-grads: largest |grad diff|" in res.stdout and ": OK" in res.stdout
+    assert re.search(
+        r"failed: rank \d: --verify-steps 2: parameters differ from single-process training by "
+        r"[0-9.e+-]+ after 2 optimizer steps, above --tolerance 1e-05 .*looser --tolerance",
+        res.stderr,
+    ), res.stderr
+    assert "ppir.run: " not in res.stdout  # no summary of a run that failed its check
 
 
 @pytest.mark.slow

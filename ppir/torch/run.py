@@ -156,7 +156,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "--tolerance",
         type=float,
         default=1e-5,
-        help="largest allowed absolute difference for --verify-grads (default 1e-5)",
+        help="largest allowed absolute difference for --verify-grads and --verify-steps "
+        "(default 1e-5)",
     )
     p.add_argument(
         "--on-nonfinite",
@@ -219,7 +220,7 @@ def prepare(ctx, plan: dict, model, args):
     return rt, mesh
 
 
-def train(ctx, plan: dict, model, args) -> int:
+def train(ctx, plan: dict, model, args) -> tuple[int, str]:
     import torch
     import torch.distributed as dist
 
@@ -275,7 +276,7 @@ def train(ctx, plan: dict, model, args) -> int:
         if prints:
             print(f"step {step:4d}  loss {loss.item():.4f}  {dt * 1e3:8.1f} ms", flush=True)
     peak, peak_rank = _largest_peak(rt.peak_saved, ctx.device, mesh.dp_size)
-    if prints and len(times) > 1:
+    if prints and len(times) > 1 and not status:
         steady = times[1:]
         print(
             f"ppir.run: {len(times)} steps, mean step time {sum(steady) / len(steady) * 1e3:.1f}"
@@ -284,7 +285,7 @@ def train(ctx, plan: dict, model, args) -> int:
             f"{'' if peak == 1 else 's'}), the most of any rank",
             flush=True,
         )
-    return status
+    return status, check.failure if check is not None else ""
 
 
 def _largest_peak(mine: int, device, dp: int) -> tuple[int, int]:
@@ -366,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         from ppir.torch.model import load_model, parse_options
 
         model = load_model(args.module, parse_options(args.module_opt))
-        status = train(ctx, plan, model, args)
+        status, failure = train(ctx, plan, model, args)
     except BaseException as e:  # noqa: BLE001 - every failure must end every rank
         failures.fail(ctx, ctx.rank if ctx is not None else None, e)
     import torch.distributed as dist
@@ -380,11 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     if status:
         # every rank reached the same verdict; leave together, before the launcher stops the
         # others for this exit code
-        failures.record(
-            ctx.rank,
-            f"rank {ctx.rank}: --verify-grads found differences above "
-            f"the tolerance {args.tolerance:g} (see above)",
-        )
+        failures.record(ctx.rank, f"rank {ctx.rank}: {failure}")
     if status or not watchdog_out:  # without finalising the interpreter (see above)
         sys.stdout.flush()
         sys.stderr.flush()

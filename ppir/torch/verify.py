@@ -31,6 +31,7 @@ class Verifier:
     def __init__(self, ctx, plan: dict, model, rt, mesh, args):
         self.ctx, self.plan, self.model, self.rt, self.args = ctx, plan, model, rt, args
         self.steps = args.verify_steps or 0
+        self.failure = ""  # what failed, for the launcher's one-line report
         self.ref = reference_modules(model, plan["stages"], ctx.device)
         self.ref_params = unique_parameters(self.ref)
         self.ref_opt = make_optimizer(model, self.ref_params, args.lr) if self.steps else None
@@ -91,6 +92,11 @@ class Verifier:
                 f"verify-grads: rank {self.ctx.rank}: largest difference at {where}: {gdiff:.3e}",
                 flush=True,
             )
+        if not ok:
+            self.failure = (
+                f"--verify-grads: step 0's gradients or loss differ from single-process "
+                f"training by {max(gmax, lmax):.3e}, above --tolerance {tol:g} (see above)"
+            )
         return ok
 
     def after_step(self, step: int) -> bool:
@@ -118,5 +124,17 @@ class Verifier:
             print(
                 f"verify-params: rank {self.ctx.rank}: largest difference at {where}: {pdiff:.3e}",
                 flush=True,
+            )
+        if dmax:
+            self.failure = (
+                f"--verify-steps {self.steps}: tied copies of a parameter differ by {dmax:.3e} "
+                "after the optimizer steps (they must stay equal; see above)"
+            )
+        elif not ok:
+            self.failure = (
+                f"--verify-steps {self.steps}: parameters differ from single-process training "
+                f"by {pmax:.3e} after {self.steps} optimizer steps, above --tolerance {tol:g} "
+                "(see above); an optimizer that normalises the gradient, such as Adam, "
+                "amplifies round-off: compare such runs with a looser --tolerance, e.g. 1e-4"
             )
         return ok
