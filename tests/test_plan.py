@@ -357,6 +357,15 @@ def test_launch_rejects_a_rank_count_the_schedule_cannot_take(cli):
         "examples/gpt_model.py",
     )
     assert code == 2 and "-n 3: the schedule has 2 ranks" in err
+    assert "--dp" not in err  # 3 processes are no whole number of 2-rank pipelines
+
+
+def test_launch_n_that_fits_data_parallel_replicas_suggests_dp(cli):
+    code, _, err = cli(
+        "launch", "-n", "4", "1f1b", "-D", "P=2", "--module", "examples/gpt_model.py"
+    )
+    assert code == 2 and "-n 4: the schedule has 2 ranks" in err
+    assert "or --dp 2 for 2 data-parallel replicas" in err
 
 
 def test_launch_n_sets_p_before_the_requires_are_checked(cli, monkeypatch):

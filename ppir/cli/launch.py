@@ -145,6 +145,12 @@ def _compiled(args):
                     if declared_params(args.schedule)
                     else f" ({args.schedule} is a fixed program: it takes no -D)"
                 )
+                + (
+                    f", or --dp {args.nproc // total * dp} for {args.nproc // total * dp} "
+                    "data-parallel replicas"
+                    if args.nproc % total == 0 and args.nproc > total
+                    else ""
+                )
             ],
         )
     if total % args.nnodes:
