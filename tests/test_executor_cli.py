@@ -180,3 +180,17 @@ def test_unseeded_make_batch_is_stopped_at_step_0_naming_the_ranks():
     assert "make_batch(0) gave rank 0 and rank 1 different batches" in failed[0], res.stderr
     assert "seed make_batch from step" in failed[0] and "Traceback" not in res.stderr
     assert "step    0" not in res.stdout  # stopped before training on mismatched pairs
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_lr_is_refused_for_a_model_that_makes_its_own_optimizer(tmp_path):
+    model = tmp_path / "own_optimizer.py"
+    model.write_text(NOISY_OPTIMIZER)
+    res = ppir_launch(
+        "-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "2", "--lr", "100",
+        "--device", "cpu",
+    )  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "--lr 100: the model module defines make_optimizer, which sets its own" in res.stderr
+    assert "Traceback" not in res.stderr

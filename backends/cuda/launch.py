@@ -36,7 +36,9 @@ from ppir.torch.failures import LAUNCHER_ENV
 
 def runtime_argv(args) -> list[str]:
     """``ppir.run`` options from ``ppir launch``'s arguments."""
-    out = ["--module", args.module, "--steps", str(args.steps), "--lr", repr(args.lr)]
+    out = ["--module", args.module, "--steps", str(args.steps)]
+    if args.lr is not None:
+        out += ["--lr", repr(args.lr)]
     out += ["--device", args.device, "--timeout", repr(args.timeout)]
     out += ["--tolerance", repr(args.tolerance), "--on-nonfinite", args.on_nonfinite]
     out += ["--tied", args.tied]

@@ -222,11 +222,15 @@ class PlainSGD:
                 p.add_(p.grad, alpha=-self.lr)
 
 
-def make_optimizer(model, params, lr: float):
-    """The model's ``make_optimizer(params)``, else :class:`PlainSGD` with rate ``lr``."""
+DEFAULT_LR = 0.01  # PlainSGD's rate when --lr is not given
+
+
+def make_optimizer(model, params, lr: float | None):
+    """The model's ``make_optimizer(params)``, else :class:`PlainSGD` with rate ``lr``
+    (:data:`DEFAULT_LR` when None)."""
     if callable(getattr(model, "make_optimizer", None)):
         return model.make_optimizer(params)
-    return PlainSGD(params, lr)
+    return PlainSGD(params, DEFAULT_LR if lr is None else lr)
 
 
 def optimizer_state_bytes(model, params: list) -> int:

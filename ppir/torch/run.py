@@ -115,8 +115,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lr",
         type=float,
-        default=0.01,
-        help="SGD learning rate when the model has no make_optimizer (default 0.01)",
+        default=None,
+        help="SGD learning rate when the model has no make_optimizer (default 0.01); a model "
+        "with make_optimizer sets its own (--lr is then refused)",
     )
     p.add_argument(
         "--dp",
@@ -227,6 +228,13 @@ def train(ctx, plan: dict, model, args) -> tuple[int, str]:
     from ppir.torch.model import CHECKED_STEPS, check_same_batch, make_optimizer, split_batch
     from ppir.torch.verify import Verifier
 
+    if args.lr is not None and callable(getattr(model, "make_optimizer", None)):
+        from ppir.torch.errors import SetupError
+
+        raise SetupError(
+            f"--lr {args.lr:g}: the model module defines make_optimizer, which sets its own "
+            "learning rate; drop --lr, or set the rate in make_optimizer"
+        )
     rt, mesh = prepare(ctx, plan, model, args)
     check = Verifier(ctx, plan, model, rt, mesh, args) if args.verify_grads else None
     params = rt.parameters()
