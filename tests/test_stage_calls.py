@@ -69,3 +69,16 @@ def test_split_layers_calls_last_as_it_calls_a_layer():
     (one,) = split_layers([Pair(), Pair()], 1, last=Head())
     out = one(torch.ones(2), torch.full((2,), 2.0))
     assert out.item() == 2 * 4 + 2 * 2  # h = 4 after two layers, scale = 2
+
+
+def test_a_none_in_a_boundary_value_says_how_to_drop_it():
+    from ppir.torch import values as V
+
+    with pytest.raises(TypeError) as e:
+        V.flatten((torch.ones(2), None), "the output of stage 0")
+    msg = str(e.value)
+    assert msg.startswith("the output of stage 0: the value[1] is NoneType; a value crossing")
+    assert "call=lambda layer, x: layer(x)[0]" in msg
+    with pytest.raises(TypeError) as e:
+        V.flatten(3.0, "the output of stage 0")
+    assert "call=" not in str(e.value)

@@ -53,9 +53,15 @@ def _walk(v, path: str, where: str, leaves: list) -> Spec:
         if not all(isinstance(k, str) for k in v):
             raise TypeError(f"{where}: {path} is a dict whose keys are not all strings")
         return ["dict", [[k, _walk(x, f"{path}[{k!r}]", where, leaves)] for k, x in v.items()]]
+    hint = (
+        " (a layer that returns (hidden, None), as transformers blocks do, needs "
+        "split_layers(..., call=lambda layer, x: layer(x)[0]) or a wrapper that drops it)"
+        if v is None and path != "the value"
+        else ""
+    )
     raise TypeError(
         f"{where}: {path} is {type(v).__name__}; a value crossing a stage boundary is a "
-        "tensor or a tuple, list or dict of tensors"
+        f"tensor or a tuple, list or dict of tensors{hint}"
     )
 
 
