@@ -175,3 +175,24 @@ def test_a_chart_type_matplotlib_cannot_write_is_refused_before_any_work(cli, ca
         cli("compile", "1f1b", "--plot", "chart.txt")
     out, err = capsys.readouterr()
     assert not out and "chart.txt: unsupported chart type (use one of .png, .svg, .pdf)" in err
+
+
+DEADLOCK = """schedule dl()
+ranks 2
+stages 2
+microbatches 2
+rank 0: 0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1
+rank 1: 1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1
+"""
+
+
+def test_no_verify_warns_once_and_says_what_can_still_be_made(cli, tmp_path):
+    src = tmp_path / "dl.pps"
+    src.write_text(DEADLOCK)
+    code, _, err = cli("viz", str(src), "--no-verify", "-o", str(tmp_path / "x.html"))
+    assert code == 1 and not (tmp_path / "x.html").exists()
+    warning, *rest = err.splitlines()
+    assert "nothing timed (step time, charts) can be made of it" in warning
+    assert "goes on" not in err and rest[0].startswith("ppir: error: dl cannot finish")
+    code, out, err = cli("dump", str(src), "--no-verify")
+    assert code == 0 and "rank 0: 0F0" in out and "still writes its programs" in err

@@ -239,8 +239,9 @@ def compile_from_args(
     if getattr(args, "no_verify", False) and not c.ok:
         print(
             f"ppir: warning: {s.name} cannot run to its end (a deadlock, or an op without a "
-            "partner; 'ppir check' says where): --no-verify goes on, and a run of it hangs "
-            "until its timeout",
+            "partner; 'ppir check' says where): a run of it hangs until its timeout, and "
+            "nothing timed (step time, charts) can be made of it; --no-verify still writes "
+            "its programs and plans",
             file=sys.stderr,
         )
     return c
