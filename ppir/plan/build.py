@@ -145,7 +145,10 @@ def build_plan(schedule: Schedule) -> dict:
     if limit is not None:
         raise PlanError(limit)
     if not schedule.is_lowered and deps.has_boundaries_across_ranks(schedule.placement):
-        raise PlanError("the schedule has no communication: lower it first (ppir.lower)")
+        raise PlanError(
+            "the program has no communication: lower it first (the lower-comms pass, which "
+            "ppir.compile and 'ppir compile' run unless a -p/passes pipeline leaves it out)"
+        )
     s = place_reduces(schedule)
     plan = {
         "format": PLAN_FORMAT,
