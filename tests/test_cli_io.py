@@ -196,3 +196,15 @@ def test_no_verify_warns_once_and_says_what_can_still_be_made(cli, tmp_path):
     assert "goes on" not in err and rest[0].startswith("ppir: error: dl cannot finish")
     code, out, err = cli("dump", str(src), "--no-verify")
     assert code == 0 and "rank 0: 0F0" in out and "still writes its programs" in err
+
+
+def test_lowering_options_on_a_lowered_program_are_said_to_be_ignored(cli, tmp_path):
+    src = tmp_path / "dl.pps"
+    src.write_text(DEADLOCK)
+    code, _, err = cli("check", str(src), "--lowering", "lockstep", "--no-overlap")
+    assert code == 1 and "deadlock" in err
+    assert err.startswith(
+        "ppir: warning: --lowering and --no-overlap ignored: dl already has its communication"
+    )
+    code, _, err = cli("check", str(src))
+    assert code == 1 and "ignored" not in err

@@ -236,6 +236,7 @@ def compile_from_args(
                 passes=args.passes,
                 dp=dp,
             )
+    _note_ignored_lowering(args, s)
     if getattr(args, "no_verify", False) and not c.ok:
         print(
             f"ppir: warning: {s.name} cannot run to its end (a deadlock, or an op without a "
@@ -245,6 +246,30 @@ def compile_from_args(
             file=sys.stderr,
         )
     return c
+
+
+def _note_ignored_lowering(args: argparse.Namespace, s: Schedule) -> None:
+    """A written-out program with communication runs as written: say so when the command line
+    asks to lower or overlap it (the options would otherwise be ignored without a word)."""
+    passes = getattr(args, "passes", None)
+    if not s.is_lowered or (passes and passes.strip().startswith("forward-only")):
+        return
+    given = [
+        flag
+        for flag, on in (
+            ("--lowering", getattr(args, "lowering", "auto") != "auto"),
+            ("--no-overlap", getattr(args, "overlap", True) is False),
+            ("-p", bool(passes)),
+        )
+        if on
+    ]
+    if given:
+        print(
+            f"ppir: warning: {' and '.join(given)} ignored: {s.name} already has its "
+            "communication (SEND/RECV), so it runs as written; 'ppir dump --compute-only' "
+            "gives its compute order to lower",
+            file=sys.stderr,
+        )
 
 
 def print_report(report: Report) -> bool:
