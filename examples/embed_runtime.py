@@ -5,7 +5,8 @@ verified zero-bubble schedule, pipeline x data parallel.  Start it with torchrun
     torchrun --nproc-per-node 2 examples/embed_runtime.py --dp 1    # PP=2
 
 Every rank builds the same model (seeded), keeps the stages of its pipeline rank and trains
-it; the rank holding the last stage of replica 0 prints the loss, which falls.
+it; the rank holding the last stage of replica 0 prints the loss, which falls, and every 10
+steps the loss of a held-out batch (``rt.evaluate``: forwards only).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def main() -> None:
 
     rt = PipelineRuntime(program, mine, loss_fn=nn.functional.mse_loss, mesh=mesh)
     opt = torch.optim.Adam(rt.parameters(), lr=1e-2)
+    vx, vy = batch(10_000, dp_rank, dp)  # a held-out batch
     for step in range(args.steps):
         x, y = batch(step, dp_rank, dp)
         opt.zero_grad()
@@ -58,6 +60,10 @@ def main() -> None:
         opt.step()
         if loss is not None and dp_rank == 0 and step % 5 == 0:
             print(f"step {step:3d}  loss {loss.item():.4f}", flush=True)
+        if step % 10 == 9:  # every rank evaluates: forwards only, no gradients
+            val = rt.evaluate(vx if rt.has_first_stage else None, vy if rt.has_last_stage else None)
+            if val is not None and dp_rank == 0:
+                print(f"eval after step {step:3d}  loss {val.item():.4f}", flush=True)
     dist.barrier()  # nobody closes its connections while a peer still reads from them
     dist.destroy_process_group()
 

@@ -39,3 +39,5 @@ def test_embedded_runtime_example_trains_pipeline_x_data_parallel(tmp_path, capf
     out = capfd.readouterr().out
     losses = [float(ln.split()[3]) for ln in out.splitlines() if ln.startswith("step ")]
     assert len(losses) == 6 and losses[-1] < losses[0] / 2, out
+    evals = [float(ln.split()[-1]) for ln in out.splitlines() if ln.startswith("eval ")]
+    assert len(evals) == 3 and evals[-1] < evals[0], out  # the held-out loss falls too
