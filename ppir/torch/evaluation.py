@@ -19,8 +19,6 @@ Contract:
 from __future__ import annotations
 
 from ppir.plan import PlanError, build_plan, plan_schedule
-from ppir.torch.executor import Executor
-from ppir.torch.shapes import infer_meta
 
 PASSES = "forward-only,lower-comms,overlap-comms"
 
@@ -43,34 +41,11 @@ def evaluate(rt, inputs=None, targets=None):
     last = rt.plan["stages"] - 1
     ys = rt._split(targets, "targets", last) if rt.has_last_stage else None
     rt._check_lists(xs, ys)
-    ev = getattr(rt, "_evaluator", None)
+    ev = rt._evaluator
     if ev is None:
-        eplan = evaluation_plan(rt.plan)
-        meta = infer_meta(
-            eplan,
-            rt.pp_rank,
-            rt.stages,
-            xs[0] if rt.has_first_stage else None,
-            rt.device,
-            group=rt.pp_group,
-            peer=rt._to_global,
-            rank=rt.rank,
-            timeout_s=rt.timeout_s,
+        ev = rt._evaluator = rt._executor(
+            xs[0] if rt.has_first_stage else None, evaluation_plan(rt.plan)
         )
-        ev = rt._evaluator = Executor(
-            eplan,
-            rt.pp_rank,
-            rt.stages,
-            rt.loss_fn,
-            meta,
-            rt.device,
-            rank=rt.rank,
-            group=rt.pp_group,
-            peer=rt._to_global,
-            nonfinite=rt.nonfinite,
-            timeout_s=rt.timeout_s,
-        )
-        rt.eval_count = 0
     loss = ev.step(xs, ys, rt.eval_count)
     rt.eval_count += 1
     return loss

@@ -171,6 +171,8 @@ class PipelineRuntime:
         self.meta = meta
         self.executor: Executor | None = None
         self.step_count = 0
+        self._evaluator: Executor | None = None  # the evaluation plan's, at the first evaluate
+        self.eval_count = 0
         self.nonfinite = nonfinite
         if self.distributed:
             self._start(tied)
@@ -334,11 +336,16 @@ class PipelineRuntime:
                 "pass)"
             )
 
-    def _executor(self, sample) -> Executor:
-        meta = self.meta
+    def _executor(self, sample, plan: dict | None = None) -> Executor:
+        """An executor of the training plan, or of ``plan`` (an evaluation plan: no gradient
+        reductions, its own boundary shapes), the shapes inferred from ``sample`` (microbatch
+        0 on the rank holding stage 0) unless known."""
+        training = plan is None
+        plan = self.plan if training else plan
+        meta = self.meta if training else None
         if meta is None:
             meta = infer_meta(
-                self.plan,
+                plan,
                 self.pp_rank,
                 self.stages,
                 sample,
@@ -348,9 +355,10 @@ class PipelineRuntime:
                 rank=self.rank,
                 timeout_s=self.timeout_s,
             )
-            self.meta = meta
+            if training:
+                self.meta = meta
         return Executor(
-            self.plan,
+            plan,
             self.pp_rank,
             self.stages,
             self.loss_fn,
@@ -359,7 +367,7 @@ class PipelineRuntime:
             rank=self.rank,
             group=self.pp_group,
             peer=self._to_global,
-            reducer=self.reducer,
+            reducer=self.reducer if training else None,
             nonfinite=self.nonfinite,
             timeout_s=self.timeout_s,
         )
