@@ -191,3 +191,11 @@ def test_evaluate_across_ranks_equals_single_process_forwards(capfd):
         assert abs(loss - ref) <= 1e-6 * abs(ref), (name, loss, ref)
         assert under_no_grad == loss, name
         assert after_step < loss, name  # one SGD step on this very batch lowers its loss
+
+
+def test_launch_refuses_an_evaluation_program_before_starting_ranks(cli):
+    code, _, err = cli(
+        "launch", "-n", "2", "1f1b", "-D", "M=2", "-p", "forward-only,lower-comms",
+        "--module", "examples/gpt_model.py",
+    )  # fmt: skip
+    assert code == 2 and "1f1b is an evaluation program (forward_only: no backward)" in err

@@ -132,6 +132,12 @@ def _compiled(args):
             f"the model's dp={c.dp} asks for {c.dp} data-parallel replicas: give --dp {c.dp}",
         )
     s = c.program
+    if s.forward_only:
+        raise error(
+            "bad-usage",
+            f"{s.name} is an evaluation program (forward_only: no backward): launch trains; "
+            "evaluate in your own loop with PipelineRuntime.evaluate (docs/executor.md)",
+        )
     total = s.ranks * dp
     if args.nproc is not None and total != args.nproc:
         raise error(
