@@ -88,6 +88,11 @@ def test_to_torch_schedule_refuses_what_it_cannot_run():
         lowered_program(ppir.load_schedule("1f1b", {"P": 2, "M": 2}))
     with pytest.raises(TypeError, match="expected a compiled program"):
         lowered_program(3)
+    from ppir.torch.interop import to_torch_schedule
+
+    ev = ppir.compile(ppir.load("1f1b", P=1, M=2), passes="forward-only,lower-comms")
+    with pytest.raises(ValueError, match="evaluation program .* its schedule's eval"):
+        to_torch_schedule(ev, [])
 
 
 @pytest.mark.slow

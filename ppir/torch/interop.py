@@ -54,6 +54,11 @@ def to_torch_schedule(
     from torch.distributed.pipelining.schedules import _Action, _PipelineScheduleRuntime
 
     s = lowered_program(program)
+    if s.forward_only:
+        raise ValueError(
+            f"{s.name} is an evaluation program (forward_only): give torch the training "
+            "program; its schedule's eval(...) runs the forwards only"
+        )
     M = s.microbatches if n_microbatches is None else n_microbatches
     if M != s.microbatches:
         raise ValueError(f"the program runs {s.microbatches} microbatches, not {M}")
