@@ -20,6 +20,7 @@ from ppir.frontend.csvio import read_action_text, read_csv_text, write_csv
 from ppir.frontend.loader import load_schedule
 from ppir.ir import Action, OpKind, Overlap
 from ppir.passes import LowerComms
+from ppir.schedules import builtin_names
 from ppir.verify import verify
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +39,25 @@ GRID = [
     ("interleaved_vshape", {"P": 4, "M": 8, "v": 4}),
     ("looped_bfs", {"P": 2, "M": 3, "v": 2}),
     ("looped_bfs", {"P": 4, "M": 8, "v": 3}),
+    ("interleaved_zb", {"P": 2, "M": 4, "v": 2}),
+    ("interleaved_zb", {"P": 4, "M": 8, "v": 2}),
+    ("zb_h1", {"P": 3, "M": 5}),
+    ("zb_h1", {"P": 4, "M": 8}),
+    ("zb_h2", {"P": 3, "M": 5}),
+    ("zb_h2", {"P": 4, "M": 8}),
+    ("zbv", {"P": 2, "M": 4}),
+    ("zbv", {"P": 4, "M": 8}),
+    ("v_half", {"P": 4, "M": 8}),
+    ("v_min", {"P": 4, "M": 8}),
+    ("dualpipev", {"P": 2, "M": 4}),
+    ("dualpipev", {"P": 4, "M": 8}),
+    ("dualpipev", {"P": 3, "M": 10}),
 ]
+NOT_EXPORTED = {"dualpipe"}  # two pipelines: torch runs one (tests/test_dualpipe.py)
+
+
+def test_round_trip_grid_covers_every_builtin():
+    assert {name for name, _ in GRID} | NOT_EXPORTED == set(builtin_names())
 
 
 @pytest.mark.parametrize("name,params", GRID, ids=lambda x: str(x))
@@ -57,9 +76,29 @@ def test_round_trip_is_identity(name, params):
     )
     assert text == write_csv(s)  # the lowering's comms are dropped, not leaked
     assert "SEND" not in text and "REDUCE_GRAD" not in text
+    overlaps = [str(it) for prog in s.programs for it in prog if isinstance(it, Overlap)]
+    assert sum(text.count(o) for o in set(overlaps)) == len(overlaps)  # one cell each, as torch
 
 
-@pytest.mark.parametrize("name,params", GRID[:6], ids=lambda x: str(x))
+@pytest.mark.parametrize("fmt", ["compute_only", "compute_comms"])
+def test_dualpipev_exports_overlapped_steps_as_torch_writes_them(fmt):
+    """DualPipeV's overlapped F&B is one cell, (0F7;7B3)OVERLAP_F_B, in both formats (torch's
+    _Action.__repr__ and from_str spell it so); before, it was split into 0F7,7B3 and the
+    file read back as a different program (step time 27 -> 25.5)."""
+    low = LowerComms().apply(load_schedule("dualpipev", {"P": 4, "M": 8}))
+    text = export_csv(low, fmt)
+    assert "(0F7;7B3)OVERLAP_F_B" in text.splitlines()[0].split(",")
+    assert ",0F7,7B3," not in text
+    back = read_csv_text(text, "<dpv>.csv")
+    assert (
+        back.programs
+        == (low.compute_only() if fmt == "compute_only" else flatten_groups(low)).programs
+    )
+
+
+@pytest.mark.parametrize(
+    "name,params", GRID[:6] + [g for g in GRID if g[0] in ("zbv", "dualpipev")], ids=str
+)
 def test_compute_comms_round_trip(name, params):
     """compute_comms CSV reads back as the lowered programs with groups flattened; the result
     still verifies under rendezvous semantics with one FIFO per rank (flattening in posting

@@ -161,6 +161,7 @@ def _fake(P, rank, v=1):
         ("interleaved_1f1b", {"P": 4, "M": 8, "v": 2}),
         ("interleaved_vshape", {"P": 2, "M": 4, "v": 2}),
         ("looped_bfs", {"P": 2, "M": 3, "v": 3}),
+        ("dualpipev", {"P": 2, "M": 4}),  # overlapped cells, (0F3;3B0)OVERLAP_F_B
     ],
 )
 def test_export_loads_in_torch(name, params, fmt, tmp_path):
@@ -179,6 +180,8 @@ def test_export_loads_in_torch(name, params, fmt, tmp_path):
     assert verify(read_csv_text(lowered, "<torch-lowered>.csv")).ok
     if fmt == "compute_comms":  # taken verbatim: ppir's order is what runs
         assert lowered == path.read_text()
+    overlaps = [a for r in range(s.ranks) for a in rt.pipeline_order_with_comms[r] if a.sub_actions]
+    assert len(overlaps) == sum(str(it).endswith("OVERLAP_F_B") for p in s.programs for it in p)
 
 
 def test_torch_dump_reads_back():

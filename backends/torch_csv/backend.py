@@ -8,6 +8,8 @@ Contract
   program order.  torch's ``_PipelineScheduleRuntime._load_csv(path, "compute_only")`` inserts
   its own SEND/RECV, UNSHARD/RESHARD and REDUCE_GRAD.  Reading the file back with ppir gives the
   same compute programs and placement (the round trip is the identity).
+* An overlapped step (:class:`ppir.ir.Overlap`, DualPipeV's F&B) is one cell in both formats,
+  in torch's spelling ``(0F7;7B3)OVERLAP_F_B``, which torch's ``_Action.from_str`` reads back.
 * ``compute_comms``: ppir's verified lowering with each group flattened (torch's CSV has no
   groups) by :func:`ppir.frontend.csvio.flatten_groups`, which keeps the result deadlock-free
   under ppir's rendezvous semantics, plus ``sREDUCE_GRAD`` after each stage's last backward:

@@ -283,7 +283,10 @@ def torch_rows(
     schedule: Schedule, compute_only: bool = True, reduce_grad: bool = False
 ) -> list[list[str]]:
     """Each rank's actions as torch action text, groups flattened in program order (torch has
-    no groups; see :func:`flatten_groups` for an order that stays deadlock-free).
+    no groups; see :func:`flatten_groups` for an order that stays deadlock-free).  An
+    overlapped step (:class:`ppir.ir.Overlap`) is one cell in torch's own spelling,
+    ``(0F7;7B3)OVERLAP_F_B``, which torch's ``_Action.from_str`` reads back as one action with
+    ``sub_actions`` (and :func:`parse_cell` as the same Overlap): the round trip is exact.
 
     ``compute_only`` drops communication (torch's runtime inserts its own).  ``reduce_grad``
     writes the program's ``sREDUCE_GRAD`` (:class:`ppir.ir.Reduce`; by default right after the
@@ -302,6 +305,9 @@ def torch_rows(
             if isinstance(it, Reduce):
                 if reduce_grad:
                     cells.append(str(it))
+                continue
+            if isinstance(it, Overlap):  # torch's spelling, one cell: (0F7;7B3)OVERLAP_F_B
+                cells.append(str(it))
                 continue
             cells.extend(str(a) for a in item_actions(it) if not compute_only or a.kind.is_compute)
         rows.append(cells)
