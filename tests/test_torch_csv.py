@@ -191,6 +191,21 @@ def test_import_notes_overlapped_cells_it_splits(tmp_path, cli):
     assert "ppir: note: 1 overlapped cell(s) (a;b)OVERLAP_F_B that are not a forward" in err
 
 
+def test_import_refuses_to_write_an_invalid_program(tmp_path, cli):
+    """ppir import verifies what it read: an invalid program is reported with the verifier's
+    diagnostics (exit 1) and not written; --no-verify writes it as it is."""
+    f = tmp_path / "bad.csv"
+    f.write_text("0F0,0B0\n1B0,1F0\n")  # B before F on rank 1
+    out = tmp_path / "bad.pps"
+    code, stdout, err = cli("import", str(f), "-o", str(out))
+    assert code == 1 and stdout == "" and not out.exists()
+    assert "bad.csv:2:1: error:" in err and "1B0" in err and "Traceback" not in err
+    assert f"ppir: error: {f} does not verify: nothing written" in err
+    assert "hint: --no-verify writes it as it is" in err
+    code, stdout, err = cli("import", str(f), "--no-verify")
+    assert code == 0 and "rank 1: 1B0 1F0" in stdout and not err
+
+
 def test_placement_given_and_validated():
     text = "0F0,0F1,3F0,3F1,3B0,3B1,0B0,0B1\n1F0,1F1,2F0,2F1,2B0,2B1,1B0,1B1\n"
     s = read_csv_text(text, "<v>.csv")  # inferred: a V placement

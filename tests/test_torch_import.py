@@ -74,6 +74,25 @@ def test_torch_1f1b_last_rank_mislabelled(cli, golden, monkeypatch):
         sch._validate_schedule(order, 4, 4, 8)
 
 
+@pytest.mark.parametrize("P,M", [(1, 1), (2, 2), (4, 8)])
+def test_import_of_torch_1f1b_is_refused_with_the_verifiers_diagnostics(cli, tmp_path, P, M):
+    """torch's 1F1B order is invalid at every size torch accepts: ppir import said nothing and
+    wrote it (exit 0; 'ppir check' then rejected it).  It now reports it (exit 1) and writes
+    nothing; the other classes verify wherever torch's constructor accepts the sizes
+    (bench/torch_builtins_check.py)."""
+    out = tmp_path / "t.pps"
+    argv = ["import", "torch:1F1B", "-D", f"P={P}", "-D", f"M={M}", "-o", str(out)]
+    code, stdout, err = cli(*argv)
+    assert code == 1 and not out.exists() and "Traceback" not in err
+    assert (
+        f"<torch>/1F1B_P{P}_M{M}.csv:{P}:" in err and f"names microbatch {M}, out of range" in err
+    )
+    assert "ppir: error: torch:1F1B does not verify: nothing written" in err
+    assert "torch's Schedule1F1B builds its pipeline_order wrong on the last rank" in err
+    code, stdout, err = cli(*argv, "--no-verify")
+    assert code == 0 and out.exists() and f"rank {P - 1}: {P - 1}F1 " in out.read_text()
+
+
 def test_cli_import_and_every_command_accepts_torch_specs(cli, tmp_path):
     argv = ["torch:Interleaved1F1B", "-D", "P=4", "-D", "M=8", "-D", "v=2"]
     code, out, err = cli("import", *argv)

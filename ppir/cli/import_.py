@@ -15,7 +15,7 @@ from ppir.cli.common import (
     parse_defines,
     parse_placement,
 )
-from ppir.diagnostics import error, write_output
+from ppir.diagnostics import EXIT_INVALID, error, write_output
 from ppir.frontend.loader import load_schedule, read_text
 from ppir.frontend.parser import is_schedule_name, to_schedule_name
 from ppir.ir.printer import format_pps
@@ -36,6 +36,9 @@ The placement is torch's (torch:NAME) or inferred from where each stage computes
 overrides it.  torch's UNSHARD/RESHARD/REDUCE_GRAD are dropped; an overlapped cell
 (0F7;7B3)OVERLAP_F_B, a forward then a backward, is one overlapped step, as ppir's own
 dualpipev writes it (other overlapped cells become their actions in order, with a note).
+The imported program is verified as 'ppir check' verifies it: when it is invalid (torch's
+1F1B order, for one), the verifier's diagnostics are printed, nothing is written and the exit
+status is 1; --no-verify writes it as it is, e.g. to inspect or fix it.
 Every ppir command also accepts torch:NAME directly (ppir check torch:Interleaved1F1B -D P=4
 -D v=2).
 
@@ -55,6 +58,12 @@ def add_arguments(p):
     )
     p.add_argument("--name", help="the schedule name in the .pps header (default: from SOURCE)")
     add_output_argument(p, "write the .pps here instead of stdout")
+    p.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="write the program without verifying it (by default an invalid one is reported, "
+        "not written)",
+    )
 
 
 def load_source(source: str, defines: dict[str, int], placement, name: str | None):
@@ -90,10 +99,33 @@ def _overlap_note(s) -> str | None:
     )
 
 
+def _verified(s, source: str) -> bool:
+    """True when ``s`` verifies as 'ppir check' would verify it; otherwise the verifier's
+    diagnostics and a line saying nothing was written are on stderr."""
+    from ppir.cli.common import print_report
+    from ppir.pipeline import compile
+
+    if print_report(compile(s).report):
+        return True
+    hints = ["--no-verify writes it as it is (e.g. to inspect or fix it)"]
+    if source.lower().startswith("torch:1f1b"):
+        hints.insert(
+            0,
+            "torch's Schedule1F1B builds its pipeline_order wrong on the last rank (torch 2.13 "
+            "labels its forwards 1..M; docs/torch-interop.md); its step() does not use that "
+            "order. ppir's built-in 1f1b is the schedule it stands for",
+        )
+    err = error("invalid-import", f"{source} does not verify: nothing written", hints=hints)
+    print(err.diagnostics[0].render(), file=sys.stderr)
+    return False
+
+
 def run(args) -> int:
     s = load_source(
         args.source, parse_defines(args.defines), parse_placement(args.placement), args.name
     )
+    if not args.no_verify and not _verified(s, args.source):
+        return EXIT_INVALID
     note = _overlap_note(s)
     comment = f"imported by ppir from {args.source}"
     if note:
