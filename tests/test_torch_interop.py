@@ -13,6 +13,7 @@ CASES = [
     ("interleaved_1f1b", {"P": 2, "M": 4, "v": 2}),
     ("interleaved_vshape", {"P": 2, "M": 4, "v": 2}),
     ("zbv", {"P": 2, "M": 3}),
+    ("dualpipev", {"P": 2, "M": 4}),  # overlapped steps run as torch's OVERLAP_F_B actions
 ]
 
 WORKER = r"""
@@ -77,6 +78,7 @@ def test_torch_runtime_runs_ppir_program_with_reference_gradients(tmp_path):
             got = per_rank[r][k]
             assert got["err"] < 1e-5, got
             assert got["order"] == rows[r], f"{name}: torch runs another order on rank {r}"
+            assert (name == "dualpipev") == any(c.endswith(")OVERLAP_F_B") for c in got["order"])
 
 
 def test_to_torch_schedule_refuses_what_it_cannot_run():
