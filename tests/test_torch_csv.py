@@ -201,7 +201,7 @@ def test_import_refuses_to_write_an_invalid_program(tmp_path, cli):
     assert code == 1 and stdout == "" and not out.exists()
     assert "bad.csv:2:1: error:" in err and "1B0" in err and "Traceback" not in err
     assert f"ppir: error: {f} does not verify: nothing written" in err
-    assert "hint: --no-verify writes it as it is" in err
+    assert "hint: ppir import --no-verify writes it as it is" in err
     code, stdout, err = cli("import", str(f), "--no-verify")
     assert code == 0 and "rank 1: 1B0 1F0" in stdout and not err
 
@@ -291,6 +291,16 @@ def test_torch_missing_is_a_diagnostic(monkeypatch, cli):
     code, _, err = cli("check", "torch:GPipe", "-D", "P=2")
     assert code == 2 and "Traceback" not in err
     assert "ppir: error: torch schedules need PyTorch" in err and "pip install" in err
+
+
+def test_show_takes_torch_specs_and_defines_for_them_only(monkeypatch, cli):
+    code, _, err = cli("show", "1f1b", "-D", "P=2")
+    assert code == 2 and "Traceback" not in err
+    assert "-D P=2 applies to torch:NAME only" in err and "ppir dump 1f1b -D" in err
+    monkeypatch.setitem(sys.modules, "torch.distributed.pipelining", None)
+    code, _, err = cli("show", "torch:GPipe")  # read as torch's class, not as a file name
+    assert code == 2 and "ppir: error: torch schedules need PyTorch" in err
+    assert "no such file" not in err
 
 
 def test_unknown_torch_schedule_and_parameter(cli):

@@ -109,6 +109,19 @@ def test_cli_import_and_every_command_accepts_torch_specs(cli, tmp_path):
     assert code == 0 and out.splitlines()[0].startswith("0F0,0F1,0F2,0F3,4F0"), err
 
 
+def test_show_accepts_torch_specs_and_prints_what_import_prints(cli):
+    """'ppir show torch:GPipe' said "no such file or built-in schedule: 'torch:GPipe'"."""
+    argv = ["torch:Interleaved1F1B", "-D", "P=2", "-D", "M=4", "-D", "v=2"]
+    code, out, err = cli("show", *argv)
+    assert code == 0 and not err
+    assert out == cli("import", *argv)[1]
+    assert "schedule torch_Interleaved1F1B(P = 2, M = 4, v = 2)" in out
+    code, out, err = cli("show", "torch:GPipe")  # torch's defaults here too: P=4, M=8
+    assert code == 0 and "schedule torch_GPipe(P = 4, M = 8)" in out
+    code, out, err = cli("show", "torch:1F1B", "-D", "P=2", "-D", "M=2")  # verified as import
+    assert code == 1 and out == "" and "torch:1F1B does not verify" in err
+
+
 @pytest.mark.parametrize("P,M", [(2, 4), (4, 8), (4, 12), (6, 12)])
 def test_torch_dualpipev_is_ppirs_dualpipev(P, M):
     """torch's DualPipeV (its overlapped cells as ppir's overlapped steps) is, item for item

@@ -39,8 +39,9 @@ dualpipev writes it (other overlapped cells become their actions in order, with 
 The imported program is verified as 'ppir check' verifies it: when it is invalid (torch's
 1F1B order, for one), the verifier's diagnostics are printed, nothing is written and the exit
 status is 1; --no-verify writes it as it is, e.g. to inspect or fix it.
-Every ppir command also accepts torch:NAME directly (ppir check torch:Interleaved1F1B -D P=4
--D v=2).
+Every ppir command that takes a schedule also accepts torch:NAME directly (ppir check
+torch:Interleaved1F1B -D P=4 -D v=2; ppir show torch:NAME prints what import prints) but
+fuzz, which expands a schedule over parameter ranges.
 
 examples:
   ppir import torch:Interleaved1F1B -D P=4 -D M=8 -D v=2
@@ -105,9 +106,11 @@ def _verified(s, source: str) -> bool:
     from ppir.cli.common import print_report
     from ppir.pipeline import compile
 
-    if print_report(compile(s).report):
+    report = compile(s).report
+    if report.ok:
         return True
-    hints = ["--no-verify writes it as it is (e.g. to inspect or fix it)"]
+    print_report(report)
+    hints = ["ppir import --no-verify writes it as it is (e.g. to inspect or fix it)"]
     if source.lower().startswith("torch:1f1b"):
         hints.insert(
             0,
@@ -120,18 +123,32 @@ def _verified(s, source: str) -> bool:
     return False
 
 
-def run(args) -> int:
-    s = load_source(
-        args.source, parse_defines(args.defines), parse_placement(args.placement), args.name
-    )
-    if not args.no_verify and not _verified(s, args.source):
-        return EXIT_INVALID
+def imported_pps(
+    source: str, defines: dict[str, int], placement=None, name=None, verify: bool = True
+) -> str | None:
+    """The literal .pps that 'ppir import' writes for ``source`` (notes on stderr); None, with
+    the verifier's diagnostics on stderr, when ``verify`` and it is invalid."""
+    s = load_source(source, defines, placement, name)
+    if verify and not _verified(s, source):
+        return None
     note = _overlap_note(s)
-    comment = f"imported by ppir from {args.source}"
+    comment = f"imported by ppir from {source}"
     if note:
         comment += f"\n{note}"
         print(f"ppir: note: {note}", file=sys.stderr)
-    text = format_pps(s, comment=comment)
+    return format_pps(s, comment=comment)
+
+
+def run(args) -> int:
+    text = imported_pps(
+        args.source,
+        parse_defines(args.defines),
+        parse_placement(args.placement),
+        args.name,
+        verify=not args.no_verify,
+    )
+    if text is None:
+        return EXIT_INVALID
     if args.output:
         write_output(args.output, text)
     else:

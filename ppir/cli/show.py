@@ -1,23 +1,53 @@
-"""ppir show: print a built-in schedule's .pps source."""
+"""ppir show: print a built-in schedule's .pps source (or torch:NAME's, as 'ppir import' does)."""
 
 from __future__ import annotations
 
+import sys
+
+from ppir.cli.common import add_defines, parse_defines
+from ppir.diagnostics import EXIT_INVALID, error
 from ppir.frontend.loader import read_source
 
 NAME = "show"
-HELP = "print the .pps source of a built-in schedule (or of a file)"
+HELP = "print the .pps source of a built-in schedule (or of a file, or of torch:NAME)"
 DESCRIPTION = """Print the .pps source of a built-in schedule, e.g. to copy it and make your own.
 
-example:
+torch:NAME (one of torch.distributed.pipelining's classes, which have no .pps source) prints
+the literal .pps that 'ppir import torch:NAME' prints, for -D P=.. -D M=.. -D v=.. (default
+P=4, M=8), verified as 'ppir import' verifies it.
+
+examples:
   ppir show 1f1b > my_1f1b.pps
+  ppir show torch:Interleaved1F1B -D P=4 -D v=2
 """
 
 
 def add_arguments(p):
-    p.add_argument("schedule", metavar="NAME", help="a built-in name (see 'ppir list') or a file")
+    p.add_argument(
+        "schedule",
+        metavar="NAME",
+        help="a built-in name (see 'ppir list'), a file, or torch:NAME",
+    )
+    add_defines(p, "torch:NAME parameters: P ranks, M microbatches, v stages per rank")
 
 
 def run(args) -> int:
+    defines = parse_defines(args.defines)
+    if args.schedule.startswith("torch:"):
+        from ppir.cli.import_ import imported_pps
+
+        text = imported_pps(args.schedule, defines)
+        if text is None:
+            return EXIT_INVALID
+        sys.stdout.write(text)
+        return 0
+    if defines:
+        raise error(
+            "bad-usage",
+            f"ppir show prints the source of {args.schedule}, which holds for every parameter "
+            f"value; -D {args.defines[0]} applies to torch:NAME only",
+            hints=[f"the program for given values: ppir dump {args.schedule} -D ..."],
+        )
     _, text = read_source(args.schedule)
     print(text, end="" if text.endswith("\n") else "\n")
     return 0
