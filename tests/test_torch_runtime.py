@@ -24,6 +24,8 @@ CASES = [  # (ppir built-in, parameters, torch CSV format)
     ("interleaved_1f1b", {"P": 2, "M": 4, "v": 2}, "compute_only"),
     ("interleaved_1f1b", {"P": 2, "M": 4, "v": 2}, "compute_comms"),
     ("interleaved_vshape", {"P": 2, "M": 4, "v": 2}, "compute_only"),
+    ("dualpipev", {"P": 2, "M": 4}, "compute_only"),  # (a;b)OVERLAP_F_B cells
+    ("dualpipev", {"P": 2, "M": 4}, "compute_comms"),
 ]
 
 WORKER = r"""
@@ -95,6 +97,7 @@ def test_exported_csv_runs_on_torch_runtime_with_reference_gradients(tmp_path, c
             str(path),
         )
         assert code == 0, err
+        assert ("OVERLAP_F_B" in path.read_text()) == (name == "dualpipev")  # torch runs them
         s = load_schedule(name, params)
         cases.append(
             {
