@@ -19,7 +19,8 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     post_wall = 3e-4           # optional: the same posts' wall time, which the estimator
                                # charges where every rank has a processor of its own
     transfer_isolated = 1e-4   # informative: the same message alone (ping-pong)
-    message_bytes = [...]      # one per boundary between measured stages (stages - 1 entries)
+    message_bytes = [...]      # one per boundary between measured stages (stages - 1 entries;
+                               # a tuple or dict value: the sum over its tensors)
     activation_bytes = [...]   # saved for backward by one forward of the stage (bytes)
     param_bytes = [...]        # trainable parameters of the stage (bytes)
     frozen_bytes = [...]       # optional: its parameters without gradients and its buffers

@@ -8,20 +8,23 @@ Contract
 * :func:`ppir.profile.launch.profile` builds the model in ``stages`` pieces and runs a real
   1F1B over ``ranks`` processes (gloo on CPU, NCCL on GPUs; one process when ``ranks`` is 1), each
   rank holding ``stages / ranks`` consecutive pieces chained as the runtime chains the stages of
-  one rank (each its own autograd graph).  Every piece's forward, backward, backward-input and
-  backward-weight is timed *inside* that run, all ranks computing at once as a schedule runs
-  them: the timed steps run in turn full backwards, backwards split into I then W with the
-  runtime's own split (:mod:`ppir.torch.backward`: W runs only the weight half of each weight
-  node, so I + W costs what B costs, not more, and a first piece's I is empty), and I then the
-  previous microbatch's W (``W_late``: a W whose saved tensors waited through another
-  microbatch's F and I, as ZB-H1's last stage runs it; from the third timed step on).
-  Afterwards, still on all ranks at once, each piece runs a forward and a backward back to
-  back (F&B), each rank boundary is timed with a ping-pong of the real boundary tensor, and the
-  bytes autograd saves in one forward of each piece are counted with saved-tensor hooks
-  (parameters excluded); last, the model's optimizer steps once over each piece's parameters
-  and the bytes of its state are counted (:func:`ppir.torch.model.optimizer_state_bytes`).
+  one rank (each its own autograd graph, called and fed as the runtime calls a stage:
+  :mod:`.pieces`; a tuple or dict boundary's message counts all its tensors).  Every piece's
+  forward, backward, backward-input and backward-weight is timed *inside* that run, all ranks
+  computing at once as a schedule runs them: the timed steps run in turn full backwards,
+  backwards split into I then W with the runtime's own split (:mod:`ppir.torch.backward`: W
+  runs only the weight half of each weight node, so I + W costs what B costs, not more, and a
+  first piece's I is empty), and I then the previous microbatch's W (``W_late``: a W whose
+  saved tensors waited through another microbatch's F and I, as ZB-H1's last stage runs it;
+  from the third timed step on).  Afterwards, still on all ranks at once, each piece runs a
+  forward and a backward back to back (F&B), each rank boundary is timed with a ping-pong of
+  the real boundary value, and the bytes autograd saves in one forward of each piece are
+  counted with saved-tensor hooks (parameters excluded); last, the model's optimizer steps once
+  over each piece's parameters and the bytes of its state are counted
+  (:func:`ppir.torch.model.optimizer_state_bytes`).
 * The result is :class:`ppir.analysis.measured.MeasuredCosts` (per piece: trimmed means of the
   samples), written as the ``[measured]`` table of a TOML cost file; a schedule with S stages
   uses it when S divides ``stages``.
-* torch is imported only inside :mod:`.worker` (and by :mod:`.launch` when it runs).
+* torch is imported only inside :mod:`.worker` and :mod:`.pieces` (and by :mod:`.launch`
+  when it runs).
 """

@@ -22,12 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ppir.analysis.measured import MeasuredCosts
+from ppir.profile.errors import ProfileError, ProfileFailed, failure, record_error, usage
 
 REQUIRED = ("build_stage", "make_batch", "loss_fn")
-
-
-class ProfileError(ValueError):
-    """The request cannot be measured (bad sizes, a model module without the contract)."""
 
 
 @dataclass(frozen=True)
@@ -134,25 +131,15 @@ def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str, batch=None) ->
         if P > 1:  # nobody leaves while another still talks to the store rank 0 hosts: a rank
             dist.barrier()  # tearing down its group after rank 0 left aborted (std::terminate)
     except Exception as e:
+        err = usage(e)
         if P > 1:  # stamped now, before the teardown, so that the first error is the earliest
-            _record_error(out, rank, e)
+            record_error(out, rank, err)
+        if err is not e:
+            raise err from None
         raise
     finally:
         if P > 1:
             dist.destroy_process_group()
-
-
-def _record_error(out: str, rank: int, e: Exception) -> None:
-    """The rank's error for the parent (``{out}.error.R``; see :func:`_failure`)."""
-    import traceback
-
-    record = {
-        "time": time.time(),
-        "usage": isinstance(e, ProfileError),
-        "line": str(e) if isinstance(e, ProfileError) else f"{type(e).__name__}: {e}",
-        "traceback": traceback.format_exc(),
-    }
-    Path(f"{out}.error.{rank}").write_text(json.dumps(record))
 
 
 def gather(rank: int, P: int, samples, transfer, groups, device: str) -> dict | None:
@@ -205,21 +192,26 @@ def _program(P: int, M: int, rank: int):
 
 
 def check_batch(batch, M: int) -> None:
-    """A :class:`ProfileError` unless ``batch`` (``make_batch(0)``) is an
-    (inputs, targets) pair of tensors whose dim 0 splits into ``M`` equal microbatches."""
-    import torch
+    """A :class:`ProfileError` unless ``batch`` (``make_batch(0)``) is an (inputs, targets)
+    pair, each a tensor or a tuple, list or dict of tensors (as the runtime takes it), whose
+    every tensor's dim 0 splits into ``M`` equal microbatches."""
+    from ppir.torch import values as V
 
     if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
         raise ProfileError(
             f"make_batch(0) returned {type(batch).__name__}, expected (inputs, targets)"
         )
-    for name, t in zip(("inputs", "targets"), batch):
-        if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape[0] % M:
-            got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-            raise ProfileError(
-                f"make_batch(0) {name}: dim 0 must split into {M} equal microbatches (got "
-                f"{got}): pass a -M that divides it"
-            )
+    for name, value in zip(("inputs", "targets"), batch):
+        try:
+            leaves = V.flatten(value, f"make_batch(0) {name}")[0]
+        except TypeError as e:
+            raise ProfileError(str(e)) from None
+        for t in leaves:
+            if t.dim() == 0 or t.shape[0] % M:
+                raise ProfileError(
+                    f"make_batch(0) {name}: dim 0 must split into {M} equal microbatches (got "
+                    f"{tuple(t.shape)}): pass a -M that divides it"
+                )
 
 
 def profile(spec: ProfileSpec) -> MeasuredCosts:
@@ -278,36 +270,7 @@ def _run_ranks(spec: ProfileSpec, tmp: str, out: str) -> None:
             "--timeout) and were stopped"
         )
     if any(codes):
-        raise _failure(out, codes)
-
-
-class ProfileFailed(RuntimeError):
-    """A rank of the measurement failed: the message names the root cause once (the earliest
-    error a rank raised, with its traceback), or says that the ranks ran out of time."""
-
-
-def _failure(out: str, codes: list) -> Exception:
-    """The root cause of a failed measurement, from the error files the ranks wrote
-    (``{out}.error.R``): the earliest error; the ranks that failed after it are named as
-    stopped by it (a lost connection to the failed rank, as a rule)."""
-    errors = []
-    for r in range(len(codes)):
-        try:
-            errors.append((json.loads(Path(f"{out}.error.{r}").read_text()), r))
-        except (OSError, ValueError):
-            continue
-    ends = ", ".join(
-        f"rank {r}: " + ("ok" if c == 0 else f"exit {c}" if c > 0 else f"signal {-c}")
-        for r, c in enumerate(codes)
-    )
-    if not errors:
-        return ProfileFailed(f"ppir profile: ranks failed without a Python error ({ends})")
-    first, r = min(errors, key=lambda e: e[0]["time"])
-    if first["usage"]:  # a mistake ppir names in one line (a bad module, a bad batch)
-        return ProfileError(f"rank {r}: {first['line']}")
-    return ProfileFailed(
-        f"ppir profile: rank {r} failed:\n{first['traceback'].rstrip()}\nppir profile: {ends}"
-    )
+        raise failure(out, codes)
 
 
 def _child(argv: list[str]) -> int:
@@ -320,7 +283,7 @@ def _child(argv: list[str]) -> int:
         _rank_main(int(rank), spec, int(port), out)
     except Exception as e:  # recorded for the parent, which reports the earliest rank's once
         if not Path(f"{out}.error.{rank}").exists():  # raised before the process group
-            _record_error(out, int(rank), e)
+            record_error(out, int(rank), e)
         sys.stderr.flush()
         os._exit(1)
     # Done, the results written: leave without finalising the interpreter.  Tearing down

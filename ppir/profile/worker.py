@@ -16,8 +16,11 @@ import torch
 import torch.distributed as dist
 
 from ppir.ir import Action, Group, OpKind, Wait, deps
-from ppir.torch.backward import backward_input, backward_weight
+from ppir.profile import pieces as PC
+from ppir.torch import values as V
+from ppir.torch.backward import backward_full, backward_input, backward_weight
 from ppir.torch.model import optimizer_state_bytes
+from ppir.torch.shapes import broadcast_spec, trace_stage, zeros_like_spec
 
 
 @dataclass
@@ -34,7 +37,8 @@ class Samples:
     param_bytes: int = 0  # trainable parameters (those with gradients)
     frozen_bytes: int = 0  # parameters without gradients, and the module's buffers
     optimizer_bytes: int = -1  # -1: the model's optimizer could not be made here
-    out_bytes: int = 0  # the piece's output (the next piece's input) for one microbatch
+    out_bytes: int = 0  # the piece's output (the next piece's input) for one microbatch,
+    # summed over its tensors (a tuple or dict boundary has several)
 
 
 class SavedBytes:
@@ -67,13 +71,14 @@ class Runner:
         self.rank, self.world, self.pieces = rank, world, pieces
         self.loss_fn, self.program, self.schedule = loss_fn, program, schedule
         self.M, self.device = M, device
+        self.first = rank * len(pieces)  # the stage (build_stage index) of piece 0
         self.params = [[p for p in m.parameters() if p.requires_grad] for m in pieces]
         self.samples = [Samples() for _ in pieces]
         for s, ps, m in zip(self.samples, self.params, pieces):
             s.param_bytes = sum(p.numel() * p.element_size() for p in ps)
             frozen = [p for p in m.parameters() if not p.requires_grad] + list(m.buffers())
             s.frozen_bytes = sum(t.numel() * t.element_size() for t in frozen)
-        self.meta: dict = {}  # boundary b (the input of stage b) -> (shape, dtype)
+        self.meta: dict = {}  # rank boundary b (the input of rank b) -> value spec
         self.groups: list = []  # per group: (post began, wait began, completed,
         # [(buffer, is_recv)], post returned, processor seconds the post took)
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -86,55 +91,63 @@ class Runner:
         self.sync()
         return out, time.perf_counter() - t0
 
-    def chain_forward(self, x, target, record: bool, hooks: list | None = None):
-        """Run every piece on ``x``; returns [(input leaf, output)] (the last output is the
-        loss on the last stage)."""
-        saved = []
-        last_stage = self.rank == self.world - 1
-        for j, mod in enumerate(self.pieces):
-            xj = x.detach()
-            if xj.is_floating_point() and (j > 0 or self.rank > 0):  # the data needs no grad
-                xj.requires_grad_(True)
-            is_loss = last_stage and j == len(self.pieces) - 1
+    def forward_piece(self, j: int, x, target):
+        """Piece ``j`` on ``x`` as the runtime runs a stage: -> (its output, the input leaves
+        that require grad, the outputs its backward starts from, whether they are the loss)."""
+        xj, grad_in = PC.piece_input(x, j > 0 or self.rank > 0)  # the data needs no grad
+        stage = self.first + j
 
-            def run(mod=mod, xj=xj, is_loss=is_loss):
-                y = mod(xj)
-                return self.loss_fn(y, target) / self.M if is_loss else y
+        def note():
+            return f"ppir profile, rank {self.rank}: stage {stage}'s forward, given {{}}"
+
+        y = V.call_stage(self.pieces[j], xj, note)
+        if self.rank == self.world - 1 and j == len(self.pieces) - 1:
+            return y, grad_in, [self.loss_fn(y, target) / self.M], True
+        return y, grad_in, PC.float_leaves(y), False
+
+    def chain_forward(self, x, target, record: bool, hooks: list | None = None):
+        """Run every piece on ``x``; returns per piece (input leaves that require grad,
+        outputs for backward, is the loss), and the last piece's output."""
+        saved = []
+        for j in range(len(self.pieces)):
+
+            def run(j=j, x=x):
+                return self.forward_piece(j, x, target)
 
             if hooks is not None:
                 with torch.autograd.graph.saved_tensors_hooks(hooks[j].pack, hooks[j].unpack):
-                    y, dt = self._timed(run)
+                    out, dt = self._timed(run)
             else:
-                y, dt = self._timed(run)
+                out, dt = self._timed(run)
             if record:
                 self.samples[j].F.append(dt)
-            saved.append((xj, y))
-            x = y
-        return saved
+            x, grad_in, outs, is_loss = out
+            saved.append((grad_in, outs, is_loss))
+        return saved, x
 
     def chain_backward(self, saved, g, split: bool, record: bool):
         """Backward through the pieces in reverse (B, or I then W per piece); returns the
-        gradient of the rank's input (None when it needs none)."""
+        gradient of the rank's input (one tensor per leaf that requires grad)."""
         for j in range(len(saved) - 1, -1, -1):
-            xj, y = saved[j]
-            need_dx = xj.requires_grad
+            grad_in, outs, is_loss = saved[j]
+            ys, gs = PC.backward_args(outs, None if is_loss else g)
             if not split:
 
-                def full(y=y, g=g):
-                    torch.autograd.backward(y, grad_tensors=g)
+                def full(ys=ys, gs=gs, grad_in=grad_in):
+                    return backward_full(ys, gs, grad_in)
 
-                _, dt = self._timed(full)
+                dx, dt = self._timed(full)
                 if record:
                     self.samples[j].B.append(dt)
-                g = xj.grad if need_dx else None
+                g = PC.input_grads(grad_in, dx)
                 continue
 
             # the runtime's own split (ppir.torch.backward): I keeps for W what W needs, and W
-            # runs only the weight half of each weight node (no input-path node again)
-            def inp(y=y, g=g, xj=xj, ps=self.params[j]):
-                return backward_input([y], [g], [xj], ps)
+            # runs only the weight half of each weight node
+            def inp(ys=ys, gs=gs, grad_in=grad_in, ps=self.params[j]):
+                return backward_input(ys, gs, grad_in, ps)
 
-            (dxs, work), ti = self._timed(inp)
+            (dx, work), ti = self._timed(inp)
             if split == "late":  # W after the next microbatch's F and I (ZB-H1's last stage)
                 self.late.append((j, work))
             else:
@@ -142,10 +155,9 @@ class Runner:
                 if record:
                     self.samples[j].W.append(tw)
             del work
-            dx = dxs[0] if need_dx else None
             if record:
                 self.samples[j].I.append(ti)
-            g = dx
+            g = PC.input_grads(grad_in, dx)
         return g
 
     def run_late(self, record: bool, keep: int = 0) -> None:
@@ -186,36 +198,34 @@ class Runner:
         got, out = deps.message_in(a, S), deps.message_out(a, S)
         if a.kind is OpKind.F:
             x = inputs[m] if got is None else bufs.pop(got.buffer)
-            saved[m] = self.chain_forward(x, targets[m], record, hooks)
+            saved[m], y = self.chain_forward(x, targets[m], record, hooks)
             if out is not None:
-                bufs[out.buffer] = saved[m][-1][1].detach()
+                bufs[out.buffer] = PC.detached(y)
         elif a.kind is OpKind.B:
             g = bufs.pop(got.buffer) if got is not None else None
             dx = self.chain_backward(saved.pop(m), g, split, record)
             if split == "late":  # the previous microbatch's W, now that this one's I ran
                 self.run_late(record, keep=len(self.pieces))
             if out is not None:
-                if dx is None:  # the stage output does not depend on its input
-                    shape, dtype = self.meta[out.boundary]
-                    dx = torch.zeros(shape, dtype=dtype, device=self.device)
                 bufs[out.buffer] = dx
         else:
             raise RuntimeError(f"ppir profile runs 1F1B; unexpected {a}")
 
     def _post(self, acts, bufs):
-        """Post one group (``batch_isend_irecv`` in program order): its works and receives."""
+        """Post one group (``batch_isend_irecv`` in program order, a message one op per
+        tensor, as the runtime posts it): its works and receives."""
         t_post, cpu = time.perf_counter(), time.thread_time()
         ops, received, names = [], [], []
         for a in acts:
             msg = deps.message_of(a)
             peer = deps.peer_rank(self.schedule.placement, a)
             if a.kind.is_send:
-                ops.append(dist.P2POp(dist.isend, bufs.pop(msg.buffer), peer))
+                for t in PC.send_tensors(bufs.pop(msg.buffer), msg.grad):
+                    ops.append(dist.P2POp(dist.isend, t, peer))
             else:
-                shape, dtype = self.meta[msg.boundary]
-                t = torch.empty(shape, dtype=dtype, device=self.device)
-                ops.append(dist.P2POp(dist.irecv, t, peer))
-                received.append((msg.buffer, t))
+                ts = PC.recv_buffers(self.meta[msg.boundary], msg.grad, self.device)
+                ops.extend(dist.P2POp(dist.irecv, t, peer) for t in ts)
+                received.append((msg, ts))
             names.append((msg.buffer, a.kind.is_recv))
         works = dist.batch_isend_irecv(ops)
         posted = (time.perf_counter(), time.thread_time() - cpu)
@@ -228,65 +238,51 @@ class Runner:
             w.wait()
         if record:  # perf_counter is one clock for every process of the machine
             self.groups.append((t_post, t_wait, time.perf_counter(), names, t_posted, cpu))
-        for key, t in received:
-            bufs[key] = t
+        for msg, ts in received:
+            bufs[msg.buffer] = PC.received(self.meta[msg.boundary], msg.grad, ts)
 
 
 def propagate_shapes(run: Runner, sample, device) -> None:
-    """Each rank learns the shape of its input from its predecessor (one no-grad forward of its
-    pieces), records its pieces' output sizes and tells its successor."""
-    r, P = run.rank, run.world
-    x = sample
-    if r > 0:
-        info = torch.zeros(10, dtype=torch.int64)
-        dist.recv(info, r - 1)
-        nd, code = int(info[0]), int(info[1])
-        shape = tuple(int(v) for v in info[2 : 2 + nd])
-        dtype = _DTYPES[code]
-        run.meta[r] = (shape, dtype)
-        x = torch.zeros(shape, dtype=dtype, device=device)
-    with torch.no_grad():
+    """Each rank learns the spec of its input from its predecessor (one no-grad forward of
+    its pieces, as the runtime infers boundary shapes: :mod:`ppir.torch.shapes`), records its
+    pieces' output sizes and tells every rank (collective)."""
+
+    def trace(x):
+        spec = None
         for j, mod in enumerate(run.pieces):
-            x = mod(x)
-            run.samples[j].out_bytes = x.numel() * x.element_size()
-    if r + 1 < P:
-        if x.dim() > 8:
-            raise RuntimeError("ppir profile: a stage output with more than 8 dimensions")
-        info = torch.zeros(10, dtype=torch.int64)
-        info[0], info[1] = x.dim(), _DTYPES.index(x.dtype)
-        info[2 : 2 + x.dim()] = torch.tensor(x.shape)
-        dist.send(info, r + 1)
-        run.meta[r + 1] = (tuple(x.shape), x.dtype)
+            spec = trace_stage(mod, x, run.first + j, run.rank)
+            run.samples[j].out_bytes = PC.value_bytes(spec)
+            x = zeros_like_spec(spec, device)
+        return spec
 
-
-_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32]
+    out = trace(sample) if run.rank == 0 else None
+    for b in range(1, run.world):
+        mine = out if run.rank == b - 1 else None
+        run.meta[b] = broadcast_spec(mine, b - 1, None, device, rank=run.rank)
+        if run.rank == b:
+            out = trace(zeros_like_spec(run.meta[b], device))
 
 
 def measure_fb(run: Runner, inputs, targets, reps: int) -> None:
     """Per piece: a forward and a backward back to back as one timed step (F&B), all ranks at
     once (no messages: the gradient coming in is ones)."""
-    xs, last = [], run.rank == run.world - 1
-    if run.rank == 0:
-        x = inputs[0]
-    else:
-        shape, dtype = run.meta[run.rank]
-        x = torch.zeros(shape, dtype=dtype, device=run.device)
+    xs = []
+    x = inputs[0] if run.rank == 0 else zeros_like_spec(run.meta[run.rank], run.device)
     with torch.no_grad():
         for mod in run.pieces:
             xs.append(x)
-            x = mod(x)
+            x = V.call_stage(mod, x)
     for j, mod in enumerate(run.pieces):
-        is_loss = last and j == len(run.pieces) - 1
 
-        def fwd(j=j, mod=mod, is_loss=is_loss):
-            xj = xs[j].detach()
-            if xj.is_floating_point() and (j > 0 or run.rank > 0):
-                xj.requires_grad_(True)
-            y = mod(xj)
-            return run.loss_fn(y, targets[0]) / run.M if is_loss else y
+        def fwd(j=j):
+            _, _, outs, is_loss = run.forward_piece(j, xs[j], targets[0])
+            return outs, is_loss
 
-        def bwd(y, is_loss=is_loss):
-            torch.autograd.backward(y, grad_tensors=None if is_loss else torch.ones_like(y))
+        def bwd(out):  # the gradient coming in is ones
+            outs, is_loss = out
+            ys = outs if is_loss else [y for y in outs if y.requires_grad]
+            if ys:
+                torch.autograd.backward(ys, None if is_loss else [torch.ones_like(y) for y in ys])
 
         for _ in range(reps):
             y0 = fwd()
@@ -299,13 +295,14 @@ def measure_fb(run: Runner, inputs, targets, reps: int) -> None:
 
 
 def measure_transfer(run: Runner, reps: int) -> list[float]:
-    """One-way time of each rank boundary's message (half a ping-pong of the real tensor, posted
-    as the runtime posts a group), boundaries in turn; every rank returns the same list."""
+    """One-way time of each rank boundary's message (half a ping-pong of the real value, one
+    op per tensor, posted as the runtime posts a group), boundaries in turn; every rank
+    returns the same list."""
     out = []
     for b in range(1, run.world):
-        small = ((1,), torch.float32)
-        shape, dtype = run.meta.get(b, small) if run.rank in (b - 1, b) else small
-        t = torch.zeros(shape, dtype=dtype, device=run.device)
+        t = None
+        if run.rank in (b - 1, b):
+            t = PC.send_tensors(zeros_like_spec(run.meta[b], run.device), False)
         times = []
         for _ in range(reps + 1):
             dist.barrier()
@@ -323,8 +320,8 @@ def measure_transfer(run: Runner, reps: int) -> list[float]:
     return out
 
 
-def _group(fn, t, peer) -> None:
-    for w in dist.batch_isend_irecv([dist.P2POp(fn, t, peer)]):
+def _group(fn, tensors: list, peer) -> None:
+    for w in dist.batch_isend_irecv([dist.P2POp(fn, t, peer) for t in tensors]):
         w.wait()
 
 
@@ -340,8 +337,8 @@ class Profiler:
 
             batch = model.make_batch(0)
             check_batch(batch, M)
-        self.inputs = [t.to(device) for t in batch[0].chunk(M)]
-        self.targets = [t.to(device) for t in batch[1].chunk(M)]
+        self.inputs = [V.to_device(x, device) for x in V.split_batch(batch[0], M, "inputs")]
+        self.targets = [V.to_device(t, device) for t in V.split_batch(batch[1], M, "targets")]
         propagate_shapes(self.run, self.inputs[0], device)
         if world > 1:
             measure_transfer(self.run, 1)  # connects every pair before anything is timed

@@ -1,0 +1,70 @@
+"""The errors of ``ppir profile`` and how a failed rank's error reaches the parent.
+
+A mistake in the request or the model that ppir can name in one line is a
+:class:`ProfileError` (the CLI prints it without a traceback); a rank that failed otherwise
+(an exception inside the user's model, with its traceback) ends the measurement with
+:class:`ProfileFailed`, naming the earliest failure once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+
+class ProfileError(ValueError):
+    """The request cannot be measured (bad sizes, a model module without the contract)."""
+
+
+class ProfileFailed(RuntimeError):
+    """A rank of the measurement failed: the message names the root cause once (the earliest
+    error a rank raised, with its traceback), or says that the ranks ran out of time."""
+
+
+def failure(out: str, codes: list) -> Exception:
+    """The root cause of a failed measurement, from the error files the ranks wrote
+    (``{out}.error.R``): the earliest error; the ranks that failed after it are named as
+    stopped by it (a lost connection to the failed rank, as a rule)."""
+    errors = []
+    for r in range(len(codes)):
+        try:
+            errors.append((json.loads(Path(f"{out}.error.{r}").read_text()), r))
+        except (OSError, ValueError):
+            continue
+    ends = ", ".join(
+        f"rank {r}: " + ("ok" if c == 0 else f"exit {c}" if c > 0 else f"signal {-c}")
+        for r, c in enumerate(codes)
+    )
+    if not errors:
+        return ProfileFailed(f"ppir profile: ranks failed without a Python error ({ends})")
+    first, r = min(errors, key=lambda e: e[0]["time"])
+    if first["usage"]:  # a mistake ppir names in one line (a bad module, a bad batch)
+        line = first["line"]  # the runtime's messages name the rank themselves
+        return ProfileError(line if line.startswith(f"rank {r}: ") else f"rank {r}: {line}")
+    return ProfileFailed(
+        f"ppir profile: rank {r} failed:\n{first['traceback'].rstrip()}\nppir profile: {ends}"
+    )
+
+
+def usage(e: Exception) -> Exception:
+    """``e``, or a :class:`ProfileError` with its message where it is one of the runtime's
+    one-line errors about the model (:class:`~ppir.torch.errors.ModelError`: a loss that is
+    not a scalar; :class:`~ppir.torch.errors.ShapeMismatch`: a stage output that cannot cross
+    a boundary), which the runtime reports without a traceback too."""
+    from ppir.torch.errors import ModelError, ShapeMismatch
+
+    return ProfileError(str(e)) if isinstance(e, (ModelError, ShapeMismatch)) else e
+
+
+def record_error(out: str, rank: int, e: Exception) -> None:
+    """The rank's error for the parent (``{out}.error.R``; see :func:`failure`)."""
+    import traceback
+
+    record = {
+        "time": time.time(),
+        "usage": isinstance(e, ProfileError),
+        "line": str(e) if isinstance(e, ProfileError) else f"{type(e).__name__}: {e}",
+        "traceback": traceback.format_exc(),
+    }
+    Path(f"{out}.error.{rank}").write_text(json.dumps(record))
