@@ -104,3 +104,54 @@ def test_a_boundary_that_is_no_tensor_is_one_line(boundary_model, tmp_path, cli)
         "ppir: error: rank 0: the output of stage 0: the value is str; a value crossing a stage "
         "boundary is a tensor or a tuple, list or dict of tensors"
     )
+
+
+MEAN = " (the microbatch mean)"
+LOSSES = {
+    "a vector": (
+        "(y - t) ** 2",
+        f"returned ({ROWS}, {WIDTH}); it must return a scalar tensor" + MEAN,
+    ),
+    "a float": (
+        "((y - t) ** 2).mean().item()",
+        "returned float; it must return a scalar tensor" + MEAN,
+    ),
+    "a tuple": (
+        "((y - t) ** 2).mean(), {}",
+        "returned tuple; it must return a scalar tensor" + MEAN,
+    ),
+    "a detached tensor": (
+        "((y - t) ** 2).mean().detach()",
+        "returned a tensor that does not require grad: it must be computed from the stage's "
+        "output by autograd (not a constant, not under torch.no_grad(), not detached)",
+    ),
+}
+
+
+def _bad_loss_model(tmp_path, body: str) -> str:
+    path = tmp_path / "bad_loss_model.py"
+    path.write_text(BOUNDARY_MODEL.replace("return ((y - t) ** 2).mean()", f"return {body}"))
+    return str(path)
+
+
+@pytest.mark.parametrize("what", list(LOSSES))
+def test_a_loss_that_is_not_a_scalar_is_the_runtimes_one_line_error(tmp_path, cli, what):
+    """As 'ppir launch' says it (torch's 'grad can be implicitly created only for scalar
+    outputs' and the like came out as tracebacks)."""
+    body, message = LOSSES[what]
+    path = _bad_loss_model(tmp_path, body)
+    code, _, err = cli("profile", "--module", path, "--ranks", "1", "--stages", "2",
+                       "-M", str(M), "--steps", "2")  # fmt: skip
+    assert code == 2 and "Traceback" not in err, err
+    assert err.strip() == f"ppir: error: rank 0: loss_fn on stage 1, microbatch 0 {message}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_bad_loss_on_the_last_rank_is_named_once(tmp_path):
+    from ppir.profile.launch import ProfileError
+
+    path = _bad_loss_model(tmp_path, LOSSES["a vector"][0])
+    with pytest.raises(ProfileError) as e:
+        profile(ProfileSpec(path, ranks=2, stages=4, microbatches=M, steps=2, warmup=1))
+    assert str(e.value) == f"rank 1: loss_fn on stage 3, microbatch 0 {LOSSES['a vector'][1]}"

@@ -22,6 +22,9 @@ Contract
   counted with saved-tensor hooks (parameters excluded); last, the model's optimizer steps once
   over each piece's parameters and the bytes of its state are counted
   (:func:`ppir.torch.model.optimizer_state_bytes`).
+* The last piece's loss is checked as the runtime checks it
+  (:func:`ppir.torch.model.scalar_loss`): a ``loss_fn`` that does not return a scalar tensor
+  computed by autograd is the runtime's one-line error naming the rank, stage and microbatch.
 * The result is :class:`ppir.analysis.measured.MeasuredCosts` (per piece: trimmed means of the
   samples), written as the ``[measured]`` table of a TOML cost file; a schedule with S stages
   uses it when S divides ``stages``.

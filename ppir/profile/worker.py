@@ -19,7 +19,7 @@ from ppir.ir import Action, Group, OpKind, Wait, deps
 from ppir.profile import pieces as PC
 from ppir.torch import values as V
 from ppir.torch.backward import backward_full, backward_input, backward_weight
-from ppir.torch.model import optimizer_state_bytes
+from ppir.torch.model import optimizer_state_bytes, scalar_loss
 from ppir.torch.shapes import broadcast_spec, trace_stage, zeros_like_spec
 
 
@@ -91,9 +91,10 @@ class Runner:
         self.sync()
         return out, time.perf_counter() - t0
 
-    def forward_piece(self, j: int, x, target):
-        """Piece ``j`` on ``x`` as the runtime runs a stage: -> (its output, the input leaves
-        that require grad, the outputs its backward starts from, whether they are the loss)."""
+    def forward_piece(self, j: int, x, target, mb: int):
+        """Piece ``j`` on ``x`` (of microbatch ``mb``) as the runtime runs a stage: -> (its
+        output, the input leaves that require grad, the outputs its backward starts from,
+        whether they are the loss, which the runtime's check of the loss has passed)."""
         xj, grad_in = PC.piece_input(x, j > 0 or self.rank > 0)  # the data needs no grad
         stage = self.first + j
 
@@ -102,17 +103,18 @@ class Runner:
 
         y = V.call_stage(self.pieces[j], xj, note)
         if self.rank == self.world - 1 and j == len(self.pieces) - 1:
-            return y, grad_in, [self.loss_fn(y, target) / self.M], True
+            loss = scalar_loss(self.loss_fn(y, target), stage, mb, self.rank)
+            return y, grad_in, [loss / self.M], True
         return y, grad_in, PC.float_leaves(y), False
 
-    def chain_forward(self, x, target, record: bool, hooks: list | None = None):
-        """Run every piece on ``x``; returns per piece (input leaves that require grad,
-        outputs for backward, is the loss), and the last piece's output."""
+    def chain_forward(self, x, target, mb: int, record: bool, hooks: list | None = None):
+        """Run every piece on ``x`` (microbatch ``mb``); returns per piece (input leaves that
+        require grad, outputs for backward, is the loss), and the last piece's output."""
         saved = []
         for j in range(len(self.pieces)):
 
             def run(j=j, x=x):
-                return self.forward_piece(j, x, target)
+                return self.forward_piece(j, x, target, mb)
 
             if hooks is not None:
                 with torch.autograd.graph.saved_tensors_hooks(hooks[j].pack, hooks[j].unpack):
@@ -198,7 +200,7 @@ class Runner:
         got, out = deps.message_in(a, S), deps.message_out(a, S)
         if a.kind is OpKind.F:
             x = inputs[m] if got is None else bufs.pop(got.buffer)
-            saved[m], y = self.chain_forward(x, targets[m], record, hooks)
+            saved[m], y = self.chain_forward(x, targets[m], m, record, hooks)
             if out is not None:
                 bufs[out.buffer] = PC.detached(y)
         elif a.kind is OpKind.B:
@@ -275,7 +277,7 @@ def measure_fb(run: Runner, inputs, targets, reps: int) -> None:
     for j, mod in enumerate(run.pieces):
 
         def fwd(j=j):
-            _, _, outs, is_loss = run.forward_piece(j, xs[j], targets[0])
+            _, _, outs, is_loss = run.forward_piece(j, xs[j], targets[0], 0)
             return outs, is_loss
 
         def bwd(out):  # the gradient coming in is ones

@@ -37,7 +37,8 @@ import torch.distributed as dist
 from ppir.plan import boundary_of
 from ppir.torch import values as V
 from ppir.torch.backward import backward_full, backward_input, backward_weight
-from ppir.torch.errors import ModelError, NonFiniteLoss, ShapeMismatch, comm_error
+from ppir.torch.errors import NonFiniteLoss, ShapeMismatch, comm_error
+from ppir.torch.model import scalar_loss
 from ppir.torch.procgroup import wait_all
 
 Meta = dict  # boundary -> spec (see :mod:`.values`)
@@ -203,7 +204,7 @@ class Executor:
             self.modules[chunk], V.unflatten(spec, leaves), lambda: self._forward_note(ins)
         )
         if ins["out"] == "loss":
-            loss = _scalar(self.loss_fn(y, self.targets[m]), s, m, self.rank) * self.scale
+            loss = scalar_loss(self.loss_fn(y, self.targets[m]), s, m, self.rank) * self.scale
             self.losses.append((m, loss.detach()))
             if not self.forward_only:
                 self.saved[(s, m)] = _Saved(grad_in, [loss], True)
@@ -313,19 +314,3 @@ class Executor:
         except RuntimeError as e:
             peers = sorted({self.peer(o["peer"]) for o in (group_ins or ins)["ops"]})
             raise comm_error(self._where(ins), peers, e, self.timeout_s) from None
-
-
-def _scalar(loss, stage: int, mb: int, rank: int):
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
-        raise ModelError(
-            f"rank {rank}: loss_fn on stage {stage}, microbatch {mb} returned "
-            f"{shape}; it must return a scalar tensor (the microbatch mean)"
-        )
-    if torch.is_grad_enabled() and not loss.requires_grad:
-        raise ModelError(
-            f"rank {rank}: loss_fn on stage {stage}, microbatch {mb} returned a tensor that "
-            "does not require grad: it must be computed from the stage's output by autograd "
-            "(not a constant, not under torch.no_grad(), not detached)"
-        )
-    return loss.reshape(())

@@ -255,3 +255,23 @@ def optimizer_state_bytes(model, params: list) -> int:
         for t in (st.values() if isinstance(st, dict) else ())
         if isinstance(t, torch.Tensor)
     )
+
+
+def scalar_loss(loss, stage: int, mb: int, rank: int):
+    """``loss`` (what ``loss_fn`` returned on ``stage`` for microbatch ``mb``) as a 0-d tensor;
+    :class:`ModelError` naming ``rank``, the stage and the microbatch unless it is a tensor of
+    one element that (with grad enabled) requires grad.  The runtime's executor and
+    ``ppir profile`` check the loss with it alike."""
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise ModelError(
+            f"rank {rank}: loss_fn on stage {stage}, microbatch {mb} returned "
+            f"{shape}; it must return a scalar tensor (the microbatch mean)"
+        )
+    if torch.is_grad_enabled() and not loss.requires_grad:
+        raise ModelError(
+            f"rank {rank}: loss_fn on stage {stage}, microbatch {mb} returned a tensor that "
+            "does not require grad: it must be computed from the stage's output by autograd "
+            "(not a constant, not under torch.no_grad(), not detached)"
+        )
+    return loss.reshape(())
