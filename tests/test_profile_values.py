@@ -3,12 +3,16 @@ m(*x) and m(**x)) and the runtime's check of the loss."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from ppir.analysis.config import load_config_file  # noqa: E402
+from ppir.analysis.measured import from_table  # noqa: E402
+from ppir.analysis.measured_shared import SharedBytes  # noqa: E402
 from ppir.profile.launch import ProfileSpec, profile  # noqa: E402
 
 WIDTH, ROWS, M = 8, 4, 4
@@ -155,3 +159,63 @@ def test_a_bad_loss_on_the_last_rank_is_named_once(tmp_path):
     with pytest.raises(ProfileError) as e:
         profile(ProfileSpec(path, ranks=2, stages=4, microbatches=M, steps=2, warmup=1))
     assert str(e.value) == f"rank 1: loss_fn on stage 3, microbatch 0 {LOSSES['a vector'][1]}"
+
+
+TIED_MODEL = textwrap.dedent(
+    f"""
+    import torch
+    from ppir.torch import split_layers
+
+    VOCAB, D = 16, {WIDTH}
+    _CACHE = {{}}
+
+    class Head(torch.nn.Module):
+        def __init__(self, emb):
+            super().__init__()
+            self.emb = emb  # tied
+
+        def forward(self, h):
+            return h @ self.emb.weight.t()
+
+    def build_stage(stage, num_stages):
+        if num_stages not in _CACHE:
+            torch.manual_seed(0)
+            emb = torch.nn.Embedding(VOCAB, D)
+            layers = [torch.nn.Linear(D, D) for _ in range(num_stages)]
+            _CACHE[num_stages] = split_layers(layers, num_stages, first=emb, last=Head(emb))
+        return _CACHE[num_stages][stage]
+
+    def make_batch(step):
+        g = torch.Generator().manual_seed(step)
+        x = torch.randint(0, VOCAB, ({M * ROWS},), generator=g)
+        return x, (x + 1) % VOCAB
+
+    def loss_fn(y, t):
+        return torch.nn.functional.cross_entropy(y, t)
+
+    def make_optimizer(params):
+        return torch.optim.SGD(params, lr=0.1, momentum=0.9)
+    """
+)
+
+
+def test_the_profile_records_which_stages_share_a_weight(tmp_path, cli):
+    """The tied embedding/head (split_layers declares it) is in stage 0's and stage 3's sizes
+    and in 'shared'; ZB-V then counts it once on rank 0, which holds both."""
+    path = tmp_path / "tied_model.py"
+    path.write_text(TIED_MODEL)
+    out = tmp_path / "tied.toml"
+    code, said, err = cli("profile", "--module", str(path), "--ranks", "1", "--stages", "4",
+                          "-M", str(M), "--steps", "2", "-o", str(out))  # fmt: skip
+    assert code == 0, err
+    assert "shared: stages 0, 3 hold one 0.5 KiB parameter (in each one's params" in said
+    m = from_table(load_config_file(str(out))["measured"], str(out))
+    emb, lin = 16 * WIDTH * 4, (WIDTH * WIDTH + WIDTH) * 4
+    assert m.param_bytes == (emb + lin, lin, lin, lin + emb)
+    assert m.optimizer_bytes == m.param_bytes  # SGD momentum: one buffer per parameter
+    assert m.shared == (SharedBytes((0, 3), emb, 0.0, emb),)
+    code, text, err = cli("compile", "zbv", "-D", "P=2", "-D", "M=4", "--backend", "cost",
+                          "--config", str(out), "--format", "json")  # fmt: skip
+    assert code == 0, err
+    rank0 = json.loads(text)["per_rank"][0]["memory"]
+    assert rank0["params"] == rank0["grads"] == rank0["optimizer"] == emb + 2 * lin

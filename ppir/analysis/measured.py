@@ -25,15 +25,20 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     param_bytes = [...]        # trainable parameters of the stage (bytes)
     frozen_bytes = [...]       # optional: its parameters without gradients and its buffers
     optimizer_bytes = [...]    # the model's optimizer state for the stage's parameters (bytes)
+    shared = [{stages = [0, 3], param_bytes = ..., frozen_bytes = ..., optimizer_bytes = ...}]
+                               # optional: a parameter those stages share (a tied embedding),
+                               # in each one's sizes above; counted once where one rank or
+                               # merged stage holds several (:mod:`.measured_shared`)
     ranks = 2                  # how the measurement ran: ranks, schedule, device (informative)
     processors = 2             # CPU runs: the cores the ranks shared; the estimator runs
                                # the ranks on them too (hardware.processors, 0: one per rank)
 
 A schedule with S stages uses the measurement when S divides the measured count: stage ``s``
 is the sum of measured stages ``s*k .. s*k + k - 1`` (k = measured / S), since ``build_stage``
-splits a model into consecutive pieces; except I and W of stage 0, whose input needs no gradient
-(the runtime's I is empty there and its W is the whole backward): I of piece 0, and W of piece 0
-plus B of pieces 1 .. k - 1.  Any other S is a ppir error naming the counts that fit.
+splits a model into consecutive pieces (a parameter several of them share counted once);
+except I and W of stage 0, whose input needs no gradient (the runtime's I is empty there and
+its W is the whole backward): I of piece 0, and W of piece 0 plus B of pieces 1 .. k - 1.  Any
+other S is a ppir error naming the counts that fit.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ppir.analysis.measured_shared import SharedBytes, fit_shared, from_list
 from ppir.diagnostics import error
 
 SECTION = "measured"
@@ -80,6 +86,7 @@ KEYS = {
     "steps",
     "transfer_isolated",
     "processors",
+    "shared",
     *_PER_STAGE,
 }
 
@@ -112,6 +119,9 @@ class MeasuredCosts:
     frozen_bytes: tuple[float, ...] = ()
     """Per stage, what the stage holds beside its trainable parameters (``param_bytes``):
     parameters without gradients and the module's buffers (() when not measured: none)."""
+    shared: tuple[SharedBytes, ...] = ()
+    """The parameters several stages share, each counted in every holder's sizes
+    (:mod:`ppir.analysis.measured_shared`; () when none is declared)."""
 
     def post_time(self, ranks: int, processors: int | None) -> float:
         """What posting a group costs a schedule's rank: the posts' wall time when every rank
@@ -154,6 +164,11 @@ class MeasuredCosts:
         # Stage 0's input (the data) has no gradient: its I computes nothing and its W runs
         # the whole backward (ppir.torch.backward), so the merged first stage is measured piece
         # 0's I and W plus the full backward of its other pieces, not the sum of their splits.
+        shared, twice = fit_shared(self.shared, k, stages)  # a merged stage holds one copy
+
+        def once(xs, term):
+            return tuple(x - t[term] for x, t in zip(agg(xs), twice)) if xs else xs
+
         I, W, late = agg(self.I), agg(self.W), agg(self.W_late)
         if I and W and self.B:
             I = (self.I[0], *I[1:])
@@ -171,13 +186,14 @@ class MeasuredCosts:
             if self.message_bytes
             else (),
             agg(self.activation_bytes),
-            agg(self.param_bytes),
+            once(self.param_bytes, "param_bytes"),
             self.info,
             self.post,
             self.post_wall,
-            agg(self.optimizer_bytes),
+            once(self.optimizer_bytes, "optimizer_bytes"),
             late,
-            agg(self.frozen_bytes),
+            once(self.frozen_bytes, "frozen_bytes"),
+            shared,
         )
 
     def for_schedule(self, stages: int, pipelines: int = 1) -> tuple[MeasuredCosts, list[int]]:
@@ -218,6 +234,8 @@ class MeasuredCosts:
         ):
             if getattr(self, k):
                 lines.append(f"{k} = {_toml(list(getattr(self, k)))}")
+        if self.shared:
+            lines.append(f"shared = [{', '.join(e.to_toml() for e in self.shared)}]")
         return "\n".join(lines) + "\n"
 
 
@@ -271,6 +289,7 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
         lists.get("optimizer_bytes", ()),
         lists.get("W_late", ()),
         lists.get("frozen_bytes", ()),
+        from_list(table["shared"], f"{SECTION}.shared", where, S) if "shared" in table else (),
     )
 
 

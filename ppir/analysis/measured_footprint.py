@@ -10,7 +10,10 @@ the sum of its measured pieces, as :meth:`MeasuredCosts.fit` sums times):
 
 * ``params``: ``param_bytes`` and ``frozen_bytes`` of the rank's stages: its trainable
   parameters, and its parameters without gradients and module buffers, as the model holds them
-  (a file without ``frozen_bytes`` has none);
+  (a file without ``frozen_bytes`` has none); a parameter several of the rank's stages of one
+  copy of the model share (``shared``: a tied embedding and head on one rank, a V placement)
+  counts once, as the runtime holds one tensor for it (:mod:`.measured_shared`), in every
+  term below too;
 * ``grads``: ``param_bytes`` again: the runtime keeps one gradient per trainable parameter, in
   its dtype;
 * ``optimizer``: ``optimizer_bytes`` of the rank's stages: the state the model's own optimizer
@@ -39,6 +42,7 @@ from ppir.analysis.footprint import (
     footprint,
 )
 from ppir.analysis.measured import MeasuredCosts
+from ppir.analysis.measured_shared import overcounted
 from ppir.analysis.memory import MemoryReport
 from ppir.ir import Schedule
 
@@ -98,15 +102,16 @@ def measured_footprint(
     per_rank = []
     for r, ((act, op), rm) in enumerate(zip(peaks, mem.per_rank)):
         stages = schedule.stages_of_rank[r]
-        params = _held(m.param_bytes, at, stages)
+        twice = _twice(m, at, stages)
+        params = _held(m.param_bytes, at, stages) - twice["param_bytes"]
         per_rank.append(
             RankFootprint(
                 rank=r,
                 stages=stages,
                 param_count=Fraction(0),  # not measured: the bytes are
-                params=params + _held(m.frozen_bytes, at, stages),
+                params=params + _held(m.frozen_bytes, at, stages) - twice["frozen_bytes"],
                 grads=params,
-                optimizer=_held(m.optimizer_bytes, at, stages),
+                optimizer=_held(m.optimizer_bytes, at, stages) - twice["optimizer_bytes"],
                 activations=Fraction(act),
                 buffers=rm.peak_recv * message,
                 peak_op=op,
@@ -115,6 +120,20 @@ def measured_footprint(
     info = dict(measured.info)
     source = ", ".join(f"{k} {info[k]}" for k in ("model", "device") if k in info)
     return MeasuredFootprint(schedule.name, source, tuple(per_rank), mem, schedule.pipelines)
+
+
+def _twice(m: MeasuredCosts, at: list, stages) -> dict[str, Fraction]:
+    """Per term, the bytes :func:`_held` counts more than once for ``stages``: those of the
+    parameters several of them share within one copy of the model (stage ``s`` is the model
+    stage ``at[s]`` of copy ``s // m.stages``); 0 for a term the file has no sizes of."""
+    copies: dict[int, list[int]] = {}
+    for s in stages:
+        copies.setdefault(s // m.stages, []).append(at[s])
+    out = dict.fromkeys(("param_bytes", "frozen_bytes", "optimizer_bytes"), Fraction(0))
+    for held in copies.values():
+        for k, v in overcounted(m.shared, held).items():
+            out[k] += Fraction(v) if getattr(m, k) else 0
+    return out
 
 
 def _held(sizes: tuple, at: list, stages) -> Fraction:

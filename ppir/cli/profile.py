@@ -141,7 +141,7 @@ def run(args) -> int:
 
 def summary(mc) -> str:
     """A per-stage table in milliseconds and KiB (frozen parameters and buffers where a stage
-    has any)."""
+    has any), then the boundary message and the parameters stages share."""
     head = ["stage", "F ms", "B ms", "I ms", "W ms", "W late ms", "F&B ms", "saved KiB"]
     frozen = any(mc.frozen_bytes)
     rows = [[*head, "params KiB", *(["frozen KiB"] if frozen else []), "optimizer KiB"]]
@@ -163,4 +163,10 @@ def summary(mc) -> str:
         + f"\nboundary message: {mc.transfer * 1e3:.3f} ms ({mc.message_size:.0f} bytes); "
         f"posting a group: {mc.post * 1e3:.3f} ms of processor time, "
         f"{mc.post_wall * 1e3:.3f} ms of wall time\n"
+        + "".join(
+            f"shared: stages {', '.join(map(str, e.stages))} hold one "
+            f"{(e.param_bytes + e.frozen_bytes) / 1024:.1f} KiB parameter (in each one's "
+            "params; counted once where one rank holds several)\n"
+            for e in mc.shared
+        )
     )

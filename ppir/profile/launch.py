@@ -300,6 +300,7 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     isolated ping-pong figure when the run had none; the post time the trimmed mean of the
     groups' posts in the run, in processor time (:func:`.samples.post_times`) and in wall time
     (:func:`.samples.post_wall_times`; both 0 without groups)."""
+    from ppir.analysis.measured_shared import SharedBytes
     from ppir.profile.samples import message_times, post_times, post_wall_times, trimmed_mean
 
     pieces = data["pieces"]
@@ -341,6 +342,16 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         if all(p.get("W_late") for p in pieces)
         else (),
         tuple(float(p.get("frozen_bytes", 0)) for p in pieces),
+        tuple(
+            SharedBytes(
+                tuple(e["stages"]),
+                float(e["param_bytes"]),
+                float(e["frozen_bytes"]),
+                float(max(0, e["optimizer_bytes"])),  # -1: no optimizer_bytes at all
+            )
+            for p in pieces
+            for e in p.get("shared", ())
+        ),
     )
 
 

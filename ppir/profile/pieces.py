@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from ppir.torch import values as V
+from ppir.torch.model import optimizer_state_bytes
 
 
 def piece_input(x, needs_grad: bool):
@@ -85,3 +86,37 @@ def recv_buffers(spec, grad: bool, device) -> list:
 def received(spec, grad: bool, tensors: list):
     """The value a message's received ``tensors`` make (a gradient stays a list)."""
     return tensors if grad else V.unflatten(spec, tensors)
+
+
+def shared_bytes(model, pieces: list, first: int) -> list[list[dict]]:
+    """Per piece, the parameters it shares with other stages, as the stages declare them to
+    the runtime (``stage.ppir_shared``, :func:`ppir.torch.split_layers`), each listed by its
+    lowest holder only (pieces are stages ``first``, ``first + 1``, ...): ``{"stages": its
+    holders, "param_bytes" (trainable) or "frozen_bytes", "optimizer_bytes"}`` (the model's
+    optimizer state for it, -1 when the optimizer cannot be made: as
+    :func:`~ppir.torch.model.optimizer_state_bytes`).  Run after the measurements (the
+    optimizer steps)."""
+    out: list[list[dict]] = [[] for _ in pieces]
+    for j, mod in enumerate(pieces):
+        for e in getattr(mod, "ppir_shared", ()) or ():
+            try:
+                holders = {int(s): str(n) for s, n in e["holders"]}
+            except (KeyError, TypeError, ValueError):
+                continue
+            if len(holders) < 2 or min(holders) != first + j:
+                continue  # recorded by its lowest holder, once
+            try:
+                p = mod.get_parameter(holders[first + j])
+            except AttributeError:
+                continue
+            size = p.numel() * p.element_size()
+            trains = p.requires_grad
+            out[j].append(
+                {
+                    "stages": sorted(holders),
+                    "param_bytes": size if trains else 0,
+                    "frozen_bytes": 0 if trains else size,
+                    "optimizer_bytes": optimizer_state_bytes(model, [p]) if trains else 0,
+                }
+            )
+    return out
