@@ -81,6 +81,7 @@ def test_tuple_and_dict_boundaries_are_measured_one_rank(boundary_model, kind):
     spec = ProfileSpec(boundary_model, {"kind": kind}, ranks=1, stages=3, microbatches=M, steps=3)
     m = profile(spec)
     assert m.message_bytes == (MESSAGE, MESSAGE)
+    assert m.microbatch_size == ROWS  # what 'tune --global-batch' (samples) divides by
     assert all(x > 0 for x in m.F + m.B + m.W + m.FB + m.W_late)
     assert m.I[1] > 0 and m.I[2] > 0  # the gradient reaches the float leaves h and aux
     assert all(a > 0 for a in m.activation_bytes)

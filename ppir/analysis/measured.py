@@ -30,6 +30,9 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
                                # in each one's sizes above; counted once where one rank or
                                # merged stage holds several (:mod:`.measured_shared`)
     ranks = 2                  # how the measurement ran: ranks, schedule, device (informative)
+    microbatch_size = 8        # optional: samples (sequences) in one profiled microbatch, dim 0
+                               # of make_batch's batch / the profile's microbatches: what
+                               # 'tune --global-batch' (samples per step) divides by
     processors = 2             # CPU runs: the cores the ranks shared; the estimator runs
                                # the ranks on them too (hardware.processors, 0: one per rank)
 
@@ -55,6 +58,7 @@ _INFO = (
     "schedule",
     "ranks",
     "microbatches",
+    "microbatch_size",
     "steps",
     "device",
     "processors",
@@ -80,6 +84,7 @@ KEYS = {
     "message_bytes",
     "ranks",
     "microbatches",
+    "microbatch_size",
     "schedule",
     "device",
     "model",
@@ -132,6 +137,11 @@ class MeasuredCosts:
         if self.post_wall and (processors is None or ranks <= processors):
             return self.post_wall
         return self.post
+
+    @property
+    def microbatch_size(self) -> int | None:
+        """Samples (sequences) in one profiled microbatch; None when the file does not say."""
+        return dict(self.info).get("microbatch_size")
 
     def fit(self, stages: int, pipelines: int = 1) -> MeasuredCosts:
         """The costs of the model split into ``stages // pipelines`` stages (consecutive
@@ -268,9 +278,11 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
             raise error("bad-config", f"{where}: {SECTION}.{k} must be seconds >= 0, got {x!r}")
         seconds[k] = float(x)
-    from ppir.analysis.config import processors_setting
+    from ppir.analysis.config import positive_count, processors_setting
 
     processors_setting(table, where, SECTION)
+    if "microbatch_size" in table:
+        positive_count(table["microbatch_size"], f"{SECTION}.microbatch_size", where)
     info = tuple((k, table[k]) for k in _INFO if k in table)
     return MeasuredCosts(
         S,

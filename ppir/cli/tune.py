@@ -39,7 +39,9 @@ beat the top) or rejected with the reason: divisibility (batch, layers), constra
 schedule's require clauses; a program that does not verify) or memory (with its largest term).
 
 Without --model: one pipeline size -P, times in forwards of one rank share per sample and the
-budget (--memory-budget) in A (one microbatch's activations of a rank share).
+budget (--memory-budget) in A (one microbatch's activations of a rank share).  With a --config
+measured by 'ppir profile' (and no --model): seconds, the profiled microbatch is the micro-batch
+(--global-batch still counts samples: M = G / the samples of a profiled microbatch).
 
 examples:
   ppir tune --world 64 --tp 8 --gpu-memory 80GiB --model llama3-70b,seq=4096
@@ -82,14 +84,16 @@ def add_arguments(p):
         type=positive_int,
         default=0,
         metavar="G",
-        help="global batch in sequences per step, M = G / (dp x micro-batch) (default 4 x "
-        "world / tp)",
+        help="global batch in sequences (samples) per step, M = G / (dp x micro-batch) (default "
+        "4 x world / tp; with a measured --config: 4 x P profiled microbatches, and G must be a "
+        "multiple of the samples of one)",
     )
     p.add_argument(
         "--micro-batch",
         default=None,
         metavar="B1,B2,...",
-        help="micro-batch sizes to try, in sequences per micro-batch (default 1,2)",
+        help="micro-batch sizes to try, in sequences per micro-batch (default 1,2; with a "
+        "measured --config: the profiled microbatch's)",
     )
     p.add_argument(
         "--v", default="1,2,4", metavar="V1,V2,...", help="stages (chunks) per rank to try"
@@ -186,6 +190,44 @@ def _budget(args, sized: bool):
     return total - keep, "bytes"
 
 
+def _measured_batch(args, measured, P: int) -> tuple[str, int]:
+    """(micro-batch sizes, global batch) with measured costs and no model: the profiled
+    microbatch is the only micro-batch (the times and sizes are its own) and --global-batch is
+    in samples, a multiple of its size (default 4 x P microbatches).  A file that does not
+    record the size (written before ``microbatch_size``) counts in profiled microbatches, and
+    refuses --global-batch rather than read it in another unit."""
+    b = measured.microbatch_size
+    mbs = args.micro_batch or str(b or 1)
+    if set(_ints(mbs, "--micro-batch")) != {b or 1}:
+        of = f" of {b} samples" if b else ""
+        raise error(
+            "bad-usage",
+            f"--micro-batch {mbs}: measured costs are per profiled microbatch{of}: profile again "
+            "with the micro-batch size to try (make_batch / -M)",
+        )
+    G = args.global_batch
+    if b is None and G:
+        raise error(
+            "bad-usage",
+            f"--global-batch {G} counts samples (sequences) per step, but --config "
+            f"{args.cost_config} does not say how many a profiled microbatch holds (written "
+            "before 'ppir profile' recorded microbatch_size)",
+            hints=[
+                "profile again, or add microbatch_size = N (the samples of make_batch's batch / "
+                "the profile's microbatches) to its [measured] table; without --global-batch, "
+                "tune takes 4 x P profiled microbatches"
+            ],
+        )
+    if b is not None and G and G % b:
+        near = " or ".join(str(x) for x in (G // b * b, G // b * b + b) if x)
+        raise error(
+            "bad-usage",
+            f"--global-batch {G}: not a whole number of profiled microbatches of {b} samples "
+            f"(try {near})",
+        )
+    return mbs, (G or 4 * P * b) if b is not None else 0
+
+
 def run(args) -> int:
     cfg = config_from_args(args)
     model = cfg.model
@@ -237,15 +279,16 @@ def run(args) -> int:
             raise error("bad-usage", f"--recompute {r}: expected {', '.join(RECOMPUTE_MODES)}")
     if args.tune_recompute and model is None:  # every row said 'none', silently
         refuse_recompute_without_model(args.tune_recompute)
-    mbs = args.micro_batch or ("1,2" if model is not None else "1")
-    if cfg.measured is not None and model is None and set(_ints(mbs, "--micro-batch")) != {1}:
-        msg = f"--micro-batch {mbs}: measured costs are per profiled microbatch: profile again"
-        raise error("bad-usage", msg + " with the micro-batch size to try (make_batch / -M)")
+    G = args.global_batch
+    if cfg.measured is not None and model is None:
+        mbs, G = _measured_batch(args, cfg.measured, world)
+    else:
+        mbs = args.micro_batch or ("1,2" if model is not None else "1")
     space = Space(
         world=world,
         tp=tp,
         pps=pps if model is not None else None,
-        global_batch=args.global_batch,
+        global_batch=G,
         micro_batches=tuple(_ints(mbs, "--micro-batch")),
         vs=tuple(_ints(args.v, "--v")),
         recomputes=recomputes,

@@ -79,7 +79,12 @@ def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False
         )
     per = ""
     if cfg.measured is not None and not has_model:  # times and sizes are per profiled one
-        per = " profiled microbatches (as 'ppir profile' split make_batch's batch)"
+        b = cfg.measured.microbatch_size
+        per = (
+            f" samples (M = {G // b} profiled microbatches of {b})"
+            if b
+            else " profiled microbatches (the cost file does not say how many samples one holds)"
+        )
     lines.append(f"{where}, global batch {G}{per}{bud}; assuming {cfg.describe()}")
     if unit != "s":
         lines.append("step time in forwards of one rank share per sample (unit costs x mbs)")

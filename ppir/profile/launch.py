@@ -191,10 +191,11 @@ def _program(P: int, M: int, rank: int):
     return s, s.programs[rank]
 
 
-def check_batch(batch, M: int) -> None:
+def check_batch(batch, M: int) -> int | None:
     """A :class:`ProfileError` unless ``batch`` (``make_batch(0)``) is an (inputs, targets)
     pair, each a tensor or a tuple, list or dict of tensors (as the runtime takes it), whose
-    every tensor's dim 0 splits into ``M`` equal microbatches."""
+    every tensor's dim 0 splits into ``M`` equal microbatches; -> the samples of one
+    microbatch (dim 0 of the inputs / M; None for inputs without a tensor)."""
     from ppir.torch import values as V
 
     if not (isinstance(batch, (tuple, list)) and len(batch) == 2):
@@ -212,6 +213,8 @@ def check_batch(batch, M: int) -> None:
                     f"make_batch(0) {name}: dim 0 must split into {M} equal microbatches (got "
                     f"{tuple(t.shape)}): pass a -M that divides it"
                 )
+    first = V.flatten(batch[0])[0]
+    return first[0].shape[0] // M if first else None
 
 
 def profile(spec: ProfileSpec) -> MeasuredCosts:
@@ -220,7 +223,7 @@ def profile(spec: ProfileSpec) -> MeasuredCosts:
     _device(spec.device, 0, current=False)  # a device this machine lacks, before any rank
     model = load_model(spec.model, spec.options)  # and a bad module
     batch = model.make_batch(0)
-    check_batch(batch, spec.num_microbatches)  # and a batch M does not split
+    size = check_batch(batch, spec.num_microbatches)  # and a batch M does not split
     with tempfile.TemporaryDirectory(prefix="ppir-profile-") as tmp:
         out = os.path.join(tmp, "samples.json")
         if spec.ranks == 1:
@@ -228,6 +231,8 @@ def profile(spec: ProfileSpec) -> MeasuredCosts:
         else:
             _run_ranks(spec, tmp, out)
         data = json.loads(Path(out).read_text())
+    if size:
+        data["microbatch_size"] = size
     return summarize(spec, data)
 
 
@@ -299,7 +304,8 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     trimmed mean of the messages' times in the run (:func:`.samples.message_times`), the
     isolated ping-pong figure when the run had none; the post time the trimmed mean of the
     groups' posts in the run, in processor time (:func:`.samples.post_times`) and in wall time
-    (:func:`.samples.post_wall_times`; both 0 without groups)."""
+    (:func:`.samples.post_wall_times`; both 0 without groups); the samples of a microbatch
+    (``data["microbatch_size"]``, which :func:`profile` adds) kept as ``microbatch_size``."""
     from ppir.analysis.measured_shared import SharedBytes
     from ppir.profile.samples import message_times, post_times, post_wall_times, trimmed_mean
 
@@ -313,6 +319,7 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         ("schedule", "1f1b"),
         ("ranks", spec.ranks),
         ("microbatches", spec.num_microbatches),
+        *((("microbatch_size", data["microbatch_size"]),) if "microbatch_size" in data else ()),
         ("steps", spec.steps),
         ("device", data.get("device", spec.device)),
     )

@@ -1,0 +1,87 @@
+"""ppir tune with a measured cost file: --global-batch counts samples (sequences) per step, as
+everywhere else, and the profiled microbatch's size converts it into microbatches."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ppir.analysis.measured import MeasuredCosts
+
+SAMPLES = 8  # one profiled microbatch: make_batch's 32 rows in the profile's 4 microbatches
+
+
+def _file(tmp_path, size: int | None = SAMPLES) -> str:
+    t = (1e-3, 1e-3)
+    info = (("microbatches", 4),) + ((("microbatch_size", size),) if size else ())
+    m = MeasuredCosts(2, t, (2e-3,) * 2, t, t, 1e-4, message_bytes=(64.0,), info=info)
+    path = tmp_path / f"costs{size}.toml"
+    path.write_text(m.to_toml())
+    return str(path)
+
+
+def _tune(cli, path, *extra):
+    return cli("tune", "-P", "2", "--config", path, "--schedules", "1f1b", "-q", *extra)
+
+
+def test_the_global_batch_is_in_samples(cli, tmp_path):
+    """32 sequences are 4 microbatches of 8, not 32 microbatches (which it took them for)."""
+    path = _file(tmp_path)
+    code, out, err = _tune(cli, path, "--global-batch", "32", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    row = doc["ranked"][0]
+    assert (doc["global_batch"], row["mbs"], row["microbatches"]) == (32, SAMPLES, 4)
+    code, out, err = _tune(cli, path, "--global-batch", "32")
+    assert code == 0, err
+    assert out.startswith("P=2, global batch 32 samples (M = 4 profiled microbatches of 8);")
+    code, out, err = _tune(cli, path)  # default: 4 x P profiled microbatches
+    assert code == 0 and "global batch 64 samples (M = 8 profiled microbatches of 8)" in out
+
+
+def test_the_file_keeps_the_samples_of_a_microbatch(tmp_path):
+    from ppir.analysis.measured import from_table
+    from ppir.analysis.toml_file import load_config_file
+
+    path = _file(tmp_path)
+    assert "microbatch_size = 8" in open(path).read()
+    m = from_table(load_config_file(path)["measured"], path)
+    assert m.microbatch_size == SAMPLES
+
+
+@pytest.mark.parametrize(
+    "size, argv, message",
+    [
+        (SAMPLES, ["--global-batch", "30"], "--global-batch 30: not a whole number of profiled "
+                                            "microbatches of 8 samples (try 24 or 32)"),
+        (SAMPLES, ["--global-batch", "4"], "(try 8)"),
+        (SAMPLES, ["--micro-batch", "1"], "--micro-batch 1: measured costs are per profiled "
+                                          "microbatch of 8 samples: profile again"),
+        (None, ["--global-batch", "32"], "--global-batch 32 counts samples (sequences) per step, "
+                                         "but --config"),
+        (None, ["--micro-batch", "2"], "--micro-batch 2: measured costs are per profiled "
+                                       "microbatch: profile again"),
+    ],
+)  # fmt: skip
+def test_what_cannot_be_converted_is_refused(cli, tmp_path, size, argv, message):
+    code, _, err = _tune(cli, _file(tmp_path, size), *argv)
+    assert code == 2 and "Traceback" not in err and message in err, err
+
+
+def test_a_file_that_does_not_record_the_size_says_its_unit(cli, tmp_path):
+    code, out, err = _tune(cli, _file(tmp_path, None))
+    assert code == 0, err
+    assert "global batch 8 profiled microbatches (the cost file does not say how many" in out
+
+
+def test_a_bad_size_is_named(tmp_path):
+    from ppir.analysis.measured import from_table
+    from ppir.diagnostics import PpirError
+
+    table = {"stages": 1, "F": [1.0], "B": [1.0], "I": [1.0], "W": [1.0], "microbatch_size": 0}
+    with pytest.raises(PpirError) as e:
+        from_table(table, "c.toml")
+    assert "c.toml: measured.microbatch_size must be a positive integer, got 0" in str(
+        e.value.diagnostics[0].message
+    )
