@@ -31,18 +31,19 @@ and memory is peak activations in A (so is a budget).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from ppir.analysis.bounds import ProgramSummary, program_bound
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.dp import reduction_bound, with_dp
-from ppir.analysis.estimate import Estimate, from_timeline
-from ppir.analysis.footprint import Footprint, schedule_copies
+from ppir.analysis.estimate import from_timeline
+from ppir.analysis.footprint import schedule_copies
 from ppir.analysis.layout import uneven_layers
 from ppir.analysis.measured_footprint import sizes_known, whole_memory
 from ppir.analysis.memory import analyze_memory, split_fractions
 from ppir.analysis.timeline import dependency_bound, run
+from ppir.analysis.tune_space import Builtin, Candidate, Space, default_global_batch
 from ppir.analysis.units import fmt_size
 from ppir.diagnostics import PpirError, error
 from ppir.frontend.loader import declared_params, load_schedule
@@ -50,74 +51,6 @@ from ppir.ir import deps
 from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
 from ppir.verify.words import ordinal
-
-
-class Builtin(str):
-    """A built-in's name in :func:`search`'s list, loaded whatever the working directory holds
-    (a plain ``str`` is resolved as every command's SCHEDULE: an existing file first)."""
-
-
-@dataclass
-class Candidate:
-    schedule: str
-    pp: int
-    dp: int
-    v: int
-    mbs: int
-    microbatches: int | None
-    recompute: str = "none"
-    stage_layers: tuple[int, ...] | None = None  # None: even (or no model)
-    bound: float | None = None  # dependency bound (per step; per sample without a model)
-    step_time: float | None = None  # compiled
-    peak: float | None = None  # worst rank: whole-memory bytes with a model, else A
-    largest: str | None = None  # the largest memory term on the worst rank
-    estimate: Estimate | None = None
-    footprint: Footprint | None = None
-    reason: str | None = None  # None: ranked
-    why: str = ""  # pruned, divisibility, constraint or memory
-    config: CostConfig | None = field(default=None, repr=False)
-    program: object = field(default=None, repr=False)
-    input_timeline: object = field(default=None, repr=False, compare=False)  # the bound's run
-    costs: object = field(default=None, repr=False, compare=False)  # of config, for program
-    scale: int = field(default=1, repr=False, compare=False)  # mbs without a model, else 1
-
-    @property
-    def ok(self) -> bool:
-        return self.reason is None
-
-
-@dataclass(frozen=True)
-class Space:
-    """What :func:`search` tries.  ``pps`` None: every P dividing world / tp."""
-
-    world: int
-    tp: int = 1
-    pps: tuple[int, ...] | None = None
-    global_batch: int = 0  # 0: default_global_batch
-    micro_batches: tuple[int, ...] = (1,)
-    vs: tuple[int, ...] = (1, 2, 4)
-    recomputes: tuple[str, ...] = ("none",)
-    uneven: bool = True
-    top: int = 10
-
-    def pipeline_sizes(self) -> list[tuple[int, int]]:
-        """(P, dp) pairs with P x dp x tp = world."""
-        if self.world < 1 or self.tp < 1 or self.world % self.tp:
-            raise error(
-                "bad-usage", f"--world {self.world} must be a positive multiple of --tp {self.tp}"
-            )
-        n = self.world // self.tp
-        ps = [p for p in range(1, n + 1) if n % p == 0]
-        if self.pps is not None:
-            bad = [p for p in self.pps if p < 1 or n % p]
-            if bad:
-                raise error(
-                    "bad-usage",
-                    f"pipeline size {bad[0]} does not divide world / tp = {n}",
-                    hints=[f"pipeline sizes for {n} GPUs per tensor-parallel slot: {ps}"],
-                )
-            ps = sorted(set(self.pps))
-        return [(p, n // p) for p in ps]
 
 
 def search(
@@ -171,11 +104,6 @@ def search(
     pruned = sorted((c for c in out if c.why == "pruned"), key=_bound_key)
     rejected = [c for c in out if not c.ok and c.why != "pruned" and c not in failed]
     return ranked + pruned + failed + rejected
-
-
-def default_global_batch(space: Space) -> int:
-    """Four sequences per pipeline-and-data-parallel slot (world / tp) when none is given."""
-    return 4 * space.world // space.tp
 
 
 def _bound_key(c: Candidate):

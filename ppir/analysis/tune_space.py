@@ -1,0 +1,85 @@
+"""What ``ppir tune`` searches (:class:`Space`) and what it finds for each choice
+(:class:`Candidate`): the data of :mod:`ppir.analysis.tune`, which re-exports them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ppir.analysis.config import CostConfig
+from ppir.analysis.estimate import Estimate
+from ppir.analysis.footprint import Footprint
+from ppir.diagnostics import error
+
+
+class Builtin(str):
+    """A built-in's name in :func:`ppir.analysis.tune.search`'s list, loaded whatever the
+    working directory holds (a plain ``str`` is resolved as every command's SCHEDULE: an
+    existing file first)."""
+
+
+@dataclass
+class Candidate:
+    schedule: str
+    pp: int
+    dp: int
+    v: int
+    mbs: int
+    microbatches: int | None
+    recompute: str = "none"
+    stage_layers: tuple[int, ...] | None = None  # None: even (or no model)
+    bound: float | None = None  # dependency bound (per step; per sample without a model)
+    step_time: float | None = None  # compiled
+    peak: float | None = None  # worst rank: whole-memory bytes with a model, else A
+    largest: str | None = None  # the largest memory term on the worst rank
+    estimate: Estimate | None = None
+    footprint: Footprint | None = None
+    reason: str | None = None  # None: ranked
+    why: str = ""  # pruned, divisibility, constraint or memory
+    config: CostConfig | None = field(default=None, repr=False)
+    program: object = field(default=None, repr=False)
+    input_timeline: object = field(default=None, repr=False, compare=False)  # the bound's run
+    costs: object = field(default=None, repr=False, compare=False)  # of config, for program
+    scale: int = field(default=1, repr=False, compare=False)  # mbs without a model, else 1
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+
+@dataclass(frozen=True)
+class Space:
+    """What :func:`search` tries.  ``pps`` None: every P dividing world / tp."""
+
+    world: int
+    tp: int = 1
+    pps: tuple[int, ...] | None = None
+    global_batch: int = 0  # 0: default_global_batch
+    micro_batches: tuple[int, ...] = (1,)
+    vs: tuple[int, ...] = (1, 2, 4)
+    recomputes: tuple[str, ...] = ("none",)
+    uneven: bool = True
+    top: int = 10
+
+    def pipeline_sizes(self) -> list[tuple[int, int]]:
+        """(P, dp) pairs with P x dp x tp = world."""
+        if self.world < 1 or self.tp < 1 or self.world % self.tp:
+            raise error(
+                "bad-usage", f"--world {self.world} must be a positive multiple of --tp {self.tp}"
+            )
+        n = self.world // self.tp
+        ps = [p for p in range(1, n + 1) if n % p == 0]
+        if self.pps is not None:
+            bad = [p for p in self.pps if p < 1 or n % p]
+            if bad:
+                raise error(
+                    "bad-usage",
+                    f"pipeline size {bad[0]} does not divide world / tp = {n}",
+                    hints=[f"pipeline sizes for {n} GPUs per tensor-parallel slot: {ps}"],
+                )
+            ps = sorted(set(self.pps))
+        return [(p, n // p) for p in ps]
+
+
+def default_global_batch(space: Space) -> int:
+    """Four sequences per pipeline-and-data-parallel slot (world / tp) when none is given."""
+    return 4 * space.world // space.tp
