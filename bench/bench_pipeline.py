@@ -157,7 +157,7 @@ def pipeline_bench(args) -> None:
 
 def tune_bench(args) -> None:
     """``ppir tune`` (JSON ``ppir.tune/2``) over every built-in: candidates are the ranked
-    (compiled), pruned (bounded, not compiled) and rejected ones together."""
+    and slower (compiled), pruned (bounded, not compiled) and rejected ones together."""
     import json
 
     from ppir.cli.main import main
@@ -188,6 +188,7 @@ def tune_bench(args) -> None:
         data = json.loads(buf.getvalue())
     assert data["format"] == "ppir.tune/2", data.get("format")
     ranked, pruned, rejected = (len(data[k]) for k in ("ranked", "pruned", "rejected"))
+    ranked += len(data.get("slower", []))  # compiled too, beyond --top
     n = ranked + pruned + rejected
     best, med = min(times), statistics.median(times)
     print(

@@ -6,8 +6,10 @@ Contract
 --------
 :func:`search` returns one :class:`Candidate` per choice, in three groups:
 
-1. the *ranked* ones: compiled (:func:`ppir.compile`, verified) and sorted by their step time;
-   at least ``top`` of them when that many fit;
+1. the *ranked* ones: compiled (:func:`ppir.compile`, verified), fit, and sorted by their step
+   time: the ``top`` fastest (all of them when fewer fit);
+   then the *slower* ones: compiled and fit too, while their bound could still beat the
+   ``top``-th, but slower than it (``why == "slower"``, in step-time order);
 2. the *pruned* ones, left uncompiled: a lower bound on their step time (:func:`program_bound`,
    or the dependency bound: the compute graph timed with the same costs, which no lowering
    beats; :mod:`ppir.pipeline`) is no better than the ``top``-th ranked step time, so they
@@ -100,10 +102,12 @@ def search(
         state.ranked,
         key=lambda c: (float(f"{c.step_time:.9g}"), c.peak or 0, c.schedule, c.pp, c.v, c.mbs),
     )
-    failed = [c for c in state.done if not c.ok]
+    ranked, slower = ranked[: space.top], [_slower(c, space.top) for c in ranked[space.top :]]
+    failed = [c for c in state.done if not c.ok and c.why != "slower"]
     pruned = sorted((c for c in out if c.why == "pruned"), key=_bound_key)
-    rejected = [c for c in out if not c.ok and c.why != "pruned" and c not in failed]
-    return ranked + pruned + failed + rejected
+    listed = ("pruned", "slower")
+    rejected = [c for c in out if not c.ok and c.why not in listed and c not in failed]
+    return ranked + slower + pruned + failed + rejected
 
 
 def _bound_key(c: Candidate):
@@ -186,6 +190,12 @@ class _State:
         c.bound = c.costs.to_time(max(dependency_bound(tl), reduction_bound(tl))) * c.scale
         c.input_timeline = tl
         return True
+
+
+def _slower(c: Candidate, top: int) -> Candidate:
+    c.reason = f"compiled, but slower than the {ordinal(top)} ranked step time"
+    c.why = "slower"
+    return c
 
 
 def _prune(c: Candidate, top: int) -> Candidate:

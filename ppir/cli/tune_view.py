@@ -1,5 +1,6 @@
 """What ``ppir tune`` prints of a search (:func:`ppir.analysis.tune.search`): the ranked table
-with the pruned and rejected choices (text), or every candidate as ``ppir.tune/2`` (JSON)."""
+(the ``--top`` fastest) with the slower, pruned and rejected choices (text), or every candidate
+as ``ppir.tune/2`` (JSON)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ppir.plan.build import runtime_limit
 from ppir.verify.words import ordinal
 
 _CLOSEST = 5  # memory rejections shown without --all-rejected: the closest to the budget
+_LISTED = ("pruned", "slower")  # not ranked, not rejected either
 
 
 def _limit(c) -> str | None:
@@ -36,7 +38,7 @@ def _row(c, rank=None) -> dict:
         "memory": c.footprint.worst.to_json() if c.footprint is not None else None,
         "bubble_fraction_of_total": e.bubble_fraction_of_total if e else None,
         "bubble_fraction_of_ideal": e.bubble_fraction_of_ideal if e else None,
-        "rejected": c.why if c.why and c.why != "pruned" else None,  # pruned: not rejected
+        "rejected": c.why if c.why and c.why not in _LISTED else None,  # pruned: not rejected
         "reason": c.reason,
         "launchable": None if c.program is None else _limit(c) is None,  # None: not expanded
     }
@@ -56,8 +58,9 @@ def tune_json(cands, space, G, cfg, budget) -> dict:
         "budget": budget[0] if budget else None,
         "assumptions": cfg.describe(),
         "ranked": [_row(c, i + 1) for i, c in enumerate(ok)],
+        "slower": [_row(c) for c in cands if c.why == "slower"],
         "pruned": [_row(c) for c in cands if c.why == "pruned"],
-        "rejected": [_row(c) for c in cands if not c.ok and c.why != "pruned"],
+        "rejected": [_row(c) for c in cands if not c.ok and c.why not in _LISTED],
     }
 
 
@@ -116,6 +119,13 @@ def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False
     lines += [f"* ppir launch cannot run it: {why}" for why in limits]
     if not ok:
         lines.append("(no feasible choice)" + _no_choice_hint(cands, has_model))
+    slower = [c for c in cands if c.why == "slower"]
+    if slower:
+        lines.append(
+            f"\nslower ({len(slower)}): compiled, from {fmt_time(slower[0].step_time, unit)}, "
+            f"but slower than the {ordinal(space.top)} ranked; --top {space.top + len(slower)} "
+            "ranks them"
+        )
     pruned = [c for c in cands if c.why == "pruned"]
     if pruned:
         best = fmt_time(pruned[0].bound, unit)
@@ -123,7 +133,7 @@ def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False
             f"\npruned ({len(pruned)}): lower bounds on their step time (from {best}) cannot "
             f"beat the {ordinal(space.top)} ranked; not compiled"
         )
-    bad = [c for c in cands if not c.ok and c.why != "pruned"]
+    bad = [c for c in cands if not c.ok and c.why not in _LISTED]
     if bad:
         lines += _rejected_lines(bad, has_model, every)
     return "\n".join(lines) + "\n"
