@@ -31,6 +31,7 @@ from ppir.ir import Action, Group, OpKind, Overlap, Schedule, Span, Wait
 from ppir.ir.graph import ProgramGraph, build_graph
 from ppir.ir.printer import format_pps, from_json
 from ppir.ir.printer import to_json as _program_json
+from ppir.ir.shape import check_schedule
 from ppir.passes import PASSES, LowerComms, OverlapComms
 from ppir.pipeline import Compiled
 from ppir.pipeline import compile as _compile
@@ -69,13 +70,15 @@ def _compiled(program: Program, costs: CostConfig | None = None, progress: str =
 
 
 def _program(program, fn: str):
-    """``program`` when it is a Schedule or a Compiled; else a TypeError saying what ``fn``
-    takes and how to make one."""
+    """``program`` when it is a well-formed Schedule (:func:`ppir.ir.shape.check_schedule`) or
+    a Compiled; else a TypeError saying what ``fn`` takes and how to make one."""
     if not isinstance(program, (Schedule, Compiled)):
         raise TypeError(
             f"{fn} takes a Schedule (ppir.load('1f1b', P=4, M=8) makes one) or what "
             f"ppir.compile returns, got {type(program).__name__} {program!r:.60}"
         )
+    if isinstance(program, Schedule):
+        check_schedule(program, fn)
     return program
 
 
@@ -161,6 +164,7 @@ def to_pps(program: Program) -> str:
 def lower(schedule: Schedule, strategy: str = "lockstep") -> Schedule:
     """Insert communication with one lowering strategy, blocking groups (the lower-comms pass
     alone; :func:`compile` is what the tools run)."""
+    check_schedule(schedule, "lower")
     return LowerComms(strategy).apply(schedule)
 
 

@@ -32,6 +32,7 @@ from ppir.analysis.timeline import Timeline, dependency_bound, run
 from ppir.diagnostics import EXIT_INVALID, PpirError, Report
 from ppir.ir import Schedule, is_compute_item
 from ppir.ir.graph import ProgramGraph, build_graph
+from ppir.ir.shape import check_schedule
 from ppir.nogc import without_gc
 from ppir.passes import PASSES, ForwardOnly, LowerComms, OverlapComms, PlaceReduce
 from ppir.passes.driver import parse_pipeline, pipeline_text
@@ -170,11 +171,7 @@ def compile(  # noqa: A001 - the library's verb
     of ``schedule``'s compute graph (built under ``progress``) timed with these very costs,
     when the caller made one (``ppir tune``'s dependency bound): used instead of building and
     timing that graph again."""
-    if not isinstance(schedule, Schedule):
-        raise TypeError(
-            f"compile takes a Schedule (ppir.load('1f1b', P=4, M=8) makes one), got "
-            f"{type(schedule).__name__} {schedule!r:.60}"
-        )
+    check_schedule(schedule)  # a hand-built one's shape: a ppir error naming the field
     if costs is not None and not isinstance(costs, CostConfig):
         raise TypeError(
             f"costs takes a CostConfig (ppir.make_config({{...}}) makes one from the TOML "
@@ -182,7 +179,7 @@ def compile(  # noqa: A001 - the library's verb
         )
     if lowering not in LOWERINGS:
         raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
-    _check_options(verify=verify, dp=1 if dp is None else dp, overlap=overlap, strict=strict)
+    _check_options(verify, 1 if dp is None else dp, overlap, strict, input_timeline)
     cfg, dp = resolve_dp(costs or CostConfig(), dp)  # one size: this dp and the model's
     chosen = parse_pipeline(passes, PASSES) if passes is not None else None
     if chosen and isinstance(chosen[0], ForwardOnly):  # a new compute order, compiled as the
@@ -238,7 +235,7 @@ def compile(  # noqa: A001 - the library's verb
     return best
 
 
-def _check_options(*, verify, dp, overlap, strict) -> None:
+def _check_options(verify, dp, overlap, strict, input_timeline) -> None:
     """A ValueError or TypeError naming the option, for values the command line refuses."""
     if verify not in (True, False, "final") or not isinstance(verify, (bool, str)):
         raise ValueError(f"verify takes True, False or 'final', got {verify!r}")
@@ -249,6 +246,8 @@ def _check_options(*, verify, dp, overlap, strict) -> None:
     for name, value in (("overlap", overlap), ("strict", strict)):
         if not isinstance(value, bool):
             raise TypeError(f"{name} takes True or False, got {value!r}")
+    if input_timeline is not None and not isinstance(input_timeline, Timeline):
+        raise TypeError(f"input_timeline takes a Timeline or None, got {input_timeline!r:.60}")
 
 
 def _time(c: Compiled) -> float:

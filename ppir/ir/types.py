@@ -16,8 +16,10 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
+
+from ppir.ir import shape as _shape
 
 
 class OpKind(str, enum.Enum):
@@ -120,6 +122,8 @@ def _fast_action_init():
     ss, sk, sm, sp = (Action.__dict__[n].__set__ for n in ("stage", "kind", "mb", "span"))
 
     def __init__(self, stage: int, kind: OpKind, mb: int, span: Span | None = None) -> None:
+        if kind.__class__ is not OpKind or stage.__class__ is not int or mb.__class__ is not int:
+            stage, kind, mb = _shape.action_fields(stage, kind, mb)  # checked, or an error
         ss(self, stage)
         sk(self, kind)
         sm(self, mb)
@@ -149,6 +153,7 @@ class Group:
     groups when posted."""
 
     def __post_init__(self) -> None:
+        _shape.actions_field(self, "a Group", Action)
         for a in self.actions:
             if a.kind not in COMM_KINDS:
                 raise ValueError(f"group holds a compute action {a}")
@@ -168,6 +173,9 @@ class Wait:
 
     actions: tuple[Action, ...]
     span: Span | None = field(default=None, compare=False, hash=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _shape.actions_field(self, "a Wait", Action)
 
     def __str__(self) -> str:
         return "wait[" + " ".join(str(a) for a in self.actions) + "]"
@@ -191,6 +199,7 @@ class Overlap:
     span: Span | None = field(default=None, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
+        _shape.actions_field(self, "an Overlap", Action)
         a = self.actions
         if len(a) != 2 or a[0].kind is not OpKind.F or a[1].kind not in (OpKind.B, OpKind.I):
             raise ValueError(
@@ -228,6 +237,9 @@ class Reduce:
 
     stage: int
     span: Span | None = field(default=None, compare=False, hash=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stage", _shape.int_field("Reduce stage", self.stage))
 
     def __str__(self) -> str:
         return f"{self.stage}REDUCE_GRAD"
@@ -339,18 +351,7 @@ class Schedule:
         return self.replace_programs(progs)
 
     def replace_programs(self, programs: tuple[tuple[Item, ...], ...]) -> Schedule:
-        return Schedule(
-            self.name,
-            self.params,
-            self.ranks,
-            self.stages,
-            self.microbatches,
-            self.placement,
-            programs,
-            self.source,
-            self.pipelines,
-            self.forward_only,
-        )
+        return replace(self, programs=programs)
 
     @property
     def num_compute_ops(self) -> int:
