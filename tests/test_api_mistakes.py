@@ -86,6 +86,19 @@ def test_from_json_and_make_config_name_what_they_take():
         ppir.make_config("comm.latency=0.25")
 
 
+def test_from_json_of_a_malformed_object_is_a_ppir_error():
+    """api.md promises a PpirError for bad input; from_json raised a bare ValueError."""
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.from_json({"format": "ppir.program/1"})
+    assert isinstance(e.value, MalformedProgram) and isinstance(e.value, ValueError)
+    assert e.value.kind == "bad-input" and e.value.exit_code == 2 and e.value.where == ()
+    assert e.value.message == "malformed ppir.program/1 program: missing key 'schedule'"
+    assert str(e.value) == "ppir: error: malformed ppir.program/1 program: missing key 'schedule'"
+    obj = ppir.to_json(ppir.load("1f1b", P=2, M=2))
+    with pytest.raises(ppir.PpirError, match=r"programs\[1\]\[0\] must be an action string"):
+        ppir.from_json({**obj, "programs": [obj["programs"][0], [5]]})
+
+
 def test_no_choice_satisfying_the_require_lines_is_said_before_drawing(tmp_path):
     from ppir.testing import property_test, shapes
 

@@ -247,9 +247,7 @@ def read_json_program(
         s = from_json(obj)
     except MalformedProgram as e:
         span = at(*e.where) if e.where else None
-        raise error(
-            "bad-input", f"{'' if span else f'{path}: '}malformed {JSON_FORMAT} program: {e}", span
-        ) from None
+        raise error("bad-input", f"{'' if span else f'{path}: '}{e.message}", span) from None
     decls = {k: (obj[k], at(k)) for k in _DECLARED if k in obj}
     decls["placement"] = (tuple(obj["placement"]), at("placement"))
     actions = [(r, a) for r in range(s.ranks) for a in s.actions(r)]

@@ -7,6 +7,7 @@ line per rank with groups in square brackets.
 
 from __future__ import annotations
 
+from ppir.diagnostics import Diagnostic, PpirError
 from ppir.ir import Group, Overlap, Reduce, Schedule, Wait, item_actions, placement_name
 
 JSON_FORMAT = "ppir.program/1"
@@ -107,13 +108,15 @@ def schedule_header(s: Schedule) -> dict:
     }
 
 
-class MalformedProgram(ValueError):
-    """A ``ppir.program/1`` object :func:`from_json` cannot read.  ``where`` is the path of the
-    offending value from the top of the object (keys and list indices; empty for the object
-    itself), so that a reader of a file can point at its line and column."""
+class MalformedProgram(PpirError, ValueError):
+    """A ``ppir.program/1`` object :func:`from_json` cannot read: a ppir error (kind
+    ``bad-input``, exit 2; a ValueError too), its message ``malformed ppir.program/1 program:
+    ...`` naming the offending value.  ``where`` is that value's path from the top of the object
+    (keys and list indices; empty for the object itself), so that a reader of a file can point
+    at its line and column."""
 
     def __init__(self, message: str, where: tuple = ()) -> None:
-        super().__init__(message)
+        super().__init__(Diagnostic("bad-input", f"malformed {JSON_FORMAT} program: {message}"))
         self.where = tuple(where)
 
 
@@ -211,8 +214,9 @@ def check_json(obj: dict) -> None:
 
 
 def from_json(obj: dict) -> Schedule:
-    """Inverse of :func:`to_json` (spans are not kept).  MalformedProgram (a ValueError) on a
-    malformed object (:func:`check_json`), naming where; the schedule is not checked further."""
+    """Inverse of :func:`to_json` (spans are not kept).  MalformedProgram (a ppir error and a
+    ValueError) on a malformed object (:func:`check_json`), naming where; the schedule is not
+    checked further (:func:`ppir.compile` checks its shape)."""
     from ppir.ir import Action
 
     check_json(obj)
