@@ -43,14 +43,29 @@ Program = Schedule | Compiled
 
 
 def load(
-    spec: str | os.PathLike, placement: tuple[int, ...] | None = None, **params: int
+    spec: str | os.PathLike,
+    params: dict[str, int] | None = None,
+    *,
+    placement: tuple[int, ...] | None = None,
+    **more: int,
 ) -> Schedule:
     """Parse and expand a schedule: a built-in name, ``torch:NAME``, or the path (a ``str`` or
     an ``os.PathLike``) of a ``.pps`` file, a torch ``.csv`` file or a ``ppir.program/1``
     ``.json`` file (what ``ppir dump --format json`` writes; CSV and JSON files take no
-    ``params``).  ``params`` are its parameters (``P=4, M=8``), integers.  A ppir error, with
-    file:line:col where there is one, for bad input (a ``spec`` of another type included)."""
-    return load_schedule(spec, params, placement=placement, define_flag="")
+    parameters).  Its parameters, integers, as a dict, as keywords (``P=4, M=8``) or both, as
+    for :func:`load_text`.  ``placement`` (by keyword: the rank of each stage) is for CSV and
+    ``torch:NAME`` schedules.  A ppir error, with file:line:col where there is one, for bad
+    input (a ``spec`` or ``params`` of another type included)."""
+    if params is not None and not isinstance(params, dict):
+        raise PpirError(
+            Diagnostic(
+                "bad-usage",
+                f"params takes a dict of parameter values, such as {{'P': 4}}, got "
+                f"{type(params).__name__} {params!r:.60}",
+                hints=("a placement is given by keyword: placement=(0, 1, ...)",),
+            )
+        )
+    return load_schedule(spec, {**(params or {}), **more}, placement=placement, define_flag="")
 
 
 def compile(schedule: Schedule, **options) -> Compiled:  # noqa: A001 - the library's verb

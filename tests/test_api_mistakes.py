@@ -46,6 +46,43 @@ def test_load_text_takes_its_parameters_as_keywords():
     assert "-D" not in str(e.value)  # no command-line wording in the library
 
 
+def test_load_takes_its_parameters_as_a_dict_too(tmp_path):
+    """As load_text does; the dict was taken for a placement ('placement applies to CSV and
+    torch:NAME schedules only')."""
+    path = tmp_path / "req.pps"
+    path.write_text(REQUIRE)
+    assert ppir.load(path, {"P": 2, "M": 4}) == ppir.load(path, P=2, M=4)
+    assert ppir.load(path, {"P": 2, "M": 8}, M=4) == ppir.load(path, P=2, M=4)  # keywords win
+    with pytest.raises(ppir.PpirError, match="unknown parameter 'Q'"):
+        ppir.load(path, {"Q": 2})
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.load(path, (0, 1, 2, 3))  # a placement given where the parameters go
+    assert e.value.kind == "bad-usage"
+    assert e.value.message == (
+        "params takes a dict of parameter values, such as {'P': 4}, got tuple (0, 1, 2, 3)"
+    )
+    assert "hint: a placement is given by keyword: placement=(0, 1, ...)" in str(e.value)
+
+
+def test_a_csv_placement_from_the_api_names_the_argument_not_the_flag(tmp_path):
+    from ppir.frontend.csvio import write_csv
+
+    path = tmp_path / "g.csv"
+    path.write_text(write_csv(ppir.load("gpipe", P=2, M=2)))
+    assert ppir.load(path, placement=[0, 1]).placement == (0, 1)
+    for placement, message in [
+        ((0,), "placement lists 1 stages but the schedule uses 2"),
+        ((0, 5), "placement puts stage 1 on rank 5, but the schedule has 2 rank(s)"),
+        ((1, 0), "0F0 runs on rank 0 but placement puts stage 0 on rank 1"),
+        ("x", "placement takes a tuple of ranks, one per stage, got 'x'"),
+        ((0, True), "placement takes a tuple of ranks, one per stage, got (0, True)"),
+    ]:
+        with pytest.raises(ppir.PpirError) as e:
+            ppir.load(path, placement=placement)
+        assert e.value.message.startswith(message), e.value.message
+        assert "--placement" not in str(e.value)
+
+
 def test_a_placement_for_a_schedule_with_its_own_names_the_argument():
     with pytest.raises(ppir.PpirError) as e:
         ppir.load("1f1b", placement=(0, 1, 2, 3))

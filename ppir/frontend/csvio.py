@@ -176,8 +176,10 @@ def build_schedule(
     name: str | None = None,
     microbatches: int | None = None,
     params: tuple[tuple[str, int], ...] = (),
+    option: str = "--placement",
 ) -> Schedule:
-    """A Schedule from parsed per-rank items; placement inferred unless given."""
+    """A Schedule from parsed per-rank items; placement inferred unless given (``option`` is
+    how errors name it: the CLI's ``--placement``, the API's ``placement``)."""
     ranks = len(programs)
     all_actions = [(r, a) for r, p in enumerate(programs) for it in p for a in item_actions(it)]
     limit = max(len(all_actions), microbatches or 0)
@@ -195,7 +197,7 @@ def build_schedule(
     if placement is None:
         placement = infer_placement(ranks, stages, all_actions)
     else:
-        _check_placement(placement, ranks, stages, all_actions)
+        _check_placement(placement, ranks, stages, all_actions, option)
     stem = name or os.path.splitext(os.path.basename(path))[0]
     return Schedule(
         stem,
@@ -209,24 +211,24 @@ def build_schedule(
     )
 
 
-def _check_placement(placement, ranks, stages, all_actions) -> None:
+def _check_placement(placement, ranks, stages, all_actions, option: str) -> None:
     if len(placement) < stages:
         raise error(
             "bad-placement",
-            f"--placement lists {len(placement)} stages but the schedule uses {stages}",
+            f"{option} lists {len(placement)} stages but the schedule uses {stages}",
         )
     for s, r in enumerate(placement):
         if not 0 <= r < ranks:
             raise error(
                 "bad-placement",
-                f"--placement puts stage {s} on rank {r}, but the "
+                f"{option} puts stage {s} on rank {r}, but the "
                 f"schedule has {ranks} rank(s) (one per row)",
             )
     for r, a in all_actions:
         if a.kind.is_compute and placement[a.stage] != r:
             raise error(
                 "placement-conflict",
-                f"{a} runs on rank {r} but --placement puts stage {a.stage} on "
+                f"{a} runs on rank {r} but {option} puts stage {a.stage} on "
                 f"rank {placement[a.stage]}",
                 a.span,
             )
@@ -239,8 +241,10 @@ def read_csv_text(
     name: str | None = None,
     microbatches: int | None = None,
     params: tuple[tuple[str, int], ...] = (),
+    option: str = "--placement",
 ) -> Schedule:
-    """Parse torch CSV text into a Schedule (see the module docstring for what is accepted)."""
+    """Parse torch CSV text into a Schedule (see the module docstring for what is accepted;
+    ``option`` names the placement in errors, as for :func:`build_schedule`)."""
     reader = csv.reader(io.StringIO(text), strict=True)
     try:
         rows = list(reader)
@@ -252,7 +256,8 @@ def read_csv_text(
             Span(path, line, 1, line, 2, text),
             hints=["cells hold plain action text; torch never quotes them"],
         ) from None
-    return build_schedule(parse_rows(rows, path, text), path, placement, name, microbatches, params)
+    programs = parse_rows(rows, path, text)
+    return build_schedule(programs, path, placement, name, microbatches, params, option)
 
 
 def read_action_text(

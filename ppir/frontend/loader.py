@@ -149,16 +149,19 @@ def load_schedule(
     spec = schedule_spec(spec)
     params = dict(params or {})
     kind = schedule_kind(spec, builtin)
+    option = "--placement" if define_flag else "placement"  # as the caller spells it
+    if placement is not None:
+        placement = _placement_arg(placement, option)
     if kind == "torch":  # torch's built-in classes; torch imported only here
         from ppir.frontend.torch_import import load_torch_builtin
 
         params = {k: integer_param(k, v) for k, v in params.items()}
-        return load_torch_builtin(spec[len("torch:") :], params, placement, max_ops)
+        return load_torch_builtin(spec[len("torch:") :], params, placement, max_ops, option)
     if kind == "csv":
         from ppir.frontend.csvio import read_csv_text
 
         _no_params(params, "a CSV schedule", define_flag)
-        return read_csv_text(read_text(spec), spec, placement)
+        return read_csv_text(read_text(spec), spec, placement, option=option)
     if kind == "json":
         _no_params(params, "a JSON program", define_flag)
         _no_placement(placement, "a JSON program holds its placement", define_flag)
@@ -171,6 +174,20 @@ def load_schedule(
         max_ops=max_ops,
         max_steps=max_steps,
         define_flag=define_flag,
+    )
+
+
+def _placement_arg(placement, option: str) -> tuple[int, ...]:
+    """``placement`` as a tuple of ranks (a list is accepted); a ``bad-usage`` error naming
+    ``option`` for anything else."""
+    if isinstance(placement, (tuple, list)) and all(
+        isinstance(r, int) and not isinstance(r, bool) for r in placement
+    ):
+        return tuple(placement)
+    raise error(
+        "bad-usage",
+        f"{option} takes a tuple of ranks, one per stage, got {placement!r:.60}",
+        hints=["entry s is the rank that holds stage s: (0, 1, 1, 0)"],
     )
 
 

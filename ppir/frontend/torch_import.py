@@ -147,9 +147,11 @@ def load_torch_builtin(
     params: dict[str, int] | None = None,
     placement: tuple[int, ...] | None = None,
     max_ops: int = DEFAULT_MAX_OPS,
+    option: str = "--placement",
 ) -> Schedule:
     """The compute-only ppir Schedule of torch's built-in class ``name`` (see module doc).
-    Sizes whose smallest complete schedule is over ``max_ops`` are refused before torch runs."""
+    Sizes whose smallest complete schedule is over ``max_ops`` are refused before torch runs;
+    ``option`` is how errors name ``placement`` (the API's ``placement``)."""
     from ppir.frontend.csvio import read_csv_text
 
     name = canonical_name(name)
@@ -171,6 +173,7 @@ def load_torch_builtin(
         name=f"torch_{name}",
         microbatches=M,
         params=bound,
+        option=option,
     )
 
 
