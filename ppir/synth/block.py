@@ -14,8 +14,8 @@ Inside the block, per rank ``r`` (names from ``let``/``def`` visible as usual):
                  ``mem`` (chunk activations held before the op) and ``time``.
 
 ``split`` and the costs must be the same on every rank.  Errors are ppir diagnostics at the
-offending line: a duplicate option, a cost that is not positive, a cap below 1, a cap so small
-that no rank can progress.
+offending line: a duplicate option, a split other than 0 or 1, a cost that is not positive, a
+cap below 1, a cap so small that no rank can progress.
 
 Pattern blocks
 --------------
@@ -80,7 +80,14 @@ def expand_greedy(ex, block: A.GreedyBlock, top, ranks: int) -> list[tuple[Actio
                         st.span,
                     )
             elif st.what == "split":
-                split = int(bool(value(scope)))
+                split = value(scope)
+                if split not in (0, 1):
+                    raise error(
+                        "bad-split",
+                        f"split must be 1 (backward as I then W) or 0 (one full B), got {split}"
+                        + (f" on rank {r}" if r else ""),
+                        st.value.span,
+                    )
             else:
                 kind = _KINDS.get(st.kind)
                 if kind is None:
