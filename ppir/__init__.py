@@ -171,7 +171,9 @@ def to_json(program: Program) -> dict:
 
 
 def to_pps(program: Program) -> str:
-    """The literal ``.pps`` text of a program (it parses back to the same IR)."""
+    """The literal ``.pps`` text of a program (it parses back to the same IR); a ``bad-name``
+    ppir error when the header cannot hold its name (letters, digits, ``_`` and ``-``, not
+    ``-`` first) or a parameter's, with a name it can."""
     _program(program, "to_pps")
     return format_pps(program.program if isinstance(program, Compiled) else program)
 

@@ -209,3 +209,49 @@ def test_a_json_program_takes_neither_parameters_nor_a_placement(cli, tmp_path):
         code == 2
         and "--placement applies to CSV and torch:NAME schedules only; a JSON program holds" in err
     )
+
+
+def test_to_pps_refuses_a_name_the_header_cannot_hold():
+    """It wrote 'schedule my sched!()', which does not parse back (api.md says it does)."""
+    import dataclasses
+
+    import ppir
+
+    s = load_schedule("1f1b", {"P": 2, "M": 2})
+    for name in ("my-sched", "2x", "_a-1"):  # what the grammar takes round-trips
+        named = dataclasses.replace(s, name=name)
+        assert load_text(ppir.to_pps(named)) == named
+    with pytest.raises(PpirError) as e:
+        ppir.to_pps(dataclasses.replace(s, name="my sched!"))
+    assert e.value.kind == "bad-name" and e.value.message == (
+        "the schedule name 'my sched!' cannot be written in a .pps header, which takes letters, "
+        "digits, '_' and '-' (not first)"
+    )
+    assert "hint: rename it, e.g. to 'my_sched_'" in str(e.value)
+    with pytest.raises(PpirError, match="rename it, e.g. to 's_-x'"):
+        format_pps(dataclasses.replace(s, name="-x"))
+    with pytest.raises(PpirError, match="the parameter name 'my P' cannot be written") as e:
+        ppir.to_pps(dataclasses.replace(s, params=(("my P", 2),)))
+    assert "rename it, e.g. to 'my_P'" in str(e.value)
+
+
+def test_the_printer_s_names_are_the_grammar_s():
+    from ppir.frontend.parser import _parser
+    from ppir.ir.printer import PARAM_NAME, SCHEDULE_NAME
+
+    terminals = {t.name: t.pattern.value for t in _parser().terminals}
+    assert SCHEDULE_NAME.pattern == terminals["SCHEDULE_NAME"]
+    assert PARAM_NAME.pattern == terminals["NAME"]
+
+
+def test_a_file_stem_the_header_cannot_hold_is_made_a_name_it_can(tmp_path, cli):
+    from ppir.frontend.csvio import write_csv
+
+    gpipe = load_schedule("gpipe", {"P": 2, "M": 2})
+    (tmp_path / "my sched.csv").write_text(write_csv(gpipe))
+    (tmp_path / "no header!.pps").write_text("rank 0: 0F0 0B0\n")
+    for stem, name in (("my sched.csv", "my_sched"), ("no header!.pps", "no_header_")):
+        s = load_schedule(str(tmp_path / stem))
+        assert s.name == name and load_text(format_pps(s)) == s
+        code, out, err = cli("dump", str(tmp_path / stem), "--compute-only")
+        assert code == 0 and out.startswith(f"schedule {name}()"), err

@@ -198,7 +198,7 @@ def build_schedule(
         placement = infer_placement(ranks, stages, all_actions)
     else:
         _check_placement(placement, ranks, stages, all_actions, option)
-    stem = name or os.path.splitext(os.path.basename(path))[0]
+    stem = name or _stem_name(path)
     return Schedule(
         stem,
         params,
@@ -209,6 +209,19 @@ def build_schedule(
         tuple(tuple(p) for p in programs),
         path,
     )
+
+
+def _stem_name(path: str) -> str:
+    """The file's stem as a schedule name a .pps header can hold (``my sched.csv`` ->
+    ``my_sched``), so that the schedule can be written out."""
+    from ppir.ir.printer import SCHEDULE_NAME
+
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if SCHEDULE_NAME.fullmatch(stem):
+        return stem
+    from ppir.frontend.parser import to_schedule_name  # builds the parser: only when needed
+
+    return to_schedule_name(stem)
 
 
 def _check_placement(placement, ranks, stages, all_actions, option: str) -> None:

@@ -321,9 +321,13 @@ def _file_start(module: A.Module) -> Span:
 
 
 def _stem(path: str) -> str:
+    """The file's stem as a schedule name (one a .pps header can hold, so that the schedule
+    can be written out: ``my sched.pps`` -> ``my_sched``)."""
     import os
 
-    return os.path.splitext(os.path.basename(path))[0]
+    from ppir.frontend.parser import to_schedule_name
+
+    return to_schedule_name(os.path.splitext(os.path.basename(path))[0])
 
 
 __all__ = [

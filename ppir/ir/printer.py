@@ -7,17 +7,26 @@ line per rank with groups in square brackets.
 
 from __future__ import annotations
 
-from ppir.diagnostics import Diagnostic, PpirError
+import re
+
+from ppir.diagnostics import Diagnostic, PpirError, error
 from ppir.ir import Group, Overlap, Reduce, Schedule, Wait, item_actions, placement_name
 
 JSON_FORMAT = "ppir.program/1"
 _PER_LINE = 16
+SCHEDULE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
+"""What the header's name may be: the grammar's ``SCHEDULE_NAME`` (a test holds them equal)."""
+PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+"""What a header parameter's name may be: the grammar's ``NAME``."""
 
 
 def format_pps(s: Schedule, comment: str | None = None) -> str:
     """The schedule as literal .pps text.  Its header keeps the parameters it was expanded with,
     each pinned by a ``require``: the programs below are written out for those values, so
-    another ``-D`` value is an error, not a label on the same programs."""
+    another ``-D`` value is an error, not a label on the same programs.  A ``bad-name`` ppir
+    error when the header cannot hold the schedule's name or a parameter's (the text would not
+    parse back), with a name it can hold."""
+    _check_names(s)
     out = []
     if comment:
         out.extend(f"# {line}" for line in comment.splitlines())
@@ -49,6 +58,27 @@ def format_pps(s: Schedule, comment: str | None = None) -> str:
             chunk = " ".join(words[i : i + _PER_LINE])
             out.append(f"{head} {chunk}" if i == 0 else f"{indent}{chunk}")
     return "\n".join(out) + "\n"
+
+
+_NAMES = {  # what: (the grammar's form, the characters it does not allow, in words)
+    "schedule name": (SCHEDULE_NAME, r"[^A-Za-z0-9_-]", "letters, digits, '_' and '-' (not first)"),
+    "parameter name": (PARAM_NAME, r"[^A-Za-z0-9_]", "letters, digits and '_' (no digit first)"),
+}
+
+
+def _check_names(s: Schedule) -> None:
+    """A ``bad-name`` error for a schedule or parameter name the header cannot hold."""
+    for what, name in [("schedule name", s.name), *(("parameter name", k) for k, _ in s.params)]:
+        pattern, other, form = _NAMES[what]
+        if pattern.fullmatch(name):
+            continue
+        fixed = re.sub(other, "_", name)
+        fixed = fixed if pattern.fullmatch(fixed) else f"s_{fixed}"  # '-' or a digit first
+        raise error(
+            "bad-name",
+            f"the {what} {name!r} cannot be written in a .pps header, which takes {form}",
+            hints=[f"rename it, e.g. to {fixed!r}"],
+        )
 
 
 def to_json(s: Schedule, compute_only: bool = False) -> dict:
