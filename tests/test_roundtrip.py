@@ -136,6 +136,22 @@ def _set_action(r, i, value):
             "[",
         ),
         (_set("overlaps", [[[0, 2]], []]), "overlaps another group or overlapped step", "["),
+        (  # was "0F1 appears twice (rank 0, step 6)", unlocated
+            lambda obj: obj["groups"][0].__setitem__(3, [5, 2]),
+            "groups[0][3] runs backwards, from 5 to 2: it is [start, end] of positions in "
+            "programs[0], end excluded",
+            "[",
+        ),
+        (  # was "deferred[0][0] must be a group in 0..-1, got 0"
+            lambda obj: obj.pop("groups"),
+            "deferred[0][0] names a group, but rank 0 has none (the object has no 'groups')",
+            "0,",
+        ),
+        (
+            lambda obj: (obj["groups"].__setitem__(1, []), obj["deferred"].__setitem__(1, [])),
+            "waits[1][0] names a group, but rank 1 has none (groups[1] is [])",
+            "[",
+        ),
         (_set("overlaps", [[[1, 2]], []]), "overlaps another group or overlapped step", "["),
     ],
 )

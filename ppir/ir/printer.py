@@ -235,6 +235,18 @@ def check_json(obj: dict) -> None:
         for key, spans in (("groups", groups), ("overlaps", overlaps)):
             for g, span in enumerate(spans[r]):
                 _ints(span, 2, (key, r, g), (n, n))
+                if span[0] > span[1]:
+                    raise MalformedProgram(
+                        f"{field_name((key, r, g))} runs backwards, from {span[0]} to {span[1]}: "
+                        f"it is [start, end] of positions in programs[{r}], end excluded",
+                        (key, r, g),
+                    )
+        if last < 0 and (deferred[r] or waits[r]):  # "must be in 0..-1" said nothing useful
+            where = ("deferred" if deferred[r] else "waits", r, 0)
+            why = "the object has no 'groups'" if "groups" not in obj else f"groups[{r}] is []"
+            raise MalformedProgram(
+                f"{field_name(where)} names a group, but rank {r} has none ({why})", where
+            )
         for g, gi in enumerate(deferred[r]):
             _want(_is_int(gi) and 0 <= gi <= last, gi, f"a group in 0..{last}", ("deferred", r, g))
         for w, wait in enumerate(waits[r]):
