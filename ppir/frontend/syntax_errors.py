@@ -1,7 +1,9 @@
 """Syntax errors: lark's exceptions as ppir diagnostics, with what the user would type
 ("expected ')'", not RPAR), the end of file located as the parser counts lines (at ``\n``),
 a note at the '{' that is never closed (read by indentation where a '}' closes an outer one),
-and one at an earlier line's '(' or '[' still open where a ')' or ']' was expected."""
+and one at an earlier line's '(' or '[' still open where a ')' or ']' was expected.  A header
+without its parameter list is pointed at where the '(' belongs; hints for '...' (a range has
+two dots) and for loops written as other languages write them (``while``)."""
 
 from __future__ import annotations
 
@@ -60,7 +62,22 @@ def syntax_error(e: Exception, text: str, path: str) -> PpirError:
             hints.append("strings end on the same line with a closing '\"'")
         elif ch == "=":
             hints.append("compare with '==' ; bind names with 'let name = value'")
+        elif ch == "." and text[max(e.pos_in_stream - 2, 0) : e.pos_in_stream] == "..":
+            span = Span(path, e.line, e.column - 2, e.line, e.column + 1, text)
+            return error("syntax-error", "unexpected '...'", span, hints=[_RANGE])
+        elif ch == ".":
+            hints.append("numbers are integers; '.' only appears in a range, 'a .. b'")
         return error("syntax-error", f"unexpected character {ch!r}", span, hints=hints)
+    tok = getattr(e, "token", None)  # an UnexpectedEOF has none; '$END' the end of file too
+    at = len(text) if tok is None or tok.type == "$END" else tok.start_pos
+    bare = "LPAR" in e.expected and _bare_header(text, path, at)
+    if bare:
+        return error(
+            "syntax-error",
+            f"the header 'schedule {bare[0]}' lacks its parameter list",
+            bare[1],
+            hints=[f"list its parameters in parentheses, '()' when there are none: {bare[2]}"],
+        )
     if isinstance(e, UnexpectedEOF):
         exp = sorted({_describe_terminal(t) for t in e.expected})
         return error(
@@ -91,6 +108,12 @@ def syntax_error(e: Exception, text: str, path: str) -> PpirError:
         what = f"'{tok}'"
     exp = sorted({_describe_terminal(t) for t in e.expected})
     hints = [f"expected {_join(exp)}"] if exp else []
+    loop = _LOOP_WORD.match(_line(text, tok.line)) if tok.type != "$END" else None
+    prev = (getattr(e, "token_history", None) or [None])[-1]
+    if loop:  # 'while 1 {' reads as a call of while, 'while (1) {' as a call then a block
+        hints = [f"'{loop.group(1)}' is not a .pps statement: a loop is {_FOR}"]
+    elif prev is not None and prev.type == "NAME" and set(e.expected) == {"LPAR"}:
+        hints.append(f"'{prev}' starts a call here, its arguments in parentheses: {prev}(...)")
     if tok.type == "EQUAL":
         hints.append("compare with '=='")
     if word and _first_token(text, tok.start_pos or 0):  # a file that starts with an action
@@ -112,6 +135,29 @@ def syntax_error(e: Exception, text: str, path: str) -> PpirError:
 
 
 _ACTION_LIKE = re.compile(r"\d+[A-Za-z_]+\d*")
+_LOOP_WORD = re.compile(r"[ \t]*(while|loop|repeat|do|until|foreach)\b")
+_FOR = "'for m in 0 .. M { ... }' (m from 0 to M - 1)"
+_RANGE = "a range is written with two dots, 'for m in 0 .. M' (m from 0 to M - 1)"
+_HEADER = re.compile(r"([ \t]*schedule[ \t]+)([A-Za-z0-9_][A-Za-z0-9_\-]*)[ \t\r]*")
+
+
+def _line(text: str, line: int) -> str:
+    """Line ``line`` (1-based) of ``text``, lines split at ``\n`` as lark counts them."""
+    lines = text.split("\n")
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+def _bare_header(text: str, path: str, pos: int) -> tuple[str, Span, str] | None:
+    """(name, the span just after it, the header as it should read) when the text before
+    ``pos``, blank and comment lines dropped, ends with ``schedule NAME`` (no '(' yet)."""
+    lines = text[:pos].split("\n")
+    while lines and lines[-1].split("#")[0].strip() == "":
+        lines.pop()
+    m = _HEADER.fullmatch(lines[-1].split("#")[0]) if lines else None
+    if m is None:
+        return None
+    col = m.end(2) + 1
+    return m.group(2), Span(path, len(lines), col, len(lines), col + 1, text), f"{m[0].strip()}()"
 
 
 def _first_token(text: str, pos: int) -> bool:

@@ -1,0 +1,58 @@
+"""Syntax errors a new user met, each pointed where the fix goes with a hint that says it: a
+header without its '()', a 'while' loop, three dots for a range (the goldens syntax_*.err hold
+the rendered forms)."""
+
+from __future__ import annotations
+
+import pytest
+
+import ppir
+
+BODY = "ranks 2\nmicrobatches 2\nprogram r {\n  %s\n}\n"
+
+
+def _error(text: str) -> ppir.PpirError:
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.load_text(text, path="x.pps")
+    assert e.value.kind == "syntax-error"
+    return e.value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "schedule lit2\nranks 2\n",  # was "2:1: unexpected 'ranks'", at the next line
+        "schedule lit2   # a comment\n\n# another\nranks 2\n",
+        "schedule lit2 P = 2\n",
+        "schedule lit2",  # the end of the file
+        "schedule lit2\n",
+    ],
+)
+def test_a_header_without_its_parameter_list_is_pointed_at_where_the_list_goes(text):
+    e = _error(text)
+    assert e.message == "the header 'schedule lit2' lacks its parameter list"
+    assert (e.diagnostics[0].span.line, e.diagnostics[0].span.col) == (1, 14)
+    assert e.diagnostics[0].hints == (
+        "list its parameters in parentheses, '()' when there are none: schedule lit2()",
+    )
+
+
+@pytest.mark.parametrize(
+    "line, message, col, hint",
+    [
+        ("while 1 {\n F(0)\n }", "unexpected '1'", 9,
+         "'while' is not a .pps statement: a loop is 'for m in 0 .. M { ... }' (m from 0 to "
+         "M - 1)"),
+        ("while (1) {\n F(0)\n }", "unexpected '{'", 13, "'while' is not a .pps statement"),
+        ("for m in 0 ... 2 { F(m) }", "unexpected '...'", 14,
+         "a range is written with two dots, 'for m in 0 .. M' (m from 0 to M - 1)"),
+        ("let a = 1.5", "unexpected character '.'", 12,
+         "numbers are integers; '.' only appears in a range, 'a .. b'"),
+        ("F m", "unexpected 'm'", 5,
+         "'F' starts a call here, its arguments in parentheses: F(...)"),
+    ],
+)  # fmt: skip
+def test_statements_written_as_elsewhere_get_a_hint(line, message, col, hint):
+    e = _error("schedule x()\n" + BODY % line)
+    assert e.message == message and e.diagnostics[0].span.col == col
+    assert any(h.startswith(hint) for h in e.diagnostics[0].hints), e.diagnostics[0].hints
