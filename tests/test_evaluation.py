@@ -199,3 +199,9 @@ def test_launch_refuses_an_evaluation_program_before_starting_ranks(cli):
         "--module", "examples/gpt_model.py",
     )  # fmt: skip
     assert code == 2 and "1f1b is an evaluation program (forward_only: no backward)" in err
+
+
+def test_check_says_it_verified_an_evaluation_program(cli):
+    code, out, _ = cli("check", "1f1b", "-D", "P=2", "-D", "M=2", "-p", EVAL)
+    assert code == 0
+    assert out.startswith("ok: 1f1b(P=2, M=2): 2 ranks, 2 stages, an evaluation program")

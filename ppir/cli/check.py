@@ -76,6 +76,8 @@ def run(args) -> int:
         if ok:
             params = ", ".join(f"{k}={v}" for k, v in s.params)
             head = f"ok: {s.name}({params}): {s.ranks} ranks, {s.stages} stages, "
+            if s.forward_only:
+                head += "an evaluation program (forwards only), "
             transfers = 0 if s.is_lowered else _transfers(s)
             if not transfers:  # lowered, or nothing crosses ranks (one rank): runs as it is
                 print(
