@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ppir.ir.types import Action, OpKind, Span
+from ppir.ir.types import Action, OpKind, Overlap, Span
 
 F, B, I, W = OpKind.F, OpKind.B, OpKind.I, OpKind.W  # noqa: E741
 SEND_F, RECV_F, SEND_B, RECV_B = OpKind.SEND_F, OpKind.RECV_F, OpKind.SEND_B, OpKind.RECV_B
@@ -47,6 +47,15 @@ BACKWARD = (B, I)
 """The kinds that can run "the backward of (s, m)"."""
 WEIGHT_GRAD = (B, W)
 """The kinds that write the weight gradients of (s, m): B, or W when the backward is split."""
+TRAINING_ONLY = frozenset((B, I, W))
+"""The kinds an evaluation program (``Schedule.forward_only``) never runs: every backward."""
+
+
+def forward_of(item) -> Action | None:
+    """The forward a compute item runs: the action itself when it is an F, the forward half of
+    an overlapped F&B step, else None (what an evaluation program keeps of a training one)."""
+    a = item.actions[0] if isinstance(item, Overlap) else item
+    return a if a.kind is F else None
 
 
 class Producer(NamedTuple):

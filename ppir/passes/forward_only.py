@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ppir.ir import Action, OpKind, Overlap, Schedule
+from ppir.ir import Schedule, deps
 
 
 @dataclass(frozen=True)
@@ -27,10 +27,6 @@ class ForwardOnly:
     def apply(self, schedule: Schedule) -> Schedule:
         progs = []
         for r in range(schedule.ranks):
-            out: list[Action] = []
-            for it in schedule.compute_items(r):
-                a = it.actions[0] if isinstance(it, Overlap) else it
-                if a.kind is OpKind.F:
-                    out.append(a)
-            progs.append(tuple(out))
+            kept = (deps.forward_of(it) for it in schedule.compute_items(r))
+            progs.append(tuple(a for a in kept if a is not None))
         return replace(schedule, programs=tuple(progs), forward_only=True)

@@ -32,7 +32,6 @@ from ppir.ir.types import COMPUTE_KINDS
 
 LISTED = 90  # missing ops described one by one (the verifier shows 20 groups of repeats)
 F, B, I, W = OpKind.F, OpKind.B, OpKind.I, OpKind.W  # noqa: E741
-BACKWARD = frozenset((B, I, W))
 
 
 def check_structure(g: ProgramGraph, compute_known: bool = False) -> tuple[list[Diagnostic], int]:
@@ -46,6 +45,7 @@ def check_structure(g: ProgramGraph, compute_known: bool = False) -> tuple[list[
     first_op = first.getter()
     flagged: set = set()
     place, rank, peer = s.placement, g.op_rank, g.op_peer
+    refused = deps.TRAINING_ONLY if s.forward_only else ()
     for o, a in enumerate(g.ops):
         st, k, m = a.stage, a.kind, a.mb
         comm = k not in COMPUTE_KINDS
@@ -56,7 +56,7 @@ def check_structure(g: ProgramGraph, compute_known: bool = False) -> tuple[list[
                 out.append(_out_of_range(a, rank[o], S, M))
                 flagged.add(a.span)  # a lowering gives its messages the producer's span
             continue
-        if s.forward_only and k in BACKWARD:
+        if k in refused:
             out.append(_backward_in_evaluation(a))
             continue
         if place[st] != rank[o]:
