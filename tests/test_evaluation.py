@@ -106,6 +106,13 @@ def test_the_plan_says_it_evaluates_and_validation_holds_it_to_that():
     tampered = {k: v for k, v in plan.items() if k != "forward_only"}
     with pytest.raises(PlanError, match="does not verify: 0B0 is missing"):
         validate_plan(tampered)
+    from ppir.plan import plan_digest
+
+    training = build_plan(ppir.compile(ppir.load("1f1b", P=2, M=4)).program)
+    odd = {**training, "forward_only": "no"}
+    odd["digest"] = plan_digest(odd)
+    with pytest.raises(PlanError, match="'forward_only' must be true or false, got 'no'"):
+        validate_plan(odd)
 
 
 def test_the_cli_compiles_an_evaluation_program(cli):
@@ -155,10 +162,20 @@ def test_evaluate_gives_the_forward_loss_and_leaves_gradients_alone():
     assert rt.evaluate(x, y).item() < loss.item()  # and evaluate sees the updated weights
 
 
-def test_evaluate_checks_its_batch_like_step():
+def test_evaluate_checks_its_batch_like_step_and_says_evaluate():
     torch, rt, _ = _local()
     with pytest.raises(ValueError, match="dim 0 must split into 3 equal microbatches"):
         rt.evaluate(torch.zeros(4, 5), torch.zeros(4, 5))
+    with pytest.raises(ValueError, match=r"holds stage 0, so evaluate\(\) needs its inputs"):
+        rt.evaluate(None, torch.zeros(6, 5))
+    from ppir.torch import ShapeMismatch
+
+    rt.evaluate(torch.zeros(6, 5), torch.zeros(6, 5))
+    with pytest.raises(ShapeMismatch) as e:
+        rt.evaluate(torch.zeros(9, 5), torch.zeros(9, 5))
+    msg = str(e.value)
+    assert "(at evaluation 1: " in msg and "the first evaluation inferred)" in msg, msg
+    assert "make_batch" not in msg
 
 
 def test_an_evaluation_plan_cannot_train():
@@ -205,3 +222,10 @@ def test_check_says_it_verified_an_evaluation_program(cli):
     code, out, _ = cli("check", "1f1b", "-D", "P=2", "-D", "M=2", "-p", EVAL)
     assert code == 0
     assert out.startswith("ok: 1f1b(P=2, M=2): 2 ranks, 2 stages, an evaluation program")
+
+
+def test_analyze_shows_no_peak_op_for_an_evaluation_program(cli):
+    code, out, _ = cli("analyze", "1f1b", "-D", "P=2", "-D", "M=2", "-p", EVAL)
+    assert code == 0 and "(#-1)" not in out
+    row = next(ln for ln in out.splitlines() if ln.strip().startswith("0*"))
+    assert row.split()[1:5] == ["1", "0", "0", "-"], row

@@ -314,7 +314,7 @@ def format_text(s, mem, p2p, curve: bool = False) -> str:
             str(rm.chunks),
             fmt(rm.peak_activations),
             fmt(rm.peak_chunks),
-            f"{rm.peak_op or '-'} (#{rm.peak_index})",
+            f"{rm.peak_op} (#{rm.peak_index})" if rm.peak_op is not None else "-",
             f"{rm.peak_recv_forward}/{rm.peak_recv_backward}",
             f"{rp.sends_forward}/{rp.sends_backward}",
         ]

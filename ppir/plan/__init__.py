@@ -15,6 +15,7 @@ from ppir.plan.build import (
     PlanError,
     boundary_of,
     build_plan,
+    is_evaluation_plan,
     plan_summary,
 )
 from ppir.plan.io import load_plan, plan_digest, read_plan, save_plan
@@ -25,6 +26,7 @@ __all__ = [
     "PlanError",
     "boundary_of",
     "build_plan",
+    "is_evaluation_plan",
     "load_plan",
     "plan_digest",
     "plan_schedule",

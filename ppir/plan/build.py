@@ -51,6 +51,12 @@ class PlanError(ValueError):
     """A plan that cannot be executed; the message names the field or instruction."""
 
 
+def is_evaluation_plan(plan: dict) -> bool:
+    """True for an evaluation plan: ``"forward_only": true`` (validation refuses any value but
+    true or false)."""
+    return plan.get("forward_only") is True
+
+
 def boundary_of(buffer: str) -> int:
     """The stage boundary a buffer id crosses (``a3.1`` -> 3; see ``deps.Message.buffer``)."""
     return int(buffer[1:].split(".")[0])

@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from ppir.ir import Action, Group, Overlap, Reduce, Schedule, Wait
-from ppir.plan.build import PLAN_FORMAT, PlanError, build_plan
+from ppir.plan.build import PLAN_FORMAT, PlanError, build_plan, is_evaluation_plan
 
 OPS = frozenset({"F", "B", "I", "W", "group", "wait", "reduce"})
 _INTS = ("ranks", "stages", "microbatches")
@@ -47,6 +47,8 @@ def _check_schema(plan) -> None:
         v = plan[key]
         if not _is_int(v) or v < 1:
             raise PlanError(f"'{key}' must be a positive integer, got {v!r}")
+    if not isinstance(plan.get("forward_only", False), bool):
+        raise PlanError(f"'forward_only' must be true or false, got {plan['forward_only']!r}")
     if not isinstance(plan["schedule"], str):
         raise PlanError(f"'schedule' must be a string, got {plan['schedule']!r}")
     params = plan["params"]
@@ -155,7 +157,7 @@ def plan_schedule(plan: dict) -> Schedule:
         plan["microbatches"],
         tuple(plan["placement"]),
         tuple(programs),
-        forward_only=plan.get("forward_only") is True,
+        forward_only=is_evaluation_plan(plan),
     )
 
 

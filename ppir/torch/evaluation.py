@@ -37,9 +37,9 @@ def evaluation_plan(plan: dict) -> dict:
 
 def evaluate(rt, inputs=None, targets=None):
     """One forward-only pass of runtime ``rt`` over its replica's batch (module docstring)."""
-    xs = rt._split(inputs, "inputs", 0) if rt.has_first_stage else None
+    xs = rt._split(inputs, "inputs", 0, "evaluate()") if rt.has_first_stage else None
     last = rt.plan["stages"] - 1
-    ys = rt._split(targets, "targets", last) if rt.has_last_stage else None
+    ys = rt._split(targets, "targets", last, "evaluate()") if rt.has_last_stage else None
     rt._check_lists(xs, ys)
     ev = rt._evaluator
     if ev is None:

@@ -34,7 +34,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from ppir.plan import boundary_of
+from ppir.plan import boundary_of, is_evaluation_plan
 from ppir.torch import values as V
 from ppir.torch.backward import backward_full, backward_input, backward_weight
 from ppir.torch.errors import NonFiniteLoss, ShapeMismatch, comm_error
@@ -85,7 +85,7 @@ class Executor:
         self.reducer = reducer
         self.nonfinite = nonfinite
         self.timeout_s = timeout_s
-        self.forward_only = bool(plan.get("forward_only"))  # an evaluation plan
+        self.forward_only = is_evaluation_plan(plan)
         self.microbatches = plan["microbatches"]
         self.scale = 1.0 / plan["microbatches"]
         self.peak_saved = 0  # most (stage, mb) activations held at once during the last step
@@ -133,7 +133,7 @@ class Executor:
             return
         mb, value = next((m, v.item()) for m, v in self.losses if not bool(torch.isfinite(v)))
         msg = (
-            f"rank {self.rank}: the loss is {value} at step {self.step_no}, microbatch {mb} "
+            f"rank {self.rank}: the loss is {value} at {self._when()}, microbatch {mb} "
             f"(stage {self.stages[-1]})"
         )
         if self.nonfinite == "warn":
@@ -142,6 +142,10 @@ class Executor:
         raise NonFiniteLoss(
             msg + "; stopping (pass nonfinite='warn' or --on-nonfinite warn to go on)"
         )
+
+    def _when(self) -> str:
+        """The step (or, in an evaluation plan, the evaluation) this run of the program is."""
+        return f"{'evaluation' if self.forward_only else 'step'} {self.step_no}"
 
     def _where(self, ins) -> str:
         """Where an error happened; a data-parallel rank also names the pipeline rank whose
@@ -162,12 +166,13 @@ class Executor:
         except TypeError as e:
             raise ShapeMismatch(f"{self._where(ins)}: {e}") from None
         if got != want:
+            first = "evaluation" if self.forward_only else "step"
             later = (  # shapes that held at the first step changed since
-                f" (at step {self.step_no}: a boundary's shapes are fixed for the whole run, "
-                "the plan's or those the first step inferred"
+                f" (at {self._when()}: a boundary's shapes are fixed for the whole run, "
+                f"the plan's or those the first {first} inferred"
                 + (
                     "; a make_batch whose shapes change from step to step must pad them to one)"
-                    if boundary == 0
+                    if boundary == 0 and not self.forward_only
                     else ")"
                 )
                 if self.step_no

@@ -55,7 +55,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ppir.plan import PlanError, build_plan, load_plan, validate_plan
+from ppir.plan import PlanError, build_plan, is_evaluation_plan, load_plan, validate_plan
 from ppir.torch import values as V
 from ppir.torch.errors import RuntimeFailure, SetupError, comm_error
 from ppir.torch.executor import Executor
@@ -277,11 +277,11 @@ class PipelineRuntime:
         )
         return self.step_microbatches(xs, ys)
 
-    def _split(self, batch, name: str, stage: int) -> list:
+    def _split(self, batch, name: str, stage: int, call: str = "step()") -> list:
         """``batch`` cut into the plan's M microbatches; ValueError naming the rank."""
         if batch is None:
             raise ValueError(
-                f"rank {self.rank}: this rank holds stage {stage}, so step() needs its {name} "
+                f"rank {self.rank}: this rank holds stage {stage}, so {call} needs its {name} "
                 f"(got None)"
             )
         try:
@@ -323,7 +323,7 @@ class PipelineRuntime:
         """A step backpropagates: refuse one under ``torch.no_grad()`` or
         ``torch.inference_mode()``, or of an evaluation plan, before anything is posted (the
         peers would wait for gradients this rank cannot compute)."""
-        if self.plan.get("forward_only"):
+        if is_evaluation_plan(self.plan):
             raise SetupError(
                 f"rank {self.rank}: this plan has no backward (a forward-only program): it "
                 "cannot train; compile the training schedule and call evaluate() for a "
