@@ -96,7 +96,7 @@ class Runner:
         """Piece ``j`` on ``x`` (of microbatch ``mb``) as the runtime runs a stage: -> (its
         output, the input leaves that require grad, the outputs its backward starts from,
         whether they are the loss, which the runtime's check of the loss has passed)."""
-        xj, grad_in = PC.piece_input(x, j > 0 or self.rank > 0)  # the data needs no grad
+        xj, grad_in = V.stage_input(x, j > 0 or self.rank > 0)  # the data needs no grad
         stage = self.first + j
 
         def note():
@@ -106,7 +106,7 @@ class Runner:
         if self.rank == self.world - 1 and j == len(self.pieces) - 1:
             loss = scalar_loss(self.loss_fn(y, target), stage, mb, self.rank)
             return y, grad_in, [loss / self.M], True
-        return y, grad_in, PC.float_leaves(y), False
+        return y, grad_in, V.float_leaves(y), False
 
     def chain_forward(self, x, target, mb: int, record: bool, hooks: list | None = None):
         """Run every piece on ``x`` (microbatch ``mb``); returns per piece (input leaves that
@@ -133,7 +133,7 @@ class Runner:
         gradient of the rank's input (one tensor per leaf that requires grad)."""
         for j in range(len(saved) - 1, -1, -1):
             grad_in, outs, is_loss = saved[j]
-            ys, gs = PC.backward_args(outs, None if is_loss else g)
+            ys, gs = V.backward_args(outs, None if is_loss else g)
             if not split:
 
                 def full(ys=ys, gs=gs, grad_in=grad_in):
@@ -142,7 +142,7 @@ class Runner:
                 dx, dt = self._timed(full)
                 if record:
                     self.samples[j].B.append(dt)
-                g = PC.input_grads(grad_in, dx)
+                g = V.input_grads(grad_in, dx)
                 continue
 
             # the runtime's own split (ppir.torch.backward): I keeps for W what W needs, and W
@@ -160,7 +160,7 @@ class Runner:
             del work
             if record:
                 self.samples[j].I.append(ti)
-            g = PC.input_grads(grad_in, dx)
+            g = V.input_grads(grad_in, dx)
         return g
 
     def run_late(self, record: bool, keep: int = 0) -> None:
@@ -203,7 +203,7 @@ class Runner:
             x = inputs[m] if got is None else bufs.pop(got.buffer)
             saved[m], y = self.chain_forward(x, targets[m], m, record, hooks)
             if out is not None:
-                bufs[out.buffer] = PC.detached(y)
+                bufs[out.buffer] = V.detached(y)
         elif a.kind is OpKind.B:
             g = bufs.pop(got.buffer) if got is not None else None
             dx = self.chain_backward(saved.pop(m), g, split, record)
@@ -223,10 +223,10 @@ class Runner:
             msg = deps.message_of(a)
             peer = deps.peer_rank(self.schedule.placement, a)
             if a.kind.is_send:
-                for t in PC.send_tensors(bufs.pop(msg.buffer), msg.grad):
+                for t in V.send_tensors(bufs.pop(msg.buffer), msg.grad):
                     ops.append(dist.P2POp(dist.isend, t, peer))
             else:
-                ts = PC.recv_buffers(self.meta[msg.boundary], msg.grad, self.device)
+                ts = V.recv_buffers(self.meta[msg.boundary], msg.grad, self.device)
                 ops.extend(dist.P2POp(dist.irecv, t, peer) for t in ts)
                 received.append((msg, ts))
             names.append((msg.buffer, a.kind.is_recv))
@@ -242,7 +242,7 @@ class Runner:
         if record:  # perf_counter is one clock for every process of the machine
             self.groups.append((t_post, t_wait, time.perf_counter(), names, t_posted, cpu))
         for msg, ts in received:
-            bufs[msg.buffer] = PC.received(self.meta[msg.boundary], msg.grad, ts)
+            bufs[msg.buffer] = V.received(self.meta[msg.boundary], msg.grad, ts)
 
 
 def propagate_shapes(run: Runner, sample, device) -> None:
@@ -254,7 +254,7 @@ def propagate_shapes(run: Runner, sample, device) -> None:
         spec = None
         for j, mod in enumerate(run.pieces):
             spec = trace_stage(mod, x, run.first + j, run.rank)
-            run.samples[j].out_bytes = PC.value_bytes(spec)
+            run.samples[j].out_bytes = V.value_bytes(spec)
             x = zeros_like_spec(spec, device)
         return spec
 
@@ -305,7 +305,7 @@ def measure_transfer(run: Runner, reps: int) -> list[float]:
     for b in range(1, run.world):
         t = None
         if run.rank in (b - 1, b):
-            t = PC.send_tensors(zeros_like_spec(run.meta[b], run.device), False)
+            t = V.send_tensors(zeros_like_spec(run.meta[b], run.device), False)
         times = []
         for _ in range(reps + 1):
             dist.barrier()

@@ -199,15 +199,8 @@ class Executor:
 
     def _forward(self, ins, x) -> None:
         s, m, chunk = ins["stage"], ins["mb"], ins["chunk"]
-        leaves, spec = V.flatten(x)
-        grad_in = []
-        for k, t in enumerate(leaves):
-            if t.is_floating_point() and ins["in"] != "data" and not self.forward_only:
-                leaves[k] = t.detach().requires_grad_(True)
-                grad_in.append(leaves[k])
-        y = V.call_stage(
-            self.modules[chunk], V.unflatten(spec, leaves), lambda: self._forward_note(ins)
-        )
+        x, grad_in = V.stage_input(x, ins["in"] != "data" and not self.forward_only)
+        y = V.call_stage(self.modules[chunk], x, lambda: self._forward_note(ins))
         if ins["out"] == "loss":
             loss = scalar_loss(self.loss_fn(y, self.targets[m]), s, m, self.rank) * self.scale
             self.losses.append((m, loss.detach()))
@@ -215,24 +208,18 @@ class Executor:
                 self.saved[(s, m)] = _Saved(grad_in, [loss], True)
         else:
             self._check(ins, y, boundary_of(ins["out"]), f"the output of stage {s}")
-            ys, yspec = V.flatten(y)
-            self.bufs[ins["out"]] = V.unflatten(yspec, [t.detach() for t in ys])
+            self.bufs[ins["out"]] = V.detached(y)
             if not self.forward_only:
-                outs = [t for t in ys if t.is_floating_point()]
-                self.saved[(s, m)] = _Saved(grad_in, outs, False)
+                self.saved[(s, m)] = _Saved(grad_in, V.float_leaves(y), False)
         self.peak_saved = max(self.peak_saved, len(self.saved))
 
     def _backward_args(self, ins, sv: _Saved) -> tuple[list, list]:
-        if sv.loss:
-            return sv.outputs, [None]
-        grads = self.bufs.pop(ins["grad_in"])
-        pairs = [(o, g) for o, g in zip(sv.outputs, grads) if o.requires_grad]
-        return [o for o, _ in pairs], [g for _, g in pairs]
+        return V.backward_args(sv.outputs, None if sv.loss else self.bufs.pop(ins["grad_in"]))
 
     def _send_input_grad(self, ins, sv: _Saved, dx: list) -> None:
         if not ins["grad_out"]:
             return
-        grads = [torch.zeros_like(x) if g is None else g for x, g in zip(sv.inputs, dx)]
+        grads = V.input_grads(sv.inputs, dx)
         b = ins["stage"]
         specs = [self._leaves[b][i] for i in self._grad_leaves[b]]
         for g, (shape, dtype) in zip(grads, specs):
@@ -271,29 +258,19 @@ class Executor:
             self.reducer.post(ins["chunk"])
 
     # ------------------------------------------------------------------ communication
-    def _tensors_out(self, o) -> list:
-        value = self.bufs.pop(o["buffer"])
-        return V.flatten(value)[0] if o["kind"] == "act" else value
-
     def _alloc(self, o) -> list:
-        b = boundary_of(o["buffer"])
-        specs = self._leaves[b]
-        if o["kind"] == "grad":
-            specs = [specs[i] for i in self._grad_leaves[b]]
-        return [torch.empty(shape, dtype=dt, device=self.device) for shape, dt in specs]
+        return V.recv_buffers(self.meta[boundary_of(o["buffer"])], o["kind"] == "grad", self.device)
 
     def _received(self, o, tensors: list):
-        if o["kind"] == "grad":
-            return tensors
-        return V.unflatten(self.meta[boundary_of(o["buffer"])], tensors)
+        return V.received(self.meta[boundary_of(o["buffer"])], o["kind"] == "grad", tensors)
 
     def _op_group(self, ins) -> None:
         ops, received = [], []
         for o in ins["ops"]:
             peer = self.peer(o["peer"])
             if o["op"] == "send":
-                for t in self._tensors_out(o):
-                    ops.append(dist.P2POp(dist.isend, t.contiguous(), peer, self.group))
+                for t in V.send_tensors(self.bufs.pop(o["buffer"]), o["kind"] == "grad"):
+                    ops.append(dist.P2POp(dist.isend, t, peer, self.group))
             else:
                 ts = self._alloc(o)
                 ops.extend(dist.P2POp(dist.irecv, t, peer, self.group) for t in ts)

@@ -198,3 +198,77 @@ def count(n: int, noun: str) -> str:
 def to_device(value, device):
     leaves, spec = flatten(value)
     return unflatten(spec, [t.to(device) for t in leaves])
+
+
+# ---------------------------------------------------------------- a stage's values, as the runtime
+# moves them (the executor and ppir profile both call these)
+def stage_input(x, needs_grad: bool):
+    """(the value a stage is called with, the leaves of it that require grad): ``x``'s leaves
+    detached; with ``needs_grad`` (the input is not the data, and the step trains) the
+    floating-point ones require grad: each stage runs as its own autograd graph."""
+    leaves, spec = flatten(x)
+    grad_in = []
+    for k, t in enumerate(leaves):
+        t = t.detach()
+        if needs_grad and t.is_floating_point():
+            t.requires_grad_(True)
+            grad_in.append(t)
+        leaves[k] = t
+    return unflatten(spec, leaves), grad_in
+
+
+def float_leaves(y) -> list:
+    """The floating-point leaves of a piece's output: what its backward starts from."""
+    return [t for t in flatten(y)[0] if t.is_floating_point()]
+
+
+def detached(y):
+    """``y`` with every leaf detached (the value handed to the next piece or sent)."""
+    leaves, spec = flatten(y)
+    return unflatten(spec, [t.detach() for t in leaves])
+
+
+def backward_args(outs: list, grads: list | None) -> tuple[list, list]:
+    """(outputs, their gradients) to backpropagate: for a loss (``grads`` None) the loss
+    itself; else the outputs that require grad, each with its gradient."""
+    if grads is None:
+        return outs, [None]
+    pairs = [(o, g) for o, g in zip(outs, grads) if o.requires_grad]
+    return [o for o, _ in pairs], [g for _, g in pairs]
+
+
+def input_grads(grad_in: list, dx: list) -> list:
+    """The gradient a piece hands to its predecessor: one tensor per leaf that required grad,
+    zeros where the backward gave none (the output does not depend on it)."""
+    return [torch.zeros_like(x) if g is None else g for x, g in zip(grad_in, dx)]
+
+
+def value_bytes(spec) -> int:
+    """Bytes of a value of ``spec``: the sum over its tensor leaves."""
+    total = 0
+    for shape, dtype in leaf_specs(spec):
+        n = 1
+        for d in shape:
+            n *= d
+        total += n * dtype.itemsize
+    return total
+
+
+def send_tensors(value, grad: bool) -> list:
+    """The tensors of one message: an activation's leaves, or a gradient's list."""
+    tensors = value if grad else flatten(value)[0]
+    return [t.contiguous() for t in tensors]
+
+
+def recv_buffers(spec, grad: bool, device) -> list:
+    """Empty tensors for a message of a boundary of ``spec``: every leaf of an activation, the
+    floating-point leaves of a gradient."""
+    specs = leaf_specs(spec)
+    if grad:
+        specs = [specs[i] for i in grad_leaves(spec)]
+    return [torch.empty(shape, dtype=dt, device=device) for shape, dt in specs]
+
+
+def received(spec, grad: bool, tensors: list):
+    """The value a message's received ``tensors`` make (a gradient stays a list)."""
+    return tensors if grad else unflatten(spec, tensors)
