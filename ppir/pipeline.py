@@ -159,7 +159,8 @@ def compile(  # noqa: A001 - the library's verb
     """Compile ``schedule`` (see the module docstring).  ``lowering`` is one of
     :data:`LOWERINGS`; ``overlap`` adds ``overlap-comms`` (not after ``naive``); ``passes`` is
     an explicit pipeline text (``"lower-comms{strategy=eager},overlap-comms"``) that replaces
-    both; ``costs`` is the cost model that plans and times (default ``CostConfig()``: F=1,
+    both (one that starts with ``forward-only`` compiles that pass's evaluation program as the
+    input, a lowered ``schedule`` included); ``costs`` is the cost model that plans and times (default ``CostConfig()``: F=1,
     B=2, I=1, W=1 per rank share, free links); ``progress`` the verifier's model.
     ``verify``: True verifies the input and the output of every pass; ``"final"`` the input
     and the program that runs only (what a search over many candidates needs: the same
