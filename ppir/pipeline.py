@@ -160,8 +160,8 @@ def compile(  # noqa: A001 - the library's verb
     :data:`LOWERINGS`; ``overlap`` adds ``overlap-comms`` (not after ``naive``); ``passes`` is
     an explicit pipeline text (``"lower-comms{strategy=eager},overlap-comms"``) that replaces
     both (one that starts with ``forward-only`` compiles that pass's evaluation program as the
-    input, a lowered ``schedule`` included); ``costs`` is the cost model that plans and times (default ``CostConfig()``: F=1,
-    B=2, I=1, W=1 per rank share, free links); ``progress`` the verifier's model.
+    input, a lowered ``schedule`` included); ``costs`` is the cost model that plans and times
+    (default ``CostConfig()``: F=1, B=2, I=1, W=1 per rank share, free links); ``progress`` the verifier's model.
     ``verify``: True verifies the input and the output of every pass; ``"final"`` the input
     and the program that runs only (what a search over many candidates needs: the same
     program, the same verdict, without the report of each intermediate); False nothing.
@@ -180,7 +180,7 @@ def compile(  # noqa: A001 - the library's verb
         )
     if lowering not in LOWERINGS:
         raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
-    _check_options(verify, 1 if dp is None else dp, overlap, strict, input_timeline)
+    _check_options(verify, 1 if dp is None else dp, overlap, strict, input_timeline, passes)
     cfg, dp = resolve_dp(costs or CostConfig(), dp)  # one size: this dp and the model's
     chosen = parse_pipeline(passes, PASSES) if passes is not None else None
     if chosen and isinstance(chosen[0], ForwardOnly):  # a new compute order, compiled as the
@@ -236,7 +236,7 @@ def compile(  # noqa: A001 - the library's verb
     return best
 
 
-def _check_options(verify, dp, overlap, strict, input_timeline) -> None:
+def _check_options(verify, dp, overlap, strict, input_timeline, passes) -> None:
     """A ValueError or TypeError naming the option, for values the command line refuses."""
     if verify not in (True, False, "final") or not isinstance(verify, (bool, str)):
         raise ValueError(f"verify takes True, False or 'final', got {verify!r}")
@@ -247,6 +247,10 @@ def _check_options(verify, dp, overlap, strict, input_timeline) -> None:
     for name, value in (("overlap", overlap), ("strict", strict)):
         if not isinstance(value, bool):
             raise TypeError(f"{name} takes True or False, got {value!r}")
+    if passes is not None and not isinstance(passes, str):
+        raise TypeError(
+            f"passes takes a pipeline text such as 'forward-only,lower-comms', got {passes!r:.60}"
+        )
     if input_timeline is not None and not isinstance(input_timeline, Timeline):
         raise TypeError(f"input_timeline takes a Timeline or None, got {input_timeline!r:.60}")
 

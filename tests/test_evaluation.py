@@ -229,3 +229,16 @@ def test_analyze_shows_no_peak_op_for_an_evaluation_program(cli):
     assert code == 0 and "(#-1)" not in out
     row = next(ln for ln in out.splitlines() if ln.strip().startswith("0*"))
     assert row.split()[1:5] == ["1", "0", "0", "-"], row
+
+
+def test_the_cuda_backend_says_how_an_evaluation_plan_runs(cli, tmp_path):
+    out = tmp_path / "ev.json"
+    code, stdout, _ = cli("compile", "1f1b", "-p", EVAL, "--backend", "cuda", "-o", str(out))
+    assert code == 0 and out.exists()
+    assert "ppir.run and ppir launch train and refuse it" in stdout
+    assert "torchrun" not in stdout
+
+
+def test_passes_must_be_a_pipeline_text():
+    with pytest.raises(TypeError, match="passes takes a pipeline text"):
+        ppir.compile(ppir.load("1f1b", P=2, M=2), passes=["forward-only", "lower-comms"])

@@ -51,6 +51,10 @@ def test_a_well_formed_hand_built_schedule_compiles():
         ({"programs": (GOOD[0], (GOOD[1][0], "1B0"))},
          "Schedule.programs[1][1] is str '1B0': an item is an Action, Group, Overlap, Wait or "
          "Reduce (Action.parse reads action text such as '2F0')"),
+        ({"programs": ((Action(0, F, 0), Action(5, B, 0)), GOOD[1])},
+         "Schedule.programs[0] holds 5B0, on stage 5: outside 0..1 (stages is 2)"),
+        ({"programs": (GOOD[0], (Group((Action(-1, OpKind.RECV_F, 0),)), *GOOD[1]))},
+         "Schedule.programs[1] holds [-1RECV_F0], on stage -1: outside 0..1"),
     ],
 )  # fmt: skip
 def test_compile_names_the_field_of_a_schedule_of_the_wrong_shape(fields, message):

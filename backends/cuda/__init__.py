@@ -48,6 +48,13 @@ class CudaBackend:
         n, dp = plan["ranks"], compiled.dp
         flag = f" --dp {dp}" if dp > 1 else ""
         print(f"wrote {out}: {plan_summary(plan)}")
+        if compiled.program.forward_only:  # ppir.run trains: it cannot run this plan
+            print(
+                "an evaluation plan (forward_only): ppir.run and ppir launch train and refuse "
+                f"it; run it in your own loop, PipelineRuntime('{out}', stages, loss_fn)"
+                ".evaluate(inputs, targets) on every rank (docs/executor.md)"
+            )
+            return 0
         if dp > 1:
             print(f"run it with ({n} pipeline ranks x {dp} data-parallel replicas, one node):")
         else:

@@ -12,8 +12,9 @@
   types.  A ``bad-schedule`` ppir error naming the field and the value otherwise.  Linear in
   the items (one set of their types per rank).
 
-What the programs mean (stages and microbatches in range, every op once, the order) is the
-verifier's to report, with its diagnostics."""
+Stages are checked in range too (nothing can be timed of an op on a stage that does not
+exist).  What the programs mean otherwise (microbatches in range, every op once, the order) is
+the verifier's to report, with its diagnostics."""
 
 from __future__ import annotations
 
@@ -105,6 +106,14 @@ def check_schedule(s, fn: str = "compile") -> None:
             i, it = next((i, it) for i, it in enumerate(prog) if type(it) not in kinds)
             why = " (Action.parse reads action text such as '2F0')" if isinstance(it, str) else ""
             _bad(f"Schedule.programs[{r}][{i}] is {type(it).__name__} {it!r:.40}: {_ITEMS}{why}")
+        stages = s.stages
+        for it in prog:  # a stage outside the schedule has no cost, rank or partner to time
+            for a in (it,) if it.__class__ in (Action, Reduce) else it.actions:
+                if not 0 <= a.stage < stages:
+                    _bad(
+                        f"Schedule.programs[{r}] holds {it!s:.40}, on stage {a.stage}: outside "
+                        f"0..{stages - 1} (stages is {stages})"
+                    )
 
 
 def _is_int(v) -> bool:
