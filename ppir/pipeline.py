@@ -161,7 +161,8 @@ def compile(  # noqa: A001 - the library's verb
     an explicit pipeline text (``"lower-comms{strategy=eager},overlap-comms"``) that replaces
     both (one that starts with ``forward-only`` compiles that pass's evaluation program as the
     input, a lowered ``schedule`` included); ``costs`` is the cost model that plans and times
-    (default ``CostConfig()``: F=1, B=2, I=1, W=1 per rank share, free links); ``progress`` the verifier's model.
+    (default ``CostConfig()``: F=1, B=2, I=1, W=1 per rank share, free links); ``progress``
+    the verifier's model.
     ``verify``: True verifies the input and the output of every pass; ``"final"`` the input
     and the program that runs only (what a search over many candidates needs: the same
     program, the same verdict, without the report of each intermediate); False nothing.
