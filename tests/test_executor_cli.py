@@ -194,3 +194,38 @@ def test_lr_is_refused_for_a_model_that_makes_its_own_optimizer(tmp_path):
     assert res.returncode == 1, res.stdout + res.stderr
     assert "--lr 100: the model module defines make_optimizer, which sets its own" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+FRESH_MODEL_PER_STAGE = """
+import torch
+from ppir.torch import split_layers
+class Head(torch.nn.Module):
+    def __init__(self, emb):
+        super().__init__()
+        self.emb = emb
+    def forward(self, h):
+        return h @ self.emb.weight.t()
+def build_stage(stage, num_stages):   # a new model at every call: the tie is per call only
+    torch.manual_seed(0)
+    emb = torch.nn.Linear(4, 4)
+    layers = [torch.nn.Linear(4, 4) for _ in range(2)]
+    return split_layers(layers, num_stages, first=emb, last=Head(emb))[stage]
+def make_batch(step):
+    return torch.ones(4, 4), torch.zeros(4, 4)
+def loss_fn(y, t):
+    return ((y - t) ** 2).mean()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_verify_grads_says_when_build_stage_unties_a_declared_tie(tmp_path):
+    model = tmp_path / "fresh.py"
+    model.write_text(FRESH_MODEL_PER_STAGE)
+    res = ppir_launch(
+        "-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "1", "--verify-grads",
+        "--device", "cpu",
+    )  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "the stages declare a parameter shared by stages [0, 1], but build_stage" in res.stderr
+    assert "FAILED" not in res.stdout

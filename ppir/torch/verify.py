@@ -52,6 +52,15 @@ class Verifier:
             for m in self.rt.stages
             for e in getattr(m, "ppir_shared", ())
         }
+        found = {frozenset(s for s, _ in e["holders"]) for e in shared}
+        for stages in sorted(declared - found, key=sorted):
+            raise SetupError(
+                f"rank {self.ctx.rank}: the stages declare a parameter shared by stages "
+                f"{sorted(stages)}, but build_stage builds those stages with separate tensors "
+                "for it, so the single-process reference would train it untied (does "
+                "build_stage make a new model at each call?): build the model once per process "
+                "and split that one (cache it in the module)"
+            )
         for e in shared:
             stages = frozenset(s for s, _ in e["holders"])
             if len({placement[s] for s in stages}) > 1 and stages not in declared:
