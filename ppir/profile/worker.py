@@ -226,7 +226,8 @@ class Runner:
                 for t in V.send_tensors(bufs.pop(msg.buffer), msg.grad):
                     ops.append(dist.P2POp(dist.isend, t, peer))
             else:
-                ts = V.recv_buffers(self.meta[msg.boundary], msg.grad, self.device)
+                specs = V.message_specs(self.meta[msg.boundary], msg.grad)
+                ts = V.recv_buffers(specs, self.device)
                 ops.extend(dist.P2POp(dist.irecv, t, peer) for t in ts)
                 received.append((msg, ts))
             names.append((msg.buffer, a.kind.is_recv))

@@ -90,8 +90,9 @@ class Executor:
         self.scale = 1.0 / plan["microbatches"]
         self.peak_saved = 0  # most (stage, mb) activations held at once during the last step
         self._params = [[p for p in m.parameters() if p.requires_grad] for m in modules]
-        self._leaves = {b: V.leaf_specs(sp) for b, sp in meta.items()}
-        self._grad_leaves = {b: V.grad_leaves(sp) for b, sp in meta.items()}
+        self._messages = {  # (boundary, is a gradient) -> its tensors' (shape, dtype)
+            (b, grad): V.message_specs(sp, grad) for b, sp in meta.items() for grad in (False, True)
+        }
 
     # ------------------------------------------------------------------ one step
     def step(self, inputs: list | None, targets: list | None, step: int = 0):
@@ -221,7 +222,7 @@ class Executor:
             return
         grads = V.input_grads(sv.inputs, dx)
         b = ins["stage"]
-        specs = [self._leaves[b][i] for i in self._grad_leaves[b]]
+        specs = self._messages[(b, True)]
         for g, (shape, dtype) in zip(grads, specs):
             if tuple(g.shape) != shape or g.dtype != dtype:
                 raise ShapeMismatch(
@@ -259,7 +260,8 @@ class Executor:
 
     # ------------------------------------------------------------------ communication
     def _alloc(self, o) -> list:
-        return V.recv_buffers(self.meta[boundary_of(o["buffer"])], o["kind"] == "grad", self.device)
+        b = boundary_of(o["buffer"])
+        return V.recv_buffers(self._messages[(b, o["kind"] == "grad")], self.device)
 
     def _received(self, o, tensors: list):
         return V.received(self.meta[boundary_of(o["buffer"])], o["kind"] == "grad", tensors)

@@ -8,7 +8,7 @@ every rank (it travels in the plan's ``meta`` and in the start-up metadata excha
     ["dict", [["key", spec], ...]]                 a mapping with string keys, in order
 
 A value is sent as its *leaves* (tensors, in depth-first order) one message each; the gradient
-of a boundary carries one tensor per floating-point leaf (:func:`grad_leaves`).  A stage is
+of a boundary carries one tensor per floating-point leaf (:func:`message_specs`).  A stage is
 called as ``module(x)`` for a tensor, ``module(*x)`` for a tuple or list and ``module(**x)``
 for a dict.
 """
@@ -97,11 +97,6 @@ def leaf_specs(spec: Spec) -> list[tuple[tuple[int, ...], torch.dtype]]:
 
     walk(spec)
     return out
-
-
-def grad_leaves(spec: Spec) -> list[int]:
-    """Indices of the leaves that carry a gradient (floating point)."""
-    return [i for i, (_, dt) in enumerate(leaf_specs(spec)) if dt.is_floating_point]
 
 
 def check_spec(spec, where: str) -> Spec:
@@ -260,12 +255,15 @@ def send_tensors(value, grad: bool) -> list:
     return [t.contiguous() for t in tensors]
 
 
-def recv_buffers(spec, grad: bool, device) -> list:
-    """Empty tensors for a message of a boundary of ``spec``: every leaf of an activation, the
-    floating-point leaves of a gradient."""
+def message_specs(spec, grad: bool) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    """(shape, dtype) of each tensor of one message across a boundary of ``spec``: every leaf
+    of an activation, the floating-point leaves of a gradient."""
     specs = leaf_specs(spec)
-    if grad:
-        specs = [specs[i] for i in grad_leaves(spec)]
+    return [(shape, dt) for shape, dt in specs if dt.is_floating_point] if grad else specs
+
+
+def recv_buffers(specs: list, device) -> list:
+    """Empty tensors to receive a message of these :func:`message_specs`."""
     return [torch.empty(shape, dtype=dt, device=device) for shape, dt in specs]
 
 
