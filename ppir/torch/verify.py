@@ -36,24 +36,18 @@ class Verifier:
         self.ref_params = unique_parameters(self.ref)
         self.ref_opt = make_optimizer(model, self.ref_params, args.lr) if self.steps else None
         self.shared = find_shared(self.ref)
-        self._check_declared(self.shared)
-        declared = {
-            frozenset(s for s, _ in e["holders"]): e["name"]
-            for m in rt.stages
-            for e in getattr(m, "ppir_shared", ())
+        declared = {  # the stages' declared ties: holder stages -> the model's name
+            _stages(e): e["name"] for m in rt.stages for e in getattr(m, "ppir_shared", ())
         }
+        self._check_declared(self.shared, declared)
         for e in self.shared:  # the model's own names, where the stages declare them
-            e["name"] = declared.get(frozenset(s for s, _ in e["holders"]), e["name"])
+            e["name"] = declared.get(_stages(e), e["name"])
 
-    def _check_declared(self, shared: list[dict]) -> None:
+    def _check_declared(self, shared: list[dict], declared: dict) -> None:
         placement = self.plan["placement"]
-        declared = {
-            frozenset(s for s, _ in e["holders"])
-            for m in self.rt.stages
-            for e in getattr(m, "ppir_shared", ())
-        }
-        found = {frozenset(s for s, _ in e["holders"]) for e in shared}
-        for stages in sorted(declared - found, key=sorted):
+        untied = declared.keys() - {_stages(e) for e in shared}
+        if untied:
+            stages = min(untied, key=sorted)
             raise SetupError(
                 f"rank {self.ctx.rank}: the stages declare a parameter shared by stages "
                 f"{sorted(stages)}, but build_stage builds those stages with separate tensors "
@@ -62,7 +56,7 @@ class Verifier:
                 "and split that one (cache it in the module)"
             )
         for e in shared:
-            stages = frozenset(s for s, _ in e["holders"])
+            stages = _stages(e)
             if len({placement[s] for s in stages}) > 1 and stages not in declared:
                 where = ", ".join(f"{n!r} of stage {s}" for s, n in e["holders"])
                 raise SetupError(
@@ -147,3 +141,8 @@ class Verifier:
                 "amplifies round-off: compare such runs with a looser --tolerance, e.g. 1e-4"
             )
         return ok
+
+
+def _stages(entry: dict) -> frozenset:
+    """The stages holding a shared parameter (a ``find_shared`` or ``ppir_shared`` entry)."""
+    return frozenset(s for s, _ in entry["holders"])
