@@ -56,3 +56,29 @@ def test_statements_written_as_elsewhere_get_a_hint(line, message, col, hint):
     e = _error("schedule x()\n" + BODY % line)
     assert e.message == message and e.diagnostics[0].span.col == col
     assert any(h.startswith(hint) for h in e.diagnostics[0].hints), e.diagnostics[0].hints
+
+
+@pytest.mark.parametrize(
+    "line, word, meant",
+    [
+        ("stagse 2", "stagse", "stages"),
+        ("microbatchs 2", "microbatchs", "microbatches"),
+        ("Ranks 2", "Ranks", "ranks"),
+        ("placment looped", "placment", "placement"),
+        ("placement lopped", "lopped", "looped"),
+        ("pipelnes 1", "pipelnes", "pipelines"),
+        ("forward_olny", "forward_olny", "forward_only"),
+        ('requir 1 >= 1 : "x"', "requir", "require"),
+    ],
+)
+def test_a_misspelt_declaration_keyword_gets_a_did_you_mean(line, word, meant):
+    e = _error(f"schedule x()\nranks 2\n{line}\nmicrobatches 2\n")
+    assert e.message == f"unexpected '{word}'"
+    assert e.diagnostics[0].span.line == 3
+    assert e.diagnostics[0].hints[0] == f"did you mean '{meant}'?"
+
+
+def test_a_name_far_from_every_keyword_gets_no_guess():
+    e = _error("schedule x()\nranks 2\nzzz 3\n")
+    assert not any("did you mean" in h for h in e.diagnostics[0].hints)
+    assert e.diagnostics[0].hints[0].startswith("expected 'def', 'forward_only', ")

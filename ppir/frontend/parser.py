@@ -7,6 +7,7 @@ from functools import lru_cache
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken, VisitError
+from lark.lexer import PatternStr
 
 from ppir.diagnostics import EXIT_USAGE, Diagnostic, PpirError, error
 from ppir.frontend import ast as A
@@ -26,6 +27,16 @@ def _parser() -> Lark:
         propagate_positions=True,
         maybe_placeholders=True,
     )
+
+
+@lru_cache(maxsize=1)
+def _keywords() -> dict[str, str]:
+    """The grammar's keywords by terminal name (``FORWARD_ONLY`` -> ``forward_only``)."""
+    return {
+        t.name: t.pattern.value
+        for t in _parser().terminals
+        if isinstance(t.pattern, PatternStr) and t.pattern.value.isidentifier()
+    }
 
 
 def is_schedule_name(text: str) -> bool:
@@ -350,7 +361,7 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
     try:
         tree = _parser().parse(text)
     except (UnexpectedCharacters, UnexpectedEOF, UnexpectedToken) as e:
-        raise syntax_error(e, text, path) from None
+        raise syntax_error(e, text, path, _keywords()) from None
     check_nesting(tree, path, text)
     try:
         return _ToAst(path, text).transform(tree)

@@ -11,7 +11,7 @@ import re
 
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
-from ppir.diagnostics import Note, PpirError, error
+from ppir.diagnostics import Note, PpirError, did_you_mean, error
 from ppir.ir import Span
 
 # What the user types for each terminal, for "expected ..." messages.
@@ -42,7 +42,9 @@ _TERMINAL_TEXT = {
 }
 
 
-def _describe_terminal(name: str) -> str:
+def _describe_terminal(name: str, keywords: dict[str, str]) -> str:
+    if name in keywords:
+        return f"'{keywords[name]}'"
     if name in _TERMINAL_TEXT:
         return _TERMINAL_TEXT[name]
     if name.isupper() and name.isalpha():
@@ -50,8 +52,14 @@ def _describe_terminal(name: str) -> str:
     return name
 
 
-def syntax_error(e: Exception, text: str, path: str) -> PpirError:
-    """The diagnostic for lark's ``UnexpectedCharacters``/``EOF``/``Token`` ``e``."""
+def syntax_error(
+    e: Exception, text: str, path: str, keywords: dict[str, str] | None = None
+) -> PpirError:
+    """The diagnostic for lark's ``UnexpectedCharacters``/``EOF``/``Token`` ``e``.
+    ``keywords`` maps the grammar's keyword terminals to their text (``FORWARD_ONLY`` ->
+    ``forward_only``): a name where keywords were expected gets the closest one as a
+    did-you-mean."""
+    keywords = keywords or {}
     if isinstance(e, UnexpectedCharacters):
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
         span = Span(path, e.line, e.column, e.line, e.column + 1, text)
@@ -79,7 +87,7 @@ def syntax_error(e: Exception, text: str, path: str) -> PpirError:
             hints=[f"list its parameters in parentheses, '()' when there are none: {bare[2]}"],
         )
     if isinstance(e, UnexpectedEOF):
-        exp = sorted({_describe_terminal(t) for t in e.expected})
+        exp = sorted({_describe_terminal(t, keywords) for t in e.expected})
         return error(
             "syntax-error",
             "unexpected end of file",
@@ -106,8 +114,10 @@ def syntax_error(e: Exception, text: str, path: str) -> PpirError:
         end_col = tok.end_column or tok.column + 1
         span = Span(path, tok.line, tok.column, tok.end_line or tok.line, end_col, text)
         what = f"'{tok}'"
-    exp = sorted({_describe_terminal(t) for t in e.expected})
+    exp = sorted({_describe_terminal(t, keywords) for t in e.expected})
     hints = [f"expected {_join(exp)}"] if exp else []
+    if tok.type == "NAME":  # a misspelt keyword ('forward_olny', 'stagse P')
+        hints[:0] = did_you_mean(str(tok), [keywords[t] for t in e.expected if t in keywords])
     loop = _LOOP_WORD.match(_line(text, tok.line)) if tok.type != "$END" else None
     prev = (getattr(e, "token_history", None) or [None])[-1]
     if loop:  # 'while 1 {' reads as a call of while, 'while (1) {' as a call then a block
