@@ -26,7 +26,7 @@ from ppir.analysis.footprint import Footprint
 from ppir.analysis.model_spec import parse_model_spec
 from ppir.analysis.models import ModelShape
 from ppir.diagnostics import Diagnostic, PpirError, Report
-from ppir.frontend.loader import load_schedule, load_text
+from ppir.frontend.loader import load_schedule, load_text, merge_params
 from ppir.ir import Action, Group, OpKind, Overlap, Schedule, Span, Wait
 from ppir.ir.graph import ProgramGraph, build_graph
 from ppir.ir.printer import format_pps, from_json
@@ -53,9 +53,10 @@ def load(
     an ``os.PathLike``) of a ``.pps`` file, a torch ``.csv`` file or a ``ppir.program/1``
     ``.json`` file (what ``ppir dump --format json`` writes; CSV and JSON files take no
     parameters).  Its parameters, integers, as a dict, as keywords (``P=4, M=8``) or both, as
-    for :func:`load_text`.  ``placement`` (by keyword: the rank of each stage) is for CSV and
-    ``torch:NAME`` schedules.  A ppir error, with file:line:col where there is one, for bad
-    input (a ``spec`` or ``params`` of another type included)."""
+    for :func:`load_text` (a ``bad-usage`` error when the two give one different values).
+    ``placement`` (by keyword: the rank of each stage) is for CSV and ``torch:NAME``
+    schedules.  A ppir error, with file:line:col where there is one, for bad input (a
+    ``spec`` or ``params`` of another type included)."""
     if params is not None and not isinstance(params, dict):
         raise PpirError(
             Diagnostic(
@@ -65,7 +66,8 @@ def load(
                 hints=("a placement is given by keyword: placement=(0, 1, ...)",),
             )
         )
-    return load_schedule(spec, {**(params or {}), **more}, placement=placement, define_flag="")
+    params = merge_params(params, more)
+    return load_schedule(spec, params, placement=placement, define_flag="")
 
 
 def compile(schedule: Schedule, **options) -> Compiled:  # noqa: A001 - the library's verb

@@ -52,7 +52,7 @@ def test_load_takes_its_parameters_as_a_dict_too(tmp_path):
     path = tmp_path / "req.pps"
     path.write_text(REQUIRE)
     assert ppir.load(path, {"P": 2, "M": 4}) == ppir.load(path, P=2, M=4)
-    assert ppir.load(path, {"P": 2, "M": 8}, M=4) == ppir.load(path, P=2, M=4)  # keywords win
+    assert ppir.load(path, {"P": 2, "M": 4}, M=4) == ppir.load(path, P=2, M=4)  # agreeing
     with pytest.raises(ppir.PpirError, match="unknown parameter 'Q'"):
         ppir.load(path, {"Q": 2})
     with pytest.raises(ppir.PpirError) as e:
@@ -62,6 +62,18 @@ def test_load_takes_its_parameters_as_a_dict_too(tmp_path):
         "params takes a dict of parameter values, such as {'P': 4}, got tuple (0, 1, 2, 3)"
     )
     assert "hint: a placement is given by keyword: placement=(0, 1, ...)" in str(e.value)
+
+
+@pytest.mark.parametrize("load", [ppir.load, ppir.load_text])
+def test_a_parameter_given_both_ways_with_different_values_is_refused(load):
+    """ppir.load("1f1b", {"P": 4}, P=2, M=4) ran with P=2, the dict's P=4 silently dropped."""
+    spec = "1f1b" if load is ppir.load else REQUIRE
+    with pytest.raises(ppir.PpirError) as e:
+        load(spec, {"P": 4, "M": 4}, P=2)
+    assert e.value.kind == "bad-usage" and e.value.exit_code == 2
+    assert e.value.message == "parameter 'P' given twice: 4 in params and 2 by keyword"
+    same = load(spec, {"P": 2, "M": 4}, P=2)  # the same value twice is fine
+    assert (same.ranks, same.microbatches) == (2, 4)
 
 
 def test_a_csv_placement_from_the_api_names_the_argument_not_the_flag(tmp_path):

@@ -209,6 +209,21 @@ def _no_placement(placement, why: str, define_flag: str) -> None:
         raise error("bad-usage", f"{name} applies to CSV and torch:NAME schedules only; {why}")
 
 
+def merge_params(params: dict | None, more: dict) -> dict:
+    """The parameters given as a dict and as keywords, in one dict; a ``bad-usage`` error
+    naming the parameter and both values when the two give one different values."""
+    params = params or {}
+    for name, value in more.items():
+        if params.get(name, value) != value:
+            raise error(
+                "bad-usage",
+                f"parameter '{name}' given twice: {params[name]!r} in params and {value!r} "
+                "by keyword",
+                hints=["give each parameter once, in the dict or as a keyword"],
+            )
+    return {**params, **more}
+
+
 def load_text(
     text: str,
     params: dict[str, int] | None = None,
@@ -219,11 +234,14 @@ def load_text(
     **more: int,
 ) -> Schedule:
     """Parse and expand .pps source text (handy for tests and tools); its parameters as a
-    dict, as keywords (``load_text(src, P=4, M=8)``), or both; ``path`` is the name errors
-    give it."""
-    params = {**(params or {}), **more}
+    dict, as keywords (``load_text(src, P=4, M=8)``), or both (:func:`merge_params`: one
+    given both ways must have one value); ``path`` is the name errors give it."""
     return expand(
-        parse_text(text, path), params, max_ops=max_ops, max_steps=max_steps, define_flag=""
+        parse_text(text, path),
+        merge_params(params, more),
+        max_ops=max_ops,
+        max_steps=max_steps,
+        define_flag="",
     )
 
 
