@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, reject
 from hypothesis import strategies as st
 
+import ppir
 from ppir.diagnostics import PpirError
 from ppir.frontend.loader import load_schedule, load_text
 from ppir.ir.printer import format_pps, from_json, to_json
@@ -168,6 +169,24 @@ def test_a_hand_edited_json_program_is_one_clear_error_at_the_value(edit, said, 
     assert said in message and where.startswith(f"{f}:"), err
     line = int(where.split(":")[-2])
     assert at in text.splitlines()[line - 1], err
+
+
+def test_a_verifier_error_in_a_json_program_points_at_the_op_in_its_text(cli, tmp_path):
+    """Deadlocks and unmatched messages in a JSON program printed 'ppir: error: ...' with no
+    place; they are located at the op's string in the file, as a .pps file's are at its line
+    (tests/verify_corpus/json_*.json show it rendered)."""
+    f = tmp_path / "p.json"
+    argv = ("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json", "--lowering", "naive")
+    obj = json.loads(cli(*argv, "--no-verify")[1])
+    f.write_text(text := json.dumps(obj))  # one line: the column tells the ops apart
+    code, _, err = cli("check", str(f))
+    col = text.index('"0SEND_F1"') + 1  # rank 0 blocks sending it: the cycle starts there
+    assert code == 1 and err.startswith(f"{f}:1:{col}: error: deadlock: ranks 0 and 1"), err
+    obj["programs"][1].remove("1SEND_B1")  # rank 0's last RECV_B has no send
+    f.write_text(text := json.dumps(obj, indent=1))
+    (d,) = [e for e in ppir.verify(ppir.load(f)).errors if e.kind == "unmatched-recv"]
+    assert d.span.path == str(f), d.render()
+    assert text.splitlines()[d.span.line - 1][d.span.col - 1 :] == '"0RECV_B1",'
 
 
 def test_json_programs_declare_no_parameters_in_every_command(cli, tmp_path):

@@ -1,9 +1,10 @@
 """Golden tests for the verifier: a corpus of known-bad schedules, one or more per check.
 
-Each case under tests/verify_corpus/ is a .pps file (or a .csv with a .run file beside it) whose
-header says how to run it (``# RUN: ppir check {file} ...``) and what must be found
-(``# EXPECT: kind line:col``: a diagnostic of that kind whose primary span starts there).  The
-rendered stderr and the exit status are compared with tests/golden/verify/<name>.err.
+Each case under tests/verify_corpus/ is a .pps file (or a .csv or a ``ppir.program/1`` .json with
+a .run file beside it) whose header says how to run it (``# RUN: ppir check {file} ...``) and
+what must be found (``# EXPECT: kind line:col``: a diagnostic of that kind whose primary span
+starts there).  The rendered stderr and the exit status are compared with
+tests/golden/verify/<name>.err.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ CORPUS = ROOT / "tests" / "verify_corpus"
 
 
 def _cases() -> list[Path]:
-    return sorted(p for p in CORPUS.iterdir() if p.suffix in (".pps", ".csv"))
+    return sorted(p for p in CORPUS.iterdir() if p.suffix in (".pps", ".csv", ".json"))
 
 
 def _header(path: Path) -> tuple[list[str], list[tuple[str, int, int]]]:
-    src = path.with_suffix(".run") if path.suffix == ".csv" else path
+    src = path.with_suffix(".run") if path.suffix in (".csv", ".json") else path
     lines = src.read_text().splitlines()
     assert lines[0].startswith("# RUN: ppir "), f"{src} lacks a '# RUN: ppir ...' line"
     rel = path.relative_to(ROOT).as_posix()

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from functools import lru_cache
-from json.decoder import scanstring
 
 from ppir.diagnostics import did_you_mean, error
 from ppir.frontend.ast import Module
 from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS, expand, integer_param
+from ppir.frontend.json_source import json_item_spans, json_span
 from ppir.frontend.literal import literal_shape
 from ppir.frontend.parser import parse_text
-from ppir.ir import Action, Schedule, Span
+from ppir.ir import Schedule, Span
 from ppir.nogc import without_gc
 from ppir.schedules import builtin_display_path, builtin_names, builtin_source
 
@@ -274,68 +273,26 @@ def read_json_program(
         )
 
     memo: dict = {}
+    ranks: dict[int, list[Span]] = {}
 
     def at(*where) -> Span | None:
         return json_span(path, text, where, memo)
 
+    def action_span(r: int, i: int) -> Span:  # of programs[r][i], each rank's in one scan
+        if r not in ranks:
+            ranks[r] = json_item_spans(path, text, ("programs", r), memo)
+        return ranks[r][i]
+
     try:
-        s = from_json(obj)
+        s = from_json(obj, action_span)
     except MalformedProgram as e:
         span = at(*e.where) if e.where else None
         raise error("bad-input", f"{'' if span else f'{path}: '}{e.message}", span) from None
     decls = {k: (obj[k], at(k)) for k in _DECLARED if k in obj}
     decls["placement"] = (tuple(obj["placement"]), at("placement"))
     actions = [(r, a) for r in range(s.ranks) for a in s.actions(r)]
-
-    def where(r: int, a: Action) -> Span | None:  # the first entry of rank r that reads as a
-        i = next(i for i, t in enumerate(obj["programs"][r]) if Action.parse(t) == a)
-        return at("programs", r, i)
-
-    literal_shape(Module(path, None, ()), decls, {}, actions, max_steps, max_ops, where)
+    literal_shape(Module(path, None, ()), decls, {}, actions, max_steps, max_ops)
     return s
 
 
 _DECLARED = ("ranks", "stages", "microbatches", "pipelines")
-
-
-def json_span(path: str, text: str, where: tuple, memo: dict | None = None) -> Span | None:
-    """The span of the value at ``where`` (object keys and list indices, from the top) in the
-    JSON ``text``, which parses; None when there is no such value.  Of a repeated key, the last
-    (the one ``json.loads`` keeps).  ``memo`` keeps the containers scanned, for the next call."""
-    memo = {} if memo is None else memo
-    pos = _SKIP.match(text).end()
-    for step in where:
-        if pos not in memo:
-            memo[pos] = _members(text, pos)
-        pos = memo[pos].get(step)
-        if pos is None:
-            return None
-    end = _DECODE(text, pos)[1]
-    line = text.count("\n", 0, pos) + 1
-    col = pos - text.rfind("\n", 0, pos)
-    same_line = text.count("\n", pos, end) == 0
-    return Span(path, line, col, line, col + (end - pos if same_line else 1), text)
-
-
-_SKIP = re.compile(r"[ \t\n\r]*")
-_DECODE = json.JSONDecoder().raw_decode
-
-
-def _members(text: str, pos: int) -> dict:
-    """Where each member's value starts, of the object (by key) or list (by index) at ``pos``
-    (empty for a scalar)."""
-    opener, out = text[pos], {}
-    if opener not in "{[":
-        return out
-    pos = _SKIP.match(text, pos + 1).end()
-    while text[pos] not in "}]":
-        if opener == "{":
-            key, pos = scanstring(text, pos + 1)
-            pos = _SKIP.match(text, _SKIP.match(text, pos).end() + 1).end()  # past the ':'
-        else:
-            key = len(out)
-        out[key] = pos
-        pos = _SKIP.match(text, _DECODE(text, pos)[1]).end()
-        if text[pos] == ",":
-            pos = _SKIP.match(text, pos + 1).end()
-    return out

@@ -255,10 +255,11 @@ def check_json(obj: dict) -> None:
             _ints(red, 3, ("reduces", r, k), (n, None, None))
 
 
-def from_json(obj: dict) -> Schedule:
-    """Inverse of :func:`to_json` (spans are not kept).  MalformedProgram (a ppir error and a
-    ValueError) on a malformed object (:func:`check_json`), naming where; the schedule is not
-    checked further (:func:`ppir.compile` checks its shape)."""
+def from_json(obj: dict, span=None) -> Schedule:
+    """Inverse of :func:`to_json` (spans are not kept: ``span(r, i)``, when given, is the span
+    of the action ``programs[r][i]``, where the JSON text has it).  MalformedProgram (a ppir
+    error and a ValueError) on a malformed object (:func:`check_json`), naming where; the
+    schedule is not checked further (:func:`ppir.compile` checks its shape)."""
     from ppir.ir import Action
 
     check_json(obj)
@@ -270,7 +271,7 @@ def from_json(obj: dict) -> Schedule:
         acts = []
         for i, t in enumerate(flat):
             try:
-                acts.append(Action.parse(t))
+                acts.append(Action.parse(t, span(r, i) if span else None))
             except ValueError as e:
                 raise MalformedProgram(str(e), ("programs", r, i)) from None
         deferred = set((obj.get("deferred") or [[]] * n)[r])
