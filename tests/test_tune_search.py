@@ -58,6 +58,37 @@ def test_rejections_explain_themselves(result):
     assert "exceeds the budget 30 GiB" in mem.reason and "largest term" in mem.reason
 
 
+def test_a_memory_rejection_quotes_the_peak_or_says_at_least(cli):
+    # dualpipe P=2 mbs=2 holds 189.70 GiB before lowering; its compiled program adds 128 MiB of
+    # receive buffers, 189.83 GiB as 'ppir compile' reports it: the tune rejection quoted the
+    # smaller figure as the peak
+    from ppir.analysis.units import fmt_size
+
+    choice = ["--world", "8", "--pp", "2", "--model", "llama3-8b,seq=4096", "--schedules",
+              "dualpipe", "--micro-batch", "2", "--recompute", "none",
+              "--format", "json", "-q"]  # fmt: skip
+    code, out, err = cli(
+        "compile", "dualpipe", "-D", "P=2", "-D", "M=4", "--backend", "cost", "--model",
+        "llama3-8b,seq=4096,mbs=2", "--dp", "4", "--format", "json",
+    )  # fmt: skip
+    fp = json.loads(out)["footprint"]
+    peak = fp["per_rank"][fp["worst_rank"]]["total"]
+    code, out, err = cli("tune", *choice, "--gpu-memory", "80GiB")
+    assert code == 1, err
+    (row,) = json.loads(out)["rejected"]  # rejected before it was compiled
+    assert row["rejected"] == "memory" and row["step_time"] is None
+    assert row["peak_memory"] < peak  # a lower bound: the receive buffers are missing
+    assert row["reason"].startswith(
+        f"peak memory at least {fmt_size(row['peak_memory'], 'bytes')} on rank 0 (largest term: "
+        "optimizer; receive buffers not counted: not compiled) exceeds the budget 72 GiB"
+    )
+    # a budget between the two: compiled, then rejected with the compiled peak itself
+    code, out, err = cli("tune", *choice, "--memory-budget", "189.75GiB")
+    (row,) = json.loads(out)["rejected"]
+    assert row["step_time"] is not None and row["peak_memory"] == peak
+    assert row["reason"].startswith(f"peak memory {fmt_size(peak, 'bytes')} on rank 0 (largest")
+
+
 def test_uneven_layers_put_fewer_on_the_ends():
     assert uneven_layers(80, 32) == (2,) * 15 + (3,) * 16 + (2,)
     assert sum(uneven_layers(80, 32)) == 80

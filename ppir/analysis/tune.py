@@ -18,7 +18,8 @@ Contract
 3. the *rejected* ones, each with its reason: ``divisibility`` (the global batch does not split
    into dp x micro-batch x M, or the layers into the stages with uneven splits off),
    ``constraint`` (the schedule refuses the parameters, or its program does not verify) or
-   ``memory`` (the worst rank's peak exceeds the budget; the reason names the largest term).
+   ``memory`` (the worst rank's peak exceeds the budget; the reason names the largest term;
+   found before compiling, the peak counts no receive buffers: a lower bound, "at least").
 
 With a model, each choice has ``pp`` x ``dp`` x ``tp`` = ``world`` GPUs and micro-batch size
 ``mbs``; M = global batch / (dp x mbs).  Memory is the whole per-rank footprint in bytes
@@ -181,7 +182,7 @@ class _State:
             mems[fi] = analyze_memory(g, None, recompute=r, i_fraction=fi)
         _peak(c, s, mems[fi])
         if self.budget is not None and c.peak > self.budget[0]:
-            _over(c, self.budget)
+            _over(c, self.budget, compiled=False)
             return False
         tl = run(g, c.costs)
         if not tl.complete:
@@ -262,13 +263,19 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
     return out
 
 
-def _over(c: Candidate, budget) -> Candidate:
+def _over(c: Candidate, budget, compiled: bool = True) -> Candidate:
+    """Reject ``c`` for memory.  Before it is compiled (``compiled`` False) its program holds no
+    receive buffers yet, so a whole-memory figure is a lower bound on the compiled program's
+    peak (ppir compile's), and the reason says "at least"; peak activations in A are exact."""
     unit = "A" if budget[1] == "A" else "bytes"
     what = "peak memory" if c.footprint is not None else "peak activations"
     rank = c.footprint.worst.rank if c.footprint is not None else None
-    where = f" on rank {rank} (largest term: {c.largest})" if rank is not None else ""
+    bound = not compiled and c.footprint is not None
+    note = "; receive buffers not counted: not compiled" if bound else ""
+    where = f" on rank {rank} (largest term: {c.largest}{note})" if rank is not None else ""
     c.reason = (
-        f"{what} {fmt_size(c.peak, unit)}{where} exceeds the budget {fmt_size(budget[0], unit)}"
+        f"{what} {'at least ' if bound else ''}{fmt_size(c.peak, unit)}{where} exceeds the "
+        f"budget {fmt_size(budget[0], unit)}"
     )
     c.why = "memory"
     return c
