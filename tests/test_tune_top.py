@@ -65,3 +65,49 @@ def test_the_help_says_what_top_does(cli, capsys):
         cli("tune", "--help")
     text = " ".join(capsys.readouterr().out.split())
     assert "--top N how many of the fastest programs to rank (default 10)" in text
+
+
+def test_a_tie_at_the_cut_is_not_called_slower(cli, cost_file):
+    # with --top 4, zb_h1 ties with the 4th ranked (interleaved_zb v=1: 57.7 ms, 2 A each); it
+    # was listed as "compiled, but slower than the 4th ranked step time"
+    cfg = make_config(tomllib.loads(MEASURED.to_toml()))
+    cands = search(builtin_names(), Space(world=2, global_batch=8, top=4), cfg)
+    ranked = [c for c in cands if c.ok]
+    slower = [c for c in cands if c.why == "slower"]
+    nth = ranked[-1]
+    tied = [c for c in slower if f"{c.step_time:.9g}" == f"{nth.step_time:.9g}"]
+    assert [(c.schedule, c.v) for c in tied] == [("zb_h1", 1)] and tied[0].peak == nth.peak
+    assert tied[0].reason == (
+        "compiled, ties with the 4th ranked step time and peak memory (ranked after it by "
+        "schedule, pp, v, mbs, recompute)"
+    )
+    assert nth.schedule < tied[0].schedule  # the order the reason states
+    for c in slower[len(tied) :]:
+        assert c.step_time > nth.step_time
+        assert c.reason == "compiled, but slower than the 4th ranked step time"
+    code, out, err = cli("tune", "-P", "2", "--config", cost_file, "--top", "4", "-q")
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("not ranked ("))
+    assert line == (
+        f"not ranked ({len(slower)}): compiled, 1 ties with the 4th ranked at 57.7 ms (equal step "
+        "times rank less peak memory first, then by schedule, pp, v, mbs, recompute), "
+        f"{len(slower) - 1} slower, from 59.4 ms; --top {4 + len(slower)} ranks them"
+    )
+    assert "\nslower (" not in out
+
+
+def test_a_tie_with_more_memory_says_so():
+    from ppir.analysis.tune import _slower
+    from ppir.analysis.tune_space import Candidate
+
+    def compiled(name, t, peak):
+        return Candidate(name, 2, 1, 1, 1, 8, step_time=t, peak=peak)
+
+    nth = compiled("zb_h1", 0.0577, 2.0)
+    more = _slower(compiled("1f1b", 0.0577 + 1e-12, 3.0), 2, nth)  # equal to 9 digits
+    assert more.reason == (
+        "compiled, ties with the 2nd ranked step time but needs more memory (equal step times "
+        "rank less peak memory first)"
+    )
+    slow = _slower(compiled("1f1b", 0.0578, 2.0), 2, nth)
+    assert slow.reason == "compiled, but slower than the 2nd ranked step time"

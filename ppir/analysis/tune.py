@@ -7,9 +7,10 @@ Contract
 :func:`search` returns one :class:`Candidate` per choice, in three groups:
 
 1. the *ranked* ones: compiled (:func:`ppir.compile`, verified), fit, and sorted by their step
-   time: the ``top`` fastest (all of them when fewer fit);
+   time, equal ones by :data:`TIE_ORDER`: the ``top`` fastest (all of them when fewer fit);
    then the *slower* ones: compiled and fit too, while their bound could still beat the
-   ``top``-th, but slower than it (``why == "slower"``, in step-time order);
+   ``top``-th, but slower than it, or tied with it and after it in the ranked order
+   (:data:`TIE_ORDER`; the reason says which) (``why == "slower"``, in ranked order);
 2. the *pruned* ones, left uncompiled: a lower bound on their step time (:func:`program_bound`,
    or the dependency bound: the compute graph timed with the same costs, which no lowering
    beats; :mod:`ppir.pipeline`) is no better than the ``top``-th ranked step time, so they
@@ -98,17 +99,28 @@ def search(
             on_step(i, len(jobs), f"expanding {job[0]} P={job[2]} mbs={job[4]}")
         out += _instance(*job, G, space, config, state)
     state.search(space.top)
-    # equal step times (to 9 digits; at P=1 every schedule is one stage): less memory first
-    ranked = sorted(
-        state.ranked,
-        key=lambda c: (float(f"{c.step_time:.9g}"), c.peak or 0, c.schedule, c.pp, c.v, c.mbs),
-    )
-    ranked, slower = ranked[: space.top], [_slower(c, space.top) for c in ranked[space.top :]]
+    ranked = sorted(state.ranked, key=_rank_key)
+    ranked, rest = ranked[: space.top], ranked[space.top :]
+    slower = [_slower(c, space.top, ranked[-1]) for c in rest]
     failed = [c for c in state.done if not c.ok and c.why != "slower"]
     pruned = sorted((c for c in out if c.why == "pruned"), key=_bound_key)
     listed = ("pruned", "slower")
     rejected = [c for c in out if not c.ok and c.why not in listed and c not in failed]
     return ranked + slower + pruned + failed + rejected
+
+
+TIE_ORDER = "equal step times rank less peak memory first, then by schedule, pp, v, mbs, recompute"
+
+
+def _rank_key(c: Candidate):
+    """The ranked order: step time; equal ones (:func:`same_step_time`; at P=1 every schedule is
+    one stage) by :data:`TIE_ORDER`."""
+    return (float(f"{c.step_time:.9g}"), c.peak or 0, c.schedule, c.pp, c.v, c.mbs, c.recompute)
+
+
+def same_step_time(a: Candidate, b: Candidate) -> bool:
+    """Whether two compiled candidates tie: equal step times to 9 significant digits."""
+    return _rank_key(a)[0] == _rank_key(b)[0]
 
 
 def _bound_key(c: Candidate):
@@ -193,8 +205,21 @@ class _State:
         return True
 
 
-def _slower(c: Candidate, top: int) -> Candidate:
-    c.reason = f"compiled, but slower than the {ordinal(top)} ranked step time"
+def _slower(c: Candidate, top: int, nth: Candidate) -> Candidate:
+    """A compiled candidate beyond the ``top``: slower than ``nth`` (the ``top``-th ranked), or
+    tied with it and ranked after it by :data:`TIE_ORDER`."""
+    if not same_step_time(c, nth):
+        c.reason = f"compiled, but slower than the {ordinal(top)} ranked step time"
+    elif (c.peak or 0) > (nth.peak or 0):
+        c.reason = (
+            f"compiled, ties with the {ordinal(top)} ranked step time but needs more memory "
+            "(equal step times rank less peak memory first)"
+        )
+    else:
+        c.reason = (
+            f"compiled, ties with the {ordinal(top)} ranked step time and peak memory (ranked "
+            "after it by schedule, pp, v, mbs, recompute)"
+        )
     c.why = "slower"
     return c
 

@@ -34,8 +34,9 @@ where they do not divide the stages.  Each choice is held to the whole per-rank 
 (parameters, gradients and optimizer state at that tp, dp and ZeRO setting, activations,
 receive buffers) against --gpu-memory minus --reserve, timed first by its dependency bound and
 then, best bound first, compiled exactly as 'ppir compile' compiles it; the --top fastest
-compiled programs are ranked by step time, the rest are listed as slower (compiled while their
-bound could still beat the top, but slower), pruned (their bound cannot beat the top) or
+compiled programs are ranked by step time (equal ones: less peak memory first, then by name),
+the rest are listed as slower (compiled while their bound could still beat the top, but slower,
+or tied with the N-th and ranked after it), pruned (their bound cannot beat the top) or
 rejected with the reason: divisibility (batch, layers), constraint (the
 schedule's require clauses; a program that does not verify) or memory (with its largest term).
 
@@ -136,7 +137,7 @@ def add_arguments(p):
         metavar="N",
         help="how many of the fastest programs to rank (default 10); the search compiles, best "
         "bound first, until no bound left beats the N-th, and lists the other compiled ones as "
-        "slower",
+        "slower (or tied with the N-th and ranked after it)",
     )
     p.add_argument(
         "--format",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ppir.analysis.layout import format_stage_layers
 from ppir.analysis.measured_footprint import sizes_known
+from ppir.analysis.tune import TIE_ORDER, same_step_time
 from ppir.analysis.units import fmt_size, fmt_time
 from ppir.cli.output import table
 from ppir.plan.build import runtime_limit
@@ -121,11 +122,7 @@ def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False
         lines.append("(no feasible choice)" + _no_choice_hint(cands, has_model))
     slower = [c for c in cands if c.why == "slower"]
     if slower:
-        lines.append(
-            f"\nslower ({len(slower)}): compiled, from {fmt_time(slower[0].step_time, unit)}, "
-            f"but slower than the {ordinal(space.top)} ranked; --top {space.top + len(slower)} "
-            "ranks them"
-        )
+        lines.append(_slower_line(slower, ok[-1], space.top, unit))
     pruned = [c for c in cands if c.why == "pruned"]
     if pruned:
         best = fmt_time(pruned[0].bound, unit)
@@ -137,6 +134,25 @@ def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False
     if bad:
         lines += _rejected_lines(bad, has_model, every)
     return "\n".join(lines) + "\n"
+
+
+def _slower_line(slower: list, nth, top: int, unit: str) -> str:
+    """The compiled candidates beyond ``--top`` in one line: the ones that tie with the
+    ``top``-th ranked (``nth``) and rank after it, and the slower ones."""
+    tied = [c for c in slower if same_step_time(c, nth)]
+    more = f"; --top {top + len(slower)} ranks them"
+    nth_ranked = f"the {ordinal(top)} ranked"
+    if not tied:
+        start = fmt_time(slower[0].step_time, unit)
+        return (
+            f"\nslower ({len(slower)}): compiled, from {start}, but slower than {nth_ranked}{more}"
+        )
+    rest = slower[len(tied) :]
+    verb = "tie" if len(tied) > 1 else "ties"
+    tie = f"{len(tied)} {verb} with {nth_ranked} at {fmt_time(nth.step_time, unit)} ({TIE_ORDER})"
+    if rest:
+        tie += f", {len(rest)} slower, from {fmt_time(rest[0].step_time, unit)}"
+    return f"\nnot ranked ({len(slower)}): compiled, {tie}{more}"
 
 
 def _no_choice_hint(cands, has_model: bool) -> str:
