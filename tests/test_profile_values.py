@@ -151,6 +151,52 @@ def test_a_loss_that_is_not_a_scalar_is_the_runtimes_one_line_error(tmp_path, cl
     assert err.strip() == f"ppir: error: rank 0: loss_fn on stage 1, microbatch 0 {message}"
 
 
+NONFINITE = {  # loss_fn, and the error: the runtime's message, then why the profile stops
+    "nan": (
+        "def loss_fn(y, t):\n    return ((y - t) ** 2).mean() * float('nan')\n",
+        "the loss is nan at profile step 0, microbatch 0 (stage 1)",
+    ),
+    "inf at the third call": (
+        "CALLS = [0]\n\ndef loss_fn(y, t):\n    CALLS[0] += 1\n"
+        "    return ((y - t) ** 2).mean() * (float('inf') if CALLS[0] == 3 else 1.0)\n",
+        "the loss is inf at profile step 0, microbatch 2 (stage 1)",
+    ),
+}
+STOPS = "; a loss that is not finite cannot be profiled: stopping, no cost file written"
+
+
+def _nonfinite_model(tmp_path, what: str) -> str:
+    path = tmp_path / "nonfinite_model.py"
+    loss = "def loss_fn(y, t):\n    return ((y - t) ** 2).mean()\n"
+    assert loss in BOUNDARY_MODEL
+    path.write_text(BOUNDARY_MODEL.replace(loss, NONFINITE[what][0]))
+    return str(path)
+
+
+@pytest.mark.parametrize("what", list(NONFINITE))
+def test_a_loss_that_is_not_finite_stops_the_profile_in_one_line(tmp_path, cli, what):
+    """It went on and wrote a cost file timed on NaN losses; now the runtime's message."""
+    out = tmp_path / "costs.toml"
+    code, _, err = cli("profile", "--module", _nonfinite_model(tmp_path, what), "--ranks", "1",
+                       "--stages", "2", "-M", str(M), "--steps", "2", "-o", str(out))  # fmt: skip
+    assert code == 2 and "Traceback" not in err, err
+    assert err.strip() == f"ppir: error: rank 0: {NONFINITE[what][1]}{STOPS}"
+    assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_loss_that_is_not_finite_on_the_last_rank_is_named_once(tmp_path):
+    from ppir.profile.launch import ProfileError
+
+    path = _nonfinite_model(tmp_path, "nan")
+    with pytest.raises(ProfileError) as e:
+        profile(ProfileSpec(path, ranks=2, stages=4, microbatches=M, steps=2, warmup=1))
+    assert str(e.value) == (
+        "rank 1: the loss is nan at profile step 0, microbatch 0 (stage 3)" + STOPS
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_bad_loss_on_the_last_rank_is_named_once(tmp_path):

@@ -24,7 +24,9 @@ Contract
   (:func:`ppir.torch.model.optimizer_state_bytes`).
 * The last piece's loss is checked as the runtime checks it
   (:func:`ppir.torch.model.scalar_loss`): a ``loss_fn`` that does not return a scalar tensor
-  computed by autograd is the runtime's one-line error naming the rank, stage and microbatch.
+  computed by autograd is the runtime's one-line error naming the rank, stage and microbatch;
+  so is a NaN or infinite loss (:func:`ppir.torch.model.nonfinite_loss`, each microbatch of
+  every step), which stops the profile: no cost file is written.
 * The result is :class:`ppir.analysis.measured.MeasuredCosts` (per piece: trimmed means of the
   samples), written as the ``[measured]`` table of a TOML cost file; a schedule with S stages
   uses it when S divides ``stages``.

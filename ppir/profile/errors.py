@@ -57,6 +57,19 @@ def usage(e: Exception) -> Exception:
     return ProfileError(str(e)) if isinstance(e, (ModelError, ShapeMismatch)) else e
 
 
+def check_loss(loss, rank: int, stage: int, mb: int, step: int) -> None:
+    """A :class:`ProfileError` when ``loss`` (of microbatch ``mb`` at the profile's ``step``)
+    is NaN or infinite, named as the runtime names it
+    (:func:`ppir.torch.model.nonfinite_loss`): such a run's times are no costs to write."""
+    from ppir.torch.model import nonfinite_loss
+
+    msg = nonfinite_loss([(mb, loss)], rank, stage, f"profile step {step}")
+    if msg is not None:
+        raise ProfileError(
+            f"{msg}; a loss that is not finite cannot be profiled: stopping, no cost file written"
+        )
+
+
 def record_error(out: str, rank: int, e: Exception) -> None:
     """The rank's error for the parent (``{out}.error.R``; see :func:`failure`)."""
     import traceback

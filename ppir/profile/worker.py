@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from ppir.ir import Action, Group, OpKind, Wait, deps
 from ppir.profile import pieces as PC
+from ppir.profile.errors import check_loss
 from ppir.torch import values as V
 from ppir.torch.backward import backward_full, backward_input, backward_weight
 from ppir.torch.model import optimizer_state_bytes, scalar_loss
@@ -71,7 +72,7 @@ class Runner:
     def __init__(self, rank, world, pieces, loss_fn, program, schedule, M, device):
         self.rank, self.world, self.pieces = rank, world, pieces
         self.loss_fn, self.program, self.schedule = loss_fn, program, schedule
-        self.M, self.device = M, device
+        self.M, self.device, self.steps = M, device, 0  # steps run
         self.first = rank * len(pieces)  # the stage (build_stage index) of piece 0
         self.params = [[p for p in m.parameters() if p.requires_grad] for m in pieces]
         self.samples = [Samples() for _ in pieces]
@@ -125,6 +126,8 @@ class Runner:
             if record:
                 self.samples[j].F.append(dt)
             x, grad_in, outs, is_loss = out
+            if is_loss:  # a NaN or infinite loss stops the profile, outside the timed forward
+                check_loss(outs[0], self.rank, self.first + j, mb, self.steps)
             saved.append((grad_in, outs, is_loss))
         return saved, x
 
@@ -193,6 +196,7 @@ class Runner:
         self.run_late(False)  # the last W follows its own I and the previous W: not timed
         for m in self.pieces:
             m.zero_grad(set_to_none=True)
+        self.steps += 1
 
     def _compute(self, a, inputs, targets, bufs, saved, split, record, hooks):
         """Run compute op ``a``; the values it reads and writes are named by the messages

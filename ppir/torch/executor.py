@@ -38,7 +38,7 @@ from ppir.plan import boundary_of, is_evaluation_plan
 from ppir.torch import values as V
 from ppir.torch.backward import backward_full, backward_input, backward_weight
 from ppir.torch.errors import NonFiniteLoss, ShapeMismatch, comm_error
-from ppir.torch.model import scalar_loss
+from ppir.torch.model import nonfinite_loss, scalar_loss
 from ppir.torch.procgroup import wait_all
 
 Meta = dict  # boundary -> spec (see :mod:`.values`)
@@ -132,11 +132,9 @@ class Executor:
     def _check_finite(self, loss) -> None:
         if bool(torch.isfinite(loss)) or self.nonfinite == "ignore":
             return
-        mb, value = next((m, v.item()) for m, v in self.losses if not bool(torch.isfinite(v)))
-        msg = (
-            f"rank {self.rank}: the loss is {value} at {self._when()}, microbatch {mb} "
-            f"(stage {self.stages[-1]})"
-        )
+        msg = nonfinite_loss(self.losses, self.rank, self.stages[-1], self._when())
+        if msg is None:  # each loss is finite, their sum overflowed
+            return
         if self.nonfinite == "warn":
             print(f"ppir: warning: {msg}", file=sys.stderr, flush=True)
             return

@@ -275,3 +275,14 @@ def scalar_loss(loss, stage: int, mb: int, rank: int):
             "(not a constant, not under torch.no_grad(), not detached)"
         )
     return loss.reshape(())
+
+
+def nonfinite_loss(losses, rank: int, stage: int, when: str) -> str | None:
+    """The runtime's report of a NaN or infinite loss, ``rank R: the loss is nan at WHEN,
+    microbatch M (stage S)``, for the first of ``losses`` ((microbatch, 0-d loss tensor) pairs,
+    in the order they ran) that is not finite; None when each is finite.  The executor checks a
+    step's losses with it, ``ppir profile`` each microbatch's."""
+    bad = next(((m, v.item()) for m, v in losses if not bool(torch.isfinite(v))), None)
+    if bad is None:
+        return None
+    return f"rank {rank}: the loss is {bad[1]} at {when}, microbatch {bad[0]} (stage {stage})"
