@@ -281,3 +281,31 @@ def test_a_misspelt_check_is_named_not_taken_for_a_parameter():
 
     with pytest.raises(TypeError, match="'max_peak' .did you mean 'max_peak_activations'"):
         assert_schedule_ok("1f1b", max_peak="P", P=4, M=8)
+
+
+@pytest.mark.parametrize("examples", [0, -1, 2.5, True])
+def test_property_test_refuses_a_count_of_examples_below_one(examples):
+    # examples=0 used to fall back silently to the profile's count (100): CLI and plugin refuse 0
+    with pytest.raises(
+        ValueError, match=f"property_test: examples must be at least 1, got {examples}"
+    ):
+        property_test("1f1b", over={"P": "2..3"}, examples=examples)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"kinds": ("swp",)}, "kinds are 'swap' and/or 'move', got .'swp',."),  # was: a move
+        ({"kinds": "swap"}, "kinds are 'swap' and/or 'move', got 'swap'"),  # was: its letters
+        ({"kinds": ()}, "kinds are 'swap' and/or 'move'"),
+        ({"max_mutations": 0}, "max_mutations must be at least 1, got 0"),
+    ],
+)
+def test_mutations_refuse_unknown_kinds_and_counts_when_called(kwargs, error):
+    import ppir
+    from ppir.testing import mutations
+
+    with pytest.raises(ValueError, match=error):
+        mutations(ppir.load("1f1b", P=2, M=2), **kwargs)
+    with pytest.raises(TypeError, match="mutations takes a Schedule or a strategy of them"):
+        mutations("1f1b")

@@ -303,6 +303,12 @@ def mutations(
     items or ``move`` one item elsewhere.  Items are compute actions or communication groups,
     so lowered schedules mutate too.  Every edit changes the program (the two positions
     differ); a mutant may still be valid.  The edits are recorded with ``hypothesis.note``."""
+    if isinstance(kinds, str) or not kinds or set(kinds) - {"swap", "move"}:
+        raise ValueError(f"mutations: kinds are 'swap' and/or 'move', got {kinds!r}")
+    if not (type(max_mutations) is int and max_mutations >= 1):
+        raise ValueError(f"mutations: max_mutations must be at least 1, got {max_mutations!r}")
+    if not isinstance(schedule, (Schedule, st.SearchStrategy)):
+        raise TypeError(f"mutations takes a Schedule or a strategy of them, got {schedule!r}")
     if isinstance(schedule, st.SearchStrategy):
         return schedule.flatmap(lambda s: mutations(s, max_mutations=max_mutations, kinds=kinds))
     ranks = [r for r, prog in enumerate(schedule.programs) if len(prog) >= 2]
@@ -364,6 +370,8 @@ def property_test(
     """
     path = os.fspath(schedule)
     _check_keywords(path, checks)
+    if examples is not None and not (type(examples) is int and examples >= 1):
+        raise ValueError(f"property_test: examples must be at least 1, got {examples!r}")
 
     def test(params):
         __tracebackhide__ = True  # a failure shows the shape and the diagnostic, not ppir
