@@ -413,6 +413,16 @@ def test_launch_without_torch_is_one_clean_error(cli, monkeypatch):
     assert err.strip() == "ppir: error: ppir launch needs PyTorch: pip install 'ppir[torch]'"
 
 
+@pytest.mark.parametrize("n", ["0", "-2"])
+def test_launch_refuses_fewer_than_one_process(cli, n):
+    # was "-n 0 --dp 1: the number of processes must be a multiple of the replicas" (0 is one)
+    code, _, err = cli("launch", "-n", n, "1f1b", "--module", MODEL)
+    assert code == 2
+    assert err.strip() == f"ppir: error: -n {n}: the number of processes must be at least 1"
+    code, _, err = cli("launch", "-n", "4", "--dp", "3", "1f1b", "--module", MODEL)
+    assert code == 2 and "-n 4 --dp 3: the number of processes must be a multiple" in err
+
+
 def test_multi_node_flags_are_checked(cli):
     code, _, err = cli("launch", "-n", "2", "--nnodes", "2", "1f1b", "--module", MODEL)
     assert code == 2 and "needs --rdzv-endpoint HOST:PORT" in err

@@ -97,7 +97,9 @@ def _check_args(args) -> None:
     except SetupError as e:
         raise error("bad-usage", str(e)) from None
     n, dp = args.nproc, args.dp or 1
-    if n is not None and (n < 1 or n % dp):
+    if n is not None and n < 1:
+        raise error("bad-usage", f"-n {n}: the number of processes must be at least 1")
+    if n is not None and n % dp:
         raise error(
             "bad-usage",
             f"-n {n} --dp {dp}: the number of processes must be a multiple of the replicas",
