@@ -195,3 +195,15 @@ def test_json_counts_are_numbers(cli):
     doc = json.loads(out)
     assert code == 0 and isinstance(doc["peak_activations"], int | float), err
     assert all(isinstance(t["peak_activations"], int | float | None) for t in doc["candidates"])
+
+
+def test_json_goes_to_the_output_file(cli, tmp_path):
+    # was: -o ignored with --format json (the summary on stdout, no file written)
+    import json
+
+    f = tmp_path / "summary.json"
+    argv = ("synth", "-D", "P=2", "-D", "M=4", "--mem-cap", "2", "--format", "json")
+    code, out, err = cli(*argv, "-o", str(f))
+    assert code == 0, err
+    assert out.startswith(f"wrote {f}: ") and out.count("\n") == 1
+    assert json.loads(f.read_text()) == json.loads(cli(*argv)[1])

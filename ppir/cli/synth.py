@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from fractions import Fraction
 
@@ -66,7 +67,7 @@ def add_arguments(p):
         "candidate (2P stages, or P with --no-vshape; F, I and W ops of each stage and "
         "microbatch) exceeds it are refused before synthesis",
     )
-    add_output_argument(p, "write the .pps here (default stdout)")
+    add_output_argument(p, "write the .pps (or the --format json summary) here (default stdout)")
     p.add_argument(
         "--format",
         choices=["pps", "json"],
@@ -136,7 +137,8 @@ def run(args) -> int:
             progress=step,
         )
     if args.format == "json":
-        emit_json(
+        _emit_json(
+            args.output,
             {
                 "format": "ppir.synth/1",
                 "schedule": res.schedule.name,
@@ -154,7 +156,7 @@ def run(args) -> int:
                     }
                     for t in res.trials
                 ],
-            }
+            },
         )
         return EXIT_OK
     comment = (
@@ -169,6 +171,15 @@ def run(args) -> int:
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _emit_json(output: str | None, obj: dict) -> None:
+    """The summary on stdout, or in -o's file with a 'wrote' line (as the .pps is written)."""
+    if not output:
+        emit_json(obj)
+        return
+    write_output(output, json.dumps(obj, indent=2) + "\n")
+    print(f"wrote {output}: {obj['chosen']}; step time {obj['step_time']:g}")
 
 
 def _number(x):
