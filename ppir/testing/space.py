@@ -164,6 +164,8 @@ def parse_domain(spec) -> Domain:
     if isinstance(spec, int):
         return Domain(choices=(Expr.parse(spec),))
     if isinstance(spec, range):
+        if not spec:  # was read as the bounds start..stop-1 and blamed on the require lines
+            raise error("bad-range", f"{spec!r} is empty: it holds no value")
         if spec.step == 1:
             return Domain(Expr.parse(spec.start), Expr.parse(spec.stop - 1))
         return Domain(choices=tuple(Expr.parse(v) for v in spec))
