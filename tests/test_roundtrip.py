@@ -290,3 +290,27 @@ def test_a_file_stem_the_header_cannot_hold_is_made_a_name_it_can(tmp_path, cli)
         assert s.name == name and load_text(format_pps(s)) == s
         code, out, err = cli("dump", str(tmp_path / stem), "--compute-only")
         assert code == 0 and out.startswith(f"schedule {name}()"), err
+
+
+def test_json_spans_never_compare_the_text_with_an_earlier_load():
+    """Locating every action of a JSON program reads the text's line starts once per load.
+    They were kept in an lru_cache keyed by the text, so each lookup of a second load, an equal
+    but distinct string, compared the two texts: minutes for a 10 MB program loaded twice."""
+    from ppir.frontend.json_source import json_item_spans
+
+    compared = []
+
+    class Text(str):
+        __hash__ = str.__hash__
+
+        def __eq__(self, other):
+            compared.append(1)
+            return str.__eq__(self, other)
+
+    body = '{"programs": [["0F0", "0B0"], ["1F0", "1B0"]]}'
+    first = json_item_spans("a.json", Text(body), ("programs", 1))
+    again = json_item_spans("a.json", Text(body), ("programs", 1))
+    assert (
+        [(s.line, s.col) for s in again] == [(s.line, s.col) for s in first] == [(1, 32), (1, 39)]
+    )
+    assert compared == []

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_right
-from functools import lru_cache
 from itertools import accumulate
 from json.decoder import scanstring
 
@@ -18,8 +17,9 @@ def json_span(path: str, text: str, where: tuple, memo: dict | None = None) -> S
     """The span of the value at ``where`` (object keys and list indices, from the top) in the
     JSON ``text``, which parses; None when there is no such value.  Of a repeated key, the last
     (the one ``json.loads`` keeps).  ``memo`` keeps the containers scanned, for the next call."""
-    at = _value_at(text, where, {} if memo is None else memo)
-    return None if at is None else _span(path, text, *at)
+    memo = {} if memo is None else memo
+    at = _value_at(text, where, memo)
+    return None if at is None else _span(path, text, _line_starts(text, memo), *at)
 
 
 def json_item_spans(path: str, text: str, where: tuple, memo: dict | None = None) -> list[Span]:
@@ -31,7 +31,8 @@ def json_item_spans(path: str, text: str, where: tuple, memo: dict | None = None
         return []
     if at[0] not in memo:
         memo[at[0]] = _members(text, at[0])
-    return [_span(path, text, *item) for item in memo[at[0]].values()]
+    starts = _line_starts(text, memo)
+    return [_span(path, text, starts, *item) for item in memo[at[0]].values()]
 
 
 def _value_at(text: str, where: tuple, memo: dict) -> tuple[int, int] | None:
@@ -46,20 +47,26 @@ def _value_at(text: str, where: tuple, memo: dict) -> tuple[int, int] | None:
     return at
 
 
-def _span(path: str, text: str, pos: int, end: int) -> Span:
-    """The span of the value from ``pos`` to ``end``: its width when it fits on its line,
-    else 1."""
-    starts = _line_starts(text)
+def _span(path: str, text: str, starts: list[int], pos: int, end: int) -> Span:
+    """The span of the value from ``pos`` to ``end`` (``starts``: where each line of ``text``
+    starts): its width when it fits on its line, else 1."""
     line = bisect_right(starts, pos)
     col = pos - starts[line - 1] + 1
     same_line = line == len(starts) or starts[line] > end
     return Span(path, line, col, line, col + (end - pos if same_line else 1), text)
 
 
-@lru_cache(maxsize=2)
-def _line_starts(text: str) -> list[int]:
-    lines = text.split("\n")
-    return [n + k for k, n in enumerate(accumulate(map(len, lines), initial=0))][: len(lines)]
+def _line_starts(text: str, memo: dict) -> list[int]:
+    """Where each line of ``text`` starts, kept in ``memo`` (under the key -1, which no
+    container's position takes) for the text's next span.  Not an lru_cache on the text: a
+    cache keyed by an equal but distinct 10 MB string compares the two on every lookup, which
+    made a second load of one large program take minutes."""
+    if -1 not in memo:
+        lines = text.split("\n")
+        memo[-1] = [n + k for k, n in enumerate(accumulate(map(len, lines), initial=0))][
+            : len(lines)
+        ]
+    return memo[-1]
 
 
 _SKIP = re.compile(r"[ \t\n\r]*")
