@@ -178,5 +178,6 @@ def test_wheel_contains_grammar_backends_schedules_license_and_py_typed(tmp_path
     entry = [n for n in names if n.endswith("entry_points.txt")]
     text = zipfile.ZipFile(wheel).read(entry[0]).decode()
     assert "ppir = ppir.cli:main" in text
+    assert "[pytest11]\nppir = ppir.testing.pytest_entry\n" in text
     for backend in ("cost = ppir.backends.cost:BACKEND", "cuda = ppir.backends.cuda:BACKEND"):
         assert backend in text, backend

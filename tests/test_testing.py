@@ -196,7 +196,8 @@ def test_the_plugin_gives_a_fixture_and_an_examples_option(tmp_path):
             assert schedule_ok("gpipe", P=2, M=2).ok
     """)
     )
-    # autoload off: an installed entry point plus -p would register the plugin twice
+    # autoload off (PYTEST_DISABLE_PLUGIN_AUTOLOAD): -p alone loads the plugin; the loads with
+    # the entry point active are in tests/test_pytest_plugin_loading.py
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     proc = subprocess.run(
         [

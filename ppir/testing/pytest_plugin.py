@@ -1,8 +1,10 @@
 """pytest plugin for schedule property tests (entry point ``pytest11``: ``ppir``).
 
-Installed with ppir, active in every pytest run of the environment; where plugin autoloading is
-off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``) or ppir is not installed, load it with
-``-p ppir.testing.pytest_plugin``.
+Installed with ppir, active in every pytest run of the environment (``-p no:ppir`` turns it
+off); where plugin autoloading is off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``) or ppir is not
+installed, load it with ``-p ppir.testing.pytest_plugin`` or a conftest's ``pytest_plugins``.
+The entry point loads :mod:`ppir.testing.pytest_entry`, which loads this module by its module
+path, so naming it that way as well is a no-op.
 It stays out of the way: it imports nothing heavy and changes no hypothesis profile.
 
 * option ``--ppir-examples N``: hypothesis examples for tests made with
