@@ -172,6 +172,52 @@ def test_usage_mistakes_raise_ppir_errors_not_assertions(tmp_path):
         check_schedule(tmp_path / "syntax.pps")
 
 
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (  # was: "'Q' refers to 'Q', which has no value here", hinting at declaration order
+            {"max_peak_activations": "Q"},
+            "max_peak_activations 'Q' refers to 'Q', which is not a parameter of 1f1b",
+        ),
+        (
+            {"max_bubble": "(P-1)/MM"},
+            "max_bubble '(P-1)/MM' refers to 'MM', which is not a parameter of 1f1b",
+        ),
+        (
+            {"max_step_time": 32, "max_peak_activations": "ranks*stages", "max_bubble": "2X"},
+            "max_bubble '2X' refers to 'X', which is not a parameter of 1f1b",
+        ),
+    ],
+    ids=["peak", "bubble", "among-good-bounds"],
+)
+def test_a_bound_naming_no_parameter_is_a_usage_error(kwargs, message):
+    with pytest.raises(PpirError) as e:
+        assert_schedule_ok("1f1b", P=4, M=8, **kwargs)
+    assert e.value.kind == "bad-range" and e.value.message == message
+    assert "hint: its parameters: P, M; also ranks, stages, microbatches" in e.value.render()
+    assert ("hint: did you mean 'M'?" in e.value.render()) == ("MM" in message)
+
+
+def test_a_bound_is_read_as_ppir_fuzz_reads_it_before_any_check(tmp_path, cli):
+    from ppir import load_schedule
+
+    code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--max-peak", "2Q")
+    with pytest.raises(PpirError) as e:
+        check_schedule("1f1b", max_peak_activations="2Q", P=2)
+    assert code == 2 and err.strip() == e.value.render().replace(
+        "max_peak_activations", "--max-peak"
+    )
+
+    path = tmp_path / "cyclic.pps"
+    path.write_text(CYCLIC)  # the verifier rejects it, so no bound is evaluated: still an error
+    with pytest.raises(PpirError, match="max_bubble '1/Q' refers to 'Q', which is not a parameter"):
+        check_schedule(path, max_bubble="1/Q")
+    with pytest.raises(PpirError) as e:  # an expanded schedule is named by its name
+        check_schedule(load_schedule(path), max_step_time="Q")
+    assert e.value.message.endswith("which is not a parameter of cyclic")
+    assert "hint: its parameters: none; also ranks" in e.value.render()
+
+
 def test_an_expanded_schedule_can_be_checked_directly():
     from ppir import load_schedule
 

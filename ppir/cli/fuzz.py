@@ -6,9 +6,9 @@ from ppir.cli.common import add_defines, parse_defines
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, did_you_mean, error
 from ppir.pipeline import LOWERINGS
-from ppir.testing.checks import BOUND_NAMES, check_schedule, load_module
+from ppir.testing.checks import check_bound_names, check_schedule, load_module
 from ppir.testing.search import search
-from ppir.testing.space import Expr, ParamSpace, parse_over
+from ppir.testing.space import ParamSpace, parse_over
 
 NAME = "fuzz"
 HELP = "check a schedule for many parameter choices; shrink a failing one"
@@ -115,20 +115,7 @@ def _space(args) -> ParamSpace:
         ("--max-bubble", args.max_bubble),
         ("--max-step-time", args.max_step_time),
     ):
-        if b is not None:  # syntax and names now rather than at the first check
-            known = {*declared, *BOUND_NAMES, "min", "max"}
-            unknown = sorted(Expr.parse(b).names - known)
-            if unknown:
-                raise error(
-                    "bad-range",
-                    f"{flag} '{b}' refers to '{unknown[0]}', which is not a parameter of "
-                    f"{args.schedule}",
-                    hints=did_you_mean(unknown[0], declared)
-                    + [
-                        f"its parameters: {', '.join(declared) or 'none'}; "
-                        f"also {', '.join(BOUND_NAMES)}"
-                    ],
-                )
+        check_bound_names(flag, b, declared, args.schedule)  # now, not at the first check
     return ParamSpace(over, {**defaults, **fixed})
 
 

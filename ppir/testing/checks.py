@@ -15,8 +15,8 @@ A bound is a number, an expression over the schedule's parameters (``"P"``, ``"(
 the parameter dict.  :func:`assert_schedule_ok` raises ``AssertionError`` with the rendered
 diagnostics; :func:`check_schedule` returns a :class:`CheckResult` instead.
 
-Usage mistakes (no such file, unknown parameter, syntax error) raise :class:`ppir.PpirError`;
-everything the schedule itself gets wrong is a failed result.
+Usage mistakes (no such file, unknown parameter, syntax error, a bound naming no parameter)
+raise :class:`ppir.PpirError`; everything the schedule itself gets wrong is a failed result.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ppir.diagnostics import PpirError
+from ppir.diagnostics import PpirError, did_you_mean, error
 from ppir.frontend.ast import Module
 from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS, expand
 from ppir.ir import Schedule
@@ -168,6 +168,13 @@ def check_schedule(
                 res.fail(f"expansion fails:\n{e.render()}")
             return res
     res = CheckResult(s.name, dict(s.params), schedule=s)
+    where = s.name if isinstance(schedule, Schedule) else os.fspath(schedule)
+    for option, bound in (
+        ("max_peak_activations", max_peak_activations),
+        ("max_bubble", max_bubble),
+        ("max_step_time", max_step_time),
+    ):
+        check_bound_names(option, bound, s.param_dict, where)
     _check_expanded(res, s, lowering, progress, strict)
     if res.ok:
         _check_bounds(res, max_peak_activations, max_bubble, max_step_time)
@@ -224,6 +231,24 @@ def _check_expanded(
 
 #: Names a bound expression may read besides the schedule's parameters.
 BOUND_NAMES = ("ranks", "stages", "microbatches")
+
+
+def check_bound_names(option: str, bound: Bound, params, schedule: str) -> None:
+    """A bound expression that reads a name other than the schedule's ``params``,
+    :data:`BOUND_NAMES`, ``min`` and ``max`` is a ``bad-range`` error naming the ``option``
+    (``--max-peak`` in ``ppir fuzz``, ``max_peak_activations`` here), the bound and the name, so
+    the mistake shows before any check; numbers, callables and None pass."""
+    if not isinstance(bound, str):
+        return
+    declared = list(params)
+    unknown = sorted(Expr.parse(bound).names - {*declared, *BOUND_NAMES, "min", "max"})
+    if unknown:
+        raise error(
+            "bad-range",
+            f"{option} '{bound}' refers to '{unknown[0]}', which is not a parameter of {schedule}",
+            hints=did_you_mean(unknown[0], declared)
+            + [f"its parameters: {', '.join(declared) or 'none'}; also {', '.join(BOUND_NAMES)}"],
+        )
 
 
 def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound, max_step: Bound) -> None:
