@@ -199,6 +199,13 @@ def cannot_write(path: str, e: OSError) -> PpirError:
     return error("bad-output", f"cannot write {path}: {e.strerror or e}")
 
 
+def given_twice(key: str, first, second) -> str:
+    """The message for a key given twice with two values in one ``KEY=VALUE`` list (``--cost
+    F=1,F=2``, ``--model seq=4096,seq=2048``, ``--module-opt``): both values named, as ``-D``
+    names both; the same value twice is accepted, as ``-D P=4 -D P=4`` is."""
+    return f"'{key}' is given twice ({key}={first}, then {key}={second})"
+
+
 def did_you_mean(word: str, candidates) -> list[str]:
     """A hint list with the closest candidate, or nothing."""
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ppir.cli.argtypes import key_values
 from ppir.cli.main import COMMAND_MODULES, build_parser
 from ppir.schedules import builtin_names
 
@@ -160,6 +161,58 @@ def test_a_parameter_given_twice_with_two_values_is_refused(cli):
     assert code == 2 and "-D P=5: 'P' is already given (-D P=4)" in err
     code, out, _ = cli("check", "1f1b", "-D", "P=4", "-D", "P=4")
     assert code == 0 and "1f1b(P=4, M=8)" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message, hint",
+    [
+        (
+            ["compile", "1f1b", "--backend", "cost", "--cost", "F=1,F=2"],
+            "--cost F=1,F=2: 'F' is given twice (F=1, then F=2)",
+            "give each op kind once",
+        ),
+        (
+            ["synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "4", "--cost", "B=2,F=1,F=0.5"],
+            "--cost B=2,F=1,F=0.5: 'F' is given twice (F=1, then F=0.5)",
+            "give each op kind once",
+        ),
+        (
+            ["analyze", "1f1b", "--model", "llama3-8b,seq=4096,seq=2048"],
+            "--model llama3-8b,seq=4096,seq=2048: 'seq' is given twice (seq=4096, then seq=2048)",
+            "give each field once",
+        ),
+        (
+            ["check", "1f1b", "-p", "lower-comms{strategy=eager strategy=naive}"],
+            "lower-comms: 'strategy' is given twice (strategy=eager, then strategy=naive)",
+            "give each option of lower-comms once",
+        ),
+    ],
+)
+def test_a_key_given_twice_with_two_values_is_refused_as_d_is(cli, argv, message, hint):
+    code, out, err = cli(*argv)
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [f"ppir: error: {message}", f"hint: {hint}"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compile", "1f1b", "--backend", "cost", "--cost", "F=2,F=2.0"],
+        ["synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "4", "--cost", "F=1,F=1"],
+        ["analyze", "1f1b", "--model", "llama3-8b,seq=4096,seq=4096"],
+        ["check", "1f1b", "-p", "lower-comms{strategy=eager strategy=eager}"],
+    ],
+)
+def test_a_key_given_twice_with_one_value_is_accepted_as_d_is(cli, argv):
+    code, out, _ = cli(*argv)
+    assert code == 0 and out
+
+
+def test_a_module_option_given_twice_with_two_values_is_refused():
+    assert key_values(["a=1", "a=1.0", "b=x"], "--module-opt") == {"a": 1, "b": "x"}
+    with pytest.raises(ValueError) as e:
+        key_values(["a=1", "b=x", "a=2"], "--module-opt")
+    assert str(e.value) == "--module-opt a=2: 'a' is given twice (a=1, then a=2)"
 
 
 def test_a_missing_cost_config_is_named_in_one_line(cli, tmp_path):

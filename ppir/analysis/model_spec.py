@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ppir.analysis.models import _INT_FIELDS, PRESETS, ModelShape, make_model, model_fields
-from ppir.diagnostics import PpirError, error
+from ppir.diagnostics import PpirError, error, given_twice
 from ppir.frontend.limits import int_literal, show_int
 
 
@@ -61,7 +61,14 @@ def parse_model_spec(text: str) -> ModelShape:
                 n = int_literal(digits, None)
             except PpirError as e:
                 raise error("bad-model", f"--model {key}: {e.diagnostics[0].message}") from None
-            over[key] = -n if v.startswith("-") else n
+            n = -n if v.startswith("-") else n
         else:
-            over[key] = value.strip()
+            n = value.strip()
+        if over.get(key, n) != n:
+            raise error(
+                "bad-model",
+                f"--model {text}: {given_twice(key, over[key], n)}",
+                hints=["give each field once"],
+            )
+        over[key] = n
     return make_model(preset, **over)

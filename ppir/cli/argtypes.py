@@ -8,6 +8,8 @@ import argparse
 import os
 import re
 
+from ppir.diagnostics import given_twice
+
 
 def positive_int(text: str) -> int:
     """An integer of at least 1."""
@@ -59,8 +61,8 @@ _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 def key_values(items: list[str], flag: str) -> dict:
     """``["layers=4", "lr=0.1", "name=x"]`` -> ``{"layers": 4, "lr": 0.1, "name": "x"}``: a
     plain decimal integer, then a plain decimal number (``1e-3`` too), else the text as given
-    (``nan``, ``inf`` and ``1_000`` stay text); a malformed item raises ``ValueError("FLAG
-    ITEM: expected KEY=VALUE")``."""
+    (``nan``, ``inf`` and ``1_000`` stay text); a malformed item, or a key given twice with two
+    values, raises ``ValueError("FLAG ITEM: ...")``."""
     out: dict = {}
     for item in items:
         key, eq, value = item.partition("=")
@@ -68,11 +70,14 @@ def key_values(items: list[str], flag: str) -> dict:
             raise ValueError(f"{flag} {item}: expected KEY=VALUE")
         text = value.strip()
         if _INT.fullmatch(text):
-            out[key] = int(text)
+            v: object = int(text)
         elif _FLOAT.fullmatch(text):
-            out[key] = float(text)
+            v = float(text)
         else:
-            out[key] = value
+            v = value
+        if out.get(key, v) != v:  # the same value twice is accepted, as -D's is
+            raise ValueError(f"{flag} {item}: {given_twice(key, out[key], v)}")
+        out[key] = v
     return out
 
 

@@ -19,6 +19,7 @@ one-line deprecation warning naming ``--comm-latency-us``.
 from __future__ import annotations
 
 import argparse
+from fractions import Fraction
 
 from ppir.analysis.config import (
     COMM_MODELS,
@@ -31,7 +32,7 @@ from ppir.analysis.config import (
 from ppir.analysis.model_spec import model_table, parse_model_spec
 from ppir.cli.argtypes import positive_int
 from ppir.cli.deprecation import warn_deprecated
-from ppir.diagnostics import did_you_mean, error
+from ppir.diagnostics import did_you_mean, error, given_twice
 
 # (unit-less flag, microsecond flag, config key in time units, config key in microseconds)
 LATENCY_FLAGS = (
@@ -281,6 +282,12 @@ def settings_from_args(args: argparse.Namespace) -> dict:
                     hints=did_you_mean(k.strip(), ["F", "B", "I", "W", "FB"])
                     + ["op kinds: F, B, I, W, and FB (an overlapped F&B step)"],
                 )
+            if k.strip() in costs and not _same_number(costs[k.strip()], v.strip()):
+                raise error(
+                    "bad-config",
+                    f"--cost {g('costs')}: {given_twice(k.strip(), costs[k.strip()], v.strip())}",
+                    hints=["give each op kind once"],
+                )
             costs[k.strip()] = v.strip()
     if g("stage_weights"):
         costs["stage_weights"] = [w.strip() for w in g("stage_weights").split(",")]
@@ -326,6 +333,15 @@ def settings_from_args(args: argparse.Namespace) -> dict:
         comm["model"] = g("comm_model")
     over["comm"] = comm
     return merge(base, {k: v for k, v in over.items() if v})
+
+
+def _same_number(a: str, b: str) -> bool:
+    """Whether two ``--cost`` values are one number (``2`` and ``2.0``; text that is no number
+    only equals itself), so that a kind repeated with its value is accepted, as ``-D`` is."""
+    try:
+        return Fraction(a) == Fraction(b)
+    except (ValueError, ZeroDivisionError):
+        return a == b
 
 
 # The flags that give op or message times, which a [measured] table gives instead (the same

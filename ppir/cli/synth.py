@@ -14,7 +14,7 @@ from ppir.cli.common import (
     parse_defines,
 )
 from ppir.cli.output import add_quiet_argument, progress
-from ppir.diagnostics import EXIT_OK, error, write_output
+from ppir.diagnostics import EXIT_OK, error, given_twice, write_output
 from ppir.frontend.limits import DEFAULT_MAX_OPS, check_work, count
 
 NAME = "synth"
@@ -80,6 +80,7 @@ def add_arguments(p):
 def parse_costs(text: str | None) -> dict[str, Fraction]:
     """``F=1,B=2`` -> {"F": 1, "B": 2}; a ppir error (exit 2) for anything else."""
     out: dict[str, Fraction] = {}
+    typed: dict[str, str] = {}  # each kind's value as written, for a kind given twice
     for part in (text or "").split(","):
         if not part.strip():
             continue
@@ -92,9 +93,16 @@ def parse_costs(text: str | None) -> dict[str, Fraction]:
                 "I, W, e.g. --cost F=1,B=2,I=1,W=1",
             )
         try:
-            out[k] = Fraction(v.strip())
+            x = Fraction(v.strip())
         except (ValueError, ZeroDivisionError):
             raise error("bad-usage", f"--cost {text}: '{v}' is not a number") from None
+        if out.get(k, x) != x:
+            raise error(
+                "bad-usage",
+                f"--cost {text}: {given_twice(k, typed[k], v.strip())}",
+                hints=["give each op kind once"],
+            )
+        out[k], typed[k] = x, v.strip()
         if out[k] <= 0:
             raise error("bad-usage", f"--cost {text}: {k} must be positive")
     return out

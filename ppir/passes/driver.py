@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ppir.diagnostics import did_you_mean, error
+from ppir.diagnostics import did_you_mean, error, given_twice
 
 _PASS_RE = re.compile(r"\s*([a-z][a-z0-9-]*)\s*(?:\{([^{}]*)\})?\s*(?:,|$)")
 
@@ -64,7 +64,8 @@ def _known(registry: dict) -> str:
 
 def _options(cls, name: str, text: str) -> dict:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "costs"}
-    out = {}
+    out: dict = {}
+    typed: dict[str, str] = {}  # each option's value as written, for one given twice
     for part in text.split():
         key, eq, value = part.partition("=")
         if not eq or key not in fields:
@@ -77,16 +78,23 @@ def _options(cls, name: str, text: str) -> dict:
             )
         default = fields[key].default
         if isinstance(default, bool):
-            out[key] = value.lower() in ("1", "true", "yes", "on")
+            v: object = value.lower() in ("1", "true", "yes", "on")
         elif isinstance(default, int):
             try:
-                out[key] = int(value)
+                v = int(value)
             except ValueError:
                 raise error(
                     "bad-pipeline", f"{name}: {key} must be an integer, got '{value}'"
                 ) from None
         else:
-            out[key] = value
+            v = value
+        if out.get(key, v) != v:
+            raise error(
+                "bad-pipeline",
+                f"{name}: {given_twice(key, typed[key], value)}",
+                hints=[f"give each option of {name} once"],
+            )
+        out[key], typed[key] = v, value
     return out
 
 
