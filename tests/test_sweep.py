@@ -66,6 +66,27 @@ def test_sweep_reports_invalid_values_and_bad_usage(cli):
     assert code == 2 and "expected NAME=V1,V2" in err
 
 
+def test_an_error_row_has_the_full_parameters_of_a_good_row(cli, tmp_path):
+    code, out, _ = cli("sweep", "1f1b", "--over", "M=0,4", "--format", "json")
+    bad, good = json.loads(out)["rows"]
+    assert code == 1 and "need at least one microbatch" in bad["error"]
+    assert (bad["params"], good["params"]) == ({"P": 4, "M": 0}, {"P": 4, "M": 4})
+    # defaults that are expressions of others (N = P), resolved though M=3 does not expand
+    bad, good = sweep("interleaved_1f1b", "M", [3, 8], {"P": 4})
+    assert "group size N" in bad["error"]
+    assert bad["params"] == {"P": 4, "M": 3, "v": 2, "N": 4}
+    assert good["params"] == {"P": 4, "M": 8, "v": 2, "N": 4}
+    # a default that cannot be evaluated for this value is left out; the rest are known
+    f = tmp_path / "divz.pps"
+    f.write_text(
+        "schedule divz(P = 2, M = 4, N = 8 // (M - 4))\nranks P\nstages P\nmicrobatches M\n"
+        "placement looped\nprogram r {\n  for m in 0 .. M { F(m) }\n  for m in 0 .. M { B(m) }\n}\n"
+    )
+    bad, good = sweep(str(f), "M", [4, 8], {})
+    assert "division by zero" in bad["error"]
+    assert (bad["params"], good["params"]) == ({"P": 2, "M": 4}, {"P": 2, "M": 8, "N": 2})
+
+
 def test_sweeping_an_unknown_parameter_is_a_usage_error(cli):
     code, out, err = cli("sweep", "1f1b", "--over", "Q=1,2")
     assert code == 2 and "Traceback" not in err and out == ""

@@ -24,7 +24,7 @@ from ppir.cli.common import (
 )
 from ppir.cli.output import add_quiet_argument, progress, table
 from ppir.diagnostics import EXIT_INVALID, PpirError, did_you_mean, error
-from ppir.frontend.loader import declared_params, load_schedule
+from ppir.frontend.loader import bound_params, declared_params, load_schedule
 from ppir.ir import Schedule
 from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
@@ -177,7 +177,12 @@ def _row(spec, over, val, fixed, model, recompute, layers, placement) -> dict:
             raise  # not about this value: the sweep itself cannot run
         d = e.diagnostics[0] if e.diagnostics else None
         where = str(d.span) if d is not None and d.span is not None else None
-        return {"value": val, "params": params, "error": e.message, "where": where}
+        return {
+            "value": val,
+            "params": _known_params(spec, params),
+            "error": e.message,
+            "where": where,
+        }
     p = dict(s.params)
     P, M = s.ranks, s.microbatches
     v = p.get("v", Fraction(s.stages, s.ranks))
@@ -210,6 +215,16 @@ def _row(spec, over, val, fixed, model, recompute, layers, placement) -> dict:
             }
         )
     return {"value": val, "params": p, "measured": meas, "predictions": preds}
+
+
+def _known_params(spec, params: dict) -> dict:
+    """An error row's parameters, defaults included as a good row's are (its schedule's
+    ``params``), resolved from the header even where expansion failed; as given when even the
+    defaults cannot be resolved."""
+    try:
+        return bound_params(spec, params)
+    except PpirError:
+        return params
 
 
 def _parse_over(text: str) -> tuple[str, list[int]]:

@@ -43,11 +43,14 @@ from ppir.frontend.literal import infer_placement, literal_schedule
 from ppir.ir import Schedule, Span
 
 
-def bind_params(module: A.Module, overrides: dict[str, int], flag: str = "-D") -> dict[str, int]:
+def bind_params(
+    module: A.Module, overrides: dict[str, int], flag: str = "-D", *, known_only: bool = False
+) -> dict[str, int]:
     """Header defaults overridden by ``overrides``; errors for unknown and missing ones, naming
     ``flag``, the option that gives the values (``-D``, or ``-D2`` for a compared schedule).
     A default written as an expression (``N = P``) is evaluated with the parameters before it
-    bound to their values."""
+    bound to their values; with ``known_only`` one that fails is left out instead (what is
+    known of the values, for a report on values that do not expand)."""
     header = module.header
     declared = {p.name: p for p in header.params} if header else {}
     for name, value in overrides.items():
@@ -78,6 +81,8 @@ def bind_params(module: A.Module, overrides: dict[str, int], flag: str = "-D") -
             try:
                 values[name] = evaluate(p.default_expr)(scope)
             except PpirError as e:
+                if known_only:
+                    continue
                 if e.kind == "undefined-name":
                     d = e.diagnostics[0]
                     hint = f"the default of '{name}' may use only the parameters before it"

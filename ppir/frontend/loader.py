@@ -14,7 +14,13 @@ from functools import lru_cache
 
 from ppir.diagnostics import did_you_mean, error
 from ppir.frontend.ast import Module
-from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS, expand, integer_param
+from ppir.frontend.expand import (
+    DEFAULT_MAX_OPS,
+    DEFAULT_MAX_STEPS,
+    bind_params,
+    expand,
+    integer_param,
+)
 from ppir.frontend.json_source import json_item_spans, json_span
 from ppir.frontend.literal import literal_shape
 from ppir.frontend.parser import parse_text
@@ -127,6 +133,25 @@ def declared_params(spec, *, builtin: bool = False) -> set[str]:
         return set()
     header = parse_cached(*read_source(spec, builtin)).header
     return {p.name for p in header.params} if header else set()
+
+
+def bound_params(spec, params: dict | None = None, *, builtin: bool = False) -> dict[str, int]:
+    """The parameter values ``spec`` is expanded with: ``params`` with the defaults filled in,
+    in declaration order, as the expanded schedule's ``params`` holds them, but without
+    expanding (so for values a ``require`` refuses too), a default that fails to evaluate left
+    out; ``params`` as given for a CSV or JSON file.  A ppir error when they cannot be bound
+    (an unknown parameter, one without a default and not given)."""
+    spec = schedule_spec(spec)
+    kind = schedule_kind(spec, builtin)
+    params = dict(params or {})
+    if kind == "torch":
+        from ppir.frontend.torch_import import bind_torch_params, canonical_name, torch_params
+
+        name = canonical_name(spec[len("torch:") :])
+        return dict(zip(torch_params(name), bind_torch_params(name, params)))
+    if kind != "pps":
+        return params
+    return bind_params(parse_cached(*read_source(spec, builtin)), params, known_only=True)
 
 
 @without_gc
