@@ -206,6 +206,18 @@ def given_twice(key: str, first, second) -> str:
     return f"'{key}' is given twice ({key}={first}, then {key}={second})"
 
 
+def rank_list(ranks, limit: int = 8) -> str:
+    """Ranks in a message, as the verifier names them: ``rank 2``, ``ranks 0 and 1``, ``ranks
+    0, 1 and 3``; past ``limit`` of them the first ``limit`` and a count, as repeated
+    diagnostics are listed (``ranks 0, 1, ..., 7, ... (8 more)``)."""
+    shown = [str(r) for r in ranks]
+    if len(shown) == 1:
+        return f"rank {shown[0]}"
+    if len(shown) > limit:
+        return f"ranks {', '.join(shown[:limit])}, ... ({len(shown) - limit} more)"
+    return f"ranks {', '.join(shown[:-1])} and {shown[-1]}"
+
+
 def did_you_mean(word: str, candidates) -> list[str]:
     """A hint list with the closest candidate, or nothing."""
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)

@@ -173,7 +173,7 @@ def test_an_unverified_program_that_cannot_finish_says_so_when_analyzed(cli, tmp
     bad = ppir.compile(ppir.load("1f1b", P=3, M=4), lowering="naive", verify=False)
     with pytest.raises(ppir.PpirError) as e:
         ppir.analyze(bad)
-    assert e.value.kind == "deadlock" and "ranks [0, 1, 2] wait forever" in str(e.value)
+    assert e.value.kind == "deadlock" and "ranks 0, 1 and 2 wait forever" in str(e.value)
     code, _, err = cli("viz", "1f1b", "-D", "P=3", "-D", "M=4", "--lowering", "naive",
                        "--no-verify", "-o", str(tmp_path / "x.html"))  # fmt: skip
     assert code == 1 and "cannot finish under rendezvous semantics" in err

@@ -29,7 +29,7 @@ def test_a_deadlocked_compile_has_no_step_time():
     assert not c.ok and c.failed == "lower-comms" and not c.timeline.complete
     with pytest.raises(ppir.PpirError) as e:
         c.step_time  # noqa: B018 - the property raises
-    assert e.value.kind == "deadlock" and "ranks [0, 1, 2] wait forever" in str(e.value)
+    assert e.value.kind == "deadlock" and "ranks 0, 1 and 2 wait forever" in str(e.value)
     unverified = ppir.compile(ppir.load("1f1b", P=3, M=4), lowering="naive", verify=False)
     # returned, not raised; without a report, ok still says that its run stops short
     assert unverified.report is None and unverified.failed is None and not unverified.ok

@@ -59,3 +59,13 @@ def test_error_kinds_are_distinct(monkeypatch):
         else:
             pytest.fail(f"{path.name} expanded without error")
     assert len(kinds) >= 12, sorted(kinds)
+
+
+def test_rank_lists_read_as_the_verifier_writes_them():
+    from ppir.diagnostics import rank_list
+
+    assert rank_list([2]) == "rank 2"
+    assert rank_list([0, 1]) == "ranks 0 and 1"  # as 'ranks 1 and 2 wait for each other'
+    assert rank_list([0, 1, 3]) == "ranks 0, 1 and 3"
+    assert rank_list(range(12)) == "ranks 0, 1, 2, 3, 4, 5, 6, 7, ... (4 more)"
+    assert rank_list(range(3), limit=2) == "ranks 0, 1, ... (1 more)"

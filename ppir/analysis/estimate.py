@@ -28,7 +28,7 @@ from typing import NamedTuple
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.timeline import Timeline, run
-from ppir.diagnostics import EXIT_INVALID, error
+from ppir.diagnostics import EXIT_INVALID, error, rank_list
 from ppir.ir import Action, Schedule, deps
 from ppir.ir.graph import COMPUTE, ProgramGraph, build_graph
 
@@ -219,7 +219,7 @@ def check_complete(tl: Timeline) -> None:
     raise error(
         "deadlock",
         f"{g.schedule.name} cannot finish under rendezvous semantics ({g.progress} progress): "
-        f"ranks {stuck[:8]} wait forever",
+        f"{rank_list(stuck)} wait{'s' if len(stuck) == 1 else ''} forever",
         hints=["run 'ppir check' on the schedule for the wait-for cycle"],
         exit_code=EXIT_INVALID,
     )
