@@ -193,9 +193,39 @@ def test_no_verify_warns_once_and_says_what_can_still_be_made(cli, tmp_path):
     assert code == 1 and not (tmp_path / "x.html").exists()
     warning, *rest = err.splitlines()
     assert "nothing timed (step time, charts) can be made of it" in warning
+    assert warning.endswith(
+        "; ppir viz draws its timeline, so it stops here (ppir dump --no-verify still prints "
+        "its programs)"
+    )
     assert "goes on" not in err and rest[0].startswith("ppir: error: dl cannot finish")
+    assert rest[0].endswith(": ranks 0 and 1 wait forever")  # not a Python list, [0, 1]
     code, out, err = cli("dump", str(src), "--no-verify")
-    assert code == 0 and "rank 0: 0F0" in out and "still writes its programs" in err
+    assert code == 0 and "rank 0: 0F0" in out
+    assert err.splitlines()[0].endswith("; ppir dump --no-verify still prints its programs")
+
+
+_DUMP_STILL = "(ppir dump --no-verify still prints its programs)"
+
+
+@pytest.mark.parametrize(
+    "argv, code, still",
+    [
+        (["analyze"], 0, "ppir analyze --no-verify still reports its memory and messages"),
+        (["compile", "--backend", "cuda"], 0, "ppir compile --no-verify still writes its "
+         "execution plan"),
+        (["compile", "--backend", "torch-csv"], 0, "ppir compile --no-verify still writes its CSV"),
+        (["compile", "--backend", "cost"], 1, f"the cost backend times it, so it stops here "
+         f"{_DUMP_STILL}"),
+    ],
+)  # fmt: skip
+def test_the_no_verify_warning_says_what_each_command_still_does(cli, tmp_path, argv, code, still):
+    src = tmp_path / "dl.pps"
+    src.write_text(DEADLOCK)
+    out_file = ["-o", str(tmp_path / "out")] if argv[-1] in ("cuda", "torch-csv") else []
+    got, _, err = cli(argv[0], str(src), *argv[1:], "--no-verify", *out_file)
+    warning = err.splitlines()[0]
+    assert got == code and warning.startswith("ppir: warning: dl cannot run to its end")
+    assert warning.endswith(f"can be made of it; {still}") and "plans" not in warning
 
 
 def test_lowering_options_on_a_lowered_program_are_said_to_be_ignored(cli, tmp_path):

@@ -140,7 +140,9 @@ def run(args) -> int:
         args.cost_model = spec + (f",layers={args.layers}" if args.layers else "")
         if args.recompute != "none":
             args.cost_recompute = args.recompute
-    c = compile_from_args(args)
+    c = compile_from_args(
+        args, unverified="ppir analyze --no-verify still reports its memory and messages"
+    )
     if c.report is not None and not print_report(c.report):
         return EXIT_INVALID
     if model is not None:  # as compiled: at --dp (one data-parallel size), --layers applied

@@ -209,11 +209,16 @@ def load_from_args(args: argparse.Namespace) -> Schedule:
 
 
 def compile_from_args(
-    args: argparse.Namespace, schedule: Schedule | None = None, overlap: bool | None = None
+    args: argparse.Namespace,
+    schedule: Schedule | None = None,
+    overlap: bool | None = None,
+    *,
+    unverified: str | None = None,
 ) -> Compiled:
     """Compile the SCHEDULE argument (or ``schedule``) as the command line says, through the
     one pipeline (:func:`ppir.compile`); ``overlap`` overrides --overlap (a backend that runs
-    blocking groups only)."""
+    blocking groups only).  ``unverified``: what the command still does with a program that
+    cannot run to its end under --no-verify, which the warning about it says."""
     from ppir.cli.cost_options import config_from_args
 
     s = schedule if schedule is not None else load_from_args(args)
@@ -241,8 +246,8 @@ def compile_from_args(
         print(
             f"ppir: warning: {s.name} cannot run to its end (a deadlock, or an op without a "
             "partner; 'ppir check' says where): a run of it hangs until its timeout, and "
-            "nothing timed (step time, charts) can be made of it; --no-verify still writes "
-            "its programs and plans",
+            "nothing timed (step time, charts) can be made of it"
+            + (f"; {unverified}" if unverified else ""),
             file=sys.stderr,
         )
     return c

@@ -94,12 +94,30 @@ def _refuse_other_backends_options(args) -> None:
                 )
 
 
+# What --no-verify leaves each backend to do with a program that cannot run to its end (the
+# cost backend times it, so it has nothing); a plug-in is handed the program.
+_UNVERIFIED = {
+    "cost": "the cost backend times it, so it stops here (ppir dump --no-verify still prints "
+    "its programs)",
+    "cuda": "ppir compile --no-verify still writes its execution plan",
+    "torch-csv": "ppir compile --no-verify still writes its CSV",
+}
+
+
+def _unverified(backend: str) -> str:
+    return _UNVERIFIED.get(
+        backend, f"ppir compile --no-verify still hands it to the {backend} backend"
+    )
+
+
 def run(args) -> int:
     backend = get_backend(args.backend)
     _refuse_other_backends_options(args)
     # e.g. torch's CSV: torch's runtime places its own waits, so groups stay blocking
     blocking = not getattr(backend, "runs_deferred_groups", True)
-    compiled = compile_from_args(args, overlap=False if blocking else None)
+    compiled = compile_from_args(
+        args, overlap=False if blocking else None, unverified=_unverified(args.backend)
+    )
     if compiled.report is not None and not print_report(compiled.report):
         return EXIT_INVALID
     return backend.run(compiled, args)

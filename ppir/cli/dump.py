@@ -46,7 +46,7 @@ def run(args) -> int:
     if args.compute_only:
         s = load_from_args(args).compute_only()
     else:
-        c = compile_from_args(args)
+        c = compile_from_args(args, unverified="ppir dump --no-verify still prints its programs")
         if c.report is not None and not print_report(c.report):
             return EXIT_INVALID
         s = c.program

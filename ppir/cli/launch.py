@@ -127,7 +127,7 @@ def _compiled(args):
     if args.nproc is not None and "P" not in parse_defines(args.defines):
         if "P" in declared_params(args.schedule):
             args.defines = [*args.defines, f"P={args.nproc // dp}"]
-    c = compile_from_args(args)
+    c = compile_from_args(args, unverified="ppir launch --no-verify still starts it")
     if c.dp != dp:  # the cost model's dp= asks for replicas that -n / --dp do not start
         raise error(
             "bad-usage",

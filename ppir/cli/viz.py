@@ -114,6 +114,13 @@ def output_format(args) -> tuple[str, str]:
     return fmt, out
 
 
+# a timeline is timed: what --no-verify leaves viz of a program that cannot run to its end
+UNVERIFIED = (
+    "ppir viz draws its timeline, so it stops here (ppir dump --no-verify still prints its "
+    "programs)"
+)
+
+
 def second_schedule(args):
     """The comparison schedule (lowered), or None without --compare / -D2."""
     if not args.compare and not args.defines2:
@@ -129,7 +136,8 @@ def second_schedule(args):
         max_steps=args.max_steps,
         define_flag="-D2",  # an unknown name can only be one of -D2's: -D's are filtered
     )
-    return compile_from_args(args, sched)  # the same lowering and overlap: like with like
+    # the same lowering and overlap: like with like
+    return compile_from_args(args, sched, unverified=UNVERIFIED)
 
 
 def run(args) -> int:
@@ -138,7 +146,7 @@ def run(args) -> int:
     fmt, out = output_format(args)
     if args.rank < 0:
         raise error("bad-usage", f"--rank {args.rank}: must be 0 or more")
-    compiled = [compile_from_args(args)]
+    compiled = [compile_from_args(args, unverified=UNVERIFIED)]
     other = second_schedule(args)
     if other is not None:
         compiled.append(other)
