@@ -228,6 +228,29 @@ def test_compile_cost_text_and_json(cli):
     assert all(r["busy"] == 24 for r in doc["per_rank"])
 
 
+def test_the_time_unit_is_one_forward_only_when_a_forward_costs_one(cli, tmp_path):
+    base = ("compile", "1f1b", "-D", "P=4", "-D", "M=8", "--backend", "cost")
+    code, out, _ = cli(*base, "--cost", "F=1,B=3")  # explicit, and a forward is still 1
+    assert code == 0 and "(time unit: one forward); free communication" in out
+    assert "1 unit = one forward of a full rank share" in out
+    code, out, _ = cli(*base, "--cost", "F=2")
+    head, _, step = out.splitlines()[1:4]
+    assert code == 0 and "one forward" not in out
+    assert head == (
+        "assuming uniform costs F=2 B=2 I=1 W=1 per rank share (time unit: the op costs' "
+        "unit, in which a forward is 2); free communication"
+    )
+    assert " ".join(step.split()) == (
+        "step time 44 units (the op costs' unit, in which a forward of a full rank share is 2)"
+    )
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[costs]\nF = 0.5\n")  # a config file's costs: the same unit, not seconds
+    code, out, _ = cli(*base, "--config", str(cfg))
+    assert code == 0 and "(time unit: the op costs' unit, in which a forward is 1/2)" in out
+    code, out, _ = cli(*base, "--cost", "F=2", "--model", "llama3-8b")  # a model: seconds
+    assert code == 0 and "F=2 B=2 I=1 W=1 x forward FLOP time" in out and "unit" not in out
+
+
 def test_compile_cost_bad_flags_exit_2_without_traceback(cli):
     code, _, err = cli(
         "compile", "1f1b", "--backend", "cost", "--hardware", "B300", "--model", "llama3-8b"

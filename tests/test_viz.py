@@ -45,6 +45,25 @@ def test_run_data_matches_estimate_and_memory():
     assert (src, dst, grad, mb, src_op, dst_op) == (0, 1, 0, 0, 0, 0) and start == end == 1
 
 
+def test_the_time_unit_of_pages_and_charts_is_one_forward_only_when_f_is_one():
+    from ppir.analysis.config import make_config
+    from ppir.viz.layout import gantt_layout
+
+    for F, note in [
+        (1, "1 unit = one forward of a full rank share"),
+        (2, "the op costs' unit, in which a forward of a full rank share is 2"),
+    ]:
+        t = time_schedule(load_schedule("1f1b", {"P": 2, "M": 2}), make_config({"costs": {"F": F}}))
+        assert run_data(t.schedule, t.estimate, t.memory)["unit_note"] == note
+        label = gantt_layout(t.estimate).time_label
+        assert label == f"time (units: {note.removeprefix('1 unit = ')})"
+    t = time_schedule(
+        load_schedule("1f1b", {"P": 2, "M": 2}), make_config({"model": {"preset": "llama3-8b"}})
+    )
+    assert run_data(t.schedule, t.estimate, t.memory)["unit_note"] == "times in seconds"
+    assert gantt_layout(t.estimate).time_label == "time (s)"
+
+
 def test_run_data_deps_point_at_producers():
     t = timed("interleaved_1f1b", P=2, M=4, v=2)
     d = run_data(t.schedule, t.estimate, t.memory)

@@ -60,7 +60,7 @@ def write_plot(e: Estimate, path: str) -> None:
     ax.set_yticks(range(n))
     ax.set_yticklabels(list(reversed(lay.rows)))
     ax.set_xlim(0, lay.step_time or 1)
-    ax.set_xlabel("time (s)" if lay.time_unit == "s" else "time (units: one rank-share forward)")
+    ax.set_xlabel(lay.time_label)
     ax.set_title(lay.title, fontsize=9)
     ax.legend(
         handles=[Patch(color=c, label=k) for k, c in lay.legend],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ppir.analysis.estimate import Estimate, op_label
-from ppir.analysis.units import fmt_bytes, fmt_time
+from ppir.analysis.units import fmt_bytes, fmt_time, unit_meaning
 from ppir.cli.output import table
 
 
@@ -12,7 +12,7 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
     u = e.time_unit
     t = lambda x: fmt_time(x, u)  # noqa: E731
     params = ", ".join(f"{k}={v}" for k, v in e.params.items())
-    unit_note = " units (1 unit = one forward of a full rank share)" if u != "s" else ""
+    unit_note = f" units ({unit_meaning(e.config.F, equals=True)})" if u != "s" else ""
     path = " -> ".join(f"{op_label(o.action)}@r{o.rank}" for o in e.critical_path_ops)
     if len(e.critical_path_ops) > max_path_ops:
         head = e.critical_path_ops[: max_path_ops // 2]

@@ -29,6 +29,7 @@ from ppir.analysis.toml_file import (  # noqa: F401 (re-exported)
     load_config_file,
     merge,
 )
+from ppir.analysis.units import unit_meaning
 from ppir.diagnostics import did_you_mean, error
 
 
@@ -159,7 +160,7 @@ class CostConfig:
                         "has a processor)"
                     )
         elif self.model is None:
-            head = f"uniform costs {costs} per rank share (time unit: one forward)"
+            head = f"uniform costs {costs} per rank share (time unit: {unit_meaning(self.F, True)})"
         else:
             hw = self.hardware
             head = (

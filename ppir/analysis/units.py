@@ -16,6 +16,18 @@ def fmt_time(x: float, unit: str) -> str:
     return f"{x:g} s"  # pragma: no cover
 
 
+def unit_meaning(F, short: bool = False, equals: bool = False) -> str:
+    """What one time unit is where times are not seconds (no model, no measured costs): one
+    forward of a full rank share when a forward costs 1 (``F=1``, the default); with other op
+    costs (``--cost F=2``, a config's ``[costs]``) the unit those numbers are in, which ppir
+    cannot name.  ``short``: as the assumptions line says it; ``equals``: after a figure in
+    units, ``1 unit = one forward ...`` (the op costs' unit is not said to equal itself)."""
+    forward = "forward" if short else "forward of a full rank share"
+    if F == 1:
+        return f"{'1 unit = ' if equals else ''}one {forward}"
+    return f"the op costs' unit, in which a {forward} is {F}"
+
+
 _BYTE_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ppir.analysis.layout import format_stage_layers
 from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.tune import TIE_ORDER, same_step_time
-from ppir.analysis.units import fmt_size, fmt_time
+from ppir.analysis.units import fmt_size, fmt_time, unit_meaning
 from ppir.cli.output import table
 from ppir.plan.build import runtime_limit
 from ppir.verify.words import ordinal
@@ -91,7 +91,7 @@ def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False
         )
     lines.append(f"{where}, global batch {G}{per}{bud}; assuming {cfg.describe()}")
     if unit != "s":
-        lines.append("step time in forwards of one rank share per sample (unit costs x mbs)")
+        lines.append(f"step time per sample (unit costs x mbs); time unit: {unit_meaning(cfg.F)}")
     ok = [c for c in cands if c.ok]
     head = ["#", "pp", "dp", "schedule", "v", "mbs", "M", "recompute", "layers", "step time"]
     head += ["bubble/total", "peak mem", "largest"]

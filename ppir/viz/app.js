@@ -41,8 +41,7 @@ function header() {
     "'></i>" + KINDS[k] + " " + names[KINDS[k]] + "</span>").join("") +
     "<span><i style='background:" + COLORS.idle + "'></i>idle (bubble)</span>" +
     (RUNS.some((r) => r.stages > r.ranks) ? "<span>darker: a later chunk (stage) of the rank</span>" : "") +
-    "<span>labels: microbatch \u00b7 " + (RUNS[0].unit === "s" ? "times in seconds" :
-      "1 unit = one forward of a full rank share") + " \u00b7 memory in A = one microbatch's activations of a rank share</span>";
+    "<span>labels: microbatch \u00b7 " + RUNS[0].unit_note + " \u00b7 memory in A = one microbatch's activations of a rank share</span>";
 }
 
 function setup() {

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from ppir.analysis.estimate import Estimate
 from ppir.analysis.memory import MemoryReport
-from ppir.analysis.units import fmt_bytes, fmt_time
+from ppir.analysis.units import fmt_bytes, fmt_time, unit_meaning
 from ppir.ir import OpKind, Schedule, deps
 from ppir.viz.layout import KIND_COLORS
 
@@ -101,6 +101,9 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
         "stages": est.stages,
         "microbatches": est.microbatches,
         "unit": est.time_unit,
+        "unit_note": "times in seconds"
+        if est.time_unit == "s"
+        else unit_meaning(est.config.F, equals=True),
         "step": _t(est.step_time),
         "base": base,
         "ops": ops,

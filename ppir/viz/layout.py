@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ppir.analysis.estimate import Estimate
-from ppir.analysis.units import fmt_time
+from ppir.analysis.units import fmt_time, unit_meaning
 
 # Colour-blind-friendly (Okabe-Ito): forward blue, backward orange/vermillion, weight green.
 KIND_COLORS = {
@@ -41,6 +41,7 @@ class GanttLayout:
     title: str
     time_unit: str
     legend: tuple[tuple[str, str], ...]
+    time_label: str  # the time axis's: seconds, or what one unit is (unit_meaning)
 
 
 def gantt_layout(e: Estimate) -> GanttLayout:
@@ -75,4 +76,5 @@ def gantt_layout(e: Estimate) -> GanttLayout:
         title,
         e.time_unit,
         legend,
+        "time (s)" if e.time_unit == "s" else f"time (units: {unit_meaning(e.config.F)})",
     )

@@ -113,10 +113,7 @@ def write_image(runs: list[Timed], path: str, fmt: str) -> None:
         draw_gantt(
             ax, lay, tmax, labels=sum(rows) * len(lay.bars) < 200_000, shades=chunk_shades(t)
         )
-    unit = lays[0].time_unit
-    axes[-1, 0].set_xlabel(
-        "time (s)" if unit == "s" else "time (units: one forward of a full rank share)", fontsize=8
-    )
+    axes[-1, 0].set_xlabel(lays[0].time_label, fontsize=8)
     legend: dict[str, str] = {}
     for lay in lays:
         legend.update(dict(lay.legend))
