@@ -86,7 +86,30 @@ def test_a_memory_rejection_quotes_the_peak_or_says_at_least(cli):
     code, out, err = cli("tune", *choice, "--memory-budget", "189.75GiB")
     (row,) = json.loads(out)["rejected"]
     assert row["step_time"] is not None and row["peak_memory"] == peak
-    assert row["reason"].startswith(f"peak memory {fmt_size(peak, 'bytes')} on rank 0 (largest")
+    # both figures round to 189.8 GiB at four digits: each gets the digits that tell them apart
+    assert row["reason"] == (
+        "peak memory 189.83 GiB on rank 0 (largest term: optimizer) exceeds the budget 189.75 GiB"
+    )
+    assert f"{peak / 2**30:.5g}" == "189.83"
+    code, out, err = cli("tune", *choice, "--memory-budget", "189.7GiB")  # before compiling
+    (row,) = json.loads(out)["rejected"]
+    assert row["step_time"] is None and f"{row['peak_memory'] / 2**30:.6g}" == "189.704"
+    assert row["reason"] == (
+        "peak memory at least 189.704 GiB on rank 0 (largest term: optimizer; receive buffers "
+        "not counted: not compiled) exceeds the budget 189.7 GiB"
+    )
+
+
+def test_compared_sizes_get_the_digits_that_tell_them_apart():
+    from ppir.analysis.units import fmt_sizes_apart
+
+    GiB = 2**30
+    assert fmt_sizes_apart(189.83 * GiB, 189.75 * GiB, "bytes") == ("189.83 GiB", "189.75 GiB")
+    assert fmt_sizes_apart(80 * GiB, 72 * GiB, "bytes") == ("80 GiB", "72 GiB")  # as before
+    assert fmt_sizes_apart(6.00001, 6, "A") == ("6.00001 A", "6 A")
+    assert fmt_sizes_apart(2 * GiB, 2 * GiB, "bytes") == ("2 GiB", "2 GiB")  # equal: as they are
+    a, b = fmt_sizes_apart(1.0 + 2**-52, 1.0, "A")  # the closest floats still read apart
+    assert a != b
 
 
 def test_uneven_layers_put_fewer_on_the_ends():

@@ -48,7 +48,7 @@ from ppir.analysis.measured_footprint import sizes_known, whole_memory
 from ppir.analysis.memory import analyze_memory, split_fractions
 from ppir.analysis.timeline import dependency_bound, run
 from ppir.analysis.tune_space import Builtin, Candidate, Space, default_global_batch
-from ppir.analysis.units import fmt_size
+from ppir.analysis.units import fmt_sizes_apart
 from ppir.diagnostics import PpirError, error
 from ppir.frontend.loader import declared_params, load_schedule
 from ppir.ir import deps
@@ -298,10 +298,8 @@ def _over(c: Candidate, budget, compiled: bool = True) -> Candidate:
     bound = not compiled and c.footprint is not None
     note = "; receive buffers not counted: not compiled" if bound else ""
     where = f" on rank {rank} (largest term: {c.largest}{note})" if rank is not None else ""
-    c.reason = (
-        f"{what} {'at least ' if bound else ''}{fmt_size(c.peak, unit)}{where} exceeds the "
-        f"budget {fmt_size(budget[0], unit)}"
-    )
+    peak, limit = fmt_sizes_apart(c.peak, budget[0], unit)
+    c.reason = f"{what} {'at least ' if bound else ''}{peak}{where} exceeds the budget {limit}"
     c.why = "memory"
     return c
 

@@ -85,9 +85,21 @@ def size_unit(x: float) -> tuple[int, str]:
     return next(((s, n) for s, n in _BYTE_UNITS[1:3] if x >= s), _BYTE_UNITS[3])
 
 
-def fmt_size(x: float, unit: str) -> str:
-    """A memory size in A (``"A"``) or, for bytes, in its :func:`size_unit`."""
+def fmt_size(x: float, unit: str, digits: int = 4) -> str:
+    """A memory size in A (``"A"``) or, for bytes, in its :func:`size_unit`, to ``digits``
+    significant digits."""
     if unit == "A":
-        return f"{x:.4g} A"
+        return f"{x:.{digits}g} A"
     scale, name = size_unit(x)
-    return f"{x / scale:.4g} {name}"
+    return f"{x / scale:.{digits}g} {name}"
+
+
+def fmt_sizes_apart(x: float, y: float, unit: str) -> tuple[str, str]:
+    """:func:`fmt_size` of two sizes a message compares (a peak and a budget), with as many
+    more significant digits as it takes for different sizes to read differently: not ``189.8
+    GiB exceeds the budget 189.8 GiB`` but ``189.76 GiB ... 189.75 GiB``."""
+    for digits in range(4, 18):  # 17 significant digits tell any two floats apart
+        a, b = fmt_size(x, unit, digits), fmt_size(y, unit, digits)
+        if a != b or x == y:
+            break
+    return a, b
