@@ -106,4 +106,4 @@ def test_an_undeclared_tie_is_refused_by_verify_grads(tmp_path):
     assert "is one tensor in 'first.wte.weight' of stage 0, 'last.lm_head.weight' of stage 1" in (
         res.stderr
     )
-    assert "would train apart" in res.stderr
+    assert "so the copies on ranks 0 and 1 would train apart" in res.stderr

@@ -91,6 +91,8 @@ def test_a_memory_rejection_quotes_the_peak_or_says_at_least(cli):
         "peak memory 189.83 GiB on rank 0 (largest term: optimizer) exceeds the budget 189.75 GiB"
     )
     assert f"{peak / 2**30:.5g}" == "189.83"
+    code, text, err = cli("tune", *choice[:-3], "--memory-budget", "189.75GiB")
+    assert "budget 189.75 GiB per GPU" in text  # the header, as given (was 189.8)
     code, out, err = cli("tune", *choice, "--memory-budget", "189.7GiB")  # before compiling
     (row,) = json.loads(out)["rejected"]
     assert row["step_time"] is None and f"{row['peak_memory'] / 2**30:.6g}" == "189.704"

@@ -78,9 +78,8 @@ def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False
     where = f"world {space.world} (tp {space.tp})" if has_model else f"P={space.world}"
     bud = ""
     if budget:
-        bud = (
-            f", budget {fmt_size(budget[0], 'bytes')} per GPU" if in_bytes else f", {budget[0]:g} A"
-        )
+        shown = fmt_size(budget[0], "bytes", 6)  # the digits the user gave (189.75 GiB)
+        bud = f", budget {shown} per GPU" if in_bytes else f", {budget[0]:g} A"
     per = ""
     if cfg.measured is not None and not has_model:  # times and sizes are per profiled one
         b = cfg.measured.microbatch_size

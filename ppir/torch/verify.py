@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ppir.diagnostics import rank_list
 from ppir.torch.errors import SetupError
 from ppir.torch.model import make_optimizer
 from ppir.torch.reference import (
@@ -61,9 +62,9 @@ class Verifier:
                 where = ", ".join(f"{n!r} of stage {s}" for s, n in e["holders"])
                 raise SetupError(
                     f"rank {self.ctx.rank}: parameter {e['name']!r} is one tensor in "
-                    f"{where}, but the stages do not declare it shared, so the copies on ranks "
-                    f"{sorted({placement[s] for s in stages})} would train apart: build the "
-                    "stages with ppir.torch.split_layers (or pass shared=...)"
+                    f"{where}, but the stages do not declare it shared, so the copies on "
+                    f"{rank_list(sorted({placement[s] for s in stages}))} would train apart: "
+                    "build the stages with ppir.torch.split_layers (or pass shared=...)"
                 )
 
     def _worst(self, *values: float) -> list[float]:
