@@ -96,9 +96,11 @@ def start(
     """Run ``python CMD...`` as this node's ranks under torch's elastic agent (the module
     docstring); never raises for a rank's failure."""
     import torch.distributed.launcher.api as elastic
+    from torch.distributed import DistError
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous import RendezvousError
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with (
@@ -113,9 +115,10 @@ def start(
             run_id=run_id or ("ppir" if rdzv_backend == "static" else uuid.uuid4().hex[:12]),
             rdzv_backend=rdzv_backend,
             rdzv_endpoint=endpoint or f"127.0.0.1:{free_port()}",
+            # static reads "timeout"; c10d (dynamic rendezvous) reads "join_timeout" only
             rdzv_configs={"rank": node_rank, "timeout": rdzv_timeout}
             if rdzv_backend == "static"
-            else {"timeout": rdzv_timeout},
+            else {"timeout": rdzv_timeout, "join_timeout": rdzv_timeout},
             max_restarts=0,
             monitor_interval=0.1,
             logs_specs=DefaultLogsSpecs(log_dir=log_dir or tmp),
@@ -132,7 +135,23 @@ def start(
             return Outcome(128 + int(e.sigval), stopped_by=getattr(e.sigval, "name", str(e.sigval)))
         except KeyboardInterrupt:
             return Outcome(130, stopped_by="SIGINT")
+        except (DistError, RendezvousError) as e:  # the agent's own store or rendezvous
+            return Outcome(1, Cause(rendezvous_failure(config.rdzv_endpoint, rdzv_timeout, e)))
     return Outcome(0)
+
+
+def rendezvous_failure(endpoint: str, timeout: int, e: BaseException) -> str:
+    """One line for a rendezvous that failed in the agent (a port in use, a node that never
+    came): torch's first line, without its stack, and what to check."""
+    text = (str(e).strip().splitlines() or [""])[0] or type(e).__name__
+    if "EADDRINUSE" in text or "address already in use" in text:
+        hint = "another process holds this port: give --rdzv-endpoint a free one"
+    else:
+        hint = (
+            f"the nodes wait --rdzv-timeout {timeout} s for each other: did every node start "
+            "with the same --rdzv-endpoint?"
+        )
+    return f"the rendezvous at {endpoint} failed: {text} ({hint})"
 
 
 @contextlib.contextmanager
@@ -186,7 +205,8 @@ def report(out: Outcome) -> int:
             print(f"ppir launch: failed: {out.cause.message}", file=sys.stderr)
             if out.cause.traceback:
                 print(out.cause.traceback.rstrip("\n"), file=sys.stderr)
-        print(f"ppir launch: {summary(out.ends, out.cause)}", file=sys.stderr, flush=True)
+        if out.ends:
+            print(f"ppir launch: {summary(out.ends, out.cause)}", file=sys.stderr, flush=True)
     return out.code
 
 
