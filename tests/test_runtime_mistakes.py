@@ -96,6 +96,22 @@ def test_a_folder_given_as_the_model_says_so(tmp_path, monkeypatch):
         load_model("mine")
 
 
+def test_a_dotted_model_missing_one_of_its_imports_keeps_the_traceback(tmp_path, monkeypatch):
+    """Only a model that is not there is 'cannot import model': one that is there but imports
+    a missing package raises that error as a model file does, traceback and all."""
+    from ppir.torch.errors import ModelError
+    from ppir.torch.model import load_model
+
+    (tmp_path / "needs_pkg_model.py").write_text("import no_such_pkg_for_ppir\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModuleNotFoundError) as e:
+        load_model("needs_pkg_model")
+    assert not isinstance(e.value, ModelError) and e.value.name == "no_such_pkg_for_ppir"
+    assert any(str(f.path).endswith("needs_pkg_model.py") for f in e.traceback)
+    with pytest.raises(ModelError, match="cannot import model 'no_such_model_pkg.sub'"):
+        load_model("no_such_model_pkg.sub")
+
+
 def test_clipping_counts_a_parameter_tied_on_one_rank_once():
     # a user-declared sharing of two distinct parameters of one stage: one weight, two copies
     plan = build_plan(ppir.lower(ppir.load_schedule("1f1b", {"P": 1, "M": 2})))

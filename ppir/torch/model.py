@@ -104,6 +104,8 @@ def _import(spec: str) -> ModuleType:
     try:
         return importlib.import_module(spec)
     except ModuleNotFoundError as e:
+        if e.name is None or not (spec == e.name or spec.startswith(e.name + ".")):
+            raise  # the model is there but lacks one of its imports: the user's traceback
         raise ModelError(f"cannot import model {spec!r}: {e}") from None
 
 
