@@ -104,8 +104,12 @@ def _program(program, fn: str):
 def verify(program: Program, *, progress: str = "fifo", strict: bool = False) -> Report:
     """The verification report of ``program`` as it would run: a compiled program's own, a
     lowered schedule's, or a compute-only schedule's after compiling it (as ``ppir check``)."""
+    if not isinstance(strict, bool):
+        raise TypeError(f"strict takes True or False, got {strict!r}")
     if isinstance(_program(program, "verify"), Compiled) and program.report is not None:
-        return program.report
+        r = program.report  # made under the compile's progress model, lints as it said
+        if program.progress == progress and not (strict and r.warnings):
+            return r
     if isinstance(program, Schedule) and not program.is_lowered:
         return _compile(program, progress=progress, strict=strict).report
     target = program.program if isinstance(program, Compiled) else program
@@ -117,7 +121,19 @@ def estimate(program: Program, costs: CostConfig | None = None, *, progress: str
     it is a compute-only schedule), as ``ppir compile --backend cost`` prints it."""
     from ppir.analysis.estimate import estimate as _estimate
 
+    if costs is not None and not isinstance(costs, CostConfig):
+        raise TypeError(
+            f"costs takes a CostConfig (ppir.make_config({{...}}) makes one), got "
+            f"{type(costs).__name__}"
+        )
     if isinstance(_program(program, "estimate"), Compiled):
+        if (costs is not None and costs != program.config) or progress != program.progress:
+            raise ValueError(
+                "estimate: a compiled program is timed under the costs and progress model it "
+                "was compiled with; compile it again with them (ppir.compile(c.source, "
+                "costs=..., progress=...)) or estimate the schedule, ppir.estimate(c.source, "
+                "costs)"
+            )
         return program.estimate
     return _estimate(program, costs, progress=progress)
 
@@ -138,6 +154,11 @@ def analyze(
     on them)."""
     if isinstance(model, str):
         model = parse_model_spec(model)
+    elif model is not None and not isinstance(model, ModelShape):
+        raise TypeError(
+            f"model takes a ModelShape or a spec such as 'llama3-8b,tp=8', got "
+            f"{type(model).__name__} {model!r:.60}"
+        )
     costs = None
     if model is not None:  # the model's costs plan the lowering, as 'ppir analyze --model'
         from ppir.analysis.analyze import with_layers

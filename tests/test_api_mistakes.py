@@ -179,3 +179,48 @@ def test_an_unverified_program_that_cannot_finish_says_so_when_analyzed(cli, tmp
     assert code == 1 and "cannot finish under rendezvous semantics" in err
     assert not (tmp_path / "x.html").exists()
     assert str(ppir.PpirError([])) == "error" and ppir.PpirError([]).kind == "error"
+
+
+MIXED = textwrap.dedent(
+    """\
+    schedule mixed(P = 2, M = 2)
+    ranks 2
+    stages 2
+    microbatches 2
+    rank 0: 0F0 0SEND_F0 0F1 [0SEND_F1 0RECV_B0] 0B0 0RECV_B1 0B1
+    rank 1: 1RECV_F0 1F0 1B0 [1SEND_B0 1RECV_F1] 1F1 1B1 1SEND_B1
+    """
+)
+
+
+def test_verify_of_a_compiled_program_honours_strict_and_progress():
+    s = ppir.load_text(MIXED, path="mixed.pps")  # a mixed-batched lint: a warning
+    c = ppir.compile(s)
+    assert c.ok and ppir.verify(c).ok
+    assert not ppir.verify(s, strict=True).ok
+    strict = ppir.verify(c, strict=True)  # was the compile's own report: ok
+    assert not strict.ok and {d.kind for d in strict.errors} == {"mixed-batched"}
+    relaxed = ppir.verify(c, progress="relaxed")
+    assert relaxed is not c.report and relaxed.ok
+    with pytest.raises(TypeError, match="strict takes True or False, got 'yes'"):
+        ppir.verify(c, strict="yes")
+
+
+def test_estimate_of_a_compiled_program_refuses_other_costs():
+    s = ppir.load("1f1b", P=4, M=8)
+    c = ppir.compile(s)
+    cfg = ppir.make_config({"comm": {"latency": "0.5"}})
+    assert ppir.estimate(c, c.config).step_time == ppir.estimate(c).step_time == 33
+    with pytest.raises(ValueError, match="timed under the costs and progress model it was"):
+        ppir.estimate(c, cfg)  # was 33, silently: the compile's costs, not cfg's (41)
+    with pytest.raises(ValueError, match="timed under the costs and progress model it was"):
+        ppir.estimate(c, progress="relaxed")
+    with pytest.raises(TypeError, match="costs takes a CostConfig"):
+        ppir.estimate(c, 5)
+    assert ppir.estimate(s, cfg).step_time == 41
+
+
+def test_analyze_names_a_model_of_the_wrong_type():
+    c = ppir.compile(ppir.load("1f1b", P=2, M=2))
+    with pytest.raises(TypeError, match=r"model takes a ModelShape or a spec .*got int 5"):
+        ppir.analyze(c, 5)  # was AttributeError: 'int' object has no attribute 'layers'
