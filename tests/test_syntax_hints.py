@@ -82,3 +82,20 @@ def test_a_name_far_from_every_keyword_gets_no_guess():
     e = _error("schedule x()\nranks 2\nzzz 3\n")
     assert not any("did you mean" in h for h in e.diagnostics[0].hints)
     assert e.diagnostics[0].hints[0].startswith("expected 'def', 'forward_only', ")
+
+
+@pytest.mark.parametrize(
+    "stmt,word",
+    [
+        ("if r == 0 { F(0) } elif r == 1 { F(1) }", "elif"),  # was: "elif starts a call here,
+        ("if r == 0 { F(0) } elif (r == 1) { F(1) }", "elif"),  # its arguments in (...)"
+        ("if r == 0 { F(0) }\n  elsif r == 1 { F(1) }", "elsif"),
+        ("if r == 0 { F(0) } elseif r == 1 { F(1) }", "elseif"),
+    ],
+)
+def test_elif_is_told_to_be_else_if(stmt, word):
+    e = _error(BODY % stmt)
+    assert e.diagnostics[0].hints == (
+        f"'{word}' is not a .pps keyword: write 'if a {{ ... }} else if b {{ ... }} else "
+        "{ ... }'",
+    )

@@ -3,7 +3,7 @@
 a note at the '{' that is never closed (read by indentation where a '}' closes an outer one),
 and one at an earlier line's '(' or '[' still open where a ')' or ']' was expected.  A header
 without its parameter list is pointed at where the '(' belongs; hints for '...' (a range has
-two dots) and for loops written as other languages write them (``while``)."""
+two dots), for loops written as other languages write them (``while``) and for ``elif``."""
 
 from __future__ import annotations
 
@@ -120,8 +120,11 @@ def syntax_error(
         hints[:0] = did_you_mean(str(tok), [keywords[t] for t in e.expected if t in keywords])
     loop = _LOOP_WORD.match(_line(text, tok.line)) if tok.type != "$END" else None
     prev = (getattr(e, "token_history", None) or [None])[-1]
+    elif_ = _elif_word(text, tok) if tok.type != "$END" else None
     if loop:  # 'while 1 {' reads as a call of while, 'while (1) {' as a call then a block
         hints = [f"'{loop.group(1)}' is not a .pps statement: a loop is {_FOR}"]
+    elif elif_:  # '} elif c {' reads as a call of elif, not as a call to fix with '(...)'
+        hints = [f"'{elif_}' is not a .pps keyword: write {_ELSE_IF}"]
     elif prev is not None and prev.type == "NAME" and set(e.expected) == {"LPAR"}:
         hints.append(f"'{prev}' starts a call here, its arguments in parentheses: {prev}(...)")
     if tok.type == "EQUAL":
@@ -147,8 +150,19 @@ def syntax_error(
 _ACTION_LIKE = re.compile(r"\d+[A-Za-z_]+\d*")
 _LOOP_WORD = re.compile(r"[ \t]*(while|loop|repeat|do|until|foreach)\b")
 _FOR = "'for m in 0 .. M { ... }' (m from 0 to M - 1)"
+_ELIF = re.compile(r"\}\s*(elif|elsif|elseif)\b")
+_ELSE_IF = "'if a { ... } else if b { ... } else { ... }'"
 _RANGE = "a range is written with two dots, 'for m in 0 .. M' (m from 0 to M - 1)"
 _HEADER = re.compile(r"([ \t]*schedule[ \t]+)([A-Za-z0-9_][A-Za-z0-9_\-]*)[ \t\r]*")
+
+
+def _elif_word(text: str, tok) -> str | None:
+    """'elif' (or 'elsif', 'elseif') after a '}', on ``tok``'s line or the one before it."""
+    pos = tok.start_pos or 0
+    line_start = text.rfind("\n", 0, pos) + 1
+    start = text.rfind("\n", 0, max(line_start - 1, 0)) + 1 if line_start else 0
+    found = [m.group(1) for m in _ELIF.finditer(text, start, pos)]
+    return found[-1] if found else None
 
 
 def _line(text: str, line: int) -> str:
