@@ -25,7 +25,8 @@ class OpEmitter:
                 "unknown-op",
                 f"unknown operation '{st.op}'",
                 st.name_span,
-                hints=did_you_mean(st.op, list(_OPS) + ["FB"]) or ["ops are F, B, I and W"],
+                hints=did_you_mean(st.op, list(_OPS) + ["FB"])
+                or ["ops are F, B, I, W and FB (an overlapped forward and backward)"],
             )
         if not 1 <= len(st.args) <= 2:
             raise error(
