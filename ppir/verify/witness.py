@@ -61,8 +61,9 @@ def deadlock_diagnostic(
                 )
         if pairs:
             hints.append(
-                "; ".join(pairs) + " (Megatron's pairing), or reorder so that one side "
-                "receives first"
+                "; ".join(pairs) + " (Megatron's pairing, with the other exchanges between "
+                "those ranks grouped too, as the mixed-batched lint asks), or reorder so that "
+                "one side receives first"
             )
     if progress == "fifo" and relaxed_ok:
         hints.append(
