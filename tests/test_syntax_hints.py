@@ -99,3 +99,30 @@ def test_elif_is_told_to_be_else_if(stmt, word):
         f"'{word}' is not a .pps keyword: write 'if a {{ ... }} else if b {{ ... }} else "
         "{ ... }'",
     )
+
+
+@pytest.mark.parametrize(
+    "text, col",
+    [
+        ("schedule x()\n" + BODY % "for m in 0 .. 2 { F(m); B(m) }", 25),
+        ("schedule x()\nranks 2; microbatches 2\n", 8),
+    ],
+)
+def test_a_semicolon_between_statements_is_told_they_need_no_separator(text, col):
+    e = _error(text)
+    assert e.message == "unexpected character ';'" and e.diagnostics[0].span.col == col
+    assert e.diagnostics[0].hints == (
+        "statements need no separator: write them one after another, on one line or on "
+        "separate lines ('F(m)  B(m)')",
+    )
+
+
+def test_a_semicolon_between_literal_actions_is_told_they_are_separated_by_spaces():
+    e = _error("rank 0: 0F0; 0B0\n")
+    assert e.diagnostics[0].hints == (
+        "actions are separated by spaces; ';' appears only inside an overlapped step, "
+        "written without spaces: (0F3;3B1)OVERLAP_F_B",
+    )
+    # the hint is true: without the ';' the line reads, and an overlapped step holds one
+    assert ppir.load_text("rank 0: 0F0 0B0\n", path="x.pps").programs[0]
+    assert ppir.load_text("rank 0: (0F0;0B0)OVERLAP_F_B\n", path="x.pps").programs[0]

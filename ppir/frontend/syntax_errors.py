@@ -3,7 +3,8 @@
 a note at the '{' that is never closed (read by indentation where a '}' closes an outer one),
 and one at an earlier line's '(' or '[' still open where a ')' or ']' was expected.  A header
 without its parameter list is pointed at where the '(' belongs; hints for '...' (a range has
-two dots), for loops written as other languages write them (``while``) and for ``elif``."""
+two dots), for loops written as other languages write them (``while``), for ``elif`` and
+for ';' between statements (they need no separator)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,8 @@ def syntax_error(
             return error("syntax-error", "unexpected '...'", span, hints=[_RANGE])
         elif ch == ".":
             hints.append("numbers are integers; '.' only appears in a range, 'a .. b'")
+        elif ch == ";":
+            hints.append(_SEMICOLON_RANK if _in_rank_line(text, e.pos_in_stream) else _SEMICOLON)
         return error("syntax-error", f"unexpected character {ch!r}", span, hints=hints)
     tok = getattr(e, "token", None)  # an UnexpectedEOF has none; '$END' the end of file too
     at = len(text) if tok is None or tok.type == "$END" else tok.start_pos
@@ -153,6 +156,15 @@ _FOR = "'for m in 0 .. M { ... }' (m from 0 to M - 1)"
 _ELIF = re.compile(r"\}\s*(elif|elsif|elseif)\b")
 _ELSE_IF = "'if a { ... } else if b { ... } else { ... }'"
 _RANGE = "a range is written with two dots, 'for m in 0 .. M' (m from 0 to M - 1)"
+_SEMICOLON = (
+    "statements need no separator: write them one after another, "
+    "on one line or on separate lines ('F(m)  B(m)')"
+)
+_SEMICOLON_RANK = (
+    "actions are separated by spaces; ';' appears only inside an overlapped step, "
+    "written without spaces: (0F3;3B1)OVERLAP_F_B"
+)
+_RANK_LINE = re.compile(r"[ \t]*rank\b")
 _HEADER = re.compile(r"([ \t]*schedule[ \t]+)([A-Za-z0-9_][A-Za-z0-9_\-]*)[ \t\r]*")
 
 
@@ -163,6 +175,11 @@ def _elif_word(text: str, tok) -> str | None:
     start = text.rfind("\n", 0, max(line_start - 1, 0)) + 1 if line_start else 0
     found = [m.group(1) for m in _ELIF.finditer(text, start, pos)]
     return found[-1] if found else None
+
+
+def _in_rank_line(text: str, pos: int) -> bool:
+    """True when the line holding ``pos`` is a literal ``rank N:`` line."""
+    return _RANK_LINE.match(text, text.rfind("\n", 0, pos) + 1) is not None
 
 
 def _line(text: str, line: int) -> str:
