@@ -17,6 +17,7 @@ Semantics of the language, in short (README "The .pps language" has the long for
 * ``next`` as a microbatch means "the next one of this chunk": forwards and backwards (B or I)
   count per chunk; ``W(next)`` runs the oldest pending weight pass of the rank (any chunk) and
   ``pending_w()`` says how many are pending (every I adds one, every W removes its own);
+  ``next`` is reserved (never bound, no value elsewhere) and a ``def`` takes no op's name;
 * ``program r greedy { ... }`` builds each rank's order by list scheduling, ``program r
   pattern { ... }`` from a repeating building block (:mod:`ppir.synth.block`).
 """

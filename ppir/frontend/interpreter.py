@@ -16,6 +16,7 @@ from ppir.diagnostics import Note, did_you_mean, error
 from ppir.frontend import ast as A
 from ppir.frontend.emit import OpEmitter
 from ppir.frontend.limits import MAX_INT, check_int
+from ppir.frontend.reserved import NEXT, NEXT_MEANS
 from ppir.frontend.scope import MISSING, Function, Scope, pure_calls
 from ppir.ir import Action, Overlap, Span
 
@@ -90,7 +91,9 @@ class Interpreter(OpEmitter):
                     "undefined-name",
                     f"undefined name '{name}'",
                     span,
-                    hints=did_you_mean(name, scope.visible_names()),
+                    hints=[NEXT_MEANS]
+                    if name == NEXT
+                    else did_you_mean(name, scope.visible_names()),
                 )
             return v
 

@@ -13,6 +13,7 @@ from ppir.diagnostics import EXIT_USAGE, Diagnostic, PpirError, error
 from ppir.frontend import ast as A
 from ppir.frontend.limits import int_literal
 from ppir.frontend.nesting import check_nesting, too_deep
+from ppir.frontend.reserved import check_binder, check_function_name
 from ppir.frontend.syntax_errors import syntax_error
 from ppir.ir import Action, Overlap, Reduce, Span
 
@@ -116,6 +117,7 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def param(self, meta, children):
         name, default = children
+        check_binder(str(name), self._tspan(name), "a parameter")
         value = _literal_int(default)
         if default is None or value is not None:
             return A.Param(str(name), value, self._span(meta))
@@ -170,12 +172,17 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def let_stmt(self, meta, c):
+        check_binder(str(c[0]), self._tspan(c[0]), "a 'let' binding")
         return A.Let(self._span(meta), str(c[0]), c[1])
 
     @v_args(meta=True)
     def def_stmt(self, meta, c):
         name, *rest = c
         body = rest[-1]
+        check_function_name(str(name), self._tspan(name))
+        for p in rest[:-1]:
+            if p is not None:
+                check_binder(str(p), self._tspan(p), "a function parameter")
         params = tuple(str(p) for p in rest[:-1] if p is not None)
         if len(set(params)) != len(params):
             raise error(
@@ -187,6 +194,7 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def program_block(self, meta, c):
+        check_binder(str(c[0]), self._tspan(c[0]), "the rank variable")
         return A.ProgramBlock(self._span(meta), str(c[0]), c[1])
 
     def block(self, c):
@@ -194,6 +202,7 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def greedy_block(self, meta, c):
+        check_binder(str(c[0]), self._tspan(c[0]), "the rank variable")
         return A.GreedyBlock(self._span(meta), str(c[0]), c[1])
 
     def greedy_body(self, c):
@@ -201,6 +210,7 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def pattern_block(self, meta, c):
+        check_binder(str(c[0]), self._tspan(c[0]), "the rank variable")
         return A.PatternBlock(self._span(meta), str(c[0]), c[1])
 
     def pattern_body(self, c):
@@ -209,6 +219,7 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def p_slot(self, meta, c):
         kind, mb_var, chunk, at = c
+        check_binder(str(mb_var), self._tspan(mb_var), "the microbatch variable")
         return A.PatternSlot(self._span(meta), str(kind), self._tspan(kind), str(mb_var), chunk, at)
 
     @v_args(meta=True)
@@ -229,6 +240,7 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def for_stmt(self, meta, c):
+        check_binder(str(c[0]), self._tspan(c[0]), "a loop variable")
         return A.For(self._span(meta), str(c[0]), c[1], c[2], c[3])
 
     @v_args(meta=True)

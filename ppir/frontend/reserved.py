@@ -1,0 +1,46 @@
+"""Names a .pps file cannot bind, refused where they are bound: ``next`` (as an op's
+microbatch it means the next one of the chunk, so a binding of it could never be read there)
+and, as a function's name, the ops (``F(m)`` as a statement always runs the op)."""
+
+from __future__ import annotations
+
+from ppir.diagnostics import error
+from ppir.ir import Span
+
+NEXT = "next"
+NEXT_MEANS = (
+    "'next' stands only as an op's whole microbatch argument: F(next) is the next "
+    "microbatch of that chunk, W(next) the oldest pending weight pass"
+)
+OPS = {
+    "F": "a forward",
+    "B": "a full backward",
+    "I": "a backward-input pass",
+    "W": "a backward-weight pass",
+    "FB": "an overlapped forward and backward",
+}
+
+
+def check_binder(name: str, span: Span, what: str) -> None:
+    """A located ``reserved-name`` error when ``name`` is ``next``; ``what`` says what binds
+    it (``a loop variable``)."""
+    if name == NEXT:
+        raise error(
+            "reserved-name",
+            f"'next' is reserved: it cannot name {what}",
+            span,
+            hints=[NEXT_MEANS, "choose another name"],
+        )
+
+
+def check_function_name(name: str, span: Span) -> None:
+    """``check_binder`` for a ``def``'s name, and the op names refused too."""
+    check_binder(name, span, "a function")
+    if name in OPS:
+        raise error(
+            "reserved-name",
+            f"a function cannot be named '{name}': the statement {name}(...) runs "
+            f"{OPS[name]}, never a function",
+            span,
+            hints=[f"{', '.join(list(OPS)[:-1])} and FB are ops; choose another name"],
+        )
