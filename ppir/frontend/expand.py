@@ -41,6 +41,7 @@ from ppir.frontend.limits import (
     show_value,
 )
 from ppir.frontend.literal import infer_placement, literal_schedule
+from ppir.frontend.trips import program_frame
 from ppir.ir import Schedule, Span
 
 
@@ -266,7 +267,13 @@ def _expand(
 
         out_programs = expand_pattern(ex, block, top, ranks)
     else:
-        body = ex.compile_block(block.body)
+        frame = program_frame(block)
+        frame.stop[0] = ranks
+        ex.frames.append(frame)
+        try:
+            body = ex.compile_block(block.body)
+        finally:
+            ex.frames.pop()
         out_programs = []
         ex.current = block.span
         for r in range(ranks):

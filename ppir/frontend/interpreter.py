@@ -18,6 +18,15 @@ from ppir.frontend.emit import OpEmitter
 from ppir.frontend.limits import MAX_INT, check_int
 from ppir.frontend.reserved import NEXT, NEXT_MEANS
 from ppir.frontend.scope import MISSING, Function, Scope, pure_calls
+from ppir.frontend.trips import (
+    Frame,
+    check_nest,
+    entries,
+    loop_frame,
+    ops_per_trip,
+    pure_top,
+    repeat_levels,
+)
 from ppir.ir import Action, Overlap, Span
 
 MAX_CALL_DEPTH = 200
@@ -44,6 +53,7 @@ class Interpreter(OpEmitter):
         self.out: list[Action | Overlap] = []
         self.count: dict[tuple[int, bool], int] = {}  # (stage, is_forward) -> ops emitted
         self.wq: list[tuple[int, int]] = []  # pending weight passes (stage, mb), oldest first
+        self.frames: list[Frame | None] = []  # while compiling: the loops around (trips.py)
 
     def reset_rank(self) -> None:
         """Start a rank's program: no ops, counters at zero, no pending weight passes."""
@@ -294,7 +304,11 @@ class Interpreter(OpEmitter):
             return self._compile_for(st)
         if isinstance(st, A.If):
             cond = self.compile(st.cond)
-            then, orelse = self.compile_block(st.then), self.compile_block(st.orelse)
+            self.frames.append(None)  # a loop under an 'if' is not sure to run
+            try:
+                then, orelse = self.compile_block(st.then), self.compile_block(st.orelse)
+            finally:
+                self.frames.pop()
 
             def if_(scope: Scope):
                 if cond(scope):
@@ -331,8 +345,17 @@ class Interpreter(OpEmitter):
 
     def _compile_for(self, st: A.For):
         start, stop = self.compile(st.start), self.compile(st.stop)
-        body = self.compile_block(st.body)
-        var, span = st.var, st.span
+        levels = repeat_levels(st, self.frames, pure_top(self.top, self.inner))
+        outer = self.frames[::-1][:levels]  # the frames that repeat it, innermost first
+        frame = loop_frame(st, levels)
+        self.frames.append(frame)
+        try:
+            body = self.compile_block(st.body)
+        finally:
+            self.frames.pop()
+        per_trip = ops_per_trip(st.body)
+        check = bool(levels or per_trip)
+        var, span, cell = st.var, st.span, frame.stop
 
         def for_(scope: Scope):
             a, b = start(scope), stop(scope)
@@ -346,6 +369,10 @@ class Interpreter(OpEmitter):
                     span,
                     hints=["check the loop bounds; the cap is --max-steps"],
                 )
+            cell[0] = b
+            if check and n:  # a nest, or ops: refused now if sure to exceed a cap
+                mult = entries(outer, scope, self.rank) if levels else 1
+                check_nest(self, span, n, per_trip, mult)
             for i in range(a, b):
                 inner = Scope(scope)
                 inner.vars[var] = i

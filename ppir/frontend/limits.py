@@ -7,6 +7,9 @@
   over), and a complete schedule needs a forward and a backward of every (stage, microbatch),
   so ``2 * stages * microbatches`` must not exceed ``--max-ops``.  Both are checked as soon as
   the sizes are known, before any program is expanded or verified.
+* Loops: each entry counts its trips (and the ops its body emits on every trip) against the
+  caps, times how often the loops around it are sure to enter it again
+  (:mod:`ppir.frontend.trips`), so a nest over a cap is refused before it runs.
 """
 
 from __future__ import annotations
