@@ -29,12 +29,13 @@ from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import Costs, costs_for
 from ppir.analysis.dp import resolve_dp, with_dp
 from ppir.analysis.timeline import Timeline, dependency_bound, run
+from ppir.compile_options import check_options, default_passes, warn_ignored
 from ppir.diagnostics import EXIT_INVALID, PpirError, Report
 from ppir.ir import Schedule, is_compute_item
 from ppir.ir.graph import ProgramGraph, build_graph
 from ppir.ir.shape import check_schedule
 from ppir.nogc import without_gc
-from ppir.passes import PASSES, ForwardOnly, LowerComms, OverlapComms, PlaceReduce
+from ppir.passes import PASSES, ForwardOnly, LowerComms, PlaceReduce
 from ppir.passes.driver import parse_pipeline, pipeline_text
 from ppir.passes.lower_comms import STRATEGIES
 from ppir.stage_timing import on_stage, timed
@@ -159,10 +160,12 @@ def compile(  # noqa: A001 - the library's verb
     """Compile ``schedule`` (see the module docstring).  ``lowering`` is one of
     :data:`LOWERINGS`; ``overlap`` adds ``overlap-comms`` (not after ``naive``); ``passes`` is
     an explicit pipeline text (``"lower-comms{strategy=eager},overlap-comms"``) that replaces
-    both (one that starts with ``forward-only`` compiles that pass's evaluation program as the
-    input, a lowered ``schedule`` included); ``costs`` is the cost model that plans and times
-    (default ``CostConfig()``: F=1, B=2, I=1, W=1 per rank share, free links); ``progress``
-    the verifier's model.
+    both (given with a ``lowering`` other than ``auto`` or ``overlap=False``, a ValueError; one
+    that starts with ``forward-only`` compiles that pass's evaluation program as the input, a
+    lowered ``schedule`` included); a lowered ``schedule`` otherwise runs as written (an
+    :class:`~ppir.compile_options.IgnoredOptionWarning` for the options it ignores); ``costs``
+    is the cost model that plans and times (default ``CostConfig()``: F=1, B=2, I=1, W=1 per
+    rank share, free links); ``progress`` the verifier's model.
     ``verify``: True verifies the input and the output of every pass; ``"final"`` the input
     and the program that runs only (what a search over many candidates needs: the same
     program, the same verdict, without the report of each intermediate); False nothing.
@@ -181,7 +184,9 @@ def compile(  # noqa: A001 - the library's verb
         )
     if lowering not in LOWERINGS:
         raise ValueError(f"unknown lowering {lowering!r} (expected one of {LOWERINGS})")
-    _check_options(verify, 1 if dp is None else dp, overlap, strict, input_timeline, passes)
+    check_options(
+        verify, 1 if dp is None else dp, overlap, strict, input_timeline, passes, lowering
+    )
     cfg, dp = resolve_dp(costs or CostConfig(), dp)  # one size: this dp and the model's
     chosen = parse_pipeline(passes, PASSES) if passes is not None else None
     if chosen and isinstance(chosen[0], ForwardOnly):  # a new compute order, compiled as the
@@ -192,6 +197,7 @@ def compile(  # noqa: A001 - the library's verb
     timings: dict = {}
     base = dict(source=schedule, config=cfg, costs=c, progress=progress, timings=timings, dp=dp)
     if schedule.is_lowered:  # a literal program with communication runs as written
+        warn_ignored(schedule, lowering, overlap, passes)
         if dp > 1:
             schedule = PlaceReduce().apply(schedule)
         with timed(timings, "graph"):
@@ -226,10 +232,10 @@ def compile(  # noqa: A001 - the library's verb
             chosen.append(PlaceReduce())
         return _run(schedule, chosen, verify, strict, base)
     strategy = "lockstep" if lowering == "auto" else lowering
-    best = _run(schedule, _passes(strategy, overlap, dp), verify, strict, base)
+    best = _run(schedule, default_passes(strategy, overlap, dp), verify, strict, base)
     if lowering != "auto" or not best.ok or bound is None or _time(best) <= bound:
         return best
-    eager = _run(schedule, _passes("eager", overlap, dp), verify, strict, base)
+    eager = _run(schedule, default_passes("eager", overlap, dp), verify, strict, base)
     candidates = {"lockstep": _time(best), "eager": _time(eager)}
     if eager.ok and _time(eager) < _time(best):
         best = eager
@@ -237,37 +243,9 @@ def compile(  # noqa: A001 - the library's verb
     return best
 
 
-def _check_options(verify, dp, overlap, strict, input_timeline, passes) -> None:
-    """A ValueError or TypeError naming the option, for values the command line refuses."""
-    if verify not in (True, False, "final") or not isinstance(verify, (bool, str)):
-        raise ValueError(f"verify takes True, False or 'final', got {verify!r}")
-    if isinstance(dp, bool) or not isinstance(dp, int):
-        raise TypeError(f"dp takes an int, the data-parallel replicas, got {dp!r}")
-    if dp < 1:
-        raise ValueError(f"dp must be at least 1 (one replica: no data parallelism), got {dp}")
-    for name, value in (("overlap", overlap), ("strict", strict)):
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} takes True or False, got {value!r}")
-    if passes is not None and not isinstance(passes, str):
-        raise TypeError(
-            f"passes takes a pipeline text such as 'forward-only,lower-comms', got {passes!r:.60}"
-        )
-    if input_timeline is not None and not isinstance(input_timeline, Timeline):
-        raise TypeError(f"input_timeline takes a Timeline or None, got {input_timeline!r:.60}")
-
-
 def _time(c: Compiled) -> float:
     """``c``'s step time; infinite when its program cannot run to its end (unverified)."""
     return c.step_time if c.timed.complete else float("inf")
-
-
-def _passes(strategy: str, overlap: bool, dp: int = 1) -> list:
-    out = [LowerComms(strategy)]
-    if overlap and strategy != "naive":
-        out.append(OverlapComms())
-    if dp > 1:
-        out.append(PlaceReduce())
-    return out
 
 
 def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dict) -> Compiled:

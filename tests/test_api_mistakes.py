@@ -4,10 +4,12 @@ names the option or value, as the command line's own checks do, not a traceback 
 from __future__ import annotations
 
 import textwrap
+import warnings
 
 import pytest
 
 import ppir
+from ppir.compile_options import IgnoredOptionWarning
 from ppir.ir.printer import MalformedProgram
 
 REQUIRE = textwrap.dedent(
@@ -224,3 +226,52 @@ def test_analyze_names_a_model_of_the_wrong_type():
     c = ppir.compile(ppir.load("1f1b", P=2, M=2))
     with pytest.raises(TypeError, match=r"model takes a ModelShape or a spec .*got int 5"):
         ppir.analyze(c, 5)  # was AttributeError: 'int' object has no attribute 'layers'
+
+
+@pytest.mark.parametrize(
+    "option,said,instead",
+    [
+        ({"lowering": "naive"}, "lowering='naive'", "passes='lower-comms{strategy=naive}'"),
+        ({"overlap": False}, "overlap=False", "passes='lower-comms'"),
+        (
+            {"lowering": "eager", "overlap": False},
+            "lowering='eager' and overlap=False",
+            "passes='lower-comms{strategy=eager}'",
+        ),
+    ],
+)
+def test_passes_with_lowering_or_overlap_is_refused_not_half_ignored(option, said, instead):
+    """was: passes won and lowering/overlap were dropped without a word (pipeline 'lower-comms'
+    for lowering='naive')."""
+    s = ppir.load("1f1b", P=2, M=4)
+    with pytest.raises(ValueError) as e:
+        ppir.compile(s, passes="lower-comms,overlap-comms", **option)
+    message = str(e.value)
+    assert message.startswith(f"{said} with passes='lower-comms,overlap-comms': passes spells")
+    assert f"is {instead}" in message and "lower-comms{strategy=...}" in message
+    # what the hint says runs what the options ask for
+    text = instead.split("=", 1)[1].strip("'")
+    assert ppir.compile(s, passes=text).pipeline == ppir.compile(s, **option).pipeline == text
+    # the defaults, given, are no conflict
+    assert ppir.compile(s, passes="lower-comms", lowering="auto", overlap=True).ok
+
+
+def test_compiling_a_lowered_program_warns_of_the_options_it_ignores():
+    """was: passes=... on a literal program with communication did nothing (pipeline '')
+    without a word, where the command line warns."""
+    lowered = ppir.compile(ppir.load("1f1b", P=2, M=4)).program
+    with pytest.warns(IgnoredOptionWarning) as caught:
+        c = ppir.compile(lowered, passes="lower-comms{strategy=eager},overlap-comms")
+    assert c.ok and c.pipeline == "" and c.program is lowered
+    [w] = caught
+    assert str(w.message).startswith(
+        "passes='lower-comms{strategy=eager},overlap-comms' ignored: 1f1b already has its "
+        "communication (SEND/RECV), so it runs as written"
+    )
+    assert w.filename == __file__  # points at the caller's line, not inside ppir
+    with pytest.warns(IgnoredOptionWarning, match="^lowering='eager' and"):
+        ppir.compile(lowered, lowering="eager", overlap=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ppir.compile(lowered).ok  # nothing asked, nothing said
+        assert ppir.compile(lowered, passes="forward-only,lower-comms").pipeline  # lowered anew

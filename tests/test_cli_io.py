@@ -238,3 +238,27 @@ def test_lowering_options_on_a_lowered_program_are_said_to_be_ignored(cli, tmp_p
     )
     code, _, err = cli("check", str(src))
     assert code == 1 and "ignored" not in err
+
+
+@pytest.mark.parametrize(
+    "flags,instead",
+    [
+        (["--lowering", "naive"], "--lowering naive is -p 'lower-comms{strategy=naive}'"),
+        (["--no-overlap"], "--no-overlap is -p 'lower-comms'"),
+        (["--overlap"], "--overlap is -p 'lower-comms,overlap-comms'"),
+        (["--lowering", "auto"], "--lowering auto compiles -p 'lower-comms,overlap-comms' and"),
+    ],
+)
+def test_lowering_options_with_a_pass_pipeline_are_refused(cli, flags, instead):
+    """was: 'ppir check 1f1b -p lower-comms --lowering naive' verified the -p pipeline, the
+    --lowering silently dropped."""
+    code, out, err = cli("check", "1f1b", "-D", "P=2", "-D", "M=4", "-p", "lower-comms", *flags)
+    assert code == 2 and out == "" and "Traceback" not in err
+    error, hint = err.strip().splitlines()
+    assert error == (
+        f"ppir: error: {' '.join(flags)} with -p: the pass pipeline spells out how to lower "
+        "and overlap, so give one or the other"
+    )
+    assert hint.startswith(f"hint: {instead}") and "lower-comms{strategy=...}" in hint
+    code, _, err = cli("check", "1f1b", "-D", "P=2", "-D", "M=4", "-p", "lower-comms")
+    assert code == 0 and err == ""

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 
 from ppir.cli.argtypes import output_path
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
+from ppir.compile_options import IgnoredOptionWarning, pipeline_conflict
 from ppir.diagnostics import Report, error
 from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS
 from ppir.frontend.limits import define_value
@@ -92,7 +94,7 @@ def add_compile_arguments(p: argparse.ArgumentParser, model: bool = True) -> Non
     g.add_argument(
         "--lowering",
         choices=LOWERINGS,
-        default="auto",
+        default=None,  # auto; None tells a --lowering given with -p (refused) from none
         help="how communication is inserted: lockstep (exchange where both ranks are between "
         "ops), eager (exchange when the producer finishes, planned with the cost options' "
         "transfer times), naive (each recv right before its consumer; deadlocks 1F1B; never "
@@ -102,7 +104,7 @@ def add_compile_arguments(p: argparse.ArgumentParser, model: bool = True) -> Non
     g.add_argument(
         "--overlap",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=None,  # on; None tells --overlap/--no-overlap given with -p from neither
         help="split each group's post from its wait (the overlap-comms pass) so transfers "
         "overlap compute (default: on)",
     )
@@ -110,7 +112,7 @@ def add_compile_arguments(p: argparse.ArgumentParser, model: bool = True) -> Non
         "-p",
         "--passes",
         metavar="PIPELINE",
-        help="an explicit pass pipeline instead of --lowering/--overlap, e.g. "
+        help="an explicit pass pipeline instead of --lowering/--overlap (not with them), e.g. "
         "'lower-comms{strategy=eager},overlap-comms' (passes: " + ", ".join(PASSES) + ")",
     )
     add_progress_model_argument(
@@ -221,6 +223,7 @@ def compile_from_args(
     cannot run to its end under --no-verify, which the warning about it says."""
     from ppir.cli.cost_options import config_from_args
 
+    _refuse_lowering_with_passes(args)
     s = schedule if schedule is not None else load_from_args(args)
     from ppir.analysis.dp import resolve_dp
 
@@ -229,11 +232,12 @@ def compile_from_args(
     desc = f"compile {s.name}" + (f"({params})" if params else "")
     quiet = getattr(args, "quiet", False)
     with progress(None, desc, quiet=quiet, delay=COMPILE_PROGRESS_DELAY, clock=True) as bar:
-        with on_stage(lambda stage: bar.update(0, stage)):
+        with on_stage(lambda stage: bar.update(0, stage)), warnings.catch_warnings():
+            warnings.simplefilter("ignore", IgnoredOptionWarning)  # said below, as flags
             c = compile(
                 s,
-                lowering=args.lowering,
-                overlap=args.overlap if overlap is None else overlap,
+                lowering=args.lowering or "auto",
+                overlap=_overlap(args, overlap),
                 costs=costs,
                 verify=not args.no_verify,
                 progress=args.progress_model,
@@ -253,6 +257,43 @@ def compile_from_args(
     return c
 
 
+def _overlap(args: argparse.Namespace, backend: bool | None) -> bool:
+    """--overlap (default on), or the backend's ``overlap``; -p's pipeline says its own."""
+    if args.passes is not None:
+        return True  # the API's default: the pipeline text decides
+    if backend is not None:
+        return backend
+    return args.overlap is not False
+
+
+def _refuse_lowering_with_passes(args: argparse.Namespace) -> None:
+    """--lowering or --overlap/--no-overlap with -p is a usage error: the pipeline spells out
+    both, so they would be ignored without a word."""
+    conflict = pipeline_conflict(args.passes, args.lowering, args.overlap, (None, None))
+    if not conflict:
+        return
+    given, instead = conflict
+    flags = [
+        f"--lowering {v}" if k == "lowering" else ("--overlap" if v else "--no-overlap")
+        for k, v in given
+    ]
+    said = f"{' '.join(flags)} is -p '{instead}'"
+    if args.lowering == "auto":  # no one pipeline: it compiles lockstep, then maybe eager
+        said = (
+            f"--lowering auto compiles -p '{instead}' and, when that is slower than the "
+            "dependency bound, the eager one too"
+        )
+    raise error(
+        "bad-usage",
+        f"{' and '.join(flags)} with -p: the pass pipeline spells out how to lower and "
+        "overlap, so give one or the other",
+        hints=[
+            f"{said} (the strategy goes in lower-comms{{strategy=...}}, overlapping is the "
+            "overlap-comms pass)"
+        ],
+    )
+
+
 def _note_ignored_lowering(args: argparse.Namespace, s: Schedule) -> None:
     """A written-out program with communication runs as written: say so when the command line
     asks to lower or overlap it (the options would otherwise be ignored without a word)."""
@@ -262,7 +303,7 @@ def _note_ignored_lowering(args: argparse.Namespace, s: Schedule) -> None:
     given = [
         flag
         for flag, on in (
-            ("--lowering", getattr(args, "lowering", "auto") != "auto"),
+            ("--lowering", getattr(args, "lowering", None) is not None),
             ("--no-overlap", getattr(args, "overlap", True) is False),
             ("-p", bool(passes)),
         )
