@@ -76,7 +76,7 @@ def test_no_dependency_rule_outside_the_semantics_module():
     assert _RULE.search(_code_only(DEPS))  # the rules are there
 
 
-def test_a_third_party_backend_is_found_and_runs(tmp_path, monkeypatch, cli):
+def test_a_third_party_backend_is_found_and_runs(tmp_path, monkeypatch, cli, capsys):
     pkg = tmp_path / "mybackend.py"
     pkg.write_text(
         "class Backend:\n"
@@ -105,6 +105,17 @@ def test_a_third_party_backend_is_found_and_runs(tmp_path, monkeypatch, cli):
         )
         assert code == 0, err
         assert out.split() == ["mine", "t", "4"]
+        # 'ppir compile --help' lists what is installed, each with its own help line (was:
+        # cost and cuda, written into the description, while --backend named three)
+        with pytest.raises(SystemExit):
+            cli("compile", "--help")
+        text = capsys.readouterr().out
+        described = text[text.index("installed here:") : text.index("examples:")].splitlines()
+        assert [line.split()[0] for line in described[1:] if line] == sorted(
+            plugins.available_backends()
+        )
+        assert "  mine       counts the messages of the compiled program" in described
+        assert "  torch-csv  write a torch.distributed.pipelining schedule CSV" in text
     finally:
         sys.modules.pop("mybackend", None)
         plugins._registry.cache_clear()

@@ -12,6 +12,7 @@ from ppir.cli.common import (
     compile_from_args,
     print_report,
 )
+from ppir.cli.output import table
 from ppir.diagnostics import EXIT_INVALID, error
 from ppir.plugins import available_backends, get_backend
 
@@ -20,10 +21,8 @@ HELP = "compile a schedule for a backend: cost (estimate), cuda (execution plan)
 DESCRIPTION = """Parse, expand, lower and verify a schedule, then run a backend on it.
 
 Backends are found by name (built-ins, and plug-ins registered under the 'ppir.backends'
-entry-point group):
-  cost   time the schedule before it runs (step time, bubble, memory, traces, charts)
-  cuda   write the per-rank execution plan that 'ppir.run' / 'ppir launch' execute
-
+entry-point group); installed here:
+{backends}
 examples:
   ppir compile 1f1b -D P=4 -D M=8 --backend cost
   ppir compile interleaved_1f1b -D P=4 -D M=8 -D v=2 --backend cuda -o plan.json
@@ -46,17 +45,22 @@ def add_arguments(p):
         "and torch-csv backends write their own formats",
     )
     add_compile_arguments(p)
+    listed = []  # each installed backend and its own help line, for the description
     for name in available_backends():
         try:
             backend = get_backend(name)
         except Exception:  # noqa: BLE001 - a broken plug-in must not break every command
+            listed.append([name, "(cannot be loaded)"])
             continue
+        listed.append([name, getattr(backend, "help", "")])
         group = _Recording(p.add_argument_group(f"{name} backend"))
         try:
             backend.add_arguments(group)
         except argparse.ArgumentError as e:  # a plug-in reusing a taken flag: warn, go on
             print(f"ppir: warning: backend '{name}' options ignored: {e}", file=sys.stderr)
         _BACKEND_OPTIONS[name] = group.actions
+    lines = table(listed).splitlines() if listed else []
+    p.description = DESCRIPTION.format(backends="".join(f"  {line}\n" for line in lines))
 
 
 _BACKEND_OPTIONS: dict[str, list] = {}  # backend name -> the argparse actions it added
