@@ -4,11 +4,14 @@ eager lowering with free links)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import networkx as nx
 import pytest
 
 import ppir
-from ppir.ir.graph import DONE, MESSAGE, POST, ProgramGraph, build_graph
+from ppir.ir.graph import DONE, MESSAGE, NODE_KINDS, POST, ProgramGraph, build_graph
 from ppir.schedules import builtin_names
 
 EXTRA = {"interleaved_vshape": {"v": 2}}
@@ -315,3 +318,58 @@ def test_a_cycle_through_a_group_without_any_partner_is_still_a_deadlock(tmp_pat
 def test_a_pass_option_value_the_pass_refuses_is_a_usage_error(cli, pipeline, said):
     code, out, err = cli("compile", "1f1b", "-p", pipeline)
     assert code == 2 and said in err and "Traceback" not in err
+
+
+def _node_table() -> dict[str, list[str]]:
+    """docs/verification.md's table of node attributes: kind -> its cells (the kind, rank,
+    item, ops, label)."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "verification.md").read_text()
+    rows = text[text.index("| node kind |") :].split("\n\n")[0].splitlines()[2:]
+    out = {}
+    for row in rows:
+        first, *cells = [c.strip() for c in row.strip("|").split("|")]
+        for kind in re.findall(r"`(\w+)`", first.split("(")[0]):
+            out[kind] = [first, *cells]
+    return out
+
+
+@pytest.mark.parametrize(
+    "name,params,progress",
+    [
+        ("1f1b", {"P": 3, "M": 4}, "fifo"),
+        ("1f1b", {"P": 3, "M": 4}, "relaxed"),
+        ("dualpipev", {"P": 2, "M": 4}, "fifo"),
+        ("dualpipev", {"P": 2, "M": 4}, "relaxed"),
+        ("interleaved_1f1b", {"P": 2, "M": 4, "v": 2}, "fifo"),  # stage != rank
+    ],
+)
+def test_the_node_attributes_are_what_verification_md_says(name, params, progress):
+    """was: neither doc said what a message node carries (a trial found rank = the sender and
+    item = -1); the table covers every node kind, and each row holds for the graph."""
+    table = _node_table()
+    assert set(table) == set(NODE_KINDS)
+    assert "sender" in table["message"][1] and table["message"][2].startswith("`-1`")
+    assert table["wait"][3] == table["reduce"][3] == "`()`"
+    assert "none under `relaxed` progress" in table["wait"][0]
+    c = ppir.compile(ppir.load(name, **params), dp=2)
+    g = ppir.graph(c, progress)
+    s = c.program
+    seen = set()
+    for v, d in g.nodes(data=True):
+        kind, rank, item, ops = d["kind"], d["rank"], d["item"], d["ops"]
+        seen.add(kind)
+        if kind == "message":
+            send, recv = ops
+            assert "SEND" in send and "RECV" in recv and item == -1
+            assert d["label"] == f"msg {send}->{recv}"
+            [sender] = [u for u in g.pred[v] if send in g.nodes[u]["ops"]]
+            assert g.nodes[sender]["kind"] == "post" and rank == g.nodes[sender]["rank"]
+            continue
+        it = s.programs[rank][item]
+        assert d["label"].startswith(f"r{rank}:")
+        if kind in ("wait", "reduce"):
+            assert ops == () and d["label"] == f"r{rank}:{it}"
+        else:  # the item's actions (a relaxed unit: some of them), in its order
+            actions = [str(a) for a in getattr(it, "actions", None) or (it,)]
+            assert ops and [a for a in actions if a in ops] == list(ops)
+    assert seen == set(NODE_KINDS) - ({"wait"} if progress == "relaxed" else set())

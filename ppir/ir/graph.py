@@ -51,11 +51,13 @@ whose outputs its sends carry.  Waits are not nodes.
 The object
 ----------
 :class:`ProgramGraph` is a read-only :class:`networkx.DiGraph` (nodes ``0..n-1`` with the
-attributes ``kind``, ``rank``, ``item``, ``ops``; edges with ``kind`` and, where a pair of
-nodes has several, ``kinds``): every networkx algorithm runs on it.  Its storage is flat
-per-node lists (``kind``, ``rank``, ``item``, ``after``, ``before`` ...) and an op index
-(``ops``, ``op_rank``, ``op_item``, ``op_node``, ``op_peer``, ``op_partner``), which the hot
-loops of the timeline and the checks use directly.  Building is linear in the number of ops.
+attributes ``kind``, ``rank``, ``item``, ``ops``, ``label``: a message's ``rank`` is its
+sender's and its ``item`` -1, docs/verification.md has the table; edges with ``kinds``, every
+kind linking the pair, and ``kind``, the first): every networkx algorithm runs on it.  Its
+storage is flat per-node lists (``kind``, ``rank``, ``item``, ``after``, ``before`` ...) and
+an op index (``ops``, ``op_rank``, ``op_item``, ``op_node``, ``op_peer``, ``op_partner``),
+which the hot loops of the timeline and the checks use directly.  Building is linear in the
+number of ops.
 """
 
 from __future__ import annotations
