@@ -203,3 +203,21 @@ def test_the_library_sizes_a_program_from_its_measurement_as_analyze_does(cost_f
     assert [r["memory"]["total"] for r in json.loads(out)["per_rank"]] == [
         r.to_json()["total"] for r in fp.per_rank
     ]
+
+
+@pytest.mark.parametrize("flag", ["--gpu-memory", "--memory-budget"])
+def test_when_nothing_fits_the_hint_names_the_budget_flag_given(cli, cost_file, flag):
+    """was: '--gpu-memory 4KiB' with measured sizes hinted 'try a larger --memory-budget', a
+    flag the user had not given (and with --model, '--memory-budget' hinted --gpu-memory)."""
+    reserve = ["--reserve", "0%"] if flag == "--gpu-memory" else []
+    code, out, err = cli("tune", "-P", "2", "--config", cost_file, flag, "4KiB", *reserve, "-q")
+    assert code == 1, err
+    assert (
+        "(no feasible choice): every choice exceeds the memory budget; "
+        f"try a larger {flag}\n" in out
+    )
+    other = {"--gpu-memory", "--memory-budget"} - {flag}
+    code, out, err = cli("tune", "--model", "llama3-8b", "--world", "8", flag, "10GiB", "-q")
+    assert code == 1, err
+    assert f"more GPUs (--world), a larger {flag}, or --recompute full" in out
+    assert not any(o in out for o in other)

@@ -313,5 +313,7 @@ def run(args) -> int:
         json.dump(tune_json(cands, space, G, cfg, budget), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(tune_text(cands, space, G, cfg, budget, model is not None, args.all_rejected), end="")
+        flag = "--gpu-memory" if args.gpu_memory else "--memory-budget"  # the one given
+        text = tune_text(cands, space, G, cfg, budget, model is not None, args.all_rejected, flag)
+        print(text, end="")
     return EXIT_OK if any(c.ok for c in cands) else EXIT_INVALID  # none fits: a script sees it

@@ -70,8 +70,12 @@ def _layers(c) -> str:
     return format_stage_layers(c.stage_layers) if c.stage_layers else "even"
 
 
-def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False) -> str:
-    """The ranked table, the pruned count and the rejections, as ``ppir tune`` prints them."""
+def tune_text(
+    cands, space, G, cfg, budget, has_model: bool, every: bool = False, flag="--memory-budget"
+) -> str:
+    """The ranked table, the pruned count and the rejections, as ``ppir tune`` prints them;
+    ``flag``: the option that gave the budget (--gpu-memory or --memory-budget), which the
+    hint names when nothing fits."""
     unit = cfg.time_unit
     in_bytes = sizes_known(cfg)
     lines = []
@@ -118,7 +122,7 @@ def tune_text(cands, space, G, cfg, budget, has_model: bool, every: bool = False
     limits = sorted({why for c in ok if (why := _limit(c))})
     lines += [f"* ppir launch cannot run it: {why}" for why in limits]
     if not ok:
-        lines.append("(no feasible choice)" + _no_choice_hint(cands, has_model))
+        lines.append("(no feasible choice)" + _no_choice_hint(cands, has_model, flag))
     slower = [c for c in cands if c.why == "slower"]
     if slower:
         lines.append(_slower_line(slower, ok[-1], space.top, unit))
@@ -154,17 +158,19 @@ def _slower_line(slower: list, nth, top: int, unit: str) -> str:
     return f"\nnot ranked ({len(slower)}): compiled, {tie}{more}"
 
 
-def _no_choice_hint(cands, has_model: bool) -> str:
-    """What to change when nothing was ranked, from the reasons of the rejections."""
+def _no_choice_hint(cands, has_model: bool, flag: str) -> str:
+    """What to change when nothing was ranked, from the reasons of the rejections; ``flag``
+    is the budget's option as given (--gpu-memory or --memory-budget)."""
     whys = {c.why for c in cands}
+    larger = f"a larger {flag}"
     if "memory" in whys and has_model:
         return (
             ": every choice that fits the other constraints exceeds the memory budget; try "
-            "zero=1 in --model (the distributed optimizer), more GPUs (--world), a larger "
-            "--gpu-memory, or --recompute full"
+            f"zero=1 in --model (the distributed optimizer), more GPUs (--world), {larger}, "
+            "or --recompute full"
         )
     if "memory" in whys:
-        return ": every choice exceeds the memory budget; try a larger --memory-budget"
+        return f": every choice exceeds the memory budget; try {larger}"
     if whys <= {"divisibility", "constraint"}:
         return (
             ": no schedule accepts these sizes (the reasons below); try other --global-batch, "
