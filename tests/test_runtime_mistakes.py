@@ -126,3 +126,27 @@ def test_clipping_counts_a_parameter_tied_on_one_rank_once():
     norm = rt.clip_grad_norm_(1.0)
     assert norm == pytest.approx(3.0 * 4)  # sqrt(16 * 9): one copy, not two (12 * sqrt 2)
     assert all(torch.allclose(p.grad, torch.full_like(p, 3.0 / 12)) for p in stage.parameters())
+
+
+@pytest.mark.parametrize("command", ["launch", "profile"])
+def test_a_folder_given_as_the_module_is_refused_before_any_rank_starts(
+    cli, tmp_path, monkeypatch, command
+):
+    """was: 'ppir launch --module /some/folder' said 'no such file'; a folder named as a dotted
+    module passed the early check and each rank then failed in load_model.  The early check
+    says what load_model says (one wording)."""
+    from ppir.torch.errors import ModelError
+    from ppir.torch.model import load_model
+
+    (tmp_path / "mine").mkdir()
+    monkeypatch.chdir(tmp_path)
+    schedule = ["-n", "2", "1f1b"] if command == "launch" else []
+    for spec in (str(tmp_path / "mine"), "mine"):
+        code, out, err = cli(command, *schedule, "--module", spec)
+        said = f"{spec} is a folder: give the .py file that defines build_stage, make_batch and "
+        assert code == 2 and out == "", err
+        assert err.strip() == f"ppir: error: --module {said}loss_fn"
+    with pytest.raises(ModelError, match=f"^model {tmp_path / 'mine'} is a folder: give the"):
+        load_model(str(tmp_path / "mine"))  # was: 'model file ... does not exist'
+    code, _, err = cli(command, *schedule, "--module", str(tmp_path / "gone.py"))
+    assert code == 2 and f"--module {tmp_path / 'gone.py'}: no such file" in err

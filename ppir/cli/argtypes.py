@@ -85,3 +85,14 @@ def module_names_a_file(spec: str) -> bool:
     """Whether a ``--module`` value names a file (an existing file, a ``.py`` name or a path
     with a separator) rather than a dotted module name."""
     return spec.endswith(".py") or "/" in spec or os.sep in spec or os.path.isfile(spec)
+
+
+def module_folder_note(spec: str, defines: str = "build_stage, make_batch and loss_fn") -> str:
+    """For a ``--module`` value that names a folder, what to give instead (a model module is
+    one file): a path to a folder, or a dotted name of a folder without ``__init__.py`` (a
+    namespace package, which has no code); "" for anything else (a package is a module)."""
+    if not os.path.isdir(spec):
+        return ""
+    if not module_names_a_file(spec) and os.path.isfile(os.path.join(spec, "__init__.py")):
+        return ""
+    return f"{spec} is a folder: give the .py file that defines {defines}"

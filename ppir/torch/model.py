@@ -31,7 +31,7 @@ from types import ModuleType
 
 import torch
 
-from ppir.cli.argtypes import key_values, module_names_a_file
+from ppir.cli.argtypes import key_values, module_folder_note, module_names_a_file
 from ppir.torch import values as V
 from ppir.torch.errors import ModelError
 
@@ -51,11 +51,11 @@ def load_model(spec: str, options: dict | None = None):
             and not n.startswith("_")
             and getattr(v, "__module__", None) == mod.__name__
         )
-        folder = os.path.isdir(spec) and not os.path.isfile(os.path.join(spec, "__init__.py"))
+        folder = module_folder_note(spec, "them")
         raise ModelError(
             f"model {spec!r} lacks {', '.join(missing)}"
             + (f"; it defines {', '.join(own)}" if own else "")
-            + (f" ({spec} is a folder: give the .py file that defines them)" if folder else "")
+            + (f" ({folder})" if folder else "")
             + " (a model module defines build_stage(stage, num_stages), make_batch(step) and "
             "loss_fn(output, target); docs/executor.md)"
         )
@@ -73,7 +73,8 @@ def _import(spec: str) -> ModuleType:
     path = Path(spec)
     if module_names_a_file(spec):
         if not path.is_file():
-            raise ModelError(f"model file {spec} does not exist")
+            folder = module_folder_note(spec)
+            raise ModelError(f"model {folder}" if folder else f"model file {spec} does not exist")
         resolved = path.resolve()
         mod = _FILE_MODULES.get(resolved)
         if mod is not None:  # imported once per file, however it is named

@@ -83,9 +83,11 @@ def check_module(spec: str) -> None:
     import importlib.util
     from pathlib import Path
 
-    from ppir.cli.argtypes import module_names_a_file
+    from ppir.cli.argtypes import module_folder_note, module_names_a_file
     from ppir.diagnostics import error
 
+    if folder := module_folder_note(spec):  # what load_model would say on every rank
+        raise error("bad-usage", f"--module {folder}")
     if module_names_a_file(spec):
         if Path(spec).is_file():
             return
