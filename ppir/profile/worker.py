@@ -8,7 +8,6 @@ lower-comms (the compiler's semantics; nothing is re-derived here).
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -18,6 +17,7 @@ import torch.distributed as dist
 from ppir.ir import Action, Group, OpKind, Wait, deps
 from ppir.profile import pieces as PC
 from ppir.profile.errors import check_loss
+from ppir.profile.transfer import measure_transfer
 from ppir.torch import values as V
 from ppir.torch.backward import backward_full, backward_input, backward_weight
 from ppir.torch.model import optimizer_state_bytes, scalar_loss
@@ -300,37 +300,6 @@ def measure_fb(run: Runner, inputs, targets, reps: int) -> None:
             bwd(y1)
             run.samples[j].FB.append(dt)
             mod.zero_grad(set_to_none=True)
-
-
-def measure_transfer(run: Runner, reps: int) -> list[float]:
-    """One-way time of each rank boundary's message (half a ping-pong of the real value, one
-    op per tensor, posted as the runtime posts a group), boundaries in turn; every rank
-    returns the same list."""
-    out = []
-    for b in range(1, run.world):
-        t = None
-        if run.rank in (b - 1, b):
-            t = V.send_tensors(zeros_like_spec(run.meta[b], run.device), False)
-        times = []
-        for _ in range(reps + 1):
-            dist.barrier()
-            t0 = time.perf_counter()
-            if run.rank == b - 1:
-                _group(dist.isend, t, b)
-                _group(dist.irecv, t, b)
-            elif run.rank == b:
-                _group(dist.irecv, t, b - 1)
-                _group(dist.isend, t, b - 1)
-            times.append((time.perf_counter() - t0) / 2)
-        box = torch.tensor([statistics.median(times[1:]) if run.rank == b - 1 else 0.0])
-        dist.all_reduce(box)
-        out.append(float(box[0]))
-    return out
-
-
-def _group(fn, tensors: list, peer) -> None:
-    for w in dist.batch_isend_irecv([dist.P2POp(fn, t, peer) for t in tensors]):
-        w.wait()
 
 
 class Profiler:
