@@ -200,6 +200,48 @@ def test_a_rank_failing_in_the_model_is_the_one_cause_reported(tmp_path):
     assert "pair.cc" not in text and "Connection closed" not in text
 
 
+STUCK_MODEL = MODEL + textwrap.dedent(
+    f"""
+    import time
+
+    class Piece(torch.nn.Module):  # stage 1 sleeps in its forward of step 1, microbatch 0
+        def __init__(self, stage):
+            super().__init__()
+            self.lin, self.stage, self.calls = torch.nn.Linear({WIDTH}, {WIDTH}), stage, 0
+
+        def forward(self, x):
+            if torch.is_grad_enabled() and self.stage == 1:
+                self.calls += 1
+                if self.calls == {M} + 1:
+                    time.sleep(120)
+            return torch.tanh(self.lin(x))
+
+    def build_stage(stage, num_stages):
+        return Piece(stage)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_stuck_rank_is_named_by_its_peer_as_launch_names_it(tmp_path):
+    """Rank 1 sleeps in its forward of step 1; rank 0's receive times out.  The report names
+    rank 1 as the stuck one, in one line (the runtime's comm_error, as 'ppir launch' says it),
+    not a traceback of rank 0 ending in gloo's 'Timed out waiting ... for recv'."""
+    from ppir.profile.launch import ProfileFailed
+
+    path = tmp_path / "stuck_model.py"
+    path.write_text(STUCK_MODEL)
+    spec = ProfileSpec(str(path), ranks=2, stages=2, microbatches=M, steps=2, warmup=1, timeout=3)
+    with pytest.raises(ProfileFailed) as e:
+        profile(spec)
+    first, *rest = str(e.value).splitlines()
+    assert first.startswith("ppir profile: failed: rank 0, profile step 1 (")
+    assert "no answer from rank 1 within the 3 s timeout (is it stuck?)" in first
+    assert "Traceback" not in str(e.value) and "unbound_buffer" not in str(e.value)
+    assert rest == ["ppir profile: rank 0: exit 1, rank 1: signal 15"]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_killing_ppir_profile_takes_its_ranks_with_it(model_file, tmp_path):

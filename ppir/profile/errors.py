@@ -3,7 +3,9 @@
 A mistake in the request or the model that ppir can name in one line is a
 :class:`ProfileError` (the CLI prints it without a traceback); a rank that failed otherwise
 (an exception inside the user's model, with its traceback) ends the measurement with
-:class:`ProfileFailed`, naming the earliest failure once.
+:class:`ProfileFailed`, naming the earliest failure once.  A message or collective that a peer
+never answers, or that breaks off, is the runtime's one-line
+:class:`~ppir.torch.errors.CommError` (:func:`comm`), naming the peer as 'ppir launch' does.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ class ProfileFailed(RuntimeError):
 def failure(out: str, codes: list) -> Exception:
     """The root cause of a failed measurement, from the error files the ranks wrote
     (``{out}.error.R``): the earliest error; the ranks that failed after it are named as
-    stopped by it (a lost connection to the failed rank, as a rule)."""
+    stopped by it (a lost connection to the failed rank, as a rule).  A rank's own exception
+    comes with its traceback; a message or collective that timed out (a stuck peer: the rank
+    that waited fails first) is the runtime's one line naming the peer, as 'ppir launch'
+    prints it (:func:`comm`)."""
     errors = []
     for r in range(len(codes)):
         try:
@@ -42,9 +47,24 @@ def failure(out: str, codes: list) -> Exception:
     if first["usage"]:  # a mistake ppir names in one line (a bad module, a bad batch)
         line = first["line"]  # the runtime's messages name the rank themselves
         return ProfileError(line if line.startswith(f"rank {r}: ") else f"rank {r}: {line}")
+    if first.get("comm"):  # one line naming the rank and the peer, as 'ppir launch' prints it
+        return ProfileFailed(f"ppir profile: failed: {first['line']}\nppir profile: {ends}")
     return ProfileFailed(
         f"ppir profile: rank {r} failed:\n{first['traceback'].rstrip()}\nppir profile: {ends}"
     )
+
+
+def comm(where: str, peers, fn, *args, timeout_s: float | None = None):
+    """``fn(*args)``, a message or collective of the profile: torch.distributed's RuntimeError (a
+    peer that timed out, a lost connection) raised as the runtime's
+    :func:`~ppir.torch.errors.comm_error`, one line at ``where`` naming ``peers`` (the stuck
+    rank, when it timed out) instead of gloo's message from the rank that waited."""
+    from ppir.torch.errors import comm_error
+
+    try:
+        return fn(*args)
+    except RuntimeError as e:
+        raise comm_error(where, peers, e, timeout_s) from None
 
 
 def usage(e: Exception) -> Exception:
@@ -74,10 +94,14 @@ def record_error(out: str, rank: int, e: Exception) -> None:
     """The rank's error for the parent (``{out}.error.R``; see :func:`failure`)."""
     import traceback
 
+    from ppir.torch.errors import CommError
+
+    one_line = isinstance(e, (ProfileError, CommError))
     record = {
         "time": time.time(),
         "usage": isinstance(e, ProfileError),
-        "line": str(e) if isinstance(e, ProfileError) else f"{type(e).__name__}: {e}",
+        "comm": isinstance(e, CommError),
+        "line": str(e) if one_line else f"{type(e).__name__}: {e}",
         "traceback": traceback.format_exc(),
     }
     Path(f"{out}.error.{rank}").write_text(json.dumps(record))

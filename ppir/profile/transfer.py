@@ -1,7 +1,10 @@
-"""The isolated timing of each rank boundary's message (``ppir profile``, after the steps).
+"""The isolated timing of each rank boundary's message (``ppir profile``, after the steps),
+and the profile's barriers.
 
 :func:`measure_transfer` is called on every rank of a :class:`~ppir.profile.worker.Runner`
 (the default process group initialised); it also connects every pair before anything is timed.
+A peer that does not answer within the run's timeout, or went away, is the runtime's
+:class:`~ppir.torch.errors.CommError` (:func:`ppir.profile.errors.comm`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from ppir.profile.errors import comm
 from ppir.torch import values as V
 from ppir.torch.shapes import zeros_like_spec
 
@@ -26,22 +30,37 @@ def measure_transfer(run, reps: int) -> list[float]:
         if run.rank in (b - 1, b):
             t = V.send_tensors(zeros_like_spec(run.meta[b], run.device), False)
         times = []
+        where = f"rank {run.rank}: timing boundary {b}'s message"
+        ends = {b - 1: (b, dist.isend, dist.irecv), b: (b - 1, dist.irecv, dist.isend)}
+        pair = ends.get(run.rank)  # (the peer, then what this rank does first and second)
         for _ in range(reps + 1):
-            dist.barrier()
+            barrier(run, where)
             t0 = time.perf_counter()
-            if run.rank == b - 1:
-                _group(dist.isend, t, b)
-                _group(dist.irecv, t, b)
-            elif run.rank == b:
-                _group(dist.irecv, t, b - 1)
-                _group(dist.isend, t, b - 1)
+            if pair is not None:
+                comm(where, pair[:1], _ping, t, *pair, timeout_s=run.timeout_s)
             times.append((time.perf_counter() - t0) / 2)
         box = torch.tensor([statistics.median(times[1:]) if run.rank == b - 1 else 0.0])
-        dist.all_reduce(box)
+        comm(where, others(run), dist.all_reduce, box, timeout_s=run.timeout_s)
         out.append(float(box[0]))
     return out
+
+
+def _ping(tensors: list, peer: int, first, then) -> None:
+    """A round trip with ``peer``: ``first`` (isend or irecv) of ``tensors``, then ``then``."""
+    _group(first, tensors, peer)
+    _group(then, tensors, peer)
 
 
 def _group(fn, tensors: list, peer) -> None:
     for w in dist.batch_isend_irecv([dist.P2POp(fn, t, peer) for t in tensors]):
         w.wait()
+
+
+def others(run) -> tuple[int, ...]:
+    """Every rank but ``run``'s: the peers a collective of the profile waits for."""
+    return tuple(r for r in range(run.world) if r != run.rank)
+
+
+def barrier(run, where: str) -> None:
+    """``dist.barrier()``, a peer that does not reach it in time a CommError at ``where``."""
+    comm(where, others(run), dist.barrier, timeout_s=run.timeout_s)

@@ -16,11 +16,12 @@ import torch.distributed as dist
 
 from ppir.ir import Action, Group, OpKind, Wait, deps
 from ppir.profile import pieces as PC
-from ppir.profile.errors import check_loss
-from ppir.profile.transfer import measure_transfer
+from ppir.profile.errors import check_loss, comm
+from ppir.profile.transfer import barrier, measure_transfer
 from ppir.torch import values as V
 from ppir.torch.backward import backward_full, backward_input, backward_weight
 from ppir.torch.model import optimizer_state_bytes, scalar_loss
+from ppir.torch.procgroup import wait_all
 from ppir.torch.shapes import broadcast_spec, trace_stage, zeros_like_spec
 
 
@@ -68,6 +69,8 @@ class SavedBytes:
 
 class Runner:
     """The rank's pieces and its lowered 1F1B program, with timers around every op."""
+
+    timeout_s: float | None = None  # a message's limit (None: the process group's)
 
     def __init__(self, rank, world, pieces, loss_fn, program, schedule, M, device):
         self.rank, self.world, self.pieces = rank, world, pieces
@@ -185,14 +188,13 @@ class Runner:
                 self._compute(item, inputs, targets, bufs, saved, split, record, hooks)
                 hooks = None  # the saved bytes of one microbatch are enough
             elif isinstance(item, Wait):
-                self._wait(self.pending.pop(item.actions), bufs, record)
+                self._wait(item, self.pending.pop(item.actions), bufs, record)
             else:
-                acts = item.actions if isinstance(item, Group) else (item,)
-                posted = self._post(acts, bufs)
+                posted = self._post(item, bufs)
                 if isinstance(item, Group) and item.deferred:
                     self.pending[item.actions] = posted
                 else:
-                    self._wait(posted, bufs, record)
+                    self._wait(item, posted, bufs, record)
         self.run_late(False)  # the last W follows its own I and the previous W: not timed
         for m in self.pieces:
             m.zero_grad(set_to_none=True)
@@ -218,12 +220,19 @@ class Runner:
         else:
             raise RuntimeError(f"ppir profile runs 1F1B; unexpected {a}")
 
-    def _post(self, acts, bufs):
+    def _comm(self, item, fn, *args):
+        """``fn(*args)``, posting or completing ``item``'s messages; a peer that does not answer
+        in time, or went away, is a CommError naming it (:func:`~.errors.comm`)."""
+        peers = sorted({deps.peer_rank(self.schedule.placement, a) for a in _actions(item)})
+        where = f"rank {self.rank}, profile step {self.steps} ({item})"
+        return comm(where, peers, fn, *args, timeout_s=self.timeout_s)
+
+    def _post(self, item, bufs):
         """Post one group (``batch_isend_irecv`` in program order, a message one op per
         tensor, as the runtime posts it): its works and receives."""
         t_post, cpu = time.perf_counter(), time.thread_time()
         ops, received, names = [], [], []
-        for a in acts:
+        for a in _actions(item):
             msg = deps.message_of(a)
             peer = deps.peer_rank(self.schedule.placement, a)
             if a.kind.is_send:
@@ -235,19 +244,23 @@ class Runner:
                 ops.extend(dist.P2POp(dist.irecv, t, peer) for t in ts)
                 received.append((msg, ts))
             names.append((msg.buffer, a.kind.is_recv))
-        works = dist.batch_isend_irecv(ops)
+        works = self._comm(item, dist.batch_isend_irecv, ops)
         posted = (time.perf_counter(), time.thread_time() - cpu)
         return t_post, posted, works, received, names
 
-    def _wait(self, posted, bufs, record: bool) -> None:
+    def _wait(self, item, posted, bufs, record: bool) -> None:
         t_post, (t_posted, cpu), works, received, names = posted
         t_wait = time.perf_counter()
-        for w in works:
-            w.wait()
+        self._comm(item, wait_all, works, self.timeout_s)
         if record:  # perf_counter is one clock for every process of the machine
             self.groups.append((t_post, t_wait, time.perf_counter(), names, t_posted, cpu))
         for msg, ts in received:
             bufs[msg.buffer] = V.received(self.meta[msg.boundary], msg.grad, ts)
+
+
+def _actions(item) -> tuple:
+    """The communication actions of a program item: a group's or a wait's, or the action."""
+    return item.actions if isinstance(item, (Group, Wait)) else (item,)
 
 
 def propagate_shapes(run: Runner, sample, device) -> None:
@@ -266,7 +279,7 @@ def propagate_shapes(run: Runner, sample, device) -> None:
     out = trace(sample) if run.rank == 0 else None
     for b in range(1, run.world):
         mine = out if run.rank == b - 1 else None
-        run.meta[b] = broadcast_spec(mine, b - 1, None, device, rank=run.rank)
+        run.meta[b] = broadcast_spec(mine, b - 1, None, device, run.timeout_s, run.rank)
         if run.rank == b:
             out = trace(zeros_like_spec(run.meta[b], device))
 
@@ -295,7 +308,7 @@ def measure_fb(run: Runner, inputs, targets, reps: int) -> None:
         for _ in range(reps):
             y0 = fwd()
             if run.world > 1:
-                dist.barrier()
+                barrier(run, f"rank {run.rank}: timing F&B of stage {run.first + j}")
             (_, y1), dt = run._timed(lambda y0=y0: (bwd(y0), fwd()))
             bwd(y1)
             run.samples[j].FB.append(dt)
@@ -306,8 +319,11 @@ class Profiler:
     """The measurement of one rank, step by step (``ppir profile`` runs :func:`measure_rank`;
     a bench may interleave :meth:`step` with other work to share the machine's load)."""
 
-    def __init__(self, rank, world, pieces, model, program, schedule, M, device, batch=None):
+    def __init__(
+        self, rank, world, pieces, model, program, schedule, M, device, batch=None, timeout_s=None
+    ):
         self.run = Runner(rank, world, pieces, model.loss_fn, program, schedule, M, device)
+        self.run.timeout_s = timeout_s
         self.model = model
         if batch is None:
             from ppir.profile.launch import check_batch
@@ -355,14 +371,26 @@ W after the next microbatch's F and I (so W_late needs 3 steps)."""
 
 
 def measure_rank(
-    rank, world, pieces, model, program, schedule, M, steps, warmup, device, batch=None
+    rank,
+    world,
+    pieces,
+    model,
+    program,
+    schedule,
+    M,
+    steps,
+    warmup,
+    device,
+    batch=None,
+    timeout_s=None,
 ):
     """The rank's samples (a list of :class:`Samples`, one per piece) and boundary times;
-    ``batch``: ``make_batch(0)`` when the caller made it (else it is made here)."""
-    prof = Profiler(rank, world, pieces, model, program, schedule, M, device, batch)
+    ``batch``: ``make_batch(0)`` when the caller made it (else it is made here); ``timeout_s``:
+    the process group's timeout, named in the error of a peer that does not answer."""
+    prof = Profiler(rank, world, pieces, model, program, schedule, M, device, batch, timeout_s)
     for i in range(warmup + steps):
         prof.step(split=STEP_KINDS[(i - warmup) % 3], record=i >= warmup)
         if world > 1:
-            dist.barrier()
+            barrier(prof.run, f"rank {rank}: after profile step {i}")
     samples, transfer, groups = prof.finish(steps)
     return samples, transfer, groups
