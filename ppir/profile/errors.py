@@ -11,6 +11,7 @@ never answers, or that breaks off, is the runtime's one-line
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -24,23 +25,27 @@ class ProfileFailed(RuntimeError):
     error a rank raised, with its traceback), or says that the ranks ran out of time."""
 
 
-def failure(out: str, codes: list) -> Exception:
+def failure(out: str, codes: list, stopped=()) -> Exception:
     """The root cause of a failed measurement, from the error files the ranks wrote
     (``{out}.error.R``): the earliest error; the ranks that failed after it are named as
     stopped by it (a lost connection to the failed rank, as a rule).  A rank's own exception
     comes with its traceback; a message or collective that timed out (a stuck peer: the rank
     that waited fails first) is the runtime's one line naming the peer, as 'ppir launch'
-    prints it (:func:`comm`)."""
+    prints it (:func:`comm`).  ``stopped``: the ranks the parent terminated (named so, not by
+    the signal, where the parent's SIGTERM or SIGKILL ended them)."""
     errors = []
     for r in range(len(codes)):
         try:
             errors.append((json.loads(Path(f"{out}.error.{r}").read_text()), r))
         except (OSError, ValueError):
             continue
-    ends = ", ".join(
-        f"rank {r}: " + ("ok" if c == 0 else f"exit {c}" if c > 0 else f"signal {-c}")
-        for r, c in enumerate(codes)
-    )
+
+    def end(r: int, c: int) -> str:
+        if r in stopped and c in (-signal.SIGTERM, -signal.SIGKILL):
+            return "stopped"
+        return "ok" if c == 0 else f"exit {c}" if c > 0 else f"signal {-c}"
+
+    ends = ", ".join(f"rank {r}: {end(r, c)}" for r, c in enumerate(codes))
     if not errors:
         return ProfileFailed(f"ppir profile: ranks failed without a Python error ({ends})")
     first, r = min(errors, key=lambda e: e[0]["time"])

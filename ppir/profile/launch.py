@@ -263,9 +263,11 @@ def _run_ranks(spec: ProfileSpec, tmp: str, out: str) -> None:
                 break
             time.sleep(0.05)
     finally:
-        for p in procs:
+        stopped = set()  # the ranks this process stopped (after another's failure, say)
+        for r, p in enumerate(procs):
             if p.poll() is None:
                 p.terminate()
+                stopped.add(r)
         for p in procs:
             try:
                 p.wait(timeout=5)
@@ -279,7 +281,7 @@ def _run_ranks(spec: ProfileSpec, tmp: str, out: str) -> None:
             "--timeout) and were stopped"
         )
     if any(codes):
-        raise failure(out, codes)
+        raise failure(out, codes, stopped)
 
 
 def _child(argv: list[str]) -> int:
