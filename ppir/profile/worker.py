@@ -70,7 +70,7 @@ class SavedBytes:
 class Runner:
     """The rank's pieces and its lowered 1F1B program, with timers around every op."""
 
-    timeout_s: float | None = None  # a message's limit (None: the process group's)
+    timeout_s: float | None = None  # the process group's timeout, named in a CommError
 
     def __init__(self, rank, world, pieces, loss_fn, program, schedule, M, device):
         self.rank, self.world, self.pieces = rank, world, pieces
@@ -251,7 +251,7 @@ class Runner:
     def _wait(self, item, posted, bufs, record: bool) -> None:
         t_post, (t_posted, cpu), works, received, names = posted
         t_wait = time.perf_counter()
-        self._comm(item, wait_all, works, self.timeout_s)
+        self._comm(item, wait_all, works, None)  # the group's timeout: waits as timed before
         if record:  # perf_counter is one clock for every process of the machine
             self.groups.append((t_post, t_wait, time.perf_counter(), names, t_posted, cpu))
         for msg, ts in received:
