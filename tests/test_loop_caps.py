@@ -85,3 +85,26 @@ def test_a_repeated_nest_is_refused_before_its_first_trip():
         _expand("for a in 0 .. 3 { for b in 0 .. 4 { for c in 0 .. 5 { F(0) } } }", max_ops=119)
     assert e.value.message.startswith("expansion would produce more than 119 ops")
     assert "each of the 24 times it is sure to be entered" in e.value.message  # 3 x 4 x 2 ranks
+
+
+def test_a_def_named_pending_w_does_not_make_the_builtin_stable():
+    """A call of pending_w() runs the builtin even where a top-level def takes its name, so a
+    loop bounded by it may run shorter later: counted as it runs, never refused ahead."""
+    top = "def pending_w() = 0\n"
+    drain = "for k in 0 .. 2 { for j in 0 .. 100 * pending_w() { }  W(next) }"
+    body = "for k in 0 .. 2 { I(k) }\n" + drain
+    steps = 2 * (2 + 2 + 200 + 100)
+    _expand(body, max_steps=steps, top=top)  # was refused: 'each of the 4 times' (800 > 608)
+
+
+def test_a_def_calling_pending_w_is_not_memoized_under_a_def_of_that_name():
+    """A def that calls pending_w() is computed at each call even where a top-level def takes
+    the name pending_w: memoized, it answered the first count ever after."""
+    src = (
+        "schedule t(P = 1, M = 3)\nranks P\nmicrobatches M\n"
+        "def pending_w() = 0\ndef f(x) = pending_w() + x\n"
+        "program r {\n  F(0) I(0)\n  for i in 0 .. f(0) { W(next) }\n"
+        "  F(1) I(1) F(2) I(2)\n  for i in 0 .. f(0) { W(next) }\n}\n"
+    )
+    s = expand(parse_text(src, "t.pps"))
+    assert [str(a) for a in s.programs[0]][-2:] == ["0W1", "0W2"]  # was 0W1 alone

@@ -56,7 +56,17 @@ class Function:
     memo: dict | None = None
 
 
-_PURE_BUILTINS = frozenset(("min", "max", "abs", "stage", "chunks", "rank_of"))
+PURE_BUILTINS = frozenset(("min", "max", "abs", "stage", "chunks", "rank_of"))
+IMPURE_BUILTINS = frozenset(("pending_w",))  # reads the rank's pending weight passes
+
+
+def pure_callee(name: str, pure_def) -> bool:
+    """Whether a call of ``name`` is pure: a pure builtin, or (``pure_def(name)``) a pure
+    function -- never ``pending_w``, which a call always runs even where a ``def`` takes its
+    name (the interpreter dispatches builtins first)."""
+    if name in PURE_BUILTINS:
+        return True
+    return name not in IMPURE_BUILTINS and pure_def(name)
 
 
 def pure_calls(e: A.Expr, params: tuple[str, ...], scope: Scope) -> bool:
@@ -65,13 +75,15 @@ def pure_calls(e: A.Expr, params: tuple[str, ...], scope: Scope) -> bool:
     if isinstance(e, A.Call):
         if e.func in params:
             return False
-        if e.func not in _PURE_BUILTINS:
-            fn = scope.vars.get(e.func)
-            if not isinstance(fn, Function) or fn.memo is None:
-                return False
+        if not pure_callee(e.func, lambda n: _memoized(scope.vars.get(n))):
+            return False
         return all(pure_calls(a, params, scope) for a in e.args)
     if isinstance(e, A.BinOp):
         return pure_calls(e.left, params, scope) and pure_calls(e.right, params, scope)
     if isinstance(e, A.UnaryOp):
         return pure_calls(e.operand, params, scope)
     return True
+
+
+def _memoized(fn) -> bool:
+    return isinstance(fn, Function) and fn.memo is not None

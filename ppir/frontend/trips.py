@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 
 from ppir.diagnostics import error
 from ppir.frontend import ast as A
-from ppir.frontend.scope import Function
-
-_STABLE_BUILTINS = frozenset(("min", "max", "abs", "stage", "chunks", "rank_of"))
+from ppir.frontend.scope import Function, pure_callee
 
 
 @dataclass(eq=False)
@@ -69,7 +67,7 @@ def stable(e: A.Expr, binds: frozenset[str], pure) -> bool:
     if isinstance(e, A.UnaryOp):
         return stable(e.operand, binds, pure)
     if isinstance(e, A.Call):
-        if e.func in binds or not (e.func in _STABLE_BUILTINS or pure(e.func)):
+        if e.func in binds or not pure_callee(e.func, pure):
             return False
         return all(stable(a, binds, pure) for a in e.args)
     return True
