@@ -108,7 +108,9 @@ def verify(program: Program, *, progress: str = "fifo", strict: bool = False) ->
         raise TypeError(f"strict takes True or False, got {strict!r}")
     if isinstance(_program(program, "verify"), Compiled) and program.report is not None:
         r = program.report  # made under the compile's progress model, lints as it said
-        if program.progress == progress and not (strict and r.warnings):
+        # its lints are warnings, or errors when compiled with strict: reused when they read
+        # as ``strict`` asks (errors may be a strict compile's lints: checked again)
+        if program.progress == progress and not (strict and r.warnings) and (strict or r.ok):
             return r
     if isinstance(program, Schedule) and not program.is_lowered:
         return _compile(program, progress=progress, strict=strict).report
@@ -127,7 +129,9 @@ def estimate(program: Program, costs: CostConfig | None = None, *, progress: str
             f"{type(costs).__name__}"
         )
     if isinstance(_program(program, "estimate"), Compiled):
-        if (costs is not None and costs != program.config) or progress != program.progress:
+        if (costs is not None and not _compiled_with(program, costs)) or (
+            progress != program.progress
+        ):
             raise ValueError(
                 "estimate: a compiled program is timed under the costs and progress model it "
                 "was compiled with; compile it again with them (ppir.compile(c.source, "
@@ -136,6 +140,17 @@ def estimate(program: Program, costs: CostConfig | None = None, *, progress: str
             )
         return program.estimate
     return _estimate(program, costs, progress=progress)
+
+
+def _compiled_with(c: Compiled, costs: CostConfig) -> bool:
+    """Whether ``c`` was compiled with ``costs``: its config is ``costs`` with the model at
+    ``c``'s data-parallel size, as :func:`ppir.compile` resolves them (``dp=``)."""
+    from ppir.analysis.dp import resolve_dp
+
+    try:
+        return resolve_dp(costs, c.dp)[0] == c.config
+    except PpirError:  # a model at another dp: other costs
+        return False
 
 
 def analyze(

@@ -275,3 +275,22 @@ def test_compiling_a_lowered_program_warns_of_the_options_it_ignores():
         warnings.simplefilter("error")
         assert ppir.compile(lowered).ok  # nothing asked, nothing said
         assert ppir.compile(lowered, passes="forward-only,lower-comms").pipeline  # lowered anew
+
+
+def test_verify_of_a_strict_compile_without_strict_reads_lints_as_warnings():
+    s = ppir.load_text(MIXED, path="mixed.pps")
+    c = ppir.compile(s, strict=True)
+    assert not c.report.ok  # its lint is an error under strict
+    r = ppir.verify(c)  # was the strict compile's report: not ok
+    assert r.ok and {d.kind for d in r.warnings} == {"mixed-batched"}
+    assert not ppir.verify(c, strict=True).ok
+
+
+def test_estimate_of_a_compiled_program_takes_the_costs_it_was_compiled_with_and_dp():
+    s = ppir.load("1f1b", P=4, M=8)
+    cfg = ppir.make_config({"model": {"preset": "llama3-8b"}})
+    c = ppir.compile(s, costs=cfg, dp=2)  # the config's model gets dp=2
+    assert ppir.estimate(c, cfg) is c.estimate  # was a ValueError: 'compile it again with them'
+    other = ppir.make_config({"model": {"preset": "llama3-8b", "dp": 4}})
+    with pytest.raises(ValueError, match="timed under the costs and progress model it was"):
+        ppir.estimate(c, other)
