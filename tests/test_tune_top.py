@@ -111,3 +111,14 @@ def test_a_tie_with_more_memory_says_so():
     )
     slow = _slower(compiled("1f1b", 0.0578, 2.0), 2, nth)
     assert slow.reason == "compiled, but slower than the 2nd ranked step time"
+
+
+def test_a_choice_whose_bound_ties_with_the_cut_is_compiled_and_ranked_by_memory():
+    # at P=1 both take 12: looped_bfs (4 A, first by name among equal bounds) was ranked 1st
+    # with --top 1 and zb_h1 (1 A) pruned, though --top 2 ranked zb_h1 first
+    def first(top):
+        space = Space(world=1, global_batch=4, vs=(1,), top=top)
+        cands = search(["looped_bfs", "zb_h1"], space, make_config({}))
+        return [(c.schedule, c.peak) for c in cands if c.ok][0]
+
+    assert first(1) == first(2) == ("zb_h1", 1)

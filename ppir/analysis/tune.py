@@ -115,7 +115,12 @@ TIE_ORDER = "equal step times rank less peak memory first, then by schedule, pp,
 def _rank_key(c: Candidate):
     """The ranked order: step time; equal ones (:func:`same_step_time`; at P=1 every schedule is
     one stage) by :data:`TIE_ORDER`."""
-    return (float(f"{c.step_time:.9g}"), c.peak or 0, c.schedule, c.pp, c.v, c.mbs, c.recompute)
+    return (_digits(c.step_time), c.peak or 0, c.schedule, c.pp, c.v, c.mbs, c.recompute)
+
+
+def _digits(t: float) -> float:
+    """``t`` to the 9 significant digits that tell step times apart (equal ones tie)."""
+    return float(f"{t:.9g}")
 
 
 def same_step_time(a: Candidate, b: Candidate) -> bool:
@@ -161,7 +166,9 @@ class _State:
         total, finished = len(self.waiting), 0
         if self.on_step:
             self.on_step(0, total, "searching")
-        while self.waiting and (len(self.ranked) < self.top or self.waiting[0][0] < self.cutoff()):
+        while self.waiting and (
+            len(self.ranked) < self.top or _digits(self.waiting[0][0]) <= _digits(self.cutoff())
+        ):  # a bound equal to the cutoff may tie with it, and rank first by TIE_ORDER
             c = heapq.heappop(self.waiting)[2]
             if c.input_timeline is None:  # a program bound: bound it by its compute graph
                 if self._dependency_bound(c):
