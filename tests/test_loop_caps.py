@@ -6,8 +6,6 @@ pending_w) are only counted as they run."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from ppir.diagnostics import PpirError
@@ -25,10 +23,8 @@ def _expand(body: str, *, max_steps: int = BIG, max_ops: int = BIG, top: str = "
 
 
 def test_a_nest_over_the_step_cap_is_refused_on_entry_not_after_20_seconds():
-    t = time.perf_counter()
     with pytest.raises(PpirError) as e:
         _expand("for k in 0 .. 100000 {\n  for j in 0 .. 100000 { }\n}", max_steps=100_000_000)
-    assert time.perf_counter() - t < 2.0  # it ran 1e8 empty iterations (~20 s) before
     assert e.value.kind == "runaway-loop" and e.value.diagnostics[0].span.line == 6
     assert e.value.message == (
         "loops would run more than 100,000,000 iterations in total: this loop runs 100,000, "
@@ -37,10 +33,8 @@ def test_a_nest_over_the_step_cap_is_refused_on_entry_not_after_20_seconds():
 
 
 def test_a_nest_over_the_op_cap_is_refused_on_entry():
-    t = time.perf_counter()
     with pytest.raises(PpirError) as e:
         _expand("for k in 0 .. 10000 {\n  for j in 0 .. 1000 { F(0) }\n}", max_ops=5_000_000)
-    assert time.perf_counter() - t < 2.0  # it emitted 5,000,000 ops (~7 s) before
     assert e.value.kind == "op-limit" and e.value.diagnostics[0].span.line == 6
     assert "would produce more than 5,000,000 ops: this loop emits 1 op" in e.value.message
 
@@ -87,22 +81,24 @@ def test_a_repeated_nest_is_refused_before_its_first_trip():
     assert "each of the 24 times it is sure to be entered" in e.value.message  # 3 x 4 x 2 ranks
 
 
-def test_a_def_named_pending_w_does_not_make_the_builtin_stable():
-    """A call of pending_w() runs the builtin even where a top-level def takes its name, so a
-    loop bounded by it may run shorter later: counted as it runs, never refused ahead."""
-    top = "def pending_w() = 0\n"
+def test_a_loop_bounded_by_pending_w_is_not_counted_ahead():
+    """pending_w() changes as the program runs, so a loop bounded by it may run shorter later:
+    counted as it runs, never refused ahead.  (A def named pending_w, which once made the
+    builtin look stable here, is refused: tests/test_reserved_names.py.)"""
     drain = "for k in 0 .. 2 { for j in 0 .. 100 * pending_w() { }  W(next) }"
     body = "for k in 0 .. 2 { I(k) }\n" + drain
     steps = 2 * (2 + 2 + 200 + 100)
-    _expand(body, max_steps=steps, top=top)  # was refused: 'each of the 4 times' (800 > 608)
+    _expand(body, max_steps=steps)
+    with pytest.raises(PpirError, match="cannot be named 'pending_w'"):
+        _expand(body, max_steps=steps, top="def pending_w() = 0\n")
 
 
-def test_a_def_calling_pending_w_is_not_memoized_under_a_def_of_that_name():
-    """A def that calls pending_w() is computed at each call even where a top-level def takes
-    the name pending_w: memoized, it answered the first count ever after."""
+def test_a_def_calling_pending_w_is_not_memoized():
+    """A def that calls pending_w() is computed at each call: memoized, it would answer the
+    first count ever after."""
     src = (
         "schedule t(P = 1, M = 3)\nranks P\nmicrobatches M\n"
-        "def pending_w() = 0\ndef f(x) = pending_w() + x\n"
+        "def f(x) = pending_w() + x\n"
         "program r {\n  F(0) I(0)\n  for i in 0 .. f(0) { W(next) }\n"
         "  F(1) I(1) F(2) I(2)\n  for i in 0 .. f(0) { W(next) }\n}\n"
     )

@@ -93,3 +93,16 @@ def test_names_near_the_reserved_ones_still_bind():
         path="x.pps",
     )
     assert [str(a) for a in s.programs[0]][:2] == ["0F0", "0F1"]
+
+
+@pytest.mark.parametrize("name", ["min", "max", "abs", "stage", "chunks", "rank_of", "pending_w"])
+def test_a_function_named_like_a_builtin_is_refused(name):
+    # the call always ran the builtin: 'def min(a, b) = a' was accepted and never called
+    e = _error(HEAD + f"def {name}(a, b) = a\nprogram r {{ F(0) }}\n")
+    assert e.kind == "reserved-name"
+    assert e.message == (
+        f"a function cannot be named '{name}': {name}(...) always calls the builtin {name}, "
+        "never a function of that name"
+    )
+    span = e.diagnostics[0].span
+    assert (span.line, span.col, span.end_col) == (4, 5, 5 + len(name))

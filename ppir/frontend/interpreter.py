@@ -17,7 +17,14 @@ from ppir.frontend import ast as A
 from ppir.frontend.emit import OpEmitter
 from ppir.frontend.limits import MAX_INT, check_int
 from ppir.frontend.reserved import NEXT, NEXT_MEANS
-from ppir.frontend.scope import MISSING, Function, Scope, pure_calls
+from ppir.frontend.scope import (
+    IMPURE_BUILTINS,
+    MISSING,
+    PURE_BUILTINS,
+    Function,
+    Scope,
+    pure_calls,
+)
 from ppir.frontend.trips import (
     Frame,
     check_nest,
@@ -31,7 +38,7 @@ from ppir.ir import Action, Overlap, Span
 
 MAX_CALL_DEPTH = 200
 
-_BUILTINS = ("min", "max", "abs", "stage", "chunks", "rank_of", "pending_w")
+_BUILTINS = sorted(PURE_BUILTINS | IMPURE_BUILTINS)
 
 
 class Interpreter(OpEmitter):
@@ -221,7 +228,7 @@ class Interpreter(OpEmitter):
         fn = scope.lookup(name)
         if not isinstance(fn, Function):
             if fn is MISSING:
-                cands = [k for k in scope.visible_names()] + list(_BUILTINS)
+                cands = [k for k in scope.visible_names()] + _BUILTINS
                 raise error(
                     "undefined-function",
                     f"undefined function '{name}'",

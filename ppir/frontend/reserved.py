@@ -1,10 +1,12 @@
 """Names a .pps file cannot bind, refused where they are bound: ``next`` (as an op's
 microbatch it means the next one of the chunk, so a binding of it could never be read there)
-and, as a function's name, the ops (``F(m)`` as a statement always runs the op)."""
+and, as a function's name, the ops (``F(m)`` as a statement always runs the op) and the
+builtins (a call of ``min`` always calls the builtin)."""
 
 from __future__ import annotations
 
 from ppir.diagnostics import error
+from ppir.frontend.scope import IMPURE_BUILTINS, PURE_BUILTINS
 from ppir.ir import Span
 
 NEXT = "next"
@@ -34,8 +36,16 @@ def check_binder(name: str, span: Span, what: str) -> None:
 
 
 def check_function_name(name: str, span: Span) -> None:
-    """``check_binder`` for a ``def``'s name, and the op names refused too."""
+    """``check_binder`` for a ``def``'s name, and the op and builtin names refused too."""
     check_binder(name, span, "a function")
+    if name in PURE_BUILTINS or name in IMPURE_BUILTINS:
+        raise error(
+            "reserved-name",
+            f"a function cannot be named '{name}': {name}(...) always calls the builtin "
+            f"{name}, never a function of that name",
+            span,
+            hints=[f"the builtins: {', '.join(sorted(PURE_BUILTINS | IMPURE_BUILTINS))}"],
+        )
     if name in OPS:
         raise error(
             "reserved-name",
