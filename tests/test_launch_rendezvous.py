@@ -51,3 +51,24 @@ def test_c10d_rendezvous_honours_rdzv_timeout():
     assert "Traceback" not in res.stderr, res.stderr
     assert f"ppir launch: failed: the rendezvous at {endpoint} failed: " in res.stderr
     assert "--rdzv-timeout 2 s" in res.stderr
+
+
+def test_a_store_failure_that_is_no_timeout_is_not_blamed_on_the_start():
+    """The agents read the store while the ranks run too: a failure there that is no timeout
+    (the node holding the store went away) does not ask whether every node started."""
+    from ppir.backends.cuda.launch import rendezvous_failure
+
+    lost = rendezvous_failure("h:29500", 30, RuntimeError("Connection reset by peer"))
+    assert lost == (
+        "the rendezvous at h:29500 failed: Connection reset by peer (every node's agent talks "
+        "through it: did a node stop, or the network fail?)"
+    )
+    late = rendezvous_failure("h:29500", 30, RuntimeError("Timed out after 31 seconds waiting"))
+    assert "--rdzv-timeout 30 s for each other" in late
+
+    class RendezvousTimeoutError(Exception):  # torch's, raised without a message
+        pass
+
+    bare = rendezvous_failure("h:29500", 30, RendezvousTimeoutError())
+    assert bare.startswith("the rendezvous at h:29500 failed: RendezvousTimeoutError (")
+    assert "--rdzv-timeout 30 s for each other" in bare

@@ -146,11 +146,13 @@ def rendezvous_failure(endpoint: str, timeout: int, e: BaseException) -> str:
     text = (str(e).strip().splitlines() or [""])[0] or type(e).__name__
     if "EADDRINUSE" in text or "address already in use" in text:
         hint = "another process holds this port: give --rdzv-endpoint a free one"
-    else:
+    elif any(w in f"{text} {type(e).__name__}".lower() for w in ("timed out", "timeout")):
         hint = (
             f"the nodes wait --rdzv-timeout {timeout} s for each other: did every node start "
             "with the same --rdzv-endpoint?"
         )
+    else:  # the agents also read the store while the ranks run (a node that went away)
+        hint = "every node's agent talks through it: did a node stop, or the network fail?"
     return f"the rendezvous at {endpoint} failed: {text} ({hint})"
 
 
