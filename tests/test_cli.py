@@ -280,3 +280,30 @@ def test_check_json_reports_unusable_input_too(cli, tmp_path):
         assert code == 2 and err  # the text diagnostic as well
         assert doc["format"] == "ppir.check/1" and doc["ok"] is False and doc["schedule"] is None
         assert doc["diagnostics"][0]["kind"] in ("syntax-error", "bad-define")
+
+
+def test_pass_options_separated_by_a_comma_are_told_to_use_spaces(cli):
+    # read as one option, strategy = 'eager,strategy=naive': 'unknown lowering strategy'
+    code, out, err = cli("check", "1f1b", "-p", "lower-comms{strategy=eager,strategy=naive}")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "ppir: error: lower-comms: 'strategy=eager,strategy=naive' is one option whose value "
+        "holds a ','",
+        "hint: separate the options of a pass with spaces: lower-comms{a=1 b=2}",
+    ]
+
+
+def test_a_boolean_pass_option_refuses_what_is_neither_true_nor_false():
+    import dataclasses
+
+    from ppir.diagnostics import PpirError
+    from ppir.passes.driver import _options
+
+    @dataclasses.dataclass
+    class Flagged:  # a plug-in pass with a boolean option
+        deep: bool = False
+
+    assert _options(Flagged, "flagged", "deep=yes") == {"deep": True}
+    assert _options(Flagged, "flagged", "deep=off") == {"deep": False}
+    with pytest.raises(PpirError, match="flagged: deep takes true or false, got 'maybe'"):
+        _options(Flagged, "flagged", "deep=maybe")  # was read as False

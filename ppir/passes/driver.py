@@ -62,6 +62,9 @@ def _known(registry: dict) -> str:
     return f"passes: {', '.join(sorted(registry))}"
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
 def _options(cls, name: str, text: str) -> dict:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "costs"}
     out: dict = {}
@@ -77,8 +80,20 @@ def _options(cls, name: str, text: str) -> dict:
                 hints=did_you_mean(key, fields) + [f"options of {name}: {', '.join(fields)}"],
             )
         default = fields[key].default
+        if "," in value and "=" in value:  # {a=1,b=2}: options are separated by spaces
+            raise error(
+                "bad-pipeline",
+                f"{name}: '{part}' is one option whose value holds a ','",
+                hints=[f"separate the options of a pass with spaces: {name}{{a=1 b=2}}"],
+            )
         if isinstance(default, bool):
-            v: object = value.lower() in ("1", "true", "yes", "on")
+            if value.lower() not in _TRUE + _FALSE:
+                raise error(
+                    "bad-pipeline",
+                    f"{name}: {key} takes true or false, got '{value}'",
+                    hints=[f"true: {', '.join(_TRUE)}; false: {', '.join(_FALSE)}"],
+                )
+            v: object = value.lower() in _TRUE
         elif isinstance(default, int):
             try:
                 v = int(value)
