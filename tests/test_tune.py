@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from ppir.analysis.config import CostConfig, make_config
 from ppir.analysis.tune import tune
 from ppir.analysis.units import parse_budget
+from ppir.cli.main import build_parser
 
 
 def test_ranked_by_step_time_with_memory_and_constraint_rejections():
@@ -124,3 +128,21 @@ def test_json_bytes_are_whole_and_equal_times_rank_the_smaller_memory_first(cli)
     assert all(r["rejected"] is None for r in doc["pruned"] + ranked)  # not rejected
     keys = [(round(r["step_time"], 9), r["peak_memory"]) for r in ranked]
     assert keys == sorted(keys) and len({k[0] for k in keys}) < len(keys)  # ties, broken
+
+
+def test_every_tune_json_key_is_documented(cli, capsys):
+    """Every key of a ppir.tune/2 document (top level and per choice) is named in the tune
+    section of docs/cost-model.md, and --help states the default --v grid."""
+    argv = ["tune", "--world", "16", "--tp", "8", "--model", "llama3-8b,seq=1024", "-q"]
+    argv += ["--gpu-memory", "80GiB", "--schedules", "1f1b,gpipe", "--format", "json"]
+    code, out, err = cli(*argv)
+    assert code == 0, err
+    doc = json.loads(out)
+    keys = set(doc) | {k for part in ("ranked", "slower", "pruned", "rejected")
+                       for c in doc[part] for k in c}  # fmt: skip
+    text = (Path(__file__).parents[1] / "docs" / "cost-model.md").read_text()
+    section = text[text.index("## Searching the choices") : text.index("## Measured costs")]
+    assert sorted(k for k in keys if f"`{k}`" not in section and f"`{k}[]`" not in section) == []
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["tune", "--help"])
+    assert "(default 1,2,4)" in " ".join(capsys.readouterr().out.split())

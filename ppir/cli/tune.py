@@ -98,7 +98,10 @@ def add_arguments(p):
         "measured --config: the profiled microbatch's)",
     )
     p.add_argument(
-        "--v", default="1,2,4", metavar="V1,V2,...", help="stages (chunks) per rank to try"
+        "--v",
+        default="1,2,4",
+        metavar="V1,V2,...",
+        help="stages (chunks) per rank to try (default 1,2,4)",
     )
     p.add_argument(
         "--schedules",
