@@ -19,12 +19,14 @@ class IgnoredOptionWarning(UserWarning):
     with communication runs as written); the command line prints its own warning instead."""
 
 
-def default_passes(strategy: str, overlap: bool, dp: int = 1) -> list:
-    """The passes that ``lowering=strategy`` and ``overlap`` run (``naive`` never overlaps)."""
+def default_passes(strategy: str, overlap: bool, reduces: bool = False) -> list:
+    """The passes that ``lowering=strategy`` and ``overlap`` run (``naive`` never overlaps),
+    then ``place-reduce`` when the program ``reduces`` its gradients
+    (:func:`ppir.analysis.dp.reduce_members`)."""
     out = [LowerComms(strategy)]
     if overlap and strategy != "naive":
         out.append(OverlapComms())
-    if dp > 1:
+    if reduces:
         out.append(PlaceReduce())
     return out
 

@@ -27,7 +27,7 @@ from functools import cached_property
 
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import Costs, costs_for
-from ppir.analysis.dp import resolve_dp, with_dp
+from ppir.analysis.dp import reduce_members, resolve_dp, with_dp
 from ppir.analysis.timeline import Timeline, dependency_bound, run
 from ppir.compile_options import check_options, default_passes, warn_ignored
 from ppir.diagnostics import EXIT_INVALID, PpirError, Report
@@ -72,19 +72,23 @@ class Compiled:
     """Seconds spent per stage ("input", each pass, "graph", "verify", "timeline"), summed
     over the candidates compiled; for benchmarks and ``--verbose`` output."""
     dp: int = 1
-    """Data-parallel replicas the program was timed for: with ``dp > 1`` it holds a
-    ``REDUCE_GRAD`` per stage (the ``place-reduce`` pass) and the timeline times them."""
+    """Data-parallel replicas the program was timed for: with ``dp > 1``, or a schedule that
+    holds each stage more than once (bidirectional DualPipe), it holds a ``REDUCE_GRAD`` per
+    stage (the ``place-reduce`` pass) and the timeline times them
+    (:func:`ppir.analysis.dp.reduce_members`)."""
 
     @cached_property
     def dp_reduce(self):
-        """How long the data-parallel reductions take and how much the drain hides
-        (:func:`ppir.analysis.dp.dp_report`); None for one replica."""
-        if self.dp <= 1:
-            return None
-        from ppir.analysis.dp import dp_link, dp_report
+        """How long the gradient reductions take and how much the drain hides
+        (:func:`ppir.analysis.dp.dp_report`); None when there are none."""
+        from ppir.analysis.dp import dp_report, reduce_members, stage_links
 
-        link = "intra-node" if dp_link(self.config, self.dp) is self.config.intra else "inter-node"
-        return dp_report(self.timeline, self.dp, link)
+        if reduce_members(self.program, self.dp) <= 1:
+            return None
+        links = stage_links(self.program, self.config, self.dp)
+        inter = any(link is not self.config.intra for link in links)
+        where = "inter-node" if inter else "intra-node"
+        return dp_report(self.timeline, self.dp, where, self.program.pipelines)
 
     @property
     def ok(self) -> bool:
@@ -192,13 +196,15 @@ def compile(  # noqa: A001 - the library's verb
     if chosen and isinstance(chosen[0], ForwardOnly):  # a new compute order, compiled as the
         schedule = chosen[0].apply(schedule)  # input (verified, its own dependency bound)
     c = costs_for(schedule, cfg)
-    if dp > 1:
+    # the program holds gradient reductions (an evaluation program has no gradients)
+    reduces = reduce_members(schedule, dp) > 1 and not schedule.forward_only
+    if reduces:
         c = with_dp(c, schedule, cfg, dp)
     timings: dict = {}
     base = dict(source=schedule, config=cfg, costs=c, progress=progress, timings=timings, dp=dp)
     if schedule.is_lowered:  # a literal program with communication runs as written
         warn_ignored(schedule, lowering, overlap, passes)
-        if dp > 1:
+        if reduces:
             schedule = PlaceReduce().apply(schedule)
         with timed(timings, "graph"):
             g = build_graph(schedule, progress)
@@ -228,14 +234,14 @@ def compile(  # noqa: A001 - the library's verb
     base["input_graph"], base["input_run"] = cg, ctl
     cg = ctl = None
     if chosen is not None:
-        if dp > 1 and not any(isinstance(p, PlaceReduce) for p in chosen):
+        if reduces and not any(isinstance(p, PlaceReduce) for p in chosen):
             chosen.append(PlaceReduce())
         return _run(schedule, chosen, verify, strict, base)
     strategy = "lockstep" if lowering == "auto" else lowering
-    best = _run(schedule, default_passes(strategy, overlap, dp), verify, strict, base)
+    best = _run(schedule, default_passes(strategy, overlap, reduces), verify, strict, base)
     if lowering != "auto" or not best.ok or bound is None or _time(best) <= bound:
         return best
-    eager = _run(schedule, default_passes("eager", overlap, dp), verify, strict, base)
+    eager = _run(schedule, default_passes("eager", overlap, reduces), verify, strict, base)
     candidates = {"lockstep": _time(best), "eager": _time(eager)}
     if eager.ok and _time(eager) < _time(best):
         best = eager

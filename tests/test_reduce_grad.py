@@ -151,6 +151,35 @@ def test_with_a_model_the_reduction_moves_the_gradient_bytes(cli):
     assert "ring over 8 replicas, intra-node link" in line and "exposed" in line
 
 
+def test_dualpipe_sums_its_two_copies_gradients_even_without_data_parallelism(cli):
+    """Bidirectional DualPipe holds each stage on ranks r and P-1-r, and the two copies'
+    gradients are summed every step (deepseek-ai/DualPipe, examples/example_dualpipe.py at
+    commit 7cb1e5e: ``p0.grad += p1all[pp_size - 1 - rank]`` after ``dualpipe_model.step``):
+    an all-reduce of 2 x dp members per stage, timed at dp = 1 too; DualPipeV holds each
+    stage once."""
+    from ppir.analysis.models import PRESETS
+
+    cfg = make_config({"model": {"preset": "llama3-70b", "seq": 4096, "tp": 8}})
+    c = ppir.compile(ppir.load("dualpipe", P=8, M=32), costs=cfg)
+    reduces = [a for r in range(8) for a in c.program.programs[r] if isinstance(a, Reduce)]
+    assert sorted(x.stage for x in reduces) == list(range(16))  # each copy of each stage
+    m = PRESETS["llama3-70b"]
+    sharded, replicated = m.layer_params()
+    middle = 80 // 8 * (sharded / 8 + replicated) * 4  # fp32 gradients of a middle stage
+    # stage 3 (rank 3) and its copy (rank 4) sit on different nodes (tp = 8: one rank a node)
+    assert c.dp_reduce.copies == 2 and c.dp_reduce.link == "inter-node"
+    want = ring_allreduce_time(2, middle, c.config.inter)
+    assert c.dp_reduce.total[3] == pytest.approx(2 * want)  # rank 3 holds stages 3 and 12
+    assert c.dp_reduce.exposed[3] > 0  # the step waits for it
+    assert ppir.compile(ppir.load("dualpipev", P=8, M=32), costs=cfg).dp_reduce is None
+    code, out, err = cli(
+        "compile", "dualpipe", "-D", "P=8", "-D", "M=32", "--backend", "cost",
+        "--model", "llama3-70b,seq=4096,tp=8",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "(ring over 2: 2 copies of each stage x 1 replica, inter-node link)" in out
+
+
 def test_plans_take_the_programs_reductions():
     s = ppir.load_text(literal(GOOD), path="ok.pps")
     plan = build_plan(s)

@@ -92,6 +92,30 @@ def dp_link(cfg: CostConfig, replicas: int) -> Link:
     return cfg.intra if dp_ring_within_node(cfg, replicas) else cfg.inter
 
 
+def reduce_members(schedule: Schedule, dp: int) -> int:
+    """The members of each stage's gradient all-reduce: the stage's copies in the schedule
+    (its ``pipelines``: bidirectional DualPipe holds each stage twice, on ranks r and P-1-r,
+    whose gradients are summed every step, as deepseek-ai/DualPipe's
+    ``examples/example_dualpipe.py`` does) times the data-parallel replicas.  The program holds
+    reductions (``REDUCE_GRAD``) when it is above 1."""
+    return dp * schedule.pipelines
+
+
+def stage_links(schedule: Schedule, cfg: CostConfig, dp: int) -> list[Link]:
+    """Each stage's reduction link: the data-parallel ring's (:func:`dp_link`), or the
+    inter-node link when the stage's copies sit on pipeline ranks of different nodes
+    (:func:`ppir.analysis.nodes.pipeline_ranks_per_node`)."""
+    from ppir.analysis.nodes import pipeline_ranks_per_node
+
+    ring, per_node = dp_link(cfg, dp), pipeline_ranks_per_node(cfg)
+    span = schedule.stages // schedule.pipelines
+    out = []
+    for s in range(schedule.stages):
+        copies = schedule.placement[s % span :: span]
+        out.append(ring if len({r // per_node for r in copies}) == 1 else cfg.inter)
+    return out
+
+
 def stage_grad_bytes(schedule: Schedule, cfg: CostConfig) -> list[float]:
     """Each stage's gradient bytes on one tensor-parallel rank: its parameters
     (:func:`ppir.analysis.footprint.stage_sizes`: layers, embedding on the first stage, final
@@ -108,9 +132,13 @@ def stage_grad_bytes(schedule: Schedule, cfg: CostConfig) -> list[float]:
 
 def with_dp(costs: Costs, schedule: Schedule, cfg: CostConfig, replicas: int) -> Costs:
     """``costs`` with each stage's reduction time for ``replicas`` data-parallel replicas
-    (``Costs.reduce``, in ticks; exact costs are rescaled when needed to stay integers)."""
-    link = dp_link(cfg, replicas)
-    times = [ring_allreduce_time(replicas, n, link) for n in stage_grad_bytes(schedule, cfg)]
+    (``Costs.reduce``, in ticks; exact costs are rescaled when needed to stay integers): a
+    ring over :func:`reduce_members` on :func:`stage_links`."""
+    n = reduce_members(schedule, replicas)
+    links = stage_links(schedule, cfg, replicas)
+    times = [
+        ring_allreduce_time(n, b, link) for b, link in zip(stage_grad_bytes(schedule, cfg), links)
+    ]
     if not costs.exact or not all(isinstance(t, (int, Fraction)) for t in times):
         conv = costs.converter()
         scale = conv(1) if costs.exact else 1.0
@@ -152,6 +180,8 @@ class DPReduce:
     link: str
     total: tuple[float, ...]
     exposed: tuple[float, ...]
+    copies: int = 1
+    """The copies of each stage in the program (bidirectional DualPipe: 2), reduced with it."""
 
     @property
     def hidden(self) -> tuple[float, ...]:
@@ -163,16 +193,20 @@ class DPReduce:
         tot, exp = self.total[r], self.exposed[r]
         share = f"{(tot - exp) / tot:.0%}" if tot else "-"
         all_t, all_e = sum(self.total), sum(self.exposed)
+        ring = f"{self.replicas} replica{'s' if self.replicas != 1 else ''}"
+        if self.copies > 1:
+            ring = f"{self.copies * self.replicas}: {self.copies} copies of each stage x {ring}"
+        head = "data-parallel reduce      " if self.copies == 1 else "gradient reduce           "
         return (
-            f"data-parallel reduce       {fmt(tot)} per step on rank {r} (ring over "
-            f"{self.replicas} replicas, {self.link} link): the drain hides {fmt(tot - exp)} "
+            f"{head} {fmt(tot)} per step on rank {r} (ring over "
+            f"{ring}, {self.link} link): the drain hides {fmt(tot - exp)} "
             f"({share}), {fmt(exp)} exposed\n"
             f"                           all ranks: {fmt(all_t - all_e)} of {fmt(all_t)} "
             "hidden"
         )
 
 
-def dp_report(tl: Timeline, replicas: int, link: str) -> DPReduce:
+def dp_report(tl: Timeline, replicas: int, link: str, copies: int = 1) -> DPReduce:
     """How much of each rank's reductions its drain hides (see the module docstring)."""
     g = tl.graph
     conv = tl.costs.converter() if tl.costs is not None else float
@@ -198,4 +232,5 @@ def dp_report(tl: Timeline, replicas: int, link: str) -> DPReduce:
         link,
         tuple(conv(t) for t in total),
         tuple(conv(e) for e in exposed),
+        copies,
     )

@@ -40,7 +40,7 @@ from dataclasses import replace
 from ppir.analysis.bounds import ProgramSummary, program_bound
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
-from ppir.analysis.dp import reduction_bound, with_dp
+from ppir.analysis.dp import reduce_members, reduction_bound, with_dp
 from ppir.analysis.estimate import from_timeline
 from ppir.analysis.footprint import schedule_copies
 from ppir.analysis.layout import uneven_layers
@@ -284,7 +284,7 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
         out.append(c)
         try:
             c.costs = costs_for(s, c.config)
-            if dp > 1:  # its gradient reductions, as 'ppir compile --dp' times them
+            if reduce_members(s, dp) > 1:  # its gradient reductions, as compile times them
                 c.costs = with_dp(c.costs, s, c.config, dp)
         except PpirError as e:
             c.reason, c.why = e.diagnostics[0].message, "constraint"
