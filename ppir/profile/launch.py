@@ -297,12 +297,9 @@ def _child(argv: list[str]) -> int:
             record_error(out, int(rank), e)
         sys.stderr.flush()
         os._exit(1)
-    # Done, the results written: leave without finalising the interpreter.  Tearing down
-    # torch's C++ state at exit sometimes aborted a rank after a successful measurement
-    # ("terminate called without an active exception", 1 run in 10-15 with 2 ranks).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    from ppir.torch.leave import leave
+
+    leave(0)  # done, the results written; without finalising the interpreter (see ppir.torch.leave)
 
 
 def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:

@@ -8,7 +8,7 @@ builds its stages from the model module (:mod:`.model`), and runs ``--steps`` st
 steps also check that every rank got the same batch from ``make_batch``).  The rank
 holding the last stage of replica 0 prints ``step N  loss L  T ms`` (the loss averaged over
 replicas).  Any failure ends every rank non-zero within bounded time with the failing rank's
-message (:mod:`.failures`).
+message (:mod:`.failures`); a rank that finished ends through :func:`ppir.torch.leave.leave`.
 
 This module imports torch only inside functions: ``ppir launch`` reads its options without it.
 """
@@ -382,8 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         failures.fail(ctx, ctx.rank if ctx is not None else None, e)
     import torch.distributed as dist
 
-    # the watchdog must be out of the store before the interpreter ends (failures module doc)
-    watchdog_out = ctx.channel is None or ctx.channel.stop()
+    if ctx.channel is not None:
+        ctx.channel.stop(wait=False)  # the rank leaves with os._exit: no thread is unwound
     try:
         dist.barrier()  # nobody leaves (rank 0 may host the store) while others still run
     except RuntimeError:
@@ -392,9 +392,6 @@ def main(argv: list[str] | None = None) -> int:
         # every rank reached the same verdict; leave together, before the launcher stops the
         # others for this exit code
         failures.record(ctx.rank, f"rank {ctx.rank}: {failure}")
-    if status or not watchdog_out:  # without finalising the interpreter (see above)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    dist.destroy_process_group()
-    return status
+    from ppir.torch.leave import leave
+
+    leave(status)  # without finalising the interpreter (ppir.torch.leave says why)
