@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEDULES = [
@@ -164,16 +165,17 @@ def main(argv=None) -> int:
     return 0
 
 
-def finish_worker(rank: int, out: str, results) -> int:
+def finish_worker(rank: int, out: str, results) -> NoReturn:
     """A worker's end: rank 0 writes ``results`` (JSON) to ``out`` for :func:`run_launched`,
-    then every rank leaves the process group together; 0, the worker's exit status."""
+    then every rank leaves together, its process ending with status 0."""
     import torch.distributed as dist
 
     if rank == 0:
         Path(out).write_text(json.dumps(results))
     dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    from ppir.torch.leave import leave
+
+    leave(0)  # not finalising: a gloo worker can abort it (ppir.torch.leave)
 
 
 def run_launched(script: str, argv, ranks: int, deadline_s: float) -> dict | None:

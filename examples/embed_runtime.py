@@ -65,7 +65,12 @@ def main() -> None:
             if val is not None and dp_rank == 0:
                 print(f"eval after step {step:3d}  loss {val.item():.4f}", flush=True)
     dist.barrier()  # nobody closes its connections while a peer still reads from them
-    dist.destroy_process_group()
+    # End without finalising the interpreter: a gloo worker thread that still holds a finished
+    # collective's tensors can abort the process at exit (pytorch/pytorch#190489).  leave()
+    # runs the atexit handlers and flushes open files first.
+    from ppir.torch.leave import leave
+
+    leave(0)
 
 
 if __name__ == "__main__":

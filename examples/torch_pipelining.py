@@ -45,7 +45,12 @@ def main() -> None:
     print(f"rank {rank}: {name} on torch's runtime, stages {mine}: largest |grad diff| {err:.1e}")
     assert err < 1e-5
     dist.barrier()
-    dist.destroy_process_group()
+    # End without finalising the interpreter: a gloo worker thread that still holds a finished
+    # collective's tensors can abort the process at exit (pytorch/pytorch#190489).  leave()
+    # runs the atexit handlers and flushes open files first.
+    from ppir.torch.leave import leave
+
+    leave(0)
 
 
 if __name__ == "__main__":

@@ -83,7 +83,9 @@ def main() -> None:
     if out:
         print("RESULT", rank, json.dumps(out), flush=True)
     dist.barrier()
-    dist.destroy_process_group()
+    from ppir.torch.leave import leave
+
+    leave(0)  # not finalising: a gloo worker can abort it (ppir.torch.leave)
 
 
 if __name__ == "__main__":

@@ -294,7 +294,9 @@ def run_cases(world: int, out: str, make_cases) -> None:
     import torch.distributed as dist
 
     dist.barrier()
-    dist.destroy_process_group()
+    from ppir.torch.leave import leave
+
+    leave(0)  # not finalising: a gloo worker can abort it (ppir.torch.leave)
 
 
 def launch_cases(script: str, world: int, tmp_path, *args: str) -> list[dict]:

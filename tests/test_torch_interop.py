@@ -56,7 +56,8 @@ dist.all_gather_object(gathered, results)
 if ctx.rank == 0:
     open(out, "w").write(json.dumps(gathered))
 dist.barrier()
-dist.destroy_process_group()
+from ppir.torch.leave import leave
+leave(0)  # not finalising: a gloo worker can abort it (ppir.torch.leave)
 """
 
 

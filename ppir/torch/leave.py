@@ -8,13 +8,17 @@ the GIL.  ``torch.distributed.destroy_process_group`` joins those threads only w
 else holds the process group, and importing ``torch._dynamo`` (transformers does, and torch
 does on first use of some operators) keeps references to the default group.  A worker that
 asks for the GIL while the interpreter is finalising is unwound through C++ and the process
-aborts after a successful run ("terminate called without an active exception", SIGABRT): 1
-run in about 10 of HF GPT-2 with ``zbv`` on 2 ranks, under load.
+aborts after a successful run ("terminate called without an active exception", SIGABRT): 2
+runs in 30 of HF GPT-2 with ``zbv`` on 2 ranks, under load.  The same crash without
+``destroy_process_group`` is pytorch/pytorch#190489; a fix in torch (an atexit handler that
+destroys the groups, pytorch/pytorch#179291) was abandoned, and would not reach a group that
+something else still holds.
 
 Contract of :func:`leave`: run the ``atexit`` handlers (the user's and torch's), flush every
 open writable file object and the standard streams, then end the process at once with
-``os._exit(status)``, so that no thread is unwound.  Only for a process's own main (a rank of
-``ppir.run``, a ``ppir profile`` rank), never from a library call.
+``os._exit(status)``, so that no thread is unwound.  Only at the end of a process's own main
+(a rank of ``ppir.run``, a ``ppir profile`` rank, a training script that embeds
+:class:`ppir.torch.PipelineRuntime`, after its last barrier), never from a library call.
 """
 
 from __future__ import annotations
@@ -43,7 +47,9 @@ def flush_open_files() -> None:
     for stream in (sys.stdout, sys.stderr):
         _flush(stream)
     for obj in gc.get_objects():
-        if isinstance(obj, io.IOBase):
+        # type(), not isinstance: isinstance reads obj.__class__, which some objects compute
+        # (torch's deprecated reduce_op warns on it)
+        if issubclass(type(obj), io.IOBase):
             _flush(obj)
 
 
