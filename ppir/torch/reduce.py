@@ -23,7 +23,13 @@ Contract of :class:`GradReducer`:
   every holder), as Megatron's embedding group does with an all-reduce.  A step that fails
   between the two leaves the tied gradients undefined.
 * :meth:`sync_start` makes replicas and tied copies start from identical values: parameters
-  are broadcast from data-parallel rank 0, and each tied parameter from its first holder.
+  (and, with ``broadcast_buffers``, the modules' buffers) are broadcast from data-parallel rank
+  0, and each tied parameter from its first holder.
+* :meth:`sync_buffers` (before each step, with ``broadcast_buffers``) broadcasts the modules'
+  buffers (BatchNorm's running statistics, counters) from data-parallel rank 0, one coalesced
+  broadcast per dtype, as DDP's ``broadcast_buffers=True`` does before each forward: each
+  step starts from replica 0's buffers, and during the step each replica updates them with
+  its own data.
 * Every wait is bounded by ``timeout_s`` (None: the process group's timeout); one that runs
   out raises :class:`~ppir.torch.errors.CommError`.
 """
@@ -58,8 +64,16 @@ class GradReducer:
         tied: list[TiedCopy] = (),
         rank: int = 0,
         timeout_s: float | None = None,
+        broadcast_buffers: bool = True,
     ):
         self.dp_group, self.dp_size, self.dp_src = dp_group, dp_size, dp_src
+        seen: set[int] = set()
+        self.buffers = [  # each buffer once (a module may serve two stages)
+            b
+            for m in (modules if broadcast_buffers else ())
+            for b in m.buffers()
+            if not (id(b) in seen or seen.add(id(b)))
+        ]
         self.pp_group, self.tied, self.rank, self.timeout_s = pp_group, list(tied), rank, timeout_s
         order = [ins["chunk"] for ins in program if ins["op"] == "reduce"]
         last = {c: i for i, c in enumerate(order)}
@@ -167,8 +181,30 @@ class GradReducer:
 
     # -------------------------------------------------------------- start-up
     @torch.no_grad()
+    def sync_buffers(self) -> None:
+        """Every replica's buffers := data-parallel rank 0's (see the module doc)."""
+        if self.dp_size == 1 or not self.buffers:
+            return
+        by_kind: dict[tuple, list] = {}
+        for b in self.buffers:
+            by_kind.setdefault((b.dtype, b.device), []).append(b)
+        posted, where = [], f"rank {self.rank}: broadcasting buffers from data-parallel rank 0"
+        try:
+            for bufs in by_kind.values():
+                flat = _flatten_dense_tensors(bufs)
+                work = dist.broadcast(flat, src=self.dp_src, group=self.dp_group, async_op=True)
+                posted.append((bufs, flat, work))
+            wait_all([work for _, _, work in posted], self.timeout_s)
+        except RuntimeError as e:
+            raise comm_error(where, (), e, self.timeout_s) from None
+        for bufs, flat, _ in posted:
+            for b, v in zip(bufs, _unflatten_dense_tensors(flat, bufs)):
+                b.copy_(v)
+
+    @torch.no_grad()
     def sync_start(self) -> None:
         """Identical starting values on every replica and every holder of a tied parameter."""
+        self.sync_buffers()
         if self.dp_size > 1:
             for params in self.buckets.values():
                 for p in params:

@@ -41,6 +41,9 @@ rank's program of the plan (:class:`.executor.Executor`).  Contract:
   :func:`ppir.torch.split_layers` finds them (and attaches to the stages, where the runtime
   also looks).  Their gradients are summed across the ranks holding them, so the copies stay
   identical.  ``shared="refuse"`` refuses to run such a model instead, naming the parameter.
+* ``broadcast_buffers`` (default True, as DDP's): each step starts with the modules' buffers
+  (BatchNorm's running statistics) broadcast from data-parallel rank 0, so replicas do not
+  drift apart; False leaves each replica's own (:mod:`ppir.torch.reduce`).
 * ``nonfinite``: ``"raise"`` (default) stops on a NaN/inf loss with :class:`NonFiniteLoss`
   naming rank, step and microbatch; ``"warn"`` prints it and goes on.
 * ``timeout_s`` bounds every wait of the runtime (construction, each message, reduction and
@@ -109,6 +112,7 @@ class PipelineRuntime:
         device=None,
         shared=None,
         nonfinite: str = "raise",
+        broadcast_buffers: bool = True,
         meta: dict | None = None,
         verify: bool = True,
         timeout_s: float | None = None,
@@ -162,6 +166,7 @@ class PipelineRuntime:
             tied=tied,
             rank=self.rank,
             timeout_s=self.timeout_s,
+            broadcast_buffers=broadcast_buffers,
         )
         if meta is None and plan.get("meta"):
             try:
@@ -300,6 +305,7 @@ class PipelineRuntime:
         """One training step on M microbatches given as lists."""
         self._check_autograd()
         self._check_lists(inputs, targets)
+        self.reducer.sync_buffers()  # replica 0's buffers (broadcast_buffers; a no-op without)
         if self.executor is None:
             self.executor = self._executor(inputs[0] if self.has_first_stage else None)
         loss = self.executor.step(inputs, targets, self.step_count)
