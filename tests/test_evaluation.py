@@ -242,3 +242,21 @@ def test_the_cuda_backend_says_how_an_evaluation_plan_runs(cli, tmp_path):
 def test_passes_must_be_a_pipeline_text():
     with pytest.raises(TypeError, match="passes takes a pipeline text"):
         ppir.compile(ppir.load("1f1b", P=2, M=2), passes=["forward-only", "lower-comms"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_rank_that_evaluates_while_its_peer_steps_is_told_why_nobody_answers(capfd):
+    pytest.importorskip("torch")
+    from ppir.backends.cuda.launch import start
+
+    res = start((str(ROOT / "tests" / "eval_mismatch_worker.py"),), 2)
+    assert res.ok, res.cause
+    out = capfd.readouterr().out
+    errors = dict(ln.split(" ", 2)[1:] for ln in out.splitlines() if ln.startswith("ERROR "))
+    assert sorted(errors) == ["0", "1"], out
+    assert "no answer from rank 1 within the 3 s timeout" in errors["0"], errors["0"]
+    assert errors["0"].endswith(
+        "; every rank of the pipeline calls evaluate() together: a peer in step() never answers"
+    ), errors["0"]
+    assert "evaluate()" not in errors["1"], errors["1"]  # the stepping rank cannot know

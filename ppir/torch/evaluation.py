@@ -19,6 +19,7 @@ Contract:
 from __future__ import annotations
 
 from ppir.plan import PlanError, build_plan, plan_schedule
+from ppir.torch.errors import CommError
 
 PASSES = "forward-only,lower-comms,overlap-comms"
 
@@ -41,11 +42,19 @@ def evaluate(rt, inputs=None, targets=None):
     last = rt.plan["stages"] - 1
     ys = rt._split(targets, "targets", last, "evaluate()") if rt.has_last_stage else None
     rt._check_lists(xs, ys)
-    ev = rt._evaluator
-    if ev is None:
-        ev = rt._evaluator = rt._executor(
-            xs[0] if rt.has_first_stage else None, evaluation_plan(rt.plan)
+    try:
+        ev = rt._evaluator
+        if ev is None:  # the shapes are exchanged now (collective over the pipeline)
+            ev = rt._evaluator = rt._executor(
+                xs[0] if rt.has_first_stage else None, evaluation_plan(rt.plan)
+            )
+        loss = ev.step(xs, ys, rt.eval_count)
+    except CommError as e:
+        if not e.timeout:
+            raise
+        note = (
+            "every rank of the pipeline calls evaluate() together: a peer in step() never answers"
         )
-    loss = ev.step(xs, ys, rt.eval_count)
+        raise CommError(f"{e}; {note}", e.peers, True) from None
     rt.eval_count += 1
     return loss

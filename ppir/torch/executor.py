@@ -4,7 +4,8 @@ Contract:
 
 * Instructions run strictly in plan order; the executor makes no scheduling decision.  A
   ``group`` is posted with one ``dist.batch_isend_irecv`` holding its messages in plan order
-  (a value of several tensors is one message per tensor, in leaf order: :mod:`.values`) and is
+  (a value of several tensors is one message per tensor, in leaf order: :mod:`.values`; each
+  with the executor's ``tag``: 0 for training, the runtime's EVALUATION_TAG for evaluation) and is
   waited on before the next instruction (a group completes as a unit, as the verifier assumes).
   A ``deferred`` group (the IR's ``post[...]``) is not waited on there; its ``wait``
   instruction waits and only then hands over the received values.
@@ -74,6 +75,7 @@ class Executor:
         reducer=None,
         nonfinite: str = "raise",
         timeout_s: float | None = None,
+        tag: int = 0,
     ):
         self.program = plan["programs"][pp_rank]
         self.pp_rank = pp_rank
@@ -85,6 +87,7 @@ class Executor:
         self.reducer = reducer
         self.nonfinite = nonfinite
         self.timeout_s = timeout_s
+        self.tag = tag  # of every message (gloo matches it; NCCL ignores tags)
         self.forward_only = is_evaluation_plan(plan)
         self.microbatches = plan["microbatches"]
         self.scale = 1.0 / plan["microbatches"]
@@ -270,10 +273,10 @@ class Executor:
             peer = self.peer(o["peer"])
             if o["op"] == "send":
                 for t in V.send_tensors(self.bufs.pop(o["buffer"]), o["kind"] == "grad"):
-                    ops.append(dist.P2POp(dist.isend, t, peer, self.group))
+                    ops.append(dist.P2POp(dist.isend, t, peer, self.group, self.tag))
             else:
                 ts = self._alloc(o)
-                ops.extend(dist.P2POp(dist.irecv, t, peer, self.group) for t in ts)
+                ops.extend(dist.P2POp(dist.irecv, t, peer, self.group, self.tag) for t in ts)
                 received.append((o, ts))
         works = self._comm(ins, lambda: dist.batch_isend_irecv(ops)) if ops else []
         if ins.get("deferred"):  # posted now, completed by its 'wait' instruction

@@ -376,7 +376,13 @@ class PipelineRuntime:
             reducer=self.reducer if training else None,
             nonfinite=self.nonfinite,
             timeout_s=self.timeout_s,
+            tag=0 if training else EVALUATION_TAG,
         )
+
+
+EVALUATION_TAG = 1
+"""The tag of an evaluation's messages (a training step's are 0): under gloo, a rank that
+evaluates while its peer steps gets no answer instead of exchanging the wrong tensors."""
 
 
 def _device_of(stages) -> torch.device:
