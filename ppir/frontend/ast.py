@@ -60,6 +60,7 @@ class Def(Stmt):
     name: str
     params: tuple[str, ...]
     body: Expr
+    param_spans: tuple[Span, ...] = field(default=(), compare=False)  # each parameter's name
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class For(Stmt):
     start: Expr
     stop: Expr
     body: tuple[Stmt, ...]
+    var_span: Span | None = field(default=None, compare=False)  # the loop variable's name
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,7 @@ class Decl(Stmt):
 class ProgramBlock(Stmt):
     rank_var: str
     body: tuple[Stmt, ...]
+    rank_span: Span | None = field(default=None, compare=False)  # the rank variable's name
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,7 @@ class GreedyBlock(Stmt):
 
     rank_var: str
     body: tuple[Stmt, ...]
+    rank_span: Span | None = field(default=None, compare=False)  # the rank variable's name
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,7 @@ class PatternSlot(Stmt):
     mb_var: str
     chunk: Expr
     at: Expr
+    mb_span: Span | None = field(default=None, compare=False)  # the microbatch variable's name
 
 
 @dataclass(frozen=True)
@@ -183,6 +188,7 @@ class PatternBlock(Stmt):
 
     rank_var: str
     body: tuple[Stmt, ...]
+    rank_span: Span | None = field(default=None, compare=False)  # the rank variable's name
 
 
 @dataclass(frozen=True)

@@ -190,12 +190,13 @@ class _ToAst(Transformer):
                 f"function '{name}' names a parameter twice",
                 self._span(meta),
             )
-        return A.Def(self._span(meta), str(name), params, body)
+        spans = tuple(self._tspan(p) for p in rest[:-1] if p is not None)
+        return A.Def(self._span(meta), str(name), params, body, spans)
 
     @v_args(meta=True)
     def program_block(self, meta, c):
         check_binder(str(c[0]), self._tspan(c[0]), "the rank variable")
-        return A.ProgramBlock(self._span(meta), str(c[0]), c[1])
+        return A.ProgramBlock(self._span(meta), str(c[0]), c[1], self._tspan(c[0]))
 
     def block(self, c):
         return tuple(c)
@@ -203,7 +204,7 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def greedy_block(self, meta, c):
         check_binder(str(c[0]), self._tspan(c[0]), "the rank variable")
-        return A.GreedyBlock(self._span(meta), str(c[0]), c[1])
+        return A.GreedyBlock(self._span(meta), str(c[0]), c[1], self._tspan(c[0]))
 
     def greedy_body(self, c):
         return tuple(c)
@@ -211,7 +212,7 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def pattern_block(self, meta, c):
         check_binder(str(c[0]), self._tspan(c[0]), "the rank variable")
-        return A.PatternBlock(self._span(meta), str(c[0]), c[1])
+        return A.PatternBlock(self._span(meta), str(c[0]), c[1], self._tspan(c[0]))
 
     def pattern_body(self, c):
         return tuple(c)
@@ -220,7 +221,15 @@ class _ToAst(Transformer):
     def p_slot(self, meta, c):
         kind, mb_var, chunk, at = c
         check_binder(str(mb_var), self._tspan(mb_var), "the microbatch variable")
-        return A.PatternSlot(self._span(meta), str(kind), self._tspan(kind), str(mb_var), chunk, at)
+        return A.PatternSlot(
+            self._span(meta),
+            str(kind),
+            self._tspan(kind),
+            str(mb_var),
+            chunk,
+            at,
+            self._tspan(mb_var),
+        )
 
     @v_args(meta=True)
     def g_memory(self, meta, c):
@@ -241,7 +250,7 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def for_stmt(self, meta, c):
         check_binder(str(c[0]), self._tspan(c[0]), "a loop variable")
-        return A.For(self._span(meta), str(c[0]), c[1], c[2], c[3])
+        return A.For(self._span(meta), str(c[0]), c[1], c[2], c[3], self._tspan(c[0]))
 
     @v_args(meta=True)
     def if_stmt(self, meta, c):
