@@ -246,7 +246,7 @@ def short_text(e: Expr) -> str:
 
 #: Names that expansion binds in inner scopes without a statement: a greedy block's priority
 #: sees these (:func:`ppir.synth.block.expand_greedy`).
-_DYNAMIC_NAMES = frozenset({"mb", "chunk", "stage", "is_f", "is_b", "is_w", "mem", "time"})
+PRIORITY_NAMES = ("mb", "chunk", "stage", "is_f", "is_b", "is_w", "mem", "time")
 
 
 def inner_binders(module: Module) -> frozenset[str]:
@@ -255,7 +255,7 @@ def inner_binders(module: Module) -> frozenset[str]:
     the parameters of top-level defs, and the names a greedy priority sees.  A name outside
     this set that the top level has bound can only ever be looked up there, so the
     interpreter reads it once (a top-level binding is never rebound)."""
-    out: set[str] = set(_DYNAMIC_NAMES)
+    out: set[str] = set(PRIORITY_NAMES)
 
     def walk(stmts) -> None:
         for st in stmts:

@@ -7,8 +7,9 @@ diagnostic points at the offending source span (or names the offending ``-D`` va
 Semantics of the language, in short (README "The .pps language" has the long form):
 * integers only; ``//`` and ``%`` floor like Python; comparisons and ``and``/``or``/``not`` give
   0 or 1; ``for i in a .. b`` runs ``i = a, a+1, ..., b-1``;
-* ``let`` binds once per scope (blocks open scopes); ``def f(x) = expr`` is a pure function that
-  sees the names visible where it is defined;
+* ``let`` binds a name once where it is visible (blocks open scopes; no binding in one may hide
+  a name of a scope around it, :mod:`ppir.frontend.bindings`); ``def f(x) = expr`` is a pure
+  function that sees the names visible where it is defined;
 * builtins: ``min``, ``max``, ``abs``, ``stage(r, c)`` (global stage of rank r's local chunk c),
   ``chunks(r)`` (how many stages rank r holds), ``rank_of(s)``;
 * ``F(mb)``, ``F(mb, chunk)`` and likewise ``B``, ``I``, ``W`` emit an op for the current rank's

@@ -279,16 +279,9 @@ class Interpreter(OpEmitter):
     def compile_stmt(self, st: A.Stmt) -> Callable[[Scope], None]:
         if isinstance(st, A.Let):
             val = self.compile(st.value)
-            name, span = st.name, st.span
+            name = st.name
 
-            def let(scope: Scope):
-                if name in scope.vars:
-                    raise error(
-                        "rebinding",
-                        f"'{name}' is already bound in this scope",
-                        span,
-                        hints=["'let' binds a name once; use a new name"],
-                    )
+            def let(scope: Scope):  # never a rebinding: the parser refuses those (bindings.py)
                 scope.vars[name] = val(scope)
 
             return let
@@ -296,8 +289,6 @@ class Interpreter(OpEmitter):
             body = self.compile(st.body)
 
             def define(scope: Scope):
-                if st.name in scope.vars:
-                    raise error("rebinding", f"'{st.name}' is already bound in this scope", st.span)
                 memo = {} if scope is self.top and pure_calls(st.body, st.params, scope) else None
                 if memo is not None:
                     self.memos.append(memo)  # cleared when the placement changes

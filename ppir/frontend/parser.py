@@ -11,6 +11,7 @@ from lark.lexer import PatternStr
 
 from ppir.diagnostics import EXIT_USAGE, Diagnostic, PpirError, error
 from ppir.frontend import ast as A
+from ppir.frontend.bindings import check_bindings
 from ppir.frontend.limits import int_literal
 from ppir.frontend.nesting import check_nesting, too_deep
 from ppir.frontend.reserved import check_binder, check_function_name
@@ -385,7 +386,7 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
         raise syntax_error(e, text, path, _keywords()) from None
     check_nesting(tree, path, text)
     try:
-        return _ToAst(path, text).transform(tree)
+        return check_bindings(_ToAst(path, text).transform(tree))
     except VisitError as e:  # errors raised in the transformer arrive wrapped
         if isinstance(e.orig_exc, PpirError):
             raise e.orig_exc from None
