@@ -147,3 +147,12 @@ def test_loops_in_turn_reuse_their_variable_in_a_pattern_too():
 )
 def test_the_built_ins_and_examples_bind_each_name_once(path):
     parse_text(path.read_text(), str(path))
+
+
+def test_the_first_rebinding_in_the_text_is_reported():
+    """The priority's names are bound at its line, before the block's later lets."""
+    e = _error(
+        GREEDY.replace("  priority is_w\n", "  priority is_w\n  let a = 1\n  let a = 2\n")
+        % "let mem = 1"
+    )
+    assert e.diagnostics[0].span.line == 7 and "'mem'" in e.message

@@ -111,7 +111,7 @@ def check_bindings(module: A.Module) -> A.Module:
     for p in module.header.params if module.header else ():
         walk.bind(top, p.name, p.span, "param", "as a schedule parameter")
     walk.block(module.items, top)
-    for scope, b in walk.found:
+    for scope, b in sorted(walk.found, key=lambda f: (f[1].span.line, f[1].span.col, f[1].seq)):
         first = scope.names[b.name]
         if first is not b:
             raise _rebinding(b, first, "in this scope")
