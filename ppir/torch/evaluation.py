@@ -22,6 +22,9 @@ from ppir.plan import PlanError, build_plan, plan_schedule
 from ppir.torch.errors import CommError
 
 PASSES = "forward-only,lower-comms,overlap-comms"
+EVALUATION_TAG = 1
+"""The tag of an evaluation's messages (a training step's are 0): under gloo, a rank that
+evaluates while its peer steps gets no answer instead of exchanging the wrong tensors."""
 
 
 def evaluation_plan(plan: dict) -> dict:

@@ -5,8 +5,9 @@ Contract:
 * Instructions run strictly in plan order; the executor makes no scheduling decision.  A
   ``group`` is posted with one ``dist.batch_isend_irecv`` holding its messages in plan order
   (a value of several tensors is one message per tensor, in leaf order: :mod:`.values`; each
-  with the executor's ``tag``: 0 for training, the runtime's EVALUATION_TAG for evaluation) and is
-  waited on before the next instruction (a group completes as a unit, as the verifier assumes).
+  with the executor's ``tag``: 0 for training, :data:`.evaluation.EVALUATION_TAG` for
+  evaluation) and is waited on before the next instruction (a group completes as a unit, as
+  the verifier assumes).
   A ``deferred`` group (the IR's ``post[...]``) is not waited on there; its ``wait``
   instruction waits and only then hands over the received values.
 * Receive buffers are allocated when their group is posted, from the boundary metadata; a value

@@ -61,6 +61,7 @@ import torch.distributed as dist
 from ppir.plan import PlanError, build_plan, is_evaluation_plan, load_plan, validate_plan
 from ppir.torch import values as V
 from ppir.torch.errors import RuntimeFailure, SetupError, comm_error
+from ppir.torch.evaluation import EVALUATION_TAG
 from ppir.torch.executor import Executor
 from ppir.torch.procgroup import Mesh, check_timeout, plan_pairs, wait_all, warm_up
 from ppir.torch.reduce import GradReducer, TiedCopy
@@ -378,11 +379,6 @@ class PipelineRuntime:
             timeout_s=self.timeout_s,
             tag=0 if training else EVALUATION_TAG,
         )
-
-
-EVALUATION_TAG = 1
-"""The tag of an evaluation's messages (a training step's are 0): under gloo, a rank that
-evaluates while its peer steps gets no answer instead of exchanging the wrong tensors."""
 
 
 def _device_of(stages) -> torch.device:
