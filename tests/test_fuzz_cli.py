@@ -229,3 +229,18 @@ def test_a_repeated_error_is_shown_once_with_its_repeats(tmp_path):
 def test_empty_ranges_are_not_blamed_on_the_size_cap(cli):
     code, _, err = cli("fuzz", "1f1b", "--over", "P=2..4", "--over", "M=2P..P")
     assert code == 2 and "under the size cap" not in err, err
+
+
+def test_a_value_list_splits_at_top_level_commas_only(cli):
+    from ppir.testing.space import parse_domain, split_values
+
+    assert split_values("min(P,3),2P") == ["min(P,3)", "2P"]
+    assert split_values("1,2,4") == ["1", "2", "4"]
+    assert parse_domain("max(1,min(P,3)),8").values({"P": 2}) == [2, 8]
+    # was: "cannot read the expression 'min(P'"
+    code, out, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=min(P,3)", "-q")
+    assert code == 0 and "M in min(P,3)" in out, err
+    code, out, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=min(P,3)..max(P,4)")
+    assert code == 0 and "M in min(P,3)..max(P,4)" in out, err
+    code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=min(P,3")
+    assert code == 2 and "cannot read the expression 'min(P,3'" in err

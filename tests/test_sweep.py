@@ -64,6 +64,9 @@ def test_sweep_reports_invalid_values_and_bad_usage(cli):
     assert code == 1 and "(no value ran)" in out and "no closed forms" not in out
     code, _, err = cli("sweep", "1f1b", "--over", "M")
     assert code == 2 and "expected NAME=V1,V2" in err
+    # the list splits as fuzz's does (ppir.testing.space.split_values): not inside min(...)
+    code, _, err = cli("sweep", "1f1b", "--over", "M=min(4,8),2", "-D", "P=2")
+    assert code == 2 and "hint: 'min(4,8)' is not an integer" in err
 
 
 def test_an_error_row_has_the_full_parameters_of_a_good_row(cli, tmp_path):

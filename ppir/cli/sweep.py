@@ -28,6 +28,7 @@ from ppir.frontend.loader import bound_params, declared_params, load_schedule
 from ppir.ir import Schedule
 from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
+from ppir.testing.space import split_values
 
 NAME = "sweep"
 HELP = "sweep one parameter; measured bubble, P2P and memory beside published formulas"
@@ -229,7 +230,7 @@ def _known_params(spec, params: dict) -> dict:
 
 def _parse_over(text: str) -> tuple[str, list[int]]:
     name, eq, vals = text.partition("=")
-    items = vals.split(",")
+    items = split_values(vals)
     if eq and vals.strip() and not all(x.strip() for x in items):
         raise error(
             "bad-usage",
@@ -241,11 +242,13 @@ def _parse_over(text: str) -> tuple[str, list[int]]:
     except ValueError:
         values = []
     if not eq or not name.strip().isidentifier() or not values:
-        hint = (
-            ["sweep lists its values (each is one row): e.g. --over M=4,8,16"]
-            if ".." in vals
-            else []
-        )
+        bad = next((x.strip() for x in items if not x.strip().lstrip("+-").isdigit()), None)
+        if ".." in vals:
+            hint = ["sweep lists its values (each is one row): e.g. --over M=4,8,16"]
+        elif eq and bad:
+            hint = [f"'{bad}' is not an integer: sweep's values are integers, one row each"]
+        else:
+            hint = []
         raise error(
             "bad-usage", f"--over {text}: expected NAME=V1,V2,..., e.g. --over v=1,2,4", hints=hint
         )

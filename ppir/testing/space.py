@@ -192,7 +192,24 @@ def parse_domain(spec) -> Domain:
                 hints=[f"did you mean {hi.strip()}..{lo.strip()}?"],
             )
         return d
-    return Domain(choices=tuple(Expr.parse(p) for p in spec.split(",")))
+    return Domain(choices=tuple(Expr.parse(p) for p in split_values(spec)))
+
+
+def split_values(text: str) -> list[str]:
+    """``"1,2,4"`` -> ``["1", "2", "4"]``: a value list split at its top-level commas only, so
+    ``"min(P,3),8"`` is two values.  The one splitter of ``NAME=V1,V2,...`` lists ('ppir fuzz',
+    'ppir sweep', the strategies); items are not stripped, unbalanced parentheses are left to
+    the caller's parser to report."""
+    items, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth = max(depth - 1, 0)
+        elif c == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    return [*items, text[start:]]
 
 
 def parse_over(text: str) -> tuple[str, Domain]:
