@@ -29,15 +29,38 @@ def _one_line(err: str) -> str:
 @pytest.mark.parametrize(
     "flags", [["-o", "/nonexistent/plan.json"], ["--trace", "/nonexistent/t.json"]]
 )
-def test_an_output_in_a_missing_directory_is_refused_before_any_work(cli, capsys, backend, flags):
+def test_an_output_in_a_missing_directory_is_refused_before_any_work(cli, backend, flags):
     """Refused when the command line is read: the cost backend printed its whole report, then
     failed to write."""
-    with pytest.raises(SystemExit) as e:
-        cli("compile", "1f1b", "--backend", backend, *flags)
-    assert e.value.code == 2
-    out, err = capsys.readouterr()
-    assert not out and "Traceback" not in err
-    assert f"cannot write {flags[-1]}: no such directory /nonexistent" in err
+    code, out, err = cli("compile", "1f1b", "--backend", backend, *flags)
+    assert code == 2 and not out
+    assert (
+        _one_line(err) == f"ppir: error: cannot write {flags[-1]}: no such directory /nonexistent"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["viz", "1f1b", "-o"],
+        ["compile", "1f1b", "-o"],
+        ["compile", "1f1b", "--plot"],
+        ["synth", "-D", "P=2", "-D", "M=2", "--mem-cap", "2", "--format", "json", "-o"],
+        ["launch", "1f1b", "--module", "m.py", "--plan-out"],
+    ],
+)
+@pytest.mark.parametrize("below", ["out.png", "sub/dir/out.png"])
+def test_an_output_below_a_file_names_the_file_in_one_line(cli, tmp_path, argv, below):
+    """Was argparse's usage and 'no such directory F' for a folder F that exists, as a file."""
+    blocker = tmp_path / "f"
+    blocker.write_text("")
+    path = f"{blocker}/{below}"
+    code, out, err = cli(*argv, path)
+    assert code == 2 and not out
+    assert (
+        _one_line(err) == f"ppir: error: cannot write {path}: {blocker} is a file, not a directory"
+    )
+    assert list(tmp_path.iterdir()) == [blocker]
 
 
 @needs_dev_full

@@ -1,6 +1,8 @@
 """argparse ``type=`` functions shared by the commands: a bad value is a usage error (exit 2)
-naming the option, from argparse itself.  ``ppir.torch.run`` (the runtime's options, which
-``ppir launch`` shares) imports them from here, so one flag has one type everywhere."""
+naming the option, from argparse itself; an output path the file system refuses is the
+one-line error of a failed write (:func:`output_path`).  ``ppir.torch.run`` (the runtime's
+options, which ``ppir launch`` shares) imports them from here, so one flag has one type
+everywhere."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import argparse
 import os
 import re
 
-from ppir.diagnostics import given_twice
+from ppir.diagnostics import error, given_twice
 
 
 def positive_int(text: str) -> int:
@@ -44,13 +46,21 @@ def nonempty_path(text: str) -> str:
 
 def output_path(text: str) -> str:
     """A :func:`nonempty_path` that is not a directory, in a directory that exists (checked
-    when the command line is read, before any work)."""
+    when the command line is read, before any work).  An empty path is argparse's usage error;
+    a path the file system refuses is the one-line ``bad-output`` error that a failed write
+    gives (``ppir: error: cannot write PATH: WHY``, exit 2), which ``ppir.cli.main`` prints."""
     nonempty_path(text)
     if os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text} is a directory; give a file path")
+        raise error("bad-output", f"cannot write {text}: it is a directory; give a file path")
     folder = os.path.dirname(os.path.abspath(text))
     if not os.path.isdir(folder):
-        raise argparse.ArgumentTypeError(f"cannot write {text}: no such directory {folder}")
+        above = folder  # the nearest path above that exists: /tmp/f of /tmp/f/sub/out.html
+        while not os.path.lexists(above) and os.path.dirname(above) != above:
+            above = os.path.dirname(above)
+        why = f"no such directory {folder}"
+        if os.path.lexists(above) and not os.path.isdir(above):
+            why = f"{above} is {'a file, ' if os.path.isfile(above) else ''}not a directory"
+        raise error("bad-output", f"cannot write {text}: {why}")
     return text
 
 

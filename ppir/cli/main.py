@@ -118,7 +118,11 @@ def _unrecognized(parser: _Parser, argv: list[str], args, extra: list[str]) -> N
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    args, extra = parser.parse_known_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+    except PpirError as e:  # an option's value refused in ppir's words (argtypes.output_path)
+        print(e.render(), file=sys.stderr)
+        return e.exit_code
     if extra:
         _unrecognized(parser, argv, args, extra)
     if not getattr(args, "_run", None):
