@@ -45,6 +45,26 @@ def test_run_data_matches_estimate_and_memory():
     assert (src, dst, grad, mb, src_op, dst_op) == (0, 1, 0, 0, 0, 0) and start == end == 1
 
 
+def test_memory_figures_keep_every_integer_digit(cli, tmp_path):
+    """Rounded to 4 significant digits, a peak of 12345 A was drawn as 12340 (and the bytes of
+    a peak between 1000 and 1024 MiB as '1.02e+03 MiB')."""
+    t = timed("gpipe", P=1, M=12345)  # GPipe holds every microbatch's activations
+    d = run_data(t.schedule, t.estimate, t.memory)
+    assert d["peak"] == [12345] and d["figures"]["peak_act"] == 12345
+    assert max(d["mem"][0]) == 12345
+    out = tmp_path / "m.html"
+    model = "layers=8,hidden=1920,heads=16,seq=2048"  # about 1 GiB at its peak
+    code, _, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--model", model, "-o", str(out))
+    assert code == 0, err
+    peak_bytes = embedded(out.read_text())["runs"][0]["figures"]["peak_bytes"]
+    assert re.fullmatch(r"\d+(\.\d+)? [KMGT]iB", peak_bytes), peak_bytes
+    from ppir.analysis.units import fmt_bytes, fmt_sig, round_sig
+
+    assert round_sig(12345.6, 4) == 12346 and round_sig(0.012345, 3) == 0.0123
+    assert [fmt_bytes(x * 2**20) for x in (1020, 1.5, 123.4)] == ["1020 MiB", "1.5 MiB", "123 MiB"]
+    assert fmt_sig(2.5e-7, 4) == "0.00000025" and fmt_sig(1234.6, 2) == "1235"
+
+
 def test_the_time_unit_of_pages_and_charts_is_one_forward_only_when_f_is_one():
     from ppir.analysis.config import make_config
     from ppir.viz.layout import gantt_layout

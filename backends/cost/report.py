@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ppir.analysis.estimate import Estimate, op_label
-from ppir.analysis.units import fmt_bytes, fmt_time, unit_meaning
+from ppir.analysis.units import fmt_bytes, fmt_sig, fmt_time, unit_meaning
 from ppir.cli.output import table
 
 
@@ -72,7 +72,7 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
             str(r.messages_sent),
         ]
         if mem:
-            row.append(f"{r.peak_activations:.4g}" if r.peak_activations is not None else "-")
+            row.append(fmt_sig(r.peak_activations, 4) if r.peak_activations is not None else "-")
         if membytes:
             row.append(fmt_bytes(r.peak_bytes) if r.peak_bytes is not None else "-")
         rows.append(row)

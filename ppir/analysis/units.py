@@ -3,6 +3,8 @@ from the command line."""
 
 from __future__ import annotations
 
+import math
+
 from ppir.diagnostics import error
 
 
@@ -31,10 +33,36 @@ def unit_meaning(F, short: bool = False, equals: bool = False) -> str:
 _BYTE_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
 
 
+def _decimals(x: float, digits: int) -> int:
+    """The decimals that leave ``digits`` significant digits of ``x``, none below 0."""
+    return max(digits - 1 - math.floor(math.log10(abs(x))), 0)
+
+
+def round_sig(x: float, digits: int) -> float:
+    """``x`` to ``digits`` significant digits, but never rounded into its integer digits:
+    ``round_sig(12345.6, 4)`` is 12346, not 12350 (``f"{x:.4g}"`` gives 1.235e+04);
+    ``round_sig(0.012345, 3)`` is 0.0123.  The rule of every figure shown rounded."""
+    x = float(x)
+    if not x or not math.isfinite(x):
+        return x
+    return round(x, _decimals(x, digits))
+
+
+def fmt_sig(x: float, digits: int) -> str:
+    """:func:`round_sig` as text, never in exponent form, without trailing zeros: ``1020``,
+    ``1.02``, ``5``, ``0.00125``."""
+    x = float(x)
+    if not x or not math.isfinite(x):
+        return f"{x:g}"
+    text = f"{x:.{_decimals(x, digits)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def fmt_bytes(n: float) -> str:
+    """``545 MiB``, ``1.5 GiB``, ``1020 MiB`` (3 significant digits, every integer digit)."""
     for scale, suffix in _BYTE_UNITS:
         if n >= scale:
-            return f"{n / scale:.3g} {suffix}"
+            return f"{fmt_sig(n / scale, 3)} {suffix}"
     return f"{n:.0f} B"
 
 

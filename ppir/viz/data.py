@@ -18,7 +18,8 @@ list of objects, so a P=32, M=128, v=2 schedule embeds in about a megabyte:
   the producing and consuming op indices on their ranks, ``-1`` when not found).
 * ``figures``: the header's key numbers, already formatted where units matter.
 
-Times are rounded to 7 significant digits.  Pure function of its inputs; never raises on a
+Times are rounded to 7 significant digits and memory to 4, never into their integer digits
+(:func:`ppir.analysis.units.round_sig`).  Pure function of its inputs; never raises on a
 valid (verified) schedule.
 """
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from ppir.analysis.estimate import Estimate
 from ppir.analysis.memory import MemoryReport
-from ppir.analysis.units import fmt_bytes, fmt_time, unit_meaning
+from ppir.analysis.units import fmt_bytes, fmt_time, round_sig, unit_meaning
 from ppir.ir import OpKind, Schedule, deps
 from ppir.viz.layout import KIND_COLORS
 
@@ -35,9 +36,16 @@ KINDS = "FBIW"
 
 
 def _t(x: float) -> float:
-    """A time rounded to 7 significant digits (shortest JSON that still reads exactly)."""
-    v = float(f"{x:.7g}")
+    """A time rounded to 7 significant digits (shortest JSON that still reads exactly), every
+    integer digit kept."""
+    v = round_sig(x, 7)
     return int(v) if v == int(v) else v
+
+
+def _a(x) -> float:
+    """An amount of memory in A rounded to 4 significant digits, every integer digit kept
+    (12345.6 is 12346, not 12350)."""
+    return round_sig(x, 4)
 
 
 def _label(schedule: str, params: dict) -> str:
@@ -76,7 +84,7 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
         deps_.append(row_deps)
         scale = float(mem.chunk_size)
         curve = mem.per_rank[r].curve_chunks() if r < len(mem.per_rank) else []
-        memc.append([float(f"{c * scale:.4g}") for c in curve])
+        memc.append([_a(c * scale) for c in curve])
     msgs: list = []
     for m in est.messages:
         grad = deps.message_of(m.send).grad
@@ -112,7 +120,7 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
         "msgs": msgs,
         "busy": [_t(x.busy) for x in est.per_rank],
         "idle": [_t(x.idle) for x in est.per_rank],
-        "peak": [float(f"{float(x.peak_activations):.4g}") for x in mem.per_rank],
+        "peak": [_a(x.peak_activations) for x in mem.per_rank],
         "figures": figures(est, mem),
     }
 
@@ -136,7 +144,7 @@ def figures(est: Estimate, mem: MemoryReport) -> dict:
         "bubble_ideal": round(est.bubble_fraction_of_ideal, 6),
         "critical_path": fmt_time(est.critical_path, est.time_unit) + unit,
         "messages": est.message_count,
-        "peak_act": float(f"{float(worst.peak_activations):.4g}") if worst else 0,
+        "peak_act": _a(worst.peak_activations) if worst else 0,
         "peak_rank": worst.rank if worst else 0,
         "peak_bytes": fmt_bytes(float(worst.peak_bytes))
         if worst is not None and worst.peak_bytes is not None
