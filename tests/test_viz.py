@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from importlib import resources
 
 import pytest
@@ -156,6 +158,53 @@ def test_cli_writes_html_with_inherited_compare_params(cli, tmp_path):
     assert f"wrote {out}" in stdout
     labels = [r["label"] for r in embedded(out.read_text())["runs"]]
     assert labels == ["1f1b(P=4, M=8)", "interleaved_1f1b(P=4, M=8, v=2, N=4)"]
+
+
+def _grids(html: str, views: list[tuple[str, int]]) -> list[list[dict]]:
+    """Each view's panels (``rows``: how many, ``ranks``: which), from the page's own layout
+    code (model.js, draw.js) run by Node.js on the page's embedded data, with the two DOM calls
+    they make at load stubbed: no browser."""
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("no Node.js to run the page's layout code (apt-get install nodejs)")
+    data = re.search(r'id="ppir-data">(.*?)</script>', html, re.S).group(1)
+    code = "\n".join(
+        [
+            f"const DATA_TEXT = {json.dumps(data)};",
+            "const document = { getElementById: (id) => id === 'ppir-data' ?",
+            "  { textContent: DATA_TEXT } : { getBoundingClientRect: () => ({ top: 0 }) } };",
+            "const window = { innerHeight: 800 };",
+            *(resources.files("ppir.viz").joinpath(f).read_text() for f in JS_FILES[:2]),
+            f"const VIEWS = {json.dumps(views)};",
+            "const out = VIEWS.map(([v, r]) => layout(v, r, 1200).panels.map((p) =>",
+            "  ({ rows: p.rows, ranks: p.ranks || null })));",
+            "process.stdout.write(JSON.stringify(out));",
+        ]
+    )
+    done = subprocess.run([node], input=code, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_compared_schedule_has_a_grid_of_its_own_ranks_only(cli, tmp_path):
+    """1F1B at P=4 against P=2: the local view of rank 3 drew an idle row 'rank 3' and an
+    empty memory plot for the P=2 schedule, which has ranks 0 and 1."""
+    out = tmp_path / "cmp.html"
+    code, _, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "-D2", "P=2", "-o", str(out))
+    assert code == 0, err
+    html = out.read_text()
+    runs = embedded(html)["runs"]
+    assert [r["ranks"] for r in runs] == [4, 2]
+    for r in runs:  # every per-rank array holds the schedule's own ranks, no padding
+        per_rank = [r["ops"], r["deps"], r["mem"], r["base"], r["busy"], r["idle"], r["peak"]]
+        assert {len(a) for a in per_rank} == {r["ranks"]}
+    grids = _grids(html, [("global", 0), ("local", 1), ("local", 3)])
+    assert [[p["rows"] for p in g] for g in grids] == [[4, 2], [1, 1], [1, 0]]
+    assert [[p["ranks"] for p in g] for g in grids] == [
+        [[0, 1, 2, 3], [0, 1]],
+        [[1], [1]],
+        [[3], []],
+    ]
 
 
 def test_cli_d2_alone_compares_parameter_sets(cli, tmp_path):

@@ -212,11 +212,8 @@ function hit(e) {              // {p, r, i, t} under the mouse, or null
   const t = g.t(x);
   for (const p of g.panels) {
     const rr = Math.floor((y - p.rowsTop) / g.rowH);
-    if (y >= p.rowsTop && rr < p.rows) {
-      const r = g.view === "global" ? rr : g.rank;
-      return { p, r, i: opAt(p.run, r, t), t };
-    }
-    if (g.view === "local" && y >= p.memTop && y <= p.memTop + g.memH) return { p, r: g.rank, i: -1, t, mem: true };
+    if (y >= p.rowsTop && rr < p.rows) return { p, r: p.ranks[rr], i: opAt(p.run, p.ranks[rr], t), t };
+    if (p.memTop != null && y >= p.memTop && y <= p.memTop + g.memH) return { p, r: g.rank, i: -1, t, mem: true };
   }
   return null;
 }

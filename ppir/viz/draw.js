@@ -23,14 +23,17 @@ function layout(view, rank, width) {
     const rows = RUNS.reduce((a, r) => a + r.ranks, 0);
     g.rowH = Math.max(9, Math.min(30, Math.floor((avail - RUNS.length * (TITLE + 8) - AXIS) / rows)));
     for (const run of RUNS) {
-      g.panels.push({ run, y0: y, rowsTop: y + TITLE, rows: run.ranks });
+      const ranks = [...Array(run.ranks).keys()];
+      g.panels.push({ run, y0: y, rowsTop: y + TITLE, rows: ranks.length, ranks });
       y += TITLE + run.ranks * g.rowH + 8;
     }
-  } else {
+  } else {                          // a compared schedule without this rank: its title alone
     g.right = 24; g.rowH = 34; g.memH = 130;
     for (const run of RUNS) {
-      g.panels.push({ run, y0: y, rowsTop: y + TITLE, rows: 1, memTop: y + TITLE + g.rowH + 8 });
-      y += TITLE + g.rowH + 8 + g.memH + 18;
+      const ranks = rank < run.ranks ? [rank] : [];
+      g.panels.push({ run, y0: y, rowsTop: y + TITLE, rows: ranks.length, ranks,
+        memTop: ranks.length ? y + TITLE + g.rowH + 8 : null });
+      y += ranks.length ? TITLE + g.rowH + 8 + g.memH + 18 : TITLE + 8;
     }
   }
   g.plotW = Math.max(100, width - g.left - g.right);
@@ -41,9 +44,9 @@ function layout(view, rank, width) {
 }
 
 function drawRow(ctx, g, run, r, y, h, big) {
+  if (r >= run.ranks) return;       // no row (not even idle) for a rank the schedule lacks
   ctx.fillStyle = COLORS.idle;
   ctx.fillRect(g.x(0), y, g.x(run.step) - g.x(0), h);
-  if (r >= run.ranks) return;
   const o = run.ops[r], n = o.length / 5, gap = h > 8 ? 1 : 0;
   for (let k = 0; k < 4; k++) {
     ctx.fillStyle = COLORS[KINDS[k]];
@@ -125,7 +128,8 @@ function drawBase(g, arrows) {
     const run = p.run;
     ctx.fillStyle = "#1d2330"; ctx.font = "600 12px system-ui, sans-serif";
     ctx.textAlign = "left"; ctx.textBaseline = "middle";
-    const what = g.view === "local" ? "  \u00b7  rank " + g.rank : "";
+    const what = g.view !== "local" ? "" : p.rows ? "  \u00b7  rank " + g.rank :
+      "  \u00b7  no rank " + g.rank + " (ranks 0\u2013" + (run.ranks - 1) + ")";
     ctx.fillText(run.label + what + "   step " + fmtT(run.step, run), g.left, p.y0 + TITLE / 2);
     ctx.font = "11px system-ui, sans-serif"; ctx.textAlign = "right"; ctx.fillStyle = "#475467";
     if (g.view === "global") {
@@ -139,7 +143,7 @@ function drawBase(g, arrows) {
       ctx.textAlign = "left"; ctx.fillStyle = "#667085";
       ctx.fillText("memory (A)", g.left + g.plotW + 12, p.y0 + TITLE / 2);
       drawPeaks(ctx, g, p);
-    } else {
+    } else if (p.rows) {
       drawRow(ctx, g, run, g.rank, p.rowsTop, g.rowH, true);
       ctx.textBaseline = "middle";
       ctx.fillText("ops", g.left - 6, p.rowsTop + g.rowH / 2);
@@ -193,12 +197,12 @@ function drawFrame(ctx, g, t, dynamic) {
   if (!dynamic) return;
   const x = g.x(t);
   for (const p of g.panels) {
+    if (!p.rows) continue;
     const run = p.run, h = g.view === "global" ? p.rows * g.rowH : g.rowH + 8 + g.memH + 1;
     ctx.fillStyle = "rgba(255,255,255,0.62)";
     ctx.fillRect(x, p.rowsTop, g.left + g.plotW - x, h);
-    const ranks = g.view === "global" ? [...Array(run.ranks).keys()] : [g.rank];
     ctx.strokeStyle = "#1d2330"; ctx.lineWidth = 1.5;
-    ranks.forEach((r, k) => {
+    p.ranks.forEach((r, k) => {
       const i = opAt(run, r, t);
       if (i < 0) return;
       const x0 = g.x(run.starts[r][i]), y = p.rowsTop + k * g.rowH;
