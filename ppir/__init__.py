@@ -101,12 +101,14 @@ def _program(program, fn: str):
 
 # ``ppir.verify`` names this function; the checks live in the package of the same name, which
 # is imported above, before this definition, so the attribute stays the function.
-def verify(program: Program, *, progress: str = "fifo", strict: bool = False) -> Report:
+def verify(program: Program, *, progress: str | None = None, strict: bool = False) -> Report:
     """The verification report of ``program`` as it would run: a compiled program's own, a
-    lowered schedule's, or a compute-only schedule's after compiling it (as ``ppir check``)."""
+    lowered schedule's, or a compute-only schedule's after compiling it (as ``ppir check``).
+    ``progress`` None: a compiled program's own model, else ``"fifo"``."""
     if not isinstance(strict, bool):
         raise TypeError(f"strict takes True or False, got {strict!r}")
-    if isinstance(_program(program, "verify"), Compiled) and program.report is not None:
+    progress = _progress(_program(program, "verify"), progress)
+    if isinstance(program, Compiled) and program.report is not None:
         r = program.report  # made under the compile's progress model, lints as it said
         # its lints are warnings, or errors when compiled with strict: reused when they read
         # as ``strict`` asks (errors may be a strict compile's lints: checked again)
@@ -118,9 +120,17 @@ def verify(program: Program, *, progress: str = "fifo", strict: bool = False) ->
     return _check(target, progress, strict)
 
 
-def estimate(program: Program, costs: CostConfig | None = None, *, progress: str = "fifo"):
+def _progress(program, progress: str | None) -> str:
+    """The progress model asked for: None is a compiled program's own, else ``"fifo"``."""
+    if progress is not None:
+        return progress
+    return program.progress if isinstance(program, Compiled) else "fifo"
+
+
+def estimate(program: Program, costs: CostConfig | None = None, *, progress: str | None = None):
     """The :class:`Estimate` of one training step of ``program`` (compiled with ``costs`` when
-    it is a compute-only schedule), as ``ppir compile --backend cost`` prints it."""
+    it is a compute-only schedule), as ``ppir compile --backend cost`` prints it.
+    ``progress`` None: a compiled program's own model, else ``"fifo"``."""
     from ppir.analysis.estimate import estimate as _estimate
 
     if costs is not None and not isinstance(costs, CostConfig):
@@ -128,7 +138,8 @@ def estimate(program: Program, costs: CostConfig | None = None, *, progress: str
             f"costs takes a CostConfig (ppir.make_config({{...}}) makes one), got "
             f"{type(costs).__name__}"
         )
-    if isinstance(_program(program, "estimate"), Compiled):
+    progress = _progress(_program(program, "estimate"), progress)
+    if isinstance(program, Compiled):
         if (costs is not None and not _compiled_with(program, costs)) or (
             progress != program.progress
         ):

@@ -137,3 +137,12 @@ def test_load_names_a_spec_of_another_type(spec):
         ppir.load(spec)
     said = str(e.value)
     assert e.value.exit_code == 2 and "spec" in said and type(spec).__name__ in said
+
+
+def test_estimate_and_verify_of_a_relaxed_compile_use_its_own_progress_model():
+    c = ppir.compile(ppir.load("dualpipev", P=4, M=12), progress="relaxed")
+    assert ppir.estimate(c) is c.estimate  # not "compile it again" for options never given
+    assert ppir.verify(c) is c.report
+    with pytest.raises(ValueError, match="compile it again"):
+        ppir.estimate(c, progress="fifo")
+    assert ppir.estimate(ppir.load("1f1b", P=2, M=2)).step_time == 9  # a schedule: fifo
