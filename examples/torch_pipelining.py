@@ -47,7 +47,7 @@ def main() -> None:
     dist.barrier()
     # End without finalising the interpreter: a gloo worker thread that still holds a finished
     # collective's tensors can abort the process at exit (pytorch/pytorch#190489).  leave()
-    # runs the atexit handlers and flushes open files first.
+    # waits for threads, runs the atexit handlers and closes open files first.
     from ppir.torch.leave import leave
 
     leave(0)

@@ -10,6 +10,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    """See :func:`ppir.torch.run.main`: a run that started ends this process."""
     from ppir.torch.run import main as run_main
 
     return run_main(argv)

@@ -33,6 +33,28 @@ def test_leave_runs_atexit_handlers_and_flushes_files_left_open(tmp_path):
     assert (tmp_path / "atexit").read_text() == "ran"
 
 
+def test_leave_waits_for_threads_and_closes_what_wraps_a_file(tmp_path):
+    script = textwrap.dedent(f"""
+        import gzip, threading, time
+        from ppir.torch.leave import leave
+        z = gzip.open({str(tmp_path / "log.gz")!r}, "wt")
+        z.write("x" * 6000)  # never closed: its trailer is written when it is closed
+        def late():
+            time.sleep(0.3)
+            open({str(tmp_path / "thread")!r}, "w").write("done")
+        threading.Thread(target=late).start()  # not a daemon: a normal exit waits for it
+        leave(0)
+    """)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "thread").read_text() == "done"
+    import gzip
+
+    with gzip.open(tmp_path / "log.gz", "rt") as f:
+        assert f.read() == "x" * 6000
+
+
 def test_a_failing_atexit_handler_still_leaves_with_the_status(tmp_path):
     script = textwrap.dedent(f"""
         import atexit

@@ -14,8 +14,10 @@ runs in 30 of HF GPT-2 with ``zbv`` on 2 ranks, under load.  The same crash with
 destroys the groups, pytorch/pytorch#179291) was abandoned, and would not reach a group that
 something else still holds.
 
-Contract of :func:`leave`: run the ``atexit`` handlers (the user's and torch's), flush every
-open writable file object and the standard streams, then end the process at once with
+Contract of :func:`leave`: do what a normal exit does before finalising -- wait for the
+process's non-daemon threads, run the ``atexit`` handlers (the user's and torch's) -- then close
+every file object left open (outermost first: text, then buffered and compressed, then raw; a
+gzip file gets its trailer) and flush the standard streams, and end the process at once with
 ``os._exit(status)``, so that no thread is unwound.  Only at the end of a process's own main
 (a rank of ``ppir.run``, a ``ppir profile`` rank, a training script that embeds
 :class:`ppir.torch.PipelineRuntime`, after its last barrier), never from a library call.
@@ -28,29 +30,42 @@ import gc
 import io
 import os
 import sys
+import threading
 from typing import NoReturn
 
 
 def leave(status: int) -> NoReturn:
-    """End this process with ``status`` after its ``atexit`` handlers, its buffered writes
-    flushed (module docstring)."""
+    """End this process with ``status`` once its threads, ``atexit`` handlers and open files
+    are done with (module docstring)."""
     try:
-        atexit._run_exitfuncs()  # what a normal exit runs first (a handler's error is printed)
+        threading._shutdown()  # what a normal exit waits for first: the non-daemon threads
+        atexit._run_exitfuncs()  # then the handlers (an error in one is printed, as usual)
     finally:
-        flush_open_files()
+        close_open_files()
         os._exit(status)
 
 
-def flush_open_files() -> None:
-    """Flush the standard streams and every open writable file object that the interpreter
-    would have flushed while finalising (a file the user's code opened and never closed)."""
-    for stream in (sys.stdout, sys.stderr):
+STANDARD = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")
+
+
+def close_open_files() -> None:
+    """Close every open file object but the standard streams, which are flushed, as the
+    interpreter would have while finalising (a file the user's code opened and never closed);
+    a wrapper before what it wraps, so that each writes its last bytes through."""
+    standard = set()
+    for name in STANDARD:
+        stream = getattr(sys, name, None)
         _flush(stream)
-    for obj in gc.get_objects():
-        # type(), not isinstance: isinstance reads obj.__class__, which some objects compute
-        # (torch's deprecated reduce_op warns on it)
-        if issubclass(type(obj), io.IOBase):
-            _flush(obj)
+        while stream is not None and id(stream) not in standard:  # the stream and its layers
+            standard.add(id(stream))
+            stream = getattr(stream, "buffer", None) or getattr(stream, "raw", None)
+    # type(), not isinstance: isinstance reads obj.__class__, which some objects compute
+    # (torch's deprecated reduce_op warns on it)
+    files = [o for o in gc.get_objects() if issubclass(type(o), io.IOBase)]
+    for layer in (io.TextIOBase, io.BufferedIOBase, io.IOBase):
+        for f in files:
+            if issubclass(type(f), layer) and id(f) not in standard:
+                _close(f)
 
 
 def _flush(f) -> None:
@@ -58,4 +73,12 @@ def _flush(f) -> None:
         if f is not None and not f.closed and f.writable():
             f.flush()
     except Exception:  # noqa: BLE001 - a broken pipe or a detached stream: nothing to keep
+        pass
+
+
+def _close(f) -> None:
+    try:
+        if not f.closed:
+            f.close()
+    except Exception:  # noqa: BLE001 - as finalisation, which ignores a failing close
         pass
