@@ -110,6 +110,9 @@ def test_compared_sizes_get_the_digits_that_tell_them_apart():
     assert fmt_sizes_apart(80 * GiB, 72 * GiB, "bytes") == ("80 GiB", "72 GiB")  # as before
     assert fmt_sizes_apart(6.00001, 6, "A") == ("6.00001 A", "6 A")
     assert fmt_sizes_apart(2 * GiB, 2 * GiB, "bytes") == ("2 GiB", "2 GiB")  # equal: as they are
+    # every integer digit, never the exponent form (1.234e+04 A)
+    assert fmt_sizes_apart(12345, 12000, "A") == ("12345 A", "12000 A")
+    assert fmt_sizes_apart(14540 * GiB, 80 * GiB, "bytes") == ("14540 GiB", "80 GiB")
     a, b = fmt_sizes_apart(1.0 + 2**-52, 1.0, "A")  # the closest floats still read apart
     assert a != b
 

@@ -115,11 +115,11 @@ def size_unit(x: float) -> tuple[int, str]:
 
 def fmt_size(x: float, unit: str, digits: int = 4) -> str:
     """A memory size in A (``"A"``) or, for bytes, in its :func:`size_unit`, to ``digits``
-    significant digits."""
+    significant digits, every integer digit kept (:func:`fmt_sig`)."""
     if unit == "A":
-        return f"{x:.{digits}g} A"
+        return f"{fmt_sig(x, digits)} A"
     scale, name = size_unit(x)
-    return f"{x / scale:.{digits}g} {name}"
+    return f"{fmt_sig(x / scale, digits)} {name}"
 
 
 def fmt_sizes_apart(x: float, y: float, unit: str) -> tuple[str, str]:
