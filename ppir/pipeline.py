@@ -27,7 +27,7 @@ from functools import cached_property
 
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import Costs, costs_for
-from ppir.analysis.dp import reduce_members, resolve_dp, with_dp
+from ppir.analysis.dp import holds_reductions, resolve_dp, with_dp
 from ppir.analysis.timeline import Timeline, dependency_bound, run
 from ppir.compile_options import check_options, default_passes, warn_ignored
 from ppir.diagnostics import EXIT_INVALID, PpirError, Report
@@ -81,14 +81,12 @@ class Compiled:
     def dp_reduce(self):
         """How long the gradient reductions take and how much the drain hides
         (:func:`ppir.analysis.dp.dp_report`); None when there are none."""
-        from ppir.analysis.dp import dp_report, reduce_members, stage_links
+        from ppir.analysis.dp import dp_report, holds_reductions, rank_links
 
-        if reduce_members(self.program, self.dp) <= 1:
+        if not holds_reductions(self.program, self.dp):
             return None
-        links = stage_links(self.program, self.config, self.dp)
-        inter = any(link is not self.config.intra for link in links)
-        where = "inter-node" if inter else "intra-node"
-        return dp_report(self.timeline, self.dp, where, self.program.pipelines)
+        links = rank_links(self.program, self.config, self.dp)
+        return dp_report(self.timeline, self.dp, links, self.program.pipelines)
 
     @property
     def ok(self) -> bool:
@@ -197,7 +195,7 @@ def compile(  # noqa: A001 - the library's verb
         schedule = chosen[0].apply(schedule)  # input (verified, its own dependency bound)
     c = costs_for(schedule, cfg)
     # the program holds gradient reductions (an evaluation program has no gradients)
-    reduces = reduce_members(schedule, dp) > 1 and not schedule.forward_only
+    reduces = holds_reductions(schedule, dp)
     if reduces:
         c = with_dp(c, schedule, cfg, dp)
     timings: dict = {}

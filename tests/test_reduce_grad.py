@@ -167,7 +167,7 @@ def test_dualpipe_sums_its_two_copies_gradients_even_without_data_parallelism(cl
     sharded, replicated = m.layer_params()
     middle = 80 // 8 * (sharded / 8 + replicated) * 4  # fp32 gradients of a middle stage
     # stage 3 (rank 3) and its copy (rank 4) sit on different nodes (tp = 8: one rank a node)
-    assert c.dp_reduce.copies == 2 and c.dp_reduce.link == "inter-node"
+    assert c.dp_reduce.copies == 2 and set(c.dp_reduce.links) == {"inter-node"}
     want = ring_allreduce_time(2, middle, c.config.inter)
     assert c.dp_reduce.total[3] == pytest.approx(2 * want)  # rank 3 holds stages 3 and 12
     assert c.dp_reduce.exposed[3] > 0  # the step waits for it
@@ -178,6 +178,19 @@ def test_dualpipe_sums_its_two_copies_gradients_even_without_data_parallelism(cl
     )  # fmt: skip
     assert code == 0, err
     assert "(ring over 2: 2 copies of each stage x 1 replica, inter-node link)" in out
+
+
+def test_each_rank_is_told_its_own_reduction_link_and_an_evaluation_reduces_nothing(cli):
+    from ppir.analysis.config import CostConfig
+
+    # 6 pipeline ranks a node (ranks 0-5, then 6-7); a stage's copies sit on ranks r and 7 - r:
+    # both on node 0 for r = 2..5, across the two nodes for r = 0, 1, 6, 7
+    c = ppir.compile(ppir.load("dualpipe", P=8, M=16), costs=CostConfig(ranks_per_node=6))
+    assert c.dp_reduce.links == ("inter-node",) * 2 + ("intra-node",) * 4 + ("inter-node",) * 2
+    for args in (["dualpipe"], ["1f1b", "--dp", "2"]):  # no gradients: nothing to reduce
+        code, out, err = cli("compile", *args, "-p", "forward-only,lower-comms")
+        assert code == 0, err
+        assert "reduce" not in out, out
 
 
 def test_plans_take_the_programs_reductions():

@@ -1,6 +1,7 @@
-"""The data-parallel gradient reduction in the cost model: each ``REDUCE_GRAD`` (a ``reduce``
-node of the graph) lasts one ring all-reduce of its stage's gradients over the stage's
-data-parallel group, and the report says how much of it the pipeline's drain hides.
+"""The gradient reduction in the cost model: each ``REDUCE_GRAD`` (a ``reduce`` node of the
+graph) lasts one ring all-reduce of its stage's gradients over the stage's members -- its
+data-parallel replicas, times the copies the schedule holds of it (bidirectional DualPipe: 2,
+:func:`reduce_members`) -- and the report says how much of it the pipeline's drain hides.
 
 Ring all-reduce (Patarasuk & Yuan 2009; NCCL's ring): ``D`` replicas exchange ``2 (D - 1)``
 chunks of ``n / D`` bytes each, one after the other, on the ring's links:
@@ -9,8 +10,9 @@ chunks of ``n / D`` bytes each, one after the other, on the ring's links:
 
 with ``alpha``/``beta`` the latency and bandwidth of the link class the data-parallel group
 uses: the intra-node link when the ring of ``D`` replicas of a ``tp``-GPU rank fits in a node
-(``tp x D <= gpus_per_node``: :mod:`ppir.analysis.nodes`), else the inter-node one (the ring's
-slowest hop).  ``n``, the stage's gradient bytes, comes from the model shape: the stage's
+(``tp x D <= gpus_per_node``: :mod:`ppir.analysis.nodes`) and a stage's copies sit on one
+node, else the inter-node one (the ring's slowest hop; :func:`stage_links`).  ``n``, the
+stage's gradient bytes, comes from the model shape: the stage's
 parameters on one tensor-parallel rank (the memory footprint's count: layers, the embedding on
 the first stage, the final norm on the last) at the gradient dtype (``grad_dtype``, fp32 by
 default); without a model it is 0 and the reduction costs its latencies alone (unit mode).
@@ -101,6 +103,23 @@ def reduce_members(schedule: Schedule, dp: int) -> int:
     return dp * schedule.pipelines
 
 
+def holds_reductions(schedule: Schedule, dp: int) -> bool:
+    """Whether ``schedule``'s program reduces gradients: more than one member per stage
+    (:func:`reduce_members`), and a backward to reduce (an evaluation program has none)."""
+    return reduce_members(schedule, dp) > 1 and not schedule.forward_only
+
+
+def rank_links(schedule: Schedule, cfg: CostConfig, dp: int) -> list[str]:
+    """Each rank's reduction link, ``"intra-node"`` or ``"inter-node"``: the slowest of its
+    stages' (:func:`stage_links`)."""
+    links = stage_links(schedule, cfg, dp)
+    out = ["intra-node"] * schedule.ranks
+    for s, r in enumerate(schedule.placement):
+        if links[s] is not cfg.intra:
+            out[r] = "inter-node"
+    return out
+
+
 def stage_links(schedule: Schedule, cfg: CostConfig, dp: int) -> list[Link]:
     """Each stage's reduction link: the data-parallel ring's (:func:`dp_link`), or the
     inter-node link when the stage's copies sit on pipeline ranks of different nodes
@@ -177,7 +196,8 @@ class DPReduce:
     reductions) and ``hidden`` (= total - exposed), in the run's time unit."""
 
     replicas: int
-    link: str
+    links: tuple[str, ...]
+    """Per rank: the link class its reductions use (:func:`rank_links`)."""
     total: tuple[float, ...]
     exposed: tuple[float, ...]
     copies: int = 1
@@ -199,14 +219,14 @@ class DPReduce:
         head = "data-parallel reduce      " if self.copies == 1 else "gradient reduce           "
         return (
             f"{head} {fmt(tot)} per step on rank {r} (ring over "
-            f"{ring}, {self.link} link): the drain hides {fmt(tot - exp)} "
+            f"{ring}, {self.links[r]} link): the drain hides {fmt(tot - exp)} "
             f"({share}), {fmt(exp)} exposed\n"
             f"                           all ranks: {fmt(all_t - all_e)} of {fmt(all_t)} "
             "hidden"
         )
 
 
-def dp_report(tl: Timeline, replicas: int, link: str, copies: int = 1) -> DPReduce:
+def dp_report(tl: Timeline, replicas: int, links, copies: int = 1) -> DPReduce:
     """How much of each rank's reductions its drain hides (see the module docstring)."""
     g = tl.graph
     conv = tl.costs.converter() if tl.costs is not None else float
@@ -229,7 +249,7 @@ def dp_report(tl: Timeline, replicas: int, link: str, copies: int = 1) -> DPRedu
         exposed.append(e)
     return DPReduce(
         replicas,
-        link,
+        tuple(links),
         tuple(conv(t) for t in total),
         tuple(conv(e) for e in exposed),
         copies,
