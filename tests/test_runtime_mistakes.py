@@ -138,10 +138,10 @@ def test_a_folder_given_as_the_module_is_refused_before_any_rank_starts(
     from ppir.torch.errors import ModelError
     from ppir.torch.model import load_model
 
-    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "sub").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
     schedule = ["-n", "2", "1f1b"] if command == "launch" else []
-    for spec in (str(tmp_path / "mine"), "mine"):
+    for spec in (str(tmp_path / "mine"), "mine", "mine.sub"):
         code, out, err = cli(command, *schedule, "--module", spec)
         said = f"{spec} is a folder: give the .py file that defines build_stage, make_batch and "
         assert code == 2 and out == "", err

@@ -101,8 +101,10 @@ def module_folder_note(spec: str, defines: str = "build_stage, make_batch and lo
     """For a ``--module`` value that names a folder, what to give instead (a model module is
     one file): a path to a folder, or a dotted name of a folder without ``__init__.py`` (a
     namespace package, which has no code); "" for anything else (a package is a module)."""
-    if not os.path.isdir(spec):
+    dotted = not module_names_a_file(spec)
+    folder = spec.replace(".", os.sep) if dotted else spec  # pkg.sub: the folder pkg/sub
+    if not os.path.isdir(folder):
         return ""
-    if not module_names_a_file(spec) and os.path.isfile(os.path.join(spec, "__init__.py")):
+    if dotted and os.path.isfile(os.path.join(folder, "__init__.py")):
         return ""
     return f"{spec} is a folder: give the .py file that defines {defines}"
