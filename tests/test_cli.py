@@ -291,6 +291,15 @@ def test_pass_options_separated_by_a_comma_are_told_to_use_spaces(cli):
         "holds a ','",
         "hint: separate the options of a pass with spaces: lower-comms{a=1 b=2}",
     ]
+    # a comma and a space: was "'strategy' is given twice (strategy=eager,, then ...)"; a
+    # trailing comma: "unknown lowering strategy 'eager,'"
+    for text, part in [("strategy=eager, strategy=naive", "strategy=eager,"),
+                       ("strategy=eager,", "strategy=eager,")]:  # fmt: skip
+        code, out, err = cli("check", "1f1b", "-p", f"lower-comms{{{text}}}")
+        assert (code, out) == (2, "")
+        assert err.splitlines()[0] == (
+            f"ppir: error: lower-comms: '{part}' is one option whose value holds a ','"
+        )
 
 
 def test_a_boolean_pass_option_refuses_what_is_neither_true_nor_false():

@@ -67,6 +67,9 @@ def test_sweep_reports_invalid_values_and_bad_usage(cli):
     # the list splits as fuzz's does (ppir.testing.space.split_values): not inside min(...)
     code, _, err = cli("sweep", "1f1b", "--over", "M=min(4,8),2", "-D", "P=2")
     assert code == 2 and "hint: 'min(4,8)' is not an integer" in err
+    # the value int() refuses is named (1_000 is an integer to int(); was: '1_000')
+    code, _, err = cli("sweep", "1f1b", "--over", "M=1_000,x", "-D", "P=2")
+    assert code == 2 and "hint: 'x' is not an integer" in err
 
 
 def test_an_error_row_has_the_full_parameters_of_a_good_row(cli, tmp_path):

@@ -237,12 +237,14 @@ def _parse_over(text: str) -> tuple[str, list[int]]:
             f"--over {text}: the value list '{vals}' has an empty value",
             hints=["separate the values with single commas, e.g. --over v=1,2,4"],
         )
-    try:
-        values = [int(x) for x in items]
-    except ValueError:
-        values = []
+    values, bad = [], None
+    for x in items:
+        try:
+            values.append(int(x))
+        except ValueError:
+            bad, values = x.strip(), []  # the first value int() refuses
+            break
     if not eq or not name.strip().isidentifier() or not values:
-        bad = next((x.strip() for x in items if not x.strip().lstrip("+-").isdigit()), None)
         if ".." in vals:
             hint = ["sweep lists its values (each is one row): e.g. --over M=4,8,16"]
         elif eq and bad:

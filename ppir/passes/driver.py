@@ -80,7 +80,7 @@ def _options(cls, name: str, text: str) -> dict:
                 hints=did_you_mean(key, fields) + [f"options of {name}: {', '.join(fields)}"],
             )
         default = fields[key].default
-        if "," in value and "=" in value:  # {a=1,b=2}: options are separated by spaces
+        if "," in value:  # {a=1,b=2} or {a=1, b=2}: options are separated by spaces alone
             raise error(
                 "bad-pipeline",
                 f"{name}: '{part}' is one option whose value holds a ','",
