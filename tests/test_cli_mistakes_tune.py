@@ -50,7 +50,7 @@ def test_the_pruned_line_says_the_ordinal_of_top(cli, top, nth):
     assert f"cannot beat the {nth} ranked; not compiled" in out
     doc = json.loads(cli("tune", *_NO_MODEL, "--top", str(top), "-q", "--format", "json")[1])
     assert len(doc["ranked"]) == top and doc["pruned"]
-    assert all(f"no better than the {nth} ranked step time" in c["reason"] for c in doc["pruned"])
+    assert all(f"worse than the {nth} ranked step time" in c["reason"] for c in doc["pruned"])
 
 
 def test_the_default_list_is_the_builtins_whatever_the_cwd_holds(cli, tmp_path, monkeypatch):

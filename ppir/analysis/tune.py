@@ -13,7 +13,7 @@ Contract
    (:data:`TIE_ORDER`; the reason says which) (``why == "slower"``, in ranked order);
 2. the *pruned* ones, left uncompiled: a lower bound on their step time (:func:`program_bound`,
    or the dependency bound: the compute graph timed with the same costs, which no lowering
-   beats; :mod:`ppir.pipeline`) is no better than the ``top``-th ranked step time, so they
+   beats; :mod:`ppir.pipeline`) is worse than the ``top``-th ranked step time, so they
    cannot enter the top (``why == "pruned"``, sorted by that bound; their memory is checked
    only when they got as far as the dependency bound);
 3. the *rejected* ones, each with its reason: ``divisibility`` (the global batch does not split
@@ -158,7 +158,8 @@ class _State:
         heapq.heappush(self.waiting, (c.bound, self.n, c))
 
     def search(self, top: int) -> None:
-        """Take the least bound while fewer than ``top`` are ranked or it beats the cutoff: a
+        """Take the least bound while fewer than ``top`` are ranked or it is no worse than the
+        cutoff (an equal bound may tie with it, and rank first by :data:`TIE_ORDER`): a
         program bound becomes a dependency bound (or a rejection), a dependency bound a
         compiled candidate; what is left is pruned."""
         import heapq
@@ -232,7 +233,7 @@ def _slower(c: Candidate, top: int, nth: Candidate) -> Candidate:
 
 
 def _prune(c: Candidate, top: int) -> Candidate:
-    c.reason = f"not compiled: its bound is no better than the {ordinal(top)} ranked step time"
+    c.reason = f"not compiled: its bound is worse than the {ordinal(top)} ranked step time"
     c.why = "pruned"
     c.input_timeline = None
     return c

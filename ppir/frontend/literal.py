@@ -65,7 +65,6 @@ def literal_shape(
     actions: list[tuple[int, Action]],
     max_steps: int,
     max_ops: int,
-    where=None,
 ) -> tuple[int, int, int, tuple[int, ...], int]:
     """(ranks, stages, microbatches, placement, pipelines) of a written-out program, checked:
     the one check of the literal ``rank N:`` lines of a .pps file and of a ``ppir.program/1``
@@ -76,9 +75,8 @@ def literal_shape(
     Action) pairs of the programs.  ``rank_spans`` maps each rank that has a program to where
     it is written.  Sizes must be within the caps, every rank in 0..ranks-1, every action's
     stage in 0..stages-1, the placement a valid one (declarations.resolve_placement) and the
-    pipelines divide the stages.  ``where(rank, action)`` is the span an error about an action
-    points at (default: the action's own).  PpirError otherwise."""
-    where = where or (lambda r, a: a.span)
+    pipelines divide the stages; an error about an action points at its span.  PpirError
+    otherwise."""
     rmax = max(rank_spans, default=0)
     ranks = decls["ranks"][0] if "ranks" in decls else rmax + 1
     rspan = decls["ranks"][1] if "ranks" in decls else rank_spans.get(rmax)
@@ -90,21 +88,21 @@ def literal_shape(
     top = max(actions, key=lambda ra: ra[1].stage, default=None)
     max_stage = top[1].stage if top else -1
     stages = decls["stages"][0] if "stages" in decls else max_stage + 1
-    sspan = decls["stages"][1] if "stages" in decls else (where(*top) if top else rspan)
+    sspan = decls["stages"][1] if "stages" in decls else (top[1].span if top else rspan)
     check_size("stages", stages, max_steps, sspan)
     check_work(2 * stages, count(stages, "stage"), max_ops, sspan)
-    for r, a in actions:
+    for _, a in actions:
         if not 0 <= a.stage < stages:
             raise error(
                 "stage-out-of-range",
                 f"action {a} names stage {a.stage}, out of range 0..{stages - 1}",
-                where(r, a),
+                a.span,
             )
     if "microbatches" in decls:
         mbs, mspan = decls["microbatches"]
     else:  # inferred from the actions: the largest microbatch named, plus one
         last = max(actions, key=lambda ra: ra[1].mb, default=None)
-        mbs, mspan = (last[1].mb + 1, where(*last)) if last else (0, rspan)
+        mbs, mspan = (last[1].mb + 1, last[1].span) if last else (0, rspan)
     if mbs < 0:
         raise error("bad-declaration", f"microbatches must be at least 0, got {mbs}", mspan)
     check_size("microbatches", mbs, max_steps, mspan)

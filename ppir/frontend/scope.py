@@ -62,11 +62,9 @@ IMPURE_BUILTINS = frozenset(("pending_w",))  # reads the rank's pending weight p
 
 def pure_callee(name: str, pure_def) -> bool:
     """Whether a call of ``name`` is pure: a pure builtin, or (``pure_def(name)``) a pure
-    function -- never ``pending_w``, which a call always runs even where a ``def`` takes its
-    name (the interpreter dispatches builtins first)."""
-    if name in PURE_BUILTINS:
-        return True
-    return name not in IMPURE_BUILTINS and pure_def(name)
+    function; never ``pending_w`` (no ``def`` takes a builtin's name:
+    :mod:`ppir.frontend.reserved`)."""
+    return name in PURE_BUILTINS or pure_def(name)
 
 
 def pure_calls(e: A.Expr, params: tuple[str, ...], scope: Scope) -> bool:
