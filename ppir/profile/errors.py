@@ -59,6 +59,11 @@ def failure(out: str, codes: list, stopped=()) -> Exception:
     )
 
 
+def others(rank: int, world: int) -> tuple[int, ...]:
+    """Every rank of ``world`` but ``rank``: the peers a collective of the profile waits for."""
+    return tuple(r for r in range(world) if r != rank)
+
+
 def comm(where: str, peers, fn, *args, timeout_s: float | None = None):
     """``fn(*args)``, a message or collective of the profile: torch.distributed's RuntimeError (a
     peer that timed out, a lost connection) raised as the runtime's

@@ -22,7 +22,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ppir.analysis.measured import MeasuredCosts
-from ppir.profile.errors import ProfileError, ProfileFailed, comm, failure, record_error, usage
+from ppir.profile.errors import (
+    ProfileError,
+    ProfileFailed,
+    comm,
+    failure,
+    others,
+    record_error,
+    usage,
+)
 
 REQUIRED = ("build_stage", "make_batch", "loss_fn")
 
@@ -131,7 +139,7 @@ def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str, batch=None) ->
             Path(out).write_text(json.dumps(data))
         if P > 1:  # nobody leaves while another still talks to the store rank 0 hosts: a rank
             # tearing down its group after rank 0 left aborted (std::terminate)
-            comm(f"rank {rank}: finishing", _others(rank, P), dist.barrier, timeout_s=spec.timeout)
+            comm(f"rank {rank}: finishing", others(rank, P), dist.barrier, timeout_s=spec.timeout)
     except Exception as e:
         err = usage(e)
         if P > 1:  # stamped now, before the teardown, so that the first error is the earliest
@@ -154,7 +162,7 @@ def gather(rank: int, P: int, samples, transfer, groups, device: str) -> dict | 
     if P > 1:
         box = [None] * P if rank == 0 else None
         where = f"rank {rank}: gathering the samples on rank 0"
-        peers = _others(rank, P) if rank == 0 else (0,)
+        peers = others(rank, P) if rank == 0 else (0,)
         comm(where, peers, dist.gather_object, mine, box, 0)
     if rank != 0:
         return None
@@ -371,10 +379,6 @@ def cpu_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-def _others(rank: int, P: int) -> tuple[int, ...]:
-    return tuple(r for r in range(P) if r != rank)
 
 
 def _free_port() -> int:

@@ -15,7 +15,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from ppir.profile.errors import comm
+from ppir.profile.errors import comm, others
 from ppir.torch import values as V
 from ppir.torch.shapes import zeros_like_spec
 
@@ -40,7 +40,7 @@ def measure_transfer(run, reps: int) -> list[float]:
                 comm(where, pair[:1], _ping, t, *pair, timeout_s=run.timeout_s)
             times.append((time.perf_counter() - t0) / 2)
         box = torch.tensor([statistics.median(times[1:]) if run.rank == b - 1 else 0.0])
-        comm(where, others(run), dist.all_reduce, box, timeout_s=run.timeout_s)
+        comm(where, others(run.rank, run.world), dist.all_reduce, box, timeout_s=run.timeout_s)
         out.append(float(box[0]))
     return out
 
@@ -56,11 +56,6 @@ def _group(fn, tensors: list, peer) -> None:
         w.wait()
 
 
-def others(run) -> tuple[int, ...]:
-    """Every rank but ``run``'s: the peers a collective of the profile waits for."""
-    return tuple(r for r in range(run.world) if r != run.rank)
-
-
 def barrier(run, where: str) -> None:
     """``dist.barrier()``, a peer that does not reach it in time a CommError at ``where``."""
-    comm(where, others(run), dist.barrier, timeout_s=run.timeout_s)
+    comm(where, others(run.rank, run.world), dist.barrier, timeout_s=run.timeout_s)
