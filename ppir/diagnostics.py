@@ -211,6 +211,8 @@ def rank_list(ranks, limit: int = 8) -> str:
     0, 1 and 3``; past ``limit`` of them the first ``limit`` and a count, as repeated
     diagnostics are listed (``ranks 0, 1, ..., 7, ... (8 more)``)."""
     shown = [str(r) for r in ranks]
+    if not shown:
+        return "no rank"
     if len(shown) == 1:
         return f"rank {shown[0]}"
     if len(shown) > limit:

@@ -64,6 +64,7 @@ def test_error_kinds_are_distinct(monkeypatch):
 def test_rank_lists_read_as_the_verifier_writes_them():
     from ppir.diagnostics import rank_list
 
+    assert rank_list([]) == "no rank"  # was an IndexError
     assert rank_list([2]) == "rank 2"
     assert rank_list([0, 1]) == "ranks 0 and 1"  # as 'ranks 1 and 2 wait for each other'
     assert rank_list([0, 1, 3]) == "ranks 0, 1 and 3"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from ppir.diagnostics import rank_list
+
 
 class RuntimeFailure(RuntimeError):
     """Base of the runtime's errors; the message is complete and names the rank."""
@@ -43,7 +45,7 @@ def comm_error(where: str, peers, exc: BaseException, timeout_s: float | None) -
     text = re.sub(r"^\[[^\]]*\]\s*", "", text)  # torch's "[path/to/file.cc:123] " prefix
     low = text.lower()
     timeout = "timed out" in low or "timeout" in low
-    who = ", ".join(f"rank {p}" for p in peers) or "its peers"
+    who = rank_list(peers) if peers else "its peers"
     if timeout:
         limit = f" within the {timeout_s:g} s timeout" if timeout_s else ""
         msg = f"{where}: no answer from {who}{limit} (is it stuck?)"
