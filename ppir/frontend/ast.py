@@ -256,29 +256,33 @@ def inner_binders(module: Module) -> frozenset[str]:
     this set that the top level has bound can only ever be looked up there, so the
     interpreter reads it once (a top-level binding is never rebound)."""
     out: set[str] = set(PRIORITY_NAMES)
-
-    def walk(stmts) -> None:
-        for st in stmts:
-            if isinstance(st, Let):
-                out.add(st.name)
-            elif isinstance(st, Def):
-                out.add(st.name)
-                out.update(st.params)
-            elif isinstance(st, For):
-                out.add(st.var)
-                walk(st.body)
-            elif isinstance(st, If):
-                walk(st.then)
-                walk(st.orelse)
-            elif isinstance(st, PatternSlot):
-                out.add(st.mb_var)
-
     for item in module.items:
         if isinstance(item, Def):
             out.update(item.params)
         elif isinstance(item, (For, If)):
-            walk((item,))
+            out |= block_binders((item,))
         elif isinstance(item, (ProgramBlock, GreedyBlock, PatternBlock)):
             out.add(item.rank_var)
-            walk(item.body)
+            out |= block_binders(item.body)
     return frozenset(out)
+
+
+def block_binders(stmts) -> set[str]:
+    """Every name ``stmts`` bind, their nested blocks included: lets, defs and their
+    parameters, loop variables, pattern slots' microbatch variables (the one list of the
+    statements that bind; :mod:`ppir.frontend.bindings` checks where each is visible)."""
+    out: set[str] = set()
+    for st in stmts:
+        if isinstance(st, Let):
+            out.add(st.name)
+        elif isinstance(st, Def):
+            out.add(st.name)
+            out.update(st.params)
+        elif isinstance(st, For):
+            out.add(st.var)
+            out |= block_binders(st.body)
+        elif isinstance(st, If):
+            out |= block_binders(st.then) | block_binders(st.orelse)
+        elif isinstance(st, PatternSlot):
+            out.add(st.mb_var)
+    return out

@@ -33,28 +33,11 @@ class Frame:
 
 
 def loop_frame(st: A.For, levels: int) -> Frame:
-    return Frame(st.var, frozenset({st.var} | binders(st.body)), levels)
+    return Frame(st.var, frozenset({st.var} | A.block_binders(st.body)), levels)
 
 
 def program_frame(block: A.ProgramBlock) -> Frame:
-    return Frame(None, frozenset({block.rank_var} | binders(block.body)))
-
-
-def binders(stmts) -> set[str]:
-    """Every name a ``let``, ``def`` (with its parameters) or loop binds in ``stmts``."""
-    out: set[str] = set()
-    for st in stmts:
-        if isinstance(st, A.Let):
-            out.add(st.name)
-        elif isinstance(st, A.Def):
-            out.add(st.name)
-            out.update(st.params)
-        elif isinstance(st, A.For):
-            out.add(st.var)
-            out |= binders(st.body)
-        elif isinstance(st, A.If):
-            out |= binders(st.then) | binders(st.orelse)
-    return out
+    return Frame(None, frozenset({block.rank_var} | A.block_binders(block.body)))
 
 
 def stable(e: A.Expr, binds: frozenset[str], pure) -> bool:
