@@ -125,14 +125,14 @@ def stage_links(schedule: Schedule, cfg: CostConfig, dp: int) -> list[Link]:
     inter-node link when the stage's copies sit on pipeline ranks of different nodes
     (:func:`ppir.analysis.nodes.pipeline_ranks_per_node`)."""
     from ppir.analysis.nodes import pipeline_ranks_per_node
+    from ppir.ir.deps import model_stage
 
     ring, per_node = dp_link(cfg, dp), pipeline_ranks_per_node(cfg)
-    span = schedule.stages // schedule.pipelines
-    out = []
-    for s in range(schedule.stages):
-        copies = schedule.placement[s % span :: span]
-        out.append(ring if len({r // per_node for r in copies}) == 1 else cfg.inter)
-    return out
+    of = [model_stage(s, schedule.stages, schedule.pipelines) for s in range(schedule.stages)]
+    nodes: dict[int, set[int]] = {}  # model stage -> the nodes its copies sit on
+    for s, r in enumerate(schedule.placement):
+        nodes.setdefault(of[s], set()).add(r // per_node)
+    return [ring if len(nodes[of[s]]) == 1 else cfg.inter for s in range(schedule.stages)]
 
 
 def stage_grad_bytes(schedule: Schedule, cfg: CostConfig) -> list[float]:
