@@ -19,6 +19,10 @@ done
 cd /tmp  # run from outside the source tree, as a user would
 "$VENV/bin/ppir" launch -n 2 1f1b -D M=4 --module "$OLDPWD/examples/gpt_model.py" \
   --module-opt layers=2 --module-opt d_model=32 --module-opt seq=8 --module-opt batch=8 \
-  --steps 2 --verify-grads --device cpu | tee "$VENV/out.txt"
+  --steps 2 --verify-grads --device cpu 2>&1 | tee "$VENV/out.txt"
 grep -q "verify-grads: .*: OK" "$VENV/out.txt"
+if grep -q "Failed to initialize NumPy" "$VENV/out.txt"; then  # ppir[torch] needs no numpy
+  echo "fresh-venv: torch's missing-numpy warning reached the user" >&2
+  exit 1
+fi
 echo "fresh-venv: ppir[torch] alone launched 2 ranks and verified the gradients"

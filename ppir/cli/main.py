@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return EXIT_USAGE
+    from ppir.torch.run import quiet_numpy_warning
+
+    quiet_numpy_warning()  # before any command imports torch (launch, profile, import)
     real_stdout = sys.stdout
     if real_stdout is not None:
         sys.stdout = _GuardedStdout(real_stdout)
