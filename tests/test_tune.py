@@ -145,4 +145,31 @@ def test_every_tune_json_key_is_documented(cli, capsys):
     assert sorted(k for k in keys if f"`{k}`" not in section and f"`{k}[]`" not in section) == []
     with pytest.raises(SystemExit):
         build_parser().parse_args(["tune", "--help"])
-    assert "(default 1,2,4)" in " ".join(capsys.readouterr().out.split())
+    assert (
+        "(default 1,2,4 and, with --model, every v that splits a rank's layers evenly into v "
+        "chunks)" in " ".join(capsys.readouterr().out.split())
+    )
+
+
+def test_the_default_v_grid_adds_each_v_that_splits_a_ranks_layers_evenly():
+    """Without --v: 1, 2, 4, and with a model every v with layers % (P x v) == 0 (Megatron-LM's
+    condition for its virtual pipeline size), so 80 layers on P = 4 try v = 5, 10 and 20 too."""
+    from ppir.analysis.tune_space import Space
+
+    assert Space(world=32).vs_for(4, 80) == (1, 2, 4, 5, 10, 20)
+    assert Space(world=32).vs_for(8, 80) == (1, 2, 4, 5, 10)
+    assert Space(world=32).vs_for(3, 80) == (1, 2, 4)  # 80 / 3 is not whole: nothing to add
+    assert Space(world=32).vs_for(1, 80) == (1, 2, 4)  # one rank: no pipeline to interleave
+    assert Space(world=32).vs_for(4, None) == (1, 2, 4)  # no model, no layers
+    assert Space(world=32, vs=(3,)).vs_for(4, 80) == (3,)  # --v as given
+
+
+def test_tune_finds_an_interleaving_beyond_the_fixed_grid(cli):
+    argv = ["tune", "--world", "64", "--tp", "8", "--gpu-memory", "80GiB", "-q", "--format", "json"]
+    argv += ["--model", "llama3-70b,seq=4096", "--schedules", "interleaved_1f1b"]
+    code, out, err = cli(*argv)
+    assert code == 0, err
+    best = json.loads(out)["ranked"][0]
+    assert best["v"] > 4 and 80 % (best["pp"] * best["v"]) == 0, best
+    code, out, err = cli(*argv, "--v", "1,2,4")
+    assert json.loads(out)["ranked"][0]["step_time"] > best["step_time"]

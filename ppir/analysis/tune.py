@@ -89,7 +89,7 @@ def search(
         for name, params in named
         for P, dp in sizes
         for mbs in space.micro_batches
-        for v in (space.vs if "v" in params else [None])
+        for v in (space.vs_for(P, model and model.layers) if "v" in params else [None])
     ]
     jobs.sort(key=lambda j: (j[2] * G // max(1, j[3] * j[4]) * (j[5] or 1), j[0]))
     state = _State(space.top, budget, progress, on_step)

@@ -46,6 +46,10 @@ class Candidate:
         return self.reason is None
 
 
+DEFAULT_VS = (1, 2, 4)
+"""The v ``ppir tune`` tries without ``--v`` (and, with a model, :meth:`Space.vs_for`'s)."""
+
+
 @dataclass(frozen=True)
 class Space:
     """What :func:`search` tries.  ``pps`` None: every P dividing world / tp."""
@@ -55,10 +59,22 @@ class Space:
     pps: tuple[int, ...] | None = None
     global_batch: int = 0  # 0: default_global_batch
     micro_batches: tuple[int, ...] = (1,)
-    vs: tuple[int, ...] = (1, 2, 4)
+    vs: tuple[int, ...] | None = None  # None: :meth:`vs_for`'s default grid
     recomputes: tuple[str, ...] = ("none",)
     uneven: bool = True
     top: int = 10
+
+    def vs_for(self, pp: int, layers: int | None) -> tuple[int, ...]:
+        """The v (stages per rank) to try at pipeline size ``pp``: ``vs`` when given, else
+        :data:`DEFAULT_VS` and, with a model of ``layers`` layers and ``pp`` > 1, every v
+        that splits each rank's layers evenly into v chunks (``layers % (pp x v) == 0``,
+        Megatron-LM's condition for its virtual pipeline size)."""
+        if self.vs is not None:
+            return self.vs
+        if not layers or pp < 2:
+            return DEFAULT_VS
+        even = (v for v in range(1, layers // pp + 1) if layers % (pp * v) == 0)
+        return tuple(sorted(set(DEFAULT_VS).union(even)))
 
     def pipeline_sizes(self) -> list[tuple[int, int]]:
         """(P, dp) pairs with P x dp x tp = world."""

@@ -99,9 +99,9 @@ def add_arguments(p):
     )
     p.add_argument(
         "--v",
-        default="1,2,4",
         metavar="V1,V2,...",
-        help="stages (chunks) per rank to try (default 1,2,4)",
+        help="stages (chunks) per rank to try (default 1,2,4 and, with --model, every v that "
+        "splits a rank's layers evenly into v chunks)",
     )
     p.add_argument(
         "--schedules",
@@ -297,7 +297,7 @@ def run(args) -> int:
         pps=pps if model is not None else None,
         global_batch=G,
         micro_batches=tuple(_ints(mbs, "--micro-batch")),
-        vs=tuple(_ints(args.v, "--v")),
+        vs=tuple(_ints(args.v, "--v")) if args.v is not None else None,
         recomputes=recomputes,
         uneven=not args.even,
         top=args.top,
