@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ppir.diagnostics import PpirError
 from ppir.testing import (
@@ -97,6 +98,28 @@ def test_shapes_stay_in_bounds_and_satisfy_requires(params):
 def test_unnamed_parameters_keep_their_defaults(params):
     assert set(params) == {"M"}
     assert check_schedule("1f1b", **params).params == {"P": 4, **params}
+
+
+def test_a_spec_may_read_a_header_default_or_a_drawn_parameter():
+    # as 'ppir fuzz 1f1b --over M=P..2P' does: P keeps its header default 4
+    @settings(max_examples=10, database=None)
+    @given(shapes("1f1b", M="P..2P"))
+    def by_default(params):
+        assert set(params) == {"M"} and 4 <= params["M"] <= 8
+
+    @settings(max_examples=10, database=None)
+    @given(shapes("1f1b", P=st.integers(2, 3), M="P..2P"))
+    def by_strategy(params):
+        assert params["P"] in (2, 3) and params["P"] <= params["M"] <= 2 * params["P"]
+
+    by_default()
+    by_strategy()
+
+
+def test_a_spec_may_not_read_a_strategy_drawn_after_it():
+    with pytest.raises(PpirError, match="refers to 'P'") as e:
+        shapes("1f1b", M="P..2P", P=st.integers(2, 3))
+    assert "hint: declare 'P' before 'M'" in e.value.render()
 
 
 def test_shapes_reject_unknown_parameters():

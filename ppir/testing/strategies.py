@@ -54,14 +54,12 @@ def _draw_point(draw, domains: list[tuple[str, object]], fixed: dict) -> dict[st
     return point
 
 
-def _split_specs(specs: dict) -> tuple[list[tuple[str, object]], dict]:
-    """Hypothesis strategies are kept; everything else becomes a checked ParamSpace domain."""
-    plain = {k: v for k, v in specs.items() if not isinstance(v, st.SearchStrategy)}
-    space = ParamSpace.from_specs(plain)  # validates order and syntax
-    doms = dict(space.domains)
-    return [
-        (k, v if isinstance(v, st.SearchStrategy) else doms[k]) for k, v in specs.items()
-    ], space.fixed
+def _split_specs(specs: dict, fixed: dict) -> list[tuple[str, object]]:
+    """Hypothesis strategies are kept; the rest become domains, checked to read only ``fixed``
+    (header defaults) and the names before them, a strategy's included (a stand-in 0 here)."""
+    drawn = {k: isinstance(v, st.SearchStrategy) for k, v in specs.items()}
+    doms = ParamSpace.from_specs({k: 0 if drawn[k] else v for k, v in specs.items()}, fixed)
+    return [(k, specs[k] if drawn[k] else dom) for k, dom in doms.domains]
 
 
 def shapes(schedule: str | os.PathLike, **bounds) -> st.SearchStrategy[dict[str, int]]:
@@ -87,7 +85,7 @@ def shapes(schedule: str | os.PathLike, **bounds) -> st.SearchStrategy[dict[str,
             + [f"its parameters: {', '.join(declared) or 'none'}"],
         )
     defaults = {k: v for k, v in declared.items() if k not in bounds and v is not None}
-    domains, _ = _split_specs(bounds)
+    domains = _split_specs(bounds, defaults)
     if _any_supported(module, domains, defaults) is False:
         from ppir.diagnostics import EXIT_USAGE, error
 
@@ -190,7 +188,7 @@ def valid_schedules(
                 f"valid_schedules: max_in_flight={max_in_flight} cannot hold the {min(usable)} "
                 "chunks a microbatch keeps on each rank at once (v chunks per rank)"
             )
-    domains, _ = _split_specs({"P": P, "M": M, "v": v})
+    domains = _split_specs({"P": P, "M": M, "v": v}, {})
 
     @st.composite
     def draw_schedule(draw):
