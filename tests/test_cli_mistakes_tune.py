@@ -78,3 +78,10 @@ def test_recompute_without_a_model_is_refused(cli):
 def test_world_or_tp_without_a_model_is_refused(cli, flag):
     code, out, err = cli("tune", *_NO_MODEL, flag, "8")
     assert code == 2 and f"{flag} 8 needs --model" in err
+
+
+@pytest.mark.parametrize("value", [",", " , ,"])
+def test_a_schedule_list_without_a_name_is_refused(cli, value):
+    code, out, err = cli("tune", *_NO_MODEL, "-q", "--schedules", value)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert f"--schedules {value}: expected schedule names" in err

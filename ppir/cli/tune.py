@@ -244,6 +244,8 @@ def run(args) -> int:
         if args.schedules
         else [Builtin(n) for n in builtin_names()]
     )
+    if not names:  # was searched as no schedule: 'no feasible choice' with no reason given
+        raise error("bad-usage", f"--schedules {args.schedules}: expected schedule names")
     pps = tuple(_ints(args.pp, "--pp")) if args.pp else None
     if model is None:
         if not pps or len(pps) != 1:
