@@ -3,6 +3,7 @@ names the option or value, as the command line's own checks do, not a traceback 
 
 from __future__ import annotations
 
+import re
 import textwrap
 import warnings
 
@@ -294,3 +295,20 @@ def test_estimate_of_a_compiled_program_takes_the_costs_it_was_compiled_with_and
     other = ppir.make_config({"model": {"preset": "llama3-8b", "dp": 4}})
     with pytest.raises(ValueError, match="timed under the costs and progress model it was"):
         ppir.estimate(c, other)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: ppir.load_text(REQUIRE.encode()), "load_text takes the .pps source as a str"),
+        (lambda: ppir.load_text(None), "load_text takes the .pps source as a str, got NoneType"),
+        (lambda: ppir.load_text(REQUIRE, [("P", 2)]), "params takes a dict of parameter values"),
+        (lambda: ppir.load_text(REQUIRE, {1: 2}), "a parameter is named by a str, such as 'P'"),
+        (lambda: ppir.load("1f1b", {1: 2}), "a parameter is named by a str, such as 'P', got 1"),
+    ],
+)
+def test_load_text_and_parameters_of_the_wrong_type_are_ppir_errors(call, message):
+    """Each was a TypeError from inside Lark, dict unpacking or difflib."""
+    with pytest.raises(ppir.PpirError, match=re.escape(message)) as e:
+        call()
+    assert e.value.kind == "bad-usage"

@@ -237,6 +237,15 @@ def merge_params(params: dict | None, more: dict) -> dict:
     """The parameters given as a dict and as keywords, in one dict; a ``bad-usage`` error
     naming the parameter and both values when the two give one different values."""
     params = params or {}
+    if not isinstance(params, dict):  # load_text raised Python's 'not a mapping'
+        raise error(
+            "bad-usage",
+            f"params takes a dict of parameter values, such as {{'P': 4}}, got "
+            f"{type(params).__name__} {params!r:.60}",
+        )
+    for name in [*params, *more]:  # an int key was a TypeError from difflib's did-you-mean
+        if not isinstance(name, str):
+            raise error("bad-usage", f"a parameter is named by a str, such as 'P', got {name!r}")
     for name, value in more.items():
         if params.get(name, value) != value:
             raise error(
@@ -260,6 +269,13 @@ def load_text(
     """Parse and expand .pps source text (handy for tests and tools); its parameters as a
     dict, as keywords (``load_text(src, P=4, M=8)``), or both (:func:`merge_params`: one
     given both ways must have one value); ``path`` is the name errors give it."""
+    if not isinstance(text, str):  # was a TypeError from Lark's lexer
+        hint = "decode it first: text.decode('utf-8')" if isinstance(text, bytes) else None
+        raise error(
+            "bad-usage",
+            f"load_text takes the .pps source as a str, got {type(text).__name__} {text!r:.40}",
+            hints=[hint] if hint else [],
+        )
     return expand(
         parse_text(text, path),
         merge_params(params, more),
