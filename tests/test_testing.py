@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -381,3 +382,33 @@ def test_mutations_refuse_unknown_kinds_and_counts_when_called(kwargs, error):
         mutations(ppir.load("1f1b", P=2, M=2), **kwargs)
     with pytest.raises(TypeError, match="mutations takes a Schedule or a strategy of them"):
         mutations("1f1b")
+
+
+@pytest.mark.parametrize(
+    "value, said",
+    [
+        (5, "got int 5"),
+        (None, "got NoneType None"),
+        ("compiled", "got what ppir.compile returns: pass its .program (lowered) or .source"),
+    ],
+)
+def test_a_schedule_of_another_type_is_named(value, said):
+    """Was os.fspath's 'expected str, bytes or os.PathLike object, not Compiled'."""
+    import ppir
+
+    if value == "compiled":
+        value = ppir.compile(ppir.load("1f1b", P=2, M=2))
+    with pytest.raises(
+        TypeError, match=re.escape(f"a schedule is a Schedule, a path or a name, {said}")
+    ):
+        assert_schedule_ok(value)
+
+
+def test_mutations_of_another_type_quote_it_short():
+    """A Compiled was quoted whole: its programs, graph and timeline, tens of kilobytes."""
+    import ppir
+    from ppir.testing import mutations
+
+    with pytest.raises(TypeError) as e:
+        mutations(ppir.compile(ppir.load("1f1b", P=3, M=3)))
+    assert len(str(e.value)) < 200

@@ -147,6 +147,8 @@ def check_schedule(
         if params:
             raise TypeError("parameters apply to a .pps file, not to an expanded Schedule")
         s = schedule
+    elif not isinstance(schedule, (str, os.PathLike)):  # was os.fspath's TypeError
+        raise TypeError(misfit(schedule, "a schedule is a Schedule, a path or a name"))
     else:
         spec = os.fspath(schedule)
         from ppir.frontend.loader import load_schedule, schedule_kind
@@ -308,3 +310,10 @@ def assert_schedule_ok(
     if not res.ok:
         raise AssertionError(res.render())
     return res
+
+
+def misfit(got, takes: str) -> str:
+    """``takes`` and what was got instead; of a Compiled, which of its schedules to pass."""
+    if isinstance(getattr(got, "program", None), Schedule):
+        return f"{takes}, got what ppir.compile returns: pass its .program (lowered) or .source"
+    return f"{takes}, got {type(got).__name__} {got!r:.60}"

@@ -306,7 +306,7 @@ def mutations(
     if not (type(max_mutations) is int and max_mutations >= 1):
         raise ValueError(f"mutations: max_mutations must be at least 1, got {max_mutations!r}")
     if not isinstance(schedule, (Schedule, st.SearchStrategy)):
-        raise TypeError(f"mutations takes a Schedule or a strategy of them, got {schedule!r}")
+        raise TypeError(f"mutations takes a Schedule or a strategy of them, got {schedule!r:.60}")
     if isinstance(schedule, st.SearchStrategy):
         return schedule.flatmap(lambda s: mutations(s, max_mutations=max_mutations, kinds=kinds))
     ranks = [r for r, prog in enumerate(schedule.programs) if len(prog) >= 2]
