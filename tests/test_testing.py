@@ -412,3 +412,9 @@ def test_mutations_of_another_type_quote_it_short():
     with pytest.raises(TypeError) as e:
         mutations(ppir.compile(ppir.load("1f1b", P=3, M=3)))
     assert len(str(e.value)) < 200
+
+
+@pytest.mark.parametrize("over", ["P=2..8", [("P", "2..8")]])
+def test_property_test_refuses_an_over_that_is_no_dict(over):
+    with pytest.raises(TypeError, match="property_test: over takes a dict, such as"):
+        property_test("1f1b", over=over)

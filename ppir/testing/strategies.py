@@ -370,6 +370,8 @@ def property_test(
     _check_keywords(path, checks)
     if examples is not None and not (type(examples) is int and examples >= 1):
         raise ValueError(f"property_test: examples must be at least 1, got {examples!r}")
+    if not hasattr(over, "items"):  # a mapping; was "AttributeError: 'str' ... 'items'"
+        raise TypeError(f"property_test: over takes a dict, such as {{'P': '2..8'}}, got {over!r}")
 
     def test(params):
         __tracebackhide__ = True  # a failure shows the shape and the diagnostic, not ppir
