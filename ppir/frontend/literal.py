@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ppir.diagnostics import EXIT_USAGE, Note, error
+from ppir.diagnostics import EXIT_USAGE, Note, error, rank_list
 from ppir.frontend import ast as A
 from ppir.frontend.declarations import resolve_pipelines, resolve_placement
 from ppir.frontend.interpreter import Interpreter
@@ -117,7 +117,7 @@ def literal_shape(
         resolve_placement(ex, d, final=True)
         placement = ex.placement
     else:
-        placement = infer_placement(ranks, stages, actions, sspan)
+        placement = infer_placement(ranks, stages, actions, sspan, rspan)
     return ranks, stages, mbs, placement, resolve_pipelines(decls, stages)
 
 
@@ -130,11 +130,15 @@ def _literal_actions(it) -> tuple[Action, ...]:
     return it.actions if isinstance(it, Overlap) else (it,)
 
 
-def infer_placement(ranks: int, stages: int, actions, span: Span | None = None):
+def infer_placement(
+    ranks: int, stages: int, actions, span: Span | None = None, rank_span: Span | None = None
+):
     """Placement (a tuple of ranks) from which rank runs each stage's compute actions.
 
     ``actions`` is an iterable of (rank, Action).  Raises PpirError when a stage runs on two
-    ranks or on none (located at ``span``, or at the action that names the highest stage).
+    ranks or on none (located at ``span``, or at the action that names the highest stage), or
+    a rank of ``ranks`` runs no stage (at its first action, else ``rank_span``: where the
+    ranks are declared).
     """
     actions = list(actions)
     where: dict[int, tuple[int, Action]] = {}
@@ -161,4 +165,15 @@ def infer_placement(ranks: int, stages: int, actions, span: Span | None = None):
             hints=["declare 'placement [...]' (or pass --placement)"],
             exit_code=EXIT_USAGE,
         )
-    return tuple(where[s][0] for s in range(stages))
+    placement = tuple(where[s][0] for s in range(stages))
+    idle = sorted(set(range(ranks)) - set(placement))
+    if idle:  # as a program block's placement: every rank holds a stage
+        own = next((a.span for r, a in actions if r == idle[0]), None)  # its first action
+        raise error(
+            "bad-placement",
+            f"rank {idle[0]} holds no stage: none of its actions computes"
+            + (f" (nor do those of {rank_list(idle[1:])})" if idle[1:] else ""),
+            own or rank_span or span or (actions[0][1].span if actions else None),
+            hints=["give every rank a stage, or declare fewer ranks"],
+        )
+    return placement
