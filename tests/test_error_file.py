@@ -43,3 +43,24 @@ def test_no_file_is_written_without_a_launcher(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     failures._write_error_file(0, "own", "m", "m", None)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_torchrun_names_the_failure_a_stopping_rank_quotes_as_root_cause(tmp_path, monkeypatch):
+    """Rank 1 fails; rank 0 stops because of it within the same second.  torchrun's summary
+    calls the record with the smallest whole-second timestamp (the lowest rank on a tie) the
+    root cause: it named rank 0's 'lost the connection to rank 1' instead of rank 1's error."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    clock = iter([1000.2, 1000.4])
+    monkeypatch.setattr(failures.time, "time", lambda: next(clock))
+    files = {}
+    for rank, kind, text in ((1, "own", "rank 1: boom"), (0, "secondary", "rank 0: lost rank 1")):
+        files[rank] = tmp_path / f"{rank}.json"
+        monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(files[rank]))
+        failures._write_error_file(rank, kind, text, "rank 1: boom", None)
+    ends = {  # by rank, as torch's agent lists them
+        r: ProcessFailure(local_rank=r, pid=1, exitcode=1, error_file=str(files[r]))
+        for r in sorted(files)
+    }
+    root, _ = ChildFailedError("ppir.run", ends).get_first_failure()
+    assert root == 1

@@ -35,6 +35,7 @@ import contextlib
 import ctypes
 import datetime
 import json
+import math
 import os
 import signal
 import sys
@@ -228,10 +229,14 @@ def _write_error_file(rank, kind, message, first, tb, peers=(), timeout=False) -
     if not path:
         return False
     now = time.time()
+    # torchrun names the record with the smallest whole-second timestamp its root cause (the
+    # lowest rank on a tie): a rank stopping because of another's failure rounds up, so that
+    # the failure it quotes, written within the same second, stays the root cause
+    stamp = math.ceil(now) if kind == "secondary" else int(now)
     rec = {
         "message": {
             "message": message,
-            "extraInfo": {"py_callstack": tb or message, "timestamp": str(int(now))},
+            "extraInfo": {"py_callstack": tb or message, "timestamp": str(stamp)},
         },
         "ppir": {
             "rank": rank,
