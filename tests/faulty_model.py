@@ -2,9 +2,9 @@
 
 ``mode``: ``raise`` (stage 1 raises in step 1), ``hang`` (stage 1 sleeps in step 1), ``shape``
 (stage 0 returns a wrong shape in step 1), ``nanloss`` (the loss of step 1, microbatch 2 is NaN),
-``exit`` (stage 1 calls ``os._exit(3)`` in step 1), ``slow`` (every forward sleeps 0.1 s, for
-kill tests), ``none``.  ``piddir``: each rank writes ``rank<R>.pid`` there once its stages are
-built.
+``exit`` (stage 1 calls ``os._exit(3)`` in step 1), ``hang_batch`` (rank 0's ``make_batch(1)``
+sleeps), ``slow`` (every forward sleeps 0.1 s, for kill tests), ``none``.  ``piddir``: each rank
+writes ``rank<R>.pid`` there once its stages are built.
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ def build_stage(stage, num_stages):
 
 
 def make_batch(step):
+    if CONFIG["mode"] == "hang_batch" and step == 1 and os.environ.get("RANK") == "0":
+        time.sleep(600)  # a data loader stuck on one rank, while the steps check make_batch
     g = torch.Generator().manual_seed(step)
     return torch.randn(8, 4, generator=g), torch.randn(8, 4, generator=g)
 

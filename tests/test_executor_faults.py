@@ -98,6 +98,20 @@ def test_stuck_rank_is_named_by_its_peer_after_the_timeout(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(90)
+def test_rank_stuck_before_its_step_is_a_comm_error_without_traceback(tmp_path):
+    """Rank 0 hangs in make_batch(1) while rank 1 compares the batches of steps 0-2: rank 1's
+    wait was torch's RuntimeError with its traceback, reported as rank 1's own failure."""
+    rep = run(tmp_path, "hang_batch", "--timeout", "4")
+    assert rep["returncode"] == 1 and rep["elapsed"] < 40, rep
+    assert failure_line(rep).startswith(
+        "rank 1: comparing make_batch(1) across the ranks: no answer from its peers within the "
+        "4 s timeout (is it stuck?)"
+    ), rep["stderr"]
+    assert "Traceback" not in rep["stderr"], rep["stderr"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
 @pytest.mark.parametrize("rank", [1, 0])
 def test_sigkill_of_a_rank_names_it_and_its_signal(tmp_path, rank):
     rep = run(tmp_path, "slow", action="kill_rank", rank=rank, steps=1000)

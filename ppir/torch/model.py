@@ -170,16 +170,25 @@ def split_batch(
 CHECKED_STEPS = 3  # steps 0..2: make_batch is compared across ranks (check_same_batch)
 
 
-def check_same_batch(inputs: list, targets: list, step: int, rank: int, dp: int, device) -> None:
+def check_same_batch(inputs: list, targets: list, step: int, ctx, dp: int) -> None:
     """Collective over the default group: each rank's fingerprint of its slice of
     ``make_batch(step)`` (a few sums of inputs and targets, one small all_gather); ModelError
     naming the step and the ranks whose batch differs from their replica's first rank (global
-    rank ``r`` trains replica ``r % dp``).  A cheap check, not a proof: equal sums pass."""
+    rank ``r`` trains replica ``r % dp``).  A cheap check, not a proof: equal sums pass.  A peer
+    that does not join within ``ctx.timeout_s`` (slow or stuck before its step) is a
+    :class:`CommError`, as it is at any instruction of the step."""
     import torch.distributed as dist
 
+    from ppir.torch.errors import comm_error
+
+    rank, device = ctx.rank, ctx.device
     mine = torch.tensor([*_fingerprint(inputs), *_fingerprint(targets)], dtype=torch.float64)
     every = [torch.empty_like(mine, device=device) for _ in range(dist.get_world_size())]
-    dist.all_gather(every, mine.to(device))
+    try:
+        dist.all_gather(every, mine.to(device))
+    except RuntimeError as e:
+        where = f"rank {rank}: comparing make_batch({step}) across the ranks"
+        raise comm_error(where, (), e, ctx.timeout_s) from None
     every = [t.cpu() for t in every]
     for replica in range(dp):
         ranks = list(range(replica, len(every), dp))

@@ -257,7 +257,7 @@ def train(ctx, plan: dict, model, args) -> tuple[int, str]:
             replica=mesh.dp_rank,
         )
         if step < CHECKED_STEPS:  # an unseeded make_batch would train on mismatched pairs
-            check_same_batch(inputs, targets, step, ctx.rank, mesh.dp_size, ctx.device)
+            check_same_batch(inputs, targets, step, ctx, mesh.dp_size)
         loss = rt.step_microbatches(
             inputs if rt.has_first_stage else None, targets if rt.has_last_stage else None
         )
