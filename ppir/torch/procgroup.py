@@ -6,7 +6,9 @@ Contract:
 * :func:`init` reads torchrun's environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
   ``MASTER_ADDR``, ``MASTER_PORT``), picks CUDA + NCCL when GPUs are present (one GPU per local
   rank) and CPU + gloo otherwise (``device``/``backend`` override), and always passes a
-  process-group ``timeout`` (which must be positive) so that a stuck peer fails in bounded time.
+  process-group ``timeout`` (which must be positive) so that a stuck peer fails in bounded time;
+  a peer that does not join within it is a :class:`CommError` naming this rank (not torch's
+  store error and traceback).
 * :func:`make_mesh` lays out ``pp x dp`` ranks as a ``torch.distributed.device_mesh`` with
   dimensions ``("pp", "dp")``: global rank = ``pp_rank * dp + dp_rank``, so the replicas of one
   stage are neighbours (on one node when ``dp`` divides the processes per node) and the
@@ -119,13 +121,16 @@ def init(device: str | None = None, backend: str | None = None, timeout_s: float
     kwargs = {"device_id": dev} if backend == "nccl" else {}
     if rank != 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
         _wait_for_store(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), timeout_s)
-    dist.init_process_group(
-        backend,
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=timeout_s),
-        **kwargs,
-    )
+    try:
+        dist.init_process_group(
+            backend,
+            rank=rank,
+            world_size=world,
+            timeout=datetime.timedelta(seconds=timeout_s),
+            **kwargs,
+        )
+    except RuntimeError as e:  # torch's DistStoreError/DistNetworkError: a peer did not join
+        raise comm_error(f"rank {rank}: joining the process group", (), e, timeout_s) from None
     return Context(rank, world, local_rank, dev, backend, timeout_s)
 
 
