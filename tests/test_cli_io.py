@@ -285,3 +285,19 @@ def test_lowering_options_with_a_pass_pipeline_are_refused(cli, flags, instead):
     assert hint.startswith(f"hint: {instead}") and "lower-comms{strategy=...}" in hint
     code, _, err = cli("check", "1f1b", "-D", "P=2", "-D", "M=4", "-p", "lower-comms")
     assert code == 0 and err == ""
+
+
+@pytest.mark.parametrize("below", ["missing/plan.json", "."])
+def test_a_dump_plan_path_rank_0_cannot_write_is_refused_before_any_rank_starts(
+    cli, tmp_path, below
+):
+    """``ppir launch --dump-plan`` into a missing folder started the ranks, trained step 0 and
+    only then failed on rank 0 with a traceback through ppir's own files."""
+    pytest.importorskip("torch")
+    module = tmp_path / "m.py"
+    module.write_text("")
+    path = str(tmp_path / below)
+    code, out, err = cli("launch", "-n", "2", "1f1b", "--module", str(module), "--dump-plan", path)
+    assert code == 2 and not out
+    why = f"no such directory {tmp_path / 'missing'}" if below != "." else "it is a directory"
+    assert _one_line(err).startswith(f"ppir: error: cannot write {path}: {why}"), err

@@ -64,3 +64,25 @@ def test_torchrun_names_the_failure_a_stopping_rank_quotes_as_root_cause(tmp_pat
     }
     root, _ = ChildFailedError("ppir.run", ends).get_first_failure()
     assert root == 1
+
+
+def test_a_ppir_diagnostic_is_one_line_without_traceback(tmp_path, monkeypatch):
+    """``--dump-plan`` into a missing folder raised ppir's bad-output error on rank 0 after its
+    first step; ``ppir launch`` printed ``rank 0: PpirError: ppir: error: cannot write ...``
+    and a traceback through ppir's own files, as if it were the user's code."""
+    from ppir.diagnostics import cannot_write
+
+    path = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+    monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")  # no wait for readers
+
+    def leave(code):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(failures.os, "_exit", leave)
+    exc = cannot_write("/nowhere/plan.json", FileNotFoundError(2, "No such file or directory"))
+    with pytest.raises(SystemExit):
+        failures.fail(None, 0, exc)
+    rec = json.loads(path.read_text())["ppir"]
+    assert rec["message"] == "rank 0: cannot write /nowhere/plan.json: No such file or directory"
+    assert rec["traceback"] is None and rec["kind"] == "own"

@@ -218,6 +218,10 @@ def launch_schedule(s, args) -> int:
     from ppir.torch.run import quiet_numpy_warning
 
     quiet_numpy_warning()
+    if args.dump_plan and args.nnodes == 1:  # rank 0 is here: a path it cannot write, now
+        from ppir.cli.argtypes import output_path
+
+        output_path(args.dump_plan)  # not after the first step, in the rank's traceback
 
     try:
         import torch.distributed.launcher.api  # noqa: F401

@@ -154,11 +154,25 @@ def _exit_quietly(message: str) -> None:
     os._exit(1)
 
 
+def ppir_own(exc: BaseException) -> bool:
+    """Whether ``exc`` is ppir's own error (one line, no traceback): the runtime's, a plan's,
+    or a ppir diagnostic (``--dump-plan`` unwritable); else it came from the user's code."""
+    from ppir.diagnostics import PpirError
+    from ppir.plan import PlanError
+    from ppir.torch.errors import RuntimeFailure
+
+    return isinstance(exc, (RuntimeFailure, PlanError, PpirError))
+
+
 def describe(exc: BaseException, rank: int | None) -> str:
+    from ppir.diagnostics import PpirError
     from ppir.torch.errors import RuntimeFailure
 
     own = f"rank {rank}"
-    text = str(exc) if isinstance(exc, RuntimeFailure) else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, PpirError):  # its message alone, without "ppir: error: "
+        text = exc.message
+    else:
+        text = str(exc) if isinstance(exc, RuntimeFailure) else f"{type(exc).__name__}: {exc}"
     if rank is None or text.startswith((own + ":", own + ",")):
         return text
     return f"{own}: {text}"
@@ -166,14 +180,13 @@ def describe(exc: BaseException, rank: int | None) -> str:
 
 def fail(ctx, rank: int | None, exc: BaseException, settle_s: float = 1.5) -> None:
     """Report ``exc`` (see the module docstring) and exit 1 at once."""
-    from ppir.plan import PlanError
-    from ppir.torch.errors import CommError, RuntimeFailure
+    from ppir.torch.errors import CommError
 
     channel = getattr(ctx, "channel", None)
     if channel is not None:
         channel.stop(wait=False)  # this rank leaves with os._exit (no unwinding)
     text = describe(exc, rank)
-    user_code = not isinstance(exc, (RuntimeFailure, PlanError))
+    user_code = not ppir_own(exc)
     tb = "".join(traceback.format_exception(exc)) if user_code else None
     if isinstance(exc, CommError) and channel is not None:
         end = time.monotonic() + settle_s
