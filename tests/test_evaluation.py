@@ -190,15 +190,20 @@ def test_an_evaluation_plan_cannot_train():
 
 
 # ------------------------------------------------------------------ the runtime, two ranks
-@pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_evaluate_across_ranks_equals_single_process_forwards(capfd):
+def two_ranks(worker: str, capfd, *args: str) -> str:
+    """What ``tests/WORKER ARGS`` printed on 2 gloo ranks under ppir's launcher (each ok)."""
     pytest.importorskip("torch")
     from ppir.backends.cuda.launch import start
 
-    res = start((str(ROOT / "tests" / "eval_worker.py"),), 2)
+    res = start((str(ROOT / "tests" / worker), *args), 2)
     assert res.ok, res.cause
-    out = capfd.readouterr().out
+    return capfd.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_evaluate_across_ranks_equals_single_process_forwards(capfd):
+    out = two_ranks("eval_worker.py", capfd)
     found = {}
     for line in out.splitlines():
         if line.startswith("RESULT "):
@@ -246,13 +251,8 @@ def test_passes_must_be_a_pipeline_text():
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_a_rank_that_evaluates_while_its_peer_steps_is_told_why_nobody_answers(capfd):
-    pytest.importorskip("torch")
-    from ppir.backends.cuda.launch import start
-
-    res = start((str(ROOT / "tests" / "eval_mismatch_worker.py"),), 2)
-    assert res.ok, res.cause
-    out = capfd.readouterr().out
+def test_a_rank_that_evaluates_while_its_peer_steps_is_told_why_nobody_answers(capfd, tmp_path):
+    out = two_ranks("eval_mismatch_worker.py", capfd, str(tmp_path))
     errors = dict(ln.split(" ", 2)[1:] for ln in out.splitlines() if ln.startswith("ERROR "))
     assert sorted(errors) == ["0", "1"], out
     assert "no answer from rank 1 within the 3 s timeout" in errors["0"], errors["0"]
