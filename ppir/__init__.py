@@ -57,16 +57,8 @@ def load(
     ``placement`` (by keyword: the rank of each stage) is for CSV and ``torch:NAME``
     schedules.  A ppir error, with file:line:col where there is one, for bad input (a
     ``spec`` or ``params`` of another type included)."""
-    if params is not None and not isinstance(params, dict):
-        raise PpirError(
-            Diagnostic(
-                "bad-usage",
-                f"params takes a dict of parameter values, such as {{'P': 4}}, got "
-                f"{type(params).__name__} {params!r:.60}",
-                hints=("a placement is given by keyword: placement=(0, 1, ...)",),
-            )
-        )
-    params = merge_params(params, more)
+    hint = "a placement is given by keyword: placement=(0, 1, ...)"  # load((0, 1, 2, 3))
+    params = merge_params(params, more, hints=[hint])
     return load_schedule(spec, params, placement=placement, define_flag="")
 
 

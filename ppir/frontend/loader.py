@@ -233,16 +233,18 @@ def _no_placement(placement, why: str, define_flag: str) -> None:
         raise error("bad-usage", f"{name} applies to CSV and torch:NAME schedules only; {why}")
 
 
-def merge_params(params: dict | None, more: dict) -> dict:
+def merge_params(params: dict | None, more: dict, hints=()) -> dict:
     """The parameters given as a dict and as keywords, in one dict; a ``bad-usage`` error
-    naming the parameter and both values when the two give one different values."""
-    params = params or {}
-    if not isinstance(params, dict):  # load_text raised Python's 'not a mapping'
+    naming the parameter and both values when the two give one different values, or naming
+    ``params`` when it is no dict (with the caller's ``hints``)."""
+    if params is not None and not isinstance(params, dict):  # was 'not a mapping' and kin
         raise error(
             "bad-usage",
             f"params takes a dict of parameter values, such as {{'P': 4}}, got "
             f"{type(params).__name__} {params!r:.60}",
+            hints=list(hints),
         )
+    params = params or {}
     for name in [*params, *more]:  # an int key was a TypeError from difflib's did-you-mean
         if not isinstance(name, str):
             raise error("bad-usage", f"a parameter is named by a str, such as 'P', got {name!r}")
