@@ -69,13 +69,16 @@ def worker(out: str, broadcast: str) -> None:
     leave(0)
 
 
-def run(tmp_path, broadcast: str) -> dict:
+def run(tmp_path, broadcast: str) -> tuple[dict, list[list[float]]]:
+    """Each (pp, dp) rank's record of the 4-rank run, and :func:`first_stage_sums`."""
+    pytest.importorskip("torch")
     from ppir.backends.cuda.launch import start
 
     out = tmp_path / f"buffers-{broadcast}.json"
     res = start(("-u", __file__, str(out), broadcast), 4)
     assert res.ok, f"ranks failed: {res.cause}"
-    return {(r["pp"], r["dp"]): r["record"] for r in json.loads(out.read_text())}
+    got = {(r["pp"], r["dp"]): r["record"] for r in json.loads(out.read_text())}
+    return got, first_stage_sums()
 
 
 def first_stage_sums() -> list[list[float]]:
@@ -95,9 +98,7 @@ def first_stage_sums() -> list[list[float]]:
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_each_step_starts_from_replica_0s_buffers(tmp_path):
-    pytest.importorskip("torch")
-    got = run(tmp_path, "on")
-    sums = first_stage_sums()
+    got, sums = run(tmp_path, "on")
     before = 0.0  # replica 0's value at the end of the previous step
     for step in range(STEPS):
         for dp in range(2):
@@ -112,9 +113,7 @@ def test_each_step_starts_from_replica_0s_buffers(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_without_broadcast_each_replica_keeps_its_own_buffers(tmp_path):
-    pytest.importorskip("torch")
-    got = run(tmp_path, "off")
-    sums = first_stage_sums()
+    got, sums = run(tmp_path, "off")
     for dp in range(2):
         total = 0.0
         for step in range(STEPS):

@@ -67,13 +67,9 @@ class GradReducer:
         broadcast_buffers: bool = True,
     ):
         self.dp_group, self.dp_size, self.dp_src = dp_group, dp_size, dp_src
-        seen: set[int] = set()
-        self.buffers = [  # each buffer once (a module may serve two stages)
-            b
-            for m in (modules if broadcast_buffers else ())
-            for b in m.buffers()
-            if not (id(b) in seen or seen.add(id(b)))
-        ]
+        # each buffer once, in module order (a module may serve two stages)
+        every = {id(b): b for m in modules for b in m.buffers()} if broadcast_buffers else {}
+        self.buffers = list(every.values())
         self.pp_group, self.tied, self.rank, self.timeout_s = pp_group, list(tied), rank, timeout_s
         order = [ins["chunk"] for ins in program if ins["op"] == "reduce"]
         last = {c: i for i, c in enumerate(order)}
