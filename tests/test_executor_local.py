@@ -412,12 +412,12 @@ def test_boundary_values_are_freed_without_the_cyclic_collector():
 def test_the_launch_summary_gives_peak_activations_in_a():
     """``ppir.run``'s last line counts the executor's chunk activations in A, the unit of
     ``ppir compile``: a chunk of interleaved 1F1B at v=2 is half a rank share."""
-    from ppir.torch.run import _in_a
+    from ppir.torch.run_report import in_a
 
     plan = build_plan(ppir.compile(ppir.load("interleaved_1f1b", P=2, M=4, v=2)).program)
-    assert (_in_a(3, plan), _in_a(4, plan)) == ("1.5", "2")
+    assert (in_a(3, plan), in_a(4, plan)) == ("1.5", "2")
     plan = build_plan(ppir.compile(ppir.load("1f1b", P=2, M=4)).program)
-    assert _in_a(3, plan) == "3"
+    assert in_a(3, plan) == "3"
 
 
 def test_a_batch_whose_shapes_change_after_the_first_step_is_told_why():

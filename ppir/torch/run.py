@@ -225,9 +225,9 @@ def prepare(ctx, plan: dict, model, args):
 
 def train(ctx, plan: dict, model, args) -> tuple[int, str]:
     import torch
-    import torch.distributed as dist
 
     from ppir.torch.model import CHECKED_STEPS, check_same_batch, make_optimizer, split_batch
+    from ppir.torch.run_report import largest_peak, mean_over_replicas, summary
     from ppir.torch.verify import Verifier
 
     if args.lr is not None and callable(getattr(model, "make_optimizer", None)):
@@ -266,10 +266,7 @@ def train(ctx, plan: dict, model, args) -> tuple[int, str]:
             from ppir.torch.shapes import meta_to_json
 
             save_plan({**plan, "meta": meta_to_json(rt.meta)}, args.dump_plan)
-        if loss is not None and mesh.dp_size > 1:
-            loss = loss.clone()
-            dist.all_reduce(loss, group=mesh.dp_group)
-            loss /= mesh.dp_size
+        loss = mean_over_replicas(loss, mesh, ctx, step)
         # a failed check is the same verdict on every rank (all-reduced): all stop together
         if check is not None and not check.after_backward(step, loss):
             status = EXIT_FAIL
@@ -285,39 +282,10 @@ def train(ctx, plan: dict, model, args) -> tuple[int, str]:
         times.append(dt)
         if prints:
             print(f"step {step:4d}  loss {loss.item():.4f}  {dt * 1e3:8.1f} ms", flush=True)
-    peak, peak_rank = _largest_peak(rt.peak_saved, ctx.device, mesh.dp_size)
+    peak, peak_rank = largest_peak(rt.peak_saved, ctx, mesh.dp_size)
     if prints and len(times) > 1 and not status:
-        steady = times[1:]
-        print(
-            f"ppir.run: {len(times)} steps, mean step time {sum(steady) / len(steady) * 1e3:.1f}"
-            f" ms (steps 1..{len(times) - 1}), peak in-flight activations "
-            f"{_in_a(peak, plan)} A on rank {peak_rank} ({peak} chunk activation"
-            f"{'' if peak == 1 else 's'}), the most of any rank",
-            flush=True,
-        )
+        print(summary(times, peak, peak_rank, plan), flush=True)
     return status, check.failure if check is not None else ""
-
-
-def _largest_peak(mine: int, device, dp: int) -> tuple[int, int]:
-    """The largest peak of chunk activations over every rank (a collective) and the pipeline
-    rank that held it (the lowest on a tie; global rank = pipeline rank * dp + replica)."""
-    import torch
-    import torch.distributed as dist
-
-    peaks = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(dist.get_world_size())]
-    dist.all_gather(peaks, torch.tensor([mine], dtype=torch.int64, device=device))
-    values = [int(t.item()) for t in peaks]
-    top = max(values)
-    return top, values.index(top) // dp
-
-
-def _in_a(chunks: int, plan: dict) -> str:
-    """``chunks`` chunk activations in A (one microbatch's activations of a rank share), the
-    unit ``ppir compile`` and ``ppir analyze`` print (the executor runs one pipeline)."""
-    from ppir.analysis.memory import chunk_in_a
-
-    a = chunks * chunk_in_a(plan["ranks"], plan["stages"])
-    return str(a.numerator) if a.denominator == 1 else f"{float(a):g}"
 
 
 def quiet_numpy_warning() -> None:
