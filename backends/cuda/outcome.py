@@ -22,6 +22,8 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 
+from ppir.diagnostics import rank_list
+
 
 @dataclass
 class RankEnd:
@@ -38,6 +40,11 @@ class RankEnd:
         return "died"
 
     def how(self) -> str:
+        """How the process ended: ``exit code 1``, ``killed by signal 9 (SIGKILL)``; a rank
+        that had recorded its failure and was then terminated was stopped by the launcher,
+        which stops every rank once one has failed."""
+        if self.record and self.exitcode == -signal.SIGTERM:
+            return "then stopped by the launcher"
         if self.exitcode < 0:
             try:
                 name = signal.Signals(-self.exitcode).name
@@ -77,8 +84,8 @@ def root_cause(ends: list[RankEnd]) -> Cause | None:
         e = earliest("secondary")
         return Cause(f"{e.record.get('first')} (reported to rank {e.rank})", None, None)
     if "stopped" in by_kind:
-        ranks = ", ".join(str(e.rank) for e in sorted(by_kind["stopped"], key=lambda e: e.rank))
-        return Cause(f"rank(s) {ranks} terminated by SIGTERM from outside the launcher")
+        ranks = rank_list(sorted(e.rank for e in by_kind["stopped"]))
+        return Cause(f"{ranks} terminated by SIGTERM from outside the launcher")
     return None
 
 

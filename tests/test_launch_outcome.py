@@ -1,0 +1,82 @@
+"""The root cause ``ppir launch`` names among its ranks' ends, and the one-line summary of
+every rank (backends/cuda/outcome.py), on hand-made ends: the order of its rules, and how a
+rank that had recorded its failure before the launcher stopped it is told."""
+
+from __future__ import annotations
+
+import signal
+
+from ppir.backends.cuda.outcome import RankEnd, root_cause, summary
+
+TERM, KILL = -signal.SIGTERM, -signal.SIGKILL
+
+
+def own(rank, message, time, code=1, traceback=None):
+    rec = {"kind": "own", "message": message, "time": time, "traceback": traceback}
+    return RankEnd(rank, code, rec)
+
+
+def comm(rank, message, time):
+    return RankEnd(rank, 1, {"kind": "comm", "message": message, "time": time})
+
+
+def test_the_earliest_own_error_is_the_cause_before_any_death_or_lost_peer():
+    ends = [
+        comm(0, "rank 0: lost the connection to rank 2", 1.0),
+        own(1, "rank 1: ValueError: late", 5.0),
+        own(2, "rank 2: ValueError: early", 2.0, traceback="Traceback ..."),
+        RankEnd(3, KILL, None),
+    ]
+    cause = root_cause(ends)
+    assert (cause.message, cause.traceback, cause.rank) == (
+        "rank 2: ValueError: early",
+        "Traceback ...",
+        2,
+    )
+    assert summary(ends, cause) == (
+        "rank 0: lost its peers (exit code 1); rank 1: failed too (exit code 1); "
+        "rank 2: failed (exit code 1); rank 3: died (killed by signal 9 (SIGKILL))"
+    )
+
+
+def test_a_rank_that_recorded_its_failure_and_was_then_terminated_was_stopped_by_the_launcher():
+    """A failed --verify-grads: every rank records the same verdict; the launcher stops a rank
+    still leaving once another has exited.  It failed too; SIGTERM is not how it failed."""
+    ends = [own(0, "rank 0: --verify-grads: ...", 1.0, TERM), own(1, "rank 1: ...", 1.5)]
+    cause = root_cause(ends)
+    assert cause.rank == 0
+    assert summary(ends, cause) == (
+        "rank 0: failed (then stopped by the launcher); rank 1: failed too (exit code 1)"
+    )
+    ends = [own(0, "rank 0: ...", 1.0), own(1, "rank 1: ...", 1.5, TERM)]
+    assert summary(ends, root_cause(ends)) == (
+        "rank 0: failed (exit code 1); rank 1: failed too (then stopped by the launcher)"
+    )
+
+
+def test_a_death_without_exception_comes_before_a_lost_peer():
+    ends = [comm(0, "rank 0: lost the connection to rank 1", 1.0), RankEnd(1, -11, None)]
+    cause = root_cause(ends)
+    assert cause.message == (
+        "rank 1 died without a Python exception (killed by signal 11 (SIGSEGV))"
+    )
+    assert summary(ends, cause) == (
+        "rank 0: lost its peers (exit code 1); rank 1: failed (killed by signal 11 (SIGSEGV))"
+    )
+    assert root_cause([RankEnd(2, 3, None)]).message == (
+        "rank 2 died without a Python exception (exit code 3)"
+    )
+
+
+def test_the_earliest_lost_peer_then_a_quoted_failure_then_outside_sigterms():
+    ends = [comm(0, "rank 0: no answer from rank 3", 4.0), comm(1, "rank 1: no answer", 2.0)]
+    assert root_cause(ends).message == "rank 1: no answer"
+    quoted = RankEnd(0, 1, {"kind": "secondary", "first": "rank 5: ValueError: x", "time": 1.0})
+    cause = root_cause([quoted, RankEnd(1, TERM, None)])
+    assert cause.message == "rank 5: ValueError: x (reported to rank 0)" and cause.rank is None
+    assert summary([quoted, RankEnd(1, TERM, None)], cause) == "rank 0: stopped; rank 1: stopped"
+    stopped = [RankEnd(2, TERM, None), RankEnd(0, TERM, None)]
+    assert root_cause(stopped).message == (
+        "ranks 0 and 2 terminated by SIGTERM from outside the launcher"
+    )
+    assert root_cause([]) is None
