@@ -84,3 +84,17 @@ def test_the_summary_line_leaves_out_the_first_step():
         "ppir.run: 3 steps, mean step time 15.0 ms (steps 1..2), peak in-flight activations "
         "1 A on rank 0 (1 chunk activation), the most of any rank"
     )
+
+
+def test_a_timeout_under_two_seconds_is_named_as_a_possible_cause():
+    from ppir.torch.errors import comm_error
+
+    err = RuntimeError("Timed out waiting 500ms for send operation to complete")
+    short = comm_error("rank 1: comparing make_batch(1) across the ranks", (), err, 0.5)
+    assert str(short) == (
+        "rank 1: comparing make_batch(1) across the ranks: no answer from its peers within the "
+        "0.5 s timeout (is it stuck, or is the timeout too short?): Timed out waiting 500ms for "
+        "send operation to complete"
+    )
+    assert "(is it stuck?)" in str(comm_error("rank 1: x", (2,), err, 2.0))
+

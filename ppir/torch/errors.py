@@ -38,6 +38,9 @@ class CommError(RuntimeFailure):
         self.peers, self.timeout = tuple(peers), timeout
 
 
+SHORT_TIMEOUT_S = 2.0
+
+
 def comm_error(where: str, peers, exc: BaseException, timeout_s: float | None) -> CommError:
     """A :class:`CommError` for ``exc`` raised by torch.distributed at ``where``: one line,
     without torch's C++ stack."""
@@ -48,7 +51,13 @@ def comm_error(where: str, peers, exc: BaseException, timeout_s: float | None) -
     who = rank_list(peers) if peers else "its peers"
     if timeout:
         limit = f" within the {timeout_s:g} s timeout" if timeout_s else ""
-        msg = f"{where}: no answer from {who}{limit} (is it stuck?)"
+        # below SHORT_TIMEOUT_S an ordinary step, start-up or first compile may be the cause
+        why = (
+            "is it stuck, or is the timeout too short?"
+            if timeout_s and timeout_s < SHORT_TIMEOUT_S
+            else "is it stuck?"
+        )
+        msg = f"{where}: no answer from {who}{limit} ({why})"
     else:
         msg = f"{where}: lost the connection to {who} (did it fail?)"
     return CommError(f"{msg}: {text[:160]}", peers, timeout)
