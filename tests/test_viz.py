@@ -292,6 +292,31 @@ def test_a_rank_the_schedule_does_not_have_is_refused(cli, tmp_path):
     assert code == 2 and "--rank 9: the schedule has ranks 0..3" in err and not out.exists()
 
 
+def test_page_options_with_a_chart_format_are_refused_not_ignored(cli, tmp_path):
+    """--view/--mode/--rank set how the HTML page opens; a png/svg/pdf chart is the whole step of
+    every rank, so they were silently dropped there."""
+    out = tmp_path / "v.png"
+    code, _, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--view", "local", "--rank", "2",
+                       "-o", str(out))  # fmt: skip
+    assert code == 2 and not out.exists()
+    assert "ppir: error: --view local, --rank 2: set how the HTML page opens; a png chart draws " \
+        "the whole step of every rank" in err  # fmt: skip
+    assert "hint: drop them, or write HTML (-o NAME.html)" in err
+    code, _, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--mode", "dynamic",
+                       "--format", "svg", "-o", str(tmp_path / "v.svg"))  # fmt: skip
+    assert code == 2 and "--mode dynamic: sets how the HTML page opens; an svg chart" in err
+    assert "hint: drop it," in err
+
+
+def test_the_page_opens_in_the_view_mode_and_rank_given(cli, tmp_path):
+    out = tmp_path / "v.html"
+    code, _, _ = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--view", "local", "--mode",
+                     "dynamic", "--rank", "3", "-o", str(out))  # fmt: skip
+    page = out.read_text()
+    assert code == 0
+    assert all(s in page for s in ('"view":"local"', '"mode":"dynamic"', '"rank":3')), page[:200]
+
+
 def test_an_unknown_compare_parameter_names_the_flag_it_came_with(cli, tmp_path):
     code, _, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--compare", "interleaved_1f1b",
                        "-D2", "vv=2", "-o", str(tmp_path / "v.html"))  # fmt: skip

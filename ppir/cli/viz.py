@@ -72,17 +72,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     page.add_argument(
         "--view",
         choices=("global", "local"),
-        default="global",
-        help="view the page opens in (default global)",
+        help="view the page opens in (default global; HTML only)",
     )
     page.add_argument(
         "--mode",
         choices=("static", "dynamic"),
-        default="static",
-        help="mode the page opens in (default static)",
+        help="mode the page opens in (default static; HTML only)",
     )
     page.add_argument(
-        "--rank", type=int, default=0, metavar="R", help="rank of the local view (default 0)"
+        "--rank", type=int, metavar="R", help="rank of the local view (default 0; HTML only)"
     )
     add_compile_arguments(p)
 
@@ -140,10 +138,31 @@ def second_schedule(args):
     return compile_from_args(args, sched, unverified=UNVERIFIED)
 
 
+def page_only(args, fmt: str) -> None:
+    """--view, --mode and --rank say how the HTML page opens; a chart (png, svg, pdf) is the
+    static view of every rank, so giving them there is refused rather than ignored."""
+    given = [
+        f"{flag} {value}"
+        for flag, value in (("--view", args.view), ("--mode", args.mode), ("--rank", args.rank))
+        if value is not None
+    ]
+    if fmt != "html" and given:
+        raise error(
+            "bad-usage",
+            f"{', '.join(given)}: {'sets' if len(given) == 1 else 'set'} how the HTML page "
+            f"opens; {'an' if fmt == 'svg' else 'a'} {fmt} chart draws the whole step of every "
+            "rank",
+            hints=[f"drop {'it' if len(given) == 1 else 'them'}, or write HTML (-o NAME.html)"],
+        )
+
+
 def run(args) -> int:
     from ppir.viz import time_schedule
 
     fmt, out = output_format(args)
+    page_only(args, fmt)
+    if args.rank is None:
+        args.rank = 0
     if args.rank < 0:
         raise error("bad-usage", f"--rank {args.rank}: must be 0 or more")
     compiled = [compile_from_args(args, unverified=UNVERIFIED)]
@@ -164,8 +183,8 @@ def run(args) -> int:
         text = render_html(
             runs,
             {
-                "view": args.view,
-                "mode": args.mode,
+                "view": args.view or "global",
+                "mode": args.mode or "static",
                 "rank": args.rank,
             },
         )
