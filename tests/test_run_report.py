@@ -97,4 +97,3 @@ def test_a_timeout_under_two_seconds_is_named_as_a_possible_cause():
         "send operation to complete"
     )
     assert "(is it stuck?)" in str(comm_error("rank 1: x", (2,), err, 2.0))
-
