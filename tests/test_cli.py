@@ -177,6 +177,11 @@ def test_a_parameter_given_twice_with_two_values_is_refused(cli):
             "give each op kind once",
         ),
         (
+            ["synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "4", "--cost", "F=1,F=2.0,B=2"],
+            "--cost F=1,F=2.0,B=2: 'F' is given twice (F=1, then F=2.0)",
+            "give each op kind once",
+        ),
+        (
             ["analyze", "1f1b", "--model", "llama3-8b,seq=4096,seq=2048"],
             "--model llama3-8b,seq=4096,seq=2048: 'seq' is given twice (seq=4096, then seq=2048)",
             "give each field once",

@@ -100,7 +100,15 @@ def test_cli_writes_verified_pps(tmp_path, capsys):
     [
         (["--mem-cap", "0"], "--mem-cap must be at least 1"),
         (["--mem-cap", "2", "--cost", "F=x"], "is not a number"),
-        (["--mem-cap", "2", "--cost", "Q=1"], "expected KIND=NUMBER"),
+        (
+            ["--mem-cap", "2", "--cost", "Q=1"],
+            "--cost Q=1: unknown op kind 'Q'\nhint: op kinds: F, B, I, W\n",
+        ),
+        (["--mem-cap", "2", "--cost", "FB=1"], "unknown op kind 'FB'"),
+        (
+            ["--mem-cap", "2", "--cost", "F=1,,B=2"],
+            "--cost F=1,,B=2: an empty entry between commas",
+        ),
     ],
 )
 def test_cli_usage_errors(argv, msg, capsys):

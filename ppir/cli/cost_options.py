@@ -267,28 +267,7 @@ def settings_from_args(args: argparse.Namespace) -> dict:
         "processors": g("processors"),
     }
     over["hardware"] = {k: v for k, v in hw.items() if v is not None}
-    costs: dict = {}
-    if g("costs"):
-        for part in g("costs").split(","):
-            k, eq, v = part.partition("=")
-            if not eq or not k.strip():
-                raise error(
-                    "bad-config", f"--cost {g('costs')}: expected K=X,..., e.g. --cost F=1,B=2"
-                )
-            if k.strip() not in ("F", "B", "I", "W", "FB"):
-                raise error(
-                    "bad-config",
-                    f"--cost: unknown op kind '{k.strip()}'",
-                    hints=did_you_mean(k.strip(), ["F", "B", "I", "W", "FB"])
-                    + ["op kinds: F, B, I, W, and FB (an overlapped F&B step)"],
-                )
-            if k.strip() in costs and not _same_number(costs[k.strip()], v.strip()):
-                raise error(
-                    "bad-config",
-                    f"--cost {g('costs')}: {given_twice(k.strip(), costs[k.strip()], v.strip())}",
-                    hints=["give each op kind once"],
-                )
-            costs[k.strip()] = v.strip()
+    costs: dict = op_costs(g("costs"), OP_KINDS, "bad-config") if g("costs") else {}
     if g("stage_weights"):
         costs["stage_weights"] = [w.strip() for w in g("stage_weights").split(",")]
     over["costs"] = costs
@@ -333,6 +312,44 @@ def settings_from_args(args: argparse.Namespace) -> dict:
         comm["model"] = g("comm_model")
     over["comm"] = comm
     return merge(base, {k: v for k, v in over.items() if v})
+
+
+# The op kinds --cost times, and what each command says of them when one is unknown
+OP_KINDS = {"F": "", "B": "", "I": "", "W": "", "FB": "an overlapped F&B step"}
+
+
+def op_costs(text: str, kinds: dict[str, str], kind: str) -> dict[str, str]:
+    """``--cost F=1, B=2`` -> ``{"F": "1", "B": "2"}`` (kinds and values as written,
+    stripped; a trailing comma allowed, as ``--model`` allows it), for the op ``kinds`` a
+    command times (kind -> what it is, "" when the letter says it).  A malformed or empty
+    entry, an unknown kind, or a kind given twice with two numbers (``2`` and ``2.0`` are one)
+    is a ppir error of ``kind``: the one parser of ``--cost`` for every command.  The values
+    are checked as numbers by their reader."""
+    out: dict[str, str] = {}
+    names = ", ".join(f"{k} ({what})" if what else k for k, what in kinds.items())
+    parts = text.split(",")
+    if len(parts) > 1 and not parts[-1].strip():  # a trailing comma, as --model allows
+        parts.pop()
+    for part in parts:
+        if not part.strip():
+            raise error(kind, f"--cost {text}: an empty entry between commas")
+        k, eq, v = (x.strip() for x in part.partition("="))
+        if not eq or not k:
+            raise error(kind, f"--cost {text}: expected K=X,..., e.g. --cost F=1,B=2")
+        if k not in kinds:
+            raise error(
+                kind,
+                f"--cost {text}: unknown op kind '{k}'",
+                hints=did_you_mean(k, list(kinds)) + [f"op kinds: {names}"],
+            )
+        if k in out and not _same_number(out[k], v):
+            raise error(
+                kind,
+                f"--cost {text}: {given_twice(k, out[k], v)}",
+                hints=["give each op kind once"],
+            )
+        out[k] = v
+    return out
 
 
 def _same_number(a: str, b: str) -> bool:

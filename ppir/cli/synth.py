@@ -14,7 +14,7 @@ from ppir.cli.common import (
     parse_defines,
 )
 from ppir.cli.output import add_quiet_argument, progress
-from ppir.diagnostics import EXIT_OK, error, given_twice, write_output
+from ppir.diagnostics import EXIT_OK, error, write_output
 from ppir.frontend.limits import DEFAULT_MAX_OPS, check_work, count
 
 NAME = "synth"
@@ -79,30 +79,16 @@ def add_arguments(p):
 
 def parse_costs(text: str | None) -> dict[str, Fraction]:
     """``F=1,B=2`` -> {"F": 1, "B": 2}; a ppir error (exit 2) for anything else."""
+    from ppir.cli.cost_options import op_costs
+
     out: dict[str, Fraction] = {}
-    typed: dict[str, str] = {}  # each kind's value as written, for a kind given twice
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        k, eq, v = part.partition("=")
-        k = k.strip()
-        if not eq or k not in ("F", "B", "I", "W"):
-            raise error(
-                "bad-usage",
-                f"--cost {text}: expected KIND=NUMBER with KIND in F, B, "
-                "I, W, e.g. --cost F=1,B=2,I=1,W=1",
-            )
+    if not text:
+        return out
+    for k, v in op_costs(text, dict.fromkeys("FBIW", ""), "bad-usage").items():
         try:
-            x = Fraction(v.strip())
+            out[k] = Fraction(v)
         except (ValueError, ZeroDivisionError):
             raise error("bad-usage", f"--cost {text}: '{v}' is not a number") from None
-        if out.get(k, x) != x:
-            raise error(
-                "bad-usage",
-                f"--cost {text}: {given_twice(k, typed[k], v.strip())}",
-                hints=["give each op kind once"],
-            )
-        out[k], typed[k] = x, v.strip()
         if out[k] <= 0:
             raise error("bad-usage", f"--cost {text}: {k} must be positive")
     return out
