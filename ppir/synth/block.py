@@ -101,14 +101,17 @@ def expand_greedy(ex, block: A.GreedyBlock, top, ranks: int) -> list[tuple[Actio
                 if costs[kind] < 1:
                     raise error(
                         "bad-cost",
-                        f"cost {st.kind} must be a positive integer, got {costs[kind]}",
+                        f"cost {st.kind} must be a positive integer, got {costs[kind]}"
+                        + (f" on rank {r}" if r else ""),
                         st.span,
                     )
-        for name, val in (("split", split), ("costs", costs)):
+        opts = {"split": split, **{f"cost {k.value}": c for k, c in costs.items()}}
+        for name, val in opts.items():
             if name in global_opts and global_opts[name][0] != val:
                 raise error(
                     "rank-dependent-option",
-                    f"'{name}' must be the same on every rank (rank 0 and rank {r} differ)",
+                    f"'{name}' must be the same on every rank "
+                    f"(rank 0: {global_opts[name][0]}, rank {r}: {val})",
                     seen.get(name, block.span),
                 )
             global_opts.setdefault(name, (val, block.span))
@@ -121,7 +124,7 @@ def expand_greedy(ex, block: A.GreedyBlock, top, ranks: int) -> list[tuple[Actio
         ex.placement,
         tuple(caps),
         bool(global_opts["split"][0]),
-        tuple(global_opts["costs"][0].items()),
+        tuple((k, global_opts[f"cost {k.value}"][0]) for k in _DEFAULT_COSTS),
     )
 
     def priority(c: Candidate) -> int:
