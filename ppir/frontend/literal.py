@@ -169,11 +169,28 @@ def infer_placement(
     idle = sorted(set(range(ranks)) - set(placement))
     if idle:  # as a program block's placement: every rank holds a stage
         own = next((a.span for r, a in actions if r == idle[0]), None)  # its first action
+        if own is None:  # no action at all: a missing (or misnumbered) program line
+            busy = {r for r, _ in actions}
+            silent = [r for r in idle if r not in busy]
+            what = f"rank {idle[0]} holds no stage: it has no actions" + (
+                f" (nor {'do' if silent[2:] else 'does'} {rank_list(silent[1:])})"
+                if silent[1:]
+                else ""
+            )
+            hints = [
+                f"the ranks are 0..{ranks - 1} ('ranks', or the highest rank written) and "
+                "each needs a program that computes: number the programs from 0, or declare "
+                "fewer ranks"
+            ]
+        else:
+            what = f"rank {idle[0]} holds no stage: none of its actions computes" + (
+                f" (nor do those of {rank_list(idle[1:])})" if idle[1:] else ""
+            )
+            hints = ["give every rank a stage, or declare fewer ranks"]
         raise error(
             "bad-placement",
-            f"rank {idle[0]} holds no stage: none of its actions computes"
-            + (f" (nor do those of {rank_list(idle[1:])})" if idle[1:] else ""),
+            what,
             own or rank_span or span or (actions[0][1].span if actions else None),
-            hints=["give every rank a stage, or declare fewer ranks"],
+            hints=hints,
         )
     return placement
