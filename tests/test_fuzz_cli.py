@@ -109,6 +109,8 @@ def test_bubble_bound(cli):
     [
         (["1f1b"], "give at least one --over"),
         (["1f1b", "--over", "P=2.."], "a range needs both ends"),
+        (["1f1b", "--over", "P=2...4"], "'2...4': a range is LO..HI, with two dots"),
+        (["1f1b", "--over", "P=2..4..6"], "'2..4..6': a range is LO..HI, with two dots"),
         (["1f1b", "--over", "M=P..8P", "--over", "P=2..4"], "refers to 'P'"),
         (["1f1b", "--over", "Q=1..2"], "'Q' is not a parameter of 1f1b"),
         (["1f1b", "--over", "P=2..3", "--max-peak", "P +"], "cannot read the expression"),

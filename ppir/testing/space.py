@@ -183,6 +183,12 @@ def parse_domain(spec) -> Domain:
         lo, _, hi = spec.partition("..")
         if not lo.strip() or not hi.strip():
             raise error("bad-range", f"'{spec}': a range needs both ends, e.g. 2..16")
+        if hi.lstrip().startswith(".") or ".." in hi:  # '2...4' read '.4' as 2/5; '2..4..6'
+            raise error(
+                "bad-range",
+                f"'{spec}': a range is LO..HI, with two dots between its two ends",
+                hints=["e.g. 2..16 (inclusive at both ends); a list of values is 1,2,4"],
+            )
         d = Domain(Expr.parse(lo), Expr.parse(hi))
         low, high = d.bounds({}) if not d.names else (0, 0)
         if low > high:  # two constants, the wrong way round
