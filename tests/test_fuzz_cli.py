@@ -246,3 +246,9 @@ def test_a_value_list_splits_at_top_level_commas_only(cli):
     assert code == 0 and "M in min(P,3)..max(P,4)" in out, err
     code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=min(P,3")
     assert code == 2 and "cannot read the expression 'min(P,3'" in err
+
+
+def test_no_valid_choice_names_the_require_line_that_refuses(cli):
+    code, _, err = cli("fuzz", "interleaved_1f1b", "--over", "P=4", "--over", "M=5..7")
+    assert code == 2 and "satisfies the require lines of interleaved_1f1b" in err
+    assert "hint: with P=4, M=5: <builtin>/interleaved_1f1b.pps:13:9: requirement failed" in err

@@ -179,9 +179,17 @@ def run(args) -> int:
             if not res.skipped
             else f"satisfies the require lines of {args.schedule}"
         )
+        rejected = [(k, r) for k, r in res.cache.items() if r.status == "unsupported"]
+        hints = []
+        if rejected:  # which require line says no, for the first choice tried
+            point, r = rejected[0]
+            first = r.failures[0].splitlines()[0].replace(": error: ", ": ", 1)
+            ps = ", ".join(f"{k}={v}" for k, v in point)
+            hints = [f"with {ps}: {first}"]
         raise error(
             "no-valid-parameters",
             f"no choice in {space.describe()} {why}",
+            hints=hints,
             exit_code=EXIT_USAGE,
         )
     print(
