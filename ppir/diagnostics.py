@@ -221,8 +221,11 @@ def rank_list(ranks, limit: int = 8) -> str:
 
 
 def did_you_mean(word: str, candidates) -> list[str]:
-    """A hint list with the closest candidate, or nothing."""
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    """A hint list with the closest candidate, or nothing.  A candidate that differs only in
+    case comes first: 'V' for 'v' scores 0 by similarity alone."""
+    candidates = list(candidates)
+    same = [c for c in candidates if isinstance(c, str) and c != word and c.lower() == word.lower()]
+    close = same or difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
     return [f"did you mean '{close[0]}'?"] if close else []
 
 

@@ -49,6 +49,15 @@ def test_load_text_takes_its_parameters_as_keywords():
     assert "-D" not in str(e.value)  # no command-line wording in the library
 
 
+def test_a_parameter_in_the_wrong_case_gets_a_did_you_mean(cli):
+    """'V' for 'v' scored 0 by similarity, so only the list of parameters was shown."""
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.load("interleaved_1f1b", V=2)
+    assert "hint: did you mean 'v'?" in str(e.value)
+    code, _, err = cli("fuzz", "interleaved_1f1b", "--over", "V=1..2")
+    assert code == 2 and "hint: did you mean 'v'?" in err
+
+
 def test_load_takes_its_parameters_as_a_dict_too(tmp_path):
     """As load_text does; the dict was taken for a placement ('placement applies to CSV and
     torch:NAME schedules only')."""
