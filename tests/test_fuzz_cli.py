@@ -252,3 +252,39 @@ def test_no_valid_choice_names_the_require_line_that_refuses(cli):
     code, _, err = cli("fuzz", "interleaved_1f1b", "--over", "P=4", "--over", "M=5..7")
     assert code == 2 and "satisfies the require lines of interleaved_1f1b" in err
     assert "hint: with P=4, M=5: <builtin>/interleaved_1f1b.pps:13:9: requirement failed" in err
+
+
+def test_a_failure_names_the_values_it_did_not_draw(cli):
+    """The FAILED line gave only the --over values: the -D values and the schedule's defaults
+    it also ran with were not shown, so the line was not enough to rerun the failure."""
+    code, out, _ = cli(
+        "fuzz", "interleaved_1f1b", "--over", "P=2..4", "-D", "M=8", "--max-peak", "M/2",
+        "--quiet",
+    )  # fmt: skip
+    assert code == 1
+    assert out.splitlines()[0] == (
+        "FAILED: interleaved_1f1b with P=4 (M=8, v=2, N=4 fixed; shrunk in 0 step(s) from P=4; "
+        "2 choice(s) checked)"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, message, hint",
+    [
+        (
+            ["--over", "P=2..4", "-D", "P=3"],
+            "--over P=2..4: 'P' is also given with -D P=3",
+            "give P once: --over to draw it, or -D to fix it",
+        ),
+        (
+            ["--over", "P=2..4", "--over", "M=2", "--over", "P=3..5"],
+            "--over P=3..5: 'P' is given twice (--over P=2..4, then --over P=3..5)",
+            "one --over per parameter: a list of values is P=2,4,8",
+        ),
+    ],
+)
+def test_a_parameter_given_twice_names_both_flags(cli, argv, message, hint):
+    """Both were 'parameter 'P' is given twice', without saying where the two came from."""
+    code, out, err = cli("fuzz", "1f1b", *argv)
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [f"ppir: error: {message}", f"hint: {hint}"]

@@ -106,6 +106,21 @@ def _space(args) -> ParamSpace:
                 hints=did_you_mean(name, declared)
                 + [f"its parameters: {', '.join(declared) or 'none'}"],
             )
+    seen: dict[str, str] = {}
+    for text, (name, _) in zip(args.over, over):
+        if name in fixed:
+            raise error(
+                "bad-range",
+                f"--over {text}: '{name}' is also given with -D {name}={fixed[name]}",
+                hints=[f"give {name} once: --over to draw it, or -D to fix it"],
+            )
+        if name in seen:
+            raise error(
+                "bad-range",
+                f"--over {text}: '{name}' is given twice (--over {seen[name]}, then --over {text})",
+                hints=[f"one --over per parameter: a list of values is {name}=2,4,8"],
+            )
+        seen[name] = text
     names = {n for n, _ in over}
     defaults = {
         k: v for k, v in declared.items() if k not in names and k not in fixed and v is not None
@@ -165,9 +180,13 @@ def run(args) -> int:
     if res.failure is not None:
         f = res.failure
         ps = ", ".join(f"{k}={v}" for k, v in f.params.items() if k in space.names)
+        # the values it did not draw (-D and the schedule's defaults), to rerun it as it ran
+        rest = [(k, v) for k, v in (f.schedule.params if f.schedule else f.params.items())]
+        fixed = ", ".join(f"{k}={v}" for k, v in rest if k not in space.names)
         print(
-            f"FAILED: {args.schedule} with {ps} (shrunk in {res.shrink_steps} step(s) from "
-            f"{_point(res.first_failure, space)}; {res.checked} choice(s) checked)"
+            f"FAILED: {args.schedule} with {ps} ({f'{fixed} fixed; ' if fixed else ''}shrunk in "
+            f"{res.shrink_steps} step(s) from {_point(res.first_failure, space)}; "
+            f"{res.checked} choice(s) checked)"
         )
         print("\n".join(f.failures))
         return EXIT_INVALID
