@@ -40,6 +40,20 @@ def test_sweep_interleaved_flags_the_shortcut_formulas():
     assert [r["measured"]["peak A"] for r in rows] == [7, Fraction(11, 2), Fraction(19, 4)]
 
 
+@pytest.mark.parametrize("name", ["zb_h1", "zb_h2", "zbv"])
+@pytest.mark.parametrize("P", [2, 4, 6])
+def test_the_zero_bubble_papers_forms_hold_where_they_apply(name, P):
+    """Qi et al. (ICLR'24) at F = I = W: ZB-H1's idle (P-1)(F+I-W), the peaks P and 2P-1;
+    the forms apply from M = P (ZB-H2's peak from M = 2P-1) and each is checked there."""
+    rows = sweep(name, "M", [1, 2, P - 1, P, 2 * P - 1, 2 * P, 4 * P], {"P": P})
+    checked = 0
+    for row in rows:
+        for p in row["predictions"]:
+            assert p["agrees"] or not p["applies"], (name, P, row["value"], p)
+            checked += p["applies"]
+    assert checked >= {"zb_h1": 4, "zb_h2": 2, "zbv": 2}[name] * 3
+
+
 def test_sweep_cli(cli):
     code, out, err = cli(
         "sweep", "interleaved_1f1b", "--over", "v=1,2", "-D", "P=4", "-D", "M=8", "--layers", "80"

@@ -62,5 +62,45 @@ CLOSED_FORMS = {
         ("peak A", "min(P, M)", "Narayanan 2021 (rank 0)", lambda P, M, v: _f(min(P, M)), None),
     ],
     "interleaved_1f1b": _INTERLEAVED,
+    # the zero-bubble paper (Qi et al., ICLR'24) at the sweep's costs F = I = W = 1; its ZB-H2
+    # and ZB-V bubble (zero) is the per-stage span, not a step's idle: docs/zero-bubble.md
+    "zb_h1": [
+        (
+            "bubble/ideal",
+            "(P-1)/(3M)",
+            "Qi 2024: (P-1)(F+I-W) idle, F=I=W",
+            lambda P, M, v: _f(P - 1) / (3 * M),
+            lambda P, M, v: M >= P,
+        ),
+        (
+            "bubble/total",
+            "(P-1)/(3M+P-1)",
+            "Qi 2024: (P-1)(F+I-W) idle, F=I=W",
+            lambda P, M, v: _f(P - 1) / (3 * M + P - 1),
+            lambda P, M, v: M >= P,
+        ),
+        ("p2p fwd/mb", "P-1", "contiguous placement", lambda P, M, v: _f(P - 1), None),
+        ("peak A", "min(P, M)", "Qi 2024: 1F1B's", lambda P, M, v: _f(min(P, M)), None),
+    ],
+    "zb_h2": [
+        ("p2p fwd/mb", "P-1", "contiguous placement", lambda P, M, v: _f(P - 1), None),
+        (
+            "peak A",
+            "2P-1",
+            "Qi 2024 (M large enough)",
+            lambda P, M, v: _f(2 * P - 1),
+            lambda P, M, v: M >= 2 * P - 1,
+        ),
+    ],
+    "zbv": [
+        (
+            "p2p fwd/mb",
+            "2(P-1)",
+            "V placement: the turn stays on rank P-1",
+            lambda P, M, v: _f(2 * (P - 1)),
+            None,
+        ),  # fmt: skip
+        ("peak A", "P", "Qi 2024 (M large enough)", lambda P, M, v: _f(P), lambda P, M, v: M >= P),
+    ],
     "looped_bfs": [("peak A", "M", "Lamy-Poirier 2022 (about)", lambda P, M, v: _f(M), None)],
 }
