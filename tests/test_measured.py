@@ -219,6 +219,24 @@ def test_posting_a_group_takes_the_measured_post_time(tmp_path):
     assert relaxed.step_time == pytest.approx(6.2e-3, rel=1e-12)
 
 
+def test_a_measured_transfer_of_zero_keeps_the_measured_posts(tmp_path):
+    """A profile whose messages completed while their posts ran measures ``transfer = 0``;
+    its posts still cost what was measured (7.2 ms less the two transfers of 0.1): the
+    estimate charged them only while the transfer was positive, and printed "free
+    communication" for this file (tune then ranked interleaved 1F1B, whose steps post the
+    most groups, ahead of 1F1B on a model where it ran 3x slower)."""
+    path = tmp_path / "posted.pps"
+    path.write_text(POSTED)
+    s = load_schedule(str(path))
+    zero = make_config({"measured": {**TWO, "transfer": 0.0, "post": 5e-4}})
+    assert "posting a group 0.5 ms" in zero.describe()
+    assert "free communication" not in zero.describe()
+    assert estimate(s, zero, memory=False).step_time == pytest.approx(7.0e-3, rel=1e-12)
+    free = make_config({"measured": {**TWO, "transfer": 0.0, "post": 5e-4}, "comm": {"free": True}})
+    assert "free communication" in free.describe() and "posting" not in free.describe()
+    assert estimate(s, free, memory=False).step_time == pytest.approx(6.0e-3, rel=1e-12)
+
+
 def test_a_post_costs_its_wall_time_where_every_rank_has_a_processor(tmp_path):
     """With the posts' wall time measured (0.8 ms against 0.5 of processor time), a rank with
     a processor of its own loses the wall time: 7.2 ms of the test above + 2 x 0.3; with fewer

@@ -152,7 +152,7 @@ class CostConfig:
             head = f"costs measured on {m.stages} stages ({how or 'ppir profile'})"
             if self.model is not None:  # two sources: say which number comes from which
                 head += f"; memory of model {self.model.name}, not the measured one"
-            if m.post and not self.free_comm:
+            if m.post:
                 head += f"; posting a group {m.post * 1e3:.3g} ms"
                 if m.post_wall:
                     head += (
@@ -175,7 +175,7 @@ class CostConfig:
             head += f"; the ranks share {self.processors} processor" + "s" * (self.processors > 1)
         if self.comm_model == "latency":
             head += "; messages timed as latency on the dependency (comm model latency)"
-        if self.free_comm:
+        if self.free_comm and not (self.measured is not None and self.measured.post):
             return head + "; free communication"
         seconds = self.time_unit == "s"
         return (

@@ -199,8 +199,8 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
         if ms.FB:
             ratio = sum(ms.FB) / sum(f + b for f, b in zip(ms.F, ms.B))
         nbytes = ms.message_size
-        # free communication: posts too
-        post = ms.post_time(schedule.ranks, cfg.processors) if not cfg.free_comm else 0
+        # free communication (comm.free) zeroes the posts with the transfer (measured.py)
+        post = ms.post_time(schedule.ranks, cfg.processors)
         late = tuple(ms.W_late[j] for j in at) if ms.W_late else ()
     else:
         fwd = stage_forward_times(schedule, cfg)

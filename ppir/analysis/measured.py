@@ -47,7 +47,7 @@ other S is a ppir error naming the counts that fit.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ppir.analysis.measured_shared import SharedBytes, fit_shared, from_list
 from ppir.diagnostics import error
@@ -339,7 +339,11 @@ def measured_config(data: dict, kw: dict, model, where: str):
     cm = comm.get("model", "rendezvous")
     if cm not in COMM_MODELS:
         raise error("bad-config", f"{where}: comm.model must be one of {', '.join(COMM_MODELS)}")
-    link = Link(0.0) if comm.get("free") is True else Link(measured.transfer)
+    if comm.get("free") is True:  # free communication: no transfer, and no post either
+        link = Link(0.0)
+        measured = replace(measured, post=0.0, post_wall=0.0)
+    else:  # a measured transfer of 0 (done while its post ran) keeps the measured posts
+        link = Link(measured.transfer)
     processors = processors_setting(data.get("hardware", {}), where)
     if processors is None:  # hardware.processors = 0 (--processors 0): one per rank
         processors = dict(measured.info).get("processors")
