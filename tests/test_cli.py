@@ -156,6 +156,17 @@ def test_a_misspelt_option_gets_its_command_usage_and_the_closest_option(capsys)
     assert err.splitlines()[-1] == "ppir check: error: unrecognized arguments: --bogus"
 
 
+def test_a_misspelt_command_or_choice_gets_the_closest_one(capsys):
+    """argparse (Python < 3.14) lists the choices without a guess; flags already had one."""
+    err = _usage_error(capsys, "lanch", "1f1b")
+    assert err.splitlines()[-1].startswith("ppir: error: argument COMMAND: invalid choice: 'lanch'")
+    assert err.splitlines()[-1].endswith("'synth') (did you mean 'launch'?)")
+    err = _usage_error(capsys, "check", "1f1b", "--lowering", "eagr")
+    assert err.splitlines()[-1].endswith("'naive') (did you mean 'eager'?)")
+    err = _usage_error(capsys, "xyz")  # nothing alike: no guess
+    assert err.splitlines()[-1].endswith("'synth')")
+
+
 def test_a_parameter_given_twice_with_two_values_is_refused(cli):
     code, _, err = cli("check", "1f1b", "-D", "P=4", "-D", "P=5")
     assert code == 2 and "-D P=5: 'P' is already given (-D P=4)" in err

@@ -58,7 +58,20 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):  # usage errors exit 2 with a short message (argparse default)
         self.print_usage(sys.stderr)
+        message += _closest_choice(message)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _closest_choice(message: str) -> str:
+    """`` (did you mean 'launch'?)`` for argparse's "invalid choice: 'lanch' (choose from
+    'list', ...)", a command's name or an option's value; "" otherwise."""
+    from ppir.diagnostics import did_you_mean
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if m is None:
+        return ""
+    hints = did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+    return f" ({hints[0]})" if hints else ""
 
 
 def _commands():
