@@ -353,6 +353,11 @@ def _group_note(severity: str, members: list) -> str:
 
 
 def _plural(word: str) -> str:
-    if word == "value":
-        return "values"
     return word + ("es" if word.endswith(("ch", "sh", "s", "x")) else "s")
+
+
+def count(n: int, noun: str) -> str:
+    """``count(2, "stage")`` -> ``"2 stages"``, ``count(1, "microbatch")`` -> ``"1
+    microbatch"``, ``count(4096, "rank")`` -> ``"4,096 ranks"``: the one plural of ppir's
+    messages (the last word of ``noun`` takes it)."""
+    return f"1 {noun}" if n == 1 else f"{n:,} {_plural(noun)}"

@@ -175,6 +175,13 @@ def test_batches_must_split_into_microbatches():
     with pytest.raises(ModelError, match=r"must split into 4 equal data-parallel replicas"):
         split_batch(model(), 0, 1, CPU, 0, replicas=4, replica=1)
     m = model()
+    m.make_batch = lambda step: (torch.zeros(13 * 16, 5), torch.zeros(13 * 16, 5))
+    with pytest.raises(ModelError) as e:  # every size it splits into
+        split_batch(m, 0, 3, CPU, 0)
+    assert str(e.value).endswith(
+        "(208 splits into 1, 2, 4, 8, 13, 16, 26, 52, 104 or 208 equal parts)"
+    ), str(e.value)
+    m = model()
     m.make_batch = lambda step: torch.zeros(4)
     with pytest.raises(ModelError, match="must return \\(inputs, targets\\)"):
         split_batch(m, 0, 2, CPU, 0)

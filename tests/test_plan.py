@@ -451,3 +451,17 @@ def test_runtime_options_that_do_not_fit_together_are_refused_before_any_rank(cl
     for --verify-steps above --steps, the check silently never ran."""
     code, out, err = cli("launch", "-n", "2", "1f1b", "-D", "M=2", "--module", MODEL, *flags)
     assert code == 2 and err.strip() == f"ppir: error: {needle}" and "ppir launch:" not in out
+
+
+def test_the_plan_summary_counts_in_the_singular_where_there_is_one():
+    """'ppir launch -n 2 --dp 2 1f1b' printed '1 ranks, 1 stages'."""
+    from ppir.diagnostics import count
+    from ppir.plan import plan_summary
+
+    one = plan_summary(build_plan(ppir.compile(ppir.load("1f1b", P=1, M=1)).program))
+    assert one == "1f1b: 1 rank, 1 stage, 1 microbatch, 3 instructions"
+    assert (count(4096, "microbatch"), count(2, "pass"), count(1, "box")) == (
+        "4,096 microbatches",
+        "2 passes",
+        "1 box",
+    )

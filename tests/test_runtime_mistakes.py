@@ -40,7 +40,8 @@ def test_a_batch_that_does_not_split_names_the_rank():
     with pytest.raises(ValueError) as e:
         rt.step(x[:10], y[:10])
     assert str(e.value) == (
-        "rank 0: the inputs have shape (10, 8): dim 0 must split into 4 equal microbatches"
+        "rank 0: the inputs have shape (10, 8): dim 0 must split into 4 equal microbatches "
+        "(10 splits into 1, 2, 5 or 10 equal parts)"
     )
 
 

@@ -14,8 +14,8 @@ from ppir.cli.common import (
     parse_defines,
 )
 from ppir.cli.output import add_quiet_argument, progress
-from ppir.diagnostics import EXIT_OK, error, write_output
-from ppir.frontend.limits import DEFAULT_MAX_OPS, check_work, count
+from ppir.diagnostics import EXIT_OK, count, error, write_output
+from ppir.frontend.limits import DEFAULT_MAX_OPS, check_work
 
 NAME = "synth"
 HELP = "synthesise a schedule for a memory cap (zero-bubble list scheduling), emit .pps"

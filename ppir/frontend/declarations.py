@@ -3,9 +3,9 @@ and literal ``rank N:`` files; the size caps it applies live in :mod:`ppir.front
 
 from __future__ import annotations
 
-from ppir.diagnostics import error
+from ppir.diagnostics import count, error
 from ppir.frontend.interpreter import Interpreter
-from ppir.frontend.limits import check_size, check_work, count
+from ppir.frontend.limits import check_size, check_work
 from ppir.ir import looped_placement, vshape_placement
 
 

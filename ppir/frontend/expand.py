@@ -28,7 +28,7 @@ from __future__ import annotations
 import operator
 from itertools import islice
 
-from ppir.diagnostics import EXIT_INVALID, Note, PpirError, did_you_mean, error
+from ppir.diagnostics import EXIT_INVALID, Note, PpirError, count, did_you_mean, error
 from ppir.frontend import ast as A
 from ppir.frontend.declarations import resolve_pipelines, resolve_placement
 from ppir.frontend.interpreter import Interpreter, Scope
@@ -38,7 +38,6 @@ from ppir.frontend.limits import (
     MAX_INT,
     check_size,
     check_work,
-    count,
     show_value,
 )
 from ppir.frontend.literal import infer_placement, literal_schedule

@@ -80,13 +80,6 @@ def check_work(
         )
 
 
-def count(n: int, word: str) -> str:
-    """``count(2, "stage")`` -> ``"2 stages"``; ``count(1, "microbatch")`` -> ``"1 microbatch"``."""
-    if n == 1:
-        return f"1 {word}"
-    return f"{n:,} {word}{'es' if word.endswith('ch') else 's'}"
-
-
 def show_value(v: int) -> str:
     """An integer for a message, however large."""
     if -MAX_INT <= v <= MAX_INT:

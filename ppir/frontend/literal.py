@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from ppir.diagnostics import EXIT_USAGE, Note, error, rank_list
+from ppir.diagnostics import EXIT_USAGE, Note, count, error, rank_list
 from ppir.frontend import ast as A
 from ppir.frontend.declarations import resolve_pipelines, resolve_placement
 from ppir.frontend.interpreter import Interpreter
-from ppir.frontend.limits import check_size, check_work, count
+from ppir.frontend.limits import check_size, check_work
 from ppir.ir import Action, Group, Overlap, Reduce, Schedule, Span, Wait
 
 

@@ -26,8 +26,8 @@ import io
 import logging
 from types import SimpleNamespace
 
-from ppir.diagnostics import did_you_mean, error
-from ppir.frontend.limits import DEFAULT_MAX_OPS, check_work, count
+from ppir.diagnostics import count, did_you_mean, error
+from ppir.frontend.limits import DEFAULT_MAX_OPS, check_work
 from ppir.ir import Schedule
 
 SINGLE = ("GPipe", "1F1B")

@@ -29,6 +29,7 @@ scheduling decision of its own.  Contract:
 
 from __future__ import annotations
 
+from ppir.diagnostics import count
 from ppir.ir import (
     Action,
     Group,
@@ -208,6 +209,6 @@ def check_buffers(plan: dict) -> None:
 def plan_summary(plan: dict) -> str:
     n = sum(len(p) for p in plan["programs"])
     return (
-        f"{plan['schedule']}: {plan['ranks']} ranks, {plan['stages']} stages, "
-        f"{plan['microbatches']} microbatches, {n} instructions"
+        f"{plan['schedule']}: {count(plan['ranks'], 'rank')}, {count(plan['stages'], 'stage')}, "
+        f"{count(plan['microbatches'], 'microbatch')}, {count(n, 'instruction')}"
     )

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from ppir.diagnostics import count
+
 Spec = list
 
 
@@ -176,18 +178,11 @@ def split_batch(value, n: int, where: str, unit: str = "microbatch") -> list:
         if leaf.dim() == 0 or leaf.shape[0] % n:
             raise ValueError(
                 f"{where} have shape {tuple(leaf.shape)}: dim 0 must split into "
-                f"{count(n, 'equal ' + unit)}"
+                f"{count(n, 'equal ' + unit)}{_fits(leaf)}"
             )
         for k, chunk in enumerate(leaf.chunk(n)):
             parts[k].append(chunk)
     return [unflatten(spec, p) for p in parts]
-
-
-def count(n: int, noun: str) -> str:
-    """``1 microbatch``, ``4 microbatches``, ``2 data-parallel replicas``."""
-    if n == 1:
-        return f"1 {noun}"
-    return f"{n} {noun}" + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
 
 
 def to_device(value, device):
@@ -265,6 +260,18 @@ def message_specs(spec, grad: bool) -> list[tuple[tuple[int, ...], torch.dtype]]
 def recv_buffers(specs: list, device) -> list:
     """Empty tensors to receive a message of these :func:`message_specs`."""
     return [torch.empty(shape, dtype=dt, device=device) for shape, dt in specs]
+
+
+def _fits(leaf) -> str:
+    """`` (16 splits into 1, 2, 4, 8 or 16 equal parts)``: what a batch of this size allows;
+    "" for a tensor without a batch dimension."""
+    if leaf.dim() == 0:
+        return ""
+    size = int(leaf.shape[0])
+    ds = [d for d in range(1, min(size, 4096) + 1) if size % d == 0]
+    shown = [str(d) for d in ds[:12]] + (["..."] if len(ds) > 12 else [])
+    listed = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+    return f" ({size} splits into {listed} equal parts)"
 
 
 def received(spec, grad: bool, tensors: list):
