@@ -110,7 +110,7 @@ class Interpreter(OpEmitter):
                     span,
                     hints=[NEXT_MEANS]
                     if name == NEXT
-                    else did_you_mean(name, scope.visible_names()),
+                    else did_you_mean(name, scope.visible_names()) or scope.values_hint(),
                 )
             return v
 

@@ -34,6 +34,21 @@ class Scope:
             s = s.parent
         return out
 
+    def values_hint(self, limit: int = 10) -> list[str]:
+        """A hint naming the values an expression can read here, innermost first (a loop's
+        variable, then the rank's, then the parameters), for an undefined name that is close
+        to none of them; [] when there are none."""
+        names: list[str] = []
+        s = self
+        while s is not None:
+            names += [k for k, v in s.vars.items() if v.__class__ is int and k.isidentifier()]
+            s = s.parent
+        names = list(dict.fromkeys(names))  # a name bound again further out: its inner one
+        if not names:
+            return []
+        more = f", ... ({len(names) - limit} more)" if len(names) > limit else ""
+        return [f"the values visible here: {', '.join(names[:limit])}{more}"]
+
 
 MISSING = object()
 

@@ -28,8 +28,10 @@ a slot given twice or negative, two passes in one slot, a pass no later than its
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ppir.analysis.config import default_op_costs
-from ppir.diagnostics import Note, error
+from ppir.diagnostics import Note, PpirError, error
 from ppir.frontend import ast as A
 from ppir.ir import Action, OpKind, Span
 from ppir.synth.greedy import Candidate, GreedySpec, GreedyStuck, default_priority, list_schedule
@@ -199,7 +201,10 @@ def expand_pattern(ex, block: A.PatternBlock, top, ranks: int) -> list[tuple[Act
             for m in range(ex.microbatches):
                 inner = _Scope(scope)
                 inner.vars[st.mb_var] = m
-                t = at(inner)
+                try:
+                    t = at(inner)
+                except PpirError as e:
+                    raise _with_slot_variable(e, st) from None
                 if t < 0:
                     raise error(
                         "bad-slot", f"slot {t} of {st.kind}({m}) on rank {r} is negative", st.span
@@ -223,7 +228,7 @@ def expand_pattern(ex, block: A.PatternBlock, top, ranks: int) -> list[tuple[Act
         a = e.actions[0]
         raise error(
             "pattern-conflict",
-            f"the building block does not repeat on rank {e.rank}: {e}",
+            f"the slots of rank {e.rank} conflict: {e}",
             where[(e.rank, a.stage, a.kind)],
             notes=[
                 Note(f"{b} is placed here", where[(ex.placement[b.stage], b.stage, b.kind)])
@@ -236,3 +241,13 @@ def expand_pattern(ex, block: A.PatternBlock, top, ranks: int) -> list[tuple[Act
     return [
         tuple(a if a.kind is not OpKind.W else a.with_span(block.span) for a in p) for p in progs
     ]
+
+
+def _with_slot_variable(e: PpirError, st) -> PpirError:
+    """An undefined name on a slot line: the hint names the line's own microbatch variable
+    first (``F(k, 1) at ... + 6 * m`` reads ``m`` where the line calls it ``k``)."""
+    d = e.diagnostics[0]
+    if d.kind != "undefined-name":
+        return e
+    own = f"this line's microbatch variable is '{st.mb_var}' ({st.kind}({st.mb_var}, ...))"
+    return PpirError([replace(d, hints=(own, *d.hints)), *e.diagnostics[1:]], e.exit_code)
