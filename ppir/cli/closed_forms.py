@@ -99,7 +99,7 @@ CLOSED_FORMS = {
             "V placement: the turn stays on rank P-1",
             lambda P, M, v: _f(2 * (P - 1)),
             None,
-        ),  # fmt: skip
+        ),
         ("peak A", "P", "Qi 2024 (M large enough)", lambda P, M, v: _f(P), lambda P, M, v: M >= P),
     ],
     "looped_bfs": [("peak A", "M", "Lamy-Poirier 2022 (about)", lambda P, M, v: _f(M), None)],
