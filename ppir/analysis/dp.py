@@ -12,10 +12,11 @@ with ``alpha``/``beta`` the latency and bandwidth of the link class the data-par
 uses: the intra-node link when the ring of ``D`` replicas of a ``tp``-GPU rank fits in a node
 (``tp x D <= gpus_per_node``: :mod:`ppir.analysis.nodes`) and a stage's copies sit on one
 node, else the inter-node one (the ring's slowest hop; :func:`stage_links`).  ``n``, the
-stage's gradient bytes, comes from the model shape: the stage's
-parameters on one tensor-parallel rank (the memory footprint's count: layers, the embedding on
-the first stage, the final norm on the last) at the gradient dtype (``grad_dtype``, fp32 by
-default); without a model it is 0 and the reduction costs its latencies alone (unit mode).
+stage's gradient bytes, comes from the model shape: the stage's parameters on one
+tensor-parallel rank (the memory footprint's count: layers, the embedding on the first stage,
+the final norm and the output layer on the last, a tied output layer once on a rank that holds
+both) at the gradient dtype (``grad_dtype``, fp32 by default); without a model it is 0 and the
+reduction costs its latencies alone (unit mode).
 Reductions of one rank share the ring: the timeline runs them one after another (a
 ``channel`` edge between consecutive reduce nodes of a rank).
 
@@ -136,17 +137,21 @@ def stage_links(schedule: Schedule, cfg: CostConfig, dp: int) -> list[Link]:
 
 
 def stage_grad_bytes(schedule: Schedule, cfg: CostConfig) -> list[float]:
-    """Each stage's gradient bytes on one tensor-parallel rank: its parameters
-    (:func:`ppir.analysis.footprint.stage_sizes`: layers, embedding on the first stage, final
-    norm on the last) at the model's gradient dtype; 0 without a model shape."""
+    """Each stage's gradient bytes on one tensor-parallel rank: its parameters, the memory
+    footprint's count (:func:`ppir.analysis.footprint.stage_sizes`: layers, embedding on the
+    first stage, final norm on the last; and the last stage's output layer,
+    :func:`ppir.analysis.footprint.output_params`), at the model's gradient dtype; 0 without a
+    model shape."""
     if cfg.model is None:
         return [0.0] * schedule.stages
-    from ppir.analysis.footprint import stage_sizes
+    from ppir.analysis.footprint import output_params, schedule_copies, stage_sizes
     from ppir.analysis.models import DTYPE_BYTES
 
     per = DTYPE_BYTES[cfg.model.grad_dtype]
     sizes = stage_sizes(cfg.model, schedule, stage_layers=cfg.stage_layers)
-    return [float(st.params * per) for st in sizes]
+    span = schedule.stages // schedule_copies(schedule)  # stage_sizes checked it divides
+    heads = output_params(cfg.model, schedule, sizes, span)
+    return [float((st.params + head) * per) for st, head in zip(sizes, heads)]
 
 
 def with_dp(costs: Costs, schedule: Schedule, cfg: CostConfig, replicas: int) -> Costs:

@@ -180,14 +180,20 @@ def _copy_span(schedule: Schedule, copies: int) -> int:
 def _output_params(model: ModelShape, schedule: Schedule, sizes, span: int, rank: int):
     """The output layers a rank holds: one per last stage, except a tied one next to its
     embedding (the same tensor)."""
-    held = set(schedule.stages_of_rank[rank])
-    n = 0
+    out = output_params(model, schedule, sizes, span)
+    return sum((out[s] for s in schedule.stages_of_rank[rank]), Fraction(0))
+
+
+def output_params(model: ModelShape, schedule: Schedule, sizes, span: int) -> list[Fraction]:
+    """Per stage, the output layer's parameters it holds (elements, one TP rank): a last
+    stage's, except a tied one on the rank that holds its copy's embedding (the same tensor,
+    counted with the first stage); 0 for the other stages."""
+    place, head = schedule.placement, Fraction(model.embedding_params(), model.tp)
+    out = [Fraction(0)] * len(sizes)
     for z in sizes:
-        if z.last and z.stage in held:
-            own_first = z.stage - span + 1 in held
-            if not (model.tied and own_first):
-                n += 1
-    return n * Fraction(model.embedding_params(), model.tp)
+        if z.last and not (model.tied and place[z.stage - span + 1] == place[z.stage]):
+            out[z.stage] = head
+    return out
 
 
 def activation_peaks(schedule: Schedule, mem: MemoryReport, stage_bytes) -> list:
