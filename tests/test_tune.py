@@ -173,3 +173,20 @@ def test_tune_finds_an_interleaving_beyond_the_fixed_grid(cli):
     assert best["v"] > 4 and 80 % (best["pp"] * best["v"]) == 0, best
     code, out, err = cli(*argv, "--v", "1,2,4")
     assert json.loads(out)["ranked"][0]["step_time"] > best["step_time"]
+
+
+def test_when_nothing_fits_the_hint_suggests_only_what_was_not_tried(cli):
+    """was: 'try zero=1 in --model ..., or --recompute full' whatever the search had tried,
+    so a model already at zero=1 (or 2) searched with full recomputation was told to try both."""
+    argv = ["tune", "--world", "16", "--tp", "8", "--gpu-memory", "10GiB", "-q"]
+    code, out, err = cli(*argv, "--model", "llama3-70b,zero=2")
+    assert code == 1, err
+    assert "try more GPUs (--world) or a larger --gpu-memory\n" in out
+    code, out, err = cli(*argv, "--model", "llama3-70b,zero=1", "--recompute", "none")
+    assert code == 1, err
+    want = "try zero=2 in --model (gradients sharded too), more GPUs (--world), a larger "
+    assert want + "--gpu-memory, or --recompute full\n" in out
+    code, out, err = cli(*argv, "--model", "llama3-70b", "--micro-batch", "2")
+    assert code == 1, err
+    want = "try zero=1 in --model (the distributed optimizer), more GPUs (--world), a larger "
+    assert want + "--gpu-memory, or --micro-batch 1\n" in out

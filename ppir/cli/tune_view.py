@@ -122,7 +122,8 @@ def tune_text(
     limits = sorted({why for c in ok if (why := _limit(c))})
     lines += [f"* ppir launch cannot run it: {why}" for why in limits]
     if not ok:
-        lines.append("(no feasible choice)" + _no_choice_hint(cands, has_model, flag))
+        hint = _no_choice_hint(cands, has_model, flag, cfg.model, space)
+        lines.append("(no feasible choice)" + hint)
     slower = [c for c in cands if c.why == "slower"]
     if slower:
         lines.append(_slower_line(slower, ok[-1], space.top, unit))
@@ -158,16 +159,28 @@ def _slower_line(slower: list, nth, top: int, unit: str) -> str:
     return f"\nnot ranked ({len(slower)}): compiled, {tie}{more}"
 
 
-def _no_choice_hint(cands, has_model: bool, flag: str) -> str:
+def _no_choice_hint(cands, has_model: bool, flag: str, model=None, space=None) -> str:
     """What to change when nothing was ranked, from the reasons of the rejections; ``flag``
-    is the budget's option as given (--gpu-memory or --memory-budget)."""
+    is the budget's option as given (--gpu-memory or --memory-budget).  With a model it
+    suggests only what the search did not already try (``model``'s ZeRO stage, ``space``'s
+    recomputation and micro-batch sizes)."""
     whys = {c.why for c in cands}
     larger = f"a larger {flag}"
     if "memory" in whys and has_model:
+        tries = []
+        zero = model.zero if model is not None else 0
+        if zero == 0:
+            tries.append("zero=1 in --model (the distributed optimizer)")
+        elif zero == 1:
+            tries.append("zero=2 in --model (gradients sharded too)")
+        tries += ["more GPUs (--world)", larger]
+        if space is not None and 1 not in space.micro_batches:
+            tries.append("--micro-batch 1")
+        if space is None or "full" not in space.recomputes:
+            tries.append("--recompute full")
         return (
             ": every choice that fits the other constraints exceeds the memory budget; try "
-            f"zero=1 in --model (the distributed optimizer), more GPUs (--world), {larger}, "
-            "or --recompute full"
+            f"{', '.join(tries[:-1])}{',' * (len(tries) > 2)} or {tries[-1]}"
         )
     if "memory" in whys:
         return f": every choice exceeds the memory budget; try {larger}"
