@@ -85,3 +85,31 @@ def test_a_schedule_list_without_a_name_is_refused(cli, value):
     code, out, err = cli("tune", *_NO_MODEL, "-q", "--schedules", value)
     assert code == 2 and out == "" and "Traceback" not in err
     assert f"--schedules {value}: expected schedule names" in err
+
+
+@pytest.mark.parametrize(
+    "argv, message, hint",
+    [
+        (["--gpu-memory", "80"], "--gpu-memory 80: expected a size in bytes, e.g. 80GiB or 80GB",
+         "a size needs its unit, e.g. 80GiB or 80GB"),
+        (["--gpu-memory", "80G"], "--gpu-memory 80G: expected a size in bytes, e.g. 80GiB or "
+         "80GB", "a size needs its unit, e.g. 80GiB or 80GB"),
+        (["--gpu-memory", "80GiB", "--reserve", "10"], "--reserve 10: expected a percentage of "
+         "--gpu-memory, e.g. 10%, or bytes with a unit, e.g. 8GiB", "did you mean --reserve 10%?"),
+        (["--memory-budget", "60"], "--memory-budget 60: expected a size in bytes, e.g. 80GiB or "
+         "80GB", "a size needs its unit, e.g. 60GiB or 60GB"),
+    ],
+)  # fmt: skip
+def test_a_memory_size_without_its_unit_names_the_flag_and_the_unit(cli, argv, message, hint):
+    """was: 'memory size 80: expected ...' naming no flag, and for '--reserve 10' (meaning
+    10 %) only byte sizes, though --reserve takes a percentage."""
+    code, _, err = cli("tune", "--world", "64", "--tp", "8", "--model", "llama3-8b", *argv)
+    assert code == 2
+    assert err.splitlines() == [f"ppir: error: {message}", f"hint: {hint}"]
+
+
+def test_a_reserve_in_a_is_refused_not_read_as_bytes(cli):
+    """was: '--gpu-memory 80GiB --reserve 6A' reserved 6 bytes: the budget was 80 GiB."""
+    code, out, err = cli("tune", "--world", "64", "--tp", "8", *_MODEL, "--reserve", "6A", "-q")
+    assert code == 2 and out == "", out
+    assert "--reserve 6A: expected a percentage of --gpu-memory, e.g. 10%, or bytes" in err

@@ -66,9 +66,11 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def parse_budget(text: str | None, has_model: bool) -> tuple[float, str] | None:
+def parse_budget(
+    text: str | None, has_model: bool, flag: str = "memory size"
+) -> tuple[float, str] | None:
     """``40GiB``, ``80GB``, ``512MiB``, ``64KiB`` (bytes: needs memory sizes) or ``6A``: (value,
-    "bytes"|"A")."""
+    "bytes"|"A").  ``flag`` names the option in the messages (``--gpu-memory 80: ...``)."""
     if text is None:
         return None
     t = text.strip()
@@ -91,20 +93,35 @@ def parse_budget(text: str | None, has_model: bool) -> tuple[float, str] | None:
             except ValueError:
                 break
             if x <= 0:
-                raise error("bad-usage", f"memory size {text}: must be positive")
+                raise error("bad-usage", f"{flag} {text}: must be positive")
             if scale is None:
                 return x, "A"
             if not has_model:
                 raise error(
                     "bad-usage",
-                    f"memory size {text}: a budget in bytes needs memory sizes: --model, or a "
+                    f"{flag} {text}: a budget in bytes needs memory sizes: --model, or a "
                     "cost file from 'ppir profile' that holds them (activation, parameter and "
                     "optimizer bytes)",
                     hints=["without them give the budget in A, e.g. 6A"],
                 )
             return x * scale, "bytes"
     want = "a size in bytes, e.g. 80GiB or 80GB" if has_model else "e.g. 40GiB, 80GB or 6A"
-    raise error("bad-usage", f"memory size {text}: expected {want}")
+    num = t.rstrip("gGtTmMkK")  # a bare number, or one with a unit cut short (80, 80G)
+    hints = []
+    if num and is_number(num):
+        unit = (t[len(num) :].upper() or "G")[0]
+        hints = [f"a size needs its unit, e.g. {num}{unit}iB or {num}{unit}B"]
+        if not has_model and num == t:  # a bare number: A is the unit without sizes
+            hints = [f"a budget needs its unit, e.g. {num}A (without memory sizes) or {num}GiB"]
+    raise error("bad-usage", f"{flag} {text}: expected {want}", hints=hints)
+
+
+def is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def size_unit(x: float) -> tuple[int, str]:

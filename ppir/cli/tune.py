@@ -10,7 +10,7 @@ from dataclasses import replace
 from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.models import RECOMPUTE_MODES
 from ppir.analysis.tune import Builtin, Space, default_global_batch, search
-from ppir.analysis.units import parse_budget
+from ppir.analysis.units import is_number, parse_budget
 from ppir.cli.argtypes import positive_int
 from ppir.cli.common import add_progress_model_argument
 from ppir.cli.cost_options import (
@@ -169,7 +169,7 @@ def _budget(args, sized: bool):
     if args.gpu_memory and args.memory_budget:
         raise error("bad-usage", "give --gpu-memory or --memory-budget, not both")
     if not args.gpu_memory:
-        budget = parse_budget(args.memory_budget, sized)
+        budget = parse_budget(args.memory_budget, sized, "--memory-budget")
         if budget is not None and sized and budget[1] == "A":  # bytes compared with A
             raise error(
                 "bad-usage",
@@ -177,7 +177,7 @@ def _budget(args, sized: bool):
                 "measured ones) the budget is in bytes, e.g. 60GiB (or --gpu-memory 80GiB)",
             )
         return budget
-    total, unit = parse_budget(args.gpu_memory, sized)
+    total, unit = parse_budget(args.gpu_memory, sized, "--gpu-memory")
     if unit != "bytes":
         raise error("bad-usage", f"--gpu-memory {args.gpu_memory}: give bytes, e.g. 80GiB")
     r = args.reserve.strip()
@@ -191,7 +191,14 @@ def _budget(args, sized: bool):
             raise error("bad-usage", f"--reserve {args.reserve}: must lie in [0%, 100%)")
         keep = total * frac
     else:
-        keep = parse_budget(r, sized)[0]
+        keep, unit = parse_budget(r, sized, "--reserve") if not is_number(r) else (0, "")
+        if unit != "bytes":  # 10 (a percentage without %), 6A (not bytes)
+            raise error(
+                "bad-usage",
+                f"--reserve {args.reserve}: expected a percentage of --gpu-memory, e.g. 10%, or "
+                "bytes with a unit, e.g. 8GiB",
+                hints=[f"did you mean --reserve {r}%?"] if is_number(r) else [],
+            )
     if keep >= total:
         raise error("bad-usage", f"--reserve {args.reserve} leaves nothing of {args.gpu_memory}")
     return total - keep, "bytes"
