@@ -113,3 +113,13 @@ def test_a_reserve_in_a_is_refused_not_read_as_bytes(cli):
     code, out, err = cli("tune", "--world", "64", "--tp", "8", *_MODEL, "--reserve", "6A", "-q")
     assert code == 2 and out == "", out
     assert "--reserve 6A: expected a percentage of --gpu-memory, e.g. 10%, or bytes" in err
+
+
+@pytest.mark.parametrize("budget", [["--memory-budget", "60GiB", "--model", "llama3-8b"], []])
+def test_a_reserve_without_gpu_memory_is_refused(cli, budget):
+    """was: '--memory-budget 60GiB --reserve 20%' ranked under 60 GiB, the reserve silently
+    dropped (and without any budget too)."""
+    argv = ["--world", "64", "--tp", "8"] if budget else ["-P", "4"]
+    code, out, err = cli("tune", *argv, *budget, "--reserve", "20%", "-q")
+    assert code == 2 and out == "", out
+    assert "ppir: error: --reserve 20% is kept free of --gpu-memory, which is not given" in err

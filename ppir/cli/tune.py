@@ -121,7 +121,7 @@ def add_arguments(p):
     )
     p.add_argument(
         "--reserve",
-        default="10%",
+        default=None,
         metavar="SIZE|PCT",
         help="kept free of the GPU memory for workspaces and fragmentation: a percentage of "
         "--gpu-memory or bytes with a unit, e.g. 8GiB (default 10%%)",
@@ -168,6 +168,13 @@ def _budget(args, sized: bool):
     known (a model or measured sizes), so the budget is in bytes."""
     if args.gpu_memory and args.memory_budget:
         raise error("bad-usage", "give --gpu-memory or --memory-budget, not both")
+    if args.reserve is not None and not args.gpu_memory:  # it was silently ignored
+        raise error(
+            "bad-usage",
+            f"--reserve {args.reserve} is kept free of --gpu-memory, which is not given"
+            + (": --memory-budget is the budget itself" if args.memory_budget else ""),
+            hints=["give --gpu-memory SIZE --reserve ..., or the budget alone: --memory-budget"],
+        )
     if not args.gpu_memory:
         budget = parse_budget(args.memory_budget, sized, "--memory-budget")
         if budget is not None and sized and budget[1] == "A":  # bytes compared with A
@@ -180,7 +187,7 @@ def _budget(args, sized: bool):
     total, unit = parse_budget(args.gpu_memory, sized, "--gpu-memory")
     if unit != "bytes":
         raise error("bad-usage", f"--gpu-memory {args.gpu_memory}: give bytes, e.g. 80GiB")
-    r = args.reserve.strip()
+    r = (args.reserve or "10%").strip()
     if r.endswith("%"):
         try:
             frac = float(r[:-1]) / 100
