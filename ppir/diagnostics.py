@@ -222,10 +222,16 @@ def rank_list(ranks, limit: int = 8) -> str:
 
 def did_you_mean(word: str, candidates) -> list[str]:
     """A hint list with the closest candidate, or nothing.  A candidate that differs only in
-    case comes first: 'V' for 'v' scores 0 by similarity alone."""
+    case comes first ('V' for 'v' scores 0 by similarity alone); with none close by
+    similarity, the one candidate the word begins ('sel' for 'selective')."""
     candidates = list(candidates)
     same = [c for c in candidates if isinstance(c, str) and c != word and c.lower() == word.lower()]
     close = same or difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    if not close and len(word) >= 2:  # a word cut short: 'sel' for 'selective', when unique
+        starts = [
+            c for c in candidates if isinstance(c, str) and c.lower().startswith(word.lower())
+        ]
+        close = starts if len(starts) == 1 else []
     return [f"did you mean '{close[0]}'?"] if close else []
 
 

@@ -123,3 +123,19 @@ def test_a_reserve_without_gpu_memory_is_refused(cli, budget):
     code, out, err = cli("tune", *argv, *budget, "--reserve", "20%", "-q")
     assert code == 2 and out == "", out
     assert "ppir: error: --reserve 20% is kept free of --gpu-memory, which is not given" in err
+
+
+def test_a_recompute_mode_cut_short_gets_the_one_it_begins(cli):
+    """'--recompute sel' got no guess: 'selective' is too far from 'sel' by similarity."""
+    code, out, err = cli("tune", "-P", "8", "--recompute", "full,sel")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "ppir: error: --recompute sel: expected none, selective, full",
+        "hint: did you mean 'selective'?",
+    ]
+    from ppir.diagnostics import did_you_mean
+
+    assert did_you_mean("s", ["selective", "full"]) == []  # one letter: no guess
+    assert did_you_mean("f", ["full", "fifo"]) == []
+    assert did_you_mean("fi", ["full", "fifo"]) == ["did you mean 'fifo'?"]
+    assert did_you_mean("ful", ["fully", "fuller"]) == ["did you mean 'fully'?"]  # similarity

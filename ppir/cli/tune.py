@@ -21,7 +21,7 @@ from ppir.cli.cost_options import (
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.cli.tune_view import tune_json, tune_text
-from ppir.diagnostics import EXIT_INVALID, EXIT_OK, error
+from ppir.diagnostics import EXIT_INVALID, EXIT_OK, did_you_mean, error
 from ppir.schedules import builtin_names
 
 NAME = "tune"
@@ -299,7 +299,11 @@ def run(args) -> int:
     )
     for r in recomputes:
         if r not in RECOMPUTE_MODES:
-            raise error("bad-usage", f"--recompute {r}: expected {', '.join(RECOMPUTE_MODES)}")
+            raise error(
+                "bad-usage",
+                f"--recompute {r}: expected {', '.join(RECOMPUTE_MODES)}",
+                hints=did_you_mean(r, RECOMPUTE_MODES),
+            )
     if args.tune_recompute and model is None:  # every row said 'none', silently
         refuse_recompute_without_model(args.tune_recompute)
     G = args.global_batch
