@@ -139,8 +139,8 @@ class CostConfig:
             link.latency == 0 and link.bandwidth is None for link in (self.intra, self.inter)
         )
 
-    def describe(self) -> str:
-        """One line saying what the numbers assume."""
+    def describe(self, mbs: bool = True) -> str:
+        """One line saying what the numbers assume (without the micro-batch size if not mbs)."""
         costs = f"F={self.F} B={self.B} I={self.I} W={self.W}"
         if self.FB is not None:
             costs += f" FB={self.FB}"
@@ -165,7 +165,7 @@ class CostConfig:
             hw = self.hardware
             head = (
                 f"model {self.model.name} (L={self.model.layers}, h={self.model.hidden}, "
-                f"s={self.model.seq}, b={self.model.mbs}, tp={self.model.tp}) on "
+                f"s={self.model.seq}, {f'b={self.model.mbs}, ' * mbs}tp={self.model.tp}) on "
                 f"{hw.name} at {hw.peak_tflops:g} TFLOP/s x {self.efficiency:g}; {costs} "
                 "x forward FLOP time"
             )

@@ -57,7 +57,7 @@ def tune_json(cands, space, G, cfg, budget) -> dict:
         "time_unit": cfg.time_unit,
         "memory_unit": "bytes" if sizes_known(cfg) else "A",
         "budget": budget[0] if budget else None,
-        "assumptions": cfg.describe(),
+        "assumptions": cfg.describe(mbs=False),
         "ranked": [_row(c, i + 1) for i, c in enumerate(ok)],
         "slower": [_row(c) for c in cands if c.why == "slower"],
         "pruned": [_row(c) for c in cands if c.why == "pruned"],
@@ -92,7 +92,8 @@ def tune_text(
             if b
             else " profiled microbatches (the cost file does not say how many samples one holds)"
         )
-    lines.append(f"{where}, global batch {G}{per}{bud}; assuming {cfg.describe()}")
+    # with a model, tune searches the micro-batch size: each row gives its own (mbs)
+    lines.append(f"{where}, global batch {G}{per}{bud}; assuming {cfg.describe(mbs=False)}")
     if unit != "s":
         lines.append(f"step time per sample (unit costs x mbs); time unit: {unit_meaning(cfg.F)}")
     ok = [c for c in cands if c.ok]
