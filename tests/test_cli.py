@@ -332,3 +332,15 @@ def test_a_boolean_pass_option_refuses_what_is_neither_true_nor_false():
     assert _options(Flagged, "flagged", "deep=off") == {"deep": False}
     with pytest.raises(PpirError, match="flagged: deep takes true or false, got 'maybe'"):
         _options(Flagged, "flagged", "deep=maybe")  # was read as False
+
+
+def test_one_rank_summaries_say_rank_stage_microbatch_in_the_singular(cli):
+    """check, analyze and compile --backend cost printed '1 ranks, 1 stages, 1 microbatches'
+    for GPipe at P=1, M=1 (as torch:GPipe -D P=1 -D M=1 gives)."""
+    code, out, _ = cli("check", "gpipe", "-D", "P=1", "-D", "M=1")
+    assert code == 0
+    assert out.startswith("ok: gpipe(P=1, M=1): 1 rank, 1 stage, 2 compute ops, 0 messages;")
+    for argv in (("analyze",), ("compile", "--backend", "cost")):
+        code, out, _ = cli(*argv, "gpipe", "-D", "P=1", "-D", "M=1")
+        assert code == 0
+        assert out.splitlines()[0] == "gpipe(P=1, M=1): 1 rank, 1 stage, 1 microbatch", argv

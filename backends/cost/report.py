@@ -5,6 +5,7 @@ from __future__ import annotations
 from ppir.analysis.estimate import Estimate, op_label
 from ppir.analysis.units import fmt_bytes, fmt_sig, fmt_time, unit_meaning
 from ppir.cli.output import table
+from ppir.diagnostics import count
 
 
 def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
@@ -45,8 +46,8 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
         )
     summary.append(["messages", f"{e.message_count} ({fmt_bytes(e.message_bytes)})"])
     lines = [
-        f"{e.schedule}({params}): {e.ranks} ranks, {e.stages} stages, {e.microbatches} "
-        "microbatches",
+        f"{e.schedule}({params}): {count(e.ranks, 'rank')}, {count(e.stages, 'stage')}, "
+        f"{count(e.microbatches, 'microbatch')}",
         f"assuming {e.config.describe()}",
         "",
         table(summary),

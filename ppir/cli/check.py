@@ -10,7 +10,7 @@ from ppir.cli.common import (
     compile_from_args,
     emit_json,
 )
-from ppir.diagnostics import EXIT_INVALID, EXIT_OK, PpirError
+from ppir.diagnostics import EXIT_INVALID, EXIT_OK, PpirError, count
 
 NAME = "check"
 HELP = "parse, expand, lower and verify a schedule (deadlock, matching, completeness)"
@@ -75,7 +75,7 @@ def run(args) -> int:
             print(d.render(), file=sys.stderr)
         if ok:
             params = ", ".join(f"{k}={v}" for k, v in s.params)
-            head = f"ok: {s.name}({params}): {s.ranks} ranks, {s.stages} stages, "
+            head = f"ok: {s.name}({params}): {count(s.ranks, 'rank')}, {count(s.stages, 'stage')}, "
             if s.forward_only:
                 head += "an evaluation program (forwards only), "
             transfers = 0 if s.is_lowered else _transfers(s)
