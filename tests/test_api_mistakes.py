@@ -95,7 +95,8 @@ def test_a_csv_placement_from_the_api_names_the_argument_not_the_flag(tmp_path):
     path.write_text(write_csv(ppir.load("gpipe", P=2, M=2)))
     assert ppir.load(path, placement=[0, 1]).placement == (0, 1)
     for placement, message in [
-        ((0,), "placement lists 1 stages but the schedule uses 2"),
+        ((0,), "placement lists 1 stage but the schedule uses 2 stages (0..1)"),
+        ((0, 1, 0), "placement lists 3 stages but the schedule uses 2 stages (0..1)"),
         ((0, 5), "placement puts stage 1 on rank 5, but the schedule has 2 rank(s)"),
         ((1, 0), "0F0 runs on rank 0 but placement puts stage 0 on rank 1"),
         ("x", "placement takes a tuple of ranks, one per stage, got 'x'"),

@@ -334,3 +334,15 @@ def test_an_overlapped_cell_whose_backward_needs_the_other_rank_is_a_cycle_said_
         "0F0 (rank 0, step 0) runs in one overlapped step with 0B0, which needs the output" in err
     )
     assert "in rank 0's program" not in err
+
+
+def test_a_placement_longer_than_the_stages_used_is_refused(cli, tmp_path):
+    """--placement 0,1,0,1,0 on a 4-stage CSV made a 5-stage schedule whose stage 4 runs
+    nothing, reported as '4F0 is missing' at the file's first cell (exit 1)."""
+    f = tmp_path / "v.csv"
+    f.write_text("0F0,0F1,2F0,2F1,2B0,2B1,0B0,0B1\n1F0,1F1,3F0,3F1,3B0,3B1,1B0,1B1\n")
+    code, out, err = cli("check", str(f), "--placement", "0,1,0,1,0")
+    assert code == 2 and out == ""
+    assert err == (
+        "ppir: error: --placement lists 5 stages but the schedule uses 4 stages (0..3)\n"
+    )

@@ -23,7 +23,7 @@ import io
 import os
 import re
 
-from ppir.diagnostics import error
+from ppir.diagnostics import count, error
 from ppir.frontend.limits import int_literal
 from ppir.frontend.literal import infer_placement
 from ppir.ir import Action, Group, OpKind, Overlap, Reduce, Schedule, Span, Wait, deps, item_actions
@@ -225,10 +225,11 @@ def _stem_name(path: str) -> str:
 
 
 def _check_placement(placement, ranks, stages, all_actions, option: str) -> None:
-    if len(placement) < stages:
+    if len(placement) != stages:  # a stage beyond the last one used would run nothing
         raise error(
             "bad-placement",
-            f"{option} lists {len(placement)} stages but the schedule uses {stages}",
+            f"{option} lists {count(len(placement), 'stage')} but the schedule uses "
+            f"{count(stages, 'stage')} (0..{stages - 1})",
         )
     for s, r in enumerate(placement):
         if not 0 <= r < ranks:
