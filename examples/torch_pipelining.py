@@ -2,7 +2,9 @@
 
     torchrun --nproc-per-node 2 examples/torch_pipelining.py [SCHEDULE]     # default zbv
 
-Every rank builds the same 4 x (Linear + tanh) model, keeps its stages, and runs one step of
+SCHEDULE is a built-in, ``torch:NAME`` or a ``.pps`` file, run with P = the number of processes
+and M = 4, or a torch ``.csv`` (or ppir ``.json``) file, which fixes its own P and M.  Every rank
+builds the same model, one Linear + tanh block per stage, keeps its stages, and runs one step of
 torch's ``_PipelineScheduleRuntime`` loaded by ``ppir.torch.to_torch_schedule``; each rank then
 checks its stages' gradients against single-process training on the whole batch.
 """
@@ -23,14 +25,18 @@ def main() -> None:
     name = sys.argv[1] if len(sys.argv) > 1 else "zbv"
     dist.init_process_group("gloo")
     rank, P = dist.get_rank(), dist.get_world_size()
-    compiled = ppir.compile(ppir.load(name, P=P, M=4), overlap=False)
+    fixed = name.endswith((".csv", ".json"))  # a file that takes no parameters
+    compiled = ppir.compile(ppir.load(name) if fixed else ppir.load(name, P=P, M=4), overlap=False)
     program = compiled.program
+    if program.ranks != P:
+        sys.exit(f"{name} runs on {program.ranks} ranks: torchrun --nproc-per-node {program.ranks}")
+    M = program.microbatches
     torch.manual_seed(0)
     blocks = [nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(program.stages)]
-    x, y = torch.randn(16, 8), torch.randn(16, 8)
+    x, y = torch.randn(4 * M, 8), torch.randn(4 * M, 8)
 
     mine = list(program.stages_of_rank[rank])
-    schedule = to_torch_schedule(program, [blocks[s] for s in mine], 4, nn.MSELoss())
+    schedule = to_torch_schedule(program, [blocks[s] for s in mine], M, nn.MSELoss())
     kwargs = {"target": y, "losses": []} if program.stages - 1 in mine else {}
     schedule.step(*((x,) if 0 in mine else ()), **kwargs)
 

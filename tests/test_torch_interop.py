@@ -126,3 +126,23 @@ def test_the_documented_script_runs(capfd):
         assert abs(math.log10(float(shown[1]) or 1e-30) - math.log10(float(got) or 1e-30)) < 1, (
             f"docs/torch-interop.md shows {shown[0]!r}; the script printed {line!r}"
         )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_the_documented_script_runs_a_torch_csv(capfd, tmp_path):
+    """examples/torch_pipelining.py SCHEDULE.csv loaded the CSV with P and M, and a CSV takes
+    no parameters: every rank died with a PpirError traceback.  It runs the file's own P and M."""
+    pytest.importorskip("torch")
+    from pathlib import Path
+
+    import ppir
+    from ppir.backends.cuda.launch import start
+    from ppir.frontend.csvio import write_csv
+
+    csv = tmp_path / "sched.csv"  # P=2, M=6: not the script's M=4
+    csv.write_text(write_csv(ppir.load("interleaved_1f1b", P=2, M=6, v=2)))
+    script = Path(__file__).resolve().parent.parent / "examples" / "torch_pipelining.py"
+    res = start((str(script), str(csv)), 2)
+    assert res.ok, res.cause
+    assert capfd.readouterr().out.count("sched.csv on torch's runtime") == 2
