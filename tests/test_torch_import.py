@@ -227,3 +227,42 @@ def test_torch_dump_reads_back():
         s.compute_only().programs
         == load_torch_builtin("InterleavedZeroBubble", {"P": 2, "M": 4, "v": 2}).programs
     )
+
+
+def _deferred_order(name, P, M):
+    """torch's compute_comms order of ``name`` built with ``defer_pp_recv=True`` (v = 2), as
+    _Actions and as CSV text, UNSHARD/RESHARD/REDUCE_GRAD dropped (torch's simulator has none)."""
+    obj = sch.get_schedule_class(name)([_fake(P, 0, 2), _fake(P, 0, 2)], M, defer_pp_recv=True)
+    keep = {sch.UNSHARD, sch.RESHARD, sch.REDUCE_GRAD}
+    order = {
+        r: [a for a in row if a.computation_type not in keep]
+        for r, row in obj.pipeline_order_with_comms.items()
+    }
+    text = "".join(",".join(map(str, order[r])) + "\n" for r in range(P))
+    return obj, order, text
+
+
+@pytest.mark.parametrize(
+    "name,P,M,kinds",
+    [
+        ("Interleaved1F1B", 2, 4, {"deadlock"}),
+        ("LoopedBFS", 3, 6, {"deadlock"}),
+        ("ZBVZeroBubble", 4, 8, {"payload-mismatch"}),
+    ],
+)
+def test_deferred_recvs_torch_accepts_ppir_rejects(name, P, M, kinds):
+    """torch 2.13's ``defer_pp_recv=True`` (``_defer_recv_ops`` in
+    torch/distributed/pipelining/schedules.py) moves each RECV to just before its consumer,
+    flushing it before a SEND to the same peer only on the lower rank.  torch's simulator
+    accepts the result; ppir does not: a higher rank's SEND now precedes a RECV that the lower
+    rank's own SEND waits for (a rendezvous deadlock), and on ZB-V a rank receives its peer's
+    forwards and backwards in consumption order, not the order they are sent (torch's P2POps
+    carry no tag, so FIFO matching would swap them)."""
+    obj, order, text = _deferred_order(name, P, M)
+    sch._simulate_comms_compute(order, lambda s: obj.stage_index_to_group_rank[s], 2 * P)
+    s = read_csv_text(text, f"<torch>/{name}_deferred.csv")
+    report = verify(s)
+    assert not report.ok and {d.kind for d in report.errors} >= kinds
+    if name == "Interleaved1F1B":  # a two-rank cycle: per-peer progress does not break it
+        assert [d.kind for d in verify(s, progress="relaxed").errors] == ["deadlock"]
+    assert verify(LowerComms().apply(load_torch_builtin(name, {"P": P, "M": M, "v": 2}))).ok
