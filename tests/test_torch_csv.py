@@ -346,3 +346,24 @@ def test_a_placement_longer_than_the_stages_used_is_refused(cli, tmp_path):
     assert err == (
         "ppir: error: --placement lists 5 stages but the schedule uses 4 stages (0..3)\n"
     )
+
+
+def test_an_output_named_for_the_other_format_is_refused(cli, tmp_path):
+    """'ppir import torch.csv -o torch.csv' overwrote the user's torch CSV with .pps text, and
+    'ppir import ... -o x.csv' / 'compile --backend torch-csv -o x.pps' wrote files that every
+    ppir command then read in the wrong format ('unknown action '# imported by ppir ...'').
+    Both are refused (exit 2) before anything is written."""
+    src = tmp_path / "sched.csv"
+    text = "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n"
+    src.write_text(text)
+    code, out, err = cli("import", str(src), "-o", str(src))
+    assert code == 2 and out == "" and src.read_text() == text
+    assert err.startswith(f"ppir: error: -o {src}: ppir import writes .pps text, and a .csv ")
+    for name in ("x.txt", "x.json"):
+        code, _, err = cli("import", str(src), "-o", str(tmp_path / name))
+        assert code == 2 and not (tmp_path / name).exists(), err
+    pps = tmp_path / "x.pps"
+    code, _, err = cli("compile", str(src), "--backend", "torch-csv", "-o", str(pps))
+    assert code == 2 and not pps.exists()
+    assert f"-o {pps}: --backend torch-csv writes torch's CSV, and ppir reads a .pps" in err
+    assert cli("import", str(src), "-o", str(pps))[0] == 0 and pps.read_text().startswith("#")

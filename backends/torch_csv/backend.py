@@ -78,6 +78,14 @@ class TorchCsvBackend:
         if not out:
             sys.stdout.write(text)
             return 0
+        for suffix, what in ((".pps", "a .pps schedule"), (".json", "a ppir.program/1 JSON")):
+            if out.lower().endswith(suffix):  # ppir would read the CSV back as that
+                raise error(
+                    "bad-usage",
+                    f"-o {out}: --backend torch-csv writes torch's CSV, and ppir reads a "
+                    f"{suffix} file as {what}",
+                    hints=["name the output .csv"],
+                )
         write_output(out, text)
         print(
             f"wrote {out}: {schedule.ranks} rows ({fmt}); load it with "
