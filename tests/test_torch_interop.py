@@ -146,3 +146,27 @@ def test_the_documented_script_runs_a_torch_csv(capfd, tmp_path):
     res = start((str(script), str(csv)), 2)
     assert res.ok, res.cause
     assert capfd.readouterr().out.count("sched.csv on torch's runtime") == 2
+
+
+def test_a_program_for_another_number_of_ranks_is_refused_by_name():
+    """to_torch_schedule on a process group of another size: a rank past the program's died
+    with 'IndexError: tuple index out of range' and the others with torch's 'AssertionError:
+    Schedule has incorrect number of ranks - expected 2, actual 4'.  Now one ValueError."""
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+    from torch import nn
+
+    import ppir
+    from ppir.torch.interop import to_torch_schedule
+
+    program = ppir.compile(ppir.load("1f1b", P=2, M=2))
+    with pytest.raises(ValueError, match=r"^1f1b runs on 2 ranks, but the process group has 1 "):
+        to_torch_schedule(program, [nn.Linear(2, 2)], 2)  # torch.distributed not initialised
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        with pytest.raises(
+            ValueError, match=r"^1f1b runs on 2 ranks, but the process group has 1$"
+        ):
+            to_torch_schedule(program, [nn.Linear(2, 2)], 2)
+    finally:
+        dist.destroy_process_group()

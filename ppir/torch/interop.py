@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ppir.diagnostics import count
 from ppir.frontend.csvio import flatten_groups, torch_rows
 
 
@@ -62,7 +63,14 @@ def to_torch_schedule(
     M = s.microbatches if n_microbatches is None else n_microbatches
     if M != s.microbatches:
         raise ValueError(f"the program runs {s.microbatches} microbatches, not {M}")
-    rank = dist.get_rank(group) if dist.is_initialized() else 0
+    rank, world = (
+        (dist.get_rank(group), dist.get_world_size(group)) if dist.is_initialized() else (0, 1)
+    )
+    if world != s.ranks:  # else a rank past the program's has no stages (IndexError), or torch
+        raise ValueError(  # asserts 'Schedule has incorrect number of ranks'
+            f"{s.name} runs on {count(s.ranks, 'rank')}, but the process group has {world}"
+            + ("" if dist.is_initialized() else " (torch.distributed is not initialised)")
+        )
     mine = list(s.stages_of_rank[rank])
     stages = list(stages)
     if len(stages) != len(mine):
