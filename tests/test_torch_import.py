@@ -266,3 +266,18 @@ def test_deferred_recvs_torch_accepts_ppir_rejects(name, P, M, kinds):
     if name == "Interleaved1F1B":  # a two-rank cycle: per-peer progress does not break it
         assert [d.kind for d in verify(s, progress="relaxed").errors] == ["deadlock"]
     assert verify(LowerComms().apply(load_torch_builtin(name, {"P": P, "M": M, "v": 2}))).ok
+
+
+def test_torchs_printed_table_is_named_not_read_as_actions(cli, tmp_path):
+    """torch's _format_pipeline_order (what its validator prints, torch 2.13
+    torch/distributed/pipelining/schedules.py) lays the order out one step per line, ranks in
+    columns; 'ppir import' said "unknown action 'Rank' in row 1".  Now it names the table."""
+    obj = torch_schedule_object("Interleaved1F1B", 2, 4, 2)
+    f = tmp_path / "table.txt"
+    f.write_text(sch._format_pipeline_order(obj.pipeline_order))
+    code, out, err = cli("import", str(f))
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.startswith(f"{f}:1:10: error: this is torch's printed table (_format_pipeline")
+    f.write_text("".join(line + "\n" for line in f.read_text().splitlines()[1:]))  # no header
+    code, _, err = cli("import", str(f))
+    assert code == 2 and err.startswith(f"{f}:1:1: error: this is torch's printed table")

@@ -280,8 +280,23 @@ def read_action_text(
     """torch action text: one rank per line, actions separated by single spaces or tabs.
 
     This is what ``" ".join(map(str, pipeline_order[r]))`` prints; ``None`` and ``_`` are idle
-    slots.  Lines that are blank or start with ``#`` are skipped.
+    slots.  Lines that are blank or start with ``#`` are skipped.  torch's printed table
+    (``_format_pipeline_order``: a ``Rank 0  Rank 1`` header, then one ``Step NN:`` per line)
+    is refused by name.
     """
+    for i, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"\s*(Rank 0\b|Step \d+:)", line)
+        if m:
+            raise error(
+                "csv-bad-action",
+                "this is torch's printed table (_format_pipeline_order: one step per line, "
+                "ranks in columns); action text has one rank per line",
+                Span(path, i, m.start(1) + 1, i, m.end(1) + 1, text),
+                hints=[
+                    'write each rank as " ".join(map(str, pipeline_order[r])), or the '
+                    'CSV with schedule._dump_csv("sched.csv")'
+                ],
+            )
     rows = [
         []
         if line.lstrip().startswith("#")
