@@ -136,8 +136,9 @@ def test_the_documented_script_runs_a_torch_csv(capfd, tmp_path):
     pytest.importorskip("torch")
     from pathlib import Path
 
-    import ppir
     from ppir.backends.cuda.launch import start
+
+    import ppir
     from ppir.frontend.csvio import write_csv
 
     csv = tmp_path / "sched.csv"  # P=2, M=6: not the script's M=4
