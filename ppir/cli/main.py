@@ -70,7 +70,10 @@ def _closest_choice(message: str) -> str:
     m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
     if m is None:
         return ""
-    hints = did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+    # quoted ('list', 'show') by older Pythons, bare (list, show) by later 3.12, 3.13 and 3.14
+    listed = m.group(2)
+    choices = re.findall(r"'([^']*)'", listed) or [c.strip() for c in listed.split(",")]
+    hints = did_you_mean(m.group(1), choices)
     return f" ({hints[0]})" if hints else ""
 
 
