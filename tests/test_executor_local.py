@@ -187,6 +187,24 @@ def test_batches_must_split_into_microbatches():
         split_batch(m, 0, 2, CPU, 0)
 
 
+def test_the_sizes_a_batch_splits_into_include_its_large_ones():
+    """Divisors were searched up to 4096 only: a batch of 10,007 (a prime) 'splits into 1
+    equal parts', one of 8,198 'into 1 or 2'; and a batch of 1 said '1 equal parts'."""
+    from ppir.torch.values import split_batch as split
+
+    cases = {
+        10_007: "(10007 splits into 1 or 10007 equal parts)",
+        8_198: "(8198 splits into 1, 2, 4099 or 8198 equal parts)",
+        5_040: "(5040 splits into 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, ..., 5040 equal parts)",
+        1: "(a batch of 1 does not split)",
+    }
+    for size, tail in cases.items():
+        n = 11 if size == 5040 else 3
+        with pytest.raises(ValueError) as e:
+            split(torch.zeros(size, 2), n, "the inputs")
+        assert str(e.value).endswith(tail), str(e.value)
+
+
 def test_an_error_in_a_stage_keeps_its_traceback_and_names_the_stage_and_input():
     s = ppir.lower(ppir.load_schedule("looped_bfs", {"P": 1, "M": 3, "v": 4}))
     m = model()

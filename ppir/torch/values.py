@@ -15,6 +15,8 @@ for a dict.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ppir.diagnostics import count
@@ -268,10 +270,13 @@ def _fits(leaf) -> str:
     if leaf.dim() == 0:
         return ""
     size = int(leaf.shape[0])
-    ds = [d for d in range(1, min(size, 4096) + 1) if size % d == 0]
-    shown = [str(d) for d in ds[:12]] + (["..."] if len(ds) > 12 else [])
-    listed = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
-    return f" ({size} splits into {listed} equal parts)"
+    if size == 1:
+        return " (a batch of 1 does not split)"
+    small = [d for d in range(1, math.isqrt(size) + 1) if size % d == 0]
+    ds = sorted(set(small + [size // d for d in small]))  # every divisor, the size itself too
+    if len(ds) > 12:
+        return f" ({size} splits into {', '.join(map(str, ds[:11]))}, ..., {size} equal parts)"
+    return f" ({size} splits into {', '.join(map(str, ds[:-1]))} or {size} equal parts)"
 
 
 def received(spec, grad: bool, tensors: list):
