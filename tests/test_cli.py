@@ -358,3 +358,12 @@ def test_the_closest_choice_is_found_whether_argparse_quotes_the_choices_or_not(
     assert _closest_choice(quoted) == " (did you mean 'launch'?)"
     assert _closest_choice(bare) == " (did you mean 'launch'?)"
     assert _closest_choice("argument --lowering: invalid choice: 'xyz' (choose from a, b)") == ""
+
+
+def test_a_one_rank_schedule_on_more_processes_says_rank_in_the_singular(cli):
+    """'ppir launch -n 2 1f1b -D P=1' said '-n 2: the schedule has 1 ranks'."""
+    pytest.importorskip("torch")
+    code, _, err = cli(
+        "launch", "-n", "2", "1f1b", "-D", "P=1", "-D", "M=2", "--module", "examples/gpt_model.py"
+    )
+    assert code == 2 and "-n 2: the schedule has 1 rank\n" in err, err

@@ -171,3 +171,14 @@ def test_a_program_for_another_number_of_ranks_is_refused_by_name():
             to_torch_schedule(program, [nn.Linear(2, 2)], 2)
     finally:
         dist.destroy_process_group()
+
+
+def test_a_program_of_one_microbatch_says_microbatch_in_the_singular():
+    """'the program runs 1 microbatches, not 2'."""
+    pytest.importorskip("torch")
+    import ppir
+    from ppir.torch.interop import to_torch_schedule
+
+    program = ppir.compile(ppir.load("1f1b", P=1, M=1))
+    with pytest.raises(ValueError, match=r"^the program runs 1 microbatch, not 2$"):
+        to_torch_schedule(program, [None], 2)

@@ -14,7 +14,7 @@ from ppir.cli.common import (
     parse_defines,
     print_report,
 )
-from ppir.diagnostics import EXIT_INVALID, EXIT_USAGE, error
+from ppir.diagnostics import EXIT_INVALID, EXIT_USAGE, count, error
 from ppir.plugins import get_backend
 
 NAME = "launch"
@@ -144,7 +144,7 @@ def _compiled(args):
     if args.nproc is not None and total != args.nproc:
         raise error(
             "rank-mismatch",
-            f"-n {args.nproc}: the schedule has {s.ranks} ranks"
+            f"-n {args.nproc}: the schedule has {count(s.ranks, 'rank')}"
             + (f", times --dp {dp} = {total} processes" if dp > 1 else ""),
             hints=[
                 f"use -n {total}"

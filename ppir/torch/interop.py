@@ -62,7 +62,7 @@ def to_torch_schedule(
         )
     M = s.microbatches if n_microbatches is None else n_microbatches
     if M != s.microbatches:
-        raise ValueError(f"the program runs {s.microbatches} microbatches, not {M}")
+        raise ValueError(f"the program runs {count(s.microbatches, 'microbatch')}, not {M}")
     rank, world = (
         (dist.get_rank(group), dist.get_world_size(group)) if dist.is_initialized() else (0, 1)
     )
