@@ -250,4 +250,7 @@ def _with_slot_variable(e: PpirError, st) -> PpirError:
     if d.kind != "undefined-name":
         return e
     own = f"this line's microbatch variable is '{st.mb_var}' ({st.kind}({st.mb_var}, ...))"
-    return PpirError([replace(d, hints=(own, *d.hints)), *e.diagnostics[1:]], e.exit_code)
+    name = d.message.removeprefix("undefined name ").strip("'")
+    # a guess that differs only in case ('m' -> 'M') points away from the line's variable
+    rest = tuple(h for h in d.hints if h.lower() != f"did you mean '{name.lower()}'?")
+    return PpirError([replace(d, hints=(own, *rest)), *e.diagnostics[1:]], e.exit_code)
