@@ -63,6 +63,29 @@ def test_an_output_below_a_file_names_the_file_in_one_line(cli, tmp_path, argv, 
     assert list(tmp_path.iterdir()) == [blocker]
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compile", "1f1b", "-o"],
+        ["compile", "1f1b", "--format", "json", "-o"],
+        ["compile", "1f1b", "--trace"],
+        ["viz", "1f1b", "--format", "html", "-o"],
+        ["synth", "-D", "P=2", "-D", "M=2", "--mem-cap", "2", "-o"],
+    ],
+)
+def test_a_dash_for_an_output_is_refused_not_written_as_a_file(cli, tmp_path, monkeypatch, argv):
+    """'-o -' wrote a file named '-' and printed nothing (exit 0): a script piping it into a
+    JSON reader got no input."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(*argv, "-")
+    assert code == 2 and not out
+    assert _one_line(err) == (
+        "ppir: error: cannot write -: '-' is not standard output here; give a file path "
+        "(./- for a file named '-')"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 @needs_dev_full
 @pytest.mark.parametrize("backend", ["cost", "cuda"])
 def test_a_full_disk_for_an_output_file_is_one_line_with_the_path(cli, backend):

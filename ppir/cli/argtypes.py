@@ -46,10 +46,14 @@ def nonempty_path(text: str) -> str:
 
 def output_path(text: str) -> str:
     """A :func:`nonempty_path` that is not a directory, in a directory that exists (checked
-    when the command line is read, before any work).  An empty path is argparse's usage error;
+    when the command line is read, before any work), and not ``-`` (which many tools read as
+    standard output: ppir wrote a file named ``-``).  An empty path is argparse's usage error;
     a path the file system refuses is the one-line ``bad-output`` error that a failed write
     gives (``ppir: error: cannot write PATH: WHY``, exit 2), which ``ppir.cli.main`` prints."""
     nonempty_path(text)
+    if text == "-":  # wrote a file named '-' and printed nothing: '-o - | jq' read no output
+        why = "'-' is not standard output here; give a file path (./- for a file named '-')"
+        raise error("bad-output", f"cannot write -: {why}")
     if os.path.isdir(text):
         raise error("bad-output", f"cannot write {text}: it is a directory; give a file path")
     folder = os.path.dirname(os.path.abspath(text))
