@@ -86,6 +86,26 @@ def test_a_dash_for_an_output_is_refused_not_written_as_a_file(cli, tmp_path, mo
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--backend", "cuda", "-o", "prog.json"],
+        ["--backend", "cost", "--format", "json", "-o", "./prog.json"],
+        ["--backend", "cost", "--trace", "prog.json"],
+    ],
+)
+def test_an_output_onto_the_schedule_read_is_refused(cli, tmp_path, monkeypatch, flags):
+    """'compile prog.json --backend cuda -o prog.json' replaced the program with its plan (exit
+    0), which every command then refused as 'not a ppir.program/1 program'."""
+    monkeypatch.chdir(tmp_path)
+    code, text, _ = cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")
+    (tmp_path / "prog.json").write_text(text)
+    code, out, err = cli("compile", "prog.json", *flags)
+    assert code == 2 and not out
+    assert err.startswith(f"ppir: error: {flags[-2]} {flags[-1]}: that is the SCHEDULE"), err
+    assert (tmp_path / "prog.json").read_text() == text
+
+
 @needs_dev_full
 @pytest.mark.parametrize("backend", ["cost", "cuda"])
 def test_a_full_disk_for_an_output_file_is_one_line_with_the_path(cli, backend):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ppir.cli.common import (
@@ -114,9 +115,27 @@ def _unverified(backend: str) -> str:
     )
 
 
+def _refuse_writing_an_input(args) -> None:
+    """An output onto a file the command reads (``compile prog.json --backend cuda -o
+    prog.json``) is a usage error: the schedule was replaced by the plan, the report or the
+    trace, which no command then read as a schedule."""
+    inputs = [(args.schedule, "SCHEDULE"), (getattr(args, "cost_config", None), "--config")]
+    for flag, dest in (("-o", "output"), ("--trace", "cost_trace"), ("--plot", "cost_plot")):
+        out = getattr(args, dest, None)
+        for path, what in inputs:
+            same = out and path and os.path.isfile(out) and os.path.isfile(path)
+            if same and os.path.samefile(out, path):
+                raise error(
+                    "bad-usage",
+                    f"{flag} {out}: that is the {what} this command reads; nothing written",
+                    hints=["write the output to another file"],
+                )
+
+
 def run(args) -> int:
     backend = get_backend(args.backend)
     _refuse_other_backends_options(args)
+    _refuse_writing_an_input(args)
     # e.g. torch's CSV: torch's runtime places its own waits, so groups stay blocking
     blocking = not getattr(backend, "runs_deferred_groups", True)
     compiled = compile_from_args(
