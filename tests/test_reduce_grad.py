@@ -133,6 +133,25 @@ def test_the_drain_hides_what_finishes_before_the_step_would_end():
     assert four.step_time == one.step_time + 1.5
 
 
+def test_the_estimate_json_carries_the_reduction_the_text_reports(cli):
+    """'compile --dp 4 --format json' gave a step time with the reductions in it but neither dp
+    nor the reductions, which the text prints as its 'data-parallel reduce' lines."""
+    argv = ["compile", "1f1b", "-D", "P=4", "-D", "M=8", "--comm-latency", "0.25"]
+    code, out, err = cli(*argv, "--dp", "4", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["step_time"] == 37 + 1.5 and doc["dp_reduce"] == {
+        "replicas": 4,
+        "copies": 1,
+        "links": ["intra-node"] * 4,
+        "total": [1.5] * 4,
+        "exposed": [1.5, 0, 0, 0],
+        "hidden": [0, 1.5, 1.5, 1.5],
+    }
+    code, out, err = cli(*argv, "--format", "json")
+    assert code == 0 and "dp_reduce" not in json.loads(out), err
+
+
 def test_with_a_model_the_reduction_moves_the_gradient_bytes(cli):
     from ppir.analysis.models import PRESETS
 

@@ -52,6 +52,8 @@ class CostBackend:
                 doc["footprint"] = footprint_json(fp)
                 for row, r in zip(doc["per_rank"], fp.per_rank):
                     row["memory"] = r.to_json()
+            if compiled.dp_reduce is not None:  # the text's 'data-parallel reduce' lines
+                doc["dp_reduce"] = compiled.dp_reduce.to_json()
             text = json.dumps(doc, indent=2) + "\n"
         else:
             text = format_summary(est)

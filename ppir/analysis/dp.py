@@ -212,6 +212,17 @@ class DPReduce:
     def hidden(self) -> tuple[float, ...]:
         return tuple(t - e for t, e in zip(self.total, self.exposed))
 
+    def to_json(self) -> dict:
+        """The ``dp_reduce`` object of ``ppir.estimate/1``: per rank, in the run's time unit."""
+        return {
+            "replicas": self.replicas,
+            "copies": self.copies,
+            "links": list(self.links),
+            "total": [float(t) for t in self.total],
+            "exposed": [float(e) for e in self.exposed],
+            "hidden": [float(h) for h in self.hidden],
+        }
+
     def describe(self, fmt=str) -> str:
         """Two lines: the rank whose reduction is most exposed, and all ranks together."""
         r = max(range(len(self.total)), key=lambda i: (self.exposed[i], self.total[i]))
