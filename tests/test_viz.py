@@ -234,7 +234,7 @@ def test_cli_d2_alone_compares_parameter_sets(cli, tmp_path):
     [
         (["1f1b", "-o", "x.txt"], "cannot tell the format"),
         (["1f1b", "--compare", "nosuch"], "no such file or built-in schedule: 'nosuch'"),
-        (["1f1b", "-D2", "P"], "-D P: expected NAME=VALUE"),
+        (["1f1b", "-D2", "P"], "-D2 P: expected NAME=VALUE"),
         (["1f1b", "--rank", "-1"], "--rank -1: must be 0 or more"),
         (["1f1b", "-D2", "Q=3"], "unknown parameter"),
     ],
@@ -321,6 +321,21 @@ def test_an_unknown_compare_parameter_names_the_flag_it_came_with(cli, tmp_path)
     code, _, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", "--compare", "interleaved_1f1b",
                        "-D2", "vv=2", "-o", str(tmp_path / "v.html"))  # fmt: skip
     assert code == 2 and "unknown parameter 'vv' (-D2 vv=2)" in err and "did you mean 'v'?" in err
+
+
+@pytest.mark.parametrize(
+    "d2, said",
+    [
+        (["-D2", "P=x"], "-D2 P=x: the value of 'P' must be an integer, got 'x'"),
+        (["-D2", "P"], "-D2 P: expected NAME=VALUE, e.g. -D2 P=4"),
+        (["-D2", "P=2", "-D2", "P=3"], "-D2 P=3: 'P' is already given (-D2 P=2)"),
+    ],
+)
+def test_a_malformed_compare_parameter_names_the_flag_it_came_with(cli, tmp_path, d2, said):
+    """Said '-D P=x: ...', a flag that was not given."""
+    code, _, err = cli("viz", "1f1b", *d2, "-o", str(tmp_path / "v.html"))
+    assert code == 2 and err.startswith(f"ppir: error: {said}\n"), err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_format_and_output_extension_that_disagree_are_refused(cli, tmp_path):

@@ -169,18 +169,19 @@ class Once(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def parse_defines(defines: list[str]) -> dict[str, int]:
+def parse_defines(defines: list[str], flag: str = "-D") -> dict[str, int]:
+    """``-D`` values (``flag`` names the option in messages: ``-D2`` for ``ppir viz``)."""
     out: dict[str, int] = {}
     for d in defines:
         name, eq, value = d.partition("=")
         name = name.strip()
         if not eq or not name.isidentifier():
-            raise error("bad-define", f"-D {d}: expected NAME=VALUE, e.g. -D P=4")
-        v = define_value(d, name, value)  # huge values: a short message, no ValueError
+            raise error("bad-define", f"{flag} {d}: expected NAME=VALUE, e.g. {flag} P=4")
+        v = define_value(d, name, value, flag)  # huge values: a short message, no ValueError
         if out.get(name, v) != v:
             raise error(
                 "bad-define",
-                f"-D {d}: '{name}' is already given (-D {name}={out[name]})",
+                f"{flag} {d}: '{name}' is already given ({flag} {name}={out[name]})",
                 hints=["give each parameter once"],
             )
         out[name] = v

@@ -124,7 +124,7 @@ def second_schedule(args):
     if not args.compare and not args.defines2:
         return None
     spec = args.compare or args.schedule
-    first, own = parse_defines(args.defines), parse_defines(args.defines2)
+    first, own = parse_defines(args.defines), parse_defines(args.defines2, "-D2")
     declared = declared_params(spec)
     inherited = {k: v for k, v in first.items() if k in declared}
     sched = load_schedule(

@@ -87,8 +87,9 @@ def show_value(v: int) -> str:
     return f"{'-' if v < 0 else ''}<a {int(v.bit_length() * 0.30103) + 1:,}-digit number>"
 
 
-def define_value(define: str, name: str, text: str) -> int:
-    """The integer of ``-D NAME=TEXT`` (``define`` is the whole argument, for messages)."""
+def define_value(define: str, name: str, text: str, flag: str = "-D") -> int:
+    """The integer of ``-D NAME=TEXT`` (``define`` is the whole argument and ``flag`` the
+    option that gave it, ``-D2`` for ``ppir viz``'s second schedule, for messages)."""
     t = text.strip()
     core = t.lstrip("+-").replace("_", "")
     huge = core.isascii() and core.isdigit() and len(core.lstrip("0")) > _MAX_DIGITS
@@ -97,12 +98,12 @@ def define_value(define: str, name: str, text: str) -> int:
     except ValueError:
         raise error(
             "bad-define",
-            f"-D {show_int(define)}: the value of '{name}' must be an integer, "
+            f"{flag} {show_int(define)}: the value of '{name}' must be an integer, "
             f"got {show_int(text)!r}",
         ) from None
     if v is None or not -MAX_INT <= v <= MAX_INT:
         raise error(
             "bad-define",
-            f"-D {name}={show_int(t)}: out of range (ppir integers are at most 2**63 - 1)",
+            f"{flag} {name}={show_int(t)}: out of range (ppir integers are at most 2**63 - 1)",
         )
     return v
