@@ -106,6 +106,30 @@ def test_an_output_onto_the_schedule_read_is_refused(cli, tmp_path, monkeypatch,
     assert (tmp_path / "prog.json").read_text() == text
 
 
+def test_two_outputs_into_one_file_are_refused(cli, tmp_path):
+    """'-o r.json --trace r.json' wrote the report and then the trace over it."""
+    r = tmp_path / "r.json"
+    code, out, err = cli("compile", "1f1b", "--backend", "cost", "-o", str(r), "--trace", str(r))
+    assert (code, out) == (2, "") and not r.exists()
+    assert err.splitlines() == [
+        f"ppir: error: -o {r} and --trace {r} name one file: one would overwrite the other",
+        "hint: give each output its own file",
+    ]
+
+
+@pytest.mark.parametrize(
+    "backend, writes", [("torch-csv", "torch's CSV"), ("cuda", "its execution plan")]
+)
+def test_format_json_with_a_backend_of_its_own_format_is_refused(cli, backend, writes):
+    """'--backend torch-csv --format json' printed the CSV, exit 0: --format was ignored."""
+    code, out, err = cli("compile", "1f1b", "--backend", backend, "--format", "json")
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        f"ppir: error: --format json chooses the cost backend's output; --backend {backend} "
+        f"writes {writes}"
+    ), err
+
+
 @needs_dev_full
 @pytest.mark.parametrize("backend", ["cost", "cuda"])
 def test_a_full_disk_for_an_output_file_is_one_line_with_the_path(cli, backend):

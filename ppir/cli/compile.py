@@ -115,12 +115,38 @@ def _unverified(backend: str) -> str:
     )
 
 
+# The built-in backends that write a format of their own, which --format does not choose
+_OWN_FORMAT = {"cuda": "its execution plan (ppir.plan JSON)", "torch-csv": "torch's CSV"}
+
+
+def _refuse_format_for_own_formats(args) -> None:
+    """``--format json`` with a backend that writes its own format was silently ignored."""
+    if args.format != "text" and args.backend in _OWN_FORMAT:
+        raise error(
+            "bad-usage",
+            f"--format {args.format} chooses the cost backend's output; --backend "
+            f"{args.backend} writes {_OWN_FORMAT[args.backend]}",
+            hints=[f"drop --format, or use --backend cost --format {args.format}"],
+        )
+
+
 def _refuse_writing_an_input(args) -> None:
     """An output onto a file the command reads (``compile prog.json --backend cuda -o
     prog.json``) is a usage error: the schedule was replaced by the plan, the report or the
     trace, which no command then read as a schedule."""
     inputs = [(args.schedule, "SCHEDULE"), (getattr(args, "cost_config", None), "--config")]
-    for flag, dest in (("-o", "output"), ("--trace", "cost_trace"), ("--plot", "cost_plot")):
+    outputs = (("-o", "output"), ("--trace", "cost_trace"), ("--plot", "cost_plot"))
+    given = [(flag, getattr(args, dest, None)) for flag, dest in outputs]
+    given = [(flag, out) for flag, out in given if out]
+    for i, (flag, out) in enumerate(given):  # two outputs into one file: one overwrites
+        for other, path in given[:i]:
+            if os.path.abspath(out) == os.path.abspath(path):
+                raise error(
+                    "bad-usage",
+                    f"{other} {path} and {flag} {out} name one file: one would overwrite the other",
+                    hints=["give each output its own file"],
+                )
+    for flag, dest in outputs:
         out = getattr(args, dest, None)
         for path, what in inputs:
             same = out and path and os.path.isfile(out) and os.path.isfile(path)
@@ -136,6 +162,7 @@ def run(args) -> int:
     backend = get_backend(args.backend)
     _refuse_other_backends_options(args)
     _refuse_writing_an_input(args)
+    _refuse_format_for_own_formats(args)
     # e.g. torch's CSV: torch's runtime places its own waits, so groups stay blocking
     blocking = not getattr(backend, "runs_deferred_groups", True)
     compiled = compile_from_args(
