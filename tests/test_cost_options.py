@@ -166,3 +166,46 @@ def test_recompute_without_a_model_is_refused_where_only_a_model_gives_it_meanin
 def test_a_trailing_comma_in_the_model_spec_with_layers(cli):
     code, out, err = cli("analyze", "1f1b", "--model", "llama3-8b,", "--layers", "32")
     assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--model", "llama3-8b", "--efficiency", "45"],
+            "--efficiency 45: hardware.efficiency is a fraction of peak in (0, 1], got 45",
+        ),
+        (
+            ["--model", "llama3-8b", "--bandwidth", "-1"],
+            "--bandwidth -1: comm.intra_bandwidth_gbs must be positive, got -1",
+        ),
+        (
+            ["--model", "llama3-8b", "--comm-latency-us", "-5"],
+            "--comm-latency-us -5: comm.intra_latency_us must be >= 0, got -5",
+        ),
+        (
+            ["--hardware", "H100"],
+            "--hardware H100: hardware.preset needs a model: op times come from the model's FLOPs",
+        ),
+    ],
+)
+def test_a_bad_cost_flag_is_named_by_the_flag_and_its_value(cli, flags, message):
+    """They were named by the settings key after 'cost options:' ('cost options:
+    hardware.efficiency ...'), which is what a --config file says, not what was typed."""
+    code, out, err = cli("compile", "1f1b", "--backend", "cost", *flags)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0] == f"ppir: error: {message}"
+
+
+def test_a_bad_value_of_a_config_file_is_still_named_by_the_file(cli, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[hardware]\nefficiency = 3\n[model]\npreset = "llama3-8b"\n')
+    code, _, err = cli("compile", "1f1b", "--backend", "cost", "--config", str(cfg))
+    assert code == 2
+    assert err.splitlines()[0] == (
+        f"ppir: error: {cfg}: hardware.efficiency is a fraction of peak in (0, 1], got 3"
+    )
+    code, _, err = cli(
+        "compile", "1f1b", "--backend", "cost", "--config", str(cfg), "--efficiency", "5"
+    )
+    assert err.splitlines()[0].startswith("ppir: error: --efficiency 5: hardware.efficiency")

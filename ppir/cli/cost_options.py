@@ -32,7 +32,8 @@ from ppir.analysis.config import (
 from ppir.analysis.model_spec import model_table, parse_model_spec
 from ppir.cli.argtypes import positive_int
 from ppir.cli.deprecation import warn_deprecated
-from ppir.diagnostics import did_you_mean, error, given_twice
+from ppir.cli.flag_words import in_flag_words
+from ppir.diagnostics import PpirError, did_you_mean, error, given_twice
 
 # (unit-less flag, microsecond flag, config key in time units, config key in microseconds)
 LATENCY_FLAGS = (
@@ -391,4 +392,8 @@ def _refuse_times_over_measured(g) -> None:
 def config_from_args(args: argparse.Namespace) -> CostConfig:
     """The validated :class:`CostConfig` for the parsed command line."""
     where = getattr(args, "cost_config", None) or "cost options"
-    return make_config(settings_from_args(args), where)
+    settings = settings_from_args(args)
+    try:
+        return make_config(settings, where)
+    except PpirError as e:  # a value a flag set is named by the flag (ppir.cli.flag_words)
+        raise in_flag_words(e, args, where) from None
