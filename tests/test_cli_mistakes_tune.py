@@ -139,3 +139,22 @@ def test_a_recompute_mode_cut_short_gets_the_one_it_begins(cli):
     assert did_you_mean("f", ["full", "fifo"]) == []
     assert did_you_mean("fi", ["full", "fifo"]) == ["did you mean 'fifo'?"]
     assert did_you_mean("ful", ["fully", "fuller"]) == ["did you mean 'fully'?"]  # similarity
+
+
+def test_without_memory_sizes_a_unitless_budget_is_pointed_at_a(cli):
+    """'--memory-budget 80G' without a model was told to write 80GiB, which is refused next
+    (a budget in bytes needs memory sizes)."""
+    for value in ("80", "80G"):
+        code, _, err = cli("tune", "-P", "4", "--memory-budget", value)
+        assert code == 2
+        assert err.splitlines()[-1] == (
+            "hint: without memory sizes (--model, or a cost file that holds them) a budget is "
+            "in A, e.g. 80A"
+        )
+
+
+def test_a_reserve_of_zero_needs_no_unit(cli):
+    argv = ["tune", "--model", "llama3-8b", "--world", "8", "--gpu-memory", "80GiB", "-q"]
+    code, out, err = cli(*argv, "--reserve", "0", "--top", "1")
+    assert code == 0, err
+    assert "budget 80 GiB per GPU" in out.splitlines()[0]

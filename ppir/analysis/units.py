@@ -111,8 +111,11 @@ def parse_budget(
     if num and is_number(num):
         unit = (t[len(num) :].upper() or "G")[0]
         hints = [f"a size needs its unit, e.g. {num}{unit}iB or {num}{unit}B"]
-        if not has_model and num == t:  # a bare number: A is the unit without sizes
-            hints = [f"a budget needs its unit, e.g. {num}A (without memory sizes) or {num}GiB"]
+        if not has_model:  # bytes would be refused next: A is the unit without sizes
+            hints = [
+                f"without memory sizes (--model, or a cost file that holds them) a budget is "
+                f"in A, e.g. {num}A"
+            ]
     raise error("bad-usage", f"{flag} {text}: expected {want}", hints=hints)
 
 

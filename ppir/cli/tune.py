@@ -199,6 +199,8 @@ def _budget(args, sized: bool):
         keep = total * frac
     else:
         keep, unit = parse_budget(r, sized, "--reserve") if not is_number(r) else (0, "")
+        if is_number(r) and float(r) == 0:  # nothing kept free: 0 needs no unit
+            keep, unit = 0, "bytes"
         if unit != "bytes":  # 10 (a percentage without %), 6A (not bytes)
             raise error(
                 "bad-usage",
