@@ -209,3 +209,22 @@ def test_a_bad_value_of_a_config_file_is_still_named_by_the_file(cli, tmp_path):
         "compile", "1f1b", "--backend", "cost", "--config", str(cfg), "--efficiency", "5"
     )
     assert err.splitlines()[0].startswith("ppir: error: --efficiency 5: hardware.efficiency")
+
+
+@pytest.mark.parametrize(
+    "table, message",
+    [
+        ('recompute = "selectve"', "[model]: unknown recompute mode 'selectve'"),
+        ('tp = "8"', "[model]: model llama3-8b: tp must be a positive integer, got '8'"),
+    ],
+)
+def test_a_bad_model_table_of_a_config_file_names_the_file(cli, tmp_path, table, message):
+    """'unknown recompute mode' named no file, though only the --config file could hold it."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[model]\npreset = "llama3-8b"\n{table}\n')
+    code, _, err = cli("compile", "1f1b", "--backend", "cost", "--config", str(cfg))
+    assert code == 2
+    assert err.splitlines()[0] == f"ppir: error: {cfg}: {message}"
+    cfg.write_text('[model]\npreset = "llama3-8bb"\n')
+    code, _, err = cli("compile", "1f1b", "--backend", "cost", "--config", str(cfg))
+    assert err.splitlines()[0] == f"ppir: error: {cfg}: [model]: unknown model preset 'llama3-8bb'"

@@ -34,8 +34,18 @@ FLAGS_OF_KEY = {
 
 def in_flag_words(e: PpirError, args, where: str) -> PpirError:
     """``e`` with its ``WHERE: KEY ...`` prefix replaced by ``FLAG VALUE: KEY ...`` when the
-    key's value came from a flag on the command line; ``e`` itself otherwise."""
+    key's value came from a flag on the command line; a model error that names no source,
+    which can only come from the ``[model]`` table of the ``--config`` file (``--model`` and
+    ``--recompute`` are checked as they are read), prefixed ``FILE: [model]: ``; ``e`` itself
+    otherwise."""
     d = e.diagnostics[0]
+    if (
+        d.kind in ("bad-model", "unknown-model")
+        and where != "cost options"
+        and not d.message.startswith("--")
+    ):
+        message = f"{where}: [model]: {d.message}"
+        return PpirError([replace(d, message=message), *e.diagnostics[1:]], e.exit_code)
     for key, flags in FLAGS_OF_KEY.items():
         if not d.message.startswith(f"{where}: {key} "):
             continue
