@@ -146,7 +146,7 @@ def stage_sizes(
     """Parameters (elements, one TP rank) and activation bytes per microbatch of every stage
     (``copies``: of the model the stages cover; default the schedule's pipelines)."""
     copies = schedule_copies(schedule) if copies is None else copies
-    span = _copy_span(schedule, copies)
+    span = copy_span(schedule, copies)
     layers = split_layers(model.layers, schedule, stage_layers, span)
     t = model.tp
     sharded, replicated = model.layer_params()
@@ -166,7 +166,7 @@ def stage_sizes(
     return tuple(out)
 
 
-def _copy_span(schedule: Schedule, copies: int) -> int:
+def copy_span(schedule: Schedule, copies: int) -> int:
     """Stages per copy of the model."""
     if copies < 1 or schedule.stages % copies:
         raise error(
@@ -175,13 +175,6 @@ def _copy_span(schedule: Schedule, copies: int) -> int:
             "copies of the model",
         )
     return schedule.stages // copies
-
-
-def _output_params(model: ModelShape, schedule: Schedule, sizes, span: int, rank: int):
-    """The output layers a rank holds: one per last stage, except a tied one next to its
-    embedding (the same tensor)."""
-    out = output_params(model, schedule, sizes, span)
-    return sum((out[s] for s in schedule.stages_of_rank[rank]), Fraction(0))
 
 
 def output_params(model: ModelShape, schedule: Schedule, sizes, span: int) -> list[Fraction]:
@@ -233,15 +226,15 @@ def footprint(
     mem = memory or analyze_memory(schedule, None, recompute=recompute, i_fraction=fi)
     per_p, per_g, per_o = _per_param(model)
     msg = model.message_bytes()
-    t, span = model.tp, _copy_span(schedule, c)
+    t, span = model.tp, copy_span(schedule, c)
     # integers: stage activation bytes times tp (every term divides by tp at most)
     act_t = [(z.activation * t).numerator for z in sizes]
     assert all((z.activation * t).denominator == 1 for z in sizes)
     peaks = activation_peaks(schedule, mem, act_t)
+    heads = output_params(model, schedule, sizes, span)  # per stage, once for every rank
     rows = []
     for r, rm in enumerate(mem.per_rank):
-        count = sum(sizes[s].params for s in schedule.stages_of_rank[r])
-        count += _output_params(model, schedule, sizes, span, r)
+        count = sum(sizes[s].params + heads[s] for s in schedule.stages_of_rank[r])
         peak, peak_op = peaks[r]
         acts = peak / t
         rows.append(
