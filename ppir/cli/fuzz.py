@@ -181,7 +181,7 @@ def run(args) -> int:
         f = res.failure
         ps = ", ".join(f"{k}={v}" for k, v in f.params.items() if k in space.names)
         # the values it did not draw (-D and the schedule's defaults), to rerun it as it ran
-        rest = [(k, v) for k, v in (f.schedule.params if f.schedule else f.params.items())]
+        rest = f.schedule.params if f.schedule else f.params.items()
         fixed = ", ".join(f"{k}={v}" for k, v in rest if k not in space.names)
         print(
             f"FAILED: {args.schedule} with {ps} ({f'{fixed} fixed; ' if fixed else ''}shrunk in "
