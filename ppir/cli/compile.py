@@ -146,10 +146,9 @@ def _refuse_writing_an_input(args) -> None:
                     f"{other} {path} and {flag} {out} name one file: one would overwrite the other",
                     hints=["give each output its own file"],
                 )
-    for flag, dest in outputs:
-        out = getattr(args, dest, None)
+    for flag, out in given:
         for path, what in inputs:
-            same = out and path and os.path.isfile(out) and os.path.isfile(path)
+            same = path and os.path.isfile(out) and os.path.isfile(path)
             if same and os.path.samefile(out, path):
                 raise error(
                     "bad-usage",

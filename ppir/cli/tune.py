@@ -198,15 +198,17 @@ def _budget(args, sized: bool):
             raise error("bad-usage", f"--reserve {args.reserve}: must lie in [0%, 100%)")
         keep = total * frac
     else:
-        keep, unit = parse_budget(r, sized, "--reserve") if not is_number(r) else (0, "")
-        if is_number(r) and float(r) == 0:  # nothing kept free: 0 needs no unit
-            keep, unit = 0, "bytes"
-        if unit != "bytes":  # 10 (a percentage without %), 6A (not bytes)
+        bare = is_number(r)
+        if bare:  # 0 keeps nothing free; any other bare number is a percentage without its %
+            keep, unit = 0, "bytes" if float(r) == 0 else ""
+        else:
+            keep, unit = parse_budget(r, sized, "--reserve")
+        if unit != "bytes":  # 10, or 6A (not bytes)
             raise error(
                 "bad-usage",
                 f"--reserve {args.reserve}: expected a percentage of --gpu-memory, e.g. 10%, or "
                 "bytes with a unit, e.g. 8GiB",
-                hints=[f"did you mean --reserve {r}%?"] if is_number(r) else [],
+                hints=[f"did you mean --reserve {r}%?"] if bare else [],
             )
     if keep >= total:
         raise error("bad-usage", f"--reserve {args.reserve} leaves nothing of {args.gpu_memory}")

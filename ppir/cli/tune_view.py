@@ -160,11 +160,11 @@ def _slower_line(slower: list, nth, top: int, unit: str) -> str:
     return f"\nnot ranked ({len(slower)}): compiled, {tie}{more}"
 
 
-def _no_choice_hint(cands, has_model: bool, flag: str, model=None, space=None) -> str:
+def _no_choice_hint(cands, has_model: bool, flag: str, model, space) -> str:
     """What to change when nothing was ranked, from the reasons of the rejections; ``flag``
     is the budget's option as given (--gpu-memory or --memory-budget).  With a model it
-    suggests only what the search did not already try (``model``'s ZeRO stage, ``space``'s
-    recomputation and micro-batch sizes)."""
+    suggests only what the search did not already try (``model``'s ZeRO stage, None without
+    one; ``space``'s recomputation and micro-batch sizes)."""
     whys = {c.why for c in cands}
     larger = f"a larger {flag}"
     if "memory" in whys and has_model:
@@ -175,9 +175,9 @@ def _no_choice_hint(cands, has_model: bool, flag: str, model=None, space=None) -
         elif zero == 1:
             tries.append("zero=2 in --model (gradients sharded too)")
         tries += ["more GPUs (--world)", larger]
-        if space is not None and 1 not in space.micro_batches:
+        if 1 not in space.micro_batches:
             tries.append("--micro-batch 1")
-        if space is None or "full" not in space.recomputes:
+        if "full" not in space.recomputes:
             tries.append("--recompute full")
         return (
             ": every choice that fits the other constraints exceeds the memory budget; try "
