@@ -58,6 +58,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ppir.diagnostics import count
 from ppir.plan import PlanError, build_plan, is_evaluation_plan, load_plan, validate_plan
 from ppir.torch import values as V
 from ppir.torch.errors import RuntimeFailure, SetupError, comm_error
@@ -322,7 +323,7 @@ class PipelineRuntime:
             if needed and (not isinstance(given, (list, tuple)) or len(given) != M):
                 stage = 0 if name == "inputs" else self.plan["stages"] - 1
                 raise ValueError(
-                    f"rank {self.rank}: the {name} must be a list of {V.count(M, 'microbatch')} "
+                    f"rank {self.rank}: the {name} must be a list of {count(M, 'microbatch')} "
                     f"on the rank holding stage {stage}"
                 )
 
