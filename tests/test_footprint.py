@@ -241,14 +241,14 @@ def test_cost_backend_and_tune_report_whole_memory(cli):
     assert code == 0, err and "whole memory per rank in GiB" in out
     code, out, err = cli("tune", "-P", "4", "--global-batch", "8", "--model", "llama3-8b",
                          "--schedules", "1f1b", "--recompute", "none", "--micro-batch", "1",
-                         "--format", "json")  # fmt: skip
+                         "--even", "--format", "json")  # fmt: skip
     peak = json.loads(out)["ranked"][0]["peak_memory"]
     cfg = make_config({"model": {"preset": "llama3-8b"}})
     program = ppir.compile(load_schedule("1f1b", {"P": 4, "M": 8}), costs=cfg).program
     fp = footprint(program, make_model("llama3-8b"))
     assert peak == pytest.approx(float(fp.worst.total))  # bytes, not A (the '10 B' display)
     code, out, _ = cli("tune", "-P", "4", "--global-batch", "8", "--model", "llama3-8b",
-                       "--schedules", "1f1b", "--memory-budget", "40GiB")  # fmt: skip
+                       "--schedules", "1f1b", "--memory-budget", "40GiB", "--even")  # fmt: skip
     # rejected before it was compiled: a lower bound (tests/test_tune_search.py)
     assert (
         "memory (" in out and "    pp=4 dp=1 1f1b v=1 mbs=1 M=8 none: peak memory at least" in out

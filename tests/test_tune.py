@@ -196,7 +196,7 @@ def test_the_header_leaves_the_micro_batch_size_to_the_rows(cli):
     """With a model tune searches mbs, so the header's 'b=1' (the model's default) contradicted
     rows ranked at mbs 2 (found in a new-user trial)."""
     argv = ["tune", "--world", "16", "--tp", "8", "--gpu-memory", "80GiB"]
-    argv += ["--model", "llama3-8b", "--schedules", "1f1b", "--micro-batch", "1,2", "-q"]
+    argv += ["--model", "llama3-8b", "--schedules", "1f1b", "--micro-batch", "1,2", "--even", "-q"]
     code, out, err = cli(*argv)
     assert code == 0, err
     assert "assuming model llama3-8b (L=32, h=4096, s=8192, tp=8) on H100" in out.splitlines()[0]

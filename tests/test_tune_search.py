@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import ppir
 from ppir.analysis.config import make_config
 from ppir.analysis.costs import costs_for
-from ppir.analysis.layout import uneven_layers
+from ppir.analysis.layout import balanced_layers, uneven_layers
 from ppir.analysis.timeline import run
 from ppir.analysis.tune import Space, program_bound, search
 from ppir.ir.graph import build_graph
@@ -66,7 +66,7 @@ def test_a_memory_rejection_quotes_the_peak_or_says_at_least(cli):
 
     choice = ["--world", "8", "--pp", "2", "--model", "llama3-8b,seq=4096", "--schedules",
               "dualpipe", "--micro-batch", "2", "--recompute", "none",
-              "--format", "json", "-q"]  # fmt: skip
+              "--even", "--format", "json", "-q"]  # fmt: skip
     code, out, err = cli(
         "compile", "dualpipe", "-D", "P=2", "-D", "M=4", "--backend", "cost", "--model",
         "llama3-8b,seq=4096,mbs=2", "--dp", "4", "--format", "json",
@@ -129,10 +129,58 @@ def test_uneven_split_is_searched_and_timed():
     cfg = make_config({"model": {"preset": "llama3-8b", "layers": 30, "seq": 1024}})
     space = Space(world=4, tp=1, pps=(4,), global_batch=8, recomputes=("none",), vs=(1,))
     cands = search(["1f1b"], space, cfg)
-    c = cands[0]
-    assert c.ok and c.stage_layers == (7, 8, 8, 7)
+    splits = {c.stage_layers: c for c in cands}
+    assert set(splits) == {(7, 8, 8, 7), (8, 8, 8, 6)}  # the ends smaller; the head balanced
+    assert all(c.ok for c in cands)
+    assert splits[(8, 8, 8, 6)].step_time < splits[(7, 8, 8, 7)].step_time
     even = search(["1f1b"], Space(**{**space.__dict__, "uneven": False}), cfg)
     assert even[0].why == "divisibility" and "30 layers do not split evenly" in even[0].reason
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 8), st.fractions(0, 5, max_denominator=8))
+def test_balanced_layers_minimise_the_slowest_stage(stages, extra, head):
+    """Against every split by brute force: the slowest stage (the last one's head counted) is
+    as fast as any split makes it, and no split with that slowest stage holds more layers on
+    the last stage."""
+    from itertools import product
+
+    layers = stages + extra
+    got = balanced_layers(layers, stages, head)
+    assert len(got) == stages and sum(got) == layers and min(got) >= 1
+
+    def slowest(split):
+        return max([*split[:-1], split[-1] + head])
+
+    splits = [x for x in product(range(1, layers + 1), repeat=stages) if sum(x) == layers]
+    best = min(map(slowest, splits))
+    assert slowest(got) == best
+    assert got[-1] == max(x[-1] for x in splits if slowest(x) == best)
+    if head == 0 and layers % stages == 0:
+        assert got == (layers // stages,) * stages
+
+
+def test_balanced_split_unloads_the_head_stage_and_tune_times_it_as_compile_does(cli):
+    """An even split leaves the last stage slowest (llama3-8b's head: about 2.2 layers of
+    forward work at seq 4096); tune also tries the balanced split, finds it faster, and its
+    step time is compile's for the same --stage-layers."""
+    argv = ["--model", "llama3-8b,seq=4096", "--recompute", "selective"]
+    code, out, err = cli("tune", "--world", "8", "--pp", "8", "--tp", "1", "--schedules", "1f1b",
+                         "--micro-batch", "1", "--format", "json", *argv)  # fmt: skip
+    assert code == 0, err
+    rows = {tuple(r["stage_layers"] or ()): r for r in json.loads(out)["ranked"]}
+    assert set(rows) == {(), (4, 4, 4, 4, 4, 5, 5, 2)}
+    balanced, even = rows[(4, 4, 4, 4, 4, 5, 5, 2)], rows[()]
+    assert balanced["step_time"] < 0.9 * even["step_time"]
+    for layers, row in (("4x5,5x2,2", balanced), (None, even)):
+        more = ["--stage-layers", layers] if layers else []
+        code, out, err = cli("compile", "1f1b", "-D", "P=8", "-D", "M=32", "--backend", "cost",
+                             "--format", "json", *argv, *more)  # fmt: skip
+        assert code == 0, err
+        assert json.loads(out)["step_time"] == pytest.approx(row["step_time"], rel=1e-12)
+    code, out, err = cli("tune", "--world", "8", "--pp", "8", "--tp", "1", "--schedules", "1f1b",
+                         "--micro-batch", "1", "--format", "json", "--even", *argv)  # fmt: skip
+    assert [r["stage_layers"] for r in json.loads(out)["ranked"]] == [None]
 
 
 @pytest.mark.parametrize("name", builtin_names())

@@ -79,7 +79,7 @@ def test_a_tie_at_the_cut_is_not_called_slower(cli, cost_file):
     assert [(c.schedule, c.v) for c in tied] == [("zb_h1", 1)] and tied[0].peak == nth.peak
     assert tied[0].reason == (
         "compiled, ties with the 4th ranked step time and peak memory (ranked after it by "
-        "schedule, pp, v, mbs, recompute)"
+        "schedule, pp, v, mbs, recompute, layers)"
     )
     assert nth.schedule < tied[0].schedule  # the order the reason states
     for c in slower[len(tied) :]:
@@ -90,7 +90,7 @@ def test_a_tie_at_the_cut_is_not_called_slower(cli, cost_file):
     line = next(x for x in out.splitlines() if x.startswith("not ranked ("))
     assert line == (
         f"not ranked ({len(slower)}): compiled, 1 ties with the 4th ranked at 57.7 ms (equal step "
-        "times rank less peak memory first, then by schedule, pp, v, mbs, recompute), "
+        "times rank less peak memory first, then by schedule, pp, v, mbs, recompute, layers), "
         f"{len(slower) - 1} slower, from 59.4 ms; --top {4 + len(slower)} ranks them"
     )
     assert "\nslower (" not in out

@@ -6,6 +6,9 @@
 * :func:`uneven_layers` is the split ``ppir tune`` proposes when the layers do not divide: the
   first and last stages (embedding, head) take the smaller counts, as Megatron-LM's
   ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers`` let users do.
+* :func:`balanced_layers` is the split ``ppir tune`` also tries, whether or not the layers
+  divide: the one whose slowest stage is fastest when the last stage also runs the output
+  layer (worth ``head`` layers of forward work), which an even split leaves the slowest.
 * The text form, ``6,7x10,6`` (a count, or ``count x repeats``), is what ``tune`` prints in its
   ``layers`` column and what ``--stage-layers`` reads: :func:`format_stage_layers`,
   :func:`parse_stage_layers`.
@@ -66,6 +69,29 @@ def uneven_layers(layers: int, stages: int) -> tuple[int, ...]:
     for s in order[:r]:
         out[s] += 1
     return tuple(out)
+
+
+def balanced_layers(layers: int, stages: int, head) -> tuple[int, ...]:
+    """``layers`` over ``stages`` (each at least one) so that the largest stage forward,
+    ``count`` layers or ``count + head`` on the last stage, is as small as it can be; among
+    equal ones, the most layers on the last stage.  The others split the rest as
+    :func:`uneven_layers` does: extras to the later middle stages first, the first stage last
+    (it holds the most microbatches in flight).  ``head``: the output layer's forward work in
+    layers (a non-negative number, e.g. a Fraction); with ``head`` 0 and ``layers`` a
+    multiple of ``stages``, the even split."""
+    if stages == 1:
+        return (layers,)
+    rest = stages - 1
+
+    def slowest(n: int):  # n layers on the last stage
+        return max(-(-(layers - n) // rest), n + head)
+
+    n = min(range(layers - rest, 0, -1), key=slowest)  # ties: the first, most layers
+    q, r = divmod(layers - n, rest)
+    out = [q] * rest
+    for s in [*range(rest - 1, 0, -1), 0][:r]:
+        out[s] += 1
+    return (*out, n)
 
 
 def format_stage_layers(layers) -> str:

@@ -27,7 +27,10 @@ With a model, each choice has ``pp`` x ``dp`` x ``tp`` = ``world`` GPUs and micr
 (:mod:`ppir.analysis.footprint`) at that tp, dp, mbs and recomputation; times are seconds and
 include each stage's data-parallel gradient reduction (``compile(dp=...)``).  Layers that do
 not split evenly are split unevenly when ``uneven`` is on (:func:`uneven_layers`; a stage
-without a layer is rejected).  A schedule's v is its stages / ranks (V-shaped: v = 2).
+without a layer is rejected); with ``uneven`` on, each choice is also tried with
+:func:`balanced_layers` (the output layer's work counted on the last stage) when that split's
+slowest stage is faster, as a choice of its own (``stage_layers``).  A schedule's v is its
+stages / ranks (V-shaped: v = 2).
 Without a model there is no data parallelism (world = P, dp = 1), recomputation is not
 searched, times are in forwards of one rank share *per sample* (unit costs x micro-batch size)
 and memory is peak activations in A (so is a budget).
@@ -36,6 +39,7 @@ and memory is peak activations in A (so is a budget).
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 
 from ppir.analysis.bounds import ProgramSummary, program_bound
 from ppir.analysis.config import CostConfig
@@ -43,7 +47,7 @@ from ppir.analysis.costs import costs_for
 from ppir.analysis.dp import reduce_members, reduction_bound, with_dp
 from ppir.analysis.estimate import from_timeline
 from ppir.analysis.footprint import schedule_copies
-from ppir.analysis.layout import uneven_layers
+from ppir.analysis.layout import balanced_layers, uneven_layers
 from ppir.analysis.measured_footprint import sizes_known, whole_memory
 from ppir.analysis.memory import analyze_memory, split_fractions
 from ppir.analysis.timeline import dependency_bound, run
@@ -109,13 +113,16 @@ def search(
     return ranked + slower + pruned + failed + rejected
 
 
-TIE_ORDER = "equal step times rank less peak memory first, then by schedule, pp, v, mbs, recompute"
+TIE_ORDER = (
+    "equal step times rank less peak memory first, then by schedule, pp, v, mbs, recompute, layers"
+)
 
 
 def _rank_key(c: Candidate):
     """The ranked order: step time; equal ones (:func:`same_step_time`; at P=1 every schedule is
     one stage) by :data:`TIE_ORDER`."""
-    return (_digits(c.step_time), c.peak or 0, c.schedule, c.pp, c.v, c.mbs, c.recompute)
+    layers = c.stage_layers or ()
+    return (_digits(c.step_time), c.peak or 0, c.schedule, c.pp, c.v, c.mbs, c.recompute, layers)
 
 
 def _digits(t: float) -> float:
@@ -226,7 +233,7 @@ def _slower(c: Candidate, top: int, nth: Candidate) -> Candidate:
     else:
         c.reason = (
             f"compiled, ties with the {ordinal(top)} ranked step time and peak memory (ranked "
-            "after it by schedule, pp, v, mbs, recompute)"
+            "after it by schedule, pp, v, mbs, recompute, layers)"
         )
     c.why = "slower"
     return c
@@ -261,7 +268,6 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
         why = f"the program has {s.ranks} ranks and {s.microbatches} microbatches, not {P} and {M}"
         return [Candidate(**base, recompute=r, reason=why, why="constraint") for r in recomputes]
     base["v"] = max(1, s.stages // s.ranks)
-    layers = None
     if model is not None:
         L, span = model.layers, deps.pipeline_length(s.stages, schedule_copies(s))
         why = None
@@ -273,11 +279,12 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
             return [
                 Candidate(**base, recompute=r, reason=why, why="divisibility") for r in recomputes
             ]
-        if L % span:
-            layers = uneven_layers(L, span) * (s.stages // span)
+        splits = _splits(model, L, span, s.stages // span, space.uneven)
+    else:
+        splits = [None]
     scale = 1 if cfg.time_unit == "s" else mbs
     out, summary = [], ProgramSummary(s)
-    for r in recomputes:
+    for layers, r in ((x, r) for x in splits for r in recomputes):
         c = Candidate(**base, recompute=r, stage_layers=layers)
         m = replace(model, tp=space.tp, dp=dp, mbs=mbs) if model is not None else None
         c.config = replace(cfg, model=m, recompute=r, stage_layers=layers)
@@ -294,6 +301,21 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
         c.scale = scale
         state.push(c)
     return out
+
+
+def _splits(model, L: int, span: int, copies: int, uneven: bool) -> list:
+    """The layer splits to try (None: the even one): the even split, or :func:`uneven_layers`
+    when the layers do not divide; with ``uneven``, also :func:`balanced_layers` (the head on
+    the last stage counted) when its slowest stage is faster."""
+    first = uneven_layers(L, span) if L % span else None
+    if not uneven:
+        return [first]
+    head = Fraction(model.head_forward_flops(), model.forward_flops_per_layer())
+    counts = first or (L // span,) * span
+    balanced = balanced_layers(L, span, head)
+    if max([*balanced[:-1], balanced[-1] + head]) < max([*counts[:-1], counts[-1] + head]):
+        return [first and first * copies, balanced * copies]
+    return [first and first * copies]
 
 
 def _over(c: Candidate, budget, compiled: bool = True) -> Candidate:

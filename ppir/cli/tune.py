@@ -27,18 +27,19 @@ from ppir.schedules import builtin_names
 NAME = "tune"
 HELP = "search P x dp, schedule, v, micro-batch and recomputation under a GPU's memory"
 DESCRIPTION = """With --model: for --world GPUs in tensor-parallel groups of --tp, try every
-pipeline size P (P x dp x tp = world; --pp to restrict), every schedule (default: the
-built-ins), v (chunks per rank, for schedules with a v parameter; V-shaped ones report v=2),
-micro-batch size and recomputation; split layers unevenly (fewer on the first and last stages)
-where they do not divide the stages.  Each choice is held to the whole per-rank memory
-(parameters, gradients and optimizer state at that tp, dp and ZeRO setting, activations,
-receive buffers) against --gpu-memory minus --reserve, timed first by its dependency bound and
-then, best bound first, compiled exactly as 'ppir compile' compiles it; the --top fastest
-compiled programs are ranked by step time (equal ones: less peak memory first, then by name),
-the rest are listed as slower (compiled while their bound could still beat the top, but slower,
-or tied with the N-th and ranked after it), pruned (their bound cannot beat the top) or
-rejected with the reason: divisibility (batch, layers), constraint (the
-schedule's require clauses; a program that does not verify) or memory (with its largest term).
+pipeline size P (P x dp x tp = world; --pp to restrict), every schedule (default: the built-
+ins), v (chunks per rank, for schedules with a v parameter; V-shaped ones report v=2), micro-
+batch size and recomputation; split layers unevenly (fewer on the first and last stages) where
+they do not divide the stages, and also try the split that leaves the last stage fewer layers
+for its output layer, sized by FLOPs, when its slowest stage is faster. Each choice is held to
+the whole per-rank memory (parameters, gradients and optimizer state at that tp, dp and ZeRO
+setting, activations, receive buffers) against --gpu-memory minus --reserve, timed first by its
+dependency bound and then, best bound first, compiled exactly as 'ppir compile' compiles it; the
+--top fastest compiled programs are ranked by step time (equal ones: less peak memory first,
+then by name), the rest are listed as slower (compiled while their bound could still beat the
+top, but slower, or tied with the N-th and ranked after it), pruned (their bound cannot beat the
+top) or rejected with the reason: divisibility (batch, layers), constraint (the schedule's
+require clauses; a program that does not verify) or memory (with its largest term).
 
 Without --model: one pipeline size -P, times in forwards of one rank share per sample and the
 budget (--memory-budget) in A (one microbatch's activations of a rank share).  With a --config
@@ -132,7 +133,9 @@ def add_arguments(p):
         help="the per-rank budget itself (instead of --gpu-memory): bytes with a unit, e.g. "
         "60GiB, or without --model in A (a microbatch's activations of a rank share), e.g. 6A",
     )
-    p.add_argument("--even", action="store_true", help="no uneven layer splits")
+    p.add_argument(
+        "--even", action="store_true", help="only even layer splits (no uneven or balanced ones)"
+    )
     p.add_argument(
         "--top",
         type=positive_int,

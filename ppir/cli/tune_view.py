@@ -197,7 +197,8 @@ def _choice(c, has_model: bool) -> str:
     m = f" M={c.microbatches}" if c.microbatches else ""
     what = f"pp={c.pp} dp={c.dp} " if has_model else ""
     rec = f" {c.recompute}" if has_model else ""
-    return f"{what}{c.schedule} v={c.v} mbs={c.mbs}{m}{rec}"
+    layers = f" layers={format_stage_layers(c.stage_layers)}" if c.stage_layers else ""
+    return f"{what}{c.schedule} v={c.v} mbs={c.mbs}{m}{rec}{layers}"
 
 
 def _rejected_lines(bad: list, has_model: bool, every: bool) -> list[str]:
