@@ -320,6 +320,17 @@ def test_a_pass_option_value_the_pass_refuses_is_a_usage_error(cli, pipeline, sa
     assert code == 2 and said in err and "Traceback" not in err
 
 
+def test_overlap_comms_given_twice_keeps_the_split_program(cli):
+    """The second overlap-comms sees post[...]/wait[...] only: it was a ValueError traceback
+    ('overlap-comms expects blocking groups; this program is already split')."""
+    s = ppir.load("1f1b", P=4, M=8)
+    once = ppir.compile(s, passes="lower-comms,overlap-comms")
+    twice = ppir.compile(s, passes="lower-comms,overlap-comms,overlap-comms")
+    assert twice.ok and twice.program.programs == once.program.programs
+    code, out, err = cli("check", "1f1b", "-p", "lower-comms,overlap-comms,overlap-comms")
+    assert code == 0 and out.startswith("ok: 1f1b(P=4, M=8)") and "Traceback" not in err
+
+
 def _node_table() -> dict[str, list[str]]:
     """docs/verification.md's table of node attributes: kind -> its cells (the kind, rank,
     item, ops, label)."""

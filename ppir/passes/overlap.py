@@ -2,9 +2,11 @@
 compute, without ever introducing a deadlock.
 
 Input: a lowered schedule whose groups are blocking (``[a b]``: posted and waited at one
-point, as ``lower-comms`` emits them).  Output: the same compute items in the same per-rank
-order and the same groups in the same per-rank posting order, where each group is
-``post[...]``-ed as early as allowed and ``wait[...]``-ed as late as allowed:
+point, as ``lower-comms`` emits them); a rank whose groups are all split already (the pass ran
+before: ``-p lower-comms,overlap-comms,overlap-comms``) is kept as it is.  Output: the same
+compute items in the same per-rank order and the same groups in the same per-rank posting
+order, where each group is ``post[...]``-ed as early as allowed and ``wait[...]``-ed as late
+as allowed:
 
 * **post early** — a group moves up past compute items (and waits) as long as it stays after
   the previous group of its rank (posting order is the FIFO order of groups and the FIFO
@@ -71,7 +73,9 @@ def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
             compute.append(it)
             continue
         elif cls is Wait or (cls is Group and it.deferred):
-            raise ValueError("overlap-comms expects blocking groups; this program is already split")
+            if all(x.__class__ is not Group or x.deferred for x in prog):
+                return list(prog)  # already split (overlap-comms ran before): nothing to move
+            raise ValueError("overlap-comms expects blocking groups; this program is partly split")
         comm.append((len(compute), it))
     # Slot k means "before compute item k" (k == len(compute): at the end of the program).
     serves = deps.SERVES  # the compute kinds a SEND carries the output of / a RECV feeds
