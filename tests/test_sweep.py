@@ -178,3 +178,21 @@ def test_placement_with_a_pps_file_is_one_usage_error_not_a_row_per_value(cli):
     assert (
         code == 2 and "--placement applies to CSV and torch:NAME schedules only" in err and not out
     )
+
+
+def test_est_bubble_ideal_is_the_worst_ranks_ratio_as_bubble_ideal_is(cli, tmp_path):
+    """On ranks with unequal work (stages 0 and 1 on rank 0, stage 2 on rank 1) the estimate's
+    column was the mean over ranks (sum idle / sum busy = 0.5) beside the compute graph's worst
+    rank (10 idle / 8 busy = 1.25), as if the lowered program beat its own compute order."""
+    src = tmp_path / "imb.pps"
+    src.write_text(
+        "schedule imb(P = 2, M = 4)\nranks P\nstages 3\nmicrobatches M\nplacement [0, 0, 1]\n"
+        "program r {\n"
+        "  for c in 0 .. chunks(r) { for m in 0 .. M { F(m, c) } }\n"
+        "  for c in 0 .. chunks(r) { for m in 0 .. M { B(m, chunks(r) - 1 - c) } }\n}\n"
+    )
+    code, out, err = cli("sweep", str(src), "--over", "M=4", "--format", "json")
+    assert code == 0, err
+    (row,) = json.loads(out)["rows"]
+    assert row["measured"]["bubble/ideal"] == 1.25
+    assert row["measured"]["est bubble/ideal"] == 1.25

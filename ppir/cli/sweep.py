@@ -112,11 +112,12 @@ def measure(s: Schedule, model=None, recompute="none", layers=None) -> dict:
     mem = analyze_memory(c.graph, i_fraction=split_fractions(model, recompute))
     p2p = analyze_p2p(c.graph, model)
     L = layers if layers is not None else (model.layers if model else None)
+    worst = max(c.estimate.per_rank, key=lambda x: x.idle)  # the same ratio, estimated
     out = {
         "bubble": T - busy[r],
         "bubble/ideal": (T - busy[r]) / busy[r] if busy[r] else None,
         "bubble/total": (T - busy[r]) / T if T else None,
-        "est bubble/ideal": c.estimate.bubble_fraction_of_ideal,
+        "est bubble/ideal": worst.idle / worst.busy if worst.busy else None,
         "p2p fwd/mb": p2p.forward_per_microbatch,
         "p2p bwd/mb": p2p.backward_per_microbatch,
         "peak A": mem.worst.peak_activations,
