@@ -367,3 +367,16 @@ def test_a_one_rank_schedule_on_more_processes_says_rank_in_the_singular(cli):
         "launch", "-n", "2", "1f1b", "-D", "P=1", "-D", "M=2", "--module", "examples/gpt_model.py"
     )
     assert code == 2 and "-n 2: the schedule has 1 rank\n" in err, err
+
+
+def test_check_counts_ops_messages_and_transfers_as_it_counts_ranks(cli):
+    """'1 compute ops, 1 messages', 'its 1 cross-rank transfers have' and '1,000 ranks, 1,000
+    stages, 16000 compute ops, 15984 messages': the op and message counts skipped count()."""
+    code, out, _ = cli("check", "gpipe", "-D", "P=1", "-D", "M=1", "-p", "forward-only")
+    assert code == 0 and "(forwards only), 1 compute op, 0 messages;" in out, out
+    code, out, _ = cli("check", "gpipe", "-D", "P=2", "-D", "M=1", "-p", "forward-only")
+    assert code == 0 and "its 1 cross-rank transfer has no sends" in out, out
+    code, out, _ = cli("check", "gpipe", "-D", "P=2", "-D", "M=1", "-p", "forward-only,lower-comms")
+    assert code == 0 and "2 compute ops, 1 message; deadlock-free" in out, out
+    code, out, _ = cli("check", "gpipe", "-D", "P=1000", "-D", "M=8")
+    assert code == 0 and "1,000 stages, 16,000 compute ops, 15,984 messages;" in out, out

@@ -81,13 +81,15 @@ def run(args) -> int:
             transfers = 0 if s.is_lowered else _transfers(s)
             if not transfers:  # lowered, or nothing crosses ranks (one rank): runs as it is
                 print(
-                    f"{head}{s.num_compute_ops} compute ops, {len(c.graph.messages)} messages; "
+                    f"{head}{count(s.num_compute_ops, 'compute op')}, "
+                    f"{count(len(c.graph.messages), 'message')}; "
                     f"deadlock-free under rendezvous semantics ({args.progress_model} progress)"
                 )
             else:  # a pipeline without lower-comms (-p overlap-comms): nothing to run yet
                 print(
-                    f"{head}{s.num_compute_ops} compute ops; not lowered: its "
-                    f"{transfers} cross-rank transfers have no sends and receives (the "
+                    f"{head}{count(s.num_compute_ops, 'compute op')}; not lowered: its "
+                    f"{count(transfers, 'cross-rank transfer')} "
+                    f"{'has' if transfers == 1 else 'have'} no sends and receives (the "
                     "pipeline has no lower-comms), and its compute order is acyclic"
                 )
     return EXIT_OK if ok else EXIT_INVALID
