@@ -187,6 +187,12 @@ def test_a_trailing_comma_in_the_model_spec_with_layers(cli):
             ["--hardware", "H100"],
             "--hardware H100: hardware.preset needs a model: op times come from the model's FLOPs",
         ),
+        (["--cost", "B=3,F=-1"], "--cost F=-1: costs.F must be >= 0, got -1"),
+        (["--cost", "FB=x"], "--cost FB=x: costs.FB must be a number, got 'x'"),
+        (
+            ["--stage-weights", "1,2,3,0"],
+            "--stage-weights 1,2,3,0: costs.stage_weights must be positive, got 0",
+        ),
     ],
 )
 def test_a_bad_cost_flag_is_named_by_the_flag_and_its_value(cli, flags, message):
@@ -209,6 +215,9 @@ def test_a_bad_value_of_a_config_file_is_still_named_by_the_file(cli, tmp_path):
         "compile", "1f1b", "--backend", "cost", "--config", str(cfg), "--efficiency", "5"
     )
     assert err.splitlines()[0].startswith("ppir: error: --efficiency 5: hardware.efficiency")
+    cfg.write_text("[costs]\nF = -1\n")  # --cost gives B only: F is the file's
+    code, _, err = cli("compile", "1f1b", "--config", str(cfg), "--cost", "B=3")
+    assert err.splitlines()[0] == f"ppir: error: {cfg}: costs.F must be >= 0, got -1"
 
 
 @pytest.mark.parametrize(

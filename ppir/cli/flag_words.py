@@ -18,6 +18,7 @@ FLAGS_OF_KEY = {
     "hardware.processors": (("--processors", "cost_processors"),),
     "comm.intra_bandwidth_gbs": (("--bandwidth", "cost_bandwidth"),),
     "comm.inter_bandwidth_gbs": (("--inter-bandwidth", "cost_inter_bandwidth"),),
+    "costs.stage_weights": (("--stage-weights", "cost_stage_weights"),),
     "comm.latency": (("--comm-latency", "cost_latency"),),
     "comm.inter_latency": (("--inter-latency", "cost_inter_latency"),),
     # with a model, the unit-less flags are still read as microseconds for one release
@@ -54,5 +55,13 @@ def in_flag_words(e: PpirError, args, where: str) -> PpirError:
             if value is not None:
                 shown = f"{value:g}" if isinstance(value, float) else value  # 45, not 45.0
                 message = f"{flag} {shown}: {d.message[len(where) + 2 :]}"
+                return PpirError([replace(d, message=message), *e.diagnostics[1:]], e.exit_code)
+    rest = d.message[len(where) + 2 :]
+    if d.message.startswith(f"{where}: costs.") and getattr(args, "cost_costs", None):
+        key = rest[len("costs.") :].split(" ", 1)[0]  # an op kind: costs.F must be ...
+        for part in args.cost_costs.split(","):  # the --cost entry that set it, as typed
+            k, _, v = (x.strip() for x in part.partition("="))
+            if k == key:
+                message = f"--cost {k}={v}: {rest}"
                 return PpirError([replace(d, message=message), *e.diagnostics[1:]], e.exit_code)
     return e
