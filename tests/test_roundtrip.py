@@ -77,6 +77,8 @@ def test_dump_json_reads_back_as_the_same_program(name, cli, tmp_path):
     [
         ('{"format":\n  "ppir.program/1",, }', "p.json:2:20: error: not valid JSON"),
         ('{"format": "x"}', "not a ppir.program/1 program (format: 'x')"),
+        ("{}", "not a ppir.program/1 program (it has no 'format' key)"),  # was (format: None)
+        ("[1]", "not a ppir.program/1 program (it holds a JSON array)"),  # was (format: 'list')
         ('{"format": "ppir.program/1"}', "malformed ppir.program/1 program: missing key"),
         ("[" * 100_000 + "]" * 100_000, "p.json: not readable JSON: it nests too deeply"),
     ],

@@ -287,6 +287,17 @@ def load_text(
     )
 
 
+# what a JSON document that is no object holds, in JSON's words
+_JSON_TYPES = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
 def read_json_program(
     path: str, *, max_ops: int = DEFAULT_MAX_OPS, max_steps: int = DEFAULT_MAX_STEPS
 ) -> Schedule:
@@ -308,10 +319,13 @@ def read_json_program(
     except ValueError as e:  # e.g. an integer longer than Python converts
         raise error("bad-input", f"{path}: not readable JSON: {e}") from None
     if not isinstance(obj, dict) or obj.get("format") != JSON_FORMAT:
-        got = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
+        if not isinstance(obj, dict):  # a list, a number ...: no object at all
+            got = f"it holds a JSON {_JSON_TYPES.get(type(obj), type(obj).__name__)}"
+        else:
+            got = f"format: {obj['format']!r}" if "format" in obj else "it has no 'format' key"
         raise error(
             "bad-input",
-            f"{path}: not a {JSON_FORMAT} program (format: {got!r})",
+            f"{path}: not a {JSON_FORMAT} program ({got})",
             hints=["ppir reads the JSON that 'ppir dump --format json' writes"],
         )
 
