@@ -316,3 +316,17 @@ def test_json_spans_never_compare_the_text_with_an_earlier_load():
         [(s.line, s.col) for s in again] == [(s.line, s.col) for s in first] == [(1, 32), (1, 39)]
     )
     assert compared == []
+
+
+def test_file_extensions_are_read_in_either_case(cli, tmp_path):
+    """S.CSV, P.JSON and (for import) O.TXT were parsed as .pps ("unexpected '0F0'", with a
+    hint to use a .csv file), though -o already compared suffixes in lower case."""
+    (tmp_path / "S.CSV").write_text("0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n")
+    (tmp_path / "O.TXT").write_text("0F0 0F1 0B0 0B1\n1F0 1B0 1F1 1B1\n")
+    code, out, _ = cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")
+    (tmp_path / "P.JSON").write_text(out)
+    for name, said in (("S.CSV", "ok: S(): 2 ranks"), ("P.JSON", "ok: 1f1b(P=2, M=2): 2 ranks")):
+        code, out, err = cli("check", str(tmp_path / name))
+        assert code == 0 and out.startswith(said), err
+    code, out, err = cli("import", str(tmp_path / "O.TXT"))
+    assert code == 0 and "rank 1: 1F0 1B0 1F1 1B1" in out, err

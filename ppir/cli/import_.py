@@ -69,7 +69,7 @@ def add_arguments(p):
 
 def load_source(source: str, defines: dict[str, int], placement, name: str | None):
     """The imported Schedule (see DESCRIPTION for what SOURCE may be)."""
-    if source.endswith(".txt"):
+    if source.lower().endswith(".txt"):  # NAME.TXT too, as the loader reads NAME.CSV
         from ppir.frontend.csvio import read_action_text
 
         if defines:

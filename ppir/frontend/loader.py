@@ -69,7 +69,7 @@ def read_source(spec: str, builtin: bool = False) -> tuple[str, str]:
             raise error("bad-input", f"{spec} is a directory, not a schedule file")
     if spec in builtin_names():
         return builtin_display_path(spec), builtin_source(spec)
-    looks_like_path = os.sep in spec or spec.endswith((".pps", ".csv", ".json"))
+    looks_like_path = os.sep in spec or spec.lower().endswith((".pps", ".csv", ".json"))
     what = "no such file" if looks_like_path else "no such file or built-in schedule"
     raise error(
         "bad-input",
@@ -104,15 +104,16 @@ def schedule_spec(spec) -> str:
 
 def schedule_kind(spec: str, builtin: bool = False) -> str:
     """Which reader takes ``spec``: ``"torch"`` (``torch:NAME``), ``"csv"`` or ``"json"`` (an
-    existing file with that extension), else ``"pps"`` (a .pps path or a built-in name; always
-    with ``builtin``: see :func:`read_source`)."""
+    existing file with that extension, in either case: ``S.CSV`` too), else ``"pps"`` (a .pps
+    path or a built-in name; always with ``builtin``: see :func:`read_source`)."""
     if builtin:
         return "pps"
     if spec.startswith("torch:"):
         return "torch"
-    if spec.endswith(".csv") and os.path.exists(spec):
+    suffix = os.path.splitext(spec)[1].lower()
+    if suffix == ".csv" and os.path.exists(spec):
         return "csv"
-    if spec.endswith(".json") and os.path.isfile(spec):
+    if suffix == ".json" and os.path.isfile(spec):
         return "json"
     return "pps"
 
