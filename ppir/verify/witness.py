@@ -14,7 +14,7 @@ the cycle), blank: not reached.  ``step`` is the index of the item in the rank's
 from __future__ import annotations
 
 from ppir.analysis.timeline import Timeline
-from ppir.diagnostics import Diagnostic, Note
+from ppir.diagnostics import Diagnostic, Note, rank_list
 from ppir.ir import Schedule, deps
 from ppir.ir.graph import ProgramGraph
 from ppir.verify.deadlock import Hop, blocked_steps, item_status
@@ -172,8 +172,8 @@ def order_cycle_diagnostic(g: ProgramGraph, cycle: list[tuple]) -> Diagnostic:
     ranks = sorted({g.op_rank[o] for o in ops})
     return Diagnostic(
         "order-cycle",
-        f"compute order has a cycle: {len(ops)} ops on rank(s) "
-        f"{', '.join(map(str, ranks))} wait on each other, so no execution exists",
+        f"compute order has a cycle: {len(ops)} ops on {rank_list(ranks)} wait on each other, "
+        "so no execution exists",
         first.span,
         hints=("no placement of sends and recvs can fix this: reorder the compute ops",),
         notes=tuple(notes),
