@@ -80,6 +80,9 @@ def test_domains_read_earlier_parameters_only():
     with pytest.raises(PpirError, match="the domain of 'M' \\(P..8P\\) refers to 'P'") as e:
         ParamSpace.from_specs({"M": "P..8P", "P": "2..4"})
     assert "hint: declare 'P' before 'M'" in e.value.render()
+    with pytest.raises(PpirError, match="the domain of 'M' \\(P..4p\\) refers to 'p'") as e:
+        ParamSpace.from_specs({"P": "2..6", "M": "P..4p"})  # a name in the wrong case
+    assert "hint: did you mean 'P'?" in e.value.render()
     with pytest.raises(PpirError, match="'P/2' is 3/2, not an integer"):
         parse_domain("1..P/2").bounds({"P": 3})
 

@@ -253,7 +253,8 @@ class ParamSpace:
                     hints=[
                         f"declare '{late[0]}' before '{name}'"
                         if late[0] in {n for n, _ in self.domains}
-                        else f"'{late[0]}' is not a parameter declared before it"
+                        else f"'{late[0]}' is not a parameter declared before it",
+                        *did_you_mean(late[0], sorted(known)),
                     ],
                 )
             known.add(name)
