@@ -237,3 +237,23 @@ def test_a_bad_model_table_of_a_config_file_names_the_file(cli, tmp_path, table,
     cfg.write_text('[model]\npreset = "llama3-8bb"\n')
     code, _, err = cli("compile", "1f1b", "--backend", "cost", "--config", str(cfg))
     assert err.splitlines()[0] == f"ppir: error: {cfg}: [model]: unknown model preset 'llama3-8bb'"
+
+
+def test_stage_weights_of_the_wrong_count_are_quoted():
+    """The count is checked against the schedule when it is compiled, where the flag is not
+    known: the message quotes the weights (it named neither the flag nor the values)."""
+    from ppir.analysis.config import CostConfig
+    from ppir.analysis.costs import costs_for
+    from ppir.frontend.loader import load_schedule
+
+    s = load_schedule("1f1b", {"P": 4, "M": 8})
+    with pytest.raises(PpirError) as e:
+        costs_for(s, CostConfig(stage_weights=(1, 2.5)))
+    assert e.value.diagnostics[0].message == (
+        "stage weights 1,2.5: 2 entries but 1f1b has 4 stages (missing 2)"
+    )
+    with pytest.raises(PpirError) as e:
+        costs_for(s, CostConfig(stage_weights=(1,) * 20))
+    assert e.value.diagnostics[0].message.startswith(
+        "stage weights 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,... (4 more): 20 entries but 1f1b has 4"
+    )

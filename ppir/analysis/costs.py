@@ -156,6 +156,13 @@ class Costs:
         )
 
 
+def _shown(weights, limit: int = 16) -> str:
+    """``1,2,0.5``: weights as --stage-weights takes them, the first ``limit`` and a count."""
+    text = [f"{float(x):g}" for x in weights[:limit]]
+    more = len(weights) - limit
+    return ",".join(text) + (f",... ({more} more)" if more > 0 else "")
+
+
 def stage_forward_times(schedule: Schedule, cfg: CostConfig) -> list[Fraction | float]:
     """The forward time of each stage (before ``costs.F`` is applied)."""
     P, S = schedule.ranks, schedule.stages
@@ -164,7 +171,7 @@ def stage_forward_times(schedule: Schedule, cfg: CostConfig) -> list[Fraction | 
         what = "missing" if len(w) < S else "extra"
         raise error(
             "bad-stage-weights",
-            f"stage_weights has {len(w)} entries but {schedule.name} has {S} stages "
+            f"stage weights {_shown(w)}: {len(w)} entries but {schedule.name} has {S} stages "
             f"({what} {abs(S - len(w))})",
             hints=[
                 "give exactly one weight per stage, e.g. --stage-weights "
