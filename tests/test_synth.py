@@ -90,7 +90,11 @@ def test_cli_writes_verified_pps(tmp_path, capsys):
     assert main(["synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "3", "-o", str(out)]) == 0
     text = out.read_text()
     assert text.startswith("# synthesised by 'ppir synth'")
+    assert "(estimator at F=1 B=2 I=1 W=1, free comm)" in text.splitlines()[0]  # the defaults
     assert main(["check", str(out)]) == 0
+    argv = ["synth", "-D", "P=2", "-D", "M=4", "--mem-cap", "2", "--cost", "I=1.5,W=0.5"]
+    assert main([*argv, "-o", str(out)]) == 0  # the step time is at these costs: said so
+    assert "(estimator at F=1 B=2 I=1.5 W=0.5, free comm)" in out.read_text().splitlines()[0]
     assert main(["synth", "-D", "P=2", "-D", "M=4", "--mem-cap", "2", "--format", "json"]) == 0
     assert '"ppir.synth/1"' in capsys.readouterr().out
 
