@@ -181,6 +181,19 @@ def test_balanced_split_unloads_the_head_stage_and_tune_times_it_as_compile_does
     code, out, err = cli("tune", "--world", "8", "--pp", "8", "--tp", "1", "--schedules", "1f1b",
                          "--micro-batch", "1", "--format", "json", "--even", *argv)  # fmt: skip
     assert [r["stage_layers"] for r in json.loads(out)["ranked"]] == [None]
+    # compile's text points at the split: the slowest stage's forward, 4 + 2.23 layers' worth,
+    # becomes 5
+    compile_argv = ["compile", "1f1b", "-D", "P=8", "-D", "M=32", "--backend", "cost", *argv]
+    code, out, err = cli(*compile_argv)
+    assert code == 0, err
+    assert (
+        "note: --stage-layers 4x5,5x2,2 shortens the slowest stage's forward by 20% (the last "
+        "stage's output layer counted as 2.2 layers); ppir tune tries it\n"
+    ) in out
+    code, out, err = cli(*compile_argv, "--stage-layers", "4x5,5x2,2")
+    assert code == 0 and "note:" not in out, err
+    code, out, err = cli(*compile_argv[:-4], "--model", "llama3-70b,seq=4096")
+    assert code == 0 and "note:" not in out, err  # 80 = 8 x 10: 10 + 1.2 against 11, a 2% cut
 
 
 @pytest.mark.parametrize("name", builtin_names())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ppir.backends.cost.report import format_summary
+from ppir.backends.cost.report import format_summary, split_note
 
 from ppir.cli.argtypes import output_path
 from ppir.diagnostics import write_output
@@ -56,7 +56,7 @@ class CostBackend:
                 doc["dp_reduce"] = compiled.dp_reduce.to_json()
             text = json.dumps(doc, indent=2) + "\n"
         else:
-            text = format_summary(est)
+            text = format_summary(est) + split_note(compiled.program, cfg)
             if fp is not None:
                 from ppir.cli.footprint_view import footprint_lines
 

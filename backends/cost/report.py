@@ -79,3 +79,38 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
         rows.append(row)
     lines.append(table(rows, align="<>"))
     return "\n".join(lines) + "\n"
+
+
+NOTE_CUT = 0.05
+"""The least cut of the slowest stage's forward that :func:`split_note` points out."""
+
+
+def split_note(schedule, cfg) -> str:
+    """A ``note:`` line when :func:`ppir.analysis.layout.faster_split` finds a layer split whose
+    slowest stage forward is at least :data:`NOTE_CUT` shorter than the compiled one's (the even
+    split, or ``--stage-layers``), with the flag that compiles it; "" otherwise (no model,
+    measured costs, or nothing that much faster)."""
+    from ppir.analysis.layout import faster_split, format_stage_layers, head_layers, slowest_stage
+    from ppir.ir import deps
+
+    model = cfg.model
+    if model is None or cfg.measured is not None:
+        return ""
+    S = schedule.stages
+    span = deps.pipeline_length(S, schedule.pipelines)
+    current = tuple(cfg.stage_layers[:span]) if cfg.stage_layers else None
+    if current is None and model.layers % span:
+        return ""
+    faster = faster_split(model, span, current)
+    if faster is None:
+        return ""
+    head = head_layers(model)
+    was = slowest_stage(current or (model.layers // span,) * span, head)
+    cut = 1 - slowest_stage(faster, head) / was
+    if cut < NOTE_CUT:
+        return ""
+    return (
+        f"note: --stage-layers {format_stage_layers(faster * (S // span))} shortens the slowest "
+        f"stage's forward by {float(cut):.0%} (the last stage's output layer counted as "
+        f"{float(head):.2g} layers); ppir tune tries it\n"
+    )

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from ppir.analysis.models import check_layers
 from ppir.diagnostics import error
@@ -92,6 +93,31 @@ def balanced_layers(layers: int, stages: int, head) -> tuple[int, ...]:
     for s in [*range(rest - 1, 0, -1), 0][:r]:
         out[s] += 1
     return (*out, n)
+
+
+def slowest_stage(counts, head) -> object:
+    """The largest stage forward of one pipeline's layer ``counts``, in layers: the last stage
+    also runs the output layer, worth ``head`` layers."""
+    return max([*counts[:-1], counts[-1] + head])
+
+
+def head_layers(model):
+    """The output layer's forward FLOPs in layers' (a Fraction; both grow with b and s alike)."""
+    return Fraction(model.head_forward_flops(), model.forward_flops_per_layer())
+
+
+def faster_split(model, span: int, current=None) -> tuple[int, ...] | None:
+    """One pipeline's :func:`balanced_layers` counts (``span`` stages) for ``model`` when their
+    slowest stage (:func:`slowest_stage`) is faster than that of ``current`` (one pipeline's
+    counts; None: the even split, or :func:`uneven_layers` when the layers do not divide);
+    else None."""
+    L, head = model.layers, head_layers(model)
+    if L < span:
+        return None
+    if current is None:
+        current = uneven_layers(L, span) if L % span else (L // span,) * span
+    balanced = balanced_layers(L, span, head)
+    return balanced if slowest_stage(balanced, head) < slowest_stage(current, head) else None
 
 
 def format_stage_layers(layers) -> str:

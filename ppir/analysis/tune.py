@@ -39,7 +39,6 @@ and memory is peak activations in A (so is a budget).
 from __future__ import annotations
 
 from dataclasses import replace
-from fractions import Fraction
 
 from ppir.analysis.bounds import ProgramSummary, program_bound
 from ppir.analysis.config import CostConfig
@@ -47,7 +46,7 @@ from ppir.analysis.costs import costs_for
 from ppir.analysis.dp import reduce_members, reduction_bound, with_dp
 from ppir.analysis.estimate import from_timeline
 from ppir.analysis.footprint import schedule_copies
-from ppir.analysis.layout import balanced_layers, uneven_layers
+from ppir.analysis.layout import faster_split, uneven_layers
 from ppir.analysis.measured_footprint import sizes_known, whole_memory
 from ppir.analysis.memory import analyze_memory, split_fractions
 from ppir.analysis.timeline import dependency_bound, run
@@ -305,17 +304,11 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
 
 def _splits(model, L: int, span: int, copies: int, uneven: bool) -> list:
     """The layer splits to try (None: the even one): the even split, or :func:`uneven_layers`
-    when the layers do not divide; with ``uneven``, also :func:`balanced_layers` (the head on
-    the last stage counted) when its slowest stage is faster."""
+    when the layers do not divide; with ``uneven``, also :func:`faster_split`'s balanced one
+    (the head on the last stage counted) when its slowest stage is faster."""
     first = uneven_layers(L, span) if L % span else None
-    if not uneven:
-        return [first]
-    head = Fraction(model.head_forward_flops(), model.forward_flops_per_layer())
-    counts = first or (L // span,) * span
-    balanced = balanced_layers(L, span, head)
-    if max([*balanced[:-1], balanced[-1] + head]) < max([*counts[:-1], counts[-1] + head]):
-        return [first and first * copies, balanced * copies]
-    return [first and first * copies]
+    faster = faster_split(model, span, first) if uneven else None
+    return [first and first * copies] + ([faster * copies] if faster else [])
 
 
 def _over(c: Candidate, budget, compiled: bool = True) -> Candidate:
