@@ -226,6 +226,13 @@ def test_compile_cost_text_and_json(cli):
     assert doc["bubble_fraction_of_total"] == 9 / 33
     assert [r["idle"] for r in doc["per_rank"]] == [9] * 4
     assert all(r["busy"] == 24 for r in doc["per_rank"])
+    code, out, _ = cli(
+        "compile", "1f1b", "-D", "P=4", "-D", "M=8", "--backend", "cost", "--format", "json",
+        "--model", "llama3-8b",
+    )  # fmt: skip
+    doc = json.loads(out)  # byte counts are integers, as the footprint's are (not 3.2e9 floats)
+    assert type(doc["messages"]["bytes"]) is int and doc["messages"]["bytes"] > 0
+    assert all(type(r["peak_bytes"]) is int for r in doc["per_rank"])
 
 
 def test_the_time_unit_is_one_forward_only_when_a_forward_costs_one(cli, tmp_path):

@@ -28,6 +28,7 @@ from typing import NamedTuple
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.timeline import Timeline, run
+from ppir.analysis.units import json_bytes
 from ppir.diagnostics import EXIT_INVALID, error, rank_list
 from ppir.ir import Action, Schedule, deps
 from ppir.ir.graph import COMPUTE, ProgramGraph, build_graph
@@ -139,7 +140,7 @@ class Estimate:
                 "ops": [f"{op_label(o.action)}@r{o.rank}" for o in self.critical_path_ops],
             },
             "dependency_bound": self.dependency_bound,
-            "messages": {"count": self.message_count, "bytes": self.message_bytes},
+            "messages": {"count": self.message_count, "bytes": json_bytes(self.message_bytes)},
             "per_rank": [
                 {
                     "rank": r.rank,
@@ -150,7 +151,7 @@ class Estimate:
                     "compute_ops": r.compute_ops,
                     "messages_sent": r.messages_sent,
                     "peak_activations": r.peak_activations,
-                    "peak_bytes": r.peak_bytes,
+                    "peak_bytes": json_bytes(r.peak_bytes),
                 }
                 for r in self.per_rank
             ],

@@ -151,3 +151,11 @@ def fmt_sizes_apart(x: float, y: float, unit: str) -> tuple[str, str]:
         if a != b or x == y:
             break
     return a, b
+
+
+def json_bytes(nbytes):
+    """A byte count as JSON writes it: an integer when it is whole (3221225472, not
+    3221225472.0), else as it is (None stays None)."""
+    if nbytes is not None and float(nbytes).is_integer():
+        return int(nbytes)
+    return nbytes
