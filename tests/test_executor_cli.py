@@ -229,3 +229,31 @@ def test_verify_grads_says_when_build_stage_unties_a_declared_tie(tmp_path):
     assert res.returncode == 1, res.stdout + res.stderr
     assert "the stages declare a parameter shared by stages [0, 1], but build_stage" in res.stderr
     assert "FAILED" not in res.stdout
+
+
+NAN_AT_STEP_1 = """
+import torch
+def build_stage(stage, num_stages):
+    torch.manual_seed(stage)
+    return torch.nn.Linear(4, 4)
+def make_batch(step):   # seeded: the same batch on every rank, one NaN in it at step 1
+    x = torch.randn(4, 4, generator=torch.Generator().manual_seed(step))
+    if step == 1:
+        x[0, 0] = float("nan")
+    return x, x
+def loss_fn(y, t):
+    return ((y - t) ** 2).mean()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_nan_in_a_seeded_batch_is_named_as_a_nan_loss_not_as_different_batches(tmp_path):
+    model = tmp_path / "nan_batch.py"
+    model.write_text(NAN_AT_STEP_1)
+    res = ppir_launch(
+        "-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "2", "--device", "cpu",
+    )  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "different batches" not in res.stderr, res.stderr
+    assert "failed: rank 1: the loss is nan at step 1, microbatch 0 (stage 1)" in res.stderr

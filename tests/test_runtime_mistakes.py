@@ -151,3 +151,34 @@ def test_a_folder_given_as_the_module_is_refused_before_any_rank_starts(
         load_model(str(tmp_path / "mine"))  # was: 'model file ... does not exist'
     code, _, err = cli(command, *schedule, "--module", str(tmp_path / "gone.py"))
     assert code == 2 and f"--module {tmp_path / 'gone.py'}: no such file" in err
+
+
+def test_the_batch_check_takes_a_nan_in_the_same_batch_for_the_same_batch(monkeypatch):
+    """``ppir.run`` compares the ranks' ``make_batch`` slices at steps 0-2 by fingerprints: a
+    seeded batch that holds a NaN (or an infinity) is the same batch on every rank, though
+    NaN != NaN; it was refused as 'different batches: seed make_batch from step' where the
+    loss check would have named the NaN.  A batch that does differ is still refused."""
+    from types import SimpleNamespace
+
+    import torch.distributed as dist
+
+    from ppir.torch.errors import ModelError
+    from ppir.torch.model import check_same_batch
+
+    shift = [0.0]
+
+    def all_gather(out, mine):  # two ranks: this one, and a peer whose batch is shifted
+        out[0].copy_(mine)
+        out[1].copy_(mine + shift[0])
+
+    monkeypatch.setattr(dist, "get_world_size", lambda *a: 2)
+    monkeypatch.setattr(dist, "all_gather", all_gather)
+    ctx = SimpleNamespace(rank=0, device=torch.device("cpu"), timeout_s=None)
+    x = torch.randn(8, 4)
+    for value in (float("nan"), float("inf"), -float("inf")):
+        x[0, 0] = value
+        check_same_batch(list(x.chunk(4)), list(x.chunk(4)), 1, ctx, 1)
+    shift[0] = 1.0
+    x[0, 0] = 0.0
+    with pytest.raises(ModelError, match=r"make_batch\(1\) gave rank 0 and rank 1 different"):
+        check_same_batch(list(x.chunk(4)), list(x.chunk(4)), 1, ctx, 1)

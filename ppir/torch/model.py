@@ -193,7 +193,7 @@ def check_same_batch(inputs: list, targets: list, step: int, ctx, dp: int) -> No
     for replica in range(dp):
         ranks = list(range(replica, len(every), dp))
         first = every[ranks[0]]
-        bad = [r for r in ranks[1:] if not torch.allclose(every[r], first, rtol=1e-6, atol=1e-6)]
+        bad = [r for r in ranks[1:] if not same_fingerprint(every[r], first)]
         if bad:
             raise ModelError(
                 f"rank {rank}: make_batch({step}) gave rank {ranks[0]} and rank"
@@ -202,6 +202,12 @@ def check_same_batch(inputs: list, targets: list, step: int, ctx, dp: int) -> No
                 "the last stage's rank its targets); seed make_batch from step, e.g. "
                 "torch.Generator().manual_seed(step)"
             )
+
+
+def same_fingerprint(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two ranks' batch fingerprints agree: within round-off, a NaN (a batch that holds
+    one, which the loss check reports) equal to a NaN, an infinity to the same infinity."""
+    return torch.allclose(a, b, rtol=1e-6, atol=1e-6, equal_nan=True)
 
 
 def _fingerprint(microbatches: list) -> tuple[float, float]:
