@@ -359,3 +359,36 @@ def test_three_steps_also_time_a_deferred_w(model_file):
     m = profile(ProfileSpec(model_file, ranks=1, stages=2, microbatches=M, steps=3, warmup=1))
     assert len(m.W_late) == 2 and all(x > 0 for x in m.W_late)
     assert all(x > 0 for x in m.W + m.B)
+
+
+BROKEN_OPTIMIZER = MODEL + textwrap.dedent(
+    """
+    def make_optimizer(params):
+        return torch.optim.Adam(params, betas=0.9)  # a typo: betas is a pair
+    """
+)
+
+
+def test_a_make_optimizer_that_raises_is_a_warning_with_its_traceback(tmp_path, cli):
+    """The profile steps the model's optimizer to measure its state, and one that cannot be
+    made or stepped leaves the state unmeasured (the table's '-'; memory stays in A).  A
+    mistake in make_optimizer was swallowed there without a word: now it is a warning that
+    carries the user's traceback."""
+    from ppir.profile.errors import OptimizerNotMeasured
+
+    path = tmp_path / "broken_optimizer_model.py"
+    path.write_text(BROKEN_OPTIMIZER)
+    spec = ProfileSpec(str(path), ranks=1, stages=2, microbatches=M, steps=2, warmup=1)
+    with pytest.warns(OptimizerNotMeasured) as caught:
+        m = profile(spec)
+    assert m.optimizer_bytes == ()  # not measured, as before
+    text = str(caught[0].message)
+    assert text.startswith("the model's optimizer could not be made and stepped in the profile")
+    assert f'File "{path}", line ' in text and "in make_optimizer" in text
+    assert text.endswith("TypeError: 'float' object is not subscriptable")
+    out = tmp_path / "c.toml"
+    code, stdout, err = cli("profile", "--module", str(path), "--ranks", "1", "--stages", "2",
+                            "-M", str(M), "--steps", "2", "-o", str(out))  # fmt: skip
+    assert code == 0 and out.exists(), err
+    assert err.startswith("ppir: warning: the model's optimizer could not be made"), err
+    assert f'File "{path}", line ' in err and "optimizer_bytes" not in out.read_text()

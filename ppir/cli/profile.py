@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 
 from ppir.cli.argtypes import key_values, positive_int, positive_seconds
 from ppir.cli.common import add_output_argument
@@ -95,6 +96,7 @@ def run(args) -> int:
         raise error(
             "needs-torch", "ppir profile runs the model: install the torch extra (ppir[torch])"
         ) from None
+    from ppir.profile.errors import OptimizerNotMeasured
     from ppir.profile.launch import ProfileError, ProfileFailed, ProfileSpec, profile
     from ppir.torch.run import check_module
 
@@ -119,12 +121,19 @@ def run(args) -> int:
             file=sys.stderr,
         )
     try:
-        mc = profile(spec)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", OptimizerNotMeasured)
+            mc = profile(spec)
     except ProfileError as e:
         raise error("bad-usage", str(e)) from None
     except ProfileFailed as e:
         print(str(e), file=sys.stderr)
         return 1
+    for w in caught:  # the user's make_optimizer failed: the traceback, as ppir's warning
+        if issubclass(w.category, OptimizerNotMeasured):
+            print(f"ppir: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     cmd = "ppir profile " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "ppir profile"
     text = mc.to_toml(
         f"written by: {cmd}\nseconds per microbatch; pass with --config to 'ppir compile "

@@ -20,6 +20,18 @@ class ProfileError(ValueError):
     """The request cannot be measured (bad sizes, a model module without the contract)."""
 
 
+class OptimizerNotMeasured(UserWarning):
+    """The model's optimizer could not be made or stepped in the profile, so the cost file has
+    no optimizer state (whole memory stays in A); the message ends with the traceback."""
+
+    def __init__(self, traceback_text: str):
+        super().__init__(
+            "the model's optimizer could not be made and stepped in the profile, so its state "
+            "is not measured and the cost file keeps memory in A, not bytes:\n"
+            + traceback_text.rstrip()
+        )
+
+
 class ProfileFailed(RuntimeError):
     """A rank of the measurement failed: the message names the root cause once (the earliest
     error a rank raised, with its traceback), or says that the ranks ran out of time."""

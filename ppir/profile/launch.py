@@ -18,11 +18,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ppir.analysis.measured import MeasuredCosts
 from ppir.profile.errors import (
+    OptimizerNotMeasured,
     ProfileError,
     ProfileFailed,
     comm,
@@ -245,6 +247,9 @@ def profile(spec: ProfileSpec) -> MeasuredCosts:
         data = json.loads(Path(out).read_text())
     if size:
         data["microbatch_size"] = size
+    why = next((p["optimizer_error"] for p in data["pieces"] if p.get("optimizer_error")), "")
+    if why:  # the user's mistake in make_optimizer, as a rule: its traceback, not a silent "-"
+        warnings.warn(OptimizerNotMeasured(why), stacklevel=2)
     return summarize(spec, data)
 
 

@@ -39,6 +39,7 @@ class Samples:
     param_bytes: int = 0  # trainable parameters (those with gradients)
     frozen_bytes: int = 0  # parameters without gradients, and the module's buffers
     optimizer_bytes: int = -1  # -1: the model's optimizer could not be made here
+    optimizer_error: str = ""  # why not, then: the exception's traceback
     shared: list = field(default_factory=list)  # the parameters it shares (as their lowest holder)
     out_bytes: int = 0  # the piece's output (the next piece's input) for one microbatch,
     # summed over its tensors (a tuple or dict boundary has several)
@@ -358,7 +359,8 @@ class Profiler:
         measure_fb(self.run, self.inputs, self.targets, max(3, reps))
         transfer = measure_transfer(self.run, max(5, reps)) if self.run.world > 1 else []
         for s, ps in zip(self.run.samples, self.run.params):
-            s.optimizer_bytes = optimizer_state_bytes(self.model, ps)
+            s.optimizer_bytes = optimizer_state_bytes(self.model, ps, why := [])
+            s.optimizer_error = "".join(why)
         shared = PC.shared_bytes(self.model, self.run.pieces, self.run.first)
         for s, mine in zip(self.run.samples, shared):
             s.shared = mine

@@ -26,6 +26,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import traceback
 from pathlib import Path
 from types import ModuleType
 
@@ -251,11 +252,12 @@ def make_optimizer(model, params, lr: float | None):
     return PlainSGD(params, DEFAULT_LR if lr is None else lr)
 
 
-def optimizer_state_bytes(model, params: list) -> int:
+def optimizer_state_bytes(model, params: list, why: list | None = None) -> int:
     """Bytes of the state the model's optimizer (``make_optimizer``, else the runtime's plain
     SGD, which keeps none) holds for ``params`` after one step; -1 when it cannot be made or
-    stepped here (an optimizer that needs a process group of its own, ...).  Run after the
-    measurements: the step changes the parameters."""
+    stepped here (an optimizer that needs a process group of its own, a mistake in
+    ``make_optimizer``, ...), the exception's traceback then appended to ``why`` when given.
+    Run after the measurements: the step changes the parameters."""
     if not params:
         return 0
     try:
@@ -265,6 +267,8 @@ def optimizer_state_bytes(model, params: list) -> int:
                 p.grad = torch.zeros_like(p)
         opt.step()
     except Exception:  # noqa: BLE001 - the user's optimizer: not measured, said in the file
+        if why is not None:
+            why.append(traceback.format_exc())
         return -1
     state = getattr(opt, "state", {}) or {}
     return sum(
