@@ -257,3 +257,47 @@ def test_a_nan_in_a_seeded_batch_is_named_as_a_nan_loss_not_as_different_batches
     assert res.returncode == 1, res.stdout + res.stderr
     assert "different batches" not in res.stderr, res.stderr
     assert "failed: rank 1: the loss is nan at step 1, microbatch 0 (stage 1)" in res.stderr
+
+
+SLOW_REFERENCE = """
+import time
+import torch
+BUILT = []
+class Stage(torch.nn.Linear):
+    def forward(self, x):
+        if self.slow:   # the --verify-grads reference's copy: 1 s per forward
+            time.sleep(1.0)
+        return super().forward(x)
+def build_stage(stage, num_stages):
+    torch.manual_seed(stage)
+    m = Stage(4, 4)
+    m.slow = len(BUILT) >= num_stages   # built again, after the runtime's: the reference
+    BUILT.append(m)
+    return m
+def make_batch(step):
+    x = torch.randn(4, 4, generator=torch.Generator().manual_seed(step))
+    return x, x
+def loss_fn(y, t):
+    return ((y - t) ** 2).mean()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_step_times_leave_out_the_verify_grads_reference(tmp_path):
+    """--verify-steps trains a single-process reference beside steps 0..N-1; its time (the
+    whole model on every rank) was counted in those steps' printed times and the mean."""
+    model = tmp_path / "slow_reference.py"
+    model.write_text(SLOW_REFERENCE)
+    res = ppir_launch(
+        "-n", "1", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "3",
+        "--verify-grads", "--verify-steps", "2", "--device", "cpu",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "verify-params: after 2 optimizer steps" in res.stdout and "FAILED" not in res.stdout
+    times = {int(ln.split()[1]): float(ln.split()[4]) for ln in res.stdout.splitlines()
+             if ln.startswith("step ")}  # fmt: skip
+    assert sorted(times) == [0, 1, 2], res.stdout
+    assert times[1] < 500, res.stdout  # the reference's forward slept 1 s in step 1
+    mean = float(re.search(r"mean step time ([0-9.]+) ms", res.stdout).group(1))
+    assert mean < 500, res.stdout

@@ -7,9 +7,13 @@ data-parallel and tied reductions) and the loss with the reference's; with ``--v
 the reference is also trained for N steps with the same optimizer, and after N optimizer steps
 every parameter is compared, and the copies of each tied parameter with each other.  The largest
 differences are all-reduced, so every rank reaches the same verdict; rank 0 prints it.
+The time spent in the checks (the reference's own training among them) is kept in ``seconds``,
+so that the step times ``ppir.run`` prints leave it out.
 """
 
 from __future__ import annotations
+
+import time
 
 import torch
 import torch.distributed as dist
@@ -33,6 +37,7 @@ class Verifier:
         self.ctx, self.plan, self.model, self.rt, self.args = ctx, plan, model, rt, args
         self.steps = args.verify_steps or 0
         self.failure = ""  # what failed, for the launcher's one-line report
+        self.seconds = 0.0  # spent in after_backward and after_step, not in the pipeline's step
         self.ref = reference_modules(model, plan["stages"], ctx.device)
         self.ref_params = unique_parameters(self.ref)
         self.ref_opt = make_optimizer(model, self.ref_params, args.lr) if self.steps else None
@@ -73,6 +78,19 @@ class Verifier:
         return t.tolist()
 
     def after_backward(self, step: int, loss) -> bool:
+        return self._timed(self._after_backward, step, loss)
+
+    def after_step(self, step: int) -> bool:
+        return self._timed(self._after_step, step)
+
+    def _timed(self, check, *args) -> bool:
+        t0 = time.perf_counter()
+        try:
+            return check(*args)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def _after_backward(self, step: int, loss) -> bool:
         if step >= max(1, self.steps):
             return True
         for p in self.ref_params:
@@ -103,7 +121,7 @@ class Verifier:
             )
         return ok
 
-    def after_step(self, step: int) -> bool:
+    def _after_step(self, step: int) -> bool:
         if not self.steps or step >= self.steps:
             return True
         self.ref_opt.step()
