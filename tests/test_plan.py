@@ -392,6 +392,21 @@ def test_launch_timeout_must_be_positive(cli, value):
     assert exit_.value.code == 2
 
 
+@pytest.mark.parametrize("value", ["-0.01", "nan", "inf"])
+def test_launch_lr_must_be_a_finite_rate_of_0_or_more(cli, capsys, monkeypatch, value):
+    """Was accepted: a negative --lr trained uphill with the default SGD, and nan stopped the
+    run at step 1 with 'the loss is nan', as if the model had diverged."""
+    import ppir.cli.launch as launch
+
+    cuda = launch._cuda()
+    monkeypatch.setattr(cuda, "launch", lambda *a: pytest.fail("launched with --lr " + value))
+    with pytest.raises(SystemExit) as exit_:
+        cli("launch", "-n", "2", "1f1b", "--module", MODEL, "--lr", value)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --lr: must be a finite learning rate of 0 or more, got {value}" in err
+
+
 def test_launch_without_torch_is_one_clean_error(cli, monkeypatch):
     import importlib.util
 

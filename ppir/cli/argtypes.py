@@ -35,6 +35,17 @@ def positive_seconds(text: str) -> float:
     return v
 
 
+def learning_rate(text: str) -> float:
+    """A finite learning rate of 0 or more (torch's optimizers refuse a negative one)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite learning rate of 0 or more, got {text}")
+    return v
+
+
 def nonempty_path(text: str) -> str:
     """A path to write to, not empty or blank (an empty one wrote to a default name, to
     standard output, or was refused only after compiling); for options every rank of a

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from ppir.cli.argtypes import nonempty_path, positive_int, positive_seconds
+from ppir.cli.argtypes import learning_rate, nonempty_path, positive_int, positive_seconds
 from ppir.cli.deprecation import Renamed
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
@@ -116,7 +116,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=positive_int, default=10, help="training steps (default 10)")
     p.add_argument(
         "--lr",
-        type=float,
+        type=learning_rate,
         default=None,
         help="SGD learning rate when the model has no make_optimizer (default 0.01); a model "
         "with make_optimizer sets its own (--lr is then refused)",
