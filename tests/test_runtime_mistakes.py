@@ -182,3 +182,37 @@ def test_the_batch_check_takes_a_nan_in_the_same_batch_for_the_same_batch(monkey
     x[0, 0] = 0.0
     with pytest.raises(ModelError, match=r"make_batch\(1\) gave rank 0 and rank 1 different"):
         check_same_batch(list(x.chunk(4)), list(x.chunk(4)), 1, ctx, 1)
+
+
+TWO_STAGES_ONE_RANK = """schedule two(M = 2)
+ranks 1
+stages 2
+microbatches M
+placement [0, 0]
+program r {
+  for m in 0 .. M { F(m, 0) F(m, 1) }
+  for m in 0 .. M { B(m, 1) B(m, 0) }
+}
+"""
+
+
+def test_a_refused_tie_says_how_to_undo_the_refusal_in_the_api_and_the_cli():
+    """'ppir launch --tied refuse' reaches the runtime as shared='refuse': its refusal named
+    only the keyword, which a command-line user never wrote."""
+    from ppir.torch import SetupError, split_layers
+
+    class Head(torch.nn.Module):
+        def __init__(self, emb):
+            super().__init__()
+            self.emb = emb
+
+        def forward(self, h):
+            return h @ self.emb.weight.t()
+
+    emb = torch.nn.Linear(4, 4)
+    stages = split_layers([torch.nn.Linear(4, 4)], 2, first=emb, last=Head(emb))
+    program = ppir.compile(ppir.load_text(TWO_STAGES_ONE_RANK)).program
+    with pytest.raises(SetupError) as e:
+        PipelineRuntime(program, stages, torch.nn.functional.mse_loss, shared="refuse")
+    assert str(e.value).startswith("parameter 'first.weight' is shared: 'first.weight' of stage")
+    assert "(drop shared='refuse', or --tied refuse on the command line, to keep" in str(e.value)

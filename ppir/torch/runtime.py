@@ -395,5 +395,6 @@ def _refusal(entry: dict, plan: dict) -> str:
     return (
         f"parameter {entry['name']!r} is shared: {n0!r} of stage {s0} (rank "
         f"{plan['placement'][s0]}) is the same tensor as {where}; refusing to run it untied "
-        "(drop shared='refuse' to keep the copies identical by summing their gradients)"
+        "(drop shared='refuse', or --tied refuse on the command line, to keep the copies "
+        "identical by summing their gradients)"
     )
