@@ -154,6 +154,9 @@ def test_cli_writes_a_cost_file(model_file, tmp_path, cli):
     assert code == 0, err
     # the summary and the confirmation are the output (stdout); stderr keeps diagnostics only
     assert "boundary message" in stdout and f"wrote {out}" in stdout
+    # one rank sends no message: its time is not measured, not '0.000 ms'
+    assert f"boundary message: {ROWS * WIDTH * 4} bytes, not timed (one rank sends none; " in stdout
+    assert "0.000 ms" not in stdout
     assert "wrote" not in err
     cfg = make_config(load_config_file(str(out)), str(out))
     assert cfg.measured.stages == 2

@@ -167,11 +167,20 @@ def summary(mc) -> str:
                 f"{mc.optimizer_bytes[s] / 1024:.1f}" if mc.optimizer_bytes else "-",
             ]
         )
+    if dict(mc.info).get("ranks") == 1:  # nothing was sent: no time to print as 0.000 ms
+        comm = (
+            f"boundary message: {mc.message_size:.0f} bytes, not timed (one rank sends none; "
+            "the cost file prices messages and posts as free: profile with --ranks 2 or more)"
+        )
+    else:
+        comm = (
+            f"boundary message: {mc.transfer * 1e3:.3f} ms ({mc.message_size:.0f} bytes); "
+            f"posting a group: {mc.post * 1e3:.3f} ms of processor time, "
+            f"{mc.post_wall * 1e3:.3f} ms of wall time"
+        )
     return (
         table(rows, align=">")
-        + f"\nboundary message: {mc.transfer * 1e3:.3f} ms ({mc.message_size:.0f} bytes); "
-        f"posting a group: {mc.post * 1e3:.3f} ms of processor time, "
-        f"{mc.post_wall * 1e3:.3f} ms of wall time\n"
+        + f"\n{comm}\n"
         + "".join(
             f"shared: stages {', '.join(map(str, e.stages))} hold one "
             f"{(e.param_bytes + e.frozen_bytes) / 1024:.1f} KiB parameter (in each one's "
