@@ -395,3 +395,18 @@ def test_a_make_optimizer_that_raises_is_a_warning_with_its_traceback(tmp_path, 
     assert code == 0 and out.exists(), err
     assert err.startswith("ppir: warning: the model's optimizer could not be made"), err
     assert f'File "{path}", line ' in err and "optimizer_bytes" not in out.read_text()
+
+
+def test_one_rank_configures_the_model_once(tmp_path):
+    """--module-opt reaches configure() once per process: with one rank, measured in this
+    process, it was called twice (the check before measuring, then the rank), which breaks a
+    configure that accumulates or refuses a second call."""
+    calls = tmp_path / "calls.txt"
+    path = tmp_path / "configured_model.py"
+    path.write_text(
+        MODEL
+        + f"\ndef configure(**options):\n    open({str(calls)!r}, 'a').write(f'{{options}}\\n')\n"
+    )
+    spec = ProfileSpec(str(path), {"width": 16}, ranks=1, stages=2, microbatches=M, steps=2)
+    profile(spec)
+    assert calls.read_text().splitlines() == ["{'width': 16}"]

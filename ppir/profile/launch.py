@@ -90,9 +90,10 @@ def load_model(spec: str, options: dict | None = None):
         raise ProfileError(str(e)) from None
 
 
-def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str, batch=None) -> None:
-    """Measure one rank and write its samples to ``out``; ``batch``: ``make_batch(0)`` where
-    the caller (one rank, in this process) has made and checked it already."""
+def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str, batch=None, model=None) -> None:
+    """Measure one rank and write its samples to ``out``; ``batch`` and ``model``:
+    ``make_batch(0)`` and the configured model module where the caller (one rank, in this
+    process) has made and checked them already (``configure`` runs once per process)."""
     import torch
     import torch.distributed as dist
 
@@ -110,7 +111,7 @@ def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str, batch=None) ->
             timeout=datetime.timedelta(seconds=spec.timeout),
         )
     try:
-        model = load_model(spec.model, spec.options)
+        model = model or load_model(spec.model, spec.options)
         S, k = spec.num_stages, spec.num_stages // P
         pieces = []
         for j in range(rank * k, rank * k + k):
@@ -241,7 +242,7 @@ def profile(spec: ProfileSpec) -> MeasuredCosts:
     with tempfile.TemporaryDirectory(prefix="ppir-profile-") as tmp:
         out = os.path.join(tmp, "samples.json")
         if spec.ranks == 1:
-            _rank_main(0, spec, 0, out, batch)  # make_batch(0) is called once
+            _rank_main(0, spec, 0, out, batch, model)  # configure, make_batch(0): once
         else:
             _run_ranks(spec, tmp, out)
         data = json.loads(Path(out).read_text())
