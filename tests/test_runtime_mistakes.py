@@ -216,3 +216,25 @@ def test_a_refused_tie_says_how_to_undo_the_refusal_in_the_api_and_the_cli():
         PipelineRuntime(program, stages, torch.nn.functional.mse_loss, shared="refuse")
     assert str(e.value).startswith("parameter 'first.weight' is shared: 'first.weight' of stage")
     assert "(drop shared='refuse', or --tied refuse on the command line, to keep" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "world,dp,advice",
+    [(3, None, "must be 2 x the data-parallel size: start a multiple of 2 processes"),
+     (3, 2, "must be 2 x the data-parallel size (2 asked): start 4 processes")],
+)  # fmt: skip
+def test_a_world_the_plan_does_not_fit_says_how_many_processes_to_start(
+    monkeypatch, world, dp, advice
+):
+    """3 processes for a 2-rank plan without --dp were told 'start 2 processes', as if the
+    data-parallel size had to be 1: 4 or 6 run it too (2 or 3 replicas)."""
+    import torch.distributed as dist
+
+    from ppir.torch import SetupError, make_mesh
+
+    monkeypatch.setattr(dist, "get_world_size", lambda *a: world)
+    monkeypatch.setattr(dist, "get_rank", lambda *a: 1)
+    with pytest.raises(SetupError) as e:
+        make_mesh(2, dp)
+    said = f"rank 1: the plan has 2 pipeline ranks, so the {world} processes (WORLD_SIZE) "
+    assert str(e.value) == said + advice

@@ -156,8 +156,11 @@ def make_mesh(pp_size: int, dp_size: int | None = None, device_type: str = "cpu"
         raise SetupError(
             f"rank {rank}: the plan has {pp_size} pipeline ranks, so the {world} processes "
             f"(WORLD_SIZE) must be {pp_size} x the data-parallel size"
-            + (f" ({dp_size} asked)" if dp_size else "")
-            + f": start {pp_size * max(dp_size, 1)} processes"
+            + (
+                f" ({dp_size} asked): start {pp_size * dp_size} processes"
+                if dp_size  # else any multiple will do: not one count, as if dp had to be 1
+                else f": start a multiple of {pp_size} processes"
+            )
         )
     if dp_size == 1:
         return Mesh(pp_size, 1, rank, 0)
