@@ -301,3 +301,36 @@ def test_step_times_leave_out_the_verify_grads_reference(tmp_path):
     assert times[1] < 500, res.stdout  # the reference's forward slept 1 s in step 1
     mean = float(re.search(r"mean step time ([0-9.]+) ms", res.stdout).group(1))
     assert mean < 500, res.stdout
+
+
+BATCH_NORM = """
+import torch
+def build_stage(stage, num_stages):
+    torch.manual_seed(stage)
+    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+def make_batch(step):
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(step))
+    return x, x
+def loss_fn(y, t):
+    return ((y - t) ** 2).mean()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_verify_grads_says_why_a_batch_norm_model_differs(tmp_path):
+    """BatchNorm's statistics over a microbatch are not the whole batch's: --verify-grads
+    fails by design, and said only that pipelined training differs from one process."""
+    model = tmp_path / "batch_norm.py"
+    model.write_text(BATCH_NORM)
+    res = ppir_launch(
+        "-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "1", "--verify-grads",
+        "--device", "cpu",
+    )  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    [failed] = [ln for ln in res.stderr.splitlines() if ln.startswith("ppir launch: failed: ")]
+    assert "--verify-grads: step 0's gradients or loss differ from single-process" in failed
+    assert failed.endswith(
+        "; the stages train BatchNorm, whose statistics over a microbatch are not those over "
+        "the whole batch, so a difference is expected (docs/executor.md)"
+    ), failed

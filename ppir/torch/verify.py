@@ -100,7 +100,7 @@ class Verifier:
             return True
         gdiff, where = max_grad_diff(self.rt.stages, self.rt.stage_ids, stage_grads(self.ref))
         ldiff = abs(loss.item() - ref_loss.item()) if loss is not None else 0.0
-        gmax, lmax = self._worst(gdiff, ldiff)
+        gmax, lmax, batch_norm = self._worst(gdiff, ldiff, float(_batch_norm(self.rt.stages)))
         tol = self.args.tolerance
         ok = gmax <= tol and lmax <= tol
         if self.ctx.rank == 0:
@@ -119,6 +119,11 @@ class Verifier:
                 f"--verify-grads: step 0's gradients or loss differ from single-process "
                 f"training by {max(gmax, lmax):.3e}, above --tolerance {tol:g} (see above)"
             )
+            if batch_norm:  # on any rank: every rank says so
+                self.failure += (
+                    "; the stages train BatchNorm, whose statistics over a microbatch are not "
+                    "those over the whole batch, so a difference is expected (docs/executor.md)"
+                )
         return ok
 
     def _after_step(self, step: int) -> bool:
@@ -160,6 +165,13 @@ class Verifier:
                 "amplifies round-off: compare such runs with a looser --tolerance, e.g. 1e-4"
             )
         return ok
+
+
+def _batch_norm(stages) -> bool:
+    """Whether a stage holds a BatchNorm layer in training mode (it couples the samples of a
+    batch: microbatches see other statistics than the whole batch)."""
+    norms = torch.nn.modules.batchnorm._BatchNorm
+    return any(isinstance(m, norms) and m.training for s in stages for m in s.modules())
 
 
 def _stages(entry: dict) -> frozenset:
