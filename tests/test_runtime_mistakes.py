@@ -238,3 +238,21 @@ def test_a_world_the_plan_does_not_fit_says_how_many_processes_to_start(
         make_mesh(2, dp)
     said = f"rank 1: the plan has 2 pipeline ranks, so the {world} processes (WORLD_SIZE) "
     assert str(e.value) == said + advice
+
+
+@pytest.mark.parametrize("made", [None, "sgd"])
+def test_a_make_optimizer_that_returns_no_optimizer_is_refused(made):
+    """A make_optimizer that forgets its return gave None, which the run took for 'no
+    parameters to train': every step ran, nothing trained, nothing was said."""
+    from types import SimpleNamespace
+
+    from ppir.torch import ModelError
+    from ppir.torch.model import make_optimizer
+
+    model = SimpleNamespace(make_optimizer=lambda params: made)
+    with pytest.raises(ModelError) as e:
+        make_optimizer(model, [torch.nn.Parameter(torch.zeros(2))], None)
+    assert str(e.value) == (
+        f"make_optimizer returned {type(made).__name__}, not an optimizer (an object with step() "
+        "and zero_grad()): does it return the optimizer it makes?"
+    )

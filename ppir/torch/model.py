@@ -246,9 +246,16 @@ DEFAULT_LR = 0.01  # PlainSGD's rate when --lr is not given
 
 def make_optimizer(model, params, lr: float | None):
     """The model's ``make_optimizer(params)``, else :class:`PlainSGD` with rate ``lr``
-    (:data:`DEFAULT_LR` when None)."""
+    (:data:`DEFAULT_LR` when None); ModelError when the model's returns no optimizer (``None``
+    from a forgotten ``return``: the run would train nothing and say nothing)."""
     if callable(getattr(model, "make_optimizer", None)):
-        return model.make_optimizer(params)
+        opt = model.make_optimizer(params)
+        if not all(callable(getattr(opt, f, None)) for f in ("step", "zero_grad")):
+            raise ModelError(
+                f"make_optimizer returned {type(opt).__name__}, not an optimizer (an object "
+                "with step() and zero_grad()): does it return the optimizer it makes?"
+            )
+        return opt
     return PlainSGD(params, DEFAULT_LR if lr is None else lr)
 
 
