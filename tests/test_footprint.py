@@ -238,7 +238,8 @@ def test_cost_backend_and_tune_report_whole_memory(cli):
     code, out, err = cli(
         "compile", "zbv", "-D", "P=4", "-D", "M=8", "--backend", "cost", "--model", "llama3-8b"
     )
-    assert code == 0, err and "whole memory per rank in GiB" in out
+    assert code == 0, err
+    assert "whole memory per rank in GiB" in out
     code, out, err = cli("tune", "-P", "4", "--global-batch", "8", "--model", "llama3-8b",
                          "--schedules", "1f1b", "--recompute", "none", "--micro-batch", "1",
                          "--even", "--format", "json")  # fmt: skip
