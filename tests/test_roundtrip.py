@@ -231,6 +231,11 @@ def test_declared_params_is_one_answer_for_every_kind_of_schedule(cli, tmp_path)
     assert declared_params("torch:interleaved1f1b") == {"P", "M", "v"}
     with pytest.raises(PpirError, match="unknown torch schedule 'Nope'"):
         declared_params("torch:Nope")
+    with pytest.raises(PpirError) as e:  # torch's class name: no close match by similarity
+        declared_params("torch:Schedule1F1B")
+    assert "hint: did you mean '1F1B'? (torch:NAME takes torch's class name without " in (
+        e.value.render()
+    )
     assert declared_params("1f1b") == {"P", "M"}
     with pytest.raises(PpirError, match="no such file"):
         declared_params(str(tmp_path / "missing.pps"))

@@ -42,10 +42,17 @@ def canonical_name(name: str) -> str:
     for n in NAMES:
         if n.lower() == name.lower():
             return n
+    bare = name[len("Schedule") :] if name.lower().startswith("schedule") else None
+    known = next((n for n in NAMES if bare is not None and n.lower() == bare.lower()), None)
+    hints = (
+        [f"did you mean '{known}'? (torch:NAME takes torch's class name without 'Schedule')"]
+        if known
+        else did_you_mean(name, NAMES)
+    )
     raise error(
         "unknown-torch-schedule",
         f"unknown torch schedule '{name}'",
-        hints=did_you_mean(name, NAMES) + [f"torch schedules: {', '.join(NAMES)}"],
+        hints=hints + [f"torch schedules: {', '.join(NAMES)}"],
     )
 
 
