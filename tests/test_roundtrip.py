@@ -335,3 +335,19 @@ def test_file_extensions_are_read_in_either_case(cli, tmp_path):
         assert code == 0 and out.startswith(said), err
     code, out, err = cli("import", str(tmp_path / "O.TXT"))
     assert code == 0 and "rank 1: 1F0 1B0 1F1 1B1" in out, err
+
+
+def test_an_execution_plan_given_as_a_schedule_says_how_it_runs(cli, tmp_path):
+    """'ppir launch plan.json' and 'ppir check plan.json' (a ppir.plan/2 file) only said that
+    it is no ppir.program/1 program."""
+    plan = tmp_path / "plan.json"
+    code, _, err = cli("compile", "1f1b", "-D", "P=2", "-D", "M=2", "--backend", "cuda",
+                       "-o", str(plan))  # fmt: skip
+    assert code == 0, err
+    code, _, err = cli("check", str(plan))
+    assert code == 2
+    assert err.splitlines()[1] == (
+        "hint: it is an execution plan ('ppir compile --backend cuda'): run it with 'torchrun "
+        f"--nproc-per-node 2 -m ppir.run {plan} --module MODULE', or give 'ppir launch' the "
+        "schedule it was compiled from"
+    )

@@ -324,11 +324,16 @@ def read_json_program(
             got = f"it holds a JSON {_JSON_TYPES.get(type(obj), type(obj).__name__)}"
         else:
             got = f"format: {obj['format']!r}" if "format" in obj else "it has no 'format' key"
-        raise error(
-            "bad-input",
-            f"{path}: not a {JSON_FORMAT} program ({got})",
-            hints=["ppir reads the JSON that 'ppir dump --format json' writes"],
-        )
+        hints = ["ppir reads the JSON that 'ppir dump --format json' writes"]
+        if isinstance(obj, dict) and obj.get("format") == "ppir.plan/2":
+            n = obj.get("ranks") if isinstance(obj.get("ranks"), int) else "N"
+            hints.insert(
+                0,
+                "it is an execution plan ('ppir compile --backend cuda'): run it with "
+                f"'torchrun --nproc-per-node {n} -m ppir.run {path} --module MODULE', or give "
+                "'ppir launch' the schedule it was compiled from",
+            )
+        raise error("bad-input", f"{path}: not a {JSON_FORMAT} program ({got})", hints=hints)
 
     memo: dict = {}
     ranks: dict[int, list[Span]] = {}
