@@ -6,6 +6,8 @@ or edge would cost more than the work itself."""
 
 from __future__ import annotations
 
+from itertools import count, islice, repeat
+
 from ppir.ir import deps
 from ppir.ir.deferred import OpenGroups
 from ppir.ir.graph import (
@@ -34,29 +36,31 @@ from ppir.ir.types import (
 _S = 3  # predecessors are stored as node << _S | edge kind (ppir.ir.graph._SHIFT)
 
 
-def _reduce(g: ProgramGraph, r: int, i: int, last: int, order: list) -> None:
+def _reduce(g: ProgramGraph, r: int, i: int, last: int, first: int) -> int:
     """A reduce node after ``last`` in program order (nothing waits for it), and after the
-    rank's previous reduce on their shared ring (a channel edge)."""
+    rank's previous reduce on their shared ring (a channel edge); the rank's nodes are
+    ``first`` onwards.  Returns the node."""
     v = g._add(REDUCE, r, i, -1, -1)
     if last >= 0:
         g._edge(last, v, ORDER)
-    prev = next((u for u in reversed(order) if g.kind[u] == REDUCE), -1)
+    kind = g.kind
+    prev = next((u for u in range(v - 1, first - 1, -1) if kind[u] == REDUCE), -1)
     if prev >= 0:
         g._edge(prev, v, CHANNEL)
-    order.append(v)
+    return v
 
 
 def compute_only(g: ProgramGraph, s: Schedule) -> None:
     kind, rank, item, lo_, hi_, after, before = g.node_lists()
     op_node = g.op_node
     for r in range(s.ranks):
-        order, last = [], -1
+        order, first, last = [], len(kind), -1
         starts = g.item_starts[r]
         prog = s.programs[r]
         for i in range(len(starts) - 1):
             lo, hi = starts[i], starts[i + 1]
             if prog[i].__class__ is Reduce:
-                _reduce(g, r, i, last, order)
+                order.append(_reduce(g, r, i, last, first))
                 continue
             v = len(kind)
             kind.append(COMPUTE)
@@ -80,42 +84,40 @@ def compute_only(g: ProgramGraph, s: Schedule) -> None:
 def fifo_units(g: ProgramGraph, s: Schedule) -> None:
     kind, rank, item, lo_, hi_, after, before = g.node_lists()
     op_node, ops, fifo_prev = g.op_node, g.ops, g.fifo_prev
+    compute_kinds = COMPUTE_KINDS
     for r, prog in enumerate(s.programs):
-        order: list[int] = []
+        order: list[int] = []  # the nodes' own ints (shared, not one more int per node)
         add = order.append
+        first = v = len(kind)  # v: the next node; a rank's nodes are consecutive
         last_block = last_group = -1
         deferred = OpenGroups()  # a deferred group's actions -> its post node
         starts = g.item_starts[r]
-        for i in range(len(starts) - 1):
-            lo, hi = starts[i], starts[i + 1]
-            it = prog[i]
+        for i, it, lo, hi in zip(count(), prog, starts, islice(starts, 1, None)):
             cls = it.__class__
-            if cls is Reduce:
-                _reduce(g, r, i, last_block, order)
-                continue
-            v = len(kind)
             if cls is Wait:
                 p = deferred.take(it.actions, -1)
                 kind.append(WAIT)
-                rank.append(r)
                 item.append(i)
                 lo_.append(p)
                 hi_.append(-1)
                 after.append([])
-                pre = []
                 if last_block >= 0:
                     after[last_block].append(v)
-                    pre.append(last_block << _S | ORDER)
-                if p >= 0:
+                    if p >= 0:
+                        after[p + 1].append(v)
+                        before.append([last_block << _S | ORDER, (p + 1) << _S | WAITS])
+                    else:
+                        before.append([last_block << _S | ORDER])
+                elif p >= 0:
                     after[p + 1].append(v)
-                    pre.append((p + 1) << _S | WAITS)
-                before.append(pre)
+                    before.append([(p + 1) << _S | WAITS])
+                else:
+                    before.append([])
                 last_block = v
                 add(v)
-                continue
-            if cls is Overlap or (hi > lo and ops[lo].kind in COMPUTE_KINDS):
+                v += 1
+            elif cls is Overlap or (hi > lo and ops[lo].kind in compute_kinds):
                 kind.append(COMPUTE)
-                rank.append(r)
                 item.append(i)
                 lo_.append(lo)
                 hi_.append(hi)
@@ -131,34 +133,38 @@ def fifo_units(g: ProgramGraph, s: Schedule) -> None:
                     before.append([])
                 last_block = v
                 add(v)
-                continue
-            # a group (or a lone comm action): its post v and its done v + 1
-            d = v + 1
-            kind.extend((POST, DONE))
-            rank.extend((r, r))
-            item.extend((i, i))
-            lo_.extend((lo, lo))
-            hi_.extend((hi, hi))
-            after.append([d])
-            after.append([])
-            op_node[lo:hi] = [v] * (hi - lo)
-            pre = []
-            if last_block >= 0:
-                after[last_block].append(v)
-                pre.append(last_block << _S | ORDER)
-            if hi > lo:  # an empty group is a no-op, not a group of the FIFO
-                if last_group >= 0:  # its messages follow the previous group's done (match)
-                    fifo_prev[v] = last_group
-                last_group = d
-            before.append(pre)
-            before.append([v << _S | ORDER])
-            if cls is Group and it.deferred:  # the program goes on once it is posted
-                deferred.put(it.actions, v)
-                last_block = v
-            else:
-                last_block = d
-            add(v)
-            add(d)
+                v += 1
+            elif cls is Reduce:
+                rank.extend(repeat(r, v - len(rank)))  # _reduce appends its node's rank
+                add(_reduce(g, r, i, last_block, first))
+                v += 1
+            else:  # a group (or a lone comm action): its post v and its done v + 1
+                d = v + 1
+                kind.extend((POST, DONE))
+                item.extend((i, i))
+                lo_.extend((lo, lo))
+                hi_.extend((hi, hi))
+                after.append([d])
+                after.append([])
+                op_node[lo:hi] = [v] * (hi - lo)
+                if last_block >= 0:
+                    after[last_block].append(v)
+                    before.append([last_block << _S | ORDER])
+                else:
+                    before.append([])
+                before.append([v << _S | ORDER])
+                if hi > lo:  # an empty group is a no-op, not a group of the FIFO
+                    if last_group >= 0:  # its messages follow the previous group's done (match)
+                        fifo_prev[v] = last_group
+                    last_group = d
+                if cls is Group and it.deferred:  # the program goes on once it is posted
+                    deferred.put(it.actions, v)
+                    last_block = v
+                else:
+                    last_block = d
+                order.extend((v, d))
+                v += 2
+        rank.extend(repeat(r, v - len(rank)))
         g.rank_nodes.append(order)
 
 
@@ -174,7 +180,7 @@ def relaxed_units(g: ProgramGraph, s: Schedule) -> None:
         for i in range(len(starts) - 1):
             lo, hi = starts[i], starts[i + 1]
             if s.programs[r][i].__class__ is Reduce:
-                _reduce(g, r, i, last_compute, order)
+                order.append(_reduce(g, r, i, last_compute, order[0] if order else len(g.kind)))
                 continue
             by_peer: dict[int, list[int]] = {}
             for o in range(lo, hi):
