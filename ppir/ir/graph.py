@@ -66,6 +66,7 @@ import weakref
 from array import array
 from collections.abc import Iterator, Mapping
 from itertools import accumulate, chain
+from operator import sub
 from types import MappingProxyType
 
 import networkx as nx
@@ -392,4 +393,4 @@ class Predecessors:
     def counts(self) -> list[int]:
         """The number of predecessors of every node."""
         ptr = self.ptr
-        return [ptr[v + 1] - ptr[v] for v in range(len(ptr) - 1)]
+        return list(map(sub, ptr[1:], ptr[:-1]))
