@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from ppir.ir import fast_init as _fast_init
 from ppir.ir import shape as _shape
 
 
@@ -180,6 +181,8 @@ class Wait:
     def __str__(self) -> str:
         return "wait[" + " ".join(str(a) for a in self.actions) + "]"
 
+
+_fast_init.install(Group, Wait, Action, COMM_KINDS)
 
 _OVERLAP_RE = re.compile(r"^\((\d+F\d+);(\d+[BI]\d+)\)OVERLAP_F_B$")
 
