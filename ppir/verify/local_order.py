@@ -65,12 +65,12 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
                         ]
                         if found and min(found) > o:
                             out.append(_local_order(g, o, min(found)))
-            rule = crosses.get(k)
-            if lowered and rule is not None:
+            rule = crosses.get(k) if lowered else None
+            if rule is not None:
                 ps = st + rule[0]
                 if lo <= ps < hi and place[ps] != r:
                     key = (st, rule[2], m)  # the RECV delivering it (deps.recv_key)
-                    x = first_op(*key)
+                    x = first_op(st, rule[2], m)
                     if x is not None and op_rank[x] != r:
                         x = on_rank(key, r)
                     i = op_item[x] if x is not None else None
@@ -83,10 +83,9 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
             r, m = op_rank[o], a.mb
             best = None  # the first producer of what it sends, on its rank
             for kk in serves[k]:
-                key = (st, kk, m)
-                x = first_op(*key)
+                x = first_op(st, kk, m)
                 if x is not None and op_rank[x] != r:
-                    x = on_rank(key, r)
+                    x = on_rank((st, kk, m), r)
                 if x is not None and (best is None or x < best):
                     best = x
             if best is not None and best > o:
