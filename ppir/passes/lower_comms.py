@@ -57,6 +57,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, replace
+from operator import itemgetter
 
 from ppir.analysis.costs import Costs, costs_for
 from ppir.analysis.timeline import Timeline, run
@@ -67,10 +68,9 @@ STRATEGIES = ("lockstep", "eager", "naive")
 _KIND_ORDER = {OpKind.SEND_F: 0, OpKind.SEND_B: 1, OpKind.RECV_F: 2, OpKind.RECV_B: 3}
 
 
-def _first4(entry: tuple) -> tuple:
-    """The order of comm actions inside one group: by peer rank, then SEND_F, SEND_B, RECV_F,
-    RECV_B, then stage and microbatch (both ends of a channel agree on it)."""
-    return entry[:4]
+_first4 = itemgetter(0, 1, 2, 3)
+"""An entry's sort key, the order of comm actions inside one group: by peer rank, then SEND_F,
+SEND_B, RECV_F, RECV_B, then stage and microbatch (both ends of a channel agree on it)."""
 
 
 @dataclass(frozen=True)
@@ -164,8 +164,9 @@ def _place_groups(
     programs = []
 
     def group(entries: list) -> Group:
-        entries.sort(key=_first4)
-        return Group(tuple(e[4] for e in entries))
+        if len(entries) > 1:
+            entries.sort(key=_first4)
+        return Group(tuple([e[4] for e in entries]))
 
     for r in range(s.ranks):
         times = sorted(comms[r])
@@ -190,21 +191,19 @@ def _meeting_time(lo: int, hi: int | None, a: tuple[list, list], b: tuple[list, 
     producer's finish) is used: still deadlock-free, with some waiting.
     """
     t = lo
+    (sa, fa), (sb, fb) = a, b
     while hi is None or t <= hi:
-        t2 = _free_point(t, *a)
-        t2 = _free_point(t2, *b)
+        t2 = t  # t, or the finish of the op running at t on either rank (start < t < finish)
+        i = bisect_left(sa, t2) - 1
+        if i >= 0 and fa[i] > t2:
+            t2 = fa[i]
+        i = bisect_left(sb, t2) - 1
+        if i >= 0 and fb[i] > t2:
+            t2 = fb[i]
         if t2 == t:
             return t
         t = t2
     return lo
-
-
-def _free_point(t: int, starts: list[int], finishes: list[int]) -> int:
-    """t, or the finish of the op that is running at t (start < t < finish)."""
-    i = bisect_left(starts, t) - 1
-    if i >= 0 and finishes[i] > t:
-        return finishes[i]
-    return t
 
 
 def _lower_naive(s: Schedule) -> Schedule:
