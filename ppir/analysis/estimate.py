@@ -371,9 +371,9 @@ def _exposed_comm(tl: Timeline, transfers: list[tuple], conv) -> list:
         if b > a:
             spans[src].append((a, b))
             spans[dst].append((a, b))
-    compute = [
+    compute = [  # (none is read when no transfer takes time: free links)
         [(tl.start[v], tl.finish[v]) for v in order if g.kind[v] == COMPUTE]
-        for order in g.rank_nodes
+        for order in (g.rank_nodes if any(spans) else [[]] * P)
     ]
     out = []
     for r, row in enumerate(spans):

@@ -245,6 +245,7 @@ def _recv_peaks(g: ProgramGraph, r: int) -> tuple[int, int, int]:
     crosses = deps.CROSSES_IN
     within = deps.stage_bounds(S, g.schedule.pipelines)  # inputs come from the op's pipeline
     RECV_F, RECV_B = OpKind.RECV_F, OpKind.RECV_B
+    add = pending.add
     for v in g.rank_nodes[r]:
         k = kind[v]
         if k == POST:
@@ -252,23 +253,27 @@ def _recv_peaks(g: ProgramGraph, r: int) -> tuple[int, int, int]:
                 a = ops[o]
                 ak = a.kind
                 if ak is RECV_F or ak is RECV_B:
-                    pending.add((a.stage, ak, a.mb))
+                    add((a.stage, ak, a.mb))
                     if ak is RECV_F:
                         nf += 1
-                        pf = max(pf, nf)
+                        if nf > pf:
+                            pf = nf
                     else:
                         nb += 1
-                        pb = max(pb, nb)
-                    pt = max(pt, nf + nb)
+                        if nb > pb:
+                            pb = nb
+                    if nf + nb > pt:
+                        pt = nf + nb
         elif k == COMPUTE and pending:
             for a in ops[lo[v] : hi[v]]:
                 rule = crosses.get(a.kind)
-                if rule is None or not 0 <= a.stage < S:
+                st = a.stage
+                if rule is None or not 0 <= st < S:
                     continue
-                lo_s, hi_s = within[a.stage]
-                if not lo_s <= a.stage + rule[0] < hi_s:
+                lo_s, hi_s = within[st]
+                if not lo_s <= st + rule[0] < hi_s:
                     continue
-                key = (a.stage, rule[2], a.mb)  # the RECV delivering its input (deps.recv_key)
+                key = (st, rule[2], a.mb)  # the RECV delivering its input (deps.recv_key)
                 if key in pending:
                     pending.discard(key)
                     if rule[1]:
