@@ -33,6 +33,7 @@ as after every pass.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 
 from ppir.ir import Action, Group, Item, Overlap, Schedule, Wait, deps, item_actions
 from ppir.ir.types import COMPUTE_KINDS, SEND_KINDS
@@ -85,7 +86,7 @@ def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
     get = where.get
     for seen, it in comm:
         acts = item_actions(it)
-        slot = max(last_post, seen - hoist)
+        slot = seen - hoist if seen - hoist > last_post else last_post
         consumer = None
         for a in acts:
             st, m = a.stage, a.mb
@@ -99,7 +100,7 @@ def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
                     x = get((st, k, m))
                     if x is not None and x >= seen and (consumer is None or x < consumer):
                         consumer = x
-        slot = last_post = min(slot, seen)
+        slot = last_post = slot if slot < seen else seen
         group = Group(tuple(acts), getattr(it, "span", None), deferred=True)
         posts.append((slot, group))
         waits.append((consumer, Wait(group.actions, group.span)))
@@ -114,16 +115,20 @@ def _overlap_rank(prog: tuple[Item, ...], hoist: int) -> list[Item]:
         nxt = min(nxt, waits[i][0])
     # At each slot: posts (in posting order), then waits (stable: program order within a slot),
     # then the compute item.  A wait never precedes its own post: its slot is >= the post's.
-    waits.sort(key=lambda x: x[0])
+    waits.sort(key=itemgetter(0))
     out: list[Item] = []
+    add = out.append
+    posts.append((-1, None))  # sentinels: no slot is -1
+    waits.append((-1, None))
     pi = wi = 0
-    for k in range(len(compute) + 1):
-        while pi < len(posts) and posts[pi][0] == k:
-            out.append(posts[pi][1])
+    for k, c in enumerate(compute):
+        while posts[pi][0] == k:
+            add(posts[pi][1])
             pi += 1
-        while wi < len(waits) and waits[wi][0] == k:
-            out.append(waits[wi][1])
+        while waits[wi][0] == k:
+            add(waits[wi][1])
             wi += 1
-        if k < len(compute):
-            out.append(compute[k])
+        add(c)
+    out.extend(p for _, p in posts[pi:-1])  # the slot at the end of the program
+    out.extend(w for _, w in waits[wi:-1])
     return out
