@@ -196,6 +196,25 @@ def test_balanced_split_unloads_the_head_stage_and_tune_times_it_as_compile_does
     assert code == 0 and "note:" not in out, err  # 80 = 8 x 10: 10 + 1.2 against 11, a 2% cut
 
 
+def test_measured_costs_are_not_searched_for_a_balanced_split():
+    """Measured costs time the profiled stages whatever their layers (a model only sizes
+    memory), so the balanced split is no faster: it was a second row with the even one's step
+    time and peak, shown as a layout that would shorten the slowest stage."""
+    import tomllib
+
+    from ppir.analysis.measured import MeasuredCosts
+
+    T = (1e-3,) * 4
+    doc = tomllib.loads(MeasuredCosts(4, T, (2e-3,) * 4, T, T, 1e-4).to_toml())
+    cfg = make_config({**doc, "model": {"preset": "llama3-8b"}})
+    space = Space(world=4, tp=1, pps=(4,), global_batch=8, micro_batches=(1,),
+                  recomputes=("none",), top=10)  # fmt: skip
+    cands = search(["1f1b"], space, cfg)
+    assert [c.stage_layers for c in cands] == [None] and cands[0].ok
+    modelled = search(["1f1b"], space, make_config({"model": {"preset": "llama3-8b"}}))
+    assert {c.stage_layers for c in modelled} == {None, (8, 9, 9, 6)}  # the model's costs: tried
+
+
 @pytest.mark.parametrize("name", builtin_names())
 @pytest.mark.parametrize("P,M", [(2, 4), (4, 8), (4, 12)])
 def test_program_bound_is_below_the_dependency_bound(name, P, M):

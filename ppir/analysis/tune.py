@@ -27,7 +27,8 @@ With a model, each choice has ``pp`` x ``dp`` x ``tp`` = ``world`` GPUs and micr
 (:mod:`ppir.analysis.footprint`) at that tp, dp, mbs and recomputation; times are seconds and
 include each stage's data-parallel gradient reduction (``compile(dp=...)``).  Layers that do
 not split evenly are split unevenly when ``uneven`` is on (:func:`uneven_layers`; a stage
-without a layer is rejected); with ``uneven`` on, each choice is also tried with
+without a layer is rejected); with ``uneven`` on and costs from the model (not measured ones,
+which time the profiled stages whatever their layers), each choice is also tried with
 :func:`balanced_layers` (the output layer's work counted on the last stage) when that split's
 slowest stage is faster, as a choice of its own (``stage_layers``).  A schedule's v is its
 stages / ranks (V-shaped: v = 2).
@@ -278,7 +279,9 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
             return [
                 Candidate(**base, recompute=r, reason=why, why="divisibility") for r in recomputes
             ]
-        splits = _splits(model, L, span, s.stages // span, space.uneven)
+        # measured costs time the profiled stages whatever their layers: no split is faster
+        balance = space.uneven and cfg.measured is None
+        splits = _splits(model, L, span, s.stages // span, balance)
     else:
         splits = [None]
     scale = 1 if cfg.time_unit == "s" else mbs
@@ -302,12 +305,12 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
     return out
 
 
-def _splits(model, L: int, span: int, copies: int, uneven: bool) -> list:
+def _splits(model, L: int, span: int, copies: int, balance: bool) -> list:
     """The layer splits to try (None: the even one): the even split, or :func:`uneven_layers`
-    when the layers do not divide; with ``uneven``, also :func:`faster_split`'s balanced one
+    when the layers do not divide; with ``balance``, also :func:`faster_split`'s balanced one
     (the head on the last stage counted) when its slowest stage is faster."""
     first = uneven_layers(L, span) if L % span else None
-    faster = faster_split(model, span, first) if uneven else None
+    faster = faster_split(model, span, first) if balance else None
     return [first and first * copies] + ([faster * copies] if faster else [])
 
 
