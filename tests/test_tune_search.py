@@ -187,13 +187,22 @@ def test_balanced_split_unloads_the_head_stage_and_tune_times_it_as_compile_does
     code, out, err = cli(*compile_argv)
     assert code == 0, err
     assert (
-        "note: --stage-layers 4x5,5x2,2 shortens the slowest stage's forward by 20% (the last "
-        "stage's output layer counted as 2.2 layers); ppir tune tries it\n"
+        "note: --stage-layers 4x5,5x2,2 cuts the busiest rank's forward by 20% (the output layer "
+        "counted as 2.2 layers on the last stage); ppir tune tries it\n"
     ) in out
     code, out, err = cli(*compile_argv, "--stage-layers", "4x5,5x2,2")
     assert code == 0 and "note:" not in out, err
     code, out, err = cli(*compile_argv[:-4], "--model", "llama3-70b,seq=4096")
     assert code == 0 and "note:" not in out, err  # 80 = 8 x 10: 10 + 1.2 against 11, a 2% cut
+    # counted per rank: a DualPipe rank runs model stages r and P-1-r, so the head's rank also
+    # runs the first stage; the split that balances stages leaves its busiest rank 18 layers'
+    # worth against 18.1, and compiled with it the step is slower (1.922 s against 1.846)
+    code, out, err = cli("compile", "dualpipe", "-D", "P=4", "-D", "M=8", "--backend", "cost",
+                         "--model", "llama3-8b")  # fmt: skip
+    assert code == 0 and "note:" not in out, err
+    code, out, err = cli("compile", "zbv", "-D", "P=4", "-D", "M=8", "--backend", "cost",
+                         "--model", "llama3-8b")  # fmt: skip
+    assert "note: --stage-layers 4x5,5x2,2 cuts the busiest rank's forward by 11%" in out
 
 
 def test_measured_costs_are_not_searched_for_a_balanced_split():

@@ -82,22 +82,25 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
 
 
 NOTE_CUT = 0.05
-"""The least cut of the slowest stage's forward that :func:`split_note` points out."""
+"""The least cut of the busiest rank's forward that :func:`split_note` points out."""
 
 
 def split_note(schedule, cfg) -> str:
-    """A ``note:`` line when :func:`ppir.analysis.layout.faster_split` finds a layer split whose
-    slowest stage forward is at least :data:`NOTE_CUT` shorter than the compiled one's (the even
-    split, or ``--stage-layers``), with the flag that compiles it; "" otherwise (no model,
-    measured costs, or nothing that much faster)."""
-    from ppir.analysis.layout import faster_split, format_stage_layers, head_layers, slowest_stage
+    """A ``note:`` line when :func:`ppir.analysis.layout.faster_split` finds a layer split under
+    which the busiest rank's forward work (its stages' layers, the output layer on each last
+    stage, times ``--stage-weights``) is at least :data:`NOTE_CUT` less than under the compiled
+    split (the even one, or ``--stage-layers``), with the flag that compiles it; "" otherwise
+    (no model, measured costs, or nothing that much faster).  Counted per rank, not per stage:
+    a rank of bidirectional DualPipe runs model stages r and P-1-r, which the split balances
+    against each other already."""
+    from ppir.analysis.layout import faster_split, format_stage_layers, head_layers
     from ppir.ir import deps
 
     model = cfg.model
     if model is None or cfg.measured is not None:
         return ""
-    S = schedule.stages
-    span = deps.pipeline_length(S, schedule.pipelines)
+    S, pipelines = schedule.stages, schedule.pipelines
+    span = deps.pipeline_length(S, pipelines)
     current = tuple(cfg.stage_layers[:span]) if cfg.stage_layers else None
     if current is None and model.layers % span:
         return ""
@@ -105,12 +108,21 @@ def split_note(schedule, cfg) -> str:
     if faster is None:
         return ""
     head = head_layers(model)
-    was = slowest_stage(current or (model.layers // span,) * span, head)
-    cut = 1 - slowest_stage(faster, head) / was
+    weights = cfg.stage_weights or (1,) * S
+
+    def busiest(counts) -> float:
+        load = [0.0] * schedule.ranks
+        for s, r in enumerate(schedule.placement):
+            n = counts[deps.model_stage(s, S, pipelines)]
+            last = deps.is_last(s, S, pipelines)
+            load[r] += float((n + (head if last else 0)) * weights[s])
+        return max(load)
+
+    cut = 1 - busiest(faster) / busiest(current or (model.layers // span,) * span)
     if cut < NOTE_CUT:
         return ""
     return (
-        f"note: --stage-layers {format_stage_layers(faster * (S // span))} shortens the slowest "
-        f"stage's forward by {float(cut):.0%} (the last stage's output layer counted as "
-        f"{float(head):.2g} layers); ppir tune tries it\n"
+        f"note: --stage-layers {format_stage_layers(faster * (S // span))} cuts the busiest "
+        f"rank's forward by {cut:.0%} (the output layer counted as {float(head):.2g} layers on "
+        "the last stage); ppir tune tries it\n"
     )
