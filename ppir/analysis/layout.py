@@ -102,7 +102,7 @@ def slowest_stage(counts, head) -> object:
 
 
 def head_layers(model):
-    """The output layer's forward FLOPs in layers' (a Fraction; both grow with b alike, so it
+    """The output layer's forward FLOPs in layers (a Fraction; both grow with b alike, so it
     holds for every micro-batch size; a layer's attention grows with s squared, the head's
     with s, so it is the model's own seq's)."""
     return Fraction(model.head_forward_flops(), model.forward_flops_per_layer())
