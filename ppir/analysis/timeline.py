@@ -175,22 +175,9 @@ def run(g: ProgramGraph, costs: Costs | None = None) -> Timeline:
     finish = [0] * n
     ran = bytearray(n)
     stack = [v for v in range(n - 1, -1, -1) if not indeg[v]]
-    pop, push = stack.pop, stack.append
-    if g.lowered:  # _relaxer's relax written out here: this loop runs once per node
-        succ = g.after
-        while stack:
-            v = pop()
-            ran[v] = 1
-            t = finish[v] = start[v] + dur[v]
-            for w in succ[v]:
-                if start[w] < t:
-                    start[w] = t
-                indeg[w] -= 1
-                if not indeg[w]:
-                    push(w)
-        return Timeline(g, costs, dur, start, finish, ran, ran.count(1))  # each ran once
     count = 0
-    relax = _relaxer(g, costs, start, indeg, push)
+    pop = stack.pop
+    relax = _relaxer(g, costs, start, indeg, stack.append)
     while stack:
         v = pop()
         count += 1
@@ -204,8 +191,7 @@ def _relaxer(g: ProgramGraph, costs: Costs | None, start: list, indeg: list, pus
     """The one rule of when a node may start: ``relax(v, t)`` says that node ``v`` finished at
     ``t``: every wait-for successor starts no earlier than ``t`` (a data successor of a
     compute-only graph no earlier than ``t`` plus its link's time), and each successor whose
-    last predecessor this was is handed to ``push``.  (:func:`run` writes the wait-for part out
-    in its loop over a lowered graph, where it is the hot path.)"""
+    last predecessor this was is handed to ``push``."""
     succ = g.after
 
     def relax(v: int, t) -> None:
