@@ -86,43 +86,28 @@ NOTE_CUT = 0.05
 
 
 def split_note(schedule, cfg) -> str:
-    """A ``note:`` line when :func:`ppir.analysis.layout.faster_split` finds a layer split under
-    which the busiest rank's forward work (its stages' layers, the output layer on each last
-    stage, times ``--stage-weights``) is at least :data:`NOTE_CUT` less than under the compiled
-    split (the even one, or ``--stage-layers``), with the flag that compiles it; "" otherwise
-    (no model, measured costs, or nothing that much faster).  Counted per rank, not per stage:
-    a rank of bidirectional DualPipe runs model stages r and P-1-r, which the split balances
-    against each other already."""
+    """A ``note:`` line when :func:`ppir.analysis.layout.faster_split` finds a layer split that
+    cuts the busiest rank's forward work (its stages' layers, the output layer on each last
+    stage, times ``--stage-weights``) by at least :data:`NOTE_CUT` against the compiled split
+    (the even one, or ``--stage-layers``), with the flag that compiles it; "" otherwise (no
+    model, measured costs, or nothing that much faster)."""
     from ppir.analysis.layout import faster_split, format_stage_layers, head_layers
     from ppir.ir import deps
 
     model = cfg.model
     if model is None or cfg.measured is not None:
         return ""
-    S, pipelines = schedule.stages, schedule.pipelines
-    span = deps.pipeline_length(S, pipelines)
+    S = schedule.stages
+    span = deps.pipeline_length(S, schedule.pipelines)
     current = tuple(cfg.stage_layers[:span]) if cfg.stage_layers else None
     if current is None and model.layers % span:
         return ""
-    faster = faster_split(model, span, current)
-    if faster is None:
+    found = faster_split(model, schedule, current, cfg.stage_weights)
+    if found is None or found[1] < NOTE_CUT:
         return ""
-    head = head_layers(model)
-    weights = cfg.stage_weights or (1,) * S
-
-    def busiest(counts) -> float:
-        load = [0.0] * schedule.ranks
-        for s, r in enumerate(schedule.placement):
-            n = counts[deps.model_stage(s, S, pipelines)]
-            last = deps.is_last(s, S, pipelines)
-            load[r] += float((n + (head if last else 0)) * weights[s])
-        return max(load)
-
-    cut = 1 - busiest(faster) / busiest(current or (model.layers // span,) * span)
-    if cut < NOTE_CUT:
-        return ""
+    counts, cut = found
     return (
-        f"note: --stage-layers {format_stage_layers(faster * (S // span))} cuts the busiest "
-        f"rank's forward by {cut:.0%} (the output layer counted as {float(head):.2g} layers on "
-        "the last stage); ppir tune tries it\n"
+        f"note: --stage-layers {format_stage_layers(counts * (S // span))} cuts the busiest "
+        f"rank's forward by {float(cut):.0%} (the output layer counted as "
+        f"{float(head_layers(model)):.2g} layers on the last stage); ppir tune tries it\n"
     )

@@ -95,12 +95,6 @@ def balanced_layers(layers: int, stages: int, head) -> tuple[int, ...]:
     return (*out, n)
 
 
-def slowest_stage(counts, head) -> object:
-    """The largest stage forward of one pipeline's layer ``counts``, in layers: the last stage
-    also runs the output layer, worth ``head`` layers."""
-    return max([*counts[:-1], counts[-1] + head])
-
-
 def head_layers(model):
     """The output layer's forward FLOPs in layers (a Fraction; both grow with b alike, so it
     holds for every micro-batch size; a layer's attention grows with s squared, the head's
@@ -108,18 +102,35 @@ def head_layers(model):
     return Fraction(model.head_forward_flops(), model.forward_flops_per_layer())
 
 
-def faster_split(model, span: int, current=None) -> tuple[int, ...] | None:
-    """One pipeline's :func:`balanced_layers` counts (``span`` stages) for ``model`` when their
-    slowest stage (:func:`slowest_stage`) is faster than that of ``current`` (one pipeline's
-    counts; None: the even split, or :func:`uneven_layers` when the layers do not divide);
-    else None."""
+def busiest_rank(schedule: Schedule, counts, head, weights=None):
+    """The largest forward work of a rank of ``schedule``, in layers: the layers of each of its
+    stages (one pipeline's ``counts``, by model stage), ``head`` more on each last stage, each
+    stage's times its weight (``weights``: one per stage, default 1).  Per rank, not per
+    stage: a rank of a V placement or of bidirectional DualPipe runs two stages."""
+    S, pipelines = schedule.stages, schedule.pipelines
+    load = [0] * schedule.ranks
+    for s, r in enumerate(schedule.placement):
+        n = counts[deps.model_stage(s, S, pipelines)]
+        work = n + head if deps.is_last(s, S, pipelines) else n
+        load[r] += work * weights[s] if weights else work
+    return max(load)
+
+
+def faster_split(model, schedule: Schedule, current=None, weights=None):
+    """One pipeline's :func:`balanced_layers` counts for ``model`` on ``schedule`` when they
+    leave its busiest rank (:func:`busiest_rank`) less forward work than ``current`` does (one
+    pipeline's counts; None: the even split, or :func:`uneven_layers` when the layers do not
+    divide), with the cut of that work as a fraction: ``(counts, cut)``; else None."""
+    span = deps.pipeline_length(schedule.stages, schedule.pipelines)
     L, head = model.layers, head_layers(model)
     if L < span:
         return None
     if current is None:
         current = uneven_layers(L, span) if L % span else (L // span,) * span
     balanced = balanced_layers(L, span, head)
-    return balanced if slowest_stage(balanced, head) < slowest_stage(current, head) else None
+    was = busiest_rank(schedule, current, head, weights)
+    now = busiest_rank(schedule, balanced, head, weights)
+    return (balanced, 1 - now / was) if now < was else None
 
 
 def format_stage_layers(layers) -> str:

@@ -29,9 +29,9 @@ include each stage's data-parallel gradient reduction (``compile(dp=...)``).  La
 not split evenly are split unevenly when ``uneven`` is on (:func:`uneven_layers`; a stage
 without a layer is rejected); with ``uneven`` on and costs from the model (not measured ones,
 which time the profiled stages whatever their layers), each choice is also tried with
-:func:`balanced_layers` (the output layer's work counted on the last stage) when that split's
-slowest stage is faster, as a choice of its own (``stage_layers``).  A schedule's v is its
-stages / ranks (V-shaped: v = 2).
+:func:`balanced_layers` (the output layer's work counted on the last stage) when that split
+leaves the busiest rank less forward work, as a choice of its own (``stage_layers``).  A
+schedule's v is its stages / ranks (V-shaped: v = 2).
 Without a model there is no data parallelism (world = P, dp = 1), recomputation is not
 searched, times are in forwards of one rank share *per sample* (unit costs x micro-batch size)
 and memory is peak activations in A (so is a budget).
@@ -281,7 +281,7 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
             ]
         # measured costs time the profiled stages whatever their layers: no split is faster
         balance = space.uneven and cfg.measured is None
-        splits = _splits(model, L, span, s.stages // span, balance)
+        splits = _splits(model, s, balance)
     else:
         splits = [None]
     scale = 1 if cfg.time_unit == "s" else mbs
@@ -305,13 +305,16 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
     return out
 
 
-def _splits(model, L: int, span: int, copies: int, balance: bool) -> list:
-    """The layer splits to try (None: the even one): the even split, or :func:`uneven_layers`
-    when the layers do not divide; with ``balance``, also :func:`faster_split`'s balanced one
-    (the head on the last stage counted) when its slowest stage is faster."""
+def _splits(model, s, balance: bool) -> list:
+    """The layer splits of ``s`` to try (None: the even one): the even split, or
+    :func:`uneven_layers` when the layers do not divide; with ``balance``, also
+    :func:`faster_split`'s balanced one (the head on the last stage counted) when it leaves the
+    busiest rank less forward work."""
+    L, span = model.layers, deps.pipeline_length(s.stages, schedule_copies(s))
     first = uneven_layers(L, span) if L % span else None
-    faster = faster_split(model, span, first) if balance else None
-    return [first and first * copies] + ([faster * copies] if faster else [])
+    faster = faster_split(model, s, first) if balance else None
+    copies = s.stages // span
+    return [first and first * copies] + ([faster[0] * copies] if faster else [])
 
 
 def _over(c: Candidate, budget, compiled: bool = True) -> Candidate:
