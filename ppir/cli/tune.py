@@ -31,7 +31,7 @@ pipeline size P (P x dp x tp = world; --pp to restrict), every schedule (default
 ins), v (chunks per rank, for schedules with a v parameter; V-shaped ones report v=2), micro-
 batch size and recomputation; split layers unevenly (fewer on the first and last stages) where
 they do not divide the stages, and also try the split that leaves the last stage fewer layers
-for its output layer, sized by FLOPs, when its slowest stage is faster. Each choice is held to
+for its output layer, sized by FLOPs, when its busiest rank has less work. Each choice is held to
 the whole per-rank memory (parameters, gradients and optimizer state at that tp, dp and ZeRO
 setting, activations, receive buffers) against --gpu-memory minus --reserve, timed first by its
 dependency bound and then, best bound first, compiled exactly as 'ppir compile' compiles it; the
