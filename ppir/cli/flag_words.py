@@ -58,10 +58,11 @@ def in_flag_words(e: PpirError, args, where: str) -> PpirError:
                 return PpirError([replace(d, message=message), *e.diagnostics[1:]], e.exit_code)
     rest = d.message[len(where) + 2 :]
     if d.message.startswith(f"{where}: costs.") and getattr(args, "cost_costs", None):
+        from ppir.cli.cost_options import OP_KINDS, op_costs  # (it imports this module)
+
         key = rest[len("costs.") :].split(" ", 1)[0]  # an op kind: costs.F must be ...
-        for part in args.cost_costs.split(","):  # the --cost entry that set it, as typed
-            k, _, v = (x.strip() for x in part.partition("="))
-            if k == key:
-                message = f"--cost {k}={v}: {rest}"
-                return PpirError([replace(d, message=message), *e.diagnostics[1:]], e.exit_code)
+        typed = op_costs(args.cost_costs, OP_KINDS, "bad-usage")  # as typed: it parsed once
+        if key in typed:
+            message = f"--cost {key}={typed[key]}: {rest}"
+            return PpirError([replace(d, message=message), *e.diagnostics[1:]], e.exit_code)
     return e
