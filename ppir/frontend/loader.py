@@ -324,8 +324,10 @@ def read_json_program(
             got = f"it holds a JSON {_JSON_TYPES.get(type(obj), type(obj).__name__)}"
         else:
             got = f"format: {obj['format']!r}" if "format" in obj else "it has no 'format' key"
+        from ppir.plan.build import PLAN_FORMAT
+
         hints = ["ppir reads the JSON that 'ppir dump --format json' writes"]
-        if isinstance(obj, dict) and obj.get("format") == "ppir.plan/2":
+        if isinstance(obj, dict) and obj.get("format") == PLAN_FORMAT:
             n = obj.get("ranks") if isinstance(obj.get("ranks"), int) else "N"
             hints.insert(
                 0,
