@@ -101,18 +101,14 @@ def fifo_units(g: ProgramGraph, s: Schedule) -> None:
                 lo_.append(p)
                 hi_.append(-1)
                 after.append([])
+                pre = []
                 if last_block >= 0:
                     after[last_block].append(v)
-                    if p >= 0:
-                        after[p + 1].append(v)
-                        before.append([last_block << _S | ORDER, (p + 1) << _S | WAITS])
-                    else:
-                        before.append([last_block << _S | ORDER])
-                elif p >= 0:
+                    pre.append(last_block << _S | ORDER)
+                if p >= 0:
                     after[p + 1].append(v)
-                    before.append([(p + 1) << _S | WAITS])
-                else:
-                    before.append([])
+                    pre.append((p + 1) << _S | WAITS)
+                before.append(pre)
                 last_block = v
                 add(v)
                 v += 1

@@ -191,15 +191,12 @@ def _meeting_time(lo: int, hi: int | None, a: tuple[list, list], b: tuple[list, 
     producer's finish) is used: still deadlock-free, with some waiting.
     """
     t = lo
-    (sa, fa), (sb, fb) = a, b
     while hi is None or t <= hi:
         t2 = t  # t, or the finish of the op running at t on either rank (start < t < finish)
-        i = bisect_left(sa, t2) - 1
-        if i >= 0 and fa[i] > t2:
-            t2 = fa[i]
-        i = bisect_left(sb, t2) - 1
-        if i >= 0 and fb[i] > t2:
-            t2 = fb[i]
+        for starts, finishes in (a, b):
+            i = bisect_left(starts, t2) - 1
+            if i >= 0 and finishes[i] > t2:
+                t2 = finishes[i]
         if t2 == t:
             return t
         t = t2

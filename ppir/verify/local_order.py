@@ -70,7 +70,7 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
                 ps = st + rule[0]
                 if lo <= ps < hi and place[ps] != r:
                     key = (st, rule[2], m)  # the RECV delivering it (deps.recv_key)
-                    x = first_op(st, rule[2], m)
+                    x = first_op(*key)
                     if x is not None and op_rank[x] != r:
                         x = on_rank(key, r)
                     i = op_item[x] if x is not None else None
