@@ -96,7 +96,7 @@ def parse_costs(text: str | None) -> dict[str, Fraction]:
 
 def run(args) -> int:
     from ppir.ir.printer import format_pps
-    from ppir.synth.search import DEFAULT_COSTS, synthesize
+    from ppir.synth.search import synthesize
 
     d = parse_defines(args.defines)
     unknown = sorted(set(d) - {"P", "M"})
@@ -153,7 +153,7 @@ def run(args) -> int:
             },
         )
         return EXIT_OK
-    at = " ".join(f"{k}={float(v):g}" for k, v in {**DEFAULT_COSTS, **costs}.items())
+    at = " ".join(f"{k}={float(v):g}" for k, v in res.costs.items())
     comment = (
         f"synthesised by 'ppir synth': {res.label}; step time {res.step_time:g}, worst-"
         f"rank bubble {res.bubble:g} (estimator at {at}, free comm), peak {res.peak} A "

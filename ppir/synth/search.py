@@ -77,6 +77,8 @@ class SynthResult:
     bubble: float  # worst rank's idle time (step time minus its busy time)
     peak: Fraction
     trials: list[Trial] = field(default_factory=list)
+    costs: dict[str, Fraction] = field(default_factory=dict)
+    """The per-op costs the candidates were estimated at (the defaults, then the caller's)."""
 
 
 def one_f_one_b_at_cap(P: int, M: int, cap: int) -> Schedule:
@@ -155,7 +157,8 @@ def synthesize(
     label, est, sched, peak = best
     params = (("P", P), ("M", M), ("cap", cap))
     out = Schedule(name, params, sched.ranks, sched.stages, M, sched.placement, sched.programs)
-    return SynthResult(out, label, est.step_time, max(r.idle for r in est.per_rank), peak, trials)
+    idle = max(r.idle for r in est.per_rank)
+    return SynthResult(out, label, est.step_time, idle, peak, trials, cost)
 
 
 def _candidates(P, M, cap, ic, vshape, trials):
