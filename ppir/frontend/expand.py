@@ -286,7 +286,7 @@ def _expand(
             out_programs.append(tuple(ex.out))
         ex.rank = None
         if not any(out_programs):
-            raise _no_ops(block, stages, ex.microbatches)
+            raise _no_ops(block, stages, ex.microbatches, ex.empty_loops.values())
     return Schedule(
         name,
         param_tuple,
@@ -298,16 +298,21 @@ def _expand(
         module.path,
         resolve_pipelines(decls, len(ex.placement)),
         "forward_only" in decls,
+        tuple(ex.empty_loops.values()),
     )
 
 
 SHOWN_OPS = 10  # missing ops a program that emits none lists in its note
 
 
-def _no_ops(block: A.ProgramBlock, stages: int, microbatches: int) -> PpirError:
+def _no_ops(block: A.ProgramBlock, stages: int, microbatches: int, empty_loops) -> PpirError:
     """The ``incomplete`` error, at the program block, for a program that emits no op on any
     rank: every forward and backward is missing (the verifier would locate each missing op at
-    an op of the program, and there is none), one finding with a note listing the first ops."""
+    an op of the program, and there is none), one finding with a note listing the first ops,
+    and one at each loop that would have emitted ops but ran zero times (on its first rank)."""
+    first: dict = {}  # a loop's span -> why it ran zero times on the first rank it did
+    for _, _, span, why in empty_loops:
+        first.setdefault(span, why)
     pairs = ((st, m) for st in range(stages) for m in range(microbatches))
     ops = [f"{st}{k}{m}" for st, m in islice(pairs, SHOWN_OPS // 2) for k in "FB"]
     total = 2 * stages * microbatches
@@ -322,7 +327,8 @@ def _no_ops(block: A.ProgramBlock, stages: int, microbatches: int) -> PpirError:
                 f"{total} ops are missing, a forward and a backward of each (stage, microbatch): "
                 + ", ".join(ops)
                 + more
-            )
+            ),
+            *(Note(why, span) for span, why in first.items()),
         ],
         exit_code=EXIT_INVALID,  # understood but wrong, as the verifier's 'incomplete' exits
     )

@@ -24,12 +24,15 @@ from ppir.frontend.scope import (
     Function,
     Scope,
     pure_calls,
+    values_text,
 )
 from ppir.frontend.trips import (
     Frame,
     check_nest,
+    empty_loop,
     entries,
     loop_frame,
+    op_letters,
     ops_per_trip,
     pure_top,
     repeat_levels,
@@ -61,6 +64,7 @@ class Interpreter(OpEmitter):
         self.count: dict[tuple[int, bool], int] = {}  # (stage, is_forward) -> ops emitted
         self.wq: list[tuple[int, int]] = []  # pending weight passes (stage, mb), oldest first
         self.frames: list[Frame | None] = []  # while compiling: the loops around (trips.py)
+        self.empty_loops: dict[tuple, tuple] = {}  # (rank, span) -> trips.empty_loop's record
 
     def reset_rank(self) -> None:
         """Start a rank's program: no ops, counters at zero, no pending weight passes."""
@@ -325,16 +329,11 @@ class Interpreter(OpEmitter):
 
     def _compile_require(self, st: A.Require):
         cond = self.compile(st.cond)
-        names = sorted(A.names_in(st.cond))
+        names = A.names_in(st.cond)
 
         def require(scope: Scope):
             if not cond(scope):
-                vals = []
-                for n in names:
-                    v = scope.lookup(n)
-                    if v is not MISSING and not isinstance(v, Function):
-                        vals.append(f"{n} = {v}")
-                bound = f" (with {', '.join(vals)})" if vals else ""
+                bound = values_text(scope, names)
                 raise error(
                     "require-failed", f"requirement failed: {st.message}{bound}", st.cond.span
                 )
@@ -354,10 +353,13 @@ class Interpreter(OpEmitter):
         per_trip = ops_per_trip(st.body)
         check = bool(levels or per_trip)
         var, span, cell = st.var, st.span, frame.stop
+        emits, empty = op_letters(st.body), self.empty_loops
 
         def for_(scope: Scope):
             a, b = start(scope), stop(scope)
             n = max(0, b - a)
+            if not n and emits and self.rank is not None and (self.rank, span) not in empty:
+                empty[self.rank, span] = empty_loop(st, emits, self.rank, scope, a, b)
             self.steps += n
             if self.steps > self.max_steps:
                 raise error(

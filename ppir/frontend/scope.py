@@ -53,6 +53,17 @@ class Scope:
 MISSING = object()
 
 
+def values_text(scope: Scope, names) -> str:
+    """`` (with M = 4, r = 0)``: the values ``scope`` gives ``names`` (functions and unbound
+    names left out), sorted by name, for a message about an expression; empty when none."""
+    vals = []
+    for n in sorted(names):
+        v = scope.lookup(n)
+        if v is not MISSING and not isinstance(v, Function):
+            vals.append(f"{n} = {v}")
+    return f" (with {', '.join(vals)})" if vals else ""
+
+
 @dataclass
 class Function:
     """A ``def``.  ``memo`` (results by arguments) is a dict when the function is *pure*:

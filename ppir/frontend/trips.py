@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from ppir.diagnostics import error
 from ppir.frontend import ast as A
-from ppir.frontend.scope import Function, pure_callee
+from ppir.frontend.scope import Function, pure_callee, values_text
+from ppir.ir import Span
 
 
 @dataclass(eq=False)
@@ -112,6 +113,35 @@ def check_nest(ex, span, n: int, per_trip: int, mult: int) -> None:
 def ops_per_trip(body) -> int:
     """Ops every trip of a loop with this body emits for sure: its op statements (FB: two)."""
     return sum(2 if st.op == "FB" else 1 for st in body if isinstance(st, A.OpStmt))
+
+
+def op_letters(body) -> str:
+    """The op letters (of F, B, I, W) the statements ``body`` can emit, nested blocks included."""
+    found: set[str] = set()
+    for st in body:
+        if isinstance(st, A.OpStmt):
+            found.update(st.op)  # FB: F and B
+        elif isinstance(st, A.For):
+            found.update(op_letters(st.body))
+        elif isinstance(st, A.If):
+            found.update(op_letters(st.then) + op_letters(st.orelse))
+    return "".join(k for k in "FBIW" if k in found)
+
+
+def empty_loop(st: A.For, emits: str, rank: int, scope, a: int, b: int) -> tuple:
+    """A loop that would emit ``emits`` but runs zero times on ``rank`` (range ``a .. b``):
+    ``(rank, emits, its range's span, why)``, for a note where one of those ops is missing
+    (:attr:`ppir.ir.Schedule.empty_loops`).  An empty range is no error in itself: 1F1B's
+    warm-up loop is empty on the last rank."""
+    lo, hi = st.start.span, st.stop.span
+    span = Span(lo.path, lo.line, lo.col, hi.end_line, hi.end_col, lo.source)
+    what = " and ".join(emits) if len(emits) < 3 else ", ".join(emits[:-1]) + " and " + emits[-1]
+    names = A.names_in(st.start) | A.names_in(st.stop)
+    why = (
+        f"this loop would emit {what} but its range is empty on rank {rank}: "
+        f"{a} .. {b}{values_text(scope, names)}"
+    )
+    return (rank, emits, span, why)
 
 
 def pure_top(top, inner: frozenset[str]):

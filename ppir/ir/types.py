@@ -299,7 +299,9 @@ class Schedule:
     of every pipeline runs the model's stage ``j`` (:mod:`ppir.ir.deps` has the rules).
     ``forward_only``: an evaluation program (declared ``forward_only``; the ``forward-only``
     pass makes one from a training schedule): it runs every forward and no backward, and its
-    forwards keep nothing for a backward.
+    forwards keep nothing for a backward.  ``empty_loops``: the loops of a ``.pps`` program
+    that would emit ops but ran zero times, ``(rank, op letters, range span, why)`` each, for
+    the verifier to point at when an op is missing (:func:`ppir.frontend.trips.empty_loop`).
     """
 
     name: str
@@ -312,6 +314,7 @@ class Schedule:
     source: str | None = field(default=None, compare=False, hash=False)
     pipelines: int = 1
     forward_only: bool = False
+    empty_loops: tuple[tuple[int, str, Span, str], ...] = field(default=(), compare=False)
 
     # ----------------------------------------------------------------- placement helpers
     @cached_property

@@ -222,18 +222,18 @@ def _missing_at(
 ) -> list[Diagnostic]:
     f, b = seen.get((st, F, m)), seen.get((st, B, m))
     i, w = seen.get((st, I, m)), seen.get((st, W, m))
-    missing: list[tuple[Action, str, tuple]] = []
+    missing: list[tuple[Action, str, tuple, str]] = []
     if f is None:
-        missing.append((Action(st, F, m), "the forward", (b, i, w)))
+        missing.append((Action(st, F, m), "the forward", (b, i, w), "F"))
     if b is None and i is None and w is None:
         if not forward_only:  # an evaluation program runs no backward
-            missing.append((Action(st, B, m), "a backward (B, or I then W)", (f,)))
+            missing.append((Action(st, B, m), "a backward (B, or I then W)", (f,), "BIW"))
     elif b is None and i is None:
-        missing.append((Action(st, I, m), "the backward-input I before its W", (w, f)))
+        missing.append((Action(st, I, m), "the backward-input I before its W", (w, f), "I"))
     elif b is None and w is None:
-        missing.append((Action(st, W, m), "the backward-weight W after its I", (i, f)))
+        missing.append((Action(st, W, m), "the backward-weight W after its I", (i, f), "W"))
     out = []
-    for a, what, near in missing:
+    for a, what, near, letters in missing:
         related = next((x for x in near if x is not None), None)
         if related is not None:
             span = g.ops[related].span
@@ -246,9 +246,20 @@ def _missing_at(
                 f"{a} is missing: stage {st} (rank {holder}) never runs {what} of microbatch "
                 f"{m}{where}",
                 span,
+                notes=_empty_loops(g, holder, letters),
             )
         )
     return out
+
+
+def _empty_loops(g: ProgramGraph, rank: int, letters: str) -> tuple[Note, ...]:
+    """A note at each loop of ``rank``'s program that would emit one of ``letters`` but ran
+    zero times there: an empty range is legitimate, but may be why an op is missing."""
+    return tuple(
+        Note(why, span)
+        for r, emits, span, why in g.schedule.empty_loops
+        if r == rank and any(k in emits for k in letters)
+    )
 
 
 def _first_span(g: ProgramGraph, r: int):
