@@ -20,6 +20,7 @@ import difflib
 import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from unicodedata import combining, east_asian_width
 
 from ppir.ir import Span
 
@@ -92,7 +93,8 @@ def quote(span: Span, indent: str = "", width: int = QUOTE_WIDTH) -> list[str]:
 
     Lines are counted as the parser counts them (``\n`` only).  A line longer than ``width``
     is shown as a window of ``width`` characters around the caret, cut ends marked ``...``;
-    control characters show as ``?`` so that the carets stay aligned."""
+    control characters show as ``?``, and carets are placed by display width (a CJK character
+    takes two columns), so that they stay under the text they mark."""
     src = _source_line(span.source, span.line) if span.source is not None else None
     if src is None:
         return []
@@ -109,10 +111,19 @@ def quote(span: Span, indent: str = "", width: int = QUOTE_WIDTH) -> list[str]:
         start = start - lo + len(head)
     num = str(span.line)
     pad = " " * len(num)
+    lead, marked = _columns(src[:start]), max(1, _columns(src[start : start + width_c]))
     return [
         f"{indent}{num} | {src}",
-        f"{indent}{pad} | {' ' * start}{'^' * width_c}",
+        f"{indent}{pad} | {' ' * lead}{'^' * marked}",
     ]
+
+
+def _columns(text: str) -> int:
+    """How many terminal columns ``text`` takes: two for an East Asian wide or fullwidth
+    character, none for a combining mark, one for any other."""
+    if text.isascii():
+        return len(text)
+    return sum(2 if east_asian_width(c) in ("W", "F") else 0 if combining(c) else 1 for c in text)
 
 
 def _source_line(text: str, line: int) -> str | None:

@@ -43,6 +43,18 @@ def test_lines_are_counted_at_newlines_only_and_control_characters_show_as_quest
     assert quote(_span(text, 2, 8, 4))[0] == "2 | second line"
 
 
+def test_carets_count_wide_characters_as_two_columns():
+    text = 'require M > 8 : "需要" let x = 未定义\n'
+    col = text.index("未") + 1
+    shown, carets = quote(_span(text, 1, col, 1))
+    # the caret starts where the terminal shows '未' (after two wide characters) and covers
+    # both of its columns
+    lead = len('require M > 8 : "') + 2 * 2 + len('" let x = ')
+    assert shown == "1 | " + text.rstrip("\n") and carets == "  | " + " " * lead + "^^"
+    assert quote(_span("x = 全角", 1, 5, 2))[1] == "  |     ^^^^"
+    assert quote(_span("e\u0301 = y", 1, 5, 1))[1] == "  |    ^"  # a combining mark: none
+
+
 def test_a_span_past_the_end_or_without_source_quotes_nothing():
     assert quote(Span("f", 1, 1, 1, 2)) == []
     assert quote(_span("one line", 3, 1)) == []
