@@ -233,6 +233,20 @@ def test_a_module_option_given_twice_with_two_values_is_refused():
     assert str(e.value) == "--module-opt a=2: 'a' is given twice (a=1, then a=2)"
 
 
+def test_a_module_option_is_a_number_only_in_ascii_digits_and_only_when_a_float_holds_it():
+    opts = ["a=1e400", "b=-1E+400", "c=\u0661\u0662", "d=\u0663.5", "e=1e308", "f=12", "g=1e-3"]
+    assert key_values(opts, "--module-opt") == {
+        "a": "1e400",  # was inf, which the docs say stays text
+        "b": "-1E+400",
+        "c": "\u0661\u0662",  # Arabic-Indic digits: int() read 12
+        "d": "\u0663.5",
+        "e": 1e308,
+        "f": 12,
+        "g": 1e-3,
+    }
+    assert key_values(["h=" + "1" * 5000], "--module-opt") == {"h": "1" * 5000}  # was a ValueError
+
+
 def test_a_missing_cost_config_is_named_in_one_line(cli, tmp_path):
     missing = tmp_path / "nope.toml"
     code, _, err = cli("compile", "1f1b", "--config", str(missing))

@@ -7,6 +7,7 @@ everywhere."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 
@@ -79,31 +80,43 @@ def output_path(text: str) -> str:
     return text
 
 
-_INT = re.compile(r"[+-]?\d+")
-_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_INT = re.compile(r"[+-]?[0-9]+")  # ASCII digits only: int() reads '١٢' (Arabic-Indic) as 12
+_FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 def key_values(items: list[str], flag: str) -> dict:
     """``["layers=4", "lr=0.1", "name=x"]`` -> ``{"layers": 4, "lr": 0.1, "name": "x"}``: a
-    plain decimal integer, then a plain decimal number (``1e-3`` too), else the text as given
-    (``nan``, ``inf`` and ``1_000`` stay text); a malformed item, or a key given twice with two
-    values, raises ``ValueError("FLAG ITEM: ...")``."""
+    plain decimal integer, then a plain decimal number (``1e-3`` too), in ASCII digits, else
+    the text as given (``nan``, ``inf``, ``1_000``, ``١٢`` and a number a float cannot hold,
+    ``1e400``, stay text); a malformed item, or a key given twice with two values, raises
+    ``ValueError("FLAG ITEM: ...")``."""
     out: dict = {}
     for item in items:
         key, eq, value = item.partition("=")
         if not eq or not key.isidentifier():
             raise ValueError(f"{flag} {item}: expected KEY=VALUE")
-        text = value.strip()
-        if _INT.fullmatch(text):
-            v: object = int(text)
-        elif _FLOAT.fullmatch(text):
-            v = float(text)
-        else:
+        v = _number(value.strip())
+        if v is None:
             v = value
         if out.get(key, v) != v:  # the same value twice is accepted, as -D's is
             raise ValueError(f"{flag} {item}: {given_twice(key, out[key], v)}")
         out[key] = v
     return out
+
+
+def _number(text: str) -> int | float | None:
+    """``text`` as a plain decimal integer or number (:func:`key_values`), or None: not one, or
+    one Python does not hold as written (a float past 1.8e308 would be ``inf``; int() refuses
+    an integer of more than 4,300 digits)."""
+    try:
+        if _INT.fullmatch(text):
+            return int(text)
+        if _FLOAT.fullmatch(text):
+            v = float(text)
+            return v if math.isfinite(v) else None
+    except ValueError:  # int()'s digit limit
+        pass
+    return None
 
 
 def module_names_a_file(spec: str) -> bool:
