@@ -176,6 +176,35 @@ def test_the_processors_flag(cli):
     assert code == 2 and "processors must be a whole number" in err
 
 
+def _assumed_and_step(cli, *argv):
+    code, out, err = cli("compile", *argv, "--backend", "cost")
+    assert code == 0, err
+    lines = out.splitlines()
+    return lines[1], next(ln.split()[2] for ln in lines if ln.startswith("step time"))
+
+
+def test_more_processors_than_ranks_are_not_said_to_be_shared_by_the_ranks(cli):
+    args = ("1f1b", "-D", "P=2", "-D", "M=4")
+    said, step = _assumed_and_step(cli, *args, "--processors", "4")
+    assert "the ranks share" not in said  # was 'the ranks share 4 processors'
+    assert (
+        "; 4 processors for 2 ranks (nothing slows unless transfers and reductions bring "
+        "the work running at once above 4); free communication" in said
+    )
+    assert step == _assumed_and_step(cli, *args)[1] == "15"  # one each: the plain estimate
+    said, _ = _assumed_and_step(cli, *args, "--processors", "1")
+    assert "; the ranks share 1 processor;" in said
+
+
+def test_a_processor_per_rank_still_shares_them_with_transfers(cli):
+    # why the estimate keeps modelling sharing with as many processors as ranks: GPipe's
+    # transfers (gloo copies them on the same cores) run while both ranks compute
+    args = ("gpipe", "-D", "P=2", "-D", "M=8", "--comm-latency", "3")
+    steps = [_assumed_and_step(cli, *args, *more)[1] for more in ((), ("--processors", "2"))]
+    assert steps == ["54", "59"]
+    assert _assumed_and_step(cli, *args, "--processors", "3")[1] == "54"
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_the_dependency_bound_holds_on_shared_processors(data):

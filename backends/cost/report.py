@@ -48,7 +48,7 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
     lines = [
         f"{e.schedule}({params}): {count(e.ranks, 'rank')}, {count(e.stages, 'stage')}, "
         f"{count(e.microbatches, 'microbatch')}",
-        f"assuming {e.config.describe()}",
+        f"assuming {e.config.describe(ranks=e.ranks)}",
         "",
         table(summary),
         "",

@@ -99,7 +99,7 @@ def write_trace(e: Estimate, path: str) -> None:
             "schedule": e.schedule,
             "params": {k: str(v) for k, v in e.params.items()},
             "time_unit": e.time_unit,
-            "assumptions": e.config.describe(),
+            "assumptions": e.config.describe(ranks=e.ranks),
         },
     }
     write_output(path, json.dumps(doc, separators=(",", ":")))

@@ -29,7 +29,7 @@ from ppir.analysis.toml_file import (  # noqa: F401 (re-exported)
     load_config_file,
     merge,
 )
-from ppir.analysis.units import unit_meaning
+from ppir.analysis.units import processors_meaning, unit_meaning
 from ppir.diagnostics import did_you_mean, error
 
 
@@ -139,8 +139,9 @@ class CostConfig:
             link.latency == 0 and link.bandwidth is None for link in (self.intra, self.inter)
         )
 
-    def describe(self, mbs: bool = True) -> str:
-        """One line saying what the numbers assume (without the micro-batch size if not mbs)."""
+    def describe(self, mbs: bool = True, ranks: int | None = None) -> str:
+        """One line saying what the numbers assume (without the micro-batch size if not mbs),
+        for a schedule of ``ranks`` ranks when given."""
         costs = f"F={self.F} B={self.B} I={self.I} W={self.W}"
         if self.FB is not None:
             costs += f" FB={self.FB}"
@@ -172,7 +173,7 @@ class CostConfig:
         if self.stage_weights:
             head += "; stage weights " + ",".join(str(w) for w in self.stage_weights)
         if self.processors is not None:
-            head += f"; the ranks share {self.processors} processor" + "s" * (self.processors > 1)
+            head += "; " + processors_meaning(self.processors, ranks)
         if self.comm_model == "latency":
             head += "; messages timed as latency on the dependency (comm model latency)"
         if self.free_comm and not (self.measured is not None and self.measured.post):

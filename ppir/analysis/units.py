@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ppir.diagnostics import error
+from ppir.diagnostics import count, error
 
 
 def fmt_time(x: float, unit: str) -> str:
@@ -31,6 +31,18 @@ def unit_meaning(F, short: bool = False, equals: bool = False) -> str:
 
 
 _BYTE_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+
+
+def processors_meaning(processors: int, ranks: int | None = None) -> str:
+    """What ``processors`` shared processors mean, as the assumptions line says it: ``the ranks
+    share 2 processors``; with at least one per rank (``ranks``, when known), that only
+    transfers and reductions, which run on them too, can make work wait."""
+    if ranks is None or processors < ranks:
+        return f"the ranks share {count(processors, 'processor')}"
+    return (
+        f"{count(processors, 'processor')} for {count(ranks, 'rank')} (nothing slows unless "
+        f"transfers and reductions bring the work running at once above {processors})"
+    )
 
 
 def _decimals(x: float, digits: int) -> int:

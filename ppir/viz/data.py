@@ -149,7 +149,7 @@ def figures(est: Estimate, mem: MemoryReport) -> dict:
         "peak_bytes": fmt_bytes(float(worst.peak_bytes))
         if worst is not None and worst.peak_bytes is not None
         else None,
-        "assumptions": est.config.describe(),
+        "assumptions": est.config.describe(ranks=est.ranks),
     }
     return out
 
