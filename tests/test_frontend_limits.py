@@ -171,6 +171,15 @@ def test_define_values_keep_their_old_message():
         parse_defines(["P=four"])
 
 
+@pytest.mark.parametrize("text", ["٤", "４", "1٢"])  # Arabic-Indic, fullwidth, mixed
+def test_define_values_are_ascii_digits(text):
+    # int() reads these as 4, 4 and 12; a -D value is written in ASCII digits like the .pps
+    from ppir.cli.common import parse_defines
+
+    with pytest.raises(PpirError, match=f"'P' must be an integer in ASCII digits, got '{text}'"):
+        parse_defines([f"P={text}"])
+
+
 # ------------------------------------------------------------------ nesting
 @pytest.mark.parametrize(
     "text, line, col",

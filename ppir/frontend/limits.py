@@ -94,12 +94,14 @@ def define_value(define: str, name: str, text: str, flag: str = "-D") -> int:
     core = t.lstrip("+-").replace("_", "")
     huge = core.isascii() and core.isdigit() and len(core.lstrip("0")) > _MAX_DIGITS
     try:
+        if not t.isascii():  # int() reads Arabic-Indic and other Unicode digits ('٤' -> 4)
+            raise ValueError(t)
         v = None if huge else int(t)
     except ValueError:
         raise error(
             "bad-define",
-            f"{flag} {show_int(define)}: the value of '{name}' must be an integer, "
-            f"got {show_int(text)!r}",
+            f"{flag} {show_int(define)}: the value of '{name}' must be an integer"
+            f"{'' if t.isascii() else ' in ASCII digits'}, got {show_int(text)!r}",
         ) from None
     if v is None or not -MAX_INT <= v <= MAX_INT:
         raise error(
