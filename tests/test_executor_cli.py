@@ -334,3 +334,28 @@ def test_verify_grads_says_why_a_batch_norm_model_differs(tmp_path):
         "; the stages train BatchNorm, whose statistics over a microbatch are not those over "
         "the whole batch, so a difference is expected (docs/executor.md)"
     ), failed
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_started_by_hand_is_a_usage_error_saying_how_to_start_it(tmp_path):
+    """``python -m ppir.run`` without torchrun's environment exited 1, as if a rank had failed;
+    it is a usage error (exit 2), and the one line says how to start it."""
+    pytest.importorskip("torch")
+    import os
+
+    import ppir
+    from ppir.plan import build_plan, save_plan
+
+    save_plan(build_plan(ppir.compile(ppir.load("1f1b", P=2, M=4)).program), tmp_path / "p.json")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR",
+                                                             "MASTER_PORT")}  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-m", "ppir.run", str(tmp_path / "p.json"), "--module", GPT],
+        capture_output=True, text=True, timeout=50, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert res.stderr == (
+        "ppir.run: error: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT not set: start the ranks "
+        "through 'ppir launch' or torchrun ('torchrun --nproc-per-node N -m ppir.run PLAN "
+        "--module MODULE')\n"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 from ppir.diagnostics import rank_list
@@ -36,6 +37,22 @@ class CommError(RuntimeFailure):
     def __init__(self, message: str, peers: tuple[int, ...] = (), timeout: bool = False):
         super().__init__(message)
         self.peers, self.timeout = tuple(peers), timeout
+
+
+TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def not_launched() -> SetupError | None:
+    """The error for a process that no launcher started (torchrun's variables unset), or None:
+    :func:`ppir.torch.procgroup.init` raises it, ``python -m ppir.run`` prints it as a usage
+    error (exit 2) before it imports torch."""
+    missing = [k for k in TORCHRUN_ENV if k not in os.environ]
+    if not missing:
+        return None
+    return SetupError(
+        f"{', '.join(missing)} not set: start the ranks through 'ppir launch' or torchrun "
+        "('torchrun --nproc-per-node N -m ppir.run PLAN --module MODULE')"
+    )
 
 
 SHORT_TIMEOUT_S = 2.0

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from ppir.torch.errors import SetupError, comm_error
+from ppir.torch.errors import SetupError, comm_error, not_launched
 
 
 @dataclass
@@ -104,14 +104,9 @@ def check_timeout(timeout_s) -> float:
 def init(device: str | None = None, backend: str | None = None, timeout_s: float = 60.0) -> Context:
     """Initialise the default process group from the environment; returns the rank's context."""
     timeout_s = check_timeout(timeout_s)
-    missing = [
-        k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ
-    ]
-    if missing:
-        raise SetupError(
-            f"{', '.join(missing)} not set: start ranks with 'ppir launch' or torchrun "
-            "(torchrun --nproc-per-node N -m ppir.run ...)"
-        )
+    problem = not_launched()
+    if problem is not None:
+        raise problem
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     dev = pick_device(device, local_rank, backend)

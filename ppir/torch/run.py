@@ -317,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     quiet_numpy_warning()
     whole_lines()
     args = build_parser().parse_args(argv)
+    from ppir.torch.errors import not_launched
+
+    if (problem := not_launched()) is not None:  # run by hand: a usage error, not a failure
+        print(f"ppir.run: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     from ppir.plan import PlanError, load_plan
 
     try:
