@@ -214,8 +214,30 @@ def test_a_refused_tie_says_how_to_undo_the_refusal_in_the_api_and_the_cli():
     program = ppir.compile(ppir.load_text(TWO_STAGES_ONE_RANK)).program
     with pytest.raises(SetupError) as e:
         PipelineRuntime(program, stages, torch.nn.functional.mse_loss, shared="refuse")
-    assert str(e.value).startswith("parameter 'first.weight' is shared: 'first.weight' of stage")
-    assert "(drop shared='refuse', or --tied refuse on the command line, to keep" in str(e.value)
+    # both holders on one rank (as a V placement's first and last stage): one tensor, no copies
+    # to keep identical; the refusal said "refusing to run it untied (... to keep the copies
+    # identical by summing their gradients)", a cross-rank tie that does not exist here
+    assert str(e.value) == (
+        "parameter 'first.weight' is shared: 'first.weight' of stage 0 is the same tensor as "
+        "'last.emb.weight' of stage 1, all on rank 0 (one tensor: no gradient crosses ranks for "
+        "it); refusing a model with shared parameters (drop shared='refuse', or --tied refuse "
+        "on the command line, to run it as it is)"
+    )
+
+
+def test_a_refused_tie_across_ranks_names_each_holder_and_its_rank():
+    from ppir.torch.reduce import tied_refusal
+
+    entry = {"name": "wte = head", "holders": [[0, "first.wte"], [3, "last.head"]]}
+    assert tied_refusal(entry, [0, 1, 1, 0]).endswith(", all on rank 0 (one tensor: no "
+        "gradient crosses ranks for it); refusing a model with shared parameters (drop "
+        "shared='refuse', or --tied refuse on the command line, to run it as it is)")  # fmt: skip
+    assert tied_refusal(entry, [0, 1, 2, 3]) == (
+        "parameter 'wte = head' is shared: 'first.wte' of stage 0 (rank 0) is the same tensor as "
+        "'last.head' of stage 3 (rank 3); refusing to run it untied (drop shared='refuse', or "
+        "--tied refuse on the command line, to keep the copies identical by summing their "
+        "gradients)"
+    )
 
 
 @pytest.mark.parametrize(

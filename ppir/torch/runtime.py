@@ -65,7 +65,7 @@ from ppir.torch.errors import RuntimeFailure, SetupError, comm_error
 from ppir.torch.evaluation import EVALUATION_TAG
 from ppir.torch.executor import Executor
 from ppir.torch.procgroup import Mesh, check_timeout, plan_pairs, wait_all, warm_up
-from ppir.torch.reduce import GradReducer, TiedCopy
+from ppir.torch.reduce import GradReducer, TiedCopy, tied_refusal
 from ppir.torch.shapes import infer_meta, meta_from_json
 
 
@@ -195,7 +195,7 @@ class PipelineRuntime:
         elif shared == "refuse":
             for m in self.stages:
                 for e in getattr(m, "ppir_shared", ()):
-                    raise SetupError(_refusal(e, self.plan))
+                    raise SetupError(tied_refusal(e, self.plan["placement"]))
             return []
         out = []
         placement = self.plan["placement"]
@@ -387,14 +387,3 @@ def _device_of(stages) -> torch.device:
         for p in m.parameters():
             return p.device
     return torch.device("cpu")
-
-
-def _refusal(entry: dict, plan: dict) -> str:
-    (s0, n0), *rest = entry["holders"]
-    where = ", ".join(f"{n!r} of stage {s} (rank {plan['placement'][s]})" for s, n in rest)
-    return (
-        f"parameter {entry['name']!r} is shared: {n0!r} of stage {s0} (rank "
-        f"{plan['placement'][s0]}) is the same tensor as {where}; refusing to run it untied "
-        "(drop shared='refuse', or --tied refuse on the command line, to keep the copies "
-        "identical by summing their gradients)"
-    )
