@@ -2,7 +2,8 @@
 
 ``mode``: ``raise`` (stage 1 raises in step 1), ``hang`` (stage 1 sleeps in step 1), ``shape``
 (stage 0 returns a wrong shape in step 1), ``nanloss`` (the loss of step 1, microbatch 2 is NaN),
-``exit`` (stage 1 calls ``os._exit(3)`` in step 1), ``hang_batch`` (rank 0's ``make_batch(1)``
+``exit`` (stage 1 calls ``os._exit(3)`` in step 1), ``leave`` (stage 1 calls ``os._exit(0)``
+in step 1, as if its rank had finished), ``hang_batch`` (rank 0's ``make_batch(1)``
 sleeps), ``slow`` (every forward sleeps 0.1 s, for kill tests), ``none``.  ``piddir``: each rank
 writes ``rank<R>.pid`` there once its stages are built.
 """
@@ -41,6 +42,8 @@ class Stage(nn.Module):
                 time.sleep(600)
             if mode == "exit":
                 os._exit(3)
+            if mode == "leave":
+                os._exit(0)
         y = self.lin(x)
         if mode == "shape" and self.stage == 0 and self.calls == 6:
             y = torch.cat([y, y[:, :1]], dim=1)

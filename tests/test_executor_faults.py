@@ -132,6 +132,20 @@ def test_rank_exiting_without_an_exception_is_named_by_its_code(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(90)
+def test_rank_leaving_with_exit_code_0_mid_run_is_named(tmp_path):
+    """torch's agent lists only the ranks that ended non-zero: the report named rank 0, which
+    lost its peer, and not rank 1, which had left."""
+    rep = run(tmp_path, "leave", "--timeout", "10")
+    assert rep["returncode"] == 1 and rep["elapsed"] < 40, rep
+    line = failure_line(rep)
+    assert line.startswith(
+        "rank 1 ended with exit code 0 while rank 0 was still running; rank 0"
+    ), rep["stderr"]
+    assert "rank 0: lost its peers (exit code 1); rank 1: left early (exit code 0)" in rep["stderr"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
 def test_sigkill_of_the_launcher_takes_its_ranks_with_it(tmp_path):
     rep = run(tmp_path, "slow", action="kill_launcher", sig=9, steps=1000)
     assert rep["returncode"] == -9, rep

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import signal
 
-from ppir.backends.cuda.outcome import RankEnd, root_cause, summary
+from ppir.backends.cuda.outcome import RankEnd, ended_with_0, root_cause, summary
 
 TERM, KILL = -signal.SIGTERM, -signal.SIGKILL
 
@@ -80,3 +80,46 @@ def test_the_earliest_lost_peer_then_a_quoted_failure_then_outside_sigterms():
         "ranks 0 and 2 terminated by SIGTERM from outside the launcher"
     )
     assert root_cause([]) is None
+
+
+def test_a_rank_that_ended_with_0_while_its_peer_ran_is_the_cause():
+    """A rank whose model code calls os._exit(0) mid-run: torch's agent lists only the ranks
+    that ended non-zero, so the report said 'rank 0, ...: lost the connection to rank 1 (did
+    it fail?)' and 'rank 0: failed (exit code 1)', and rank 1 was named nowhere."""
+    lost = "rank 0, instruction #11 (wait[0RECV_B1]): lost the connection to rank 1 (did it fail?)"
+    ends = [RankEnd(0, 1, {"kind": "comm", "message": lost, "time": 1.0, "peers": [1]})]
+    ends += [RankEnd(r, 0, None) for r in ended_with_0({0: 0}, 2)]
+    cause = root_cause(ends)
+    assert cause.message == f"rank 1 ended with exit code 0 while rank 0 was still running; {lost}"
+    assert (
+        summary(ends, cause)
+        == "rank 0: lost its peers (exit code 1); rank 1: left early (exit code 0)"
+    )
+    # a lost peer that names no rank: every rank of the node that ended with 0
+    ends = [comm(2, "rank 2: comparing make_batch(1): lost the connection to its peers", 1.0)]
+    ends += [RankEnd(r, 0, None) for r in ended_with_0({2: 0}, 3)]
+    assert root_cause(ends).message.startswith(
+        "ranks 3 and 4 ended with exit code 0 while rank 2 was still running; rank 2: comparing"
+    )
+
+
+def test_a_rank_that_ended_with_0_is_not_blamed_for_what_it_did_not_cause():
+    # the lost peer is another rank: the one that ended with 0 is listed, not the cause
+    lost = {"kind": "comm", "message": "rank 0: no answer from rank 2", "time": 1.0, "peers": [2]}
+    ends = [RankEnd(0, 1, lost), RankEnd(2, TERM, None), RankEnd(1, 0, None)]
+    cause = root_cause(ends)
+    assert cause.message == "rank 0: no answer from rank 2"
+    assert summary(ends, cause) == (
+        "rank 0: failed (exit code 1); rank 1: ended (exit code 0); rank 2: stopped"
+    )
+    # an exception is the cause before any rank that ended with 0
+    ends = [own(1, "rank 1: ValueError: x", 1.0), RankEnd(0, 0, None)]
+    assert root_cause(ends).message == "rank 1: ValueError: x"
+    assert summary(ends, root_cause(ends)) == (
+        "rank 0: ended (exit code 0); rank 1: failed (exit code 1)"
+    )
+
+
+def test_the_ranks_that_ended_with_0_are_this_nodes_ranks_the_agent_left_out():
+    assert ended_with_0({0: 0, 1: 1}, 2) == []
+    assert ended_with_0({5: 1}, 4) == [4, 6, 7]  # node 1 of 4 processes each: ranks 4..7

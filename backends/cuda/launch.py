@@ -28,7 +28,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 
-from ppir.backends.cuda.outcome import Cause, RankEnd, root_cause, summary
+from ppir.backends.cuda.outcome import Cause, RankEnd, ended_with_0, root_cause, summary
 
 from ppir.diagnostics import EXIT_USAGE
 from ppir.torch.failures import LAUNCHER_ENV
@@ -130,6 +130,8 @@ def start(
             for rank, f in e.failures.items():
                 data = f.error_file_data if isinstance(f.error_file_data, dict) else {}
                 ends.append(RankEnd(int(rank), int(f.exitcode), data.get("ppir")))
+            local = {int(rank): int(f.local_rank) for rank, f in e.failures.items()}
+            ends += [RankEnd(r, 0, None) for r in ended_with_0(local, nproc_per_node)]
             return Outcome(1, root_cause(ends), ends)
         except SignalException as e:
             return Outcome(128 + int(e.sigval), stopped_by=getattr(e.sigval, "name", str(e.sigval)))

@@ -9,7 +9,9 @@ in this order:
 2. a rank that died without a Python exception: a signal other than the launcher's SIGTERM
    (SIGKILL, SIGSEGV, ...) or an exit code without a record (``os._exit``);
 3. the earliest communication failure (a peer that timed out or went away) -- the peer it names
-   is the one that hung;
+   is the one that hung; when that peer (or, if it names none, any rank of this node) ended
+   with exit code 0, the cause is that rank leaving while this one still ran (``ppir.run``
+   ends a rank with 0 only after its closing barrier: the model's code left, ``os._exit(0)``);
 4. the first failure the stopping ranks quote (recorded by a rank on another node);
 5. ranks terminated by SIGTERM, when nothing else explains the failure.
 
@@ -35,6 +37,8 @@ class RankEnd:
     def kind(self) -> str:
         if self.record:
             return self.record.get("kind", "own")
+        if self.exitcode == 0:  # torch's agent lists only the others: see ended_with_0
+            return "exited"
         if self.exitcode == -signal.SIGTERM:
             return "stopped"
         return "died"
@@ -59,6 +63,14 @@ class Cause:
     message: str  # one line naming the rank and the cause
     traceback: str | None = None
     rank: int | None = None
+    left: tuple[int, ...] = ()  # ranks that ended with exit code 0 while others still ran
+
+
+def ended_with_0(failed: dict[int, int], nproc_per_node: int) -> list[int]:
+    """This node's ranks that torch's agent does not list among a failed run's ends
+    (``failed``: global rank -> local rank of those it lists): they ended with exit code 0."""
+    base = next(iter(g - loc for g, loc in failed.items()), 0)
+    return [r for r in range(base, base + nproc_per_node) if r not in failed]
 
 
 def root_cause(ends: list[RankEnd]) -> Cause | None:
@@ -79,6 +91,18 @@ def root_cause(ends: list[RankEnd]) -> Cause | None:
         return Cause(text, None, died[0].rank)
     if "comm" in by_kind:
         e = earliest("comm")
+        peers = e.record.get("peers") or ()
+        left = tuple(
+            sorted(x.rank for x in by_kind.get("exited", ()) if x.rank in peers or not peers)
+        )
+        if left:
+            return Cause(
+                f"{rank_list(left)} ended with exit code 0 while rank {e.rank} was still "
+                f"running; {e.record['message']}",
+                None,
+                None,
+                left,
+            )
         return Cause(e.record["message"], None, e.rank)
     if "secondary" in by_kind:
         e = earliest("secondary")
@@ -93,7 +117,10 @@ def summary(ends: list[RankEnd], cause: Cause | None) -> str:
     """``rank 0: stopped (after rank 1's failure); rank 1: failed (exit code 1)``."""
     parts = []
     for e in sorted(ends, key=lambda e: e.rank):
-        if cause is not None and e.rank == cause.rank:
+        if e.kind == "exited":
+            early = cause is not None and e.rank in cause.left
+            parts.append(f"rank {e.rank}: {'left early' if early else 'ended'} ({e.how()})")
+        elif cause is not None and e.rank == cause.rank:
             parts.append(f"rank {e.rank}: failed ({e.how()})")
         elif e.kind in ("stopped", "secondary"):
             parts.append(f"rank {e.rank}: stopped")
