@@ -3,10 +3,13 @@
     python tests/fault_harness.py SPEC.json
 
 SPEC: ``{"cmd": [...], "out": path, "action": "none" | "kill_rank" | "kill_launcher" |
-"term_launcher" | "int_importing", "rank": R, "signal": N, "ranks": N (pid files to wait for),
-"piddir": dir, "delay": seconds, "deadline": seconds}``.  ``int_importing`` sends the launcher
-SIGINT while its ranks import torch (each rank has mapped libtorch, none has written its pid
-file yet), as a Ctrl-C right after ``ppir launch`` starts does.
+"term_launcher" | "int_importing" | "int_launcher_torch" | "int_ranks_started", "rank": R,
+"signal": N, "ranks": N (pid files to wait for), "piddir": dir, "delay": seconds, "deadline":
+seconds}``.  ``int_importing`` sends the launcher SIGINT while its ranks import torch (each rank
+has mapped libtorch, none has written its pid file yet), as a Ctrl-C right after ``ppir launch``
+starts does; ``int_launcher_torch`` as soon as the launcher itself has mapped libtorch (its own
+import of torch) and every 50 ms until it ends (Ctrl-C pressed again and again);
+``int_ranks_started`` as soon as its ranks exist (each still starting Python, importing ppir).
 
 The harness makes itself a child subreaper (``PR_SET_CHILD_SUBREAPER``), so every process the
 command leaves behind becomes its child; after the command ends it waits up to 10 s for them
@@ -49,21 +52,31 @@ def cmdline(pid: int) -> str:
         return "?"
 
 
-def ranks_importing_torch(launcher: int) -> list[int]:
-    """The launcher's ``ppir.run`` children that have begun importing torch."""
+def maps(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return ""
+
+
+def ranks_of(launcher: int) -> list[int]:
+    """The launcher's ``ppir.run`` children."""
     out = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
             fields = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) != launcher or "ppir.run" not in cmdline(int(d)):
-                continue
-            if "libtorch" in Path(f"/proc/{d}/maps").read_text():
+            if int(fields[1]) == launcher and "ppir.run" in cmdline(int(d)):
                 out.append(int(d))
         except (OSError, IndexError, ValueError):
             continue
     return out
+
+
+def ranks_importing_torch(launcher: int) -> list[int]:
+    """The launcher's ``ppir.run`` children that have begun importing torch."""
+    return [pid for pid in ranks_of(launcher) if "libtorch" in maps(pid)]
 
 
 def reap() -> None:
@@ -93,6 +106,19 @@ def main() -> int:
         if list(Path(spec["piddir"]).glob("*.pid")):
             print("fault_harness: the ranks finished importing first", file=sys.stderr)
         proc.send_signal(signal.SIGINT)
+    elif action in ("int_launcher_torch", "int_ranks_started"):
+        while time.monotonic() < deadline and proc.poll() is None:
+            if action == "int_launcher_torch" and "libtorch" in maps(proc.pid):
+                break
+            if action == "int_ranks_started" and len(ranks_of(proc.pid)) >= spec["ranks"]:
+                break
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGINT)
+        while action == "int_launcher_torch" and proc.poll() is None:  # Ctrl-C, Ctrl-C, ...
+            time.sleep(0.05)
+            if time.monotonic() > deadline or proc.poll() is not None:
+                break
+            proc.send_signal(signal.SIGINT)
     elif action != "none":
         piddir = Path(spec["piddir"])
         while len(list(piddir.glob("*.pid"))) < spec["ranks"] and time.monotonic() < deadline:

@@ -159,7 +159,10 @@ def test_sigterm_of_the_launcher_stops_every_rank(tmp_path, sig, name):
     rep = run(tmp_path, "slow", action="term_launcher", sig=sig, steps=1000)
     assert rep["returncode"] == 128 + sig and rep["elapsed"] < 40, rep
     err = rep["stderr"]
-    assert f"ppir launch: stopped by {name}: every rank was sent {name}" in err
+    sent = (
+        "SIGTERM"  # SIGINT too: a rank still importing ppir printed KeyboardInterrupt's traceback
+    )
+    assert f"ppir launch: stopped by {name}: every rank was sent {sent}" in err
     # neither a rank's traceback nor the elastic agent's log line ("Received 2 death signal")
     assert "Traceback" not in err and "ppir.run:" not in err and "death signal" not in err, err
 
@@ -170,9 +173,32 @@ def test_ctrl_c_while_the_ranks_import_torch_stops_them_without_tracebacks(tmp_p
     rep = run(tmp_path, "slow", action="int_importing", steps=1000)
     assert rep["returncode"] == 130 and rep["elapsed"] < 40, rep
     err = rep["stderr"]
-    assert "ppir launch: stopped by SIGINT: every rank was sent SIGINT" in err
+    assert "ppir launch: stopped by SIGINT: every rank was sent SIGTERM" in err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "ppir.run:" not in err and "death signal" not in err, err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_ctrl_c_while_the_launcher_imports_torch_is_one_line(tmp_path):
+    """Ctrl-C pressed again and again from the launcher's own import of torch: a
+    KeyboardInterrupt landing in Python code torch's C++ calls aborted the launcher ('terminate
+    called after throwing an instance of pybind11::error_already_set', -6), or it said 'ppir:
+    interrupted' and then died by SIGINT (-2) or with a traceback of the next one."""
+    rep = run(tmp_path, "slow", action="int_launcher_torch", steps=1000)
+    assert rep["returncode"] == 130 and rep["stderr"] == "ppir: interrupted\n", rep
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_ctrl_c_while_the_ranks_start_python_stops_them_without_tracebacks(tmp_path):
+    """Forwarded as SIGINT, it reached ranks still importing ppir (before their own handler):
+    each printed a KeyboardInterrupt traceback."""
+    rep = run(tmp_path, "slow", action="int_ranks_started", steps=1000)
+    assert rep["returncode"] == 130 and rep["elapsed"] < 40, rep
+    err = rep["stderr"]
+    assert err.splitlines()[-1] == "ppir launch: stopped by SIGINT: every rank was sent SIGTERM"
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
 
 
 @pytest.mark.slow

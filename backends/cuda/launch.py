@@ -5,9 +5,11 @@ Contract:
 
 * The agent (``torch.distributed.launcher.api.elastic_launch``) starts this node's ranks,
   hosts the rendezvous store (so rank 0's death does not take it away), and on the first rank
-  that ends non-zero stops the others (SIGTERM, then SIGKILL).  SIGTERM/SIGINT/SIGHUP to the
-  launcher are forwarded to every rank; ranks die with the launcher even on SIGKILL
-  (:func:`ppir.torch.failures.die_with_parent`).
+  that ends non-zero stops the others (SIGTERM, then SIGKILL).  SIGTERM/SIGHUP to the
+  launcher are forwarded to every rank; SIGINT (Ctrl-C) stops every rank with SIGTERM, which
+  ends a rank silently wherever it is (a SIGINT reaching a rank still importing ppir, before
+  :func:`ppir.torch.failures.stop_on_interrupt`, printed a KeyboardInterrupt traceback); ranks
+  die with the launcher even on SIGKILL (:func:`ppir.torch.failures.die_with_parent`).
 * Several nodes: every node runs the same ``ppir launch`` with ``--nnodes N --node-rank K
   --rdzv-endpoint HOST:PORT`` (node 0's address; static rendezvous, as torchrun's
   ``--master-addr/--master-port``), or ``--rdzv-backend c10d`` with a shared ``--run-id``.
@@ -20,11 +22,14 @@ Contract:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass, field
 
@@ -74,6 +79,7 @@ class Outcome:
     cause: Cause | None = None
     ends: list = field(default_factory=list)
     stopped_by: str | None = None  # the signal that stopped the launcher itself
+    sent: str | None = None  # the signal the agent sent the ranks then (None: none started)
 
     @property
     def ok(self) -> bool:
@@ -107,6 +113,7 @@ def start(
         tempfile.TemporaryDirectory(prefix="ppir-logs-") as tmp,
         _ranks_env(),
         _quiet_agent(verbose),
+        _interrupt_stops_ranks(SignalException) as interrupted,
     ):
         config = elastic.LaunchConfig(
             min_nodes=nnodes,
@@ -122,6 +129,7 @@ def start(
             max_restarts=0,
             monitor_interval=0.1,
             logs_specs=DefaultLogsSpecs(log_dir=log_dir or tmp),
+            **_agent_signals(elastic.LaunchConfig),
         )
         try:
             elastic.elastic_launch(config, sys.executable)(*cmd)
@@ -134,8 +142,11 @@ def start(
             ends += [RankEnd(r, 0, None) for r in ended_with_0(local, nproc_per_node)]
             return Outcome(1, root_cause(ends), ends)
         except SignalException as e:
-            return Outcome(128 + int(e.sigval), stopped_by=getattr(e.sigval, "name", str(e.sigval)))
-        except KeyboardInterrupt:
+            if interrupted:
+                return Outcome(130, stopped_by="SIGINT", sent="SIGTERM")
+            name = getattr(e.sigval, "name", str(e.sigval))
+            return Outcome(128 + int(e.sigval), stopped_by=name, sent=name)
+        except KeyboardInterrupt:  # before the agent started any rank
             return Outcome(130, stopped_by="SIGINT")
         except (DistError, RendezvousError) as e:  # the agent's own store or rendezvous
             return Outcome(1, Cause(rendezvous_failure(config.rdzv_endpoint, rdzv_timeout, e)))
@@ -156,6 +167,33 @@ def rendezvous_failure(endpoint: str, timeout: int, e: BaseException) -> str:
     else:  # the agents also read the store while the ranks run (a node that went away)
         hint = "every node's agent talks through it: did a node stop, or the network fail?"
     return f"the rendezvous at {endpoint} failed: {text} ({hint})"
+
+
+def _agent_signals(config_type) -> dict:
+    """The agent handles SIGTERM, SIGHUP and SIGQUIT (forwarded to the ranks) but not SIGINT
+    (:func:`_interrupt_stops_ranks`), where torch's LaunchConfig can say so (torch >= 2.6)."""
+    names = {f.name for f in dataclasses.fields(config_type)}
+    return {"signals_to_handle": "SIGTERM,SIGHUP,SIGQUIT"} if "signals_to_handle" in names else {}
+
+
+@contextlib.contextmanager
+def _interrupt_stops_ranks(signal_exception):
+    """SIGINT raises the agent's ``signal_exception`` for SIGTERM, which the agent sends every
+    rank (module docstring); yields a list that is not empty once SIGINT came."""
+    came: list[int] = []
+    if threading.current_thread() is not threading.main_thread():  # no handler to set there
+        yield came
+        return
+
+    def handler(signum, frame):
+        came.append(signum)
+        raise signal_exception(f"Process {os.getpid()} got signal: {signum}", signal.SIGTERM)
+
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        yield came
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 @contextlib.contextmanager
@@ -200,10 +238,8 @@ def _quiet_agent(verbose: bool):
 def report(out: Outcome) -> int:
     """Print a failed outcome (the root cause once, then how each rank ended); its exit code."""
     if out.stopped_by:
-        print(
-            f"ppir launch: stopped by {out.stopped_by}: every rank was sent {out.stopped_by}",
-            file=sys.stderr,
-        )
+        ranks = f": every rank was sent {out.sent}" if out.sent else " before any rank started"
+        print(f"ppir launch: stopped by {out.stopped_by}{ranks}", file=sys.stderr)
     elif not out.ok:
         if out.cause is not None:
             print(f"ppir launch: failed: {out.cause.message}", file=sys.stderr)

@@ -173,10 +173,30 @@ def _cuda():
     return get_backend("cuda")
 
 
+def _import_torch() -> None:
+    """Import torch; a Ctrl-C meanwhile ends the launcher at once (one line, exit 130; nothing
+    has started yet).  Raised as KeyboardInterrupt, it landed in Python code that torch's C++
+    calls, which aborted the launcher ('terminate called after throwing an instance of
+    pybind11::error_already_set') or had it die by SIGINT after saying 'ppir: interrupted'."""
+    import os
+    import signal
+
+    def interrupted(signum, frame):
+        print("ppir: interrupted", file=sys.stderr, flush=True)
+        os._exit(130)
+
+    old = signal.signal(signal.SIGINT, interrupted)
+    try:
+        import torch  # noqa: F401
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def run(args) -> int:
     if importlib.util.find_spec("torch") is None:
         print("ppir: error: ppir launch needs PyTorch: pip install 'ppir[torch]'", file=sys.stderr)
         return EXIT_USAGE
+    _import_torch()
     c = _compiled(args)
     if c.report is not None and not print_report(c.report):
         return EXIT_INVALID

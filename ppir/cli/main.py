@@ -132,6 +132,16 @@ def _unrecognized(parser: _Parser, argv: list[str], args, extra: list[str]) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``ppir`` command; a Ctrl-C from the start (building the parser imports every
+    command) ends it with one line and exit status 130."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("ppir: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -159,9 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     except PpirError as e:
         print(e.render(), file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        print("ppir: interrupted", file=sys.stderr)
-        return 130
     except OSError as e:
         if isinstance(e, StdoutError) and isinstance(e.__cause__, BrokenPipeError):
             _detach_stdout()  # its reader has what it wanted ('ppir dump X | head'):

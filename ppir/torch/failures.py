@@ -16,9 +16,9 @@ Contract:
   out or went away) is usually the consequence of another rank's failure: the rank waits up to
   ``settle_s`` for that failure to appear in the store and then reports itself as stopping
   because of it; only if none appears is the communication failure the first one.
-* :func:`stop_on_interrupt`: SIGINT (Ctrl-C, which the launcher forwards to every rank) ends
-  the rank at once with exit status 130, without a traceback from wherever it was (importing
-  torch, waiting on a peer).
+* :func:`stop_on_interrupt`: SIGINT (Ctrl-C, which torchrun forwards to every rank; ``ppir
+  launch`` sends SIGTERM instead) ends the rank at once with exit status 130, without a
+  traceback from wherever it was (importing torch, waiting on a peer).
 * Reports: stderr (one line for the runtime's own errors; the full traceback for an exception
   in the user's code when no launcher collects it; nothing under ``ppir launch``, which sets
   :data:`LAUNCHER_ENV` and prints the root cause once from the error files, unless the rank
