@@ -97,3 +97,13 @@ def test_a_timeout_under_two_seconds_is_named_as_a_possible_cause():
         "send operation to complete"
     )
     assert "(is it stuck?)" in str(comm_error("rank 1: x", (2,), err, 2.0))
+
+
+def test_a_long_torch_message_is_cut_at_a_word():
+    from ppir.torch.errors import comm_error
+
+    words = "Connection closed by peer [127.0.0.1]:29500; " + "Check the logs of the remote " * 9
+    text = str(comm_error("rank 0", (1,), RuntimeError(words), 30.0))
+    assert text.endswith(" ...") and len(text) < 250
+    cut = text.split("(did it fail?): ", 1)[1][: -len(" ...")]
+    assert words.startswith(cut) and words[len(cut)] == " "  # whole words only

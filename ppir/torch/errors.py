@@ -56,6 +56,7 @@ def not_launched() -> SetupError | None:
 
 
 SHORT_TIMEOUT_S = 2.0
+_TEXT_CHARS = 160  # of torch's message, after ppir's own words
 
 
 def comm_error(where: str, peers, exc: BaseException, timeout_s: float | None) -> CommError:
@@ -77,4 +78,6 @@ def comm_error(where: str, peers, exc: BaseException, timeout_s: float | None) -
         msg = f"{where}: no answer from {who}{limit} ({why})"
     else:
         msg = f"{where}: lost the connection to {who} (did it fail?)"
-    return CommError(f"{msg}: {text[:160]}", peers, timeout)
+    if len(text) > _TEXT_CHARS:  # cut at a word, not inside one ('Check the logs of the re')
+        text = text[:_TEXT_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
+    return CommError(f"{msg}: {text}", peers, timeout)
