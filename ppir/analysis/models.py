@@ -293,6 +293,14 @@ _KEYS = sorted(SPEC_FIELDS)
 
 
 def check_recompute(mode: str) -> None:
+    """A ``bad-model`` error unless ``mode`` is one of :data:`RECOMPUTE_MODES` (a value of
+    another type, ``recompute=1`` or ``recompute = true`` in a cost file, is named too)."""
+    if not isinstance(mode, str):
+        raise error(
+            "bad-model",
+            f"recompute takes a mode name, got {type(mode).__name__} {mode!r:.40}",
+            hints=[f"modes: {', '.join(RECOMPUTE_MODES)}"],
+        )
     if mode not in RECOMPUTE_MODES:
         raise error(
             "bad-model",
