@@ -22,3 +22,27 @@ def test_a_recompute_mode_of_another_type_is_named(mode):
             call()
         assert e.value.message == f"recompute takes a mode name, got {type(mode).__name__} {mode!r}"
         assert "hint: modes: none, selective, full" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "value, error, said",
+    [
+        ("x", ValueError, "i_fraction takes a number in [-1, 1], got 'x'"),
+        (float("nan"), ValueError, "i_fraction takes a number in [-1, 1], got nan"),
+        (float("inf"), ValueError, "i_fraction takes a number in [-1, 1], got inf"),
+        ([1], TypeError, "i_fraction takes a number in [-1, 1], got list [1]"),
+        (True, TypeError, "i_fraction takes a number in [-1, 1], got bool True"),
+        (2, ValueError, "i_fraction must lie in [-1, 1], got 2"),
+    ],
+)
+def test_an_i_fraction_that_is_no_fraction_is_named(value, error, said):
+    """Were fractions.Fraction's own errors ("Invalid literal for Fraction: 'x'", "cannot
+    convert NaN to integer ratio", an OverflowError) naming neither the argument nor ppir."""
+    s = ppir.load("zb_h1", P=2, M=2)
+    with pytest.raises(error) as e:
+        ppir.analyze(s, i_fraction=value)
+    assert str(e.value) == said
+    assert (
+        ppir.analyze(s, i_fraction=0.5).memory.i_fraction
+        == ppir.analyze(s, i_fraction="1/2").memory.i_fraction
+    )

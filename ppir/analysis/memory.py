@@ -136,6 +136,23 @@ def chunk_in_a(ranks: int, stages: int, pipelines: int = 1) -> Fraction:
     return Fraction(ranks, deps.pipeline_length(stages, pipelines))
 
 
+def _fraction(value) -> Fraction:
+    """``i_fraction`` as a Fraction in [-1, 1]: a TypeError for a value of another type (a
+    bool, a list), a ValueError for NaN, an infinity, text that is no number or a value out of
+    range, each naming ``i_fraction`` and the value."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, str)):
+        raise TypeError(
+            f"i_fraction takes a number in [-1, 1], got {type(value).__name__} {value!r:.40}"
+        )
+    try:
+        fi = Fraction(value)
+    except (ValueError, OverflowError):  # 'x', NaN, an infinity
+        raise ValueError(f"i_fraction takes a number in [-1, 1], got {value!r:.40}") from None
+    if not -1 <= fi <= 1:
+        raise ValueError(f"i_fraction must lie in [-1, 1], got {fi}")
+    return fi
+
+
 def analyze_memory(
     program: Schedule | ProgramGraph,
     model: ModelShape | None = None,
@@ -157,11 +174,9 @@ def analyze_memory(
     check_recompute(recompute)
     g = program if isinstance(program, ProgramGraph) else build_graph(program)
     schedule = g.schedule
-    fi = Fraction(i_fraction) if i_fraction is not None else split_fractions(model, recompute)
+    fi = _fraction(i_fraction) if i_fraction is not None else split_fractions(model, recompute)
     if stage_layers is not None and len(set(stage_layers)) > 1:  # uneven: chunks only
         model = layers = None
-    if not -1 <= fi <= 1:
-        raise ValueError(f"i_fraction must lie in [-1, 1], got {fi}")
     P, S = schedule.ranks, schedule.stages
     model_stages = deps.pipeline_length(S, schedule.pipelines)  # S unless pipelines replicate
     chunk_size = chunk_in_a(P, S, schedule.pipelines)
