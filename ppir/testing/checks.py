@@ -317,3 +317,14 @@ def misfit(got, takes: str) -> str:
     if isinstance(getattr(got, "program", None), Schedule):
         return f"{takes}, got what ppir.compile returns: pass its .program (lowered) or .source"
     return f"{takes}, got {type(got).__name__} {got!r:.60}"
+
+
+def schedule_path(schedule, fn: str) -> str:
+    """``schedule`` (a path or a built-in name) as a str, for ``fn``, which draws parameters
+    for it; a TypeError naming the value otherwise (an expanded Schedule: what takes it)."""
+    if isinstance(schedule, (str, os.PathLike)):
+        return os.fspath(schedule)
+    said = misfit(schedule, f"{fn} takes a .pps path or a built-in name")[:160]
+    if isinstance(schedule, Schedule):
+        said += "; an expanded Schedule has its parameters fixed: assert_schedule_ok(schedule)"
+    raise TypeError(said)

@@ -366,7 +366,9 @@ def property_test(
     ``max_examples`` (default: ``--ppir-examples`` with the plugin, else the active profile).
     The test has no deadline.
     """
-    path = os.fspath(schedule)
+    from ppir.testing.checks import schedule_path
+
+    path = schedule_path(schedule, "property_test")
     _check_keywords(path, checks)
     if examples is not None and not (type(examples) is int and examples >= 1):
         raise ValueError(f"property_test: examples must be at least 1, got {examples!r}")
@@ -389,7 +391,6 @@ def property_test(
     key = repr((os.path.abspath(path), sorted(over.items()), fixed))  # stable across runs
     test._hypothesis_internal_add_digest = key.encode()
     test = given(shapes(path, **over))(test)
-
     n = examples or _DEFAULT_EXAMPLES["n"]
     test.__doc__ = f"{path}: for all {over}, verifies" + (f" and {checks}" if checks else "")
     # Checks of large shapes take seconds: never a deadline; the profile's other settings hold.
