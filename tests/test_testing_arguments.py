@@ -25,3 +25,17 @@ def test_property_test_of_an_expanded_schedule_says_what_takes_one():
         TypeError, match="property_test takes a .pps path or a built-in name, got int 5"
     ):
         property_test(5, over={"P": "2..4"})
+
+
+@pytest.mark.parametrize("option", ["max_peak_activations", "max_bubble", "max_step_time"])
+def test_a_nan_bound_is_refused_not_held(option):
+    """Every comparison with NaN is false: 'peak > nan' never failed, so the check held for
+    every schedule, a bad one included."""
+    from ppir.testing import check_schedule
+
+    with pytest.raises(ValueError) as e:
+        check_schedule("1f1b", P=2, M=2, **{option: float("nan")})
+    assert str(e.value) == f"{option} is NaN: no value exceeds it, so the check cannot fail"
+    with pytest.raises(ValueError, match=rf"^{option} is NaN \(returned by <function "):
+        check_schedule("1f1b", P=2, M=2, **{option: lambda p: float("nan")})
+    assert check_schedule("1f1b", P=2, M=2, **{option: float("inf")}).ok  # no bound at all

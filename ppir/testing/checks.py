@@ -113,16 +113,23 @@ def expand_params(
     return expand(module, params, max_ops=max_ops, max_steps=max_steps, define_flag="")
 
 
-def eval_bound(bound: Bound, env: dict[str, int]) -> Fraction | float | None:
-    """The numeric value of a bound under the parameters ``env`` (None for no bound)."""
+def eval_bound(
+    bound: Bound, env: dict[str, int], option: str = "a bound"
+) -> Fraction | float | None:
+    """The numeric value of a bound under the parameters ``env`` (None for no bound); a
+    ValueError naming ``option`` for NaN, which no value exceeds (the check could never fail)."""
     if bound is None:
         return None
+    given = bound
     if callable(bound):
         bound = bound(dict(env))
     if isinstance(bound, str):
         bound = Expr.parse(bound).eval(env)
     if isinstance(bound, bool) or not isinstance(bound, (int, float, Fraction)):
         raise TypeError(f"a bound must be a number, an expression or a callable, got {bound!r}")
+    if bound != bound:  # NaN
+        by = f" (returned by {given!r:.60})" if callable(given) else ""
+        raise ValueError(f"{option} is NaN{by}: no value exceeds it, so the check cannot fail")
     return bound
 
 
@@ -262,7 +269,7 @@ def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound, max_step
         mem = analyze_memory(res.compiled.graph)
         worst = mem.worst
         res.peak_activations = worst.peak_activations
-        limit = eval_bound(max_peak, env)
+        limit = eval_bound(max_peak, env, "max_peak_activations")
         if worst.peak_activations > limit + _TOLERANCE:
             res.fail(
                 f"peak activations {_fmt(worst.peak_activations)} A on rank {worst.rank} "
@@ -271,11 +278,11 @@ def _check_bounds(res: CheckResult, max_peak: Bound, max_bubble: Bound, max_step
     if max_bubble is not None or max_step is not None:
         e = res.compiled.estimate
         res.bubble, res.step_time = e.bubble_fraction_of_ideal, e.step_time
-        for what, value, bound in (
-            ("bubble/ideal", e.bubble_fraction_of_ideal, max_bubble),
-            ("step time", e.step_time, max_step),
+        for what, value, bound, option in (
+            ("bubble/ideal", e.bubble_fraction_of_ideal, max_bubble, "max_bubble"),
+            ("step time", e.step_time, max_step, "max_step_time"),
         ):
-            limit = eval_bound(bound, env)
+            limit = eval_bound(bound, env, option)
             if limit is not None and value > float(limit) + _TOLERANCE:
                 res.fail(
                     f"{what} {value:.6g} exceeds the bound {_fmt(limit)} ({bound!r}) "
