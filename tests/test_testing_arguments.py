@@ -39,3 +39,15 @@ def test_a_nan_bound_is_refused_not_held(option):
     with pytest.raises(ValueError, match=rf"^{option} is NaN \(returned by <function "):
         check_schedule("1f1b", P=2, M=2, **{option: lambda p: float("nan")})
     assert check_schedule("1f1b", P=2, M=2, **{option: float("inf")}).ok  # no bound at all
+
+
+def test_check_schedule_checks_one_size_of_a_torch_schedule():
+    """Was 'torch:GPipe(P=2, M=4) FAILS / expansion fails: torch's schedule classes cannot be
+    checked over parameter ranges here', for one size, which 'ppir check torch:GPipe' checks."""
+    pytest.importorskip("torch")
+    from ppir.testing import assert_schedule_ok, check_schedule
+
+    res = assert_schedule_ok("torch:GPipe", P=2, M=4, max_peak_activations="M")
+    assert (res.name, res.params, res.peak_activations) == ("torch_GPipe", {"P": 2, "M": 4}, 4)
+    bad = check_schedule("torch:GPipe", P=2, M=4, max_peak_activations="P")
+    assert bad.status == "failed" and "exceed the bound 2 A ('P')" in bad.failures[0]

@@ -147,8 +147,9 @@ def check_schedule(
 ) -> CheckResult:
     """Check one schedule for one parameter choice; see the module docstring.
 
-    ``schedule`` is an expanded :class:`Schedule` (then ``params`` must be empty), a .pps or
-    .csv path, or a built-in name.  ``strict`` turns the verifier's lint warnings into failures.
+    ``schedule`` is an expanded :class:`Schedule` (then ``params`` must be empty), a .pps,
+    .csv or .json path, a built-in name, or ``torch:NAME`` (one size, as ``ppir check``).
+    ``strict`` turns the verifier's lint warnings into failures.
     """
     if isinstance(schedule, Schedule):
         if params:
@@ -162,7 +163,7 @@ def check_schedule(
 
         _misspelt_check(spec, params)
         try:
-            if schedule_kind(spec) in ("csv", "json"):  # no parameters: read as they are
+            if schedule_kind(spec) in ("csv", "json", "torch"):  # no .pps text: read as given
                 s = load_schedule(spec, params, max_ops=max_ops, define_flag="")
             else:
                 s = expand_params(spec, params, max_ops=max_ops)
