@@ -46,3 +46,30 @@ def test_an_i_fraction_that_is_no_fraction_is_named(value, error, said):
         ppir.analyze(s, i_fraction=0.5).memory.i_fraction
         == ppir.analyze(s, i_fraction="1/2").memory.i_fraction
     )
+
+
+TYPO = """schedule gpipe(P = 2, M = 4)
+ranks P
+microbatches M
+program r {
+  for m in 0 .. M { F(m) }
+  for m in 0 .. M { B(mb) }
+}
+"""
+
+
+def test_load_text_names_a_path_of_another_type_and_takes_none_as_no_path(tmp_path):
+    """path=None gave every error the file 'None' ('None:6:23: error: ...'), path=5 the
+    file '5'."""
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.load_text(TYPO, path=None)
+    assert str(e.value).startswith("<string>:6:23: error: undefined name 'mb'")
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.load_text(TYPO, path=tmp_path / "g.pps")
+    assert str(e.value).startswith(f"{tmp_path / 'g.pps'}:6:23: error: undefined name 'mb'")
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.load_text(TYPO, path=5)
+    assert e.value.kind == "bad-usage"
+    assert e.value.message == (
+        "load_text's path (the name errors give the text) takes a str or os.PathLike, got int 5"
+    )

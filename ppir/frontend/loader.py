@@ -263,7 +263,7 @@ def merge_params(params: dict | None, more: dict, hints=()) -> dict:
 def load_text(
     text: str,
     params: dict[str, int] | None = None,
-    path: str = "<string>",
+    path: str | os.PathLike | None = "<string>",
     *,
     max_ops: int = DEFAULT_MAX_OPS,
     max_steps: int = DEFAULT_MAX_STEPS,
@@ -271,13 +271,24 @@ def load_text(
 ) -> Schedule:
     """Parse and expand .pps source text (handy for tests and tools); its parameters as a
     dict, as keywords (``load_text(src, P=4, M=8)``), or both (:func:`merge_params`: one
-    given both ways must have one value); ``path`` is the name errors give it."""
+    given both ways must have one value); ``path`` (a str or os.PathLike; None: ``<string>``)
+    is the name errors give it."""
     if not isinstance(text, str):  # was a TypeError from Lark's lexer
         hint = "decode it first: text.decode('utf-8')" if isinstance(text, bytes) else None
         raise error(
             "bad-usage",
             f"load_text takes the .pps source as a str, got {type(text).__name__} {text!r:.40}",
             hints=[hint] if hint else [],
+        )
+    if path is None:  # the default name, as when not given
+        path = "<string>"
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if not isinstance(path, str):  # was quoted as the file of every error: '5:12:32: error'
+        raise error(
+            "bad-usage",
+            f"load_text's path (the name errors give the text) takes a str or os.PathLike, "
+            f"got {type(path).__name__} {path!r:.40}",
         )
     return expand(
         parse_text(text, path),
