@@ -192,10 +192,12 @@ def analyze(
     return analyze_compiled(c, model, recompute=recompute, i_fraction=i_fraction, layers=layers)
 
 
-def graph(program: Program, progress: str = "fifo") -> ProgramGraph:
+def graph(program: Program, progress: str | None = None) -> ProgramGraph:
     """The networkx dependency graph of a program (a :class:`ProgramGraph`, a read-only
-    ``networkx.DiGraph``): of a compiled program's program, or of a schedule as given."""
-    if isinstance(_program(program, "graph"), Compiled):
+    ``networkx.DiGraph``): of a compiled program's program, or of a schedule as given.
+    ``progress`` None: a compiled program's own model, else ``"fifo"``."""
+    progress = _progress(_program(program, "graph"), progress)
+    if isinstance(program, Compiled):
         return (
             program.graph
             if program.progress == progress

@@ -73,3 +73,17 @@ def test_load_text_names_a_path_of_another_type_and_takes_none_as_no_path(tmp_pa
     assert e.value.message == (
         "load_text's path (the name errors give the text) takes a str or os.PathLike, got int 5"
     )
+
+
+def test_graph_of_a_compiled_program_is_under_its_own_progress_model():
+    """graph(c) of a relaxed compile built a fifo graph again (its default was 'fifo', where
+    verify and estimate default to the compile's own model), and progress=None was
+    'unknown progress model None'."""
+    s = ppir.load("1f1b", P=3, M=4)
+    relaxed = ppir.compile(s, progress="relaxed")
+    assert ppir.graph(relaxed) is relaxed.graph
+    assert ppir.graph(relaxed, progress=None) is relaxed.graph
+    assert ppir.graph(relaxed, "fifo").progress == "fifo"
+    fifo = ppir.compile(s)
+    assert ppir.graph(fifo) is fifo.graph
+    assert ppir.graph(s, progress=None).progress == "fifo"
