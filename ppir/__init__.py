@@ -28,7 +28,7 @@ from ppir.analysis.models import ModelShape
 from ppir.diagnostics import Diagnostic, PpirError, Report
 from ppir.frontend.loader import load_schedule, load_text, merge_params
 from ppir.ir import Action, Group, OpKind, Overlap, Schedule, Span, Wait
-from ppir.ir.graph import ProgramGraph, build_graph
+from ppir.ir.graph import ProgramGraph, build_graph, check_progress
 from ppir.ir.printer import format_pps, from_json
 from ppir.ir.printer import to_json as _program_json
 from ppir.ir.shape import check_schedule
@@ -113,8 +113,10 @@ def verify(program: Program, *, progress: str | None = None, strict: bool = Fals
 
 
 def _progress(program, progress: str | None) -> str:
-    """The progress model asked for: None is a compiled program's own, else ``"fifo"``."""
+    """The progress model asked for: None is a compiled program's own, else ``"fifo"``; a
+    ValueError naming any other value than these and the models."""
     if progress is not None:
+        check_progress(progress)
         return progress
     return program.progress if isinstance(program, Compiled) else "fifo"
 

@@ -87,3 +87,15 @@ def test_graph_of_a_compiled_program_is_under_its_own_progress_model():
     fifo = ppir.compile(s)
     assert ppir.graph(fifo) is fifo.graph
     assert ppir.graph(s, progress=None).progress == "fifo"
+
+
+@pytest.mark.parametrize("progress", ["x", 1, "FIFO"])
+def test_an_unknown_progress_model_is_named_for_a_compiled_program_too(progress):
+    """estimate(c, progress='x') said 'a compiled program is timed under the costs and progress
+    model it was compiled with; compile it again with them', as if 'x' were a model."""
+    c = ppir.compile(ppir.load("1f1b", P=2, M=2))
+    said = f"unknown progress model {progress!r} (expected one of ('fifo', 'relaxed'))"
+    for call in (ppir.estimate, ppir.verify, ppir.graph):
+        with pytest.raises(ValueError) as e:
+            call(c, progress=progress)
+        assert str(e.value) == said

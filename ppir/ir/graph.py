@@ -9,8 +9,7 @@ Node kinds (:data:`NODE_KINDS`), one or more per program item of a rank:
 
 * ``compute``  a compute item (an action, or an overlapped F&B step as one node);
 * ``post`` and ``done``  a communication group (``[a b]``, ``post[a b]`` or a lone SEND/RECV):
-  when it is posted, and when all its ops have met their partners (the group completes as a
-  unit);
+  when it is posted, and when all its ops have met their partners (the group completes as a unit);
 * ``wait``  the ``wait[a b]`` of a deferred group;
 * ``message``  one matched SEND/RECV pair: the k-th send and the k-th recv of a
   ``(src, dst)`` rank channel (FIFO matching, no tags);
@@ -328,12 +327,17 @@ class _Adjacency(_Nodes):
 
 
 # ------------------------------------------------------------------ construction
+def check_progress(progress) -> None:
+    """A ValueError naming ``progress`` unless it is one of :data:`PROGRESS_MODELS`."""
+    if progress not in PROGRESS_MODELS:
+        raise ValueError(f"unknown progress model {progress!r} (expected one of {PROGRESS_MODELS})")
+
+
 def build_graph(schedule: Schedule, progress: str = "fifo") -> ProgramGraph:
     """The dependency graph of ``schedule`` under ``progress`` (see the module docstring).
     A compute-only program gives compute nodes, order and data edges (``progress`` does not
     matter).  Linear in the number of ops."""
-    if progress not in PROGRESS_MODELS:
-        raise ValueError(f"unknown progress model {progress!r} (expected one of {PROGRESS_MODELS})")
+    check_progress(progress)
     from ppir.ir import op_index, units
     from ppir.nogc import paused_gc
 

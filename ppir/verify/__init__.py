@@ -31,7 +31,7 @@ from __future__ import annotations
 from ppir.analysis.timeline import Timeline, run, stuck_cycle
 from ppir.diagnostics import Diagnostic, Report, repeat_key
 from ppir.ir import Action, Group, Schedule
-from ppir.ir.graph import COMPUTE, PROGRESS_MODELS, ProgramGraph, build_graph
+from ppir.ir.graph import COMPUTE, ProgramGraph, build_graph, check_progress
 from ppir.ir.types import COMPUTE_KINDS
 from ppir.verify.deadlock import find_cycle
 from ppir.verify.lints import check_lints
@@ -89,8 +89,7 @@ def verify(
     communication is the same as this program's (:func:`same_comm`) and that report has none
     of :data:`COMM_KNOWN_KINDS`, those checks (completeness, matching, lints) would find the
     same nothing, and are skipped too (with ``compute_known`` only)."""
-    if progress not in PROGRESS_MODELS:
-        raise ValueError(f"unknown progress model {progress!r} (expected one of {PROGRESS_MODELS})")
+    check_progress(progress)
     g = _graph(program, progress)
     comm_known = (
         compute_known
