@@ -51,3 +51,19 @@ def test_check_schedule_checks_one_size_of_a_torch_schedule():
     assert (res.name, res.params, res.peak_activations) == ("torch_GPipe", {"P": 2, "M": 4}, 4)
     bad = check_schedule("torch:GPipe", P=2, M=4, max_peak_activations="P")
     assert bad.status == "failed" and "exceed the bound 2 A ('P')" in bad.failures[0]
+
+
+def test_a_failing_property_test_reports_the_shape_not_lines_of_ppir():
+    """hypothesis' explain phase added 'These lines were always and only run by failing test
+    cases: .../ppir/testing/checks.py:267 ...' under the counterexample: lines of ppir's own
+    checks, which point a user away from the schedule."""
+    from pathlib import Path
+
+    bad = Path(__file__).parent.parent / "examples" / "bad_schedule.pps"
+    test = property_test(bad, over={"P": "2..4", "M": "P..3P"}, max_peak_activations="P")
+    with pytest.raises(AssertionError) as e:
+        test()
+    notes = "\n".join(getattr(e.value, "__notes__", []))
+    assert str(e.value).startswith("bad_schedule(P=2, M=3) FAILS\npeak activations 3 A")
+    assert "params={'P': 2, 'M': 3}" in notes
+    assert "ppir" not in notes.replace("check_bad_schedule", ""), notes

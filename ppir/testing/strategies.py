@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 try:
-    from hypothesis import assume, given, note, settings
+    from hypothesis import Phase, assume, given, note, settings
     from hypothesis import strategies as st
 except ImportError as e:  # pragma: no cover - exercised only without the test extra
     raise ImportError(
@@ -364,8 +364,7 @@ def property_test(
 
     Assign it to a ``test_*`` name in a test module.  ``examples`` sets hypothesis'
     ``max_examples`` (default: ``--ppir-examples`` with the plugin, else the active profile).
-    The test has no deadline.
-    """
+    The test has no deadline, and no explain phase (the lines it lists would be ppir's)."""
     from ppir.testing.checks import schedule_path
 
     path = schedule_path(schedule, "property_test")
@@ -393,8 +392,9 @@ def property_test(
     test = given(shapes(path, **over))(test)
     n = examples or _DEFAULT_EXAMPLES["n"]
     test.__doc__ = f"{path}: for all {over}, verifies" + (f" and {checks}" if checks else "")
-    # Checks of large shapes take seconds: never a deadline; the profile's other settings hold.
-    return settings(deadline=None, **({"max_examples": n} if n else {}))(test)
+    # Checks of large shapes take seconds: never a deadline; explain's lines are ppir's checks.
+    phases = [p for p in settings().phases if p is not Phase.explain]  # the profile's others
+    return settings(deadline=None, phases=phases, **({"max_examples": n} if n else {}))(test)
 
 
 __all__ = ["shapes", "valid_schedules", "mutations", "property_test", "parse_domain"]
