@@ -99,3 +99,20 @@ def test_an_unknown_progress_model_is_named_for_a_compiled_program_too(progress)
         with pytest.raises(ValueError) as e:
             call(c, progress=progress)
         assert str(e.value) == said
+
+
+@pytest.mark.parametrize("make", [ppir.LowerComms, ppir.OverlapComms, *ppir.PASSES.values()])
+def test_a_pass_applied_to_no_schedule_names_it(make):
+    """LowerComms().apply('1f1b') was "AttributeError: 'str' object has no attribute
+    'is_lowered'", OverlapComms().apply(...) "... no attribute 'programs'"."""
+    p = make()
+    with pytest.raises(TypeError) as e:
+        p.apply("1f1b")
+    name = f"{type(p).__name__}.apply"
+    assert (
+        str(e.value)
+        == f"{name} takes a Schedule (ppir.load('1f1b', P=4, M=8) makes one), got str '1f1b'"
+    )
+    c = ppir.compile(ppir.load("1f1b", P=2, M=2))
+    with pytest.raises(TypeError, match=rf"^{name} takes a Schedule .*, got Compiled "):
+        p.apply(c)

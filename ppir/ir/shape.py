@@ -61,16 +61,23 @@ def actions_field(owner, what: str, action_type: type) -> None:
             raise TypeError(f"{what} holds Actions, got {type(a).__name__} {a!r:.40}")
 
 
-def check_schedule(s, fn: str = "compile") -> None:
-    """A ``bad-schedule`` ppir error (exit 2) naming the field when ``s`` is not a well-formed
-    Schedule (see the module docstring); a TypeError naming ``fn`` when it is no Schedule."""
-    from ppir.ir.types import Action, Group, Overlap, Reduce, Schedule, Wait
+def require_schedule(s, fn: str) -> None:
+    """A TypeError naming ``fn`` when ``s`` is no Schedule (the type alone: a pass's check)."""
+    from ppir.ir.types import Schedule
 
     if not isinstance(s, Schedule):
         raise TypeError(
             f"{fn} takes a Schedule (ppir.load('1f1b', P=4, M=8) makes one), got "
             f"{type(s).__name__} {s!r:.60}"
         )
+
+
+def check_schedule(s, fn: str = "compile") -> None:
+    """A ``bad-schedule`` ppir error (exit 2) naming the field when ``s`` is not a well-formed
+    Schedule (see the module docstring); a TypeError naming ``fn`` when it is no Schedule."""
+    from ppir.ir.types import Action, Group, Overlap, Reduce, Wait
+
+    require_schedule(s, fn)
     for name, low in (("ranks", 1), ("stages", 1), ("microbatches", 0), ("pipelines", 1)):
         value = getattr(s, name)
         if not _is_int(value) or value < low:

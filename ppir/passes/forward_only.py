@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ppir.ir import Schedule, deps
+from ppir.ir.shape import require_schedule
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class ForwardOnly:
     first = True  # the pass driver puts it nowhere else
 
     def apply(self, schedule: Schedule) -> Schedule:
+        require_schedule(schedule, "ForwardOnly.apply")
         progs = []
         for r in range(schedule.ranks):
             kept = (deps.forward_of(it) for it in schedule.compute_items(r))

@@ -63,6 +63,7 @@ from ppir.analysis.costs import Costs, costs_for
 from ppir.analysis.timeline import Timeline, run
 from ppir.ir import Action, Group, Item, OpKind, Schedule, deps, item_actions
 from ppir.ir.graph import ProgramGraph, build_graph
+from ppir.ir.shape import require_schedule
 
 STRATEGIES = ("lockstep", "eager", "naive")
 _KIND_ORDER = {OpKind.SEND_F: 0, OpKind.SEND_B: 1, OpKind.RECV_F: 2, OpKind.RECV_B: 3}
@@ -98,6 +99,7 @@ class LowerComms:
         ``timeline``: a run of that graph, used in place of the planning run when its costs
         equal the planning costs (:func:`ppir.analysis.timeline.run` is a function of the graph
         and the costs: the same run)."""
+        require_schedule(schedule, "LowerComms.apply")
         base = schedule if not schedule.is_lowered else schedule.compute_only()
         if self.strategy == "naive":
             return _lower_naive(base)

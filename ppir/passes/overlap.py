@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from ppir.ir import Action, Group, Item, Overlap, Schedule, Wait, deps, item_actions
+from ppir.ir.shape import require_schedule
 from ppir.ir.types import COMPUTE_KINDS, SEND_KINDS
 
 
@@ -51,6 +52,7 @@ class OverlapComms:
             raise ValueError(f"hoist is a count of compute items, at least 0, got {self.hoist}")
 
     def apply(self, schedule: Schedule) -> Schedule:
+        require_schedule(schedule, "OverlapComms.apply")
         programs = tuple(tuple(_overlap_rank(prog, self.hoist)) for prog in schedule.programs)
         return schedule.replace_programs(programs)
 

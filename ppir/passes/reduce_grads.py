@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ppir.ir import Schedule
 from ppir.ir.reduce import place_reduces
+from ppir.ir.shape import require_schedule
 
 
 @dataclass(frozen=True)
@@ -18,4 +19,5 @@ class PlaceReduce:
     name = "place-reduce"
 
     def apply(self, schedule: Schedule) -> Schedule:
+        require_schedule(schedule, "PlaceReduce.apply")
         return place_reduces(schedule)
