@@ -116,3 +116,22 @@ def test_a_pass_applied_to_no_schedule_names_it(make):
     c = ppir.compile(ppir.load("1f1b", P=2, M=2))
     with pytest.raises(TypeError, match=rf"^{name} takes a Schedule .*, got Compiled "):
         p.apply(c)
+
+
+@pytest.mark.parametrize(
+    "make, error, said",
+    [
+        (lambda: ppir.OverlapComms(hoist="2"), TypeError, "an int, got '2'"),
+        (lambda: ppir.OverlapComms(hoist=1.5), TypeError, "an int, got 1.5"),
+        (lambda: ppir.OverlapComms(hoist=-1), ValueError, "at least 0, got -1"),
+        (lambda: ppir.LowerComms(costs=5), TypeError, "makes them), got int 5"),
+        (lambda: ppir.LowerComms(costs=ppir.make_config({})), TypeError, "got CostConfig"),
+    ],
+)
+def test_a_pass_option_of_the_wrong_type_is_named_when_made(make, error, said):
+    """OverlapComms(hoist='2') was "'<' not supported between instances of 'str' and 'int'",
+    hoist=1.5 was taken, and LowerComms(costs=5) failed at apply with "'int' object has no
+    attribute 'for_planning'"."""
+    with pytest.raises(error) as e:
+        make()
+    assert said in str(e.value)

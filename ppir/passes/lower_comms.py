@@ -88,6 +88,11 @@ class LowerComms:
             raise ValueError(
                 f"unknown lowering strategy {self.strategy!r} (strategies: {', '.join(STRATEGIES)})"
             )
+        if self.costs is not None and not isinstance(self.costs, Costs):
+            raise TypeError(
+                "LowerComms' costs are a schedule's Costs (ppir.analysis.costs.costs_for("
+                f"schedule, config) makes them), got {type(self.costs).__name__} {self.costs!r:.40}"
+            )
 
     def apply(
         self,

@@ -48,6 +48,8 @@ class OverlapComms:
     name = "overlap-comms"
 
     def __post_init__(self) -> None:
+        if isinstance(self.hoist, bool) or not isinstance(self.hoist, int):
+            raise TypeError(f"hoist is a count of compute items, an int, got {self.hoist!r:.40}")
         if self.hoist < 0:
             raise ValueError(f"hoist is a count of compute items, at least 0, got {self.hoist}")
 
