@@ -336,3 +336,24 @@ def schedule_path(schedule, fn: str) -> str:
     if isinstance(schedule, Schedule):
         said += "; an expanded Schedule has its parameters fixed: assert_schedule_ok(schedule)"
     raise TypeError(said)
+
+
+def property_keywords(path: str, checks: dict) -> None:
+    """A misspelt check (``max_peak=``) is a TypeError when the test is defined, not an
+    'unknown parameter' when it runs: each keyword must be an option of
+    :func:`check_schedule` (which :func:`assert_schedule_ok` takes) or a parameter of the
+    schedule (held fixed)."""
+    from ppir.frontend.loader import declared_params
+
+    options = check_options()
+    params = sorted(declared_params(path))
+    known = options + params
+    for k in checks:
+        if k not in known:
+            hint = closest_check(k, known)
+            raise TypeError(
+                f"property_test() got an unexpected keyword argument {k!r}"
+                + (f" ({hint[0]})" if hint else "")
+                + f": the checks are {', '.join(options)}; the parameters of {path} are "
+                + (", ".join(params) or "none")
+            )

@@ -25,7 +25,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the test e
 from ppir.diagnostics import PpirError
 from ppir.frontend.expand import evaluate_top_level
 from ppir.ir import Action, OpKind, Schedule, deps, looped_placement, vshape_placement
-from ppir.testing.checks import assert_schedule_ok, check_options, closest_check, load_module
+from ppir.testing.checks import assert_schedule_ok, load_module, property_keywords
 from ppir.testing.space import Domain, ParamSpace, parse_domain
 
 _RETRIES = 8  # draws per example before a require-rejected example is given up
@@ -332,27 +332,6 @@ def mutations(
     return mutate()
 
 
-def _check_keywords(path: str, checks: dict) -> None:
-    """A misspelt check (``max_peak=``) is a TypeError when the test is defined, not an
-    'unknown parameter' when it runs: each keyword must be an option of
-    :func:`check_schedule` (which :func:`assert_schedule_ok` takes) or a parameter of the
-    schedule (held fixed)."""
-    from ppir.frontend.loader import declared_params
-
-    options = check_options()
-    params = sorted(declared_params(path))
-    known = options + params
-    for k in checks:
-        if k not in known:
-            hint = closest_check(k, known)
-            raise TypeError(
-                f"property_test() got an unexpected keyword argument {k!r}"
-                + (f" ({hint[0]})" if hint else "")
-                + f": the checks are {', '.join(options)}; the parameters of {path} are "
-                + (", ".join(params) or "none")
-            )
-
-
 _DEFAULT_EXAMPLES: dict[str, int | None] = {"n": None}  # set by the pytest plugin's option
 
 
@@ -368,7 +347,7 @@ def property_test(
     from ppir.testing.checks import schedule_path
 
     path = schedule_path(schedule, "property_test")
-    _check_keywords(path, checks)
+    property_keywords(path, checks)
     if examples is not None and not (type(examples) is int and examples >= 1):
         raise ValueError(f"property_test: examples must be at least 1, got {examples!r}")
     if not hasattr(over, "items"):  # a mapping; was "AttributeError: 'str' ... 'items'"
