@@ -67,3 +67,14 @@ def test_a_failing_property_test_reports_the_shape_not_lines_of_ppir():
     assert str(e.value).startswith("bad_schedule(P=2, M=3) FAILS\npeak activations 3 A")
     assert "params={'P': 2, 'M': 3}" in notes
     assert "ppir" not in notes.replace("check_bad_schedule", ""), notes
+
+
+def test_a_parameter_both_drawn_and_held_is_refused_when_defined():
+    """property_test('1f1b', over={'P': '2..4'}, P=3) was defined, then every run failed with
+    "assert_schedule_ok() got multiple values for keyword argument 'P'"."""
+    with pytest.raises(TypeError) as e:
+        property_test("1f1b", over={"P": "2..4", "M": "P..2P"}, P=3)
+    assert str(e.value) == (
+        "property_test: 'P' is drawn from over={'P': '2..4'} and held at P=3; give it in one "
+        "of them"
+    )

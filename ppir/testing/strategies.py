@@ -352,6 +352,12 @@ def property_test(
         raise ValueError(f"property_test: examples must be at least 1, got {examples!r}")
     if not hasattr(over, "items"):  # a mapping; was "AttributeError: 'str' ... 'items'"
         raise TypeError(f"property_test: over takes a dict, such as {{'P': '2..8'}}, got {over!r}")
+    for k in over:  # was "assert_schedule_ok() got multiple values for keyword argument 'P'"
+        if k in checks:
+            raise TypeError(
+                f"property_test: {k!r} is drawn from over={{{k!r}: {over[k]!r}}} and held at "
+                f"{k}={checks[k]!r}; give it in one of them"
+            )
 
     def test(params):
         __tracebackhide__ = True  # a failure shows the shape and the diagnostic, not ppir
