@@ -135,3 +135,22 @@ def test_a_pass_option_of_the_wrong_type_is_named_when_made(make, error, said):
     with pytest.raises(error) as e:
         make()
     assert said in str(e.value)
+
+
+@pytest.mark.parametrize("value", ["x", None, 2.5, True])
+def test_an_expansion_cap_that_is_no_int_is_named(value):
+    """load_text(src, max_ops='x') and check_schedule(..., max_ops=None) raised "'>' not
+    supported between instances of 'int' and 'str'" from the limit checks; 2.5 was taken and
+    quoted as 'over the cap of 2.5'."""
+    from ppir.testing import check_schedule
+
+    good = TYPO.replace("B(mb)", "B(m)")
+    for cap, call in (
+        ("max_ops", lambda: ppir.load_text(good, max_ops=value)),
+        ("max_steps", lambda: ppir.load_text(good, max_steps=value)),
+        ("max_ops", lambda: check_schedule("1f1b", P=2, M=2, max_ops=value)),
+    ):
+        with pytest.raises(ppir.PpirError) as e:
+            call()
+        said = f"{cap} takes an int, got {type(value).__name__} {value!r}"
+        assert (e.value.kind, e.value.message) == ("bad-usage", said)

@@ -131,6 +131,9 @@ def expand(
 ) -> Schedule:
     """Expand a parsed module for concrete parameter values into a :class:`Schedule`;
     ``define_flag`` is the option parameter errors name."""
+    for name, cap in (("max_ops", max_ops), ("max_steps", max_steps)):  # API callers' caps
+        if isinstance(cap, bool) or not isinstance(cap, int):
+            raise error("bad-usage", f"{name} takes an int, got {type(cap).__name__} {cap!r:.40}")
     ex = Interpreter(module, max_ops, max_steps)
     try:
         return _expand(module, overrides, ex, define_flag)

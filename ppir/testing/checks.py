@@ -35,7 +35,9 @@ from ppir.testing.space import Expr
 Bound = int | float | Fraction | str | Callable[[dict], object] | None
 # Expansion errors that mean the caller asked for something unusable, not that the schedule is
 # wrong for these parameters.
-USAGE_KINDS = frozenset({"bad-input", "unknown-parameter", "missing-parameter", "bad-define"})
+USAGE_KINDS = frozenset(
+    {"bad-input", "bad-usage", "unknown-parameter", "missing-parameter", "bad-define"}
+)
 _TOLERANCE = 1e-9
 
 
