@@ -78,3 +78,15 @@ def test_a_parameter_both_drawn_and_held_is_refused_when_defined():
         "property_test: 'P' is drawn from over={'P': '2..4'} and held at P=3; give it in one "
         "of them"
     )
+
+
+@pytest.mark.parametrize("value", ["yes", "no", 1, 0])
+def test_valid_schedules_names_a_split_backward_that_is_no_bool(value):
+    """split_backward='no' drew split backwards (a non-empty str is true); 0 and 1 were read
+    as False and True without a word."""
+    from ppir.testing import valid_schedules
+
+    with pytest.raises(TypeError) as e:
+        valid_schedules(P=2, M=2, split_backward=value)
+    said = f"valid_schedules: split_backward is True, False or None, got {value!r}"
+    assert str(e.value) == said

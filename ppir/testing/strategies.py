@@ -173,6 +173,10 @@ def valid_schedules(
     P, M and v take the same specs as :func:`shapes`; a ValueError when an integer, range or
     list spec holds no value of at least 1 (no schedule could be drawn).
     """
+    if split_backward is not None and not isinstance(split_backward, bool):  # "yes" was True
+        raise TypeError(
+            f"valid_schedules: split_backward is True, False or None, got {split_backward!r:.40}"
+        )
     for name, spec in (("P", P), ("M", M), ("v", v)):
         if isinstance(spec, int) and not isinstance(spec, bool):
             values = [spec]
