@@ -77,6 +77,17 @@ class Compiled:
     stage (the ``place-reduce`` pass) and the timeline times them
     (:func:`ppir.analysis.dp.reduce_members`)."""
 
+    def __repr__(self) -> str:
+        """One line, not the dataclass' fields (the programs, graphs and timelines: 78 KB of
+        text at interleaved 1F1B P=4 M=8, megabytes at a real size, in a REPL or a report)."""
+        s = self.program
+        params = ", ".join(f"{k}={v}" for k, v in s.params)
+        state = "ok" if self.ok else f"failed at {self.failed}" if self.failed else "not ok"
+        return (
+            f"<Compiled {s.name}({params}): {state}, {s.ranks} ranks, pipeline "
+            f"{self.pipeline!r}, {self.progress} progress>"
+        )
+
     @cached_property
     def dp_reduce(self):
         """How long the gradient reductions take and how much the drain hides

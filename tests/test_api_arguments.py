@@ -154,3 +154,15 @@ def test_an_expansion_cap_that_is_no_int_is_named(value):
             call()
         said = f"{cap} takes an int, got {type(value).__name__} {value!r}"
         assert (e.value.kind, e.value.message) == ("bad-usage", said)
+
+
+def test_a_compiled_program_shows_as_one_line():
+    """repr(ppir.compile(s)) was the dataclass' fields, programs, graphs and timelines: 78 KB
+    of text for interleaved 1F1B at P=4, M=8, what a REPL or a notebook shows for 'c'."""
+    c = ppir.compile(ppir.load("interleaved_1f1b", P=4, M=8, v=2))
+    assert repr(c) == (
+        "<Compiled interleaved_1f1b(P=4, M=8, v=2, N=4): ok, 4 ranks, pipeline "
+        "'lower-comms,overlap-comms', fifo progress>"
+    )
+    naive = ppir.compile(ppir.load("1f1b", P=3, M=4), lowering="naive")
+    assert repr(naive).startswith("<Compiled 1f1b(P=3, M=4): failed at lower-comms, 3 ranks")
