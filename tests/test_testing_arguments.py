@@ -90,3 +90,19 @@ def test_valid_schedules_names_a_split_backward_that_is_no_bool(value):
         valid_schedules(P=2, M=2, split_backward=value)
     said = f"valid_schedules: split_backward is True, False or None, got {value!r}"
     assert str(e.value) == said
+
+
+def test_the_readme_property_test_runs_from_any_directory(tmp_path, monkeypatch):
+    """The README's block named "examples/my_schedule.pps", a path from the working directory:
+    copied into a test file, it failed ('no such file') unless pytest ran from the repo root."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "README.md").read_text()
+    section = text.split("### Property-testing your schedule", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```python\n(.*?)```", section, re.S)
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__file__": str(root / "examples" / "test_my_schedule.py")}
+    exec(compile(block, "README.md (Property-testing)", "exec"), namespace)  # noqa: S102
+    namespace["test_my_schedule"]()  # 15 shapes, each verified with its peak within P
