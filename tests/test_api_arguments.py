@@ -4,6 +4,8 @@ or TypeError from deep inside."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import ppir
@@ -166,3 +168,20 @@ def test_a_compiled_program_shows_as_one_line():
     )
     naive = ppir.compile(ppir.load("1f1b", P=3, M=4), lowering="naive")
     assert repr(naive).startswith("<Compiled 1f1b(P=3, M=4): failed at lower-comms, 3 ranks")
+
+
+def test_api_md_gives_compile_the_signature_it_has():
+    """api.md said dp=1 by default; it is None (the model's dp, else 1), and compile(s,
+    costs=cfg, dp=1) with a model at dp=4 is refused: the documented default was an error."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
+    [doc] = re.findall(r"`ppir\.compile\((schedule, \*,.*?)\)`:", text, re.S)
+    fn = ast.parse(f"def compile({' '.join(doc.split())}): pass").body[0]
+    documented = {
+        a.arg: ast.literal_eval(d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults)
+    }
+    real = inspect.signature(ppir.compile).parameters
+    assert documented == {n: p.default for n, p in real.items() if p.kind is p.KEYWORD_ONLY}
