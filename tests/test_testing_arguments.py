@@ -106,3 +106,23 @@ def test_the_readme_property_test_runs_from_any_directory(tmp_path, monkeypatch)
     namespace = {"__file__": str(root / "examples" / "test_my_schedule.py")}
     exec(compile(block, "README.md (Property-testing)", "exec"), namespace)  # noqa: S102
     namespace["test_my_schedule"]()  # 15 shapes, each verified with its peak within P
+
+
+def test_testing_md_gives_assert_schedule_ok_the_keywords_check_schedule_takes():
+    """docs/testing.md's signature left out max_ops, which check_schedule takes (and
+    property_test lists among its checks)."""
+    import ast
+    import inspect
+    import re
+    from pathlib import Path
+
+    from ppir.testing import check_schedule
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "testing.md").read_text()
+    [doc] = re.findall(r"`assert_schedule_ok\((schedule, \*,.*?)\)` expands", text, re.S)
+    fn = ast.parse(f"def f({' '.join(doc.split())}): pass").body[0]
+    documented = {
+        a.arg: ast.literal_eval(d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults)
+    }
+    real = inspect.signature(check_schedule).parameters
+    assert documented == {n: p.default for n, p in real.items() if p.kind is p.KEYWORD_ONLY}
