@@ -185,3 +185,28 @@ def test_api_md_gives_compile_the_signature_it_has():
     }
     real = inspect.signature(ppir.compile).parameters
     assert documented == {n: p.default for n, p in real.items() if p.kind is p.KEYWORD_ONLY}
+
+
+def test_the_wait_for_view_of_a_cyclic_compute_order_has_the_cycle():
+    """g.wait_for() of a compute-only schedule dropped its data edges, which are its waits, and
+    kept the order edges alone: rank 0 running B0 before F1 while rank 1 runs F1 before B0 (a
+    cycle the verifier reports) showed as an acyclic wait-for graph."""
+    import networkx as nx
+
+    prog = tuple(
+        tuple(ppir.Action(st, k, mb) for k, mb in order)
+        for st, order in enumerate(
+            [
+                [("F", 0), ("B", 0), ("F", 1), ("B", 1)],  # B0 before F1
+                [("F", 0), ("F", 1), ("B", 0), ("B", 1)],
+            ]
+        )
+    )
+    cyclic = ppir.Schedule("cyclic", (), 2, 2, 2, (0, 1), prog)
+    assert not ppir.verify(cyclic).ok
+    g = ppir.graph(cyclic)
+    cycle = nx.find_cycle(g.wait_for())
+    assert {g.nodes[u]["label"] for u, _ in cycle} == {"r0:0B0", "r0:0F1", "r1:1F1", "r1:1B0"}
+    lowered = ppir.graph(ppir.compile(ppir.load("1f1b", P=2, M=2)))
+    assert nx.is_directed_acyclic_graph(lowered.wait_for())  # its data edges are dropped
+    assert lowered.wait_for().number_of_edges() < lowered.number_of_edges()

@@ -2,8 +2,7 @@
 passes read.  :func:`build_graph` is the one function that builds it.
 
 Construction (``progress="fifo"``, the semantics ``ppir check`` proves; docs/verification.md
-states it with the proof that a lowered program is deadlock-free exactly when this graph is
-acyclic)
+states it, and proves a lowered program deadlock-free exactly when this graph is acyclic)
 --------------------------------------------------------------------------------------------
 Node kinds (:data:`NODE_KINDS`), one or more per program item of a rank:
 
@@ -20,10 +19,9 @@ Node kinds (:data:`NODE_KINDS`), one or more per program item of a rank:
 
 Wait-for edges (:data:`EDGE_KINDS`) say what must have happened before a node can happen:
 
-* ``order``  program order: a compute item, a wait and every post follow the previous item
-  that blocks the rank's program (a compute item, a blocking group's ``done``, a wait, a
-  deferred group's ``post``: the program goes on once it is posted); a group's ``done``
-  follows its ``post``;
+* ``order``  program order: a compute item, a wait and every post follow the previous item that
+  blocks the rank's program (a compute item, a blocking group's ``done``, a wait, a deferred group's
+  ``post``: the program goes on once it is posted); a group's ``done`` follows its ``post``;
 * ``fifo``  one FIFO of groups per rank: each message of a group also follows the ``done`` of
   the previous group of its rank (a group's transfers start once the groups posted before it
   have completed);
@@ -249,9 +247,11 @@ class ProgramGraph(nx.DiGraph):
         }
 
     def wait_for(self) -> nx.DiGraph:
-        """A read-only view of the wait-for graph: every edge but the data-only ones.  The
-        program is deadlock-free exactly when this view is acyclic and every op has a partner
-        (``not self.blocked``)."""
+        """A read-only view of the wait-for graph: every edge but the data-only ones (of a
+        compute-only program every edge: its data edges are its waits).  The program is
+        deadlock-free exactly when this view is acyclic and every op has a partner."""
+        if not self.lowered:  # was its order edges alone: a cyclic compute order looked acyclic
+            return nx.subgraph_view(self)
         return nx.subgraph_view(
             self, filter_edge=lambda u, v: any(k != "data" for k in self[u][v]["kinds"])
         )
