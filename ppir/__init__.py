@@ -24,7 +24,7 @@ from ppir.analysis.config import CostConfig, make_config
 from ppir.analysis.estimate import Estimate
 from ppir.analysis.footprint import Footprint
 from ppir.analysis.model_spec import parse_model_spec
-from ppir.analysis.models import ModelShape
+from ppir.analysis.models import ModelShape, check_layer_count
 from ppir.diagnostics import Diagnostic, PpirError, Report
 from ppir.frontend.loader import load_schedule, load_text, merge_params
 from ppir.ir import Action, Group, OpKind, Overlap, Schedule, Span, Wait
@@ -179,6 +179,8 @@ def analyze(
             f"model takes a ModelShape or a spec such as 'llama3-8b,tp=8', got "
             f"{type(model).__name__} {model!r:.60}"
         )
+    if layers is not None:  # named as the argument, not as the command's --layers
+        check_layer_count(layers, "layers")
     costs = None
     if model is not None:  # the model's costs plan the lowering, as 'ppir analyze --model'
         from ppir.analysis.analyze import with_layers

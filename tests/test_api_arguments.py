@@ -210,3 +210,18 @@ def test_the_wait_for_view_of_a_cyclic_compute_order_has_the_cycle():
     lowered = ppir.graph(ppir.compile(ppir.load("1f1b", P=2, M=2)))
     assert nx.is_directed_acyclic_graph(lowered.wait_for())  # its data edges are dropped
     assert lowered.wait_for().number_of_edges() < lowered.number_of_edges()
+
+
+@pytest.mark.parametrize("layers", ["x", 2.0, True, 0, -2])
+@pytest.mark.parametrize("model", [None, "llama3-8b"])
+def test_analyze_names_a_layer_count_that_is_no_positive_int_as_its_argument(layers, model):
+    """Without a model, layers='x' raised "'<=' not supported between instances of 'str' and
+    'int'", 2.0 was taken and True read as 'True layers do not split evenly'; layers=0 said
+    '--layers must be a positive integer', the command's flag, from the library."""
+    s = ppir.load("1f1b", P=2, M=2)
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.analyze(s, model, layers=layers)
+    assert (e.value.kind, e.value.message) == (
+        "bad-model",
+        f"layers must be a positive integer, got {layers!r}",
+    )

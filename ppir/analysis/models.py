@@ -349,10 +349,15 @@ def valid_chunk_counts(layers: int, ranks: int, limit: int | None = None) -> lis
     return [v for v in _divisors(layers // ranks) if limit is None or v <= limit]
 
 
+def check_layer_count(layers, option: str = "--layers") -> None:
+    """A ``bad-model`` error naming ``option`` unless ``layers`` is a positive int."""
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers <= 0:
+        raise error("bad-model", f"{option} must be a positive integer, got {layers!r:.40}")
+
+
 def check_layers(layers: int, stages: int, ranks: int) -> int:
     """Layers per stage; a ppir error (exit 2) when ``stages`` does not divide ``layers``."""
-    if layers <= 0:
-        raise error("bad-model", f"--layers must be a positive integer, got {layers}")
+    check_layer_count(layers)
     if layers % stages == 0:
         return layers // stages
     ok = valid_chunk_counts(layers, ranks)
