@@ -217,18 +217,20 @@ def given_twice(key: str, first, second) -> str:
     return f"'{key}' is given twice ({key}={first}, then {key}={second})"
 
 
-def rank_list(ranks, limit: int = 8) -> str:
+def rank_list(ranks, limit: int = 8, noun: str = "rank") -> str:
     """Ranks in a message, as the verifier names them: ``rank 2``, ``ranks 0 and 1``, ``ranks
     0, 1 and 3``; past ``limit`` of them the first ``limit`` and a count, as repeated
-    diagnostics are listed (``ranks 0, 1, ..., 7, ... (8 more)``)."""
+    diagnostics are listed (``ranks 0, 1, ..., 7, ... (8 more)``).  ``noun="stage"`` names
+    stages alike (``stages 0 and 2``)."""
     shown = [str(r) for r in ranks]
     if not shown:
-        return "no rank"
+        return f"no {noun}"
     if len(shown) == 1:
-        return f"rank {shown[0]}"
+        return f"{noun} {shown[0]}"
+    many = _plural(noun)
     if len(shown) > limit:
-        return f"ranks {', '.join(shown[:limit])}, ... ({len(shown) - limit} more)"
-    return f"ranks {', '.join(shown[:-1])} and {shown[-1]}"
+        return f"{many} {', '.join(shown[:limit])}, ... ({len(shown) - limit} more)"
+    return f"{many} {', '.join(shown[:-1])} and {shown[-1]}"
 
 
 def did_you_mean(word: str, candidates) -> list[str]:

@@ -8,7 +8,7 @@ the state it uses: ``stages_of``, ``microbatches``, ``out``, ``count``, ``wq`` a
 
 from __future__ import annotations
 
-from ppir.diagnostics import did_you_mean, error
+from ppir.diagnostics import count, did_you_mean, error, rank_list
 from ppir.frontend import ast as A
 from ppir.ir import Action, OpKind, Overlap, Span
 
@@ -121,14 +121,8 @@ class OpEmitter:
         return self.stages_of[r]
 
     def _stage(self, r: int, c: int, span: Span) -> int:
-        st = self._rank_stages(r, span)
-        if not 0 <= c < len(st):
-            raise error(
-                "chunk-out-of-range",
-                f"chunk {c} is out of range: rank {r} holds {len(st)} chunk(s) (0..{len(st) - 1})",
-                span,
-            )
-        return st[c]
+        self._rank_stages(r, span)
+        return self._chunk_stage(r, c, span)
 
     def _rank_of(self, s: int, span: Span) -> int:
         self._need_placement(span)
@@ -145,11 +139,29 @@ class OpEmitter:
         if not 0 <= ch < len(stages):
             raise error(
                 "chunk-out-of-range",
-                f"chunk {ch} is out of range: rank {rank} holds {len(stages)} "
-                f"chunk(s) (0..{len(stages) - 1})",
+                f"chunk {ch} is out of range: rank {rank} holds "
+                f"{count(len(stages), 'chunk')} (0..{len(stages) - 1})",
                 span,
+                hints=self._chunk_hints(rank, ch),
             )
         return stages[ch]
+
+    def _chunk_hints(self, rank: int, ch: int) -> list[str]:
+        """Where a rank's chunks come from (the stages the placement puts on it) and, for a
+        chunk past what every rank holds, the stage count that gives every rank that many."""
+        ranks, stages = len(self.stages_of), len(self.placement)
+        held = rank_list(self.stages_of[rank], noun="stage")
+        hints = [
+            f"chunk c is the c-th smallest stage the rank holds: rank {rank} holds {held} "
+            f"({count(stages, 'stage')} on {count(ranks, 'rank')})"
+        ]
+        k = ch + 1
+        if k * ranks > stages:
+            hints.append(
+                f"declare stages as {k} x ranks (here {k * ranks:,}): a looped or vshape "
+                f"placement then gives every rank {k} chunks"
+            )
+        return hints
 
     def _count(self, a: Action) -> Action:
         """Advance the counters and the pending-weight queue for ``a``."""
