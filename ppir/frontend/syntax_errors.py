@@ -3,8 +3,8 @@
 a note at the '{' that is never closed (read by indentation where a '}' closes an outer one),
 and one at an earlier line's '(' or '[' still open where a ')' or ']' was expected.  A header
 without its parameter list is pointed at where the '(' belongs; hints for '...' (a range has
-two dots), for loops written as other languages write them (``while``), for ``elif`` and
-for ';' between statements (they need no separator)."""
+two dots), for loops written as other languages write them (``while``), for ``elif``, for
+';' between statements (they need no separator) and for a trailing comma (``min(a, b, )``)."""
 
 from __future__ import annotations
 
@@ -130,6 +130,8 @@ def syntax_error(
         hints = [f"'{elif_}' is not a .pps keyword: write {_ELSE_IF}"]
     elif prev is not None and prev.type == "NAME" and set(e.expected) == {"LPAR"}:
         hints.append(f"'{prev}' starts a call here, its arguments in parentheses: {prev}(...)")
+    elif prev is not None and prev.type == "COMMA" and tok.type in ("RPAR", "RSQB"):
+        hints[:0] = ["remove the trailing comma: ',' only separates items"]
     if tok.type == "EQUAL":
         hints.append("compare with '=='")
     if word and _first_token(text, tok.start_pos or 0):  # a file that starts with an action
