@@ -26,7 +26,13 @@ from ppir.analysis.footprint import Footprint
 from ppir.analysis.model_spec import parse_model_spec
 from ppir.analysis.models import ModelShape, check_layer_count
 from ppir.diagnostics import Diagnostic, PpirError, Report
-from ppir.frontend.loader import load_schedule, load_text, merge_params
+from ppir.frontend.loader import (
+    declared_params,
+    keyword_typo,
+    load_schedule,
+    load_text,
+    merge_params,
+)
 from ppir.ir import Action, Group, OpKind, Overlap, Schedule, Span, Wait
 from ppir.ir.graph import ProgramGraph, build_graph, check_progress
 from ppir.ir.printer import format_pps, from_json
@@ -59,7 +65,10 @@ def load(
     ``spec`` or ``params`` of another type included)."""
     hint = "a placement is given by keyword: placement=(0, 1, ...)"  # load((0, 1, 2, 3))
     params = merge_params(params, more, hints=[hint])
-    return load_schedule(spec, params, placement=placement, define_flag="")
+    try:
+        return load_schedule(spec, params, placement=placement, define_flag="")
+    except PpirError as e:  # load(s, placment=...): placement misspelt?
+        raise keyword_typo(e, load, more, lambda: declared_params(spec)) from None
 
 
 def compile(schedule: Schedule, **options) -> Compiled:  # noqa: A001 - the library's verb

@@ -49,6 +49,35 @@ def test_load_text_takes_its_parameters_as_keywords():
     assert "-D" not in str(e.value)  # no command-line wording in the library
 
 
+def test_a_misspelt_keyword_of_load_text_or_load_gets_a_did_you_mean(tmp_path):
+    """load_text(src, pth=...) said only "unknown parameter 'pth'": the misspelt keyword was
+    taken for a schedule parameter, with nothing pointing at load_text's own 'path'."""
+    with pytest.raises(ppir.PpirError, match="unknown parameter 'pth'") as e:
+        ppir.load_text(REQUIRE, pth="x.pps")
+    hints = e.value.diagnostics[0].hints
+    assert hints[0] == (
+        "did you mean 'path'? (load_text's own keyword; pth= was taken as a schedule parameter)"
+    )
+    assert hints[-1] == "its parameters: P, M"  # the schedule's own hint stays
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.load_text(REQUIRE, max_op=10)
+    assert e.value.diagnostics[0].hints[0].startswith("did you mean 'max_ops'?")
+    with pytest.raises(ppir.PpirError) as e:  # nothing close: no keyword hint
+        ppir.load_text(REQUIRE, Q=2)
+    assert e.value.diagnostics[0].hints == ("its parameters: P, M",)
+    text = REQUIRE.replace("(P = 4, M = 8)", "(P = 4, M = 8, pth = 1)")  # a real parameter
+    assert dict(ppir.load_text(text, pth=2).params)["pth"] == 2
+    csv = tmp_path / "two.csv"
+    csv.write_text("0F0,0B0\n")
+    for spec in ("1f1b", "torch:1F1B", csv):  # ppir.load, whatever reads the schedule
+        with pytest.raises(ppir.PpirError) as e:
+            ppir.load(spec, placment=(0, 1, 2, 3))
+        assert e.value.diagnostics[0].hints[0] == (
+            "did you mean 'placement'? (load's own keyword; placment= was taken as a schedule "
+            "parameter)"
+        ), spec
+
+
 def test_a_parameter_in_the_wrong_case_gets_a_did_you_mean(cli):
     """'V' for 'v' scored 0 by similarity, so only the list of parameters was shown."""
     with pytest.raises(ppir.PpirError) as e:

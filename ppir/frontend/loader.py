@@ -8,11 +8,13 @@ accepted everywhere.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+from dataclasses import replace
 from functools import lru_cache
 
-from ppir.diagnostics import did_you_mean, error
+from ppir.diagnostics import PpirError, did_you_mean, error
 from ppir.frontend.ast import Module
 from ppir.frontend.expand import (
     DEFAULT_MAX_OPS,
@@ -290,13 +292,33 @@ def load_text(
             f"load_text's path (the name errors give the text) takes a str or os.PathLike, "
             f"got {type(path).__name__} {path!r:.40}",
         )
-    return expand(
-        parse_text(text, path),
-        merge_params(params, more),
-        max_ops=max_ops,
-        max_steps=max_steps,
-        define_flag="",
-    )
+    module = parse_text(text, path)
+    try:
+        return expand(
+            module, merge_params(params, more), max_ops=max_ops, max_steps=max_steps, define_flag=""
+        )
+    except PpirError as e:
+        params_of = module.header.params if module.header else ()
+        raise keyword_typo(e, load_text, more, lambda: {p.name for p in params_of}) from None
+
+
+def keyword_typo(e: PpirError, fn, more: dict, declared) -> PpirError:
+    """``e`` with a did-you-mean first when it is an error about a parameter (an unknown one,
+    or a value no integer) and a name given to ``fn`` by keyword (``more``), one the schedule
+    does not take (``declared()``), is close to one of ``fn``'s own keywords:
+    ``load_text(src, pth=...)`` meant ``path``."""
+    if e.kind not in ("unknown-parameter", "bad-define"):
+        return e
+    own = [p.name for p in inspect.signature(fn).parameters.values() if p.kind != p.VAR_KEYWORD]
+    taken = declared()
+    for name in more:
+        close = [] if name in taken else did_you_mean(name, own)
+        if close:
+            d = e.diagnostics[0]
+            why = f"{fn.__name__}'s own keyword; {name}= was taken as a schedule parameter"
+            hint = f"{close[0]} ({why})"
+            return PpirError([replace(d, hints=(hint, *d.hints)), *e.diagnostics[1:]], e.exit_code)
+    return e
 
 
 # what a JSON document that is no object holds, in JSON's words
