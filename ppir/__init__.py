@@ -182,7 +182,7 @@ def analyze(
     the model's costs, as the command does (the lowering, and so the receive buffers, depend
     on them)."""
     if isinstance(model, str):
-        model = parse_model_spec(model)
+        model = parse_model_spec(model, "model")  # named as the argument, not as --model
     elif model is not None and not isinstance(model, ModelShape):
         raise TypeError(
             f"model takes a ModelShape or a spec such as 'llama3-8b,tp=8', got "

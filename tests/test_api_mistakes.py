@@ -78,6 +78,26 @@ def test_a_misspelt_keyword_of_load_text_or_load_gets_a_did_you_mean(tmp_path):
         ), spec
 
 
+@pytest.mark.parametrize(
+    "spec, said",
+    [
+        ("llama3-8b,tp=x", "model 'llama3-8b,tp=x': tp must be an integer, got 'x'"),
+        ("", "model needs a preset or key=value pairs, got an empty text"),
+        ("llama3-8b,,tp=8", "model 'llama3-8b,,tp=8': an empty entry between commas"),
+        ("llama3-8b,tp", "model 'llama3-8b,tp': expected key=value, got 'tp'"),
+        ("llama3-8b,tp=2,tp=4", "model 'llama3-8b,tp=2,tp=4': 'tp' is given twice"),
+    ],
+)
+def test_a_bad_model_spec_is_named_as_the_argument_not_as_the_command_flag(cli, spec, said):
+    """analyze(s, 'llama3-8b,tp=x') said '--model llama3-8b,tp=x: ...', a flag the library
+    call never had; the command keeps its '--model' wording."""
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.analyze(ppir.load("1f1b", P=4, M=8), spec)
+    assert e.value.message.startswith(said) and "--model" not in str(e.value)
+    code, _, err = cli("analyze", "1f1b", "--model", spec)
+    assert code == 2 and "--" + said.replace(f"model '{spec}'", f"model {spec}") in err
+
+
 def test_a_parameter_in_the_wrong_case_gets_a_did_you_mean(cli):
     """'V' for 'v' scored 0 by similarity, so only the list of parameters was shown."""
     with pytest.raises(ppir.PpirError) as e:

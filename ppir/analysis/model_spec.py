@@ -21,54 +21,60 @@ def model_table(m: ModelShape, recompute: str | None = None) -> dict:
     return fields
 
 
-def parse_model_spec(text: str) -> ModelShape:
+def parse_model_spec(text: str, option: str = "--model") -> ModelShape:
     """Parse ``--model`` text: ``PRESET``, ``PRESET,key=value,...`` or ``key=value,...``.
 
     Keys are the :class:`ModelShape` fields: layers, hidden, heads, seq, mbs, dtype, tp, ffn,
     kv_heads, vocab, swiglu, tied, dp, zero, flash, dropout, norm, optimizer, grad_dtype,
-    act_tensors.
+    act_tensors.  ``option`` is how errors name the text: the command's ``--model`` (``--model
+    llama3-8b,tp=x: tp must be an integer``), or an API argument's name, ``model`` (``model
+    'llama3-8b,tp=x': ...``).
     """
     preset = None
     over: dict = {}
     if not text.strip():
         raise error(
             "bad-model",
-            "--model needs a preset or key=value pairs, got an empty text",
-            hints=[f"presets: {', '.join(PRESETS)}; e.g. --model llama3-8b,seq=4096"],
+            f"{option} needs a preset or key=value pairs, got an empty text",
+            hints=[f"presets: {', '.join(PRESETS)}; e.g. {_named(option, 'llama3-8b,seq=4096')}"],
         )
     parts = [p.strip() for p in text.split(",")]
     if len(parts) > 1 and not parts[-1]:  # a trailing comma
         parts.pop()
     for i, part in enumerate(parts):
         if not part:
-            raise error("bad-model", f"--model {text}: an empty entry between commas")
+            raise error("bad-model", f"{_named(option, text)}: an empty entry between commas")
         key, eq, value = part.partition("=")
         key = key.strip()
         if not eq:
             if i == 0:
                 preset = key
                 continue
-            raise error("bad-model", f"--model {text}: expected key=value, got '{part}'")
+            raise error("bad-model", f"{_named(option, text)}: expected key=value, got '{part}'")
         if key in _INT_FIELDS:
             v = value.strip()
             digits = v[1:] if v[:1] in ("+", "-") else v
             if not digits.isdigit():
-                raise error(
-                    "bad-model",
-                    f"--model {show_int(text)}: {key} must be an integer, got {show_int(v)!r}",
-                )
+                named = _named(option, show_int(text))
+                raise error("bad-model", f"{named}: {key} must be an integer, got {show_int(v)!r}")
             try:  # ppir's integer limit (docs/language.md)
                 n = int_literal(digits, None)
             except PpirError as e:
-                raise error("bad-model", f"--model {key}: {e.diagnostics[0].message}") from None
+                raise error("bad-model", f"{option} {key}: {e.diagnostics[0].message}") from None
             n = -n if v.startswith("-") else n
         else:
             n = value.strip()
         if over.get(key, n) != n:
             raise error(
                 "bad-model",
-                f"--model {text}: {given_twice(key, over[key], n)}",
+                f"{_named(option, text)}: {given_twice(key, over[key], n)}",
                 hints=["give each field once"],
             )
         over[key] = n
     return make_model(preset, **over)
+
+
+def _named(option: str, text: str) -> str:
+    """The spec as the caller gave it: ``--model TEXT`` on the command line, ``model 'TEXT'``
+    for an API argument."""
+    return f"{option} {text}" if option.startswith("-") else f"{option} '{text}'"
