@@ -171,8 +171,9 @@ def load_schedule(
     """Parse and expand a schedule (``spec``: see :func:`schedule_spec`).  CSV and JSON files
     take no parameters; ``placement`` is for CSV and ``torch:NAME`` schedules; parameter values
     must be integers (:func:`ppir.frontend.expand.integer_param`); ``define_flag`` is the
-    option parameter errors name; ``builtin``: the built-in named ``spec`` whatever the working
-    directory holds (:func:`read_source`)."""
+    option parameter errors name: the command line's ``-D`` (and ``--placement``), or ``""``
+    for the API's words (what :func:`ppir.load` passes); ``builtin``: the built-in named
+    ``spec`` whatever the working directory holds (:func:`read_source`)."""
     spec = schedule_spec(spec)
     params = dict(params or {})
     kind = schedule_kind(spec, builtin)
