@@ -15,6 +15,7 @@ least all the work over C.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -194,6 +195,51 @@ def test_more_processors_than_ranks_are_not_said_to_be_shared_by_the_ranks(cli):
     assert step == _assumed_and_step(cli, *args)[1] == "15"  # one each: the plain estimate
     said, _ = _assumed_and_step(cli, *args, "--processors", "1")
     assert "; the ranks share 1 processor;" in said
+
+
+_TUNE = ("tune", "--world", "8", "--tp", "1", "--model", "llama3-8b,layers=8", "--gpu-memory")
+_TUNE += ("80GiB", "--schedules", "1f1b", "--micro-batch", "1", "--recompute", "none")
+
+
+@pytest.mark.parametrize(
+    "n, said",
+    [
+        (
+            4,
+            "; 4 processors for each candidate's pipeline ranks (shared where there are more "
+            "than 4; elsewhere nothing slows unless transfers and reductions bring the work "
+            "running at once above 4);",
+        ),
+        (
+            8,
+            "; 8 processors for each candidate's 1 to 8 pipeline ranks (nothing slows unless "
+            "transfers and reductions bring the work running at once above 8);",
+        ),
+    ],
+)
+def test_tune_says_what_processors_mean_for_candidates_of_several_pipeline_sizes(cli, n, said):
+    """tune said 'the ranks share 4 processors' of every candidate, pp=1 and pp=2 included,
+    which have a processor per rank; it now says it of each candidate's pipeline ranks."""
+    code, out, err = cli(*_TUNE, "--processors", str(n))
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert said in first and "the ranks share" not in first
+    code, out, err = cli(*_TUNE, "--processors", str(n), "--format", "json")
+    assert code == 0 and said.strip("; ") in json.loads(out)["assumptions"]
+
+
+def test_one_pipeline_size_and_a_json_estimate_say_it_of_their_ranks(cli):
+    """tune -P 2 and compile's JSON said 'the ranks share 4 processors' of 2 ranks."""
+    code, out, err = cli("tune", "-P", "2", "--global-batch", "8", "--processors", "4")
+    assert code == 0 and "; 4 processors for 2 ranks (nothing slows" in out.splitlines()[0]
+    argv = ("compile", "1f1b", "-D", "P=2", "-D", "M=4", "--backend", "cost", "--format", "json")
+    code, out, err = cli(*argv, "--processors", "4")
+    assert code == 0 and "; 4 processors for 2 ranks (" in json.loads(out)["assumptions"]
+    code, out, err = cli(*argv, "--processors", "1")
+    assert code == 0 and "; the ranks share 1 processor;" in json.loads(out)["assumptions"]
+    wider = ("tune", "--world", "16", *_TUNE[3:], "--pp", "4,8")  # each pp over 2 processors
+    code, out, err = cli(*wider, "--processors", "2")
+    assert code == 0 and "; each candidate's pipeline ranks share 2 processors;" in out
 
 
 def test_a_processor_per_rank_still_shares_them_with_transfers(cli):

@@ -139,9 +139,9 @@ class CostConfig:
             link.latency == 0 and link.bandwidth is None for link in (self.intra, self.inter)
         )
 
-    def describe(self, mbs: bool = True, ranks: int | None = None) -> str:
+    def describe(self, mbs: bool = True, ranks=None) -> str:
         """One line saying what the numbers assume (without the micro-batch size if not mbs),
-        for a schedule of ``ranks`` ranks when given."""
+        for ``ranks`` ranks when given (or candidates of those sizes: processors_meaning)."""
         costs = f"F={self.F} B={self.B} I={self.I} W={self.W}"
         if self.FB is not None:
             costs += f" FB={self.FB}"

@@ -129,7 +129,7 @@ class Estimate:
             "stages": self.stages,
             "microbatches": self.microbatches,
             "time_unit": self.time_unit,
-            "assumptions": self.config.describe(),
+            "assumptions": self.config.describe(ranks=self.ranks),
             "progress": self.progress,
             "step_time": self.step_time,
             "busiest_rank_compute": self.busiest,

@@ -33,16 +33,26 @@ def unit_meaning(F, short: bool = False, equals: bool = False) -> str:
 _BYTE_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
 
 
-def processors_meaning(processors: int, ranks: int | None = None) -> str:
+def processors_meaning(processors: int, ranks=None) -> str:
     """What ``processors`` shared processors mean, as the assumptions line says it: ``the ranks
     share 2 processors``; with at least one per rank (``ranks``, when known), that only
-    transfers and reductions, which run on them too, can make work wait."""
-    if ranks is None or processors < ranks:
-        return f"the ranks share {count(processors, 'processor')}"
-    return (
-        f"{count(processors, 'processor')} for {count(ranks, 'rank')} (nothing slows unless "
-        f"transfers and reductions bring the work running at once above {processors})"
+    transfers and reductions, which run on them too, can make work wait.  ``ranks`` may be the
+    pipeline sizes of a search's candidates (``ppir tune``), each timed on ``processors`` of
+    its own: then it is said of each candidate's ranks."""
+    n = count(processors, "processor")
+    sizes = sorted({ranks} if isinstance(ranks, int) else set(ranks or ()))
+    calm = (
+        "nothing slows unless transfers and reductions bring the work running at once "
+        f"above {processors}"
     )
+    whose = "each candidate's pipeline ranks" if len(sizes) > 1 else "the ranks"
+    if not sizes or processors < sizes[0]:
+        return f"{whose} share {n}"
+    if len(sizes) == 1:
+        return f"{n} for {count(sizes[0], 'rank')} ({calm})"
+    if processors >= sizes[-1]:
+        return f"{n} for each candidate's {sizes[0]} to {sizes[-1]} pipeline ranks ({calm})"
+    return f"{n} for {whose} (shared where there are more than {processors}; elsewhere {calm})"
 
 
 def _decimals(x: float, digits: int) -> int:
