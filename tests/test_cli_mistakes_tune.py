@@ -158,3 +158,31 @@ def test_a_reserve_of_zero_needs_no_unit(cli):
     code, out, err = cli(*argv, "--reserve", "0", "--top", "1")
     assert code == 0, err
     assert "budget 80 GiB per GPU" in out.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--gpu-memory", "nanGiB"], "--gpu-memory nanGiB: expected a finite size, e.g. 80GiB"),
+        (["--gpu-memory", "infGiB"], "--gpu-memory infGiB: expected a finite size, e.g. 80GiB"),
+        (["--memory-budget", "nanGiB"], "--memory-budget nanGiB: expected a finite size, e.g. "
+         "80GiB"),
+        (["--gpu-memory", "80GiB", "--reserve", "infGiB"], "--reserve infGiB: expected a finite "
+         "size, e.g. 80GiB"),
+    ],
+)  # fmt: skip
+def test_a_memory_size_that_is_no_number_is_refused(cli, argv, message):
+    """was: '--gpu-memory nanGiB' ranked every choice under 'budget nan KiB per GPU' (nan
+    compares false with every peak), and '--gpu-memory infGiB' said '--reserve None leaves
+    nothing of infGiB', naming a reserve the user never gave."""
+    code, out, err = cli("tune", "--world", "8", "--model", "llama3-8b", *argv, "-q")
+    assert (code, out) == (2, "") and "Traceback" not in err
+    assert err.splitlines() == [f"ppir: error: {message}"]
+
+
+def test_a_budget_in_a_that_is_no_number_is_refused(cli):
+    code, out, err = cli("tune", "-P", "4", "--memory-budget", "nanA", "-q")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "ppir: error: --memory-budget nanA: expected a finite size, e.g. 6A"
+    ]

@@ -114,6 +114,9 @@ def parse_budget(
                 x = float(num)
             except ValueError:
                 break
+            if not math.isfinite(x):  # nan compared as no size at all; inf left nothing
+                e_g = "6A" if scale is None else "80GiB"
+                raise error("bad-usage", f"{flag} {text}: expected a finite size, e.g. {e_g}")
             if x <= 0:
                 raise error("bad-usage", f"{flag} {text}: must be positive")
             if scale is None:
