@@ -130,6 +130,25 @@ def test_json_bytes_are_whole_and_equal_times_rank_the_smaller_memory_first(cli)
     assert keys == sorted(keys) and len({k[0] for k in keys}) < len(keys)  # ties, broken
 
 
+@pytest.mark.parametrize(
+    "budget, expected",
+    [
+        (["--gpu-memory", "24GiB"], 23192823398),  # 90 % of it: 23192823398.4 bytes
+        (["--gpu-memory", "80GiB", "--reserve", "0"], 80 * 2**30),
+        (["--memory-budget", "0.1KiB"], 102),  # 102.4
+    ],
+)
+def test_the_json_budget_is_whole_bytes(cli, budget, expected):
+    """was: '"budget": 23192823398.4' for --gpu-memory 24GiB, where every other byte count of
+    the document is an integer."""
+    argv = ["tune", "--world", "8", "--tp", "8", "--model", "llama3-8b", "--format", "json", "-q"]
+    code, out, err = cli(*argv, "--schedules", "1f1b", *budget)
+    assert code in (0, 1), err  # 1: nothing fits 102 bytes
+    doc = json.loads(out)
+    assert doc["memory_unit"] == "bytes" and doc["budget"] == expected
+    assert isinstance(doc["budget"], int)
+
+
 def test_every_tune_json_key_is_documented(cli, capsys):
     """Every key of a ppir.tune/2 document (top level and per choice) is named in the tune
     section of docs/cost-model.md, and --help states the default --v grid."""

@@ -4,6 +4,7 @@ recomputation that fit a GPU's memory and train fastest."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import replace
 
@@ -186,6 +187,8 @@ def _budget(args, sized: bool):
                 f"--memory-budget {args.memory_budget}: with memory sizes (a model, or "
                 "measured ones) the budget is in bytes, e.g. 60GiB (or --gpu-memory 80GiB)",
             )
+        if budget is not None and budget[1] == "bytes":  # whole bytes, as JSON gives them
+            budget = (math.floor(budget[0]), "bytes")
         return budget
     total, unit = parse_budget(args.gpu_memory, sized, "--gpu-memory")
     if unit != "bytes":
@@ -215,7 +218,7 @@ def _budget(args, sized: bool):
             )
     if keep >= total:
         raise error("bad-usage", f"--reserve {args.reserve} leaves nothing of {args.gpu_memory}")
-    return total - keep, "bytes"
+    return math.floor(total - keep), "bytes"  # 90% of 24GiB: 23192823398, not ....4
 
 
 def _measured_batch(args, measured, P: int) -> tuple[str, int]:
