@@ -85,3 +85,20 @@ def test_a_bad_size_is_named(tmp_path):
     assert "c.toml: measured.microbatch_size must be a positive integer, got 0" in str(
         e.value.diagnostics[0].message
     )
+
+
+@pytest.mark.parametrize("P, lcm", [(3, 6), (4, 4)])
+def test_a_pipeline_size_the_file_cannot_time_is_a_usage_error(cli, tmp_path, P, lcm):
+    """was: every built-in rejected as a 'constraint', one line per schedule and v, under
+    '(no feasible choice): no schedule accepts these sizes ... try other --global-batch,
+    --micro-batch or --pp values', exit 1: the cost file, measured on 2 stages, was the
+    mistake."""
+    code, out, err = cli("tune", "-P", str(P), "--config", _file(tmp_path), "-q")
+    assert (code, out) == (2, "") and "Traceback" not in err
+    assert err.splitlines() == [
+        f"ppir: error: -P {P}: the cost file was measured on 2 stages, and a schedule of {P} "
+        f"ranks runs a multiple of {P} stages: none can use it",
+        f"hint: pipeline sizes 1, 2 can; or profile again with --stages {lcm}",
+    ]
+    code, out, err = cli("tune", "-P", "2", "--config", _file(tmp_path), "-q")
+    assert code == 0, err

@@ -22,7 +22,7 @@ from ppir.cli.cost_options import (
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.cli.tune_view import tune_json, tune_text
-from ppir.diagnostics import EXIT_INVALID, EXIT_OK, did_you_mean, error
+from ppir.diagnostics import EXIT_INVALID, EXIT_OK, PpirError, did_you_mean, error
 from ppir.schedules import builtin_names
 
 NAME = "tune"
@@ -221,6 +221,32 @@ def _budget(args, sized: bool):
     return math.floor(total - keep), "bytes"  # 90% of 24GiB: 23192823398, not ....4
 
 
+def _refuse_unmeasured_sizes(measured, names, pps, flag: str) -> None:
+    """A pipeline size the cost file cannot time, when only built-ins are searched: each runs a
+    multiple of P stages on P ranks (DualPipe: two pipelines of P), so a file measured on S
+    stages serves only the P that divide S (:meth:`MeasuredCosts.fit`'s rule and words).  Every
+    choice was rejected for it, one line per schedule and v, and the exit status said the
+    schedules were invalid (1) though the file was the mistake; a .pps file may place stages
+    as it likes and is still tried."""
+    builtins = set(builtin_names())
+    if not pps or not all(isinstance(n, Builtin) or n in builtins for n in names):
+        return
+    S = measured.stages
+    for P in pps:
+        try:
+            measured.fit(P)
+        except PpirError:
+            fits = ", ".join(str(d) for d in range(1, S + 1) if S % d == 0)
+            raise error(
+                "bad-usage",
+                f"{flag} {P}: the cost file was measured on {S} stages, and a schedule of {P} "
+                f"ranks runs a multiple of {P} stages: none can use it",
+                hints=[
+                    f"pipeline sizes {fits} can; or profile again with --stages {math.lcm(S, P)}"
+                ],
+            ) from None
+
+
 def _measured_batch(args, measured, P: int) -> tuple[str, int]:
     """(micro-batch sizes, global batch) with measured costs and no model: the profiled
     microbatch is the only micro-batch (the times and sizes are its own) and --global-batch is
@@ -302,6 +328,8 @@ def run(args) -> int:
             raise error("bad-usage", "give --world N (GPUs in all) or --pp P with --model")
         world = args.world if args.world is not None else max(pps) * tp
         cfg = replace(cfg, model=replace(model, tp=tp))
+    if cfg.measured is not None:
+        _refuse_unmeasured_sizes(cfg.measured, names, pps, "--pp" if model is not None else "-P")
     recomputes = (
         tuple(x.strip() for x in args.tune_recompute.split(","))
         if args.tune_recompute
