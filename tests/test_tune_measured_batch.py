@@ -102,3 +102,19 @@ def test_a_pipeline_size_the_file_cannot_time_is_a_usage_error(cli, tmp_path, P,
     ]
     code, out, err = cli("tune", "-P", "2", "--config", _file(tmp_path), "-q")
     assert code == 0, err
+
+
+def test_with_a_model_too_the_micro_batch_is_the_profiled_one(cli, tmp_path):
+    """A model beside measured costs gives memory only.  was: tune searched micro-batches 1 and
+    2 and all three recomputations, each timed with the profiled microbatch's costs (8
+    samples), so a microbatch of 1 sample took as long as one of 8, and full recomputation
+    cost no time and came out first where memory was tight."""
+    argv = ["tune", "--world", "2", "--model", "llama3-8b,seq=1024", "--config", _file(tmp_path)]
+    code, out, err = cli(*argv, "--schedules", "1f1b", "-q", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    rows = doc["ranked"] + doc["slower"] + doc["pruned"] + doc["rejected"]
+    assert {(r["mbs"], r["recompute"]) for r in rows} == {(SAMPLES, "none")}
+    assert doc["global_batch"] == 4 * 2 * SAMPLES  # 4 x P profiled microbatches, as without
+    code, _, err = cli(*argv, "--micro-batch", "1,2", "-q")
+    assert code == 2 and "--micro-batch 1,2: measured costs are per profiled microbatch" in err

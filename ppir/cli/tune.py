@@ -44,8 +44,9 @@ require clauses; a program that does not verify) or memory (with its largest ter
 
 Without --model: one pipeline size -P, times in forwards of one rank share per sample and the
 budget (--memory-budget) in A (one microbatch's activations of a rank share).  With a --config
-measured by 'ppir profile' (and no --model): seconds, the profiled microbatch is the micro-batch
-(--global-batch still counts samples: M = G / the samples of a profiled microbatch).
+measured by 'ppir profile': seconds, the profiled microbatch is the micro-batch (--global-batch
+still counts samples: M = G / (dp x the samples of a profiled microbatch)); a --model beside it
+sizes memory only, and recomputation is not searched (the times are the model's as profiled).
 
 examples:
   ppir tune --world 64 --tp 8 --gpu-memory 80GiB --model llama3-70b,seq=4096
@@ -114,7 +115,8 @@ def add_arguments(p):
         "--recompute",
         dest="tune_recompute",
         metavar="R1,R2,...",
-        help=f"recomputation to try among {','.join(RECOMPUTE_MODES)} (default: all with --model)",
+        help=f"recomputation to try among {','.join(RECOMPUTE_MODES)} (default: all with --model "
+        "and no measured --config)",
     )
     p.add_argument(
         "--gpu-memory",
@@ -328,13 +330,14 @@ def run(args) -> int:
             raise error("bad-usage", "give --world N (GPUs in all) or --pp P with --model")
         world = args.world if args.world is not None else max(pps) * tp
         cfg = replace(cfg, model=replace(model, tp=tp))
-    if cfg.measured is not None:
-        _refuse_unmeasured_sizes(cfg.measured, names, pps, "--pp" if model is not None else "-P")
+    measured = cfg.measured
+    if measured is not None:
+        _refuse_unmeasured_sizes(measured, names, pps, "--pp" if model is not None else "-P")
     recomputes = (
         tuple(x.strip() for x in args.tune_recompute.split(","))
         if args.tune_recompute
-        else (RECOMPUTE_MODES if model is not None else (cfg.recompute,))
-    )
+        else (RECOMPUTE_MODES if model is not None and measured is None else (cfg.recompute,))
+    )  # measured times are the profiled model's as it ran: recomputing would not change them
     for r in recomputes:
         if r not in RECOMPUTE_MODES:
             raise error(
@@ -345,8 +348,8 @@ def run(args) -> int:
     if args.tune_recompute and model is None:  # every row said 'none', silently
         refuse_recompute_without_model(args.tune_recompute)
     G = args.global_batch
-    if cfg.measured is not None and model is None:
-        mbs, G = _measured_batch(args, cfg.measured, world)
+    if measured is not None:  # its times are the profiled microbatch's, with a model too
+        mbs, G = _measured_batch(args, measured, world // tp)
     else:
         mbs = args.micro_batch or ("1,2" if model is not None else "1")
     space = Space(
