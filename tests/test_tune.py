@@ -93,6 +93,28 @@ def test_tune_text_summarises_the_rejected_choices(cli):
     assert sum(": memory: " in line for line in full.splitlines()) == len(memory)
 
 
+def test_a_reason_is_listed_once_with_the_schedules_it_rejected(cli):
+    """was: one line per schedule and reason, so a batch that no dp x micro-batch splits
+    repeated 'global batch 32 does not split into dp=8 x micro-batch 3' for each of the 13
+    built-ins at each dp (52 lines), and v_half and v_min each had their own copy of 'a V
+    placement needs at least two ranks'."""
+    argv = ["tune", "--world", "8", "--model", "llama3-8b", "--gpu-memory", "80GiB", "-q"]
+    code, out, err = cli(*argv, "--micro-batch", "3")
+    assert code == 1, err
+    listed = [line for line in out.splitlines() if line.startswith("    ")]
+    assert listed == [
+        f"    every schedule: global batch 32 does not split into dp={dp} x micro-batch 3 "
+        f"({n} choices)"
+        for dp, n in ((8, 63), (4, 87), (2, 75), (1, 63))
+    ]
+    code, out, err = cli(*argv, "--schedules", "v_half,v_min,1f1b", "--top", "1")
+    assert code == 0, err
+    assert (
+        "    v_half, v_min: requirement failed: a V placement needs at least two ranks (with P = "
+        "1) (12 choices)" in out.splitlines()
+    )
+
+
 def test_choices_ppir_launch_cannot_run_are_marked(cli):
     """Bidirectional DualPipe (two pipelines) ranks first under the textbook costs, but the
     executor runs one pipeline: the table marks it and says why; JSON says launchable."""

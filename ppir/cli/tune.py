@@ -158,7 +158,7 @@ def add_arguments(p):
         "--all-rejected",
         action="store_true",
         help="list every rejected choice with its reason (default: per reason, the choices "
-        "closest to the memory budget and each other reason once per schedule)",
+        "closest to the memory budget and each other reason once, with the schedules it rejected)",
     )
     add_progress_model_argument(
         p,

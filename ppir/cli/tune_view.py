@@ -138,7 +138,7 @@ def tune_text(
         )
     bad = [c for c in cands if not c.ok and c.why not in _LISTED]
     if bad:
-        lines += _rejected_lines(bad, has_model, every)
+        lines += _rejected_lines(bad, has_model, every, {c.schedule for c in cands})
     return "\n".join(lines) + "\n"
 
 
@@ -202,10 +202,11 @@ def _choice(c, has_model: bool) -> str:
     return f"{what}{c.schedule} v={c.v} mbs={c.mbs}{m}{rec}{layers}"
 
 
-def _rejected_lines(bad: list, has_model: bool, every: bool) -> list[str]:
+def _rejected_lines(bad: list, has_model: bool, every: bool, searched: set) -> list[str]:
     """Every rejected choice with its reason (``every``), else per kind of rejection: the
-    choices that came closest to the memory budget, and each distinct reason once per
-    schedule with how many choices it rejected."""
+    choices that came closest to the memory budget, and each distinct reason once, with the
+    schedules it rejected (``every schedule`` when it is all of ``searched``, more than one)
+    and how many choices."""
     by_why: dict[str, list] = {}
     for c in bad:
         by_why.setdefault(c.why, []).append(c)
@@ -222,13 +223,16 @@ def _rejected_lines(bad: list, has_model: bool, every: bool) -> list[str]:
             lines += [f"    {_choice(c, has_model)}: {c.reason}" for c in close]
             folded |= len(close) < len(cs)
             continue
-        reasons: dict[tuple, int] = {}
+        reasons: dict[str, list] = {}  # a reason, the schedules it rejected (one per choice)
         for c in cs:
-            key = (c.schedule, c.reason)
-            reasons[key] = reasons.get(key, 0) + 1
+            reasons.setdefault(c.reason, []).append(c.schedule)
         lines.append(f"  {why} ({len(cs)}):")
-        for (name, reason), n in reasons.items():
-            lines.append(f"    {name}: {reason}" + (f" ({n} choices)" if n > 1 else ""))
+        for reason, names in reasons.items():
+            names_once = list(dict.fromkeys(names))
+            every_one = len(searched) > 1 and set(names_once) == searched
+            who = "every schedule" if every_one else ", ".join(names_once)
+            n = len(names)
+            lines.append(f"    {who}: {reason}" + (f" ({n} choices)" if n > 1 else ""))
         folded |= len(reasons) < len(cs)
     if folded:
         lines.append("  (--all-rejected lists every one; --format json has them all)")
