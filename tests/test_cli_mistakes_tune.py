@@ -186,3 +186,15 @@ def test_a_budget_in_a_that_is_no_number_is_refused(cli):
     assert err.splitlines() == [
         "ppir: error: --memory-budget nanA: expected a finite size, e.g. 6A"
     ]
+
+
+def test_the_model_example_in_tune_help_is_one_tune_accepts(cli):
+    """was: tune's --help showed '--model ... e.g. llama3-8b,seq=4096,mbs=2', the help every
+    cost command shares, and tune refuses mbs= (it searches the micro-batch size)."""
+    from ppir.cli.main import build_parser
+
+    tune = build_parser()._subparsers._group_actions[0].choices["tune"]
+    (action,) = [a for a in tune._actions if "--model" in a.option_strings]
+    spec = action.help.split("e.g. ")[1].split(" ")[0].rstrip(";")
+    code, out, err = cli("tune", "--world", "8", "--tp", "8", "--model", spec, "--top", "1", "-q")
+    assert code == 0, err

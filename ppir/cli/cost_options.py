@@ -193,12 +193,13 @@ def add_stage_layers_argument(group) -> None:
 
 
 def _add_model_arguments(group, recompute: bool) -> None:
+    example = "llama3-8b,seq=4096,mbs=2" if recompute else "llama3-70b,zero=1 (mbs, dp: searched)"
     group.add_argument(
         "--model",
         dest="cost_model",
         metavar="SPEC",
         help="model shape: a preset (gpt3-175b, llama3-8b, llama3-70b, llama3-405b, gpt2-xl) "
-        "and/or key=value fields, e.g. llama3-8b,seq=4096,mbs=2; times become seconds",
+        f"and/or key=value fields, e.g. {example}; times become seconds",
     )
     if recompute:
         group.add_argument(
