@@ -198,3 +198,18 @@ def test_the_model_example_in_tune_help_is_one_tune_accepts(cli):
     spec = action.help.split("e.g. ")[1].split(" ")[0].rstrip(";")
     code, out, err = cli("tune", "--world", "8", "--tp", "8", "--model", spec, "--top", "1", "-q")
     assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    "flag, value", [("--schedules", "1f1b,,zbv"), ("--pp", "2,,4"), ("--micro-batch", "1, ,2")]
+)
+def test_an_empty_entry_between_commas_is_refused(cli, flag, value):
+    """was: skipped, so '--schedules 1f1b,,zbv' (a name deleted, or a typo) searched two
+    schedules without a word; --model and --cost already refuse it."""
+    code, out, err = cli("tune", "--world", "8", *_MODEL, "-q", flag, value)
+    assert (code, out) == (2, "") and "Traceback" not in err
+    assert err.splitlines() == [f"ppir: error: {flag} {value}: an empty entry between commas"]
+    code, out, err = cli(
+        "tune", "--world", "8", *_MODEL, "-q", "--top", "1", flag, value.split(",")[0] + ","
+    )
+    assert code in (0, 1) and err == "", err  # a trailing comma is allowed, as in --model

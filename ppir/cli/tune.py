@@ -56,9 +56,20 @@ examples:
 """
 
 
+def _entries(text: str, what: str) -> list[str]:
+    """The comma-separated entries of ``text``, stripped (a trailing comma allowed, as --model
+    and --cost allow it); one left empty between commas is an error naming ``what``."""
+    parts = [x.strip() for x in text.split(",")]
+    if len(parts) > 1 and not parts[-1]:
+        parts.pop()
+    if any(parts) and not all(parts):  # was skipped: '1f1b,,zbv' searched two schedules
+        raise error("bad-usage", f"{what} {text}: an empty entry between commas")
+    return [x for x in parts if x]
+
+
 def _ints(text: str, what: str) -> list[int]:
     try:
-        out = [int(x) for x in text.split(",") if x.strip()]
+        out = [int(x) for x in _entries(text, what)]
     except ValueError:
         raise error("bad-usage", f"{what} {text}: expected comma-separated integers") from None
     if not out or any(x < 1 for x in out):
@@ -292,7 +303,7 @@ def run(args) -> int:
     model = cfg.model
     # the default list is the built-ins themselves, whatever files the current directory holds
     names = (
-        [n.strip() for n in args.schedules.split(",") if n.strip()]
+        _entries(args.schedules, "--schedules")
         if args.schedules
         else [Builtin(n) for n in builtin_names()]
     )
