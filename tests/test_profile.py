@@ -105,6 +105,19 @@ def test_each_bad_size_is_named_with_its_value(model_file, cli, flag, message):
     assert code == 2 and err.startswith(f"ppir: error: {message}"), err
 
 
+@pytest.mark.parametrize(
+    "flag, value", [("--stages", "0"), ("--stages", "-4"), ("--microbatches", "0"),
+                    ("--threads", "0"), ("--threads", "-1")],
+)  # fmt: skip
+def test_a_count_below_one_is_refused_not_read_as_the_default(model_file, cli, flag, value):
+    """was: '--stages 0', '-M 0' and '--threads 0' profiled with the defaults (0 stood for
+    them), and '--stages -4' or '--threads -1' failed inside every rank with a traceback
+    (JSONDecodeError; set_num_threads expects a positive integer), exit 1."""
+    code, out, err = cli("profile", "--module", model_file, "--ranks", "1", flag, value)
+    assert (code, out) == (2, "") and "Traceback" not in err, err
+    assert err.splitlines() == [f"ppir: error: {flag} must be positive, got {value}"]
+
+
 def test_a_device_this_machine_lacks_is_one_line(model_file, cli):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

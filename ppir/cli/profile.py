@@ -43,7 +43,7 @@ def add_arguments(p):
     p.add_argument(
         "--stages",
         type=int,
-        default=0,
+        default=None,
         metavar="S",
         help="stages (pieces) to build the model in (default: --ranks)",
     )
@@ -51,7 +51,7 @@ def add_arguments(p):
         "--microbatches",
         "-M",
         type=int,
-        default=0,
+        default=None,
         metavar="M",
         help="microbatches per step; make_batch's batch must split into them (default 2*ranks)",
     )
@@ -68,7 +68,7 @@ def add_arguments(p):
     p.add_argument(
         "--threads",
         type=int,
-        default=0,
+        default=None,
         metavar="N",
         help="torch threads per rank (default: cores / ranks)",
     )
@@ -101,17 +101,21 @@ def run(args) -> int:
     from ppir.torch.run import check_module
 
     check_module(args.module)
+    given = (("--stages", args.stages), ("--microbatches", args.microbatches))
+    for flag, value in given + (("--threads", args.threads),):
+        if value is not None and value < 1:  # 0 was read as the default, -4 failed in a rank
+            raise error("bad-usage", f"{flag} must be positive, got {value}")
 
     spec = ProfileSpec(
         args.module,
         parse_options(args.module_opt),
         args.ranks,
-        args.stages,
-        args.microbatches,
+        args.stages or 0,  # 0: the defaults (ProfileSpec)
+        args.microbatches or 0,
         args.steps,
         args.warmup,
         args.device,
-        args.threads,
+        args.threads or 0,
         args.timeout,
     )
     if args.warmup == 0:
