@@ -131,3 +131,22 @@ def test_with_a_model_analyze_plans_the_program_compile_runs(cli):
         compiled = [r["memory"] for r in json.loads(out)["per_rank"]]
         assert analyzed == compiled
     assert analyzed[0]["buffers"] > 0
+
+
+@pytest.mark.parametrize("command", [["analyze"], ["compile", "--backend", "cost"]])
+@pytest.mark.parametrize("config", [False, True])
+def test_a_bad_stage_layers_entry_is_named_by_the_flag(cli, tmp_path, command, config):
+    """was: 'cost options: entry 1 '4xx8' is not a layer count' (or the --config file's name,
+    as if the file held it): the flag the value came from was not named."""
+    extra = []
+    if config:
+        path = tmp_path / "c.toml"
+        path.write_text('[model]\npreset = "llama3-8b"\n')
+        extra = ["--config", str(path)]
+    argv = [command[0], "1f1b", "-D", "P=8", *command[1:], "--model", "llama3-8b", *extra]
+    code, out, err = cli(*argv, "--stage-layers", "4xx8")
+    assert (code, out) == (2, "") and "Traceback" not in err
+    assert err.splitlines() == [
+        "ppir: error: --stage-layers 4xx8: entry 1 '4xx8' is not a layer count: give counts or "
+        "'count x repeats', e.g. 6,7x10,6"
+    ]

@@ -57,6 +57,10 @@ def in_flag_words(e: PpirError, args, where: str) -> PpirError:
                 message = f"{flag} {shown}: {d.message[len(where) + 2 :]}"
                 return PpirError([replace(d, message=message), *e.diagnostics[1:]], e.exit_code)
     rest = d.message[len(where) + 2 :]
+    layers = getattr(args, "cost_stage_layers", None)  # its text, as ppir.analysis.layout read it
+    if layers and d.message.startswith(f"{where}: entry ") and "not a layer count" in rest:
+        message = f"--stage-layers {layers}: {rest}"  # was 'cost options: entry 1 ...'
+        return PpirError([replace(d, message=message), *e.diagnostics[1:]], e.exit_code)
     if d.message.startswith(f"{where}: costs.") and getattr(args, "cost_costs", None):
         from ppir.cli.cost_options import OP_KINDS, op_costs  # (it imports this module)
 
