@@ -122,3 +122,31 @@ def test_a_choice_whose_bound_ties_with_the_cut_is_compiled_and_ranked_by_memory
         return [(c.schedule, c.peak) for c in cands if c.ok][0]
 
     assert first(1) == first(2) == ("zb_h1", 1)
+
+
+def test_the_search_shows_no_total_it_cannot_know_and_counts_the_ranked(cli, monkeypatch):
+    """was: the search pass's bar counted up to every choice, most of which are pruned without
+    a step, so a long search stood at 30 % with a growing ETA ('372/1230 [00:07<01:12]') and
+    then ended; its status named only the last choice.  Now the expansion has its total, the
+    search an open count, and the status says how many of --top are ranked."""
+    from contextlib import contextmanager
+
+    phases, statuses = [], []
+
+    class Bar:
+        def restart(self, desc, total=None):
+            phases.append((desc, total))
+
+        def update(self, n=1, status=None):
+            statuses.append(status)
+
+    @contextmanager
+    def fake(total, desc, **kw):
+        yield Bar()
+
+    monkeypatch.setattr("ppir.cli.tune.progress", fake)
+    code, out, err = cli("tune", "-P", "4", "--memory-budget", "6A", "--top", "2")
+    assert code == 0, err
+    assert [desc for desc, _ in phases] == ["tune: expanding", "tune: searching"]
+    assert isinstance(phases[0][1], int) and phases[0][1] > 0 and phases[1][1] is None
+    assert any(s and s.startswith("2/2 ranked; compiled ") for s in statuses), statuses

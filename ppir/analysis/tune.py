@@ -190,7 +190,8 @@ class _State:
             finished += 1
             if self.on_step:
                 what = "compiled" if c.step_time is not None else "rejected"
-                self.on_step(finished, total, f"{what} {c.schedule} v={c.v} mbs={c.mbs}")
+                ranked = f"{min(len(self.ranked), self.top)}/{self.top} ranked"
+                self.on_step(finished, total, f"{ranked}; {what} {c.schedule} v={c.v} mbs={c.mbs}")
         for _, _, c in self.waiting:
             _prune(c, top)
         self.waiting, self.last = [], None

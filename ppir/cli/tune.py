@@ -378,8 +378,10 @@ def run(args) -> int:
     with progress(None, "tune", quiet=args.quiet, unit="programs") as bar:
 
         def step(done, total, status):
-            if done == 0:
-                bar.restart("tune", total)
+            if done == 0:  # searching: no total, most choices are pruned unseen (its ETA lied)
+                searching = status == "searching"
+                phase = "tune: searching" if searching else "tune: expanding"
+                bar.restart(phase, None if searching else total)
             bar.update(1 if done else 0, status)
 
         cands = search(names, space, cfg, budget, args.progress_model, step)
