@@ -213,3 +213,11 @@ def test_an_empty_entry_between_commas_is_refused(cli, flag, value):
         "tune", "--world", "8", *_MODEL, "-q", "--top", "1", flag, value.split(",")[0] + ","
     )
     assert code in (0, 1) and err == "", err  # a trailing comma is allowed, as in --model
+
+
+def test_a_world_that_is_no_multiple_of_tp_is_said_before_the_tp_is_checked(cli):
+    """was: '--world 8 --tp 16' said 'tensor-parallel size tp=16 must divide kv_heads (8)', as
+    if the model were the mistake, where no tp of 16 fits 8 GPUs in the first place."""
+    code, out, err = cli("tune", "--world", "8", "--tp", "16", *_MODEL, "-q")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == ["ppir: error: --world 8 must be a positive multiple of --tp 16"]

@@ -340,6 +340,7 @@ def run(args) -> int:
         if args.world is None and not pps:
             raise error("bad-usage", "give --world N (GPUs in all) or --pp P with --model")
         world = args.world if args.world is not None else max(pps) * tp
+        Space(world=world, tp=tp, pps=pps).pipeline_sizes()  # sizes first, then the tp's heads
         cfg = replace(cfg, model=replace(model, tp=tp))
     measured = cfg.measured
     if measured is not None:
