@@ -35,7 +35,9 @@ def test_the_global_batch_is_in_samples(cli, tmp_path):
     assert (doc["global_batch"], row["mbs"], row["microbatches"]) == (32, SAMPLES, 4)
     code, out, err = _tune(cli, path, "--global-batch", "32")
     assert code == 0, err
-    assert out.startswith("P=2, global batch 32 samples (M = 4 profiled microbatches of 8);")
+    assert out.startswith(
+        "P=2, global batch 32 samples (M = 4 profiled microbatches of 8), no memory budget;"
+    )
     code, out, err = _tune(cli, path)  # default: 4 x P profiled microbatches
     assert code == 0 and "global batch 64 samples (M = 8 profiled microbatches of 8)" in out
 

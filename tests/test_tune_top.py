@@ -150,3 +150,22 @@ def test_the_search_shows_no_total_it_cannot_know_and_counts_the_ranked(cli, mon
     assert [desc for desc, _ in phases] == ["tune: expanding", "tune: searching"]
     assert isinstance(phases[0][1], int) and phases[0][1] > 0 and phases[1][1] is None
     assert any(s and s.startswith("2/2 ranked; compiled ") for s in statuses), statuses
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--world", "8", "--model", "llama3-8b"],
+         ", no memory budget (--gpu-memory SIZE holds each choice to one); assuming"),
+        (["-P", "4"], ", no memory budget; assuming"),
+        (["-P", "4", "--memory-budget", "6A"], ", budget 6 A; assuming"),
+        (["--world", "8", "--model", "llama3-8b", "--gpu-memory", "80GiB"],
+         ", budget 72 GiB per GPU; assuming"),
+    ],
+)  # fmt: skip
+def test_the_header_says_the_budget_or_that_there_is_none(cli, argv, said):
+    """was: without --gpu-memory the header said nothing of memory, and the table ranked
+    choices of 300 GiB a GPU as if they fitted; with --memory-budget 6A it said ', 6 A'."""
+    code, out, err = cli("tune", *argv, "--top", "1", "-q")
+    assert code == 0, err
+    assert said in out.splitlines()[0]

@@ -80,10 +80,10 @@ def tune_text(
     in_bytes = sizes_known(cfg)
     lines = []
     where = f"world {space.world} (tp {space.tp})" if has_model else f"P={space.world}"
-    bud = ""
+    bud = ", no memory budget" + (" (--gpu-memory SIZE holds each choice to one)" * in_bytes)
     if budget:
         shown = fmt_size(budget[0], "bytes", 6)  # the digits the user gave (189.75 GiB)
-        bud = f", budget {shown} per GPU" if in_bytes else f", {budget[0]:g} A"
+        bud = f", budget {shown} per GPU" if in_bytes else f", budget {budget[0]:g} A"
     per = ""
     if cfg.measured is not None and not has_model:  # times and sizes are per profiled one
         b = cfg.measured.microbatch_size
