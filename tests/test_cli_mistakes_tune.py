@@ -221,3 +221,15 @@ def test_a_world_that_is_no_multiple_of_tp_is_said_before_the_tp_is_checked(cli)
     code, out, err = cli("tune", "--world", "8", "--tp", "16", *_MODEL, "-q")
     assert (code, out) == (2, "")
     assert err.splitlines() == ["ppir: error: --world 8 must be a positive multiple of --tp 16"]
+
+
+def test_gpu_memory_without_sizes_points_at_the_flag_that_takes_a(cli):
+    """was: 'hint: without them give the budget in A, e.g. 6A' after '--gpu-memory 80GiB', and
+    '--gpu-memory 6A' is refused next ('give bytes'): a budget in A is --memory-budget's."""
+    code, out, err = cli("tune", "-P", "4", "--gpu-memory", "80GiB", "-q")
+    assert (code, out) == (2, "")
+    assert (
+        err.splitlines()[-1] == "hint: without them give the budget in A, e.g. --memory-budget 6A"
+    )
+    code, out, err = cli("tune", "-P", "4", "--memory-budget", "6A", "--top", "1", "-q")
+    assert code == 0, err  # what the hint says works

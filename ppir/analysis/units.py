@@ -127,7 +127,10 @@ def parse_budget(
                     f"{flag} {text}: a budget in bytes needs memory sizes: --model, or a "
                     "cost file from 'ppir profile' that holds them (activation, parameter and "
                     "optimizer bytes)",
-                    hints=["without them give the budget in A, e.g. 6A"],
+                    hints=[  # --gpu-memory takes bytes only: the budget in A is --memory-budget
+                        "without them give the budget in A, e.g. "
+                        + ("--memory-budget 6A" if flag == "--gpu-memory" else "6A")
+                    ],
                 )
             return x * scale, "bytes"
     want = "a size in bytes, e.g. 80GiB or 80GB" if has_model else "e.g. 40GiB, 80GB or 6A"
