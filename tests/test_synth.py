@@ -219,3 +219,45 @@ def test_json_goes_to_the_output_file(cli, tmp_path):
     assert code == 0, err
     assert out.startswith(f"wrote {f}: ") and out.count("\n") == 1
     assert json.loads(f.read_text()) == json.loads(cli(*argv)[1])
+
+
+@pytest.mark.parametrize(
+    "name,fmt,msg",
+    [
+        (
+            "zb.json",
+            "pps",
+            "-o {f}: ppir synth writes .pps text, and a .json file is read back "
+            "as a ppir.program/1 JSON",
+        ),
+        (
+            "zb.csv",
+            "pps",
+            "-o {f}: ppir synth writes .pps text, and a .csv file is read back as a torch CSV",
+        ),
+        (
+            "ZB.TXT",
+            "pps",
+            "-o {f}: ppir synth writes .pps text, and a .txt file is read back as torch action "
+            "text",
+        ),
+        (
+            "zb.pps",
+            "json",
+            "-o {f}: --format json writes the summary (ppir.synth/1), and a .pps "
+            "file is read back as a schedule",
+        ),
+    ],
+)
+def test_an_output_name_of_another_format_is_refused(cli, tmp_path, name, fmt, msg):
+    # was: the .pps text written into zb.json (then 'ppir check zb.json': not valid JSON), or
+    # the JSON summary into zb.pps ('ppir check zb.pps': unexpected '{')
+    f = tmp_path / name
+    argv = ("synth", "-D", "P=2", "-D", "M=4", "--mem-cap", "2", "--format", fmt, "-o", str(f))
+    code, out, err = cli(*argv)
+    assert code == 2 and out == "" and not f.exists()
+    assert err.startswith("ppir: error: " + msg.format(f=f)) and err.count("\n") == 2
+    ok = tmp_path / ("zb.pps" if fmt == "pps" else "zb.json")
+    assert cli(*argv[:-1], str(ok))[0] == 0
+    if fmt == "pps":
+        assert cli("check", str(ok))[0] == 0

@@ -35,6 +35,23 @@ def add_output_argument(p: argparse.ArgumentParser, help: str) -> None:
     p.add_argument("-o", "--output", type=output_path, metavar="PATH", help=help)
 
 
+# What ppir (or torch) takes a file of each suffix for: not the .pps text import and synth write.
+NOT_PPS = {".csv": "a torch CSV", ".txt": "torch action text", ".json": "a ppir.program/1 JSON"}
+
+
+def refuse_pps_output_as(out: str | None, command: str, hints: list[str]) -> None:
+    """A usage error when ``-o OUT`` would hold .pps text under a suffix that ppir reads back
+    as another format (``NOT_PPS``), where the .pps would not read back as the schedule."""
+    for suffix, what in NOT_PPS.items():
+        if (out or "").lower().endswith(suffix):
+            raise error(
+                "bad-usage",
+                f"-o {out}: ppir {command} writes .pps text, and a {suffix} file is read back "
+                f"as {what}",
+                hints=hints,
+            )
+
+
 def add_defines(p: argparse.ArgumentParser, help: str) -> None:
     """``-D NAME=VALUE`` (repeatable, into ``args.defines``; read with :func:`parse_defines`)."""
     p.add_argument(

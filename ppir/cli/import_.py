@@ -14,6 +14,7 @@ from ppir.cli.common import (
     check_schedule_name,
     parse_defines,
     parse_placement,
+    refuse_pps_output_as,
 )
 from ppir.diagnostics import EXIT_INVALID, error, write_output
 from ppir.frontend.loader import load_schedule, read_text
@@ -139,23 +140,15 @@ def imported_pps(
     return format_pps(s, comment=comment)
 
 
-# What ppir (or torch) would take a file of each suffix for: not the .pps that import writes.
-NOT_PPS = {".csv": "a torch CSV", ".txt": "torch action text", ".json": "a ppir.program/1 JSON"}
-
-
 def run(args) -> int:
-    out = args.output or ""
-    for suffix, what in NOT_PPS.items():
-        if out.lower().endswith(suffix):
-            raise error(
-                "bad-usage",
-                f"-o {out}: ppir import writes .pps text, and a {suffix} file is read back as "
-                f"{what}",
-                hints=[
-                    "name the output .pps; torch's CSV is what 'ppir compile SCHEDULE "
-                    "--backend torch-csv -o FILE.csv' writes"
-                ],
-            )
+    refuse_pps_output_as(
+        args.output,
+        "import",
+        [
+            "name the output .pps; torch's CSV is what 'ppir compile SCHEDULE --backend "
+            "torch-csv -o FILE.csv' writes"
+        ],
+    )
     text = imported_pps(
         args.source,
         parse_defines(args.defines),

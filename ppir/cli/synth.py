@@ -12,6 +12,7 @@ from ppir.cli.common import (
     check_schedule_name,
     emit_json,
     parse_defines,
+    refuse_pps_output_as,
 )
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_OK, count, error, write_output
@@ -67,7 +68,12 @@ def add_arguments(p):
         "candidate (2P stages, or P with --no-vshape; F, I and W ops of each stage and "
         "microbatch) exceeds it are refused before synthesis",
     )
-    add_output_argument(p, "write the .pps (or the --format json summary) here (default stdout)")
+    add_output_argument(
+        p,
+        "write the .pps (or the --format json summary) here (default stdout); a name ppir "
+        "reads back as another format is refused (.csv, .txt or .json for the .pps, .pps for "
+        "the summary)",
+    )
     p.add_argument(
         "--format",
         choices=["pps", "json"],
@@ -105,6 +111,7 @@ def run(args) -> int:
         why = f"missing {' and '.join(missing)}" if missing else f"got {', '.join(unknown)}"
         raise error("bad-usage", f"ppir synth takes -D P=... and -D M=... only ({why})")
     check_schedule_name(args.name)
+    _check_output(args.output, args.format)
     if d["P"] >= 1 and d["M"] >= 1:  # (synthesize refuses the others)
         # the size cap every command holds a schedule to, before any candidate is built: the
         # largest candidate has two stages per rank (V-shaped) and a forward, I and W of each
@@ -166,6 +173,21 @@ def run(args) -> int:
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _check_output(output: str | None, fmt: str) -> None:
+    """Refuse an -o name whose suffix says another format than --format writes, before any
+    synthesis: a file that ppir would not read back as what it holds."""
+    if fmt == "pps":
+        hint = "name the output .pps; --format json writes the summary (ppir.synth/1)"
+        refuse_pps_output_as(output, "synth", [hint])
+    elif (output or "").lower().endswith(".pps"):
+        raise error(
+            "bad-usage",
+            f"-o {output}: --format json writes the summary (ppir.synth/1), and a .pps file is "
+            "read back as a schedule",
+            hints=["name the summary .json, or drop --format json to write the schedule"],
+        )
 
 
 def _emit_json(output: str | None, obj: dict) -> None:
