@@ -196,3 +196,18 @@ def test_est_bubble_ideal_is_the_worst_ranks_ratio_as_bubble_ideal_is(cli, tmp_p
     (row,) = json.loads(out)["rows"]
     assert row["measured"]["bubble/ideal"] == 1.25
     assert row["measured"]["est bubble/ideal"] == 1.25
+
+
+def test_the_headline_names_the_parameters_the_rows_do_not_show(cli):
+    # was: '1f1b: sweeping M', with the P the schedule's default put in (4) said nowhere
+    code, out, err = cli("sweep", "1f1b", "--over", "M=4,8")
+    assert code == 0, err
+    assert out.startswith("1f1b(P=4): sweeping M; ")
+    # -D values and defaults that stay put; N = P's default moves with P, so it is not one
+    code, out, _ = cli("sweep", "interleaved_1f1b", "--over", "v=1,2", "-D", "P=2", "-D", "M=4")
+    assert out.startswith("interleaved_1f1b(P=2, M=4, N=2): sweeping v; ")
+    code, out, _ = cli("sweep", "interleaved_1f1b", "--over", "P=2,4", "-D", "M=8")
+    assert out.startswith("interleaved_1f1b(M=8, v=2): sweeping P; ")
+    # an error row's parameters count too (they are resolved from the header)
+    code, out, _ = cli("sweep", "1f1b", "--over", "M=0,4", "-D", "P=2")
+    assert code == 1 and out.startswith("1f1b(P=2): sweeping M; ")

@@ -337,10 +337,19 @@ _COLS = [
 ]
 
 
+def _fixed(over: str, rows: list[dict]) -> str:
+    """``(P=4, v=2)``: the parameters every row has with the same value (given with -D or the
+    header's defaults), which the table's rows do not show; empty when there are none."""
+    params = [row["params"] for row in rows]
+    same = {k: x for k, x in params[0].items() if k != over and all(p.get(k) == x for p in params)}
+    return "(" + ", ".join(f"{k}={x}" for k, x in same.items()) + ")" if same else ""
+
+
 def format_text(spec: str, over: str, rows: list[dict]) -> str:
     lines = [
-        f"{spec}: sweeping {over}; uniform costs F=1 B=2 I=W=1 per rank share, no comm "
-        "cost; A = one microbatch's activations of L/P layers; peak A on the worst rank",
+        f"{spec}{_fixed(over, rows)}: sweeping {over}; uniform costs F=1 B=2 I=W=1 per rank "
+        "share, no comm cost; A = one microbatch's activations of L/P layers; peak A on the "
+        "worst rank",
         "bubble/*: compute graph (ASAP, program order + data deps); est bubble/ideal: the "
         "cost estimator running the lowered program",
         "",
