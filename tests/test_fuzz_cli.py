@@ -111,6 +111,9 @@ def test_bubble_bound(cli):
         (["1f1b", "--over", "P=2.."], "a range needs both ends"),
         (["1f1b", "--over", "P=2...4"], "'2...4': a range is LO..HI, with two dots"),
         (["1f1b", "--over", "P=2..4..6"], "'2..4..6': a range is LO..HI, with two dots"),
+        # was: "cannot read the expression ''", naming neither the option nor the value
+        (["1f1b", "--over", "P="], "ppir: error: --over P=: no values after '='\nhint: e.g."),
+        (["1f1b", "--over", "P=1,2,,4"], "ppir: error: '1,2,,4' has an empty value\nhint: sep"),
         (["1f1b", "--over", "M=P..8P", "--over", "P=2..4"], "refers to 'P'"),
         (["1f1b", "--over", "Q=1..2"], "'Q' is not a parameter of 1f1b"),
         (["1f1b", "--over", "P=2..3", "--max-peak", "P +"], "cannot read the expression"),

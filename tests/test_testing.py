@@ -62,6 +62,9 @@ def test_bound_expressions(text, env, value):
         ("[1]", "not a bound"),
         (range(5, 2), r"range\(5, 2\) is empty"),  # was: 'no choice in P in 5..1 satisfies...'
         (range(2, 9, -1), "is empty"),
+        # was: "cannot read the expression ''" for both
+        (" ", "an empty domain: it holds no value"),
+        ("1,2,,4", "'1,2,,4' has an empty value"),
     ],
 )
 def test_bad_specs_are_diagnostics(spec, message):

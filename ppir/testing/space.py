@@ -179,6 +179,12 @@ def parse_domain(spec) -> Domain:
             f"{spec!r} is not a parameter domain",
             hints=["give an int, a range, a list, or text like '2..16' or 'P..8P'"],
         )
+    if not spec.strip():  # was: "cannot read the expression ''"
+        raise error(
+            "bad-range",
+            "an empty domain: it holds no value",
+            hints=["e.g. 2..16 (inclusive at both ends), P..8P or a list of values, 1,2,4"],
+        )
     if ".." in spec:
         lo, _, hi = spec.partition("..")
         if not lo.strip() or not hi.strip():
@@ -198,7 +204,14 @@ def parse_domain(spec) -> Domain:
                 hints=[f"did you mean {hi.strip()}..{lo.strip()}?"],
             )
         return d
-    return Domain(choices=tuple(Expr.parse(p) for p in split_values(spec)))
+    items = split_values(spec)
+    if not all(x.strip() for x in items):  # '1,2,,4', '1,2,'
+        raise error(
+            "bad-range",
+            f"'{spec}' has an empty value",
+            hints=["separate the values with single commas, e.g. 1,2,4"],
+        )
+    return Domain(choices=tuple(Expr.parse(p) for p in items))
 
 
 def split_values(text: str) -> list[str]:
@@ -227,6 +240,12 @@ def parse_over(text: str) -> tuple[str, Domain]:
             "bad-range",
             f"--over {text}: expected NAME=LO..HI or NAME=V1,V2,...",
             hints=["e.g. --over P=2..16 --over M=P..8P"],
+        )
+    if not spec.strip():
+        raise error(
+            "bad-range",
+            f"--over {text}: no values after '='",
+            hints=[f"e.g. --over {name}=2..16, or a list of values, --over {name}=1,2,4"],
         )
     return name, parse_domain(spec)
 
