@@ -253,6 +253,20 @@ def test_a_clock_bar_ticks_without_updates():
     assert "compile x: 00:01, verify" in text and "it/s" not in text
 
 
+def test_a_delayed_clock_bar_drawn_by_its_ticker_alone_is_cleared():
+    # was: a status set before the delay, then a long stage: the ticker drew the line but tqdm,
+    # which saw no print of its own, left it on the screen ('viz x.html: 00:02, pagewrote ...')
+    import time
+
+    tty = Terminal()
+    with progress(None, "viz x.html", file=tty, delay=0.5, clock=True) as bar:
+        bar.update(0, "page")
+        time.sleep(1.7)
+    text = tty.getvalue()
+    assert "viz x.html: 00:01, page" in text
+    assert re.search(r"\r +\r$", text), text  # cleared: stdout's next line starts clean
+
+
 # ------------------------------------------------------------------ tables from one place
 _WIDTH = r"\{[^{}:]*:(.?[<>^=])?[+\- ]?#?0?"  # a format spec up to its width, if any
 _HAND_ALIGNED = re.compile(

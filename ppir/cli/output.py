@@ -151,6 +151,9 @@ def progress(
             while not stop.wait(1.0):
                 if handle._due():
                     bar.refresh()
+                    # tqdm clears at close only a bar it saw printed after its delay, which a
+                    # bare refresh does not record: a line drawn here would stay on the screen
+                    bar.last_print_t = bar._time()
 
         ticker = threading.Thread(target=tick, name="ppir-progress", daemon=True)
         ticker.start()
