@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -351,3 +352,33 @@ def test_default_output_name_has_no_odd_characters(cli, tmp_path, monkeypatch):
     code, out, err = cli("viz", "torch:GPipe", "-D", "P=2", "-D", "M=2")
     assert code == 0, err
     assert [p.name for p in tmp_path.iterdir()] == ["torch_GPipe.html"]  # was torch:GPipe.html
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("name,stage", [("x.html", "page"), ("x.svg", "chart")])
+def test_drawing_shows_progress_on_a_terminal_after_the_compile(
+    tmp_path, monkeypatch, capsys, name, stage
+):
+    # was: the compile's line only; drawing P=32, M=512, v=2 then ran ~5 s with nothing shown
+    import sys
+
+    import ppir.cli.common
+    from ppir.cli import main
+
+    monkeypatch.setattr(ppir.cli.common, "COMPILE_PROGRESS_DELAY", 0.0)  # show a fast one too
+    out = tmp_path / name
+    for quiet in ([], ["-q"]):
+        tty = _Terminal()
+        monkeypatch.setattr(sys, "stderr", tty)
+        assert main(["viz", "1f1b", "-D", "P=2", "-D", "M=2", "-o", str(out), *quiet]) == 0
+        assert capsys.readouterr().out == f"wrote {out}\n"
+        bar = tty.getvalue()
+        if quiet:
+            assert bar == ""
+            continue
+        assert f"viz {out}: 00:00, memory" in bar and f"viz {out}: 00:00, {stage}" in bar
+        assert re.search(r"\r +\r$", bar), bar[-200:]  # cleared before 'wrote'

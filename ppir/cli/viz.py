@@ -6,6 +6,7 @@ import argparse
 import os
 import re
 
+from ppir.cli import common
 from ppir.cli.common import (
     add_compile_arguments,
     add_output_argument,
@@ -14,6 +15,7 @@ from ppir.cli.common import (
     parse_defines,
     print_report,
 )
+from ppir.cli.output import progress
 from ppir.diagnostics import EXIT_INVALID, error, write_output
 from ppir.frontend.loader import declared_params, load_schedule
 
@@ -176,22 +178,21 @@ def run(args) -> int:
     ranks = max(s.ranks for s in schedules)
     if args.rank >= ranks:
         raise error("bad-usage", f"--rank {args.rank}: the schedule has ranks 0..{ranks - 1}")
-    runs = [time_schedule(c) for c in compiled]
-    if fmt == "html":
-        from ppir.viz import render_html
+    # drawing a large schedule takes as long as compiling it: its own line after the delay
+    with progress(
+        None, f"viz {out}", quiet=args.quiet, delay=common.COMPILE_PROGRESS_DELAY, clock=True
+    ) as bar:
+        bar.update(0, "memory")
+        runs = [time_schedule(c) for c in compiled]
+        bar.update(0, "page" if fmt == "html" else "chart")
+        if fmt == "html":
+            from ppir.viz import render_html
 
-        text = render_html(
-            runs,
-            {
-                "view": args.view or "global",
-                "mode": args.mode or "static",
-                "rank": args.rank,
-            },
-        )
-        write_output(out, text)
-    else:
-        from ppir.viz import write_image
+            opens = {"view": args.view or "global", "mode": args.mode or "static"}
+            write_output(out, render_html(runs, {**opens, "rank": args.rank}))
+        else:
+            from ppir.viz import write_image
 
-        write_image(runs, out, fmt)
+            write_image(runs, out, fmt)
     print(f"wrote {out}")
     return 0
