@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 
 import pytest
@@ -211,3 +212,24 @@ def test_the_headline_names_the_parameters_the_rows_do_not_show(cli):
     # an error row's parameters count too (they are resolved from the header)
     code, out, _ = cli("sweep", "1f1b", "--over", "M=0,4", "-D", "P=2")
     assert code == 1 and out.startswith("1f1b(P=2): sweeping M; ")
+
+
+def test_the_text_says_its_bubble_is_the_worst_ranks_not_compiles_mean(cli, tmp_path):
+    # was: 1.25 beside 'ppir compile''s 'bubble / ideal 50.00%' for the same program, with
+    # nothing in the text saying that one is the worst rank's and the other the mean
+    src = tmp_path / "imb.pps"
+    src.write_text(
+        "schedule imb(P = 2, M = 4)\nranks P\nstages 3\nmicrobatches M\nplacement [0, 0, 1]\n"
+        "program r {\n"
+        "  for c in 0 .. chunks(r) { for m in 0 .. M { F(m, c) } }\n"
+        "  for c in 0 .. chunks(r) { for m in 0 .. M { B(m, chunks(r) - 1 - c) } }\n}\n"
+    )
+    code, out, err = cli("sweep", str(src), "--over", "M=4")
+    assert code == 0, err
+    assert out.splitlines()[1].endswith(
+        "est bubble/ideal: the cost estimator running the lowered program; each of the rank "
+        "that idles most ('ppir compile' gives the mean over ranks)"
+    )
+    assert re.search(r"\n4 +1\.25 ", out)
+    code, out, _ = cli("compile", str(src), "--backend", "cost")
+    assert code == 0 and re.search(r"bubble / ideal +50\.00%", out)

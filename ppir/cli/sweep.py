@@ -351,7 +351,8 @@ def format_text(spec: str, over: str, rows: list[dict]) -> str:
         "share, no comm cost; A = one microbatch's activations of L/P layers; peak A on the "
         "worst rank",
         "bubble/*: compute graph (ASAP, program order + data deps); est bubble/ideal: the "
-        "cost estimator running the lowered program",
+        "cost estimator running the lowered program; each of the rank that idles most "
+        "('ppir compile' gives the mean over ranks)",
         "",
     ]
     cells = [[over] + _COLS]
