@@ -25,6 +25,22 @@ def test_show_prints_the_source(cli):
     assert code == 0 and out.startswith("#") and "program r {" in out
 
 
+def test_show_of_a_csv_or_json_program_with_d_says_it_takes_no_parameters(cli, tmp_path):
+    # was: "prints the source of x.csv, which holds for every parameter value", with the hint
+    # 'ppir dump x.csv -D ...', which refuses -D for a CSV
+    csv = tmp_path / "x.csv"
+    csv.write_text("0F0,0B0\n1F0,1B0\n")
+    code, out, err = cli("show", str(csv), "-D", "P=2")
+    assert (code, out) == (2, "")
+    assert err == "ppir: error: unknown parameter 'P': a CSV schedule takes no -D parameters\n"
+    js = tmp_path / "x.json"
+    js.write_text(cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")[1])
+    code, out, err = cli("show", str(js), "-D", "M=2")
+    assert (code, out) == (2, "")
+    assert err == "ppir: error: unknown parameter 'M': a JSON program takes no -D parameters\n"
+    assert cli("show", str(csv))[1] == "0F0,0B0\n1F0,1B0\n"  # without -D: the file as it is
+
+
 def test_dump_text_reparses(cli, tmp_path):
     code, out, _ = cli("dump", "interleaved_1f1b", "-D", "P=2", "-D", "M=4")
     assert code == 0 and "[" in out and "SEND_F" in out

@@ -6,7 +6,7 @@ import sys
 
 from ppir.cli.common import add_defines, parse_defines
 from ppir.diagnostics import EXIT_INVALID, error
-from ppir.frontend.loader import read_source
+from ppir.frontend.loader import load_schedule, read_source, schedule_kind
 
 NAME = "show"
 HELP = "print the .pps source of a built-in schedule (or of a file, or of torch:NAME)"
@@ -42,6 +42,8 @@ def run(args) -> int:
         sys.stdout.write(text)
         return 0
     if defines:
+        if schedule_kind(args.schedule) != "pps":  # a CSV or JSON program: no parameters
+            load_schedule(args.schedule, defines)  # the loader's error: it takes no -D
         raise error(
             "bad-usage",
             f"ppir show prints the source of {args.schedule}, which holds for every parameter "
