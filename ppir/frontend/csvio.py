@@ -99,8 +99,14 @@ def parse_cell(text: str, span: Span) -> list[Action | Overlap]:
             return acts
     m = _CELL_RE.match(text)
     if not m:
+        fix = _CELL_RE.match(text.upper())  # torch's kinds are upper case: '1b1' is 1B1
+        ok = fix and fix.group(1).isdigit() and not fix.group(4)
+        case = [f"did you mean {text.upper()!r}?"] if ok else []
         raise error(
-            "csv-bad-action", f"unknown action {text!r} in row {span.line}", span, hints=[_HINT]
+            "csv-bad-action",
+            f"unknown action {text!r} in row {span.line}",
+            span,
+            hints=[*case, _HINT],
         )
     stage, kind, mb, rest = m.groups()
     if not stage or stage.startswith("-"):
