@@ -261,3 +261,27 @@ def test_an_output_name_of_another_format_is_refused(cli, tmp_path, name, fmt, m
     assert cli(*argv[:-1], str(ok))[0] == 0
     if fmt == "pps":
         assert cli("check", str(ok))[0] == 0
+
+
+@pytest.mark.parametrize(
+    "cost,note",
+    [
+        ("B=3", "--cost sets B but not I and W: the 1F1B candidate's backward costs B = 3, the "
+         "split candidates' I + W = 2"),
+        ("W=0.5", "--cost sets I or W but not B: the 1F1B candidate's backward costs B = 2, the "
+         "split candidates' I + W = 1.5"),
+        ("B=3,I=2,W=1", None),
+        ("B=3,I=1.5", None),  # both sides given: a measured I + W need not be B
+        ("F=2", None),
+    ],
+)  # fmt: skip
+def test_costs_for_one_side_of_the_backward_only_are_noted(cli, cost, note):
+    # was: --cost B=3 alone timed 1F1B at B=3 against split candidates at I + W = 2 and chose
+    # one 'never slower than 1F1B', with nothing said
+    argv = ("synth", "-D", "P=2", "-D", "M=4", "--mem-cap", "2", "-q")
+    code, out, err = cli(*argv, "--cost", cost)
+    assert code == 0 and out.startswith("# synthesised by 'ppir synth'")
+    if note is None:
+        assert err == ""
+    else:
+        assert err == f"ppir synth: note: {note}; give both to compare like with like\n"

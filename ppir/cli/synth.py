@@ -6,6 +6,7 @@ import json
 import sys
 from fractions import Fraction
 
+from ppir.analysis.config import default_op_costs
 from ppir.cli.common import (
     add_defines,
     add_output_argument,
@@ -51,7 +52,8 @@ def add_arguments(p):
         default=None,
         metavar="K=X,...",
         help="op costs in forwards of a rank share, e.g. F=1,B=2,I=1,W=1 (the defaults; "
-        "synth takes F, B, I, W)",
+        "synth takes F, B, I, W: B times the 1F1B candidate's backward, I and W the split "
+        "candidates'; setting one side only is noted on stderr)",
     )
     p.add_argument("--no-vshape", action="store_true", help="contiguous placement only")
     p.add_argument(
@@ -119,6 +121,7 @@ def run(args) -> int:
         what = f"{count(S, 'stage')} x {count(d['M'], 'microbatch')}"
         check_work(3 * S * d["M"], what, args.max_ops, None, "a forward, I and W")
     costs = parse_costs(args.costs)
+    _note_backward_costs(costs)
     with progress(None, "synth", quiet=args.quiet, unit="candidates") as bar:
         done = [0]
 
@@ -173,6 +176,23 @@ def run(args) -> int:
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _note_backward_costs(costs: dict[str, Fraction]) -> None:
+    """A note on stderr when --cost sets the whole backward (B, which the 1F1B candidate runs)
+    or its halves (I and W, which the split candidates run) but not the other: the defaults
+    then time the two kinds of candidate with backwards of different cost."""
+    whole, halves = "B" in costs, bool({"I", "W"} & set(costs))
+    if whole == halves:
+        return
+    c = {k: float(costs.get(k, v)) for k, v in default_op_costs().items()}
+    given, left = ("B", "I and W") if whole else ("I or W", "B")
+    print(
+        f"ppir synth: note: --cost sets {given} but not {left}: the 1F1B candidate's backward "
+        f"costs B = {c['B']:g}, the split candidates' I + W = {c['I'] + c['W']:g}; give both to "
+        "compare like with like",
+        file=sys.stderr,
+    )
 
 
 def _check_output(output: str | None, fmt: str) -> None:
