@@ -76,6 +76,8 @@ def test_dump_json_reads_back_as_the_same_program(name, cli, tmp_path):
     "text, said",
     [
         ('{"format":\n  "ppir.program/1",, }', "p.json:2:20: error: not valid JSON"),
+        ("", "/p.json: the file is empty\n"),  # was 'not valid JSON: Expecting value'
+        (" \n\n", "/p.json: the file is empty\n"),
         ('{"format": "x"}', "not a ppir.program/1 program (format: 'x')"),
         ("{}", "not a ppir.program/1 program (it has no 'format' key)"),  # was (format: None)
         ("[1]", "not a ppir.program/1 program (it holds a JSON array)"),  # was (format: 'list')

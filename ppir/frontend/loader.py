@@ -344,6 +344,13 @@ def read_json_program(
     from ppir.ir.printer import JSON_FORMAT, MalformedProgram, from_json
 
     text = read_text(path)
+    if not text.strip():  # was 'not valid JSON: Expecting value'
+        raise error(
+            "bad-input",
+            f"{path}: the file is empty",
+            Span(path, 1, 1, 1, 2, text),
+            hints=["ppir reads the JSON that 'ppir dump --format json' writes"],
+        )
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
