@@ -233,3 +233,16 @@ def test_the_text_says_its_bubble_is_the_worst_ranks_not_compiles_mean(cli, tmp_
     assert re.search(r"\n4 +1\.25 ", out)
     code, out, _ = cli("compile", str(src), "--backend", "cost")
     assert code == 0 and re.search(r"bubble / ideal +50\.00%", out)
+
+
+@pytest.mark.parametrize("command", ["sweep", "viz", "dump", "check"])
+def test_placement_help_names_the_schedules_it_applies_to(cli, capsys, command):
+    # was: 'for CSV schedules', while torch:NAME takes it too (and a .pps file is refused:
+    # '--placement applies to CSV and torch:NAME schedules only')
+    with pytest.raises(SystemExit):
+        cli(command, "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "--placement R0,R1,... for CSV and torch:NAME schedules: the rank of each stage "
+        "(default: inferred from where each stage computes, or torch's own)"
+    ) in text

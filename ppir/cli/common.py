@@ -25,6 +25,11 @@ SCHEDULE_HELP = (
     "(see 'ppir list') or torch:NAME"
 )
 
+PLACEMENT_HELP = (
+    "for CSV and torch:NAME schedules: the rank of each stage (default: inferred from where "
+    "each stage computes, or torch's own)"
+)
+
 COMPILE_PROGRESS_DELAY = 2.0
 """Seconds a compile runs before its progress line appears on a terminal (most take less)."""
 
@@ -66,7 +71,7 @@ def add_schedule_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--placement",
         metavar="R0,R1,...",
-        help="for CSV schedules: the rank of each stage (default: inferred)",
+        help=PLACEMENT_HELP,
     )
     p.add_argument(
         "--max-ops",

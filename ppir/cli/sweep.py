@@ -15,6 +15,7 @@ from ppir.analysis.models import check_layers
 from ppir.cli.analyze import add_model_arguments, fmt, num
 from ppir.cli.closed_forms import CLOSED_FORMS
 from ppir.cli.common import (
+    PLACEMENT_HELP,
     SCHEDULE_HELP,
     Once,
     add_defines,
@@ -61,9 +62,7 @@ def add_arguments(p):
         "'ppir fuzz' takes several)",
     )
     add_defines(p, "fix a schedule parameter, e.g. -D P=4 (repeatable)")
-    p.add_argument(
-        "--placement", metavar="R0,R1,...", help="for CSV schedules: the rank of each stage"
-    )
+    p.add_argument("--placement", metavar="R0,R1,...", help=PLACEMENT_HELP)
     p.add_argument(
         "--format",
         choices=["text", "json"],
