@@ -382,3 +382,14 @@ def test_drawing_shows_progress_on_a_terminal_after_the_compile(
             continue
         assert f"viz {out}: 00:00, memory" in bar and f"viz {out}: 00:00, {stage}" in bar
         assert re.search(r"\r +\r$", bar), bar[-200:]  # cleared before 'wrote'
+
+
+def test_help_names_every_static_format(cli, capsys):
+    # was: 'PNG and SVG draw the static Gantt chart', 'or PNG / SVG', though --format takes pdf
+    with pytest.raises(SystemExit):
+        cli("viz", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert "PNG, SVG and PDF draw the static Gantt chart" in text
+    with pytest.raises(SystemExit):
+        cli("--help")
+    assert "interactive HTML page, or PNG / SVG / PDF" in " ".join(capsys.readouterr().out.split())

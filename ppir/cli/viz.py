@@ -1,4 +1,4 @@
-"""ppir viz: an interactive timeline page (HTML) or a static chart (PNG / SVG) of a schedule."""
+"""ppir viz: an interactive timeline page (HTML) or a static chart (PNG, SVG, PDF) of a schedule."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from ppir.diagnostics import EXIT_INVALID, error, write_output
 from ppir.frontend.loader import declared_params, load_schedule
 
 NAME = "viz"
-HELP = "draw a schedule's timeline: interactive HTML page, or PNG / SVG"
+HELP = "draw a schedule's timeline: interactive HTML page, or PNG / SVG / PDF"
 DESCRIPTION = """Time a schedule with the cost model and draw it.
 
 HTML (the default) is one self-contained file, no network needed: a global view (every rank a
@@ -28,7 +28,7 @@ row, ops coloured by kind and labelled with their microbatch, idle time in grey,
 arrows on demand), a local view (one rank: its ops, activation memory over time, the buffers it
 holds), a static mode (the whole step) and a dynamic mode (play, pause, step and scrub through
 time), hover details (start, end, what an op waited on) and the key figures in the header.
-PNG and SVG draw the static Gantt chart with matplotlib (the 'viz' extra).
+PNG, SVG and PDF draw the static Gantt chart with matplotlib (the 'viz' extra).
 
 Compare two schedules, or one schedule with two parameter sets, on the same time axis with
 --compare SCHEDULE2 and -D2 NAME=VALUE.  The second schedule inherits each -D value it declares

@@ -11,7 +11,7 @@ Library API::
 * :mod:`.data`: the compact ``ppir.viz/1`` JSON the page embeds (flat arrays, see its docstring).
 * :mod:`.html`: the page (``page.html``, ``page.css``, ``model.js``, ``draw.js``, ``app.js`` are
   package data).
-* :mod:`.static`: PNG / SVG through :func:`ppir.viz.layout.gantt_layout`.
+* :mod:`.static`: PNG / SVG / PDF through :func:`ppir.viz.layout.gantt_layout`.
 """
 
 from __future__ import annotations
