@@ -291,3 +291,19 @@ def test_a_parameter_given_twice_names_both_flags(cli, argv, message, hint):
     code, out, err = cli("fuzz", "1f1b", *argv)
     assert (code, out) == (2, "")
     assert err.splitlines() == [f"ppir: error: {message}", f"hint: {hint}"]
+
+
+@pytest.mark.parametrize("suffix,kind", [(".csv", "a CSV schedule"), (".json", "a JSON program")])
+def test_fuzzing_a_fixed_program_points_at_check(cli, tmp_path, suffix, kind):
+    # was: "'P' is not a parameter of x.csv" with the hint 'its parameters: none'
+    f = tmp_path / f"x{suffix}"
+    if suffix == ".csv":
+        f.write_text("0F0,0B0\n1F0,1B0\n")
+    else:
+        f.write_text(cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")[1])
+    code, out, err = cli("fuzz", str(f), "--over", "P=2..4")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"ppir: error: 'P' is not a parameter of {f}\n"
+        f"hint: {kind} has no parameters (it is one fixed program): 'ppir check {f}' checks it\n"
+    )

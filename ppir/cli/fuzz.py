@@ -5,6 +5,7 @@ from __future__ import annotations
 from ppir.cli.common import add_defines, parse_defines
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, did_you_mean, error
+from ppir.frontend.loader import schedule_kind
 from ppir.pipeline import LOWERINGS
 from ppir.testing.checks import check_bound_names, check_schedule, load_module
 from ppir.testing.search import search
@@ -98,13 +99,19 @@ def _space(args) -> ParamSpace:
     declared = {p.name: p.default for p in module.header.params} if module.header else {}
     over = [parse_over(o) for o in args.over]
     fixed = parse_defines(args.defines)
+    kind = {"csv": "a CSV schedule", "json": "a JSON program"}.get(schedule_kind(args.schedule))
     for name in [n for n, _ in over] + list(fixed):
         if name not in declared:
+            takes = (
+                f"{kind} has no parameters (it is one fixed program): 'ppir check "
+                f"{args.schedule}' checks it"
+                if kind
+                else f"its parameters: {', '.join(declared) or 'none'}"
+            )
             raise error(
                 "unknown-parameter",
                 f"'{name}' is not a parameter of {args.schedule}",
-                hints=did_you_mean(name, declared)
-                + [f"its parameters: {', '.join(declared) or 'none'}"],
+                hints=did_you_mean(name, declared) + [takes],
             )
     seen: dict[str, str] = {}
     for text, (name, _) in zip(args.over, over):
