@@ -246,3 +246,20 @@ def test_placement_help_names_the_schedules_it_applies_to(cli, capsys, command):
         "--placement R0,R1,... for CSV and torch:NAME schedules: the rank of each stage "
         "(default: inferred from where each stage computes, or torch's own)"
     ) in text
+
+
+def test_torch_classes_of_a_schedule_get_its_closed_forms(cli):
+    # was: '(no closed forms on record for this schedule)' for torch:GPipe, torch:Interleaved1F1B
+    pytest.importorskip("torch")
+    code, out, err = cli("sweep", "torch:GPipe", "--over", "M=2,4", "-D", "P=2")
+    assert code == 0, err
+    assert "bubble/total  (P-1)/(M+P-1)  [Huang 2019]" in out and "M=4: 0.2 vs 0.2 ok" in out
+    code, out, err = cli(
+        "sweep", "torch:Interleaved1F1B", "--over", "v=1,2", "-D", "P=4", "-D", "M=8", "--format",
+        "json",
+    )  # fmt: skip
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    forms = {(p["formula"], p["agrees"]) for r in rows for p in r["predictions"]}
+    assert ("(P-1)/(v*M)", True) in forms and ("(v*P+P-1)/v", True) in forms
+    assert ("P*(v+1)/2", False) in forms  # the shortcut differs here as for ppir's own

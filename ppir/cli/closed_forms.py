@@ -104,3 +104,19 @@ CLOSED_FORMS = {
     ],
     "looped_bfs": [("peak A", "M", "Lamy-Poirier 2022 (about)", lambda P, M, v: _f(M), None)],
 }
+
+# torch.distributed.pipelining's classes (torch:NAME, a schedule named torch_NAME) run the
+# schedules the forms above are quoted for: sweep checks torch's orders against them too.
+_TORCH_CLASSES = {
+    "torch_GPipe": "gpipe",
+    "torch_1F1B": "1f1b",
+    "torch_Interleaved1F1B": "interleaved_1f1b",
+    "torch_LoopedBFS": "looped_bfs",
+    "torch_ZBVZeroBubble": "zbv",
+}
+
+
+def closed_forms(name: str) -> list:
+    """The closed forms on record for the schedule named ``name`` (a built-in's, or torch's
+    class of the same schedule); empty when there are none."""
+    return CLOSED_FORMS.get(_TORCH_CLASSES.get(name, name), [])

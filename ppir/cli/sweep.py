@@ -13,7 +13,7 @@ from ppir.analysis.memory import analyze_memory, analyze_p2p, split_fractions
 from ppir.analysis.model_spec import parse_model_spec
 from ppir.analysis.models import check_layers
 from ppir.cli.analyze import add_model_arguments, fmt, num
-from ppir.cli.closed_forms import CLOSED_FORMS
+from ppir.cli.closed_forms import closed_forms
 from ppir.cli.common import (
     PLACEMENT_HELP,
     SCHEDULE_HELP,
@@ -188,7 +188,7 @@ def _row(spec, over, val, fixed, model, recompute, layers, placement) -> dict:
     P, M = s.ranks, s.microbatches
     v = p.get("v", Fraction(s.stages, s.ranks))
     preds = []
-    for q, text, src, fn, applies in CLOSED_FORMS.get(s.name, []):
+    for q, text, src, fn, applies in closed_forms(s.name):
         ok = applies is None or applies(P, M, v)
         pv = fn(P, M, v)
         preds.append(
