@@ -367,3 +367,15 @@ def test_an_output_named_for_the_other_format_is_refused(cli, tmp_path):
     assert code == 2 and not pps.exists()
     assert f"-o {pps}: --backend torch-csv writes torch's CSV, and ppir reads a .pps" in err
     assert cli("import", str(src), "-o", str(pps))[0] == 0 and pps.read_text().startswith("#")
+
+
+def test_a_rank_without_actions_is_located_at_its_own_row():
+    # was: at the first row (rank 0's), with a hint in .pps words ('ranks', program numbers)
+    text = "# two ranks\n0F0 0B0\nNone\n1F0 1B0\n"
+    with pytest.raises(PpirError) as e:
+        read_action_text(text, "order.txt")
+    d = e.value.diagnostics[0]
+    assert (str(d.span), d.message) == ("order.txt:3:1", "rank 1 holds no stage: it has no actions")
+    assert "each row is one rank's program" in e.value.render()
+    s = read_action_text(text, "order.txt", placement=(0, 2))  # an idle rank, given so
+    assert s.placement == (0, 2) and s.ranks == 3

@@ -183,9 +183,11 @@ def build_schedule(
     microbatches: int | None = None,
     params: tuple[tuple[str, int], ...] = (),
     option: str = "--placement",
+    rows: list[Span] | None = None,
 ) -> Schedule:
     """A Schedule from parsed per-rank items; placement inferred unless given (``option`` is
-    how errors name it: the CLI's ``--placement``, the API's ``placement``)."""
+    how errors name it: the CLI's ``--placement``, the API's ``placement``; ``rows``: where
+    each rank's row is, for :func:`infer_placement`)."""
     ranks = len(programs)
     all_actions = [(r, a) for r, p in enumerate(programs) for it in p for a in item_actions(it)]
     limit = max(len(all_actions), microbatches or 0)
@@ -201,7 +203,7 @@ def build_schedule(
     stages = max(a.stage for _, a in all_actions) + 1
     mbs = microbatches if microbatches is not None else max(a.mb for _, a in all_actions) + 1
     if placement is None:
-        placement = infer_placement(ranks, stages, all_actions)
+        placement = infer_placement(ranks, stages, all_actions, rows=rows)
     else:
         _check_placement(placement, ranks, stages, all_actions, option)
     stem = name or _stem_name(path)
@@ -277,7 +279,8 @@ def read_csv_text(
             hints=["cells hold plain action text; torch never quotes them"],
         ) from None
     programs = parse_rows(rows, path, text)
-    return build_schedule(programs, path, placement, name, microbatches, params, option)
+    at = [Span(path, r, 1, r, 2, text) for r in range(1, len(programs) + 1)]
+    return build_schedule(programs, path, placement, name, microbatches, params, option, at)
 
 
 def read_action_text(
@@ -316,7 +319,8 @@ def read_action_text(
     ]
     programs = parse_rows(rows, path, text)
     programs += [[] for _ in range(len(rows) - len(programs))]
-    return build_schedule([programs[i] for i in keep], path, placement, name)
+    at = [Span(path, i + 1, 1, i + 1, 2, text) for i in keep]
+    return build_schedule([programs[i] for i in keep], path, placement, name, rows=at)
 
 
 def torch_rows(

@@ -131,13 +131,19 @@ def _literal_actions(it) -> tuple[Action, ...]:
 
 
 def infer_placement(
-    ranks: int, stages: int, actions, span: Span | None = None, rank_span: Span | None = None
+    ranks: int,
+    stages: int,
+    actions,
+    span: Span | None = None,
+    rank_span: Span | None = None,
+    rows: list[Span] | None = None,
 ):
     """Placement (a tuple of ranks) from which rank runs each stage's compute actions.
 
     ``actions`` is an iterable of (rank, Action).  Raises PpirError when a stage runs on two
     ranks or on none (located at ``span``, or at the action that names the highest stage), or
-    a rank of ``ranks`` runs no stage (at its first action, else ``rank_span``: where the
+    a rank of ``ranks`` runs no stage (at its first action, else at its row in ``rows``, one
+    span per rank of a file with a row per rank (torch's CSV), else ``rank_span``: where the
     ranks are declared).
     """
     actions = list(actions)
@@ -182,6 +188,12 @@ def infer_placement(
                 "each needs a program that computes: number the programs from 0, or declare "
                 "fewer ranks"
             ]
+            if rows is not None:  # was: the first row, and the .pps words above
+                own = rows[idle[0]]
+                hints = [
+                    "each row is one rank's program, rank 0's first: remove the empty row, "
+                    "or give a placement (--placement) that leaves that rank idle"
+                ]
         else:
             what = f"rank {idle[0]} holds no stage: none of its actions computes" + (
                 f" (nor do those of {rank_list(idle[1:])})" if idle[1:] else ""
