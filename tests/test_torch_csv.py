@@ -379,3 +379,17 @@ def test_a_rank_without_actions_is_located_at_its_own_row():
     assert "each row is one rank's program" in e.value.render()
     s = read_action_text(text, "order.txt", placement=(0, 2))  # an idle rank, given so
     assert s.placement == (0, 2) and s.ranks == 3
+
+
+def test_import_names_the_parameter_action_text_does_not_take(cli, tmp_path):
+    # was: 'action text takes no -D parameters', naming no parameter (a CSV's names it)
+    f = tmp_path / "order.txt"
+    f.write_text("0F0 0B0\n1F0 1B0\n")
+    code, out, err = cli("import", str(f), "-D", "P=2")
+    assert (code, out) == (2, "")
+    assert err == "ppir: error: unknown parameter 'P': torch action text takes no -D parameters\n"
+    csv = tmp_path / "order.csv"
+    csv.write_text("0F0,0B0\n1F0,1B0\n")
+    assert cli("import", str(csv), "-D", "P=2")[2] == (
+        "ppir: error: unknown parameter 'P': a CSV schedule takes no -D parameters\n"
+    )

@@ -73,8 +73,12 @@ def load_source(source: str, defines: dict[str, int], placement, name: str | Non
     if source.lower().endswith(".txt"):  # NAME.TXT too, as the loader reads NAME.CSV
         from ppir.frontend.csvio import read_action_text
 
-        if defines:
-            raise error("unknown-parameter", "action text takes no -D parameters")
+        if defines:  # worded as the loader words it for a CSV schedule
+            raise error(
+                "unknown-parameter",
+                f"unknown parameter '{next(iter(defines))}': torch action text takes no -D "
+                "parameters",
+            )
         s = read_action_text(read_text(source), source, placement)  # the loader's reading
     else:
         s = load_schedule(source, defines, placement=placement)
