@@ -253,7 +253,7 @@ def test_the_time_unit_is_one_forward_only_when_a_forward_costs_one(cli, tmp_pat
     cfg = tmp_path / "c.toml"
     cfg.write_text("[costs]\nF = 0.5\n")  # a config file's costs: the same unit, not seconds
     code, out, _ = cli(*base, "--config", str(cfg))
-    assert code == 0 and "(time unit: the op costs' unit, in which a forward is 1/2)" in out
+    assert code == 0 and "(time unit: the op costs' unit, in which a forward is 0.5)" in out
     code, out, _ = cli(*base, "--cost", "F=2", "--model", "llama3-8b")  # a model: seconds
     assert code == 0 and "F=2 B=2 I=1 W=1 x forward FLOP time" in out and "unit" not in out
 

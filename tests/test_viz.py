@@ -393,3 +393,24 @@ def test_help_names_every_static_format(cli, capsys):
     with pytest.raises(SystemExit):
         cli("--help")
     assert "interactive HTML page, or PNG / SVG / PDF" in " ".join(capsys.readouterr().out.split())
+
+
+def test_cost_assumptions_say_decimals_back_as_typed(cli, tmp_path):
+    # was: 'intra latency 3/10', 'F=1/2 B=5/4', 'stage weights 3/2,1' for 0.3, 0.5, 1.25, 1.5
+    from ppir.analysis.units import fmt_exact
+
+    assert [fmt_exact(x) for x in (2, 0.5, "3/10", "5/4", "1/3", "1/1024")] == [
+        "2", "0.5", "0.3", "1.25", "1/3", "0.0009765625",
+    ]  # fmt: skip
+    argv = ["1f1b", "-D", "P=2", "-D", "M=2", "--cost", "F=0.5,B=1.25", "--comm-latency", "0.3",
+            "--inter-latency", "1/3", "--stage-weights", "1.5,1"]  # fmt: skip
+    said = (
+        "uniform costs F=0.5 B=1.25 I=1 W=1 per rank share (time unit: the op costs' unit, in "
+        "which a forward is 0.5); stage weights 1.5,1; comm 8 ranks/node, intra latency 0.3, "
+        "inter latency 1/3"
+    )
+    code, out, err = cli("compile", *argv, "--backend", "cost")
+    assert code == 0 and f"assuming {said}\n" in out, err
+    page = tmp_path / "x.html"
+    assert cli("viz", *argv, "-o", str(page))[0] == 0
+    assert json.dumps(said) in page.read_text()  # the header's hover

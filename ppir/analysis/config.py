@@ -29,7 +29,7 @@ from ppir.analysis.toml_file import (  # noqa: F401 (re-exported)
     load_config_file,
     merge,
 )
-from ppir.analysis.units import processors_meaning, unit_meaning
+from ppir.analysis.units import fmt_exact, processors_meaning, unit_meaning
 from ppir.diagnostics import did_you_mean, error
 
 
@@ -142,9 +142,9 @@ class CostConfig:
     def describe(self, mbs: bool = True, ranks=None) -> str:
         """One line saying what the numbers assume (without the micro-batch size if not mbs),
         for ``ranks`` ranks when given (or candidates of those sizes: processors_meaning)."""
-        costs = f"F={self.F} B={self.B} I={self.I} W={self.W}"
+        costs = " ".join(f"{k}={fmt_exact(getattr(self, k))}" for k in "FBIW")
         if self.FB is not None:
-            costs += f" FB={self.FB}"
+            costs += f" FB={fmt_exact(self.FB)}"
         if self.measured is not None:
             m = self.measured
             how = ", ".join(  # a float in the info is seconds (transfer_isolated)
@@ -171,7 +171,7 @@ class CostConfig:
                 "x forward FLOP time"
             )
         if self.stage_weights:
-            head += "; stage weights " + ",".join(str(w) for w in self.stage_weights)
+            head += "; stage weights " + ",".join(fmt_exact(w) for w in self.stage_weights)
         if self.processors is not None:
             head += "; " + processors_meaning(self.processors, ranks)
         if self.comm_model == "latency":
@@ -196,9 +196,8 @@ def default_op_costs() -> dict[str, Fraction]:
 def _link(link: Link, seconds: bool) -> str:
     """A link's cost: its latency in forwards of a rank share, or (``seconds``) in us."""
     if link.bandwidth is None:
-        return (
-            f"latency {float(link.latency) * 1e6:.3g} us" if seconds else f"latency {link.latency}"
-        )
+        us = f"{float(link.latency) * 1e6:.3g} us"
+        return f"latency {us if seconds else fmt_exact(link.latency)}"
     return f"{float(link.latency) * 1e6:g} us + bytes / {link.bandwidth / 1e9:g} GB/s"
 
 

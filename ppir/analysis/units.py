@@ -4,8 +4,23 @@ from the command line."""
 from __future__ import annotations
 
 import math
+from decimal import Decimal
+from fractions import Fraction
 
 from ppir.diagnostics import count, error
+
+
+def fmt_exact(x) -> str:
+    """An exact number as one would type it: ``2``, ``0.3`` (3/10: a decimal that ends), ``1/3``
+    (one that does not), so that ``--comm-latency 0.3`` is said back as 0.3, not 3/10."""
+    q = Fraction(x)
+    d = q.denominator
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    if d != 1:
+        return str(q)
+    return format(Decimal(q.numerator) / Decimal(q.denominator), "f")
 
 
 def fmt_time(x: float, unit: str) -> str:
@@ -27,7 +42,7 @@ def unit_meaning(F, short: bool = False, equals: bool = False) -> str:
     forward = "forward" if short else "forward of a full rank share"
     if F == 1:
         return f"{'1 unit = ' if equals else ''}one {forward}"
-    return f"the op costs' unit, in which a {forward} is {F}"
+    return f"the op costs' unit, in which a {forward} is {fmt_exact(F)}"
 
 
 _BYTE_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
