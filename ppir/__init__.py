@@ -26,9 +26,9 @@ from ppir.analysis.footprint import Footprint
 from ppir.analysis.model_spec import parse_model_spec
 from ppir.analysis.models import ModelShape, check_layer_count
 from ppir.diagnostics import Diagnostic, PpirError, Report
+from ppir.frontend.keywords import keyword_typo
 from ppir.frontend.loader import (
     declared_params,
-    keyword_typo,
     load_schedule,
     load_text,
     merge_params,

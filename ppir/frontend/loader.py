@@ -8,10 +8,8 @@ accepted everywhere.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
-from dataclasses import replace
 from functools import lru_cache
 
 from ppir.diagnostics import PpirError, did_you_mean, error
@@ -24,6 +22,7 @@ from ppir.frontend.expand import (
     integer_param,
 )
 from ppir.frontend.json_source import json_item_spans, json_span
+from ppir.frontend.keywords import keyword_typo
 from ppir.frontend.literal import literal_shape
 from ppir.frontend.parser import parse_text
 from ppir.ir import Schedule, Span
@@ -301,25 +300,6 @@ def load_text(
     except PpirError as e:
         params_of = module.header.params if module.header else ()
         raise keyword_typo(e, load_text, more, lambda: {p.name for p in params_of}) from None
-
-
-def keyword_typo(e: PpirError, fn, more: dict, declared) -> PpirError:
-    """``e`` with a did-you-mean first when it is an error about a parameter (an unknown one,
-    or a value no integer) and a name given to ``fn`` by keyword (``more``), one the schedule
-    does not take (``declared()``), is close to one of ``fn``'s own keywords:
-    ``load_text(src, pth=...)`` meant ``path``."""
-    if e.kind not in ("unknown-parameter", "bad-define"):
-        return e
-    own = [p.name for p in inspect.signature(fn).parameters.values() if p.kind != p.VAR_KEYWORD]
-    taken = declared()
-    for name in more:
-        close = [] if name in taken else did_you_mean(name, own)
-        if close:
-            d = e.diagnostics[0]
-            why = f"{fn.__name__}'s own keyword; {name}= was taken as a schedule parameter"
-            hint = f"{close[0]} ({why})"
-            return PpirError([replace(d, hints=(hint, *d.hints)), *e.diagnostics[1:]], e.exit_code)
-    return e
 
 
 # what a JSON document that is no object holds, in JSON's words
