@@ -11,6 +11,14 @@ import pytest
 from ppir import load_schedule
 from ppir.cli.sweep import dependency_timing, sweep
 
+# stages 0 and 1 on rank 0, stage 2 on rank 1: ranks with unequal work
+UNEQUAL_RANKS = (
+    "schedule imb(P = 2, M = 4)\nranks P\nstages 3\nmicrobatches M\nplacement [0, 0, 1]\n"
+    "program r {\n"
+    "  for c in 0 .. chunks(r) { for m in 0 .. M { F(m, c) } }\n"
+    "  for c in 0 .. chunks(r) { for m in 0 .. M { B(m, chunks(r) - 1 - c) } }\n}\n"
+)
+
 
 def test_dependency_timing_closed_forms():
     for P, M in [(1, 3), (2, 4), (4, 8), (5, 3)]:
@@ -186,12 +194,7 @@ def test_est_bubble_ideal_is_the_worst_ranks_ratio_as_bubble_ideal_is(cli, tmp_p
     column was the mean over ranks (sum idle / sum busy = 0.5) beside the compute graph's worst
     rank (10 idle / 8 busy = 1.25), as if the lowered program beat its own compute order."""
     src = tmp_path / "imb.pps"
-    src.write_text(
-        "schedule imb(P = 2, M = 4)\nranks P\nstages 3\nmicrobatches M\nplacement [0, 0, 1]\n"
-        "program r {\n"
-        "  for c in 0 .. chunks(r) { for m in 0 .. M { F(m, c) } }\n"
-        "  for c in 0 .. chunks(r) { for m in 0 .. M { B(m, chunks(r) - 1 - c) } }\n}\n"
-    )
+    src.write_text(UNEQUAL_RANKS)
     code, out, err = cli("sweep", str(src), "--over", "M=4", "--format", "json")
     assert code == 0, err
     (row,) = json.loads(out)["rows"]
@@ -218,12 +221,7 @@ def test_the_text_says_its_bubble_is_the_worst_ranks_not_compiles_mean(cli, tmp_
     # was: 1.25 beside 'ppir compile''s 'bubble / ideal 50.00%' for the same program, with
     # nothing in the text saying that one is the worst rank's and the other the mean
     src = tmp_path / "imb.pps"
-    src.write_text(
-        "schedule imb(P = 2, M = 4)\nranks P\nstages 3\nmicrobatches M\nplacement [0, 0, 1]\n"
-        "program r {\n"
-        "  for c in 0 .. chunks(r) { for m in 0 .. M { F(m, c) } }\n"
-        "  for c in 0 .. chunks(r) { for m in 0 .. M { B(m, chunks(r) - 1 - c) } }\n}\n"
-    )
+    src.write_text(UNEQUAL_RANKS)
     code, out, err = cli("sweep", str(src), "--over", "M=4")
     assert code == 0, err
     assert out.splitlines()[1].endswith(
