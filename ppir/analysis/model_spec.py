@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from ppir.analysis.models import _INT_FIELDS, PRESETS, ModelShape, make_model, model_fields
+from ppir.analysis.units import comma_entries
 from ppir.diagnostics import PpirError, error, given_twice
 from ppir.frontend.limits import int_literal, show_int
 
@@ -38,12 +39,7 @@ def parse_model_spec(text: str, option: str = "--model") -> ModelShape:
             f"{option} needs a preset or key=value pairs, got an empty text",
             hints=[f"presets: {', '.join(PRESETS)}; e.g. {_named(option, 'llama3-8b,seq=4096')}"],
         )
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) > 1 and not parts[-1]:  # a trailing comma
-        parts.pop()
-    for i, part in enumerate(parts):
-        if not part:
-            raise error("bad-model", f"{_named(option, text)}: an empty entry between commas")
+    for i, part in enumerate(comma_entries(text, _named(option, text), "bad-model")):
         key, eq, value = part.partition("=")
         key = key.strip()
         if not eq:

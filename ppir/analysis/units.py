@@ -1,5 +1,5 @@
-"""Human-readable times and sizes shared by every command's output, and memory sizes read
-from the command line."""
+"""Human-readable times and sizes shared by every command's output, and memory sizes and
+comma lists read from the command line."""
 
 from __future__ import annotations
 
@@ -160,6 +160,19 @@ def parse_budget(
                 f"in A, e.g. {num}A"
             ]
     raise error("bad-usage", f"{flag} {text}: expected {want}", hints=hints)
+
+
+def comma_entries(text: str, named: str, kind: str) -> list[str]:
+    """The comma-separated entries of ``text``, stripped; a trailing comma is allowed, an entry
+    left empty between commas (or an empty ``text``) is a ppir error of ``kind``: ``NAMED: an
+    empty entry between commas`` (``named``: the option and its text, ``--cost F=1,,B=2``).
+    The one rule of ``--model``, ``--cost`` and tune's lists."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) > 1 and not parts[-1]:  # a trailing comma
+        parts.pop()
+    if not all(parts):
+        raise error(kind, f"{named}: an empty entry between commas")
+    return parts
 
 
 def is_number(text: str) -> bool:

@@ -30,6 +30,7 @@ from ppir.analysis.config import (
     merge,
 )
 from ppir.analysis.model_spec import model_table, parse_model_spec
+from ppir.analysis.units import comma_entries
 from ppir.cli.argtypes import positive_int
 from ppir.cli.deprecation import warn_deprecated
 from ppir.cli.flag_words import in_flag_words
@@ -329,12 +330,7 @@ def op_costs(text: str, kinds: dict[str, str], kind: str) -> dict[str, str]:
     are checked as numbers by their reader."""
     out: dict[str, str] = {}
     names = ", ".join(f"{k} ({what})" if what else k for k, what in kinds.items())
-    parts = text.split(",")
-    if len(parts) > 1 and not parts[-1].strip():  # a trailing comma, as --model allows
-        parts.pop()
-    for part in parts:
-        if not part.strip():
-            raise error(kind, f"--cost {text}: an empty entry between commas")
+    for part in comma_entries(text, f"--cost {text}", kind):  # a trailing comma allowed
         k, eq, v = (x.strip() for x in part.partition("="))
         if not eq or not k:
             raise error(kind, f"--cost {text}: expected K=X,..., e.g. --cost F=1,B=2")

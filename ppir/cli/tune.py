@@ -11,7 +11,7 @@ from dataclasses import replace
 from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.models import RECOMPUTE_MODES
 from ppir.analysis.tune import Builtin, Space, default_global_batch, search
-from ppir.analysis.units import is_number, parse_budget
+from ppir.analysis.units import comma_entries, is_number, parse_budget
 from ppir.cli.argtypes import positive_int
 from ppir.cli.common import add_progress_model_argument
 from ppir.cli.cost_options import (
@@ -57,14 +57,12 @@ examples:
 
 
 def _entries(text: str, what: str) -> list[str]:
-    """The comma-separated entries of ``text``, stripped (a trailing comma allowed, as --model
-    and --cost allow it); one left empty between commas is an error naming ``what``."""
-    parts = [x.strip() for x in text.split(",")]
-    if len(parts) > 1 and not parts[-1]:
-        parts.pop()
-    if any(parts) and not all(parts):  # was skipped: '1f1b,,zbv' searched two schedules
-        raise error("bad-usage", f"{what} {text}: an empty entry between commas")
-    return [x for x in parts if x]
+    """The comma-separated entries of ``text`` (:func:`comma_entries`: a trailing comma
+    allowed, one left empty between commas an error naming ``what``); none for a text of
+    commas and blanks only, which the caller refuses in its own words."""
+    if not text.replace(",", "").strip():
+        return []
+    return comma_entries(text, f"{what} {text}", "bad-usage")
 
 
 def _ints(text: str, what: str) -> list[int]:
