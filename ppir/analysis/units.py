@@ -198,6 +198,14 @@ def fmt_size(x: float, unit: str, digits: int = 4) -> str:
     return f"{fmt_sig(x / scale, digits)} {name}"
 
 
+def fmt_memory(x: float) -> str:
+    """Bytes in their :func:`size_unit` with two decimals, ``43.66 GiB``, ``50.00 GiB``: how
+    every command prints a rank's whole memory (``ppir compile --backend cost``'s peak,
+    ``ppir tune``'s ``peak mem``), so the same figure reads the same everywhere."""
+    scale, name = size_unit(x)
+    return f"{x / scale:.2f} {name}"
+
+
 def fmt_sizes_apart(x: float, y: float, unit: str) -> tuple[str, str]:
     """:func:`fmt_size` of two sizes a message compares (a peak and a budget), with as many
     more significant digits as it takes for different sizes to read differently: not ``189.8

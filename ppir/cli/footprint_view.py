@@ -6,7 +6,7 @@ from __future__ import annotations
 from ppir.analysis.footprint import TERMS, Footprint
 from ppir.analysis.measured_footprint import MeasuredFootprint
 from ppir.analysis.models import ModelShape, model_fields
-from ppir.analysis.units import size_unit
+from ppir.analysis.units import fmt_memory, size_unit
 from ppir.cli.output import table
 
 
@@ -52,7 +52,7 @@ def footprint_lines(fp: Footprint | MeasuredFootprint) -> list[str]:
     out.extend(table(rows, align=">" * (len(head) - 1) + "<").splitlines())
     w = fp.worst
     out.append(
-        f"* peak: rank {w.rank}, {float(w.total) / scale:.2f} {unit}, largest term {w.dominant} "
+        f"* peak: rank {w.rank}, {fmt_memory(float(w.total))}, largest term {w.dominant} "
         f"({float(getattr(w, w.dominant)) / scale:.2f} {unit}); total adds the activation and "
         "buffer peaks; activations are "
         + (

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ppir.analysis.layout import format_stage_layers
 from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.tune import TIE_ORDER, same_step_time
-from ppir.analysis.units import fmt_size, fmt_time, unit_meaning
+from ppir.analysis.units import fmt_memory, fmt_size, fmt_time, unit_meaning
 from ppir.cli.output import table
 from ppir.plan.build import runtime_limit
 from ppir.verify.words import ordinal
@@ -102,7 +102,7 @@ def tune_text(
     head += ["bubble/total", "peak mem", "largest"]
     rows = [head]
     for i, c in enumerate(ok, 1):
-        peak = fmt_size(c.peak, "bytes" if in_bytes else "A")
+        peak = fmt_memory(c.peak) if in_bytes else fmt_size(c.peak, "A")  # as compile's
         rows.append(
             [
                 i,
