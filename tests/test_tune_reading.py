@@ -4,7 +4,11 @@ M, rejected rows called launchable, an empty table, pipeline sizes a cost file c
 
 from __future__ import annotations
 
-from ppir.analysis.units import fmt_memory
+import json
+
+import pytest
+
+from ppir.analysis.units import decimal_reading, fmt_memory
 
 TUNE_8B = ["tune", "-P", "4", "--model", "llama3-8b", "-q"]
 
@@ -34,3 +38,42 @@ def test_the_peak_memory_column_reads_as_compile_prints_it(cli):
     compiled = peak.split(", ")[1]
     assert compiled == "41.00 GiB" and compiled in row, (row, peak)
     assert fmt_memory(41 * 2**30) == "41.00 GiB" and fmt_memory(1.5 * 2**20) == "1.50 MiB"
+
+
+@pytest.mark.parametrize(
+    "budget, said, read",
+    [
+        (["--gpu-memory", "80GB"],
+         "budget 67.0552 GiB per GPU (--gpu-memory 80GB: 80 decimal gigabytes, 80 x 10^9 bytes "
+         "= 74.51 GiB, less the 10% reserve; for 80 x 2^30 bytes write 80GiB); assuming",
+         80 * 10**9),
+        (["--gpu-memory", "80gb", "--reserve", "0"],
+         "budget 74.5058 GiB per GPU (--gpu-memory 80gb: 80 decimal gigabytes, 80 x 10^9 bytes "
+         "= 74.51 GiB; for 80 x 2^30 bytes write 80GiB); assuming",
+         80 * 10**9),
+        (["--memory-budget", "60GB"],
+         "budget 55.8794 GiB per GPU (--memory-budget 60GB: 60 decimal gigabytes, 60 x 10^9 "
+         "bytes = 55.88 GiB; for 60 x 2^30 bytes write 60GiB); assuming",
+         None),
+        (["--gpu-memory", "80GiB"], "budget 72 GiB per GPU; assuming", 80 * 2**30),
+    ],
+)  # fmt: skip
+def test_a_budget_in_decimal_gigabytes_is_said_as_read(cli, budget, said, read):
+    """was: '--gpu-memory 80GB' read as 80 x 10^9 bytes (74.5 GiB, not the 80 GiB of an
+    '80 GB' GPU) and the header said only 'budget 67.0552 GiB per GPU'."""
+    argv = [*TUNE_8B, "--schedules", "1f1b", "--top", "1", *budget]
+    code, out, err = cli(*argv)
+    assert code == 0, err
+    assert said in out.splitlines()[0]
+    code, out, err = cli(*argv, "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["gpu_memory"] == read  # the bytes --gpu-memory was read as
+
+
+def test_a_decimal_unit_is_read_and_said_in_one_place():
+    assert decimal_reading("1.5TB") == (
+        "1.5 decimal terabytes, 1.5 x 10^12 bytes = 1396.98 GiB",
+        "for 1.5 x 2^40 bytes write 1.5TiB",
+    )
+    assert decimal_reading(" 512 mb")[0] == "512 decimal megabytes, 512 x 10^6 bytes = 488.28 MiB"
+    assert [decimal_reading(t) for t in ("80GiB", "6A", "80", "xGB", None)] == [None] * 5

@@ -103,6 +103,47 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+_SIZE_UNITS = (
+    ("GiB", 2**30),
+    ("MiB", 2**20),
+    ("KiB", 2**10),
+    ("TiB", 2**40),
+    ("GB", 10**9),
+    ("MB", 10**6),
+    ("KB", 10**3),
+    ("TB", 10**12),
+    ("A", None),
+)
+"""The units a memory size is read in: binary (``GiB``: 2^30 bytes), decimal (``GB``: 10^9
+bytes, as SI and disk makers count) and ``A`` (a microbatch's activations of a rank share)."""
+
+_DECIMAL_WORDS = {"KB": "kilobytes", "MB": "megabytes", "GB": "gigabytes", "TB": "terabytes"}
+
+
+def _has_unit(t: str, suffix: str, scale) -> bool:
+    return t.endswith(suffix) or (scale is not None and t.lower().endswith(suffix.lower()))
+
+
+def decimal_reading(text: str | None) -> tuple[str, str] | None:
+    """How :func:`parse_budget` reads a size in a decimal unit, to say back so that nobody takes
+    ``80GB`` for a GPU's 80 GiB: (``80 decimal gigabytes, 80 x 10^9 bytes = 74.51 GiB``, ``for
+    80 x 2^30 bytes write 80GiB``); None for a binary unit, ``A``, or no size."""
+    t = (text or "").strip()
+    for suffix, scale in _SIZE_UNITS:
+        if not _has_unit(t, suffix, scale):
+            continue
+        num = t[: -len(suffix)].strip()
+        if suffix not in _DECIMAL_WORDS or not is_number(num):
+            return None
+        power = round(math.log10(scale))
+        return (
+            f"{num} decimal {_DECIMAL_WORDS[suffix]}, {num} x 10^{power} bytes = "
+            f"{fmt_memory(float(num) * scale)}",
+            f"for {num} x 2^{power // 3 * 10} bytes write {num}{suffix[0]}iB",
+        )
+    return None
+
+
 def parse_budget(
     text: str | None, has_model: bool, flag: str = "memory size"
 ) -> tuple[float, str] | None:
@@ -111,19 +152,8 @@ def parse_budget(
     if text is None:
         return None
     t = text.strip()
-    units = (
-        ("GiB", 2**30),
-        ("MiB", 2**20),
-        ("KiB", 2**10),
-        ("TiB", 2**40),
-        ("GB", 1e9),
-        ("MB", 1e6),
-        ("KB", 1e3),
-        ("TB", 1e12),
-        ("A", None),
-    )
-    for suffix, scale in units:  # byte units in any case (80gib); A as written
-        if t.endswith(suffix) or (scale is not None and t.lower().endswith(suffix.lower())):
+    for suffix, scale in _SIZE_UNITS:  # byte units in any case (80gib); A as written
+        if _has_unit(t, suffix, scale):
             num = t[: -len(suffix)].strip()
             try:
                 x = float(num)

@@ -11,7 +11,7 @@ from dataclasses import replace
 from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.models import RECOMPUTE_MODES
 from ppir.analysis.tune import Builtin, Space, default_global_batch, search
-from ppir.analysis.units import comma_entries, is_number, parse_budget
+from ppir.analysis.units import comma_entries
 from ppir.cli.argtypes import positive_int
 from ppir.cli.common import add_progress_model_argument
 from ppir.cli.cost_options import (
@@ -21,6 +21,7 @@ from ppir.cli.cost_options import (
 )
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
+from ppir.cli.tune_budget import budget_note, gpu_memory_bytes, read_budget
 from ppir.cli.tune_view import tune_json, tune_text
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, PpirError, did_you_mean, error
 from ppir.schedules import builtin_names
@@ -130,7 +131,8 @@ def add_arguments(p):
     p.add_argument(
         "--gpu-memory",
         metavar="SIZE",
-        help="memory of one GPU in bytes with a unit, e.g. 80GiB (with --model)",
+        help="memory of one GPU in bytes with a unit, e.g. 80GiB (with --model; 80GB is "
+        "decimal: 80 x 10^9 bytes = 74.51 GiB)",
     )
     p.add_argument(
         "--reserve",
@@ -176,60 +178,6 @@ def add_arguments(p):
     )
     add_quiet_argument(p)
     add_cost_arguments(p.add_argument_group("cost model"), recompute=False, dp=False)
-
-
-def _budget(args, sized: bool):
-    """The budget from --gpu-memory/--reserve or --memory-budget; ``sized``: memory sizes are
-    known (a model or measured sizes), so the budget is in bytes."""
-    if args.gpu_memory and args.memory_budget:
-        raise error("bad-usage", "give --gpu-memory or --memory-budget, not both")
-    if args.reserve is not None and not args.gpu_memory:  # it was silently ignored
-        raise error(
-            "bad-usage",
-            f"--reserve {args.reserve} is kept free of --gpu-memory, which is not given"
-            + (": --memory-budget is the budget itself" if args.memory_budget else ""),
-            hints=["give --gpu-memory SIZE --reserve ..., or the budget alone: --memory-budget"],
-        )
-    if not args.gpu_memory:
-        budget = parse_budget(args.memory_budget, sized, "--memory-budget")
-        if budget is not None and sized and budget[1] == "A":  # bytes compared with A
-            raise error(
-                "bad-usage",
-                f"--memory-budget {args.memory_budget}: with memory sizes (a model, or "
-                "measured ones) the budget is in bytes, e.g. 60GiB (or --gpu-memory 80GiB)",
-            )
-        if budget is not None and budget[1] == "bytes":  # whole bytes, as JSON gives them
-            budget = (math.floor(budget[0]), "bytes")
-        return budget
-    total, unit = parse_budget(args.gpu_memory, sized, "--gpu-memory")
-    if unit != "bytes":
-        raise error("bad-usage", f"--gpu-memory {args.gpu_memory}: give bytes, e.g. 80GiB")
-    r = (args.reserve or "10%").strip()
-    if r.endswith("%"):
-        try:
-            frac = float(r[:-1]) / 100
-        except ValueError:
-            msg = f"--reserve {args.reserve}: expected e.g. 10% or 8GiB"
-            raise error("bad-usage", msg) from None
-        if not 0 <= frac < 1:
-            raise error("bad-usage", f"--reserve {args.reserve}: must lie in [0%, 100%)")
-        keep = total * frac
-    else:
-        bare = is_number(r)
-        if bare:  # 0 keeps nothing free; any other bare number is a percentage without its %
-            keep, unit = 0, "bytes" if float(r) == 0 else ""
-        else:
-            keep, unit = parse_budget(r, sized, "--reserve")
-        if unit != "bytes":  # 10, or 6A (not bytes)
-            raise error(
-                "bad-usage",
-                f"--reserve {args.reserve}: expected a percentage of --gpu-memory, e.g. 10%, or "
-                "bytes with a unit, e.g. 8GiB",
-                hints=[f"did you mean --reserve {r}%?"] if bare else [],
-            )
-    if keep >= total:
-        raise error("bad-usage", f"--reserve {args.reserve} leaves nothing of {args.gpu_memory}")
-    return math.floor(total - keep), "bytes"  # 90% of 24GiB: 23192823398, not ....4
 
 
 def _refuse_unmeasured_sizes(measured, names, pps, flag: str) -> None:
@@ -373,7 +321,7 @@ def run(args) -> int:
         uneven=not args.even,
         top=args.top,
     )
-    budget = _budget(args, sizes_known(cfg))
+    budget = read_budget(args, sizes_known(cfg))
     with progress(None, "tune", quiet=args.quiet, unit="programs") as bar:
 
         def step(done, total, status):
@@ -386,10 +334,12 @@ def run(args) -> int:
         cands = search(names, space, cfg, budget, args.progress_model, step)
     G = space.global_batch or default_global_batch(space)
     if args.format == "json":
-        json.dump(tune_json(cands, space, G, cfg, budget), sys.stdout, indent=2)
+        doc = tune_json(cands, space, G, cfg, budget, gpu_memory_bytes(args))
+        json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         flag = "--gpu-memory" if args.gpu_memory else "--memory-budget"  # the one given
-        text = tune_text(cands, space, G, cfg, budget, model is not None, args.all_rejected, flag)
+        has_model, note = model is not None, budget_note(args)
+        text = tune_text(cands, space, G, cfg, budget, has_model, args.all_rejected, flag, note)
         print(text, end="")
     return EXIT_OK if any(c.ok for c in cands) else EXIT_INVALID  # none fits: a script sees it

@@ -46,8 +46,9 @@ def _row(c, rank=None) -> dict:
     return out if rank is None else {"rank": rank, **out}
 
 
-def tune_json(cands, space, G, cfg, budget) -> dict:
-    """The ``ppir.tune/2`` object of a search's candidates."""
+def tune_json(cands, space, G, cfg, budget, gpu_memory=None) -> dict:
+    """The ``ppir.tune/2`` object of a search's candidates; ``gpu_memory``: --gpu-memory in
+    bytes as read (None without it)."""
     ok = [c for c in cands if c.ok]
     return {
         "format": "ppir.tune/2",
@@ -57,6 +58,7 @@ def tune_json(cands, space, G, cfg, budget) -> dict:
         "time_unit": cfg.time_unit,
         "memory_unit": "bytes" if sizes_known(cfg) else "A",
         "budget": budget[0] if budget else None,
+        "gpu_memory": gpu_memory,
         "assumptions": cfg.describe(mbs=False, ranks={c.pp for c in cands}),
         "ranked": [_row(c, i + 1) for i, c in enumerate(ok)],
         "slower": [_row(c) for c in cands if c.why == "slower"],
@@ -71,11 +73,20 @@ def _layers(c) -> str:
 
 
 def tune_text(
-    cands, space, G, cfg, budget, has_model: bool, every: bool = False, flag="--memory-budget"
+    cands,
+    space,
+    G,
+    cfg,
+    budget,
+    has_model: bool,
+    every: bool = False,
+    flag="--memory-budget",
+    note="",
 ) -> str:
     """The ranked table, the pruned count and the rejections, as ``ppir tune`` prints them;
     ``flag``: the option that gave the budget (--gpu-memory or --memory-budget), which the
-    hint names when nothing fits."""
+    hint names when nothing fits; ``note``: what the header adds to the budget (how a size in
+    a decimal unit was read)."""
     unit = cfg.time_unit
     in_bytes = sizes_known(cfg)
     lines = []
@@ -83,7 +94,7 @@ def tune_text(
     bud = ", no memory budget" + (" (--gpu-memory SIZE holds each choice to one)" * in_bytes)
     if budget:
         shown = fmt_size(budget[0], "bytes", 6)  # the digits the user gave (189.75 GiB)
-        bud = f", budget {shown} per GPU" if in_bytes else f", budget {budget[0]:g} A"
+        bud = f", budget {shown} per GPU{note}" if in_bytes else f", budget {budget[0]:g} A"
     per = ""
     if cfg.measured is not None and not has_model:  # times and sizes are per profiled one
         b = cfg.measured.microbatch_size
