@@ -77,3 +77,23 @@ def test_a_decimal_unit_is_read_and_said_in_one_place():
     )
     assert decimal_reading(" 512 mb")[0] == "512 decimal megabytes, 512 x 10^6 bytes = 488.28 MiB"
     assert [decimal_reading(t) for t in ("80GiB", "6A", "80", "xGB", None)] == [None] * 5
+
+
+NOTHING_FITS = ["tune", "--world", "4", "--model", "llama3-8b,seq=1024", "--schedules"]
+NOTHING_FITS += ["dualpipe,v_half,1f1b", "-q", "--gpu-memory", "40GiB"]
+
+
+def test_a_rejected_choice_is_not_called_launchable(cli):
+    """was: '"launchable": true' on 1f1b rows rejected for memory (and null on ones rejected
+    before they were expanded), as if ppir launch could run what tune had just refused."""
+    code, out, err = cli(*NOTHING_FITS, "--format", "json")
+    assert code == 1, err
+    rejected = json.loads(out)["rejected"]
+    assert {r["rejected"] for r in rejected} == {"memory", "constraint"}
+    assert [r for r in rejected if r["launchable"] is not False] == []
+    code, out, err = cli(*NOTHING_FITS, "--gpu-memory", "80GiB", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    kept = {(r["schedule"], r["launchable"]) for part in ("ranked", "slower", "pruned")
+            for r in doc[part]}  # fmt: skip
+    assert kept == {("1f1b", True), ("v_half", True), ("dualpipe", False)}  # two pipelines

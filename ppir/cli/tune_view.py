@@ -23,6 +23,7 @@ def _limit(c) -> str | None:
 
 def _row(c, rank=None) -> dict:
     e = c.estimate
+    rejected = c.why if c.why and c.why not in _LISTED else None  # pruned: not rejected
     out = {
         "pp": c.pp,
         "dp": c.dp,
@@ -39,9 +40,10 @@ def _row(c, rank=None) -> dict:
         "memory": c.footprint.worst.to_json() if c.footprint is not None else None,
         "bubble_fraction_of_total": e.bubble_fraction_of_total if e else None,
         "bubble_fraction_of_ideal": e.bubble_fraction_of_ideal if e else None,
-        "rejected": c.why if c.why and c.why not in _LISTED else None,  # pruned: not rejected
+        "rejected": rejected,
         "reason": c.reason,
-        "launchable": None if c.program is None else _limit(c) is None,  # None: not expanded
+        # a rejected choice is no program to launch (it does not fit, verify or divide)
+        "launchable": False if rejected else _limit(c) is None,
     }
     return out if rank is None else {"rank": rank, **out}
 
