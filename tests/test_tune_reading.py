@@ -97,3 +97,15 @@ def test_a_rejected_choice_is_not_called_launchable(cli):
     kept = {(r["schedule"], r["launchable"]) for part in ("ranked", "slower", "pruned")
             for r in doc[part]}  # fmt: skip
     assert kept == {("1f1b", True), ("v_half", True), ("dualpipe", False)}  # two pipelines
+
+
+def test_when_nothing_fits_no_empty_table_is_printed(cli):
+    """was: the table's header line over no rows, then '(no feasible choice): ...'."""
+    code, out, err = cli(*NOTHING_FITS)
+    assert code == 1, err
+    lines = out.splitlines()
+    assert lines[0].startswith("world 4 (tp 1), global batch 16, budget 36 GiB per GPU;")
+    assert lines[1].startswith("(no feasible choice): every choice that fits the other ")
+    assert "bubble/total" not in out and lines[3].startswith(
+        "rejected (84: 72 memory, 12 constraint)"
+    )

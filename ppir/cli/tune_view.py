@@ -133,7 +133,8 @@ def tune_text(
                 c.largest or "-",
             ]
         )
-    lines.append(table(rows, align="><<<>>><<>>><"))
+    if ok:  # was: a header over no rows above '(no feasible choice)'
+        lines.append(table(rows, align="><<<>>><<>>><"))
     limits = sorted({why for c in ok if (why := _limit(c))})
     lines += [f"* ppir launch cannot run it: {why}" for why in limits]
     if not ok:
