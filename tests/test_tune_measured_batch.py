@@ -106,6 +106,26 @@ def test_a_pipeline_size_the_file_cannot_time_is_a_usage_error(cli, tmp_path, P,
     assert code == 0, err
 
 
+def test_world_searches_only_the_pipeline_sizes_the_file_can_time(cli, tmp_path):
+    """was: --world 4 searched P = 4 too and listed each of its choices as a constraint
+    rejection ('the measured costs are for 2 stages; a schedule with 4 stages cannot use
+    them'), where -P 4 is refused as a usage error: the sizes the file cannot time are now
+    left out of the search, said once."""
+    argv = ["tune", "--world", "4", "--model", "llama3-8b,seq=1024", "--config", _file(tmp_path)]
+    code, out, err = cli(*argv, "--schedules", "1f1b", "-q", "--format", "json")
+    assert code == 0, err
+    assert err.splitlines() == [
+        "ppir: note: --world 4: the cost file was measured on 2 stages, and a schedule of P "
+        "ranks runs a multiple of P stages: searching pipeline sizes 1, 2 only, not 4 (profile "
+        "again with --stages 4 to time them all)"
+    ]
+    doc = json.loads(out)
+    rows = doc["ranked"] + doc["slower"] + doc["pruned"] + doc["rejected"]
+    assert {r["pp"] for r in rows} == {1, 2} and doc["rejected"] == []
+    code, out, err = cli(*argv, "--pp", "4", "-q")  # a size given is still refused
+    assert code == 2 and out == "" and err.startswith("ppir: error: --pp 4: the cost file")
+
+
 def test_with_a_model_too_the_micro_batch_is_the_profiled_one(cli, tmp_path):
     """A model beside measured costs gives memory only.  was: tune searched micro-batches 1 and
     2 and all three recomputations, each timed with the profiled microbatch's costs (8

@@ -180,30 +180,48 @@ def add_arguments(p):
     add_cost_arguments(p.add_argument_group("cost model"), recompute=False, dp=False)
 
 
-def _refuse_unmeasured_sizes(measured, names, pps, flag: str) -> None:
-    """A pipeline size the cost file cannot time, when only built-ins are searched: each runs a
-    multiple of P stages on P ranks (DualPipe: two pipelines of P), so a file measured on S
-    stages serves only the P that divide S (:meth:`MeasuredCosts.fit`'s rule and words).  Every
-    choice was rejected for it, one line per schedule and v, and the exit status said the
-    schedules were invalid (1) though the file was the mistake; a .pps file may place stages
-    as it likes and is still tried."""
+def _measured_sizes(measured, names, space: Space, flag: str) -> tuple[int, ...] | None:
+    """The pipeline sizes to search with a cost file measured on S stages, when only built-ins
+    are searched: each runs a multiple of P stages on P ranks (DualPipe: two pipelines of P),
+    so the file serves only the P that divide S (:meth:`MeasuredCosts.fit`'s rule and words).
+    A size given (``flag`` -P or --pp) that it cannot time is a usage error; of the sizes
+    --world allows, the search keeps those it can time and says once which it left out.  Every
+    choice was rejected for it, one line per schedule and v, and with -P the exit status said
+    the schedules were invalid (1) though the file was the mistake; a .pps file may place
+    stages as it likes and is still tried at every size."""
     builtins = set(builtin_names())
-    if not pps or not all(isinstance(n, Builtin) or n in builtins for n in names):
-        return
+    if not all(isinstance(n, Builtin) or n in builtins for n in names):
+        return space.pps
     S = measured.stages
-    for P in pps:
-        try:
-            measured.fit(P)
-        except PpirError:
-            fits = ", ".join(str(d) for d in range(1, S + 1) if S % d == 0)
-            raise error(
-                "bad-usage",
-                f"{flag} {P}: the cost file was measured on {S} stages, and a schedule of {P} "
-                f"ranks runs a multiple of {P} stages: none can use it",
-                hints=[
-                    f"pipeline sizes {fits} can; or profile again with --stages {math.lcm(S, P)}"
-                ],
-            ) from None
+    sizes = space.pps or tuple(P for P, _ in space.pipeline_sizes())
+    usable = tuple(P for P in sizes if _times(measured, P))
+    why = f"the cost file was measured on {S} stages, and a schedule of {{P}} ranks runs a "
+    why += "multiple of {P} stages"
+    left = [P for P in sizes if P not in usable]
+    if space.pps is None and left:  # --world: P = 1 is always usable
+        print(
+            f"ppir: note: --world {space.world}: {why.format(P='P')}: searching pipeline sizes "
+            f"{', '.join(map(str, usable))} only, not {', '.join(map(str, left))} (profile again "
+            f"with --stages {math.lcm(S, *left)} to time them all)",
+            file=sys.stderr,
+        )
+    if space.pps is None or not left:
+        return usable
+    P, fits = left[0], ", ".join(str(d) for d in range(1, S + 1) if _times(measured, d))
+    raise error(
+        "bad-usage",
+        f"{flag} {P}: {why.format(P=P)}: none can use it",
+        hints=[f"pipeline sizes {fits} can; or profile again with --stages {math.lcm(S, P)}"],
+    )
+
+
+def _times(measured, P: int) -> bool:
+    """Whether the cost file can time a schedule of P stages (:meth:`MeasuredCosts.fit`)."""
+    try:
+        measured.fit(P)
+    except PpirError:
+        return False
+    return True
 
 
 def _measured_batch(args, measured, P: int) -> tuple[str, int]:
@@ -290,7 +308,8 @@ def run(args) -> int:
         cfg = replace(cfg, model=replace(model, tp=tp))
     measured = cfg.measured
     if measured is not None:
-        _refuse_unmeasured_sizes(measured, names, pps, "--pp" if model is not None else "-P")
+        flag = "--pp" if model is not None else "-P"
+        pps = _measured_sizes(measured, names, Space(world=world, tp=tp, pps=pps), flag)
     recomputes = (
         tuple(x.strip() for x in args.tune_recompute.split(","))
         if args.tune_recompute
