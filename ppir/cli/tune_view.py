@@ -31,6 +31,7 @@ def _row(c, rank=None) -> dict:
         "v": c.v,
         "mbs": c.mbs,
         "microbatches": c.microbatches,
+        "microbatches_per_pipeline": c.program.microbatches if c.program is not None else None,
         "recompute": c.recompute,
         "stage_layers": list(c.stage_layers) if c.stage_layers else None,
         "step_time": c.step_time,
@@ -67,6 +68,16 @@ def tune_json(cands, space, G, cfg, budget, gpu_memory=None) -> dict:
         "pruned": [_row(c) for c in cands if c.why == "pruned"],
         "rejected": [_row(c) for c in cands if not c.ok and c.why not in _LISTED],
     }
+
+
+def _m(c) -> str:
+    """The M column: the schedule's M (microbatches per step), and for a schedule of several
+    pipelines how they split, ``16 (2x8)``: the count ``ppir compile`` reports is one
+    pipeline's (bidirectional DualPipe runs M/2 each way)."""
+    s = c.program
+    if s is None or s.pipelines == 1:
+        return str(c.microbatches)
+    return f"{c.microbatches} ({s.pipelines}x{s.microbatches})"
 
 
 def _layers(c) -> str:
@@ -124,7 +135,7 @@ def tune_text(
                 c.schedule + ("*" if _limit(c) else ""),
                 c.v,
                 c.mbs,
-                c.microbatches,
+                _m(c),
                 c.recompute,
                 _layers(c),
                 fmt_time(c.step_time, unit),
@@ -137,6 +148,12 @@ def tune_text(
         lines.append(table(rows, align="><<<>>><<>>><"))
     limits = sorted({why for c in ok if (why := _limit(c))})
     lines += [f"* ppir launch cannot run it: {why}" for why in limits]
+    split = {c.schedule: c.program.pipelines for c in ok if c.program.pipelines > 1}
+    lines += [  # was: DualPipe's M=16 beside compile's '8 microbatches', unexplained
+        f"M (k x m): {name} runs its M microbatches in {k} pipelines of m each; ppir compile "
+        "-D M=M counts m, one pipeline's"
+        for name, k in sorted(split.items())
+    ]
     if not ok:
         hint = _no_choice_hint(cands, has_model, flag, cfg.model, space)
         lines.append("(no feasible choice)" + hint)
