@@ -90,6 +90,13 @@ def test_csv_is_accepted_wherever_a_schedule_is(cli, tmp_path):
     assert code == 2 and "placement" in err
 
 
+def test_placement_ranks_are_ascii_digits(cli):
+    """--placement ٠,١ was read as 0,1 (int() reads Arabic-Indic digits), where -D refuses them."""
+    code, out, err = cli("compile", "torch:GPipe", "-D", "P=2", "--placement", "٠,١")
+    assert code == 2 and out == ""
+    assert err.startswith("ppir: error: --placement ٠,١: expected comma-separated ranks")
+
+
 def test_usage_errors_exit_2(cli, capsys):
     assert cli("dump", "no_such_schedule")[0] == 2
     assert cli("dump", "1f1b", "-D", "P")[0] == 2

@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import re
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
+from ppir.cli.argtypes import integer, number, positive_int
 from ppir.cli.deprecation import Renamed, old_spellings
 from ppir.cli.main import build_parser
 
@@ -62,7 +64,9 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
 
 
 def _numeric(a: argparse.Action) -> bool:
-    return a.type in (int, float) or bool(_NUMERIC_METAVAR.match(a.metavar or ""))
+    return a.type in (integer, positive_int, number) or bool(
+        _NUMERIC_METAVAR.match(a.metavar or "")
+    )
 
 
 def _units(a: argparse.Action, patterns=(_MEASURE, _COUNTED)) -> frozenset[str]:
@@ -124,10 +128,38 @@ def test_every_numeric_option_states_its_unit():
 
 def test_the_numeric_check_can_fail():
     p = argparse.ArgumentParser()
-    a = p.add_argument("--wait", type=float, help="how long to wait")
-    assert a.type is float and not _units(a)
+    a = p.add_argument("--wait", type=number, help="how long to wait")
+    assert _numeric(a) and not _units(a)
     b = p.add_argument("--delay", metavar="T", help="delay in seconds")
     assert _NUMERIC_METAVAR.match(b.metavar) and _units(b) == {"seconds"}
+
+
+def test_every_number_option_reads_ascii_digits_only(capsys):
+    """``type=int`` took ``-P ٤`` for 4 (int() and float() read any Unicode digit) where
+    ``-D P=٤`` is refused: every option of a number is read by a ppir.cli.argtypes type, with
+    -D's words; a new ``type=int`` or ``type=float`` fails here (the walk, and the source, for
+    parsers the walk does not build: the pytest plugin's)."""
+    plain = [f"{cmd} {opt}" for cmd, opt, a in _uses() if a.type in (int, float)]
+    assert not plain, f"options read with int() or float(): {plain}"
+    typed = {a.type for _, _, a in _uses() if a.type is not None and _numeric(a)}
+    assert {integer, positive_int, number} <= typed
+    for t in typed:
+        with pytest.raises(argparse.ArgumentTypeError, match=r"in ASCII digits, got '٤'"):
+            t("٤")
+    src = Path(__file__).resolve().parent.parent / "ppir"
+    found = [
+        f"{f.relative_to(src)}:{i}"
+        for f in sorted(src.rglob("*.py"))
+        for i, line in enumerate(f.read_text().splitlines(), 1)
+        if re.search(r"type\s*=\s*(int|float)\b", line) and "``" not in line
+    ]
+    assert not found, f"type=int or type=float in {found}"
+    with pytest.raises(SystemExit) as e:  # the same words as -D's refusal
+        build_parser().parse_args(["fuzz", "1f1b", "--over", "P=2..4", "--examples", "٣"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "ppir fuzz: error: argument --examples: must be an integer in ASCII digits, got '٣'"
+    )
 
 
 def test_no_flag_is_taken_twice_on_any_parser():

@@ -124,7 +124,6 @@ def test_bubble_bound(cli):
         (["1f1b", "--over", "P=2..3", "--max-bubble", "1/m"], "its parameters: P, M"),
         (["nosuch.pps", "--over", "P=1..2"], "no such file"),
         (["interleaved_1f1b", "--over", "P=4", "--over", "M=5..7"], "satisfies the require lines"),
-        (["1f1b", "--over", "P=1..2", "--examples", "0"], "at least 1"),
         (["torch:GPipe", "--over", "M=2..4"], "torch's schedule classes cannot be checked over"),
     ],
 )
@@ -132,6 +131,22 @@ def test_usage_mistakes_exit_2_without_traceback(cli, argv, message):
     code, out, err = cli("fuzz", *argv)
     assert code == 2
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "flag, value", [("--max-ops", "0"), ("--max-ops", "-5"), ("--examples", "0")]
+)
+def test_counts_below_one_are_refused_naming_the_value(cli, capsys, flag, value):
+    """--max-ops 0 (or -5) was taken, and every choice then skipped as over the size cap:
+    'no choice in P in 2..4 is under the size cap'; refused as --examples 0 is."""
+    with pytest.raises(SystemExit) as e:
+        cli("fuzz", "1f1b", "--over", "P=2..4", flag, value)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "Traceback" not in err
+    assert (
+        err.splitlines()[-1]
+        == f"ppir fuzz: error: argument {flag}: must be at least 1, got {value}"
+    )
 
 
 def test_a_syntax_error_exits_2(cli, tmp_path):

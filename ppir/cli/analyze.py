@@ -8,6 +8,7 @@ from ppir.analysis.analyze import analyze_compiled
 from ppir.analysis.memory import ANALYSIS_FORMAT
 from ppir.analysis.model_spec import parse_model_spec
 from ppir.analysis.models import RECOMPUTE_MODES
+from ppir.cli.argtypes import integer
 from ppir.cli.common import (
     add_compile_arguments,
     add_schedule_arguments,
@@ -96,7 +97,7 @@ def add_model_arguments(p, model_help=None, recompute_help=None, layers_help=Non
     )
     p.add_argument(
         "--layers",
-        type=int,
+        type=integer,
         metavar="L",
         help=layers_help
         or "the model's transformer layers, a count (default: the model's); must divide "

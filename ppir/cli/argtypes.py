@@ -12,25 +12,54 @@ import os
 import re
 
 from ppir.diagnostics import error, given_twice
+from ppir.frontend.limits import read_int
+
+
+def integer(text: str) -> int:
+    """An integer, read as a ``-D`` value is (:func:`ppir.frontend.limits.read_int`: ASCII
+    digits only, where ``type=int`` took ``-P ٤`` for 4); every integer option's type, or
+    :func:`positive_int`'s (tests/test_argtypes.py checks that no option takes ``int``)."""
+    try:
+        return read_int(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def positive_int(text: str) -> int:
-    """An integer of at least 1."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    """An :func:`integer` of at least 1."""
+    v = integer(text)
     if v < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
     return v
 
 
+def _float(text: str) -> float:
+    """float() of ASCII text only (float() alone reads '٤' as 4.0, as int() does)."""
+    if not text.isascii():
+        raise ValueError(text)
+    return float(text)
+
+
+def _ascii(text: str) -> str:
+    return "" if text.isascii() else " in ASCII digits"
+
+
+def number(text: str) -> float:
+    """A number, in ASCII digits (what every option of a plain number takes, not ``float``)."""
+    try:
+        return _float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number{_ascii(text)}, got {text!r}") from None
+
+
 def positive_seconds(text: str) -> float:
     """A finite number of seconds above 0."""
     try:
-        v = float(text)
+        v = _float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds{_ascii(text)}, got {text!r}"
+        ) from None
     if not v > 0 or v == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
     return v
@@ -39,9 +68,9 @@ def positive_seconds(text: str) -> float:
 def learning_rate(text: str) -> float:
     """A finite learning rate of 0 or more (torch's optimizers refuse a negative one)."""
     try:
-        v = float(text)
+        v = _float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a number{_ascii(text)}, got {text!r}") from None
     if not 0 <= v < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite learning rate of 0 or more, got {text}")
     return v

@@ -7,13 +7,13 @@ import json
 import sys
 import warnings
 
-from ppir.cli.argtypes import output_path
+from ppir.cli.argtypes import output_path, positive_int
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.compile_options import IgnoredOptionWarning, pipeline_conflict
 from ppir.diagnostics import Report, error
 from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS
-from ppir.frontend.limits import define_value
+from ppir.frontend.limits import define_value, read_int
 from ppir.frontend.loader import load_schedule
 from ppir.ir import Schedule
 from ppir.ir.graph import PROGRESS_MODELS
@@ -75,14 +75,14 @@ def add_schedule_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--max-ops",
-        type=int,
+        type=positive_int,
         default=DEFAULT_MAX_OPS,
         metavar="N",
         help=f"cap on expanded ops (default {DEFAULT_MAX_OPS:,})",
     )
     p.add_argument(
         "--max-steps",
-        type=int,
+        type=positive_int,
         default=DEFAULT_MAX_STEPS,
         metavar="N",
         help=f"cap on loop iterations during expansion (default {DEFAULT_MAX_STEPS:,})",
@@ -214,7 +214,7 @@ def parse_placement(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
     try:
-        return tuple(int(x) for x in text.split(","))
+        return tuple(read_int(x) for x in text.split(","))
     except ValueError:
         raise error(
             "bad-placement",

@@ -31,7 +31,7 @@ from ppir.analysis.config import (
 )
 from ppir.analysis.model_spec import model_table, parse_model_spec
 from ppir.analysis.units import comma_entries
-from ppir.cli.argtypes import positive_int
+from ppir.cli.argtypes import integer, number, positive_int
 from ppir.cli.deprecation import warn_deprecated
 from ppir.cli.flag_words import in_flag_words
 from ppir.diagnostics import PpirError, did_you_mean, error, given_twice
@@ -60,7 +60,7 @@ def add_cost_arguments(group, model: bool = True, recompute: bool = True, dp: bo
     group.add_argument(
         "--ranks-per-node",
         dest="cost_ranks_per_node",
-        type=int,
+        type=integer,
         metavar="N",
         help="pipeline ranks per node (a count): messages between nodes use the inter-node "
         "link (default: --gpus-per-node / (tp x dp) with a model, at least 1; without one, "
@@ -69,7 +69,7 @@ def add_cost_arguments(group, model: bool = True, recompute: bool = True, dp: bo
     group.add_argument(
         "--gpus-per-node",
         dest="cost_gpus_per_node",
-        type=int,
+        type=integer,
         metavar="N",
         help="GPUs per node (default 8): a pipeline rank with its replicas spans tp x dp of "
         "them, and a data-parallel ring beyond a node uses the inter-node link",
@@ -77,7 +77,7 @@ def add_cost_arguments(group, model: bool = True, recompute: bool = True, dp: bo
     group.add_argument(
         "--processors",
         dest="cost_processors",
-        type=int,
+        type=integer,
         metavar="N",
         help="the ranks' compute and transfers share N processors, e.g. 4 gloo ranks on 2 CPU "
         "cores: work running at once slows down in proportion (default: one per rank, or the "
@@ -219,7 +219,7 @@ def _add_model_arguments(group, recompute: bool) -> None:
     group.add_argument(
         "--efficiency",
         dest="cost_efficiency",
-        type=float,
+        type=number,
         metavar="FRACTION",
         help="achieved fraction of peak FLOP/s (default 0.5)",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ppir.cli.argtypes import integer, positive_int
 from ppir.cli.common import add_defines, parse_defines
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, did_you_mean, error
@@ -63,12 +64,12 @@ def add_arguments(p):
     )
     p.add_argument(
         "--examples",
-        type=int,
+        type=positive_int,
         default=100,
         metavar="N",
         help="parameter choices to check (default 100)",
     )
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
+    p.add_argument("--seed", type=integer, default=0, metavar="N", help="random seed (default 0)")
     p.add_argument(
         "--lowering",
         choices=list(LOWERINGS),
@@ -78,7 +79,7 @@ def add_arguments(p):
     p.add_argument("--strict", action="store_true", help="treat verifier warnings as errors")
     p.add_argument(
         "--max-ops",
-        type=int,
+        type=positive_int,
         default=2_000_000,
         metavar="N",
         help="cap on expanded ops per choice (default 2,000,000)",
@@ -93,8 +94,6 @@ def _space(args) -> ParamSpace:
             "nothing to fuzz: give at least one --over NAME=LO..HI",
             hints=["e.g. ppir fuzz 1f1b --over P=2..16 --over M=P..8P"],
         )
-    if args.examples < 1:
-        raise error("bad-usage", f"--examples must be at least 1, got {args.examples}")
     module = load_module(args.schedule)  # syntax errors: exit 2 before any search
     declared = {p.name: p.default for p in module.header.params} if module.header else {}
     over = [parse_over(o) for o in args.over]

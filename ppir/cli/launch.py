@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-from ppir.cli.argtypes import output_path
+from ppir.cli.argtypes import integer, output_path
 from ppir.cli.common import (
     add_compile_arguments,
     add_schedule_arguments,
@@ -42,7 +42,7 @@ def add_arguments(p):
     p.add_argument(
         "-n",
         "--nproc",
-        type=int,
+        type=integer,
         metavar="N",
         help="number of processes on all nodes: the schedule's ranks times --dp (default: the "
         "schedule's ranks); sets -D P=N/dp for schedules with a parameter P when -D P is not "
@@ -55,9 +55,9 @@ def add_arguments(p):
         "--plan-out", type=output_path, metavar="PATH", help="also keep the plan at PATH"
     )
     nodes = p.add_argument_group("several nodes (torch's elastic rendezvous, as torchrun)")
-    nodes.add_argument("--nnodes", type=int, default=1, metavar="N", help="nodes (default 1)")
+    nodes.add_argument("--nnodes", type=integer, default=1, metavar="N", help="nodes (default 1)")
     nodes.add_argument(
-        "--node-rank", type=int, default=0, metavar="K", help="this node's index, 0..N-1"
+        "--node-rank", type=integer, default=0, metavar="K", help="this node's index, 0..N-1"
     )
     nodes.add_argument(
         "--rdzv-endpoint",
@@ -75,7 +75,7 @@ def add_arguments(p):
     nodes.add_argument("--run-id", help="rendezvous id, the same on every node (c10d)")
     nodes.add_argument(
         "--rdzv-timeout",
-        type=int,
+        type=integer,
         default=300,
         metavar="SECONDS",
         help="how long nodes wait for each other at start (default 300)",

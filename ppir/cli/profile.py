@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import warnings
 
-from ppir.cli.argtypes import key_values, positive_int, positive_seconds
+from ppir.cli.argtypes import integer, key_values, positive_int, positive_seconds
 from ppir.cli.common import add_output_argument
 from ppir.cli.output import table
 from ppir.diagnostics import error, write_output
@@ -38,11 +38,11 @@ examples:
 def add_arguments(p):
     add_module_arguments(p)
     p.add_argument(
-        "--ranks", "-n", type=int, default=2, metavar="P", help="processes to run (default 2)"
+        "--ranks", "-n", type=integer, default=2, metavar="P", help="processes to run (default 2)"
     )
     p.add_argument(
         "--stages",
-        type=int,
+        type=integer,
         default=None,
         metavar="S",
         help="stages (pieces) to build the model in (default: --ranks)",
@@ -50,7 +50,7 @@ def add_arguments(p):
     p.add_argument(
         "--microbatches",
         "-M",
-        type=int,
+        type=integer,
         default=None,
         metavar="M",
         help="microbatches per step; make_batch's batch must split into them (default 2*ranks)",
@@ -60,14 +60,14 @@ def add_arguments(p):
     )
     p.add_argument(
         "--warmup",
-        type=int,
+        type=integer,
         default=2,
         help="untimed steps first (default 2; with 0 the first step's one-time set-up is timed)",
     )
     p.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
     p.add_argument(
         "--threads",
-        type=int,
+        type=integer,
         default=None,
         metavar="N",
         help="torch threads per rank (default: cores / ranks)",

@@ -7,6 +7,7 @@ import sys
 from fractions import Fraction
 
 from ppir.analysis.config import default_op_costs
+from ppir.cli.argtypes import integer, positive_int
 from ppir.cli.common import (
     add_defines,
     add_output_argument,
@@ -41,7 +42,7 @@ def add_arguments(p):
     add_defines(p, "P (ranks) and M (microbatches), e.g. -D P=4 -D M=8")
     p.add_argument(
         "--mem-cap",
-        type=int,
+        type=integer,
         required=True,
         metavar="A",
         help="per-rank cap on activations, in A (whole microbatches of a share)",
@@ -63,7 +64,7 @@ def add_arguments(p):
     )
     p.add_argument(
         "--max-ops",
-        type=int,
+        type=positive_int,
         default=DEFAULT_MAX_OPS,
         metavar="N",
         help=f"cap on expanded ops (default {DEFAULT_MAX_OPS:,}): P and M whose largest "

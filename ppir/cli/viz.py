@@ -7,6 +7,7 @@ import os
 import re
 
 from ppir.cli import common
+from ppir.cli.argtypes import integer
 from ppir.cli.common import (
     add_compile_arguments,
     add_output_argument,
@@ -82,7 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="mode the page opens in (default static; HTML only)",
     )
     page.add_argument(
-        "--rank", type=int, metavar="R", help="rank of the local view (default 0; HTML only)"
+        "--rank", type=integer, metavar="R", help="rank of the local view (default 0; HTML only)"
     )
     add_compile_arguments(p)
 

@@ -87,6 +87,21 @@ def show_value(v: int) -> str:
     return f"{'-' if v < 0 else ''}<a {int(v.bit_length() * 0.30103) + 1:,}-digit number>"
 
 
+def read_int(text: str) -> int:
+    """``text`` as ppir reads an integer given as text (``-D`` values, every integer option):
+    int()'s syntax (a sign, ``_`` between digits, blanks around) in ASCII digits only, where
+    int() alone reads Arabic-Indic and other Unicode digits ('٤' is 4).  Otherwise a
+    ValueError saying what it must be: ``must be an integer[ in ASCII digits], got 'TEXT'``."""
+    t = text.strip()
+    try:
+        if not t.isascii():
+            raise ValueError(t)
+        return int(t)
+    except ValueError:
+        digits = "" if t.isascii() else " in ASCII digits"
+        raise ValueError(f"must be an integer{digits}, got {show_int(text)!r}") from None
+
+
 def define_value(define: str, name: str, text: str, flag: str = "-D") -> int:
     """The integer of ``-D NAME=TEXT`` (``define`` is the whole argument and ``flag`` the
     option that gave it, ``-D2`` for ``ppir viz``'s second schedule, for messages)."""
@@ -94,15 +109,9 @@ def define_value(define: str, name: str, text: str, flag: str = "-D") -> int:
     core = t.lstrip("+-").replace("_", "")
     huge = core.isascii() and core.isdigit() and len(core.lstrip("0")) > _MAX_DIGITS
     try:
-        if not t.isascii():  # int() reads Arabic-Indic and other Unicode digits ('٤' -> 4)
-            raise ValueError(t)
-        v = None if huge else int(t)
-    except ValueError:
-        raise error(
-            "bad-define",
-            f"{flag} {show_int(define)}: the value of '{name}' must be an integer"
-            f"{'' if t.isascii() else ' in ASCII digits'}, got {show_int(text)!r}",
-        ) from None
+        v = None if huge else read_int(text)
+    except ValueError as e:
+        raise error("bad-define", f"{flag} {show_int(define)}: the value of '{name}' {e}") from None
     if v is None or not -MAX_INT <= v <= MAX_INT:
         raise error(
             "bad-define",

@@ -23,12 +23,20 @@ def pytest_addoption(parser):
     group = parser.getgroup("ppir", "ppir schedule property tests")
     group.addoption(
         "--ppir-examples",
-        type=int,
+        type=_integer,
         default=None,
         metavar="N",
         help="hypothesis examples per ppir.testing.property_test "
         "(default: the active hypothesis profile)",
     )
+
+
+def _integer(text: str) -> int:
+    """ppir's integer option type (ASCII digits only), imported when an option is given: the
+    plugin loads in every pytest session and stays light until then."""
+    from ppir.cli.argtypes import integer
+
+    return integer(text)
 
 
 def pytest_configure(config):

@@ -20,7 +20,13 @@ import os
 import sys
 import time
 
-from ppir.cli.argtypes import learning_rate, nonempty_path, positive_int, positive_seconds
+from ppir.cli.argtypes import (
+    learning_rate,
+    nonempty_path,
+    number,
+    positive_int,
+    positive_seconds,
+)
 from ppir.cli.deprecation import Renamed
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
@@ -157,7 +163,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--tolerance",
-        type=float,
+        type=number,
         default=1e-5,
         help="largest allowed absolute difference for --verify-grads and --verify-steps "
         "(default 1e-5)",
