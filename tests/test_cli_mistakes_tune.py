@@ -233,3 +233,15 @@ def test_gpu_memory_without_sizes_points_at_the_flag_that_takes_a(cli):
     )
     code, out, err = cli("tune", "-P", "4", "--memory-budget", "6A", "--top", "1", "-q")
     assert code == 0, err  # what the hint says works
+
+
+@pytest.mark.parametrize("sizes", ["٤", "2,٤", "４"])
+def test_pipeline_sizes_are_ascii_digits(cli, sizes):
+    """-P ٤ ran a search for P=4 (int() reads Arabic-Indic and fullwidth digits) where
+    -D P=٤ is refused: the list's entries are read as -D's values are."""
+    code, out, err = cli("tune", "-P", sizes, "--memory-budget", "6A")
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        f"ppir: error: --pp {sizes}: expected comma-separated integers",
+        f"hint: must be an integer in ASCII digits, got '{sizes.split(',')[-1]}'",
+    ]

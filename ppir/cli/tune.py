@@ -24,6 +24,7 @@ from ppir.cli.output import add_quiet_argument, progress
 from ppir.cli.tune_budget import budget_note, gpu_memory_bytes, read_budget
 from ppir.cli.tune_view import tune_json, tune_text
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, PpirError, did_you_mean, error
+from ppir.frontend.limits import read_int
 from ppir.schedules import builtin_names
 
 NAME = "tune"
@@ -67,10 +68,12 @@ def _entries(text: str, what: str) -> list[str]:
 
 
 def _ints(text: str, what: str) -> list[int]:
-    try:
-        out = [int(x) for x in _entries(text, what)]
-    except ValueError:
-        raise error("bad-usage", f"{what} {text}: expected comma-separated integers") from None
+    try:  # read as -D's values are: int() alone takes '٤' for 4
+        out = [read_int(x) for x in _entries(text, what)]
+    except ValueError as e:
+        raise error(
+            "bad-usage", f"{what} {text}: expected comma-separated integers", hints=[str(e)]
+        ) from None
     if not out or any(x < 1 for x in out):
         raise error("bad-usage", f"{what} {text}: expected positive integers")
     return out
