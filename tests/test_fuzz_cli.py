@@ -232,6 +232,20 @@ def test_a_decimal_bound_is_exact(cli):
     assert "exceeds the bound 1/2 (= 0.5)" in out
 
 
+def test_a_bound_with_an_exponent_is_one_number(cli):
+    """1e3 was read as 1 times a name e3: '--over M=1e3..3' said "the domain of 'M' (1e3..3)
+    refers to 'e3'", '--max-step-time 1e3' "refers to 'e3', which is not a parameter"."""
+    code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=1e3..3")
+    assert code == 2 and err.splitlines() == [
+        "ppir: error: '1e3' is not an integer: a parameter's values are integers",
+        "hint: write it as 1000",
+    ]
+    code, out, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--max-step-time", "1e3")
+    assert code == 0 and "step time <= 1e3" in out, err
+    code, out, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--max-step-time", "2e1")
+    assert code == 1 and "exceeds the bound 20 ('2e1')" in out, err
+
+
 def test_a_repeated_error_is_shown_once_with_its_repeats(tmp_path):
     from ppir.testing import check_schedule
 

@@ -45,6 +45,11 @@ rank 1: 1F0 1B0
         ("(P-1)/M", {"P": 4, "M": 6}, Fraction(1, 2)),
         ("-3 % P", {"P": 4}, 1),
         ("6/3", {}, 2),
+        # a number with an exponent is one literal (was 1 times a name 'e3'), then multiplies
+        ("1e3", {}, 1000),
+        ("2.5e-1P", {"P": 4}, 1),
+        ("1E+2 // P", {"P": 3}, 33),
+        ("v2P", {"v2P": 5}, 5),  # digits ending a name are no literal (was v2 times P)
     ],
 )
 def test_bound_expressions(text, env, value):
@@ -71,6 +76,24 @@ def test_bad_specs_are_diagnostics(spec, message):
     with pytest.raises(PpirError, match=message) as e:
         parse_domain(spec)
     assert e.value.kind == "bad-range" and e.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "spec, message, hint",
+    [
+        # was: "the domain of 'M' (1e3..3) refers to 'e3'"
+        ("1e3..3", "'1e3' is not an integer: a parameter's values are integers", "as 1000"),
+        ("P..1e3", "'1e3' is not an integer", "as 1000"),
+        ("2.0..4", "'2.0' is not an integer", "as 2"),  # was: taken as 2, shown as 'M in 2.0..4'
+        ("1,2.5", "'2.5' is not an integer", "P//2"),
+        ("P*0.5..P", "'0.5' in 'P\\*0.5' is not an integer", "P//2"),
+        ([2.0, 4], "'2.0' is not an integer", "as 2"),
+    ],
+)
+def test_a_bound_that_is_no_integer_is_refused_naming_it(spec, message, hint):
+    with pytest.raises(PpirError, match=message) as e:
+        parse_domain(spec)
+    assert e.value.kind == "bad-range" and hint in e.value.diagnostics[0].hints[0]
 
 
 def test_domains_read_earlier_parameters_only():

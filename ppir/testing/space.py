@@ -23,7 +23,10 @@ from fractions import Fraction
 from ppir.diagnostics import did_you_mean, error
 
 Number = int | Fraction
-_IMPLICIT_MUL = re.compile(r"(\d)\s*(?=[A-Za-z_(])")
+# A number literal (read whole, as the lookahead holds it: '1e3' is one, not 1 times e3; not
+# the digits ending a name, v2) right before a name or '(' is multiplied by it: 8P, 2(P-1).
+_NUMBER = r"(?:\d(?:_?\d)*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+_IMPLICIT_MUL = re.compile(rf"(?<![\w.])(?=({_NUMBER}))\1\s*(?=[A-Za-z_(])", re.ASCII)
 _BINOPS = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
@@ -47,7 +50,7 @@ class Expr:
         """Parse ``text`` (an int is taken literally); PpirError ``bad-range`` when malformed."""
         src = str(text).strip()
         try:
-            tree = ast.parse(_IMPLICIT_MUL.sub(r"\1*", src), mode="eval").body
+            tree = ast.parse(_explicit(src), mode="eval").body
         except SyntaxError:
             raise error(
                 "bad-range",
@@ -74,6 +77,33 @@ class Expr:
         if isinstance(v, Fraction) and v.denominator == 1:
             return int(v)
         return v
+
+
+def _explicit(src: str) -> str:
+    """``src`` with its implicit multiplications written out: ``8P`` -> ``8*P``."""
+    return _IMPLICIT_MUL.sub(r"\1*", src)
+
+
+def _integer_expr(spec) -> Expr:
+    """A domain's bound or value: an :class:`Expr` whose number literals are integers (a
+    parameter's values are); ``bad-range`` naming the first that is not: ``1e3``, ``2.0``,
+    ``0.5`` (where ``1e3`` was read as 1 times a name ``e3``, and ``2.0`` taken as 2)."""
+    e = Expr.parse(spec)
+    for node in ast.walk(e.tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, float):
+            lit = ast.get_source_segment(_explicit(e.text), node) or repr(node.value)
+            where = "" if lit == e.text else f" in '{e.text}'"
+            v = node.value
+            raise error(
+                "bad-range",
+                f"'{lit}'{where} is not an integer: a parameter's values are integers",
+                hints=[
+                    f"write it as {int(v)}"
+                    if v.is_integer()
+                    else "divide with // for an integer, e.g. P//2"
+                ],
+            )
+    return e
 
 
 def _check(node: ast.AST, src: str) -> set[str]:
@@ -162,17 +192,17 @@ def parse_domain(spec) -> Domain:
     if isinstance(spec, bool):
         raise error("bad-range", f"{spec!r} is not a parameter domain")
     if isinstance(spec, int):
-        return Domain(choices=(Expr.parse(spec),))
+        return Domain(choices=(_integer_expr(spec),))
     if isinstance(spec, range):
         if not spec:  # was read as the bounds start..stop-1 and blamed on the require lines
             raise error("bad-range", f"{spec!r} is empty: it holds no value")
         if spec.step == 1:
-            return Domain(Expr.parse(spec.start), Expr.parse(spec.stop - 1))
-        return Domain(choices=tuple(Expr.parse(v) for v in spec))
+            return Domain(_integer_expr(spec.start), _integer_expr(spec.stop - 1))
+        return Domain(choices=tuple(_integer_expr(v) for v in spec))
     if isinstance(spec, (list, tuple)):
         if not spec:
             raise error("bad-range", "an empty list of values")
-        return Domain(choices=tuple(Expr.parse(v) for v in spec))
+        return Domain(choices=tuple(_integer_expr(v) for v in spec))
     if not isinstance(spec, str):
         raise error(
             "bad-range",
@@ -195,7 +225,7 @@ def parse_domain(spec) -> Domain:
                 f"'{spec}': a range is LO..HI, with two dots between its two ends",
                 hints=["e.g. 2..16 (inclusive at both ends); a list of values is 1,2,4"],
             )
-        d = Domain(Expr.parse(lo), Expr.parse(hi))
+        d = Domain(_integer_expr(lo), _integer_expr(hi))
         low, high = d.bounds({}) if not d.names else (0, 0)
         if low > high:  # two constants, the wrong way round
             raise error(
@@ -211,7 +241,7 @@ def parse_domain(spec) -> Domain:
             f"'{spec}' has an empty value",
             hints=["separate the values with single commas, e.g. 1,2,4"],
         )
-    return Domain(choices=tuple(Expr.parse(p) for p in items))
+    return Domain(choices=tuple(_integer_expr(p) for p in items))
 
 
 def split_values(text: str) -> list[str]:
