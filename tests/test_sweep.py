@@ -151,6 +151,26 @@ def test_an_empty_value_in_the_over_list_is_refused(cli, over):
     )
 
 
+@pytest.mark.parametrize("over, twice", [("M=4,4", "4"), ("M=4,8,4", "4"), ("M=2,4,+2", "2")])
+def test_a_value_given_twice_is_refused_naming_it(cli, over, twice):
+    """--over M=4,4 measured M=4 twice, a row and a closed-form line each; fuzz's lists and
+    sweep's share the rule (ppir.testing.space.refuse_repeats)."""
+    code, out, err = cli("sweep", "1f1b", "--over", over, "-D", "P=2")
+    assert code == 2 and out == ""
+    values = over.partition("=")[2]
+    assert err.splitlines() == [
+        f"ppir: error: --over {over}: the value list '{values}' lists {twice} twice",
+        "hint: give each value once",
+    ]
+    code, out, err = cli("fuzz", "1f1b", "--over", over.replace("M", "P"))
+    assert code == 2 and err.splitlines()[0] == f"ppir: error: '{values}' lists {twice} twice"
+
+
+def test_sweep_values_are_ascii_digits(cli):
+    code, out, err = cli("sweep", "1f1b", "--over", "M=4,٨", "-D", "P=2")  # int() reads 8
+    assert code == 2 and out == "" and "hint: '٨' is not an integer" in err
+
+
 @pytest.mark.parametrize("layers", ["0", "-8"])
 def test_layers_below_one_are_refused_as_analyze_refuses_them(cli, layers):
     argv = ["1f1b", "-D", "P=4", "--layers", layers]

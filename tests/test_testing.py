@@ -70,6 +70,10 @@ def test_bound_expressions(text, env, value):
         # was: "cannot read the expression ''" for both
         (" ", "an empty domain: it holds no value"),
         ("1,2,,4", "'1,2,,4' has an empty value"),
+        # was: drawn as one choice, the list shown as given ('P in 2,2')
+        ("2,4,2", "'2,4,2' lists 2 twice"),
+        ("P, 2P,P", "'P, 2P,P' lists P twice"),
+        ([1, 2, 1], r"\[1, 2, 1\] lists 1 twice"),
     ],
 )
 def test_bad_specs_are_diagnostics(spec, message):

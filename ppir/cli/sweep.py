@@ -25,11 +25,12 @@ from ppir.cli.common import (
 )
 from ppir.cli.output import add_quiet_argument, progress, table
 from ppir.diagnostics import EXIT_INVALID, PpirError, did_you_mean, error
+from ppir.frontend.limits import read_int
 from ppir.frontend.loader import bound_params, declared_params, load_schedule
 from ppir.ir import Schedule
 from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
-from ppir.testing.space import split_values
+from ppir.testing.space import refuse_repeats, split_values
 
 NAME = "sweep"
 HELP = "sweep one parameter; measured bubble, P2P and memory beside published formulas"
@@ -240,9 +241,9 @@ def _parse_over(text: str) -> tuple[str, list[int]]:
     values, bad = [], None
     for x in items:
         try:
-            values.append(int(x))
+            values.append(read_int(x))  # as -D's values: ASCII digits ('٤' is no 4 here)
         except ValueError:
-            bad, values = x.strip(), []  # the first value int() refuses
+            bad, values = x.strip(), []  # the first value refused
             break
     if not eq or not name.strip().isidentifier() or not values:
         if ".." in vals:
@@ -254,6 +255,7 @@ def _parse_over(text: str) -> tuple[str, list[int]]:
         raise error(
             "bad-usage", f"--over {text}: expected NAME=V1,V2,..., e.g. --over v=1,2,4", hints=hint
         )
+    refuse_repeats(values, f"--over {text}: the value list '{vals}'", "bad-usage")
     return name.strip(), values
 
 

@@ -202,7 +202,7 @@ def parse_domain(spec) -> Domain:
     if isinstance(spec, (list, tuple)):
         if not spec:
             raise error("bad-range", "an empty list of values")
-        return Domain(choices=tuple(_integer_expr(v) for v in spec))
+        return _choices(spec, f"{spec!r}")
     if not isinstance(spec, str):
         raise error(
             "bad-range",
@@ -241,7 +241,26 @@ def parse_domain(spec) -> Domain:
             f"'{spec}' has an empty value",
             hints=["separate the values with single commas, e.g. 1,2,4"],
         )
-    return Domain(choices=tuple(_integer_expr(p) for p in items))
+    return _choices(items, f"'{spec}'")
+
+
+def _choices(items, shown: str) -> Domain:
+    """A list of values, each an :func:`_integer_expr`; one given twice is refused
+    (:func:`refuse_repeats`), two that depend on parameters and meet are one choice."""
+    exprs = tuple(_integer_expr(v) for v in items)
+    refuse_repeats([e.eval({}) if not e.names else e.text.replace(" ", "") for e in exprs], shown)
+    return Domain(choices=exprs)
+
+
+def refuse_repeats(values: list, shown: str, kind: str = "bad-range") -> None:
+    """The one rule of a list of values (fuzz's --over, sweep's --over, the strategies): a value
+    given twice is refused, naming it (sweep measured it twice, a row each; fuzz drew it as one
+    choice): ``'4,4' lists 4 twice``; ``shown`` is the list as the caller names it."""
+    seen = set()
+    for v in values:
+        if v in seen:
+            raise error(kind, f"{shown} lists {v} twice", hints=["give each value once"])
+        seen.add(v)
 
 
 def split_values(text: str) -> list[str]:
