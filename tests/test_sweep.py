@@ -9,6 +9,7 @@ from fractions import Fraction
 import pytest
 
 from ppir import load_schedule
+from ppir.cli.analyze import fmt
 from ppir.cli.sweep import dependency_timing, sweep
 
 # stages 0 and 1 on rank 0, stage 2 on rank 1: ranks with unequal work
@@ -220,6 +221,34 @@ def test_est_bubble_ideal_is_the_worst_ranks_ratio_as_bubble_ideal_is(cli, tmp_p
     (row,) = json.loads(out)["rows"]
     assert row["measured"]["bubble/ideal"] == 1.25
     assert row["measured"]["est bubble/ideal"] == 1.25
+
+
+@pytest.mark.parametrize(
+    "schedule, over, fixed",
+    [
+        ("1f1b", "M=4,8", ["-D", "P=4"]),
+        ("interleaved_1f1b", "v=1,2", ["-D", "P=4", "-D", "M=8"]),
+        ("zb_h1", "P=2,4", ["-D", "M=8"]),
+        ("dualpipev", "M=8", ["-D", "P=4"]),
+    ],
+)
+def test_the_step_time_is_compiles(cli, schedule, over, fixed):
+    """sweep reported bubbles and peak memory but no step time; it is now the figure 'ppir
+    compile --backend cost' prints for the same parameters (the same compile, not a formula)."""
+    code, out, err = cli("sweep", schedule, "--over", over, *fixed, "--format", "json")
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    name = over.partition("=")[0]
+    for row in rows:
+        code, est, err = cli("compile", schedule, *fixed, "-D", f"{name}={row['value']}",
+                             "--format", "json")  # fmt: skip
+        assert code == 0, err
+        assert row["measured"]["step time"] == json.loads(est)["step_time"]
+    code, text, _ = cli("sweep", schedule, "--over", over, *fixed)
+    lines = text.splitlines()
+    end = lines[3].index("  step time  ") + len("  step time")  # right-aligned cells end here
+    step = [line[:end].split()[-1] for line in lines[4 : 4 + len(rows)]]
+    assert step == [fmt(r["measured"]["step time"]) for r in rows]
 
 
 def test_the_headline_names_the_parameters_the_rows_do_not_show(cli):

@@ -33,12 +33,13 @@ from ppir.pipeline import compile
 from ppir.testing.space import refuse_repeats, split_values
 
 NAME = "sweep"
-HELP = "sweep one parameter; measured bubble, P2P and memory beside published formulas"
+HELP = "sweep one parameter; bubble, step time, P2P and memory beside published formulas"
 DESCRIPTION = """For each value of one parameter, expand and lower the schedule and measure from
 its IR: the bubble under uniform costs (F=1, B=2, I=W=1 per rank share, a chunk costs P/S of that;
 no communication cost), point-to-point messages per microbatch, the worst rank's peak activations
-(A = one microbatch's activations of L/P layers) and layers per chunk.  Beside each figure: the
-closed forms from the literature and from popular explanations, and whether they agree.
+(A = one microbatch's activations of L/P layers), layers per chunk, and the step time (in
+forwards of a rank share) that 'ppir compile' prints under the same costs.  Beside each figure:
+the closed forms from the literature and from popular explanations, and whether they agree.
 
 Two bubble ratios: bubble/ideal (Narayanan 2021, (P-1)/M for 1F1B) and bubble/total.  A value
 the schedule refuses (its require lines, a program that does not verify) gets an error row
@@ -118,6 +119,7 @@ def measure(s: Schedule, model=None, recompute="none", layers=None) -> dict:
         "bubble/ideal": (T - busy[r]) / busy[r] if busy[r] else None,
         "bubble/total": (T - busy[r]) / T if T else None,
         "est bubble/ideal": worst.idle / worst.busy if worst.busy else None,
+        "step time": c.estimate.step_time,  # the figure 'ppir compile --backend cost' prints
         "p2p fwd/mb": p2p.forward_per_microbatch,
         "p2p bwd/mb": p2p.backward_per_microbatch,
         "peak A": mem.worst.peak_activations,
@@ -331,6 +333,7 @@ _COLS = [
     "bubble/ideal",
     "bubble/total",
     "est bubble/ideal",
+    "step time",
     "p2p fwd/mb",
     "p2p bwd/mb",
     "peak A",
@@ -351,9 +354,10 @@ def format_text(spec: str, over: str, rows: list[dict]) -> str:
         f"{spec}{_fixed(over, rows)}: sweeping {over}; uniform costs F=1 B=2 I=W=1 per rank "
         "share, no comm cost; A = one microbatch's activations of L/P layers; peak A on the "
         "worst rank",
-        "bubble/*: compute graph (ASAP, program order + data deps); est bubble/ideal: the "
-        "cost estimator running the lowered program; each of the rank that idles most "
-        "('ppir compile' gives the mean over ranks)",
+        "bubble/*: compute graph (ASAP, program order + data deps); step time: the cost "
+        "estimator's, as 'ppir compile' prints it; est bubble/ideal: the cost estimator running "
+        "the lowered program; each of the rank that idles most ('ppir compile' gives the mean "
+        "over ranks)",
         "",
     ]
     cells = [[over] + _COLS]
