@@ -78,6 +78,47 @@ def test_a_misspelt_keyword_of_load_text_or_load_gets_a_did_you_mean(tmp_path):
         ), spec
 
 
+def test_an_unknown_model_is_hinted_in_the_librarys_words_and_the_commands_in_its_own(
+    cli, tmp_path
+):
+    """analyze(s, 'my_model.py') hinted 'ppir profile --module my_model.py -o costs.toml, then
+    --config costs.toml': a flag the library has no place for.  The library names where its
+    presets are and how a cost file reaches it (ppir.make_config); the commands keep theirs."""
+    s = ppir.load("1f1b", P=4, M=8)
+    for call in (
+        lambda: ppir.analyze(s, "my_model.py"),
+        lambda: ppir.make_config({"model": {"preset": "my_model.py"}}),
+    ):
+        with pytest.raises(ppir.PpirError) as e:
+            call()
+        (d,) = e.value.diagnostics
+        assert d.message == "unknown model preset 'my_model.py'"
+        assert d.hints[0].startswith("presets (ppir.analysis.models.PRESETS): gpt3-175b, ")
+        assert d.hints[1] == (
+            "to use your own model's costs, measure them: 'ppir profile --module my_model.py -o "
+            "costs.toml' writes a cost file; compile with costs=ppir.make_config(tomllib.load("
+            "open('costs.toml', 'rb')))"
+        )
+        assert "--config" not in str(e.value)
+    with pytest.raises(ppir.PpirError) as e:  # a name close to a preset: the same list
+        ppir.analyze(s, "llama3-9b")
+    assert e.value.diagnostics[0].hints[:2] == (
+        "did you mean 'llama3-8b'?",
+        "presets (ppir.analysis.models.PRESETS): gpt3-175b, llama3-8b, llama3-70b, "
+        "llama3-405b, gpt2-xl",
+    )
+    code, _, err = cli("analyze", "1f1b", "--model", "my_model.py")
+    assert code == 2 and err.splitlines()[1:] == [
+        "hint: presets: gpt3-175b, llama3-8b, llama3-70b, llama3-405b, gpt2-xl",
+        "hint: to use your own model's costs, measure them: ppir profile --module my_model.py "
+        "-o costs.toml, then --config costs.toml",
+    ]
+    toml = tmp_path / "c.toml"  # a --config file's [model] preset: the command's words too
+    toml.write_text('[model]\npreset = "my_model.py"\n')
+    code, _, err2 = cli("compile", "1f1b", "--config", str(toml))
+    assert code == 2 and err2.splitlines()[1:] == err.splitlines()[1:]
+
+
 @pytest.mark.parametrize(
     "spec, said",
     [

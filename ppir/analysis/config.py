@@ -225,7 +225,8 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
     model = None
     if msec:
         fields = {k: v for k, v in msec.items() if k not in ("preset", "recompute", "stage_layers")}
-        model = make_model(msec.get("preset"), **fields)
+        # a command names its settings by their file or 'cost options': its words
+        model = make_model(msec.get("preset"), cli=where != "cost config", **fields)
         kw["recompute"] = msec.get("recompute", "none")
         check_recompute(kw["recompute"])
         kw["stage_layers"] = stage_layers_setting(msec, where)

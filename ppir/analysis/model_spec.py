@@ -67,7 +67,7 @@ def parse_model_spec(text: str, option: str = "--model") -> ModelShape:
                 hints=["give each field once"],
             )
         over[key] = n
-    return make_model(preset, **over)
+    return make_model(preset, cli=option.startswith("-"), **over)
 
 
 def _named(option: str, text: str) -> str:

@@ -309,22 +309,27 @@ def check_recompute(mode: str) -> None:
         )
 
 
-def make_model(preset: str | None = None, **overrides) -> ModelShape:
-    """A preset (or the defaults) with fields overridden; ppir errors for unknown names."""
+def make_model(preset: str | None = None, *, cli: bool = False, **overrides) -> ModelShape:
+    """A preset (or the defaults) with fields overridden; ppir errors for unknown names, whose
+    hints are in the library's words (``ppir.analysis.models.PRESETS``, ``ppir.make_config``),
+    or with ``cli`` the command line's (``ppir profile``, ``--config``)."""
     if preset is not None and preset not in PRESETS:
+        file = preset.endswith(".py") or "/" in preset  # a model module, not a preset
+        if cli:
+            where = "presets"
+            own = f"ppir profile --module {preset} -o costs.toml, then --config costs.toml"
+        else:
+            where = "presets (ppir.analysis.models.PRESETS)"
+            own = (
+                f"'ppir profile --module {preset} -o costs.toml' writes a cost file; compile "
+                "with costs=ppir.make_config(tomllib.load(open('costs.toml', 'rb')))"
+            )
         raise error(
             "unknown-model",
             f"unknown model preset '{preset}'",
             hints=did_you_mean(preset, PRESETS)
-            + [f"presets: {', '.join(PRESETS)}"]
-            + (
-                [
-                    "to use your own model's costs, measure them: ppir profile --module "
-                    f"{preset} -o costs.toml, then --config costs.toml"
-                ]
-                if preset.endswith(".py") or "/" in preset
-                else []
-            ),
+            + [f"{where}: {', '.join(PRESETS)}"]
+            + ([f"to use your own model's costs, measure them: {own}"] if file else []),
         )
     base = PRESETS[preset] if preset else ModelShape()
     for k in overrides:
