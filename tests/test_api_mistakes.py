@@ -70,12 +70,17 @@ def test_a_misspelt_keyword_of_load_text_or_load_gets_a_did_you_mean(tmp_path):
     csv = tmp_path / "two.csv"
     csv.write_text("0F0,0B0\n")
     for spec in ("1f1b", "torch:1F1B", csv):  # ppir.load, whatever reads the schedule
-        with pytest.raises(ppir.PpirError) as e:
-            ppir.load(spec, placment=(0, 1, 2, 3))
-        assert e.value.diagnostics[0].hints[0] == (
-            "did you mean 'placement'? (load's own keyword; placment= was taken as a schedule "
-            "parameter)"
-        ), spec
+        for value in ((0, 1, 2, 3), "x", 3):
+            with pytest.raises(ppir.PpirError) as e:
+                ppir.load(spec, placment=value)
+            # torch:1F1B led with "the value of 'placment' must be an integer, got tuple ..."
+            assert e.value.kind == "unknown-parameter", (spec, value)
+            assert e.value.message.startswith("unknown parameter 'placment'"), (spec, value)
+            assert "integer" not in str(e.value), (spec, value)
+            assert e.value.diagnostics[0].hints[0] == (
+                "did you mean 'placement'? (load's own keyword; placment= was taken as a schedule "
+                "parameter)"
+            ), spec
 
 
 def test_an_unknown_model_is_hinted_in_the_librarys_words_and_the_commands_in_its_own(
