@@ -31,6 +31,7 @@ kind, medians over the rounds (see :func:`explain`).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -79,6 +80,12 @@ def parse_args(argv=None):
         action="store_true",
         help="rotate the order of the schedules in a round (default: the same order every "
         "round, each after the profile's step)",
+    )
+    p.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="also write each P's cost file (costs_P<P>.toml) and measured rounds "
+        "(measured_P<P>.json) to DIR, to time them again with another estimator",
     )
     p.add_argument("--worker", metavar="OUT", help=argparse.SUPPRESS)
     p.add_argument("--P", type=int, help=argparse.SUPPRESS)
@@ -388,7 +395,7 @@ def predict(P: int, args, cost_file: str) -> dict:
         measured = cfg.measured.fit(s.stages).activation_bytes
         mem = analyze_memory(s, i_fraction=fp.memory.i_fraction)
         from_profile = [float(p) for p, _ in activation_peaks(s, mem, [int(b) for b in measured])]
-        ms = cfg.measured.fit(s.stages)
+        ms = cfg.measured.op_times(P, cfg.processors).fit(s.stages)  # as the estimate has them
         work = sum(
             getattr(ms, a.kind.value)[a.stage] for r in range(P) for a in s.compute_actions(r)
         )
@@ -693,6 +700,11 @@ def main(argv=None) -> int:
             if meas is None:
                 return 1
             path = separate or cost_file(P, args, tmp, meas["samples"])
+            if args.keep:
+                keep = Path(args.keep)
+                keep.mkdir(parents=True, exist_ok=True)
+                (keep / f"costs_P{P}.toml").write_text(Path(path).read_text())
+                (keep / f"measured_P{P}.json").write_text(json.dumps(meas))
             pred = predict(P, args, path)
             print_costs(P, path)
             rankings.append(report(P, pred, meas, errors, mem_errors, resolved_ok))

@@ -185,9 +185,12 @@ def test_cli_writes_a_cost_file(model_file, tmp_path, cli):
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_two_ranks_time_messages_in_the_run(model_file):
-    m = profile(ProfileSpec(model_file, ranks=2, stages=4, microbatches=M, steps=2, warmup=1))
+    spec = ProfileSpec(model_file, ranks=2, stages=4, microbatches=M, steps=2, warmup=1, threads=1)
+    m = profile(spec)
     assert m.stages == 4 and m.transfer > 0
     assert dict(m.info)["transfer_isolated"] > 0
+    # a thread per rank on CPU: each piece's ops' processor time over their wall time
+    assert len(m.processor_share) == 4 and all(0 < x <= 1 for x in m.processor_share)
     # every piece's I and W are timed (piece 0's input, the data, needs no gradient: its I runs
     # nothing and its W the whole backward, which test_backward asserts without a clock; a
     # comparison of the two times here failed under load, from four samples of a few us)
@@ -424,3 +427,18 @@ def test_one_rank_configures_the_model_once(tmp_path):
     spec = ProfileSpec(str(path), {"width": 16}, ranks=1, stages=2, microbatches=M, steps=2)
     profile(spec)
     assert calls.read_text().splitlines() == ["{'width': 16}"]
+
+
+def test_a_cpu_profile_with_a_thread_per_rank_keeps_each_pieces_processor_share():
+    spec = ProfileSpec("m.py", ranks=2, stages=2)
+    pieces = [
+        {k: [1e-3] for k in "FBIW"} | {"FB": [], "out_bytes": 8, "activation_bytes": 1,
+                                       "param_bytes": 1, "cpu": cpu, "wall": 0.4}
+        for cpu in (0.2, 0.1)
+    ]  # fmt: skip
+    data = {"pieces": pieces, "groups": [], "device": "cpu", "threads": 1}
+    assert summarize(spec, data).processor_share == pytest.approx((0.5, 0.25))
+    # several threads per rank (the op's processor time is not its thread's alone), a GPU
+    # (the processor is not what runs the op), or an old gather without the count: none
+    for change in ({"threads": 2}, {"device": "cuda"}, {"threads": None}):
+        assert summarize(spec, data | change).processor_share == ()

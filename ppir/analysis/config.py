@@ -21,7 +21,8 @@ from fractions import Fraction
 
 from ppir.analysis.layout import stage_layers_setting
 from ppir.analysis.measured import KEYS as MEASURED_KEYS
-from ppir.analysis.measured import MeasuredCosts, measured_config
+from ppir.analysis.measured import MeasuredCosts
+from ppir.analysis.measured_config import measured_config
 from ppir.analysis.models import SPEC_FIELDS, ModelShape, check_recompute, make_model
 from ppir.analysis.nodes import GPUS_PER_NODE, pipeline_ranks_per_node
 from ppir.analysis.toml_file import (  # noqa: F401 (re-exported)
@@ -153,13 +154,7 @@ class CostConfig:
             head = f"costs measured on {m.stages} stages ({how or 'ppir profile'})"
             if self.model is not None:  # two sources: say which number comes from which
                 head += f"; memory of model {self.model.name}, not the measured one"
-            if m.post:
-                head += f"; posting a group {m.post * 1e3:.3g} ms"
-                if m.post_wall:
-                    head += (
-                        f" ({m.post_wall * 1e3:.3g} ms of wall time, charged where every rank "
-                        "has a processor)"
-                    )
+            head += m.sharing_note(ranks, self.processors)
         elif self.model is None:
             head = f"uniform costs {costs} per rank share (time unit: {unit_meaning(self.F, True)})"
         else:

@@ -18,8 +18,9 @@ Op durations (per stage ``s`` and kind ``k``)
       and kind, summed over consecutive measured stages when the schedule has fewer stages; a
       message costs the measured transfer time, and posting a group the measured ``post``
       time (its wall time ``post_wall`` where every rank has a processor of its own:
-      :meth:`~ppir.analysis.measured.MeasuredCosts.post_time`).  ``costs.*`` multiples do not
-      apply.
+      :meth:`~ppir.analysis.measured.MeasuredCosts.post_time`; where they share processors,
+      op times are their processor time: :meth:`~ppir.analysis.measured.MeasuredCosts.op_times`).
+      ``costs.*`` multiples do not apply.
 
 Messages
     One boundary activation (or its gradient), ``s·b·h·dtype_bytes / tp`` bytes, costs
@@ -180,7 +181,7 @@ def stage_forward_times(schedule: Schedule, cfg: CostConfig) -> list[Fraction | 
             ],
         )
     if cfg.measured is not None:  # stage s runs model stage at[s]
-        ms, at = cfg.measured.for_schedule(S, schedule.pipelines)
+        ms, at = cfg.measured.op_times(P, cfg.processors).for_schedule(S, schedule.pipelines)
         return [ms.F[j] for j in at]
     model_stages = deps.pipeline_length(S, schedule.pipelines)  # a stage is 1/model_stages
     if cfg.model is None:
@@ -200,7 +201,8 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
     cfg = cfg or CostConfig()
     ratio = None if cfg.FB is None else cfg.FB / (cfg.F + cfg.B)
     if cfg.measured is not None:  # measured seconds per stage and kind (ppir profile)
-        ms, at = cfg.measured.for_schedule(schedule.stages, schedule.pipelines)  # model stages
+        times = cfg.measured.op_times(schedule.ranks, cfg.processors)  # shared processors
+        ms, at = times.for_schedule(schedule.stages, schedule.pipelines)  # model stages
         rows = [{k: getattr(ms, k.value)[j] for k in KINDS} for j in range(ms.stages)]
         op = [rows[j] for j in at]
         if ms.FB:

@@ -13,6 +13,8 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     W = [...]                  # backward-weight, right after its own I
     W_late = [...]             # optional: a W run after the next microbatch's F and I instead
     FB = [...]                 # optional: a forward and a backward run back to back as one step
+    processor_share = [...]    # optional (CPU runs, one thread per rank): the share of the
+                               # stage's op times its thread had a processor (see op_times)
     transfer = 1.2e-4          # seconds: one boundary message between two ranks, as in the run
     post = 2.5e-4              # seconds: a rank posting one group of sends/recvs, as in the run
                                # (the posting thread's processor time)
@@ -75,6 +77,7 @@ _PER_STAGE = (
     "param_bytes",
     "optimizer_bytes",
     "frozen_bytes",
+    "processor_share",
 )
 KEYS = {
     "stages",
@@ -127,6 +130,52 @@ class MeasuredCosts:
     shared: tuple[SharedBytes, ...] = ()
     """The parameters several stages share, each counted in every holder's sizes
     (:mod:`ppir.analysis.measured_shared`; () when none is declared)."""
+    processor_share: tuple[float, ...] = ()
+    """Per stage, the processor seconds of its timed ops over their wall seconds (() when
+    not measured): :meth:`op_times`."""
+
+    def op_times(self, ranks: int, processors: int | None) -> MeasuredCosts:
+        """The op times a schedule of ``ranks`` ranks is timed with: the measured wall times
+        when every rank has a processor of its own (as :meth:`post_time`), else their
+        processor time (each time times its stage's ``processor_share``): the ranks of the
+        profile shared the processors too, so its wall times hold the waits for one, and the
+        timeline's processor sharing stretches the times it is given by the company they
+        have in the schedule.  Unchanged when the share was not measured."""
+        if not self.processor_share or processors is None or ranks <= processors:
+            return self
+
+        def work(xs):
+            return tuple(x * f for x, f in zip(xs, self.processor_share)) if xs else xs
+
+        times = {k: work(getattr(self, k)) for k in ("F", "B", "I", "W", "W_late", "FB")}
+        return replace(self, **times, processor_share=())
+
+    def sharing_note(self, ranks=None, processors: int | None = None) -> str:
+        """What the assumptions line says of posts and of op times on shared processors:
+        ``; posting a group 0.4 ms (0.5 ms of wall time, charged where every rank has a
+        processor); ops where ranks share processors: their processor time, 42-51 % of
+        their measured time`` ('' when neither was measured); the second clause only where
+        ``ranks`` (a count, the sizes of a search's candidates, or None: unknown) may be
+        more than ``processors`` (:meth:`op_times`)."""
+        out = ""
+        if self.post:
+            out += f"; posting a group {self.post * 1e3:.3g} ms"
+            if self.post_wall:
+                out += (
+                    f" ({self.post_wall * 1e3:.3g} ms of wall time, charged where every rank "
+                    "has a processor)"
+                )
+        sizes = [ranks] if isinstance(ranks, int) else list(ranks or ())
+        if self.processor_share and processors and (not sizes or max(sizes) > processors):
+            lo, hi = (
+                round(100 * f) for f in (min(self.processor_share), max(self.processor_share))
+            )
+            share = f"{lo}" + (f"-{hi}" if hi != lo else "")
+            out += (
+                "; ops where ranks share processors: their processor time, "
+                f"{share} % of their measured time"
+            )
+        return out
 
     def post_time(self, ranks: int, processors: int | None) -> float:
         """What posting a group costs a schedule's rank: the posts' wall time when every rank
@@ -204,6 +253,7 @@ class MeasuredCosts:
             late,
             once(self.frozen_bytes, "frozen_bytes"),
             shared,
+            merged_share(self.processor_share, agg(self.F), agg(self.B), self.F, self.B, k),
         )
 
     def for_schedule(self, stages: int, pipelines: int = 1) -> tuple[MeasuredCosts, list[int]]:
@@ -223,30 +273,9 @@ class MeasuredCosts:
 
     def to_toml(self, comment: str = "") -> str:
         """The ``[measured]`` table as TOML text (readable by :func:`from_table`)."""
-        lines = [f"# {c}" for c in comment.splitlines()] + [f"[{SECTION}]"]
-        for k, v in self.info:
-            lines.append(f"{k} = {_toml(v)}")
-        lines.append(f"stages = {self.stages}")
-        for k in ("F", "B", "I", "W", "W_late", "FB"):
-            if getattr(self, k):
-                lines.append(f"{k} = {_toml(list(getattr(self, k)))}")
-        lines.append(f"transfer = {_toml(self.transfer)}")
-        if self.post:
-            lines.append(f"post = {_toml(self.post)}")
-        if self.post_wall:
-            lines.append(f"post_wall = {_toml(self.post_wall)}")
-        for k in (
-            "message_bytes",
-            "activation_bytes",
-            "param_bytes",
-            "frozen_bytes",
-            "optimizer_bytes",
-        ):
-            if getattr(self, k):
-                lines.append(f"{k} = {_toml(list(getattr(self, k)))}")
-        if self.shared:
-            lines.append(f"shared = [{', '.join(e.to_toml() for e in self.shared)}]")
-        return "\n".join(lines) + "\n"
+        from ppir.analysis.measured_toml import table_text
+
+        return table_text(self, comment)
 
 
 def from_table(table: dict, where: str) -> MeasuredCosts:
@@ -302,62 +331,33 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
         lists.get("W_late", ()),
         lists.get("frozen_bytes", ()),
         from_list(table["shared"], f"{SECTION}.shared", where, S) if "shared" in table else (),
+        _shares(lists.get("processor_share", ()), table.get("processor_share"), where),
     )
 
 
-def measured_config(data: dict, kw: dict, model, where: str):
-    """Op times and the message time come from the ``[measured]`` table; a model, if given,
-    only sizes memory.  Settings that would give times another way are refused.  (Called by
-    :func:`ppir.analysis.config.make_config`, which has checked the sections' keys.)"""
-    from ppir.analysis.config import (
-        COMM_MODELS,
-        CostConfig,
-        Link,
-        positive_count,
-        processors_setting,
-    )
+def _shares(xs: tuple[float, ...], typed, where: str) -> tuple[float, ...]:
+    """``processor_share`` (``typed``: as the file has it), each a fraction in (0, 1]; else
+    a ppir error naming the entry as typed."""
+    for i, x in enumerate(xs):
+        if not 0 < x <= 1:
+            raise error(
+                "bad-config",
+                f"{where}: {SECTION}.processor_share must be fractions in (0, 1], got "
+                f"{typed[i]!r} at index {i}",
+            )
+    return xs
 
-    measured = from_table(data["measured"], where)
-    clash = [f"costs.{k}" for k in kw if k in ("F", "B", "I", "W", "FB", "stage_weights")]
-    clash += [
-        f"hardware.{k}"
-        for k in data.get("hardware", {})
-        if k not in ("ranks_per_node", "processors")
-    ]
-    clash += [f"comm.{k}" for k in data.get("comm", {}) if k not in ("free", "model")]
-    if clash:
-        raise error(
-            "bad-config",
-            f"{where}: {', '.join(clash)} cannot be combined with [measured]: the measured costs "
-            "give every op and message time",
-            hints=["drop those settings, or the [measured] table to use the analytic model"],
-        )
-    rpn = data.get("hardware", {}).get("ranks_per_node")
-    if rpn is not None:
-        rpn = positive_count(rpn, "hardware.ranks_per_node", where)
-    comm = data.get("comm", {})
-    cm = comm.get("model", "rendezvous")
-    if cm not in COMM_MODELS:
-        raise error("bad-config", f"{where}: comm.model must be one of {', '.join(COMM_MODELS)}")
-    if comm.get("free") is True:  # free communication: no transfer, and no post either
-        link = Link(0.0)
-        measured = replace(measured, post=0.0, post_wall=0.0)
-    else:  # a measured transfer of 0 (done while its post ran) keeps the measured posts
-        link = Link(measured.transfer)
-    processors = processors_setting(data.get("hardware", {}), where)
-    if processors is None:  # hardware.processors = 0 (--processors 0): one per rank
-        processors = dict(measured.info).get("processors")
-    return CostConfig(
-        model=model,
-        recompute=kw.get("recompute", "none"),
-        stage_layers=kw.get("stage_layers"),
-        measured=measured,
-        ranks_per_node=rpn,
-        processors=processors or None,
-        intra=link,
-        inter=link,
-        comm_model=cm,
-    )
+
+def merged_share(share, F, B, F1, B1, k: int) -> tuple[float, ...]:
+    """The processor share of stages merging ``k`` measured ones: their shares weighted by
+    their F + B (``F``, ``B``: the merged stages'; ``F1``, ``B1``: the measured ones')."""
+    if not share:
+        return ()
+    out = []
+    for s, total in enumerate(f + b for f, b in zip(F, B)):
+        part = range(s * k, s * k + k)
+        out.append(sum((F1[j] + B1[j]) * share[j] for j in part) / total if total else 1.0)
+    return tuple(out)
 
 
 def _numbers(v, key: str, where: str, n: int) -> tuple[float, ...]:
@@ -372,18 +372,6 @@ def _numbers(v, key: str, where: str, n: int) -> tuple[float, ...]:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x < math.inf:
             raise error("bad-config", f"{want}, got {x!r:.40} at index {i}")
     return tuple(float(x) for x in v)
-
-
-def _toml(v) -> str:
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml(x) for x in v) + "]"
-    if isinstance(v, float):
-        return repr(v)
-    return str(v)
 
 
 def _lcm(a: int, b: int) -> int:

@@ -33,6 +33,7 @@ from ppir.profile.errors import (
     record_error,
     usage,
 )
+from ppir.profile.summary import cpu_cores, summarize  # noqa: F401 (the profile's API)
 
 REQUIRED = ("build_stage", "make_batch", "loss_fn")
 
@@ -158,6 +159,7 @@ def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str, batch=None, mo
 def gather(rank: int, P: int, samples, transfer, groups, device: str) -> dict | None:
     """Every rank's samples and groups on rank 0 (collective): the JSON :func:`summarize` reads,
     or None on the other ranks."""
+    import torch
     import torch.distributed as dist
 
     mine = {"pieces": [asdict(s) for s in samples], "groups": groups}
@@ -174,6 +176,7 @@ def gather(rank: int, P: int, samples, transfer, groups, device: str) -> dict | 
         "groups": [part["groups"] for part in box],
         "transfer_isolated": transfer,
         "device": device,
+        "threads": torch.get_num_threads(),  # one: an op's processor time is its thread's
     }
 
 
@@ -314,77 +317,6 @@ def _child(argv: list[str]) -> int:
     from ppir.torch.leave import leave
 
     leave(0)  # done, the results written; without finalising the interpreter (see ppir.torch.leave)
-
-
-def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
-    """Trimmed means of the samples of each piece, in stage order; the message time is the
-    trimmed mean of the messages' times in the run (:func:`.samples.message_times`), the
-    isolated ping-pong figure when the run had none; the post time the trimmed mean of the
-    groups' posts in the run, in processor time (:func:`.samples.post_times`) and in wall time
-    (:func:`.samples.post_wall_times`; both 0 without groups); the samples of a microbatch
-    (``data["microbatch_size"]``, which :func:`profile` adds) kept as ``microbatch_size``."""
-    from ppir.analysis.measured_shared import SharedBytes
-    from ppir.profile.samples import message_times, post_times, post_wall_times, trimmed_mean
-
-    pieces = data["pieces"]
-    in_run = message_times(data.get("groups", []))
-    posts = post_times(data.get("groups", []))
-    isolated = sorted(data.get("transfer_isolated", []))
-    transfer = trimmed_mean(in_run) if in_run else (isolated[len(isolated) // 2] if isolated else 0)
-    info = (
-        ("model", spec.model),
-        ("schedule", "1f1b"),
-        ("ranks", spec.ranks),
-        ("microbatches", spec.num_microbatches),
-        *((("microbatch_size", data["microbatch_size"]),) if "microbatch_size" in data else ()),
-        ("steps", spec.steps),
-        ("device", data.get("device", spec.device)),
-    )
-    if info[-1][1] == "cpu":  # the ranks shared these cores, and so will a run with more ranks
-        info += (("processors", cpu_cores()),)
-    if isolated:
-        info += (("transfer_isolated", isolated[len(isolated) // 2]),)
-    return MeasuredCosts(
-        len(pieces),
-        tuple(trimmed_mean(p["F"]) for p in pieces),
-        tuple(trimmed_mean(p["B"]) for p in pieces),
-        tuple(trimmed_mean(p["I"]) for p in pieces),
-        tuple(trimmed_mean(p["W"]) for p in pieces),
-        float(transfer),
-        tuple(trimmed_mean(p["FB"]) for p in pieces),
-        tuple(float(p["out_bytes"]) for p in pieces[:-1]),
-        tuple(float(p["activation_bytes"]) for p in pieces),
-        tuple(float(p["param_bytes"]) for p in pieces),
-        info,
-        trimmed_mean(posts),
-        trimmed_mean(post_wall_times(data.get("groups", []))),
-        # the optimizer's state per piece; none when a rank could not make the optimizer
-        tuple(float(p["optimizer_bytes"]) for p in pieces)
-        if all(p.get("optimizer_bytes", -1) >= 0 for p in pieces)
-        else (),
-        tuple(trimmed_mean(p["W_late"]) for p in pieces)
-        if all(p.get("W_late") for p in pieces)
-        else (),
-        tuple(float(p.get("frozen_bytes", 0)) for p in pieces),
-        tuple(
-            SharedBytes(
-                tuple(e["stages"]),
-                float(e["param_bytes"]),
-                float(e["frozen_bytes"]),
-                float(max(0, e["optimizer_bytes"])),  # -1: no optimizer_bytes at all
-            )
-            for p in pieces
-            for e in p.get("shared", ())
-        ),
-    )
-
-
-def cpu_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _free_port() -> int:

@@ -1,9 +1,42 @@
-"""What the profile's samples of one run say, beyond per-op times: how long messages took and
-how long posting a group took, and the trimmed mean the cost file keeps (no torch needed)."""
+"""What the profile's samples of one run say, beyond per-op times: how long messages took, how
+long posting a group took, how much of an op's time it had a processor, and the trimmed mean the
+cost file keeps (no torch needed)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from operator import itemgetter
+
+
+@dataclass
+class Samples:
+    """Per piece (index into the rank's pieces): lists of seconds, and sizes in bytes."""
+
+    F: list = field(default_factory=list)
+    B: list = field(default_factory=list)
+    I: list = field(default_factory=list)  # noqa: E741
+    W: list = field(default_factory=list)
+    W_late: list = field(default_factory=list)
+    FB: list = field(default_factory=list)
+    activation_bytes: int = 0
+    param_bytes: int = 0  # trainable parameters (those with gradients)
+    frozen_bytes: int = 0  # parameters without gradients, and the module's buffers
+    optimizer_bytes: int = -1  # -1: the model's optimizer could not be made here
+    optimizer_error: str = ""  # why not, then: the exception's traceback
+    shared: list = field(default_factory=list)  # the parameters it shares (as their lowest holder)
+    out_bytes: int = 0  # the piece's output (the next piece's input) for one microbatch,
+    # summed over its tensors (a tuple or dict boundary has several)
+    cpu: float = 0.0  # processor seconds of the timed ops of the recorded 1F1B steps (the
+    wall: float = 0.0  # op's thread), and their wall seconds: see processor_share
+
+
+def processor_share(piece: dict) -> float:
+    """The share of its ops' wall time that a piece's thread had a processor: the processor
+    seconds of its timed ops over their wall seconds, at most 1 (1 when nothing was timed).
+    On processors shared by more busy threads than there are, the rest of the wall time was
+    spent waiting for one, a stretch that the estimator's processor sharing models itself."""
+    wall = piece.get("wall", 0.0)
+    return min(1.0, piece.get("cpu", 0.0) / wall) if wall > 0 else 1.0
 
 
 def paired_messages(groups_per_rank: list) -> list[tuple[tuple, tuple]]:

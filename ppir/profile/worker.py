@@ -9,7 +9,6 @@ lower-comms (the compiler's semantics; nothing is re-derived here).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -17,32 +16,13 @@ import torch.distributed as dist
 from ppir.ir import Action, Group, OpKind, Wait, deps
 from ppir.profile import pieces as PC
 from ppir.profile.errors import check_loss, comm
+from ppir.profile.samples import Samples
 from ppir.profile.transfer import barrier, measure_transfer
 from ppir.torch import values as V
 from ppir.torch.backward import backward_full, backward_input, backward_weight
 from ppir.torch.model import optimizer_state_bytes, scalar_loss
 from ppir.torch.procgroup import wait_all
 from ppir.torch.shapes import broadcast_spec, trace_stage, zeros_like_spec
-
-
-@dataclass
-class Samples:
-    """Per piece (index into the rank's pieces): lists of seconds, and sizes in bytes."""
-
-    F: list = field(default_factory=list)
-    B: list = field(default_factory=list)
-    I: list = field(default_factory=list)  # noqa: E741
-    W: list = field(default_factory=list)
-    W_late: list = field(default_factory=list)
-    FB: list = field(default_factory=list)
-    activation_bytes: int = 0
-    param_bytes: int = 0  # trainable parameters (those with gradients)
-    frozen_bytes: int = 0  # parameters without gradients, and the module's buffers
-    optimizer_bytes: int = -1  # -1: the model's optimizer could not be made here
-    optimizer_error: str = ""  # why not, then: the exception's traceback
-    shared: list = field(default_factory=list)  # the parameters it shares (as their lowest holder)
-    out_bytes: int = 0  # the piece's output (the next piece's input) for one microbatch,
-    # summed over its tensors (a tuple or dict boundary has several)
 
 
 class SavedBytes:
@@ -92,10 +72,18 @@ class Runner:
     # ------------------------------------------------------------------ helpers
     def _timed(self, fn):
         self.sync()
-        t0 = time.perf_counter()
+        t0, cpu = time.perf_counter(), time.thread_time()
         out = fn()
         self.sync()
+        self.cpu = time.thread_time() - cpu  # the op's processor time (on this thread)
         return out, time.perf_counter() - t0
+
+    def _keep(self, j: int, kind: str, dt: float) -> None:
+        """Record the op just timed: ``dt`` seconds of piece ``j``'s ``kind``, with its
+        processor time (:func:`ppir.profile.samples.processor_share`)."""
+        s = self.samples[j]
+        getattr(s, kind).append(dt)
+        s.cpu, s.wall = s.cpu + self.cpu, s.wall + dt
 
     def forward_piece(self, j: int, x, target, mb: int):
         """Piece ``j`` on ``x`` (of microbatch ``mb``) as the runtime runs a stage: -> (its
@@ -128,7 +116,7 @@ class Runner:
             else:
                 out, dt = self._timed(run)
             if record:
-                self.samples[j].F.append(dt)
+                self._keep(j, "F", dt)
             x, grad_in, outs, is_loss = out
             if is_loss:  # a NaN or infinite loss stops the profile, outside the timed forward
                 check_loss(outs[0], self.rank, self.first + j, mb, self.steps)
@@ -148,7 +136,7 @@ class Runner:
 
                 dx, dt = self._timed(full)
                 if record:
-                    self.samples[j].B.append(dt)
+                    self._keep(j, "B", dt)
                 g = V.input_grads(grad_in, dx)
                 continue
 
@@ -163,10 +151,10 @@ class Runner:
             else:
                 _, tw = self._timed(lambda work=work: backward_weight(work))
                 if record:
-                    self.samples[j].W.append(tw)
+                    self._keep(j, "W", tw)
             del work
             if record:
-                self.samples[j].I.append(ti)
+                self._keep(j, "I", ti)
             g = V.input_grads(grad_in, dx)
         return g
 
@@ -176,7 +164,7 @@ class Runner:
             j, work = self.late.pop(0)
             _, tw = self._timed(lambda work=work: backward_weight(work))
             if record:
-                self.samples[j].W_late.append(tw)
+                self._keep(j, "W_late", tw)
 
     # ------------------------------------------------------------------ one step
     def step(self, inputs, targets, split: bool, record: bool, hooks=None) -> None:
