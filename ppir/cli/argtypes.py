@@ -18,7 +18,7 @@ from ppir.frontend.limits import read_int
 def integer(text: str) -> int:
     """An integer, read as a ``-D`` value is (:func:`ppir.frontend.limits.read_int`: ASCII
     digits only, where ``type=int`` took ``-P ٤`` for 4); every integer option's type, or
-    :func:`positive_int`'s (tests/test_argtypes.py checks that no option takes ``int``)."""
+    :func:`positive_int`'s (tests/test_flag_vocabulary.py checks that no option takes ``int``)."""
     try:
         return read_int(text)
     except ValueError as e:
