@@ -3,6 +3,10 @@ with ``NAME``, ``HELP``, ``DESCRIPTION``, ``add_arguments(parser)`` and ``run(ar
 
 Exit codes: 0 fine, 1 the schedule is invalid, 2 unusable input or usage.  User mistakes are
 printed as diagnostics, never as tracebacks.
+
+This module imports nothing of ppir's at its top (nor does ``import ppir``): the console
+script and ``python -m ppir`` reach :func:`main`, whose Ctrl-C handler then covers the imports
+of the compiler, within a few tens of milliseconds of the interpreter's start.
 """
 
 from __future__ import annotations
@@ -13,9 +17,6 @@ import keyword
 import os
 import re
 import sys
-
-from ppir.diagnostics import EXIT_USAGE, PpirError
-from ppir.nogc import paused_gc
 
 # Order here is the order in `ppir --help`.
 COMMAND_MODULES = [
@@ -57,6 +58,8 @@ class _Parser(argparse.ArgumentParser):
         self.commands: dict[str, argparse.ArgumentParser] = {}  # name -> its parser (top only)
 
     def error(self, message):  # usage errors exit 2 with a short message (argparse default)
+        from ppir.diagnostics import EXIT_USAGE
+
         self.print_usage(sys.stderr)
         message += _closest_choice(message)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
@@ -142,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    from ppir.diagnostics import EXIT_USAGE, PpirError
+    from ppir.nogc import paused_gc
+
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
