@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,59 @@ def test_ctrl_c_at_the_first_heavy_import_is_one_line_and_130(entry):
         start = f"import runpy\nrunpy.run_module({entry.split()[-1]!r}, run_name='__main__')"
     out = _python(INTERRUPT + start)
     assert (out.returncode, out.stderr, out.stdout) == (130, "ppir: interrupted\n", "")
+
+
+# A real SIGINT, sent where a KeyboardInterrupt stops being one: from a descriptor's
+# __set_name__ as a class is made (as a dataclass's fields are), where Python wraps the
+# exception in a RuntimeError with its traceback.  Sent at the import of a command's module,
+# after main() has started.
+SIGNAL_IN_SET_NAME = """
+class Field:
+    def __set_name__(self, owner, name):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):
+            pass
+
+class Made:
+    x = Field()
+"""
+
+
+def test_a_real_ctrl_c_while_the_commands_import_is_one_line_and_130():
+    module, function = _console_script()
+    sent = textwrap.indent(SIGNAL_IN_SET_NAME, " " * 12)
+    code = f"""
+import os, signal, sys
+
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "ppir.cli.check":
+            sys.meta_path.remove(self)
+{sent}
+        return None
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["ppir", "list"]
+from {module} import {function}
+sys.exit({function}())
+"""
+    out = _python(code)
+    assert (out.returncode, out.stderr, out.stdout) == (130, "ppir: interrupted\n", "")
+
+
+def test_the_command_itself_runs_with_pythons_own_ctrl_c(cli, monkeypatch):
+    """The startup's handler is gone once the command runs (its KeyboardInterrupt is main's,
+    or its own handler's: launch)."""
+    import signal
+
+    from ppir.cli import list as list_command
+
+    seen = []
+    monkeypatch.setattr(
+        list_command, "run", lambda args: seen.append(signal.getsignal(signal.SIGINT)) or 0
+    )
+    assert cli("list")[0] == 0 and seen == [signal.default_int_handler]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_import_ppir_alone_imports_no_compiler_and_each_name_on_use():

@@ -17,6 +17,7 @@ import keyword
 import os
 import re
 import sys
+from contextlib import contextmanager
 
 # Order here is the order in `ppir --help`.
 COMMAND_MODULES = [
@@ -134,35 +135,39 @@ def _unrecognized(parser: _Parser, argv: list[str], args, extra: list[str]) -> N
     sub.error(message)
 
 
+INTERRUPTED = "ppir: interrupted"  # a Ctrl-C's one line (exit status 130)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``ppir`` command; a Ctrl-C from the start (building the parser imports every
     command) ends it with one line and exit status 130."""
     try:
         return _main(argv)
     except KeyboardInterrupt:
-        print("ppir: interrupted", file=sys.stderr)
+        print(INTERRUPTED, file=sys.stderr)
         return 130
 
 
 def _main(argv: list[str] | None) -> int:
-    from ppir.diagnostics import EXIT_USAGE, PpirError
-    from ppir.nogc import paused_gc
+    with _exit_on_interrupt():  # importing the compiler and reading the arguments
+        from ppir.diagnostics import EXIT_USAGE, PpirError
+        from ppir.nogc import paused_gc
 
-    parser = build_parser()
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args, extra = parser.parse_known_args(argv)
-    except PpirError as e:  # an option's value refused in ppir's words (argtypes.output_path)
-        print(e.render(), file=sys.stderr)
-        return e.exit_code
-    if extra:
-        _unrecognized(parser, argv, args, extra)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return EXIT_USAGE
-    from ppir.torch.run import quiet_numpy_warning
+        parser = build_parser()
+        argv = sys.argv[1:] if argv is None else list(argv)
+        try:
+            args, extra = parser.parse_known_args(argv)
+        except PpirError as e:  # an option's value refused in ppir's words (argtypes)
+            print(e.render(), file=sys.stderr)
+            return e.exit_code
+        if extra:
+            _unrecognized(parser, argv, args, extra)
+        if not getattr(args, "_run", None):
+            parser.print_help()
+            return EXIT_USAGE
+        from ppir.torch.run import quiet_numpy_warning
 
-    quiet_numpy_warning()  # before any command imports torch (launch, profile, import)
+        quiet_numpy_warning()  # before any command imports torch (launch, profile, import)
     real_stdout = sys.stdout
     if real_stdout is not None:
         sys.stdout = _GuardedStdout(real_stdout)
@@ -240,6 +245,35 @@ def io_error_message(e: OSError) -> str:
     if e.filename is not None:
         return f"cannot write {e.filename}: {why}"
     return f"input/output error: {why}"
+
+
+@contextmanager
+def _exit_on_interrupt():
+    """Until the command runs, a Ctrl-C ends the process at once, with :data:`INTERRUPTED`
+    and 130, from a signal handler: nothing there needs cleaning up, and a KeyboardInterrupt
+    raised in the middle of the imports can stop being one (inside a descriptor's
+    ``__set_name__``, as a dataclass is made, Python wraps it in a RuntimeError, shown with
+    its traceback; Ctrl-C sent at random moments also had the process end by SIGINT after
+    the line).  SIGINT is left alone where it is not Python's default handler (ignored in a
+    background job, or a host program's own) and off the main thread."""
+    import signal
+
+    def stop(signum, frame):
+        os.write(2, f"{INTERRUPTED}\n".encode())  # not sys.stderr: it may be mid-write
+        os._exit(130)
+
+    installed = False
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        try:
+            signal.signal(signal.SIGINT, stop)
+            installed = True
+        except ValueError:  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        if installed:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _detach_stdout() -> None:
