@@ -233,10 +233,14 @@ def names_in(e: Expr) -> set[str]:
     return set()
 
 
-def short_text(e: Expr) -> str:
-    """A short rendering of an expression for messages."""
+def short_text(e: Expr, limit: int = 40) -> str:
+    """An expression for messages: as written when it fits on one line of ``limit``
+    characters (``P - 1``), else its name, ``f(...)`` or "the divisor"."""
     if isinstance(e, IntLit):
         return str(e.value)
+    text = _source_text(e.span)
+    if text != "..." and 0 < len(text) <= limit:
+        return text
     if isinstance(e, Name):
         return e.name
     if isinstance(e, Call):

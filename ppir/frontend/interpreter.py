@@ -134,16 +134,17 @@ class Interpreter(OpEmitter):
 
             return arithmetic
         if op in ("//", "%"):
-            what = (  # a literal 0 needs no saying that it is 0
+            what = (  # a literal 0 needs no saying that it is 0, nor a name its value
                 f"division by zero in '{op} 0'"
                 if isinstance(e.right, A.IntLit)
                 else f"division by zero: {A.short_text(e.right)} is 0 in '{op}'"
             )
+            names = () if isinstance(e.right, A.Name) else A.names_in(e.right)
 
             def div(s):
                 a, b = lf(s), rf(s)
                 if b == 0:
-                    raise error("division-by-zero", what, span)
+                    raise error("division-by-zero", what + values_text(s, names), span)
                 return a // b if op == "//" else a % b
 
             return div
