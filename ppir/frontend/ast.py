@@ -233,6 +233,12 @@ def names_in(e: Expr) -> set[str]:
     return set()
 
 
+def value_names(e: Expr) -> set[str]:
+    """The names whose values explain ``e``'s value in a message (``P - 1 is 0 (with P =
+    1)``): none for a literal or a bare name, whose value the message already quotes."""
+    return set() if isinstance(e, (IntLit, Name)) else names_in(e)
+
+
 def short_text(e: Expr, limit: int = 40) -> str:
     """An expression for messages: as written when it fits on one line of ``limit``
     characters (``P - 1``), else its name, ``f(...)`` or "the divisor"."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ppir.diagnostics import count, did_you_mean, error, rank_list
 from ppir.frontend import ast as A
+from ppir.frontend.scope import values_text
 from ppir.ir import Action, OpKind, Overlap, Span
 
 _OPS = {"F": OpKind.F, "B": OpKind.B, "I": OpKind.I, "W": OpKind.W}
@@ -39,9 +40,10 @@ class OpEmitter:
         ch_f = self.compile(st.args[1]) if len(st.args) == 2 else (lambda s: 0)
         span = st.span
         any_chunk = kind is OpKind.W and mb_f is None and len(st.args) == 1
+        names = (A.value_names(st.args[0]), A.value_names(st.args[-1]) if len(st.args) == 2 else ())
 
         def op(scope):
-            self._emit(self._action(kind, mb_f, None if any_chunk else ch_f, scope, span))
+            self._emit(self._action(kind, mb_f, None if any_chunk else ch_f, scope, span, names))
 
         return op
 
@@ -55,10 +57,12 @@ class OpEmitter:
         mf, cf = self._mb_arg(st.args[0]), self.compile(st.args[1])
         mb, cb = self._mb_arg(st.args[2]), self.compile(st.args[3])
         span = st.span
+        f_names = (A.value_names(st.args[0]), A.value_names(st.args[1]))
+        b_names = (A.value_names(st.args[2]), A.value_names(st.args[3]))
 
         def op(scope):
-            f = self._action(OpKind.F, mf, cf, scope, span)
-            b = self._action(OpKind.B, mb, cb, scope, span)
+            f = self._action(OpKind.F, mf, cf, scope, span, f_names)
+            b = self._action(OpKind.B, mb, cb, scope, span, b_names)
             try:
                 self._emit(Overlap((f, b), span))
             except ValueError as e:
@@ -70,7 +74,9 @@ class OpEmitter:
         """None for the word ``next``, else the compiled microbatch expression."""
         return None if isinstance(e, A.Name) and e.name == "next" else self.compile(e)
 
-    def _action(self, kind: OpKind, mb_f, ch_f, scope, span: Span) -> Action:
+    def _action(self, kind: OpKind, mb_f, ch_f, scope, span: Span, names=((), ())) -> Action:
+        """``names``: the names whose values an out-of-range microbatch or chunk shows
+        (:func:`ppir.frontend.ast.value_names` of the two arguments)."""
         rank = self.rank  # the rank a program block expands: its scope's $rank
         if rank is None:  # an op run elsewhere (a greedy block's body): the scope's
             rank = scope.lookup("$rank")
@@ -79,7 +85,10 @@ class OpEmitter:
             stage = None
         else:  # self._chunk_stage, with its check inlined: once per op
             ch = ch_f(scope)
-            stage = stages[ch] if 0 <= ch < len(stages) else self._chunk_stage(rank, ch, span)
+            if 0 <= ch < len(stages):
+                stage = stages[ch]
+            else:
+                stage = self._chunk_stage(rank, ch, span, values_text(scope, names[1]))
         if kind is OpKind.W and mb_f is None:
             q = [x for x in self.wq if stage is None or x[0] == stage]
             if not q:
@@ -95,10 +104,15 @@ class OpEmitter:
         mb = self.count.get((stage, fwd), 0) if mb_f is None else mb_f(scope)
         M = self.microbatches
         if not 0 <= mb < M:
-            why = " (the next one after every microbatch ran)" if mb_f is None else ""
+            why = (
+                " (the next one after every microbatch ran)"
+                if mb_f is None
+                else values_text(scope, names[0])
+            )
             raise error(
                 "microbatch-out-of-range",
-                f"microbatch {mb} is out of range 0..{M - 1} (microbatches = {M}){why}",
+                f"microbatch {mb} is out of range 0..{M - 1} (microbatches = {M}) on rank "
+                f"{rank}{why}",
                 span,
             )
         return self._count(Action(stage, kind, mb, span))
@@ -134,13 +148,15 @@ class OpEmitter:
             )
         return self.placement[s]
 
-    def _chunk_stage(self, rank: int, ch: int, span: Span) -> int:
+    def _chunk_stage(self, rank: int, ch: int, span: Span, values: str = "") -> int:
+        """The stage of ``rank``'s chunk ``ch``; a ``chunk-out-of-range`` error ending with
+        ``values`` (the values its expression read, ``" (with c = 2)"``) when it holds none."""
         stages = self.stages_of[rank]
         if not 0 <= ch < len(stages):
             raise error(
                 "chunk-out-of-range",
                 f"chunk {ch} is out of range: rank {rank} holds "
-                f"{count(len(stages), 'chunk')} (0..{len(stages) - 1})",
+                f"{count(len(stages), 'chunk')} (0..{len(stages) - 1}){values}",
                 span,
                 hints=self._chunk_hints(rank, ch),
             )

@@ -139,7 +139,7 @@ class Interpreter(OpEmitter):
                 if isinstance(e.right, A.IntLit)
                 else f"division by zero: {A.short_text(e.right)} is 0 in '{op}'"
             )
-            names = () if isinstance(e.right, A.Name) else A.names_in(e.right)
+            names = A.value_names(e.right)
 
             def div(s):
                 a, b = lf(s), rf(s)
