@@ -4,16 +4,21 @@
 from __future__ import annotations
 
 import json
+from fractions import Fraction
+from itertools import combinations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ppir
 from ppir.analysis.config import make_config
 from ppir.analysis.layout import (
+    balanced_layers,
+    busiest_rank,
     format_stage_layers,
     parse_stage_layers,
+    rank_balanced_layers,
     split_layers,
 )
 from ppir.analysis.tune import Space, search
@@ -127,3 +132,72 @@ def test_tune_refuses_a_layout_it_would_replace(cli, tmp_path):
     f.write_text('[model]\npreset = "llama3-8b"\nlayers = 30\nstage_layers = [7, 8, 8, 7]\n')
     code, _, err = cli("tune", "--world", "8", "--config", str(f), "-q")
     assert code == 2 and "tune searches stage_layers itself" in err
+
+
+# each placement a rank may hold several stages of: one stage per rank, looped, V, DualPipe's
+_PLACED = [("1f1b", {"P": 3}), ("interleaved_1f1b", {"P": 2, "v": 3}), ("zbv", {"P": 2}),
+           ("zbv", {"P": 3}), ("dualpipe", {"P": 4}), ("dualpipe", {"P": 2})]  # fmt: skip
+
+
+def _compositions(layers: int, parts: int):
+    for cuts in combinations(range(1, layers), parts - 1):
+        ends = (0, *cuts, layers)
+        yield tuple(b - a for a, b in zip(ends, ends[1:]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(_PLACED), st.integers(0, 6), st.fractions(0, 4, max_denominator=5))
+def test_the_rank_balanced_split_leaves_the_busiest_rank_the_least_work(placed, extra, head):
+    """Against every split by brute force: the busiest rank (its stages' layers summed, the
+    head on each last stage) has as little forward work as any split leaves it; and where the
+    stage-balanced split already does that (every schedule of one stage per rank), it is
+    kept.  Was: DualPipe and V placements got the stage-balanced split, which left a rank
+    holding two middle stages busier than it need be."""
+    name, params = placed
+    s = ppir.load(name, M=4 * params["P"], **params)
+    span = s.stages // s.pipelines
+    layers = span + extra
+    got = rank_balanced_layers(layers, s, head)
+    assert len(got) == span and sum(got) == layers and min(got) >= 1
+    best = min(busiest_rank(s, x, head) for x in _compositions(layers, span))
+    assert busiest_rank(s, got, head) == best
+    stages = balanced_layers(layers, span, head)
+    if busiest_rank(s, stages, head) == best:
+        assert got == stages
+
+
+def test_dualpipes_balanced_split_balances_ranks_not_stages():
+    """DualPipe's rank r runs model stages r and P-1-r: Llama 3 8B's 32 layers and a head of
+    about 2.1 layers go 8,8,9,7 (ranks 0 and 3: 15 layers and the head; 1 and 2: 17), not
+    the stage-balanced 8,9,9,6, which left ranks 1 and 2 18 layers."""
+    s = ppir.load("dualpipe", P=4, M=16)
+    head = Fraction(21, 10)
+    assert balanced_layers(32, 4, head) == (8, 9, 9, 6)
+    assert rank_balanced_layers(32, s, head) == (8, 8, 9, 7)
+    assert busiest_rank(s, (8, 8, 9, 7), head) == 17 + Fraction(1, 10)
+    one = ppir.load("1f1b", P=4, M=8)  # one stage per rank: the stage-balanced split
+    assert rank_balanced_layers(32, one, head) == balanced_layers(32, 4, head) == (8, 9, 9, 6)
+
+
+def test_tune_ranks_dualpipes_rank_balanced_split_first_as_compile_times_it(cli):
+    """Was: tune tried DualPipe with the even split (1.828 s) and the stage-balanced 8,9x2,6
+    (1.862 s), never the faster split that balances ranks; now that one ranks first, and its
+    step time and peak memory are compile's for the same --stage-layers."""
+    code, out, err = cli("tune", "-P", "4", "--tp", "2", "--model", "llama3-8b",
+                         "--schedules", "dualpipe", "--micro-batch", "1", "--recompute", "none",
+                         "--format", "json", "--quiet")  # fmt: skip
+    assert code == 0, err
+    ranked = json.loads(out)["ranked"]
+    assert [tuple(r["stage_layers"] or ()) for r in ranked] == [(8, 8, 9, 7) * 2, ()]
+    assert ranked[0]["step_time"] < ranked[1]["step_time"]
+    for row in ranked:
+        layers = row["stage_layers"]
+        more = ["--stage-layers", format_stage_layers(layers)] if layers else []
+        code, out, err = cli("compile", "dualpipe", "-D", "P=4", "-D", f"M={row['microbatches']}",
+                             "--backend", "cost", "--model", "llama3-8b,tp=2", "--format", "json",
+                             *more)  # fmt: skip
+        assert code == 0, err
+        doc = json.loads(out)
+        assert doc["step_time"] == pytest.approx(row["step_time"], rel=1e-12)
+        worst = max(r["memory"]["total"] for r in doc["per_rank"])
+        assert worst == pytest.approx(row["peak_memory"], rel=1e-9)

@@ -8,7 +8,9 @@
   ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers`` let users do.
 * :func:`balanced_layers` is the split ``ppir tune`` also tries, whether or not the layers
   divide: the one whose slowest stage is fastest when the last stage also runs the output
-  layer (worth ``head`` layers of forward work), which an even split leaves the slowest.
+  layer (worth ``head`` layers of forward work), which an even split leaves the slowest;
+  :func:`rank_balanced_layers` moves layers from it where a rank holding several stages (V
+  placements, DualPipe) is left busier than it need be.
 * The text form, ``6,7x10,6`` (a count, or ``count x repeats``), is what ``tune`` prints in its
   ``layers`` column and what ``--stage-layers`` reads: :func:`format_stage_layers`,
   :func:`parse_stage_layers`.
@@ -102,8 +104,8 @@ def head_layers(model):
     return Fraction(model.head_forward_flops(), model.forward_flops_per_layer())
 
 
-def busiest_rank(schedule: Schedule, counts, head, weights=None):
-    """The largest forward work of a rank of ``schedule``, in layers: the layers of each of its
+def rank_loads(schedule: Schedule, counts, head, weights=None) -> list:
+    """The forward work of each rank of ``schedule``, in layers: the layers of each of its
     stages (one pipeline's ``counts``, by model stage), ``head`` more on each last stage, each
     stage's times its weight (``weights``: one per stage, default 1).  Per rank, not per
     stage: a rank of a V placement or of bidirectional DualPipe runs two stages."""
@@ -113,21 +115,70 @@ def busiest_rank(schedule: Schedule, counts, head, weights=None):
         n = counts[deps.model_stage(s, S, pipelines)]
         work = n + head if deps.is_last(s, S, pipelines) else n
         load[r] += work * weights[s] if weights else work
-    return max(load)
+    return load
+
+
+def busiest_rank(schedule: Schedule, counts, head, weights=None):
+    """The largest forward work of a rank of ``schedule`` (:func:`rank_loads`)."""
+    return max(rank_loads(schedule, counts, head, weights))
+
+
+def rank_balanced_layers(layers: int, schedule: Schedule, head) -> tuple[int, ...]:
+    """One pipeline's counts of ``layers`` for ``schedule`` (each at least one) whose busiest
+    rank (:func:`busiest_rank`) has the least forward work.  :func:`balanced_layers` balances
+    stages; a rank holding several stages (a V placement's first and last, DualPipe's stage r
+    of one pipeline and P-1-r of the other) sums them, so that split is kept when no rank has
+    less to do under another (one stage per rank, and many others), else layers move one at
+    a time from a stage of a busiest rank to another stage, each move lowering the busiest
+    rank's work or the number of ranks that carry it: from the stage with the most layers
+    (the earlier on ties) to the one with the fewest (the later on ties).  Exact when ranks
+    that share a model stage hold the same ones (looped, V and DualPipe placements)."""
+    S, pipelines = schedule.stages, schedule.pipelines
+    span = deps.pipeline_length(S, pipelines)
+    start = balanced_layers(layers, span, head)
+    holders: list[list[int]] = [[] for _ in range(span)]  # the ranks of each model stage
+    for s, r in enumerate(schedule.placement):
+        holders[deps.model_stage(s, S, pipelines)].append(r)
+    counts, loads = list(start), rank_loads(schedule, start, head)
+
+    def worst() -> tuple:
+        top = max(loads)
+        return top, loads.count(top)
+
+    def move(a: int, b: int, n: int = 1) -> None:  # n layers from model stage a to b
+        counts[a], counts[b] = counts[a] - n, counts[b] + n
+        for r in holders[a]:
+            loads[r] -= n
+        for r in holders[b]:
+            loads[r] += n
+
+    now, moved = worst(), True
+    while moved:
+        moved = False
+        busy = {i for i in range(span) if any(loads[r] == now[0] for r in holders[i])}
+        givers = sorted((a for a in busy if counts[a] > 1), key=lambda a: (-counts[a], a))
+        takers = sorted(range(span), key=lambda b: (counts[b], -b))
+        for a, b in ((a, b) for a in givers for b in takers if a != b):
+            move(a, b)
+            if worst() < now:
+                now, moved = worst(), True
+                break
+            move(a, b, -1)
+    return tuple(counts) if now[0] < busiest_rank(schedule, start, head) else start
 
 
 def faster_split(model, schedule: Schedule, current=None, weights=None):
-    """One pipeline's :func:`balanced_layers` counts for ``model`` on ``schedule`` when they
-    leave its busiest rank (:func:`busiest_rank`) less forward work than ``current`` does (one
-    pipeline's counts; None: the even split, or :func:`uneven_layers` when the layers do not
-    divide), with the cut of that work as a fraction: ``(counts, cut)``; else None."""
+    """One pipeline's :func:`rank_balanced_layers` counts for ``model`` on ``schedule`` when
+    they leave its busiest rank (:func:`busiest_rank`) less forward work than ``current`` does
+    (one pipeline's counts; None: the even split, or :func:`uneven_layers` when the layers do
+    not divide), with the cut of that work as a fraction: ``(counts, cut)``; else None."""
     span = deps.pipeline_length(schedule.stages, schedule.pipelines)
     L, head = model.layers, head_layers(model)
     if L < span:
         return None
     if current is None:
         current = uneven_layers(L, span) if L % span else (L // span,) * span
-    balanced = balanced_layers(L, span, head)
+    balanced = rank_balanced_layers(L, schedule, head)
     was = busiest_rank(schedule, current, head, weights)
     now = busiest_rank(schedule, balanced, head, weights)
     return (balanced, 1 - now / was) if now < was else None

@@ -29,9 +29,9 @@ include each stage's data-parallel gradient reduction (``compile(dp=...)``).  La
 not split evenly are split unevenly when ``uneven`` is on (:func:`uneven_layers`; a stage
 without a layer is rejected); with ``uneven`` on and costs from the model (not measured ones,
 which time the profiled stages whatever their layers), each choice is also tried with
-:func:`balanced_layers` (the output layer's work counted on the last stage) when that split
-leaves the busiest rank less forward work, as a choice of its own (``stage_layers``).  A
-schedule's v is its stages / ranks (V-shaped: v = 2).
+:func:`rank_balanced_layers` (the output layer's work counted on the last stage, the stages
+of a rank summed) when that split leaves the busiest rank less forward work, as a choice of
+its own (``stage_layers``).  A schedule's v is its stages / ranks (V-shaped: v = 2).
 Without a model there is no data parallelism (world = P, dp = 1), recomputation is not
 searched, times are in forwards of one rank share *per sample* (unit costs x micro-batch size)
 and memory is peak activations in A (so is a budget).
@@ -309,8 +309,8 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
 def _splits(model, s, balance: bool) -> list:
     """The layer splits of ``s`` to try (None: the even one): the even split, or
     :func:`uneven_layers` when the layers do not divide; with ``balance``, also
-    :func:`faster_split`'s balanced one (the head on the last stage counted) when it leaves the
-    busiest rank less forward work."""
+    :func:`faster_split`'s balanced one (the head on the last stage counted, per rank) when it
+    leaves the busiest rank less forward work."""
     L, span = model.layers, deps.pipeline_length(s.stages, schedule_copies(s))
     first = uneven_layers(L, span) if L % span else None
     faster = faster_split(model, s, first) if balance else None
