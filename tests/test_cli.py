@@ -385,6 +385,24 @@ def test_one_rank_summaries_say_rank_stage_microbatch_in_the_singular(cli):
         assert out.splitlines()[0] == "gpipe(P=1, M=1): 1 rank, 1 stage, 1 microbatch", argv
 
 
+def test_a_schedule_of_two_pipelines_says_how_they_share_its_microbatches(cli):
+    """analyze and compile --backend cost headed DualPipe at -D M=16 with '4 ranks, 8 stages,
+    8 microbatches': one pipeline's count, with no word of the two pipelines that share 16."""
+    want = "dualpipe(P=4, M=16): 4 ranks, 8 stages in 2 pipelines, 16 microbatches (8 per pipeline)"
+    for argv in (("analyze",), ("compile", "--backend", "cost")):
+        code, out, err = cli(*argv, "dualpipe", "-D", "P=4", "-D", "M=16")
+        assert code == 0, err
+        assert out.splitlines()[0] == want, argv
+    code, out, err = cli("compile", "dualpipe", "-D", "P=4", "-D", "M=16", "--backend", "cost",
+                         "--format", "json")  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["microbatches"], doc["pipelines"]) == (8, 2)  # as analyze's JSON says it
+    code, out, err = cli("compile", "1f1b", "-D", "P=4", "-D", "M=8", "--backend", "cost",
+                         "--format", "json")  # fmt: skip
+    assert code == 0 and "pipelines" not in json.loads(out), err
+
+
 def test_the_closest_choice_is_found_whether_argparse_quotes_the_choices_or_not():
     """Later 3.12 and 3.13 releases and 3.14 print argparse's choices bare ('choose from
     list, show, ...', gh-117766): the quoted ones alone were read, so no guess was given."""

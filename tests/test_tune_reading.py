@@ -113,18 +113,22 @@ def test_when_nothing_fits_no_empty_table_is_printed(cli):
 
 def test_dualpipes_m_says_how_its_pipelines_share_it_as_compile_counts_them(cli):
     """was: tune's M column said 16 for bidirectional DualPipe, where ppir compile -D M=16
-    said '8 microbatches' (one pipeline's) with nothing to tell the two apart."""
+    said '8 microbatches' (one pipeline's) with nothing to tell the two apart; now both say 16
+    and how the pipelines share it."""
     argv = [*TUNE_8B, "--tp", "2", "--gpu-memory", "80GiB", "--schedules", "dualpipe,1f1b"]
     code, out, err = cli(*argv, "--recompute", "full", "--micro-batch", "1", "--even")
     assert code == 0, err
     m = {r[3]: r[6] for r in _rows(out)}
     assert m == {"dualpipe*": "16 (2x8)", "1f1b": "16"}
     assert (
-        "M (k x m): dualpipe runs its M microbatches in 2 pipelines of m each; ppir compile "
-        "-D M=M counts m, one pipeline's"
+        "M (k x m): dualpipe runs its M microbatches in 2 pipelines of m each, as ppir compile "
+        "-D M=M reports them ('M microbatches (m per pipeline)')"
     ) in out.splitlines()
     code, text, err = cli("compile", "dualpipe", "-D", "P=4", "-D", "M=16", "--backend", "cost")
-    assert code == 0 and text.startswith("dualpipe(P=4, M=16): 4 ranks, 8 stages, 8 microbatches")
+    assert code == 0, err
+    assert text.splitlines()[0] == (
+        "dualpipe(P=4, M=16): 4 ranks, 8 stages in 2 pipelines, 16 microbatches (8 per pipeline)"
+    )
     code, out, err = cli(*argv, "--recompute", "full", "--micro-batch", "1", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)

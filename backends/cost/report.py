@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from ppir.analysis.estimate import Estimate, op_label
 from ppir.analysis.units import fmt_bytes, fmt_sig, fmt_time, unit_meaning
-from ppir.cli.output import table
-from ppir.diagnostics import count
+from ppir.cli.output import schedule_line, table
 
 
 def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
     """The summary block and per-rank table printed by ``ppir compile --backend cost``."""
     u = e.time_unit
     t = lambda x: fmt_time(x, u)  # noqa: E731
-    params = ", ".join(f"{k}={v}" for k, v in e.params.items())
     unit_note = f" units ({unit_meaning(e.config.F, equals=True)})" if u != "s" else ""
     path = " -> ".join(f"{op_label(o.action)}@r{o.rank}" for o in e.critical_path_ops)
     if len(e.critical_path_ops) > max_path_ops:
@@ -46,8 +44,7 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
         )
     summary.append(["messages", f"{e.message_count} ({fmt_bytes(e.message_bytes)})"])
     lines = [
-        f"{e.schedule}({params}): {count(e.ranks, 'rank')}, {count(e.stages, 'stage')}, "
-        f"{count(e.microbatches, 'microbatch')}",
+        schedule_line(e.schedule, e.params, e.ranks, e.stages, e.microbatches, e.pipelines),
         f"assuming {e.config.describe(ranks=e.ranks)}",
         "",
         table(summary),

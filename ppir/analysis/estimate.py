@@ -91,7 +91,8 @@ class Estimate:
     params: dict
     ranks: int
     stages: int
-    microbatches: int
+    microbatches: int  # one pipeline's (of ``pipelines``, each a replica of the model)
+    pipelines: int
     time_unit: str
     config: CostConfig
     progress: str
@@ -128,6 +129,7 @@ class Estimate:
             "ranks": self.ranks,
             "stages": self.stages,
             "microbatches": self.microbatches,
+            **({"pipelines": self.pipelines} if self.pipelines != 1 else {}),
             "time_unit": self.time_unit,
             "assumptions": self.config.describe(ranks=self.ranks),
             "progress": self.progress,
@@ -268,6 +270,7 @@ def from_timeline(
         s.ranks,
         s.stages,
         s.microbatches,
+        s.pipelines,
         cfg.time_unit,
         cfg,
         g.progress,

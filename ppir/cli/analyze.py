@@ -18,8 +18,8 @@ from ppir.cli.common import (
 )
 from ppir.cli.cost_options import add_stage_layers_argument
 from ppir.cli.footprint_view import footprint_json, footprint_lines, model_json
-from ppir.cli.output import table
-from ppir.diagnostics import EXIT_INVALID, count, error
+from ppir.cli.output import schedule_line, table
+from ppir.diagnostics import EXIT_INVALID, error
 
 NAME = "analyze"
 HELP = "peak activation memory per rank and point-to-point traffic (table or JSON)"
@@ -284,10 +284,8 @@ def sparkline(curve: tuple[int, ...], top: int, width: int = 64) -> str:
 
 
 def format_text(s, mem, p2p, curve: bool = False) -> str:
-    params = ", ".join(f"{k}={v}" for k, v in s.params)
     lines = [
-        f"{s.name}({params}): {count(s.ranks, 'rank')}, {count(s.stages, 'stage')}, "
-        f"{count(s.microbatches, 'microbatch')}",
+        schedule_line(s.name, s.params, s.ranks, s.stages, s.microbatches, s.pipelines),
         f"A = one microbatch's activations of one rank share (L/P layers); "
         f"one chunk activation = {mem.chunk_size} A",
     ]

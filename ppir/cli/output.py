@@ -1,10 +1,13 @@
-"""What the commands print besides their results' words: aligned tables and progress bars.
+"""What the commands print besides their results' words: aligned tables, the line that names
+the schedule above a report, and progress bars.
 
 Contract
 --------
 * :func:`table` lays rows of cells out in columns, as plain text for stdout: no colour, no box
   characters, no wrapping, no trailing spaces, so that it pipes, greps, diffs and golden-tests
   the same on a terminal and in a file.  Widths are ``len()`` of each cell's ``str()``.
+* :func:`schedule_line` heads ``ppir analyze``'s and ``ppir compile --backend cost``'s reports
+  with the schedule, its parameters and its shape, in the same words.
 * :func:`progress` is a context manager around a progress bar (tqdm) on stderr.  It shows only
   when its stream is a terminal and ``quiet`` is false; otherwise it writes nothing at all and
   tqdm is not even imported, so piped or logged runs see only the command's results.  The bar
@@ -31,6 +34,8 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO
+
+from ppir.diagnostics import count
 
 
 def table(rows: Sequence[Sequence[object]], align: str = "<", gap: str = "  ") -> str:
@@ -100,6 +105,21 @@ class Progress:
         self._bar.set_postfix_str("", refresh=False)
         self._bar.total = total  # reset(total=None) would keep the old total
         self._bar.reset(total=total)
+
+
+def schedule_line(name, params, ranks, stages, microbatches, pipelines=1) -> str:
+    """``1f1b(P=4, M=8): 4 ranks, 4 stages, 8 microbatches``.  ``microbatches`` is one
+    pipeline's (the schedule's ``microbatches`` declaration); a schedule of several pipelines
+    says so and counts them all, as DualPipe's ``-D M`` does: ``dualpipe(P=4, M=16): 4 ranks, 8
+    stages in 2 pipelines, 16 microbatches (8 per pipeline)``."""
+    args = ", ".join(f"{k}={v}" for k, v in dict(params).items())
+    shape = f"{name}({args}): {count(ranks, 'rank')}, {count(stages, 'stage')}"
+    if pipelines == 1:
+        return f"{shape}, {count(microbatches, 'microbatch')}"
+    return (
+        f"{shape} in {pipelines} pipelines, {count(microbatches * pipelines, 'microbatch')} "
+        f"({microbatches} per pipeline)"
+    )
 
 
 def _is_terminal(stream) -> bool:

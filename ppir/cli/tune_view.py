@@ -150,8 +150,8 @@ def tune_text(
     lines += [f"* ppir launch cannot run it: {why}" for why in limits]
     split = {c.schedule: c.program.pipelines for c in ok if c.program.pipelines > 1}
     lines += [  # was: DualPipe's M=16 beside compile's '8 microbatches', unexplained
-        f"M (k x m): {name} runs its M microbatches in {k} pipelines of m each; ppir compile "
-        "-D M=M counts m, one pipeline's"
+        f"M (k x m): {name} runs its M microbatches in {k} pipelines of m each, as ppir compile "
+        "-D M=M reports them ('M microbatches (m per pipeline)')"
         for name, k in sorted(split.items())
     ]
     if not ok:
