@@ -336,3 +336,31 @@ def test_fuzzing_a_fixed_program_points_at_check(cli, tmp_path, suffix, kind):
         f"ppir: error: 'P' is not a parameter of {f}\n"
         f"hint: {kind} has no parameters (it is one fixed program): 'ppir check {f}' checks it\n"
     )
+
+
+def test_a_value_is_read_as_dash_d_and_sweep_read_it(cli):
+    """One integer reading rule (ppir.frontend.limits.read_int) for -D, sweep's --over and
+    fuzz's --over: fuzz said "cannot read the expression '04'", hinting at '0.5', which a
+    parameter's values cannot be; and took '٤' for no expression instead of no ASCII digit."""
+    code, out, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=04", "-q")
+    assert code == 0 and "2 parameter choice(s) hold" in out, err
+    code, out, err = cli("fuzz", "1f1b", "--over", "P=2", "--over", "M=01_0..2P+08", "-q")
+    assert code == 0 and "M in 01_0..2P+08" in out, err  # as P=2, M=10..12
+    assert cli("sweep", "1f1b", "-D", "P=2", "--over", "M=04")[0] == 0
+    assert cli("compile", "1f1b", "-D", "P=2", "-D", "M=04")[0] == 0
+    code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=P..2P+٤")
+    assert code == 2 and err.splitlines() == [
+        "ppir: error: a number in '2P+٤' must be an integer in ASCII digits, got '٤'"
+    ]
+    code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=٤")
+    assert code == 2 and err.splitlines() == [
+        "ppir: error: a number must be an integer in ASCII digits, got '٤'"
+    ]
+    code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=P..2*")
+    assert code == 2 and err.splitlines() == [
+        "ppir: error: cannot read the expression '2*'",
+        "hint: use integers, names, + - * // % /, min(), max(); e.g. 8P, 2*P-1 or P//2",
+    ]
+    # a bound is a number, not a parameter's value: it may be 0.5
+    code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--max-bubble", "0.5*")
+    assert code == 2 and err.splitlines()[1].endswith("e.g. 8P, 2*P-1 or 0.5")

@@ -21,12 +21,16 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ppir.diagnostics import did_you_mean, error
+from ppir.frontend.limits import read_int
 
 Number = int | Fraction
 # A number literal (read whole, as the lookahead holds it: '1e3' is one, not 1 times e3; not
 # the digits ending a name, v2) right before a name or '(' is multiplied by it: 8P, 2(P-1).
 _NUMBER = r"(?:\d(?:_?\d)*\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
 _IMPLICIT_MUL = re.compile(rf"(?<![\w.])(?=({_NUMBER}))\1\s*(?=[A-Za-z_(])", re.ASCII)
+# An integer literal in any script's digits (not a float's, 0.5 1e3; not a name's, v2): read
+# as a -D value is (read_int), so 04 is 4 as -D M=04 reads it, and '٤' is refused alike.
+_INT_LITERAL = re.compile(r"(?<![\w.])\d(?:_?\d)*(?![.\d_]|[eE][+-]?\d)")
 _BINOPS = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
@@ -46,18 +50,17 @@ class Expr:
     names: frozenset[str]
 
     @staticmethod
-    def parse(text: str | int) -> Expr:
-        """Parse ``text`` (an int is taken literally); PpirError ``bad-range`` when malformed."""
+    def parse(text: str | int, integers: bool = False) -> Expr:
+        """Parse ``text`` (an int is taken literally); PpirError ``bad-range`` when malformed.
+        ``integers``: it is a domain's, whose literals are integers (for the hints only)."""
         src = str(text).strip()
         try:
-            tree = ast.parse(_explicit(src), mode="eval").body
+            tree = ast.parse(_python(src), mode="eval").body
         except SyntaxError:
             raise error(
-                "bad-range",
-                f"cannot read the expression '{src}'",
-                hints=["use numbers, names, + - * // % /, min(), max(); e.g. 8P, 2*P-1 or 0.5"],
+                "bad-range", f"cannot read the expression '{src}'", hints=[_syntax(integers)]
             ) from None
-        names = frozenset(_check(tree, src))
+        names = frozenset(_check(tree, src, integers))
         return Expr(src, tree, names)
 
     def eval(self, env: Mapping[str, Number]) -> Number:
@@ -79,19 +82,35 @@ class Expr:
         return v
 
 
-def _explicit(src: str) -> str:
-    """``src`` with its implicit multiplications written out: ``8P`` -> ``8*P``."""
-    return _IMPLICIT_MUL.sub(r"\1*", src)
+def _syntax(integers: bool) -> str:
+    """The hint on what an expression may hold (a domain's literals are integers)."""
+    numbers, example = ("integers", "P//2") if integers else ("numbers", "0.5")
+    return f"use {numbers}, names, + - * // % /, min(), max(); e.g. 8P, 2*P-1 or {example}"
+
+
+def _python(src: str) -> str:
+    """``src`` as Python reads it: integer literals as :func:`read_int` reads them (``04`` ->
+    ``4``; a located ``bad-range`` for one in other digits, '٤') and implicit multiplications
+    written out (``8P`` -> ``8*P``)."""
+
+    def integer(m: re.Match) -> str:
+        try:
+            return str(read_int(m[0]))
+        except ValueError as e:
+            where = "" if m[0] == src else f" in '{src}'"
+            raise error("bad-range", f"a number{where} {e}") from None
+
+    return _IMPLICIT_MUL.sub(r"\1*", _INT_LITERAL.sub(integer, src))
 
 
 def _integer_expr(spec) -> Expr:
     """A domain's bound or value: an :class:`Expr` whose number literals are integers (a
     parameter's values are); ``bad-range`` naming the first that is not: ``1e3``, ``2.0``,
     ``0.5`` (where ``1e3`` was read as 1 times a name ``e3``, and ``2.0`` taken as 2)."""
-    e = Expr.parse(spec)
+    e = Expr.parse(spec, integers=True)
     for node in ast.walk(e.tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, float):
-            lit = ast.get_source_segment(_explicit(e.text), node) or repr(node.value)
+            lit = ast.get_source_segment(_python(e.text), node) or repr(node.value)
             where = "" if lit == e.text else f" in '{e.text}'"
             v = node.value
             raise error(
@@ -106,16 +125,16 @@ def _integer_expr(spec) -> Expr:
     return e
 
 
-def _check(node: ast.AST, src: str) -> set[str]:
+def _check(node: ast.AST, src: str, integers: bool) -> set[str]:
     """The names an expression reads; bad-range for anything outside the small language."""
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):  # 0.5: exactly 1/2
         return set()
     if isinstance(node, ast.Name):
         return {node.id}
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        return _check(node.left, src) | _check(node.right, src)
+        return _check(node.left, src, integers) | _check(node.right, src, integers)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        return _check(node.operand, src)
+        return _check(node.operand, src, integers)
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
@@ -123,12 +142,8 @@ def _check(node: ast.AST, src: str) -> set[str]:
         and node.args
         and not node.keywords
     ):
-        return set().union(*(_check(a, src) for a in node.args))
-    raise error(
-        "bad-range",
-        f"'{src}' is not a bound expression",
-        hints=["use integers, names, + - * // % /, min(), max(); e.g. 8P or 2*P-1"],
-    )
+        return set().union(*(_check(a, src, integers) for a in node.args))
+    raise error("bad-range", f"'{src}' is not a bound expression", hints=[_syntax(integers)])
 
 
 def _eval(node: ast.expr, env: Mapping[str, Number]) -> Number:
