@@ -90,10 +90,10 @@ def test_sweep_reports_invalid_values_and_bad_usage(cli):
     assert code == 2 and "expected NAME=V1,V2" in err
     # the list splits as fuzz's does (ppir.testing.space.split_values): not inside min(...)
     code, _, err = cli("sweep", "1f1b", "--over", "M=min(4,8),2", "-D", "P=2")
-    assert code == 2 and "hint: 'min(4,8)' is not an integer" in err
+    assert code == 2 and "each value of 'M' must be an integer, got 'min(4,8)'" in err
     # the value int() refuses is named (1_000 is an integer to int(); was: '1_000')
     code, _, err = cli("sweep", "1f1b", "--over", "M=1_000,x", "-D", "P=2")
-    assert code == 2 and "hint: 'x' is not an integer" in err
+    assert code == 2 and "each value of 'M' must be an integer, got 'x'" in err
 
 
 def test_an_error_row_has_the_full_parameters_of_a_good_row(cli, tmp_path):
@@ -169,7 +169,11 @@ def test_a_value_given_twice_is_refused_naming_it(cli, over, twice):
 
 def test_sweep_values_are_ascii_digits(cli):
     code, out, err = cli("sweep", "1f1b", "--over", "M=4,٨", "-D", "P=2")  # int() reads 8
-    assert code == 2 and out == "" and "hint: '٨' is not an integer" in err
+    # in -D's words (read_int); was: "expected NAME=V1,V2,...", hint "'٨' is not an integer"
+    want = "--over M=4,٨: each value of 'M' must be an integer in ASCII digits, got '٨'"
+    assert code == 2 and out == "" and err.splitlines() == [f"ppir: error: {want}"]
+    code, _, d_err = cli("compile", "1f1b", "-D", "P=2", "-D", "M=٨")
+    assert code == 2 and "'M' must be an integer in ASCII digits, got '٨'" in d_err
 
 
 @pytest.mark.parametrize("layers", ["0", "-8"])
@@ -310,3 +314,17 @@ def test_torch_classes_of_a_schedule_get_its_closed_forms(cli):
     forms = {(p["formula"], p["agrees"]) for r in rows for p in r["predictions"]}
     assert ("(P-1)/(v*M)", True) in forms and ("(v*P+P-1)/v", True) in forms
     assert ("P*(v+1)/2", False) in forms  # the shortcut differs here as for ppir's own
+
+
+def test_a_range_is_refused_as_a_value_naming_it(cli):
+    # was: "expected NAME=V1,V2,...", as for a missing '='
+    code, out, err = cli("sweep", "1f1b", "--over", "M=2..8", "-D", "P=2")
+    assert (
+        code == 2
+        and out == ""
+        and err.splitlines()
+        == [
+            "ppir: error: --over M=2..8: each value of 'M' must be an integer, got '2..8'",
+            "hint: sweep lists its values (each is one row): e.g. --over M=4,8,16",
+        ]
+    )

@@ -240,23 +240,19 @@ def _parse_over(text: str) -> tuple[str, list[int]]:
             f"--over {text}: the value list '{vals}' has an empty value",
             hints=["separate the values with single commas, e.g. --over v=1,2,4"],
         )
-    values, bad = [], None
+    if not eq or not name.strip().isidentifier() or not vals.strip():
+        raise error("bad-usage", f"--over {text}: expected NAME=V1,V2,..., e.g. --over v=1,2,4")
+    values = []
     for x in items:
         try:
             values.append(read_int(x))  # as -D's values: ASCII digits ('٤' is no 4 here)
-        except ValueError:
-            bad, values = x.strip(), []  # the first value refused
-            break
-    if not eq or not name.strip().isidentifier() or not values:
-        if ".." in vals:
+        except ValueError as e:  # the first value refused, in -D's words
             hint = ["sweep lists its values (each is one row): e.g. --over M=4,8,16"]
-        elif eq and bad:
-            hint = [f"'{bad}' is not an integer: sweep's values are integers, one row each"]
-        else:
-            hint = []
-        raise error(
-            "bad-usage", f"--over {text}: expected NAME=V1,V2,..., e.g. --over v=1,2,4", hints=hint
-        )
+            raise error(
+                "bad-usage",
+                f"--over {text}: each value of '{name.strip()}' {e}",
+                hints=hint if ".." in vals else [],
+            ) from None
     refuse_repeats(values, f"--over {text}: the value list '{vals}'", "bad-usage")
     return name.strip(), values
 
