@@ -124,6 +124,29 @@ def test_an_unknown_model_is_hinted_in_the_librarys_words_and_the_commands_in_it
     assert code == 2 and err2.splitlines()[1:] == err.splitlines()[1:]
 
 
+def test_a_hardware_setting_without_a_model_is_hinted_in_the_librarys_words(cli, tmp_path):
+    """make_config({'hardware': {'preset': 'H100'}}) hinted 'add --model PRESET (or a [model]
+    section)': a flag the library has no place for.  The library's hint is its dict; a command's
+    keeps its flag (models.model_hint, the one wording of both)."""
+    for hardware in ({"preset": "H100"}, {"peak_tflops": 500}):
+        with pytest.raises(ppir.PpirError) as e:
+            ppir.make_config({"hardware": hardware})
+        (d,) = e.value.diagnostics
+        assert d.hints == (
+            "add a 'model' table, e.g. ppir.make_config({'model': {'preset': 'llama3-8b'}, ...})",
+        )
+    ppir.make_config(
+        {"model": {"preset": "llama3-8b"}, "hardware": {"preset": "H100"}}
+    )  # as hinted
+    toml = tmp_path / "c.toml"
+    toml.write_text('[hardware]\npreset = "H100"\n')
+    for flags in (["--config", str(toml)], ["--hardware", "H100"]):
+        code, _, err = cli("compile", "1f1b", *flags)
+        assert code == 2 and err.splitlines()[1] == (
+            "hint: add --model PRESET (or a [model] table in --config), e.g. --model llama3-8b"
+        )
+
+
 @pytest.mark.parametrize(
     "spec, said",
     [

@@ -23,7 +23,7 @@ from ppir.analysis.layout import stage_layers_setting
 from ppir.analysis.measured import KEYS as MEASURED_KEYS
 from ppir.analysis.measured import MeasuredCosts
 from ppir.analysis.measured_config import measured_config
-from ppir.analysis.models import SPEC_FIELDS, ModelShape, check_recompute, make_model
+from ppir.analysis.models import SPEC_FIELDS, ModelShape, check_recompute, make_model, model_hint
 from ppir.analysis.nodes import GPUS_PER_NODE, pipeline_ranks_per_node
 from ppir.analysis.toml_file import (  # noqa: F401 (re-exported)
     _toml_position,
@@ -217,11 +217,10 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
         kw["stage_weights"] = tuple(
             _number(w, "costs.stage_weights", where, minimum=0, strict=True) for w in ws
         )
-    model = None
+    model, cli = None, where != "cost config"  # a command names its settings: its words
     if msec:
         fields = {k: v for k, v in msec.items() if k not in ("preset", "recompute", "stage_layers")}
-        # a command names its settings by their file or 'cost options': its words
-        model = make_model(msec.get("preset"), cli=where != "cost config", **fields)
+        model = make_model(msec.get("preset"), cli=cli, **fields)
         kw["recompute"] = msec.get("recompute", "none")
         check_recompute(kw["recompute"])
         kw["stage_layers"] = stage_layers_setting(msec, where)
@@ -249,7 +248,7 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
                 raise error(
                     "bad-config",
                     f"{where}: hardware.{k} needs a model: op times come from the model's FLOPs",
-                    hints=["add --model PRESET (or a [model] section), e.g. --model llama3-8b"],
+                    hints=[model_hint(cli)],
                 )
         for k in (
             "intra_latency_us",

@@ -342,6 +342,14 @@ def make_model(preset: str | None = None, *, cli: bool = False, **overrides) -> 
     return replace(base, **overrides)
 
 
+def model_hint(cli: bool) -> str:
+    """The hint where a setting needs a model: in a command's words (``--model``, a --config
+    file's [model] table) or, without ``cli``, the library's (``ppir.make_config``'s dict)."""
+    if cli:
+        return "add --model PRESET (or a [model] table in --config), e.g. --model llama3-8b"
+    return "add a 'model' table, e.g. ppir.make_config({'model': {'preset': 'llama3-8b'}, ...})"
+
+
 def model_fields(m: ModelShape) -> dict:
     """The spec fields of ``m`` (everything but the name), e.g. for a config ``[model]`` table."""
     return {f: getattr(m, f) for f in SPEC_FIELDS}

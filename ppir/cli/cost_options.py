@@ -30,6 +30,7 @@ from ppir.analysis.config import (
     merge,
 )
 from ppir.analysis.model_spec import model_table, parse_model_spec
+from ppir.analysis.models import model_hint
 from ppir.analysis.units import comma_entries
 from ppir.cli.argtypes import integer, number, positive_int
 from ppir.cli.deprecation import warn_deprecated
@@ -233,7 +234,7 @@ def refuse_recompute_without_model(value: str) -> None:
         "bad-usage",
         f"--recompute {value} needs a model: recomputation is timed and sized through a "
         "model's activation bytes and backward time",
-        hints=["add --model PRESET (or a [model] table in --config)"],
+        hints=[model_hint(cli=True)],
     )
 
 
@@ -259,7 +260,7 @@ def settings_from_args(args: argparse.Namespace) -> dict:
             raise error(
                 "bad-usage",
                 f"--stage-layers {g('stage_layers')} needs a model: it splits a model's layers",
-                hints=["add --model PRESET (or a [model] table in --config)"],
+                hints=[model_hint(cli=True)],
             )
         over.setdefault("model", {})["stage_layers"] = g("stage_layers")
     hw = {
@@ -289,10 +290,7 @@ def settings_from_args(args: argparse.Namespace) -> dict:
                 raise error(
                     "bad-config",
                     f"{us_flag} {us}: microseconds need a model (times are seconds only with one)",
-                    hints=[
-                        "add --model PRESET (or a [model] table in --config), or give "
-                        f"{flag} in forwards of a rank share"
-                    ],
+                    hints=[f"{model_hint(cli=True)}; or give {flag} in forwards of a rank share"],
                 )
             comm[us_key] = us
         elif units is not None and has_model:  # the old meaning, kept for one release
