@@ -3,6 +3,7 @@ names the option or value, as the command line's own checks do, not a traceback 
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 import warnings
@@ -122,6 +123,34 @@ def test_an_unknown_model_is_hinted_in_the_librarys_words_and_the_commands_in_it
     toml.write_text('[model]\npreset = "my_model.py"\n')
     code, _, err2 = cli("compile", "1f1b", "--config", str(toml))
     assert code == 2 and err2.splitlines()[1:] == err.splitlines()[1:]
+
+
+def test_load_names_a_parameter_a_schedule_does_not_take_in_one_wording(tmp_path):
+    """ppir.load named it three ways by kind: "unknown parameter 'Q' (Q=4) for schedule
+    '1f1b'", "unknown parameter 'Q' for torch:1F1B" (no value, 'torch:1F1B takes P, M') and
+    "unknown parameter 'P': a CSV schedule takes no parameters" (no value, no schedule)."""
+    csv = tmp_path / "two.csv"
+    csv.write_text("0F0,0B0\n")
+    js = tmp_path / "p.json"
+    js.write_text(json.dumps(ppir.to_json(ppir.load("1f1b", P=2, M=2))))
+    for spec, name, where, takes in (
+        ("1f1b", "Q", "schedule '1f1b'", "its parameters: P, M"),
+        ("torch:1F1B", "Q", "schedule 'torch:1F1B'", "its parameters: P, M"),
+        ("torch:GPipe", "v", "schedule 'torch:GPipe'", "its parameters: P, M"),
+        (csv, "P", str(csv), "a CSV schedule takes no parameters: it is one fixed program"),
+        (js, "M", str(js), "a JSON program takes no parameters: it is one fixed program"),
+    ):
+        with pytest.raises(ppir.PpirError) as e:
+            ppir.load(spec, **{name: 4})
+        (d,) = e.value.diagnostics
+        assert (d.kind, d.message) == (
+            "unknown-parameter",
+            f"unknown parameter '{name}' ({name}=4) for {where}",
+        )
+        assert d.hints == (takes,)
+    with pytest.raises(ppir.PpirError) as e:  # the name first, as a .pps schedule's
+        ppir.load("torch:1F1B", Q="x")  # was: "the value of 'Q' must be an integer"
+    assert e.value.message == "unknown parameter 'Q' (Q=x) for schedule 'torch:1F1B'"
 
 
 def test_a_hardware_setting_without_a_model_is_hinted_in_the_librarys_words(cli, tmp_path):

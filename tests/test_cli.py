@@ -32,12 +32,18 @@ def test_show_of_a_csv_or_json_program_with_d_says_it_takes_no_parameters(cli, t
     csv.write_text("0F0,0B0\n1F0,1B0\n")
     code, out, err = cli("show", str(csv), "-D", "P=2")
     assert (code, out) == (2, "")
-    assert err == "ppir: error: unknown parameter 'P': a CSV schedule takes no -D parameters\n"
+    assert err.splitlines() == [
+        f"ppir: error: unknown parameter 'P' (-D P=2) for {csv}",
+        "hint: a CSV schedule takes no parameters: it is one fixed program",
+    ]
     js = tmp_path / "x.json"
     js.write_text(cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")[1])
     code, out, err = cli("show", str(js), "-D", "M=2")
     assert (code, out) == (2, "")
-    assert err == "ppir: error: unknown parameter 'M': a JSON program takes no -D parameters\n"
+    assert err.splitlines() == [
+        f"ppir: error: unknown parameter 'M' (-D M=2) for {js}",
+        "hint: a JSON program takes no parameters: it is one fixed program",
+    ]
     assert cli("show", str(csv))[1] == "0F0,0B0\n1F0,1B0\n"  # without -D: the file as it is
 
 

@@ -248,7 +248,10 @@ def test_a_json_program_takes_neither_parameters_nor_a_placement(cli, tmp_path):
     f = tmp_path / "p.json"
     f.write_text(cli("dump", "1f1b", "-D", "P=2", "-D", "M=2", "--format", "json")[1])
     code, _, err = cli("check", str(f), "-D", "P=4")
-    assert code == 2 and "unknown parameter 'P': a JSON program takes no -D parameters" in err
+    assert code == 2 and err.splitlines() == [
+        f"ppir: error: unknown parameter 'P' (-D P=4) for {f}",
+        "hint: a JSON program takes no parameters: it is one fixed program",
+    ]
     code, _, err = cli("check", str(f), "--placement", "1,0")
     assert (
         code == 2

@@ -17,6 +17,7 @@ from ppir.cli.common import (
     refuse_pps_output_as,
 )
 from ppir.diagnostics import EXIT_INVALID, error, write_output
+from ppir.frontend.keywords import check_known
 from ppir.frontend.loader import load_schedule, read_text
 from ppir.frontend.parser import is_schedule_name, to_schedule_name
 from ppir.ir.printer import format_pps
@@ -73,12 +74,7 @@ def load_source(source: str, defines: dict[str, int], placement, name: str | Non
     if source.lower().endswith(".txt"):  # NAME.TXT too, as the loader reads NAME.CSV
         from ppir.frontend.csvio import read_action_text
 
-        if defines:  # worded as the loader words it for a CSV schedule
-            raise error(
-                "unknown-parameter",
-                f"unknown parameter '{next(iter(defines))}': torch action text takes no -D "
-                "parameters",
-            )
+        check_known(defines, (), source, "-D", "torch action text")  # as the loader's words
         s = read_action_text(read_text(source), source, placement)  # the loader's reading
     else:
         s = load_schedule(source, defines, placement=placement)

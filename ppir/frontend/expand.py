@@ -28,10 +28,11 @@ from __future__ import annotations
 import operator
 from itertools import islice
 
-from ppir.diagnostics import EXIT_INVALID, Note, PpirError, count, did_you_mean, error
+from ppir.diagnostics import EXIT_INVALID, Note, PpirError, count, error
 from ppir.frontend import ast as A
 from ppir.frontend.declarations import resolve_pipelines, resolve_placement
 from ppir.frontend.interpreter import Interpreter, Scope
+from ppir.frontend.keywords import check_known, given
 from ppir.frontend.limits import (
     DEFAULT_MAX_OPS,
     DEFAULT_MAX_STEPS,
@@ -55,15 +56,7 @@ def bind_params(
     known of the values, for a report on values that do not expand)."""
     header = module.header
     declared = {p.name: p for p in header.params} if header else {}
-    for name, value in overrides.items():
-        if name not in declared:
-            where = f"schedule '{header.name}'" if header else module.path
-            params = ", ".join(declared) or "none"
-            raise error(
-                "unknown-parameter",
-                f"unknown parameter '{name}' ({given(flag, name, value)}) for {where}",
-                hints=did_you_mean(name, declared) + [f"its parameters: {params}"],
-            )
+    check_known(overrides, declared, f"schedule '{header.name}'" if header else module.path, flag)
     overrides = {name: integer_param(name, value) for name, value in overrides.items()}
     for name, value in overrides.items():
         if not -MAX_INT <= value <= MAX_INT:
@@ -99,12 +92,6 @@ def bind_params(
         else:
             values[name] = p.default
     return values
-
-
-def given(flag: str, name: str, value) -> str:
-    """How a parameter was (or is to be) given, for messages: ``-D P=4`` with the CLI's flag,
-    ``P=4`` when ``flag`` is empty (the Python API)."""
-    return f"{flag} {name}={value}" if flag else f"{name}={value}"
 
 
 def integer_param(name: str, value) -> int:

@@ -1,22 +1,46 @@
-"""A did-you-mean for a keyword of the loaders' own (``path``, ``placement``, ``max_ops``...)
-misspelt by a caller and so taken as a schedule parameter: ``load_text(src, pth=...)``."""
+"""Parameters given by keyword or flag: the one error for a parameter a schedule does not take
+(:func:`check_known`, whatever kind of schedule), and a did-you-mean for a keyword of the
+loaders' own (``path``, ``placement``, ``max_ops``...) misspelt by a caller and so taken as a
+schedule parameter: ``load_text(src, pth=...)``."""
 
 from __future__ import annotations
 
 import inspect
 from dataclasses import replace
 
-from ppir.diagnostics import PpirError, did_you_mean
+from ppir.diagnostics import PpirError, did_you_mean, error
+
+
+def given(flag: str, name: str, value) -> str:
+    """How a parameter was (or is to be) given, for messages: ``-D P=4`` with the CLI's flag,
+    ``P=4`` when ``flag`` is empty (the Python API)."""
+    return f"{flag} {name}={value}" if flag else f"{name}={value}"
+
+
+def check_known(params: dict, declared, where: str, flag: str, what: str = "") -> None:
+    """An ``unknown-parameter`` error for the first of ``params`` not ``declared``, in one
+    wording whatever reads the schedule (a .pps header, ``torch:NAME``, a CSV or JSON file):
+    ``unknown parameter 'Q' (-D Q=4) for schedule '1f1b'`` (``flag`` as :func:`given` takes
+    it), with a did-you-mean and what the schedule takes (``what``, for a file that takes
+    none: ``a CSV schedule takes no parameters: it is one fixed program``)."""
+    for name, value in params.items():
+        if name not in declared:
+            takes = f"its parameters: {', '.join(declared) or 'none'}"
+            if what and not declared:
+                takes = f"{what} takes no parameters: it is one fixed program"
+            raise error(
+                "unknown-parameter",
+                f"unknown parameter '{name}' ({given(flag, name, value)}) for {where}",
+                hints=did_you_mean(name, declared) + [takes],
+            )
 
 
 def keyword_typo(e: PpirError, fn, more: dict, declared) -> PpirError:
-    """``e`` with a did-you-mean first when it is an error about a parameter (an unknown one,
-    or a value no integer) and a name given to ``fn`` by keyword (``more``), one the schedule
-    does not take (``declared()``), is close to one of ``fn``'s own keywords:
-    ``load_text(src, pth=...)`` meant ``path``.  An error about the value (``torch:NAME``
-    checks values before names) becomes one about the name: "unknown parameter 'placment'",
-    not "the value of 'placment' must be an integer, got tuple (0, 1)"."""
-    if e.kind not in ("unknown-parameter", "bad-define"):
+    """``e`` with a did-you-mean first when it is an unknown parameter (every loader checks
+    the names before their values, :func:`check_known`) and a name given to ``fn`` by keyword
+    (``more``), one the schedule does not take (``declared()``), is close to one of ``fn``'s
+    own keywords: ``load_text(src, pth=...)`` meant ``path``."""
+    if e.kind != "unknown-parameter":
         return e
     own = [p.name for p in inspect.signature(fn).parameters.values() if p.kind != p.VAR_KEYWORD]
     taken = declared()
@@ -26,8 +50,5 @@ def keyword_typo(e: PpirError, fn, more: dict, declared) -> PpirError:
             d = e.diagnostics[0]
             why = f"{fn.__name__}'s own keyword; {name}= was taken as a schedule parameter"
             hint = f"{close[0]} ({why})"
-            if e.kind == "bad-define":  # the value does not matter: the name is the mistake
-                message = f"unknown parameter '{name}'"
-                d = replace(d, kind="unknown-parameter", message=message, span=None, hints=())
             return PpirError([replace(d, hints=(hint, *d.hints)), *e.diagnostics[1:]], e.exit_code)
     return e

@@ -19,10 +19,9 @@ from ppir.frontend.expand import (
     DEFAULT_MAX_STEPS,
     bind_params,
     expand,
-    integer_param,
 )
 from ppir.frontend.json_source import json_item_spans, json_span
-from ppir.frontend.keywords import keyword_typo
+from ppir.frontend.keywords import check_known, keyword_typo
 from ppir.frontend.literal import literal_shape
 from ppir.frontend.parser import parse_text
 from ppir.ir import Schedule, Span
@@ -182,15 +181,15 @@ def load_schedule(
     if kind == "torch":  # torch's built-in classes; torch imported only here
         from ppir.frontend.torch_import import load_torch_builtin
 
-        params = {k: integer_param(k, v) for k, v in params.items()}
-        return load_torch_builtin(spec[len("torch:") :], params, placement, max_ops, option)
+        name = spec[len("torch:") :]
+        return load_torch_builtin(name, params, placement, max_ops, option, define_flag)
     if kind == "csv":
         from ppir.frontend.csvio import read_csv_text
 
-        _no_params(params, "a CSV schedule", define_flag)
+        check_known(params, (), spec, define_flag, "a CSV schedule")
         return read_csv_text(read_text(spec), spec, placement, option=option)
     if kind == "json":
-        _no_params(params, "a JSON program", define_flag)
+        check_known(params, (), spec, define_flag, "a JSON program")
         _no_placement(placement, "a JSON program holds its placement", define_flag)
         return read_json_program(spec, max_ops=max_ops, max_steps=max_steps)
     path, text = read_source(spec, builtin)
@@ -216,16 +215,6 @@ def _placement_arg(placement, option: str) -> tuple[int, ...]:
         f"{option} takes a tuple of ranks, one per stage, got {placement!r:.60}",
         hints=["entry s is the rank that holds stage s: (0, 1, 1, 0)"],
     )
-
-
-def _no_params(params: dict, what: str, flag: str) -> None:
-    """The error for parameters given to a schedule that has none (``what``: which kind)."""
-    if params:
-        raise error(
-            "unknown-parameter",
-            f"unknown parameter '{next(iter(params))}': {what} takes no "
-            + (f"{flag} parameters" if flag else "parameters"),
-        )
 
 
 def _no_placement(placement, why: str, define_flag: str) -> None:

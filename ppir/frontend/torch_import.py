@@ -27,6 +27,8 @@ import logging
 from types import SimpleNamespace
 
 from ppir.diagnostics import count, did_you_mean, error
+from ppir.frontend.expand import integer_param
+from ppir.frontend.keywords import check_known
 from ppir.frontend.limits import DEFAULT_MAX_OPS, check_work
 from ppir.ir import Schedule
 
@@ -62,16 +64,11 @@ def torch_params(name: str) -> tuple[str, ...]:
     return ("P", "M") if name in SINGLE else ("P", "M", "v")
 
 
-def bind_torch_params(name: str, params: dict[str, int]) -> tuple[int, int, int]:
-    """(P, M, v) from ``-D`` values, with defaults; diagnostics for unknown or bad ones."""
-    allowed = torch_params(name)
-    for k in params:
-        if k not in allowed:
-            raise error(
-                "unknown-parameter",
-                f"unknown parameter '{k}' for torch:{name}",
-                hints=did_you_mean(k, allowed) + [f"torch:{name} takes {', '.join(allowed)}"],
-            )
+def bind_torch_params(name: str, params: dict, flag: str = "") -> tuple[int, int, int]:
+    """(P, M, v) from ``-D`` values, with defaults; diagnostics for unknown or bad ones, the
+    names checked first, as a .pps schedule's are (``flag``: how they were given, ``-D``)."""
+    check_known(params, torch_params(name), f"schedule 'torch:{name}'", flag)
+    params = {k: integer_param(k, val) for k, val in params.items()}
     P, M, v = params.get("P", 4), params.get("M", 8), params.get("v", DEFAULT_V.get(name, 1))
     for k, val in (("P", P), ("M", M), ("v", v)):
         if val < 1:
@@ -155,14 +152,16 @@ def load_torch_builtin(
     placement: tuple[int, ...] | None = None,
     max_ops: int = DEFAULT_MAX_OPS,
     option: str = "--placement",
+    flag: str = "",
 ) -> Schedule:
     """The compute-only ppir Schedule of torch's built-in class ``name`` (see module doc).
     Sizes whose smallest complete schedule is over ``max_ops`` are refused before torch runs;
-    ``option`` is how errors name ``placement`` (the API's ``placement``)."""
+    ``option`` is how errors name ``placement`` (the API's ``placement``), ``flag`` how the
+    parameters were given (:func:`bind_torch_params`)."""
     from ppir.frontend.csvio import read_csv_text
 
     name = canonical_name(name)
-    P, M, v = bind_torch_params(name, dict(params or {}))
+    P, M, v = bind_torch_params(name, dict(params or {}), flag)
     S = P * v if name in MULTI else P
     check_work(
         2 * S * M,
