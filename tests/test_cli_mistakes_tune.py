@@ -157,7 +157,7 @@ def test_a_reserve_of_zero_needs_no_unit(cli):
     argv = ["tune", "--model", "llama3-8b", "--world", "8", "--gpu-memory", "80GiB", "-q"]
     code, out, err = cli(*argv, "--reserve", "0", "--top", "1")
     assert code == 0, err
-    assert "budget 80 GiB per GPU" in out.splitlines()[0]
+    assert "budget 80.00 GiB per GPU" in out.splitlines()[0]
 
 
 @pytest.mark.parametrize(

@@ -256,7 +256,7 @@ def test_cost_backend_and_tune_report_whole_memory(cli):
     )
     assert (
         "(largest term: activations; receive buffers not counted: not compiled) exceeds the "
-        "budget 40 GiB"
+        "budget 40.00 GiB"
     ) in out
 
 

@@ -44,18 +44,18 @@ def test_the_peak_memory_column_reads_as_compile_prints_it(cli):
     "budget, said, read",
     [
         (["--gpu-memory", "80GB"],
-         "budget 67.0552 GiB per GPU (--gpu-memory 80GB: 80 decimal gigabytes, 80 x 10^9 bytes "
+         "budget 67.06 GiB per GPU (--gpu-memory 80GB: 80 decimal gigabytes, 80 x 10^9 bytes "
          "= 74.51 GiB, less the 10% reserve; for 80 x 2^30 bytes write 80GiB); assuming",
          80 * 10**9),
         (["--gpu-memory", "80gb", "--reserve", "0"],
-         "budget 74.5058 GiB per GPU (--gpu-memory 80gb: 80 decimal gigabytes, 80 x 10^9 bytes "
+         "budget 74.51 GiB per GPU (--gpu-memory 80gb: 80 decimal gigabytes, 80 x 10^9 bytes "
          "= 74.51 GiB; for 80 x 2^30 bytes write 80GiB); assuming",
          80 * 10**9),
         (["--memory-budget", "60GB"],
-         "budget 55.8794 GiB per GPU (--memory-budget 60GB: 60 decimal gigabytes, 60 x 10^9 "
+         "budget 55.88 GiB per GPU (--memory-budget 60GB: 60 decimal gigabytes, 60 x 10^9 "
          "bytes = 55.88 GiB; for 60 x 2^30 bytes write 60GiB); assuming",
          None),
-        (["--gpu-memory", "80GiB"], "budget 72 GiB per GPU; assuming", 80 * 2**30),
+        (["--gpu-memory", "80GiB"], "budget 72.00 GiB per GPU; assuming", 80 * 2**30),
     ],
 )  # fmt: skip
 def test_a_budget_in_decimal_gigabytes_is_said_as_read(cli, budget, said, read):
@@ -104,7 +104,7 @@ def test_when_nothing_fits_no_empty_table_is_printed(cli):
     code, out, err = cli(*NOTHING_FITS)
     assert code == 1, err
     lines = out.splitlines()
-    assert lines[0].startswith("world 4 (tp 1), global batch 16, budget 36 GiB per GPU;")
+    assert lines[0].startswith("world 4 (tp 1), global batch 16, budget 36.00 GiB per GPU;")
     assert lines[1].startswith("(no feasible choice): every choice that fits the other ")
     assert "bubble/total" not in out and lines[3].startswith(
         "rejected (84: 72 memory, 12 constraint)"

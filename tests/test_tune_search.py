@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -55,14 +56,14 @@ def test_rejections_explain_themselves(result):
     why = {c.why for c in cands if not c.ok}
     assert "memory" in why
     mem = next(c for c in cands if c.why == "memory")
-    assert "exceeds the budget 30 GiB" in mem.reason and "largest term" in mem.reason
+    assert "exceeds the budget 30.00 GiB" in mem.reason and "largest term" in mem.reason
 
 
 def test_a_memory_rejection_quotes_the_peak_or_says_at_least(cli):
     # dualpipe P=2 mbs=2 holds 189.70 GiB before lowering; its compiled program adds 128 MiB of
     # receive buffers, 189.83 GiB as 'ppir compile' reports it: the tune rejection quoted the
     # smaller figure as the peak
-    from ppir.analysis.units import fmt_size
+    from ppir.analysis.units import fmt_memory
 
     choice = ["--world", "8", "--pp", "2", "--model", "llama3-8b,seq=4096", "--schedules",
               "dualpipe", "--micro-batch", "2", "--recompute", "none",
@@ -79,26 +80,32 @@ def test_a_memory_rejection_quotes_the_peak_or_says_at_least(cli):
     assert row["rejected"] == "memory" and row["step_time"] is None
     assert row["peak_memory"] < peak  # a lower bound: the receive buffers are missing
     assert row["reason"].startswith(
-        f"peak memory at least {fmt_size(row['peak_memory'], 'bytes')} on rank 0 (largest term: "
-        "optimizer; receive buffers not counted: not compiled) exceeds the budget 72 GiB"
+        f"peak memory at least {fmt_memory(row['peak_memory'])} on rank 0 (largest term: "
+        "optimizer; receive buffers not counted: not compiled) exceeds the budget 72.00 GiB"
     )
     # a budget between the two: compiled, then rejected with the compiled peak itself
     code, out, err = cli("tune", *choice, "--memory-budget", "189.75GiB")
     (row,) = json.loads(out)["rejected"]
     assert row["step_time"] is not None and row["peak_memory"] == peak
-    # both figures round to 189.8 GiB at four digits: each gets the digits that tell them apart
+    # the compiled peak as 'ppir compile' reports it (was 189.83 by chance: 4 digits, not 2
+    # decimals, so a peak of 172.66 GiB read 172.7 GiB), the budget in the same form
     assert row["reason"] == (
         "peak memory 189.83 GiB on rank 0 (largest term: optimizer) exceeds the budget 189.75 GiB"
     )
-    assert f"{peak / 2**30:.5g}" == "189.83"
+    assert fmt_memory(peak) == "189.83 GiB"
+    code, out, err = cli("tune", *choice, "--memory-budget", "189.72GiB")  # was: "peak memory
+    (row,) = json.loads(out)["rejected"]  # 189.8 GiB ... the budget 189.7 GiB" (4 digits)
+    assert row["peak_memory"] == peak and row["reason"] == (
+        "peak memory 189.83 GiB on rank 0 (largest term: optimizer) exceeds the budget 189.72 GiB"
+    )
     code, text, err = cli("tune", *choice[:-3], "--memory-budget", "189.75GiB")
-    assert "budget 189.75 GiB per GPU" in text  # the header, as given (was 189.8)
+    assert "budget 189.75 GiB per GPU" in text  # the header, as the reasons say it
     code, out, err = cli("tune", *choice, "--memory-budget", "189.7GiB")  # before compiling
     (row,) = json.loads(out)["rejected"]
     assert row["step_time"] is None and f"{row['peak_memory'] / 2**30:.6g}" == "189.704"
     assert row["reason"] == (
         "peak memory at least 189.704 GiB on rank 0 (largest term: optimizer; receive buffers "
-        "not counted: not compiled) exceeds the budget 189.7 GiB"
+        "not counted: not compiled) exceeds the budget 189.700 GiB"
     )
 
 
@@ -107,14 +114,17 @@ def test_compared_sizes_get_the_digits_that_tell_them_apart():
 
     GiB = 2**30
     assert fmt_sizes_apart(189.83 * GiB, 189.75 * GiB, "bytes") == ("189.83 GiB", "189.75 GiB")
-    assert fmt_sizes_apart(80 * GiB, 72 * GiB, "bytes") == ("80 GiB", "72 GiB")  # as before
+    # bytes as fmt_memory prints a peak (ppir compile's, tune's peak mem column): was 172.7 GiB
+    assert fmt_sizes_apart(172.66 * GiB, 72 * GiB, "bytes") == ("172.66 GiB", "72.00 GiB")
+    assert fmt_sizes_apart(189.704 * GiB, 189.7 * GiB, "bytes") == ("189.704 GiB", "189.700 GiB")
     assert fmt_sizes_apart(6.00001, 6, "A") == ("6.00001 A", "6 A")
-    assert fmt_sizes_apart(2 * GiB, 2 * GiB, "bytes") == ("2 GiB", "2 GiB")  # equal: as they are
+    assert fmt_sizes_apart(2 * GiB, 2 * GiB, "bytes") == ("2.00 GiB", "2.00 GiB")  # equal
     # every integer digit, never the exponent form (1.234e+04 A)
     assert fmt_sizes_apart(12345, 12000, "A") == ("12345 A", "12000 A")
-    assert fmt_sizes_apart(14540 * GiB, 80 * GiB, "bytes") == ("14540 GiB", "80 GiB")
-    a, b = fmt_sizes_apart(1.0 + 2**-52, 1.0, "A")  # the closest floats still read apart
-    assert a != b
+    assert fmt_sizes_apart(14540 * GiB, 80 * GiB, "bytes") == ("14540.00 GiB", "80.00 GiB")
+    for x in (1.0, 189.75 * GiB, 14540 * GiB):  # the closest floats still read apart
+        a, b = fmt_sizes_apart(x + math.ulp(x), x, "A" if x == 1.0 else "bytes")
+        assert a != b
 
 
 def test_uneven_layers_put_fewer_on_the_ends():

@@ -160,7 +160,7 @@ def test_the_search_shows_no_total_it_cannot_know_and_counts_the_ranked(cli, mon
         (["-P", "4"], ", no memory budget; assuming"),
         (["-P", "4", "--memory-budget", "6A"], ", budget 6 A; assuming"),
         (["--world", "8", "--model", "llama3-8b", "--gpu-memory", "80GiB"],
-         ", budget 72 GiB per GPU; assuming"),
+         ", budget 72.00 GiB per GPU; assuming"),
     ],
 )  # fmt: skip
 def test_the_header_says_the_budget_or_that_there_is_none(cli, argv, said):

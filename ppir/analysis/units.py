@@ -228,20 +228,26 @@ def fmt_size(x: float, unit: str, digits: int = 4) -> str:
     return f"{fmt_sig(x / scale, digits)} {name}"
 
 
-def fmt_memory(x: float) -> str:
+def fmt_memory(x: float, decimals: int = 2) -> str:
     """Bytes in their :func:`size_unit` with two decimals, ``43.66 GiB``, ``50.00 GiB``: how
-    every command prints a rank's whole memory (``ppir compile --backend cost``'s peak,
-    ``ppir tune``'s ``peak mem``), so the same figure reads the same everywhere."""
+    every command prints a rank's whole memory and a memory budget (``ppir compile --backend
+    cost``'s peak, ``ppir tune``'s ``peak mem``, its budget and its rejections), so the same
+    figure reads the same everywhere; more ``decimals`` only to tell two apart
+    (:func:`fmt_sizes_apart`)."""
     scale, name = size_unit(x)
-    return f"{x / scale:.2f} {name}"
+    return f"{x / scale:.{decimals}f} {name}"
 
 
 def fmt_sizes_apart(x: float, y: float, unit: str) -> tuple[str, str]:
-    """:func:`fmt_size` of two sizes a message compares (a peak and a budget), with as many
-    more significant digits as it takes for different sizes to read differently: not ``189.8
-    GiB exceeds the budget 189.8 GiB`` but ``189.76 GiB ... 189.75 GiB``."""
-    for digits in range(4, 18):  # 17 significant digits tell any two floats apart
-        a, b = fmt_size(x, unit, digits), fmt_size(y, unit, digits)
+    """Two sizes a message compares (a peak and a budget), bytes as :func:`fmt_memory` prints
+    them (in A, :func:`fmt_size`), with as many more digits as it takes for different sizes
+    to read differently: not ``189.70 GiB exceeds the budget 189.70 GiB`` but ``189.704 GiB
+    ... 189.700 GiB``."""
+    for more in range(18):  # 17 significant digits tell any two floats apart
+        if unit == "A":
+            a, b = fmt_size(x, unit, 4 + more), fmt_size(y, unit, 4 + more)
+        else:  # up to 19 decimals: more than the 17 significant digits any float needs
+            a, b = fmt_memory(x, 2 + more), fmt_memory(y, 2 + more)
         if a != b or x == y:
             break
     return a, b

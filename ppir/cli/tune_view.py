@@ -106,8 +106,8 @@ def tune_text(
     where = f"world {space.world} (tp {space.tp})" if has_model else f"P={space.world}"
     bud = ", no memory budget" + (" (--gpu-memory SIZE holds each choice to one)" * in_bytes)
     if budget:
-        shown = fmt_size(budget[0], "bytes", 6)  # the digits the user gave (189.75 GiB)
-        bud = f", budget {shown} per GPU{note}" if in_bytes else f", budget {budget[0]:g} A"
+        shown = fmt_memory(budget[0]) if in_bytes else fmt_size(budget[0], "A")  # as the peaks
+        bud = f", budget {shown}" + (f" per GPU{note}" if in_bytes else "")
     per = ""
     if cfg.measured is not None and not has_model:  # times and sizes are per profiled one
         b = cfg.measured.microbatch_size
