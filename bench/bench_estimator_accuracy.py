@@ -2,6 +2,7 @@
 
     python bench/bench_estimator_accuracy.py [--ranks 2,4] [--steps 20] [--microbatches 8]
         [--module examples/gpt_model.py] [--module-opt KEY=VALUE ...] [--explain] [--rotate]
+        [--keep DIR]
 
 For each P: ``ppir profile`` once (1F1B on P gloo/CPU processes, the model built in 2P pieces so
 that one cost file serves P-stage and 2P-stage schedules), then one launch of P processes runs
@@ -25,7 +26,8 @@ saved tensors' storages and the gradients I keeps for W, parameters excluded; se
 :class:`LiveActivations`) against ppir's memory model of the GPT example
 (``ppir.analysis.footprint``) and against the memory curve fed with the profiled bytes.
 ``--explain`` adds where the steps go on every rank: every timed round's instructions timed by
-kind, medians over the rounds (see :func:`explain`).
+kind, medians over the rounds (see :func:`explain`).  ``--keep DIR`` also writes each P's cost
+file and measured rounds there, to time the same runs again with another estimator.
 """
 
 from __future__ import annotations
