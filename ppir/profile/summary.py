@@ -18,7 +18,9 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     isolated ping-pong figure when the run had none; the post time the trimmed mean of the
     groups' posts in the run, in processor time (:func:`.samples.post_times`) and in wall time
     (:func:`.samples.post_wall_times`; both 0 without groups); the samples of a microbatch
-    (``data["microbatch_size"]``, which :func:`profile` adds) kept as ``microbatch_size``."""
+    (``data["microbatch_size"]``, which :func:`profile` adds) kept as ``microbatch_size``; on
+    CPU with one thread per rank (``data["threads"]``), each piece's processor share
+    (:func:`.samples.processor_share`)."""
     from ppir.analysis.measured_shared import SharedBytes
     from ppir.profile.samples import (
         message_times,
