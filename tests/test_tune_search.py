@@ -15,6 +15,7 @@ from ppir.analysis.costs import costs_for
 from ppir.analysis.layout import balanced_layers, uneven_layers
 from ppir.analysis.timeline import run
 from ppir.analysis.tune import Space, program_bound, search
+from ppir.analysis.units import fmt_time
 from ppir.ir.graph import build_graph
 from ppir.schedules import builtin_names
 
@@ -197,8 +198,11 @@ def test_balanced_split_unloads_the_head_stage_and_tune_times_it_as_compile_does
     code, out, err = cli(*compile_argv)
     assert code == 0, err
     assert (
-        "note: --stage-layers 4x5,5x2,2 cuts the busiest rank's forward by 20% (the output layer "
-        "counted as 2.2 layers on the last stage); ppir tune tries it\n"
+        f"note: --stage-layers 4x5,5x2,2 cuts the step time by "
+        f"{1 - balanced['step_time'] / even['step_time']:.1%} to "
+        f"{fmt_time(balanced['step_time'], 's')} (compiled with it; the busiest rank's forward "
+        "work 20% less, the output layer counted as 2.2 layers on the last stage); ppir tune "
+        "tries it\n"
     ) in out
     code, out, err = cli(*compile_argv, "--stage-layers", "4x5,5x2,2")
     assert code == 0 and "note:" not in out, err
@@ -212,7 +216,7 @@ def test_balanced_split_unloads_the_head_stage_and_tune_times_it_as_compile_does
             "--model", "llama3-8b"]  # fmt: skip
     code, out, err = cli(*dual)
     assert code == 0, err
-    assert "note: --stage-layers 8x2,9,7,8x2,9,7 cuts the busiest rank's forward by 6%" in out
+    assert "note: --stage-layers 8x2,9,7,8x2,9,7 cuts the step time by 2.3% to 3.572 s" in out
     times = []
     for more in ([], ["--stage-layers", "8x2,9,7,8x2,9,7"]):
         code, out, err = cli(*dual, *more, "--format", "json")
@@ -221,7 +225,58 @@ def test_balanced_split_unloads_the_head_stage_and_tune_times_it_as_compile_does
     assert times[1] < times[0]
     code, out, err = cli("compile", "zbv", "-D", "P=4", "-D", "M=8", "--backend", "cost",
                          "--model", "llama3-8b")  # fmt: skip
-    assert "note: --stage-layers 4x5,5x2,2 cuts the busiest rank's forward by 11%" in out
+    assert "note: --stage-layers 4x5,5x2,2 cuts the step time by 7.7% to 1.91 s" in out
+    assert "the busiest rank's forward work 11% less" in out
+
+
+def _step_time(cli, *argv) -> float:
+    code, out, err = cli(*argv, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)["step_time"]
+
+
+def test_compile_notes_a_split_only_when_compiling_with_it_shortens_the_step(cli):
+    """compile's note is checked by compiling with the split: at DualPipe P=4, M=16 the
+    rank-balanced split is faster and the note's step time and cut are compile's with that
+    --stage-layers; at M=8 the same split still cuts the busiest rank's forward work by 6% but
+    makes the step slower (1.862 s against 1.846 s): no note."""
+    dual = ["compile", "dualpipe", "-D", "P=4", "--backend", "cost", "--model", "llama3-8b"]
+    split = ["--stage-layers", "8x2,9,7,8x2,9,7"]
+    code, out, err = cli(*dual, "-D", "M=16")
+    assert code == 0, err
+    even, balanced = (_step_time(cli, *dual, "-D", "M=16", *more) for more in ([], split))
+    assert (
+        f"note: --stage-layers 8x2,9,7,8x2,9,7 cuts the step time by "
+        f"{1 - balanced / even:.1%} to {fmt_time(balanced, 's')} (compiled with it; the busiest "
+        "rank's forward work 6% less, the output layer counted as 2.1 layers on the last "
+        "stage); ppir tune tries it\n"
+    ) in out
+    assert f"step time                  {fmt_time(even, 's')}\n" in out
+    code, out, err = cli(*dual, "-D", "M=8")
+    assert code == 0, err
+    assert "note:" not in out
+    even, balanced = (_step_time(cli, *dual, "-D", "M=8", *more) for more in ([], split))
+    assert balanced > even  # the split the note would have named: slower
+
+
+def test_compile_does_not_compile_a_large_program_again_for_its_note(cli, monkeypatch):
+    """Over NOTE_OPS compute ops the split is not compiled a second time, and the note says
+    so: the forward work it cuts, no step time."""
+    import ppir.cli.common
+    from ppir.backends.cost import report
+
+    def refuse(*a, **kw):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(ppir.cli.common, "compile_again", refuse)
+    monkeypatch.setattr(report, "NOTE_OPS", 63)  # 1F1B at P=4, M=8: 64 compute ops
+    code, out, err = cli("compile", "1f1b", "-D", "P=4", "-D", "M=8", "--model", "llama3-8b")
+    assert code == 0, err
+    assert (
+        "note: --stage-layers 8,9x2,6 leaves the busiest rank's forward work 11% less, the "
+        "output layer counted as 2.1 layers on the last stage; not compiled with it (64 compute "
+        "ops, over 63), so its step time is not known: ppir tune compiles it\n"
+    ) in out
 
 
 def test_measured_costs_are_not_searched_for_a_balanced_split():

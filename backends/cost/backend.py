@@ -56,7 +56,10 @@ class CostBackend:
                 doc["dp_reduce"] = compiled.dp_reduce.to_json()
             text = json.dumps(doc, indent=2) + "\n"
         else:
-            text = format_summary(est) + split_note(compiled.program, cfg)
+            from ppir.cli.common import compile_again
+
+            again = lambda costs: compile_again(args, compiled, costs)  # noqa: E731
+            text = format_summary(est) + split_note(compiled, again)
             if fp is not None:
                 from ppir.cli.footprint_view import footprint_lines
 

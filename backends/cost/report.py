@@ -79,18 +79,29 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
 
 
 NOTE_CUT = 0.05
-"""The least cut of the busiest rank's forward that :func:`split_note` points out."""
+"""The least cut of the busiest rank's forward that makes :func:`split_note` look at a split."""
+
+NOTE_OPS = 10_000
+"""The most compute ops of a program that :func:`split_note` compiles a second time (about
+0.2 ms each: two seconds more at most); a larger one's note says the forward work only."""
 
 
-def split_note(schedule, cfg) -> str:
-    """A ``note:`` line when :func:`ppir.analysis.layout.faster_split` finds a layer split that
-    cuts the busiest rank's forward work (its stages' layers, the output layer on each last
-    stage, times ``--stage-weights``) by at least :data:`NOTE_CUT` against the compiled split
-    (the even one, or ``--stage-layers``), with the flag that compiles it; "" otherwise (no
-    model, measured costs, or nothing that much faster)."""
+def split_note(compiled, compile_with) -> str:
+    """A ``note:`` line for the layer split :func:`ppir.analysis.layout.faster_split` finds
+    when it cuts the busiest rank's forward work (its stages' layers, the output layer on each
+    last stage, times ``--stage-weights``) by at least :data:`NOTE_CUT` against the compiled
+    split (the even one, or ``--stage-layers``): compiled with it (``compile_with(config)``:
+    the same command with that ``--stage-layers``), the step time it gives and how much shorter
+    that is, or nothing when it is not at least 0.1 % shorter (less forward work on the
+    busiest rank can still be a slower step: DualPipe at P=4, M=8); a program of more than
+    :data:`NOTE_OPS` compute ops is not compiled again and the note says the forward cut
+    only.  "" also without a model, with measured costs, or with no such split."""
+    from dataclasses import replace
+
     from ppir.analysis.layout import faster_split, format_stage_layers, head_layers
     from ppir.ir import deps
 
+    schedule, cfg = compiled.program, compiled.config
     model = cfg.model
     if model is None or cfg.measured is not None:
         return ""
@@ -102,9 +113,25 @@ def split_note(schedule, cfg) -> str:
     found = faster_split(model, schedule, current, cfg.stage_weights)
     if found is None or found[1] < NOTE_CUT:
         return ""
-    counts, cut = found
+    split = found[0] * (S // span)
+    flag = f"note: --stage-layers {format_stage_layers(split)}"
+    forward = (
+        f"the busiest rank's forward work {float(found[1]):.0%} less, the output layer counted "
+        f"as {float(head_layers(model)):.2g} layers on the last stage"
+    )
+    ops = sum(len(p) for p in compiled.source.programs)
+    if ops > NOTE_OPS:
+        return (
+            f"{flag} leaves {forward}; not compiled with it ({ops} compute ops, over "
+            f"{NOTE_OPS}), so its step time is not known: ppir tune compiles it\n"
+        )
+    other = compile_with(replace(cfg, stage_layers=split))
+    was = compiled.step_time
+    now = other.step_time if other.ok and other.timed.complete else was
+    if now > was * (1 - 0.001):
+        return ""
+    u = compiled.estimate.time_unit
     return (
-        f"note: --stage-layers {format_stage_layers(counts * (S // span))} cuts the busiest "
-        f"rank's forward by {float(cut):.0%} (the output layer counted as "
-        f"{float(head_layers(model)):.2g} layers on the last stage); ppir tune tries it\n"
+        f"{flag} cuts the step time by {1 - now / was:.1%} to {fmt_time(now, u)} (compiled with "
+        f"it; {forward}); ppir tune tries it\n"
     )

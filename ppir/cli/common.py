@@ -257,17 +257,7 @@ def compile_from_args(
     with progress(None, desc, quiet=quiet, delay=COMPILE_PROGRESS_DELAY, clock=True) as bar:
         with on_stage(lambda stage: bar.update(0, stage)), warnings.catch_warnings():
             warnings.simplefilter("ignore", IgnoredOptionWarning)  # said below, as flags
-            c = compile(
-                s,
-                lowering=args.lowering or "auto",
-                overlap=_overlap(args, overlap),
-                costs=costs,
-                verify=not args.no_verify,
-                progress=args.progress_model,
-                strict=args.strict,
-                passes=args.passes,
-                dp=dp,
-            )
+            c = compile(s, costs=costs, dp=dp, **_as_told(args, overlap))
     _note_ignored_lowering(args, s)
     if getattr(args, "no_verify", False) and not c.ok:
         print(
@@ -278,6 +268,29 @@ def compile_from_args(
             file=sys.stderr,
         )
     return c
+
+
+def compile_again(args: argparse.Namespace, compiled: Compiled, costs, overlap=None) -> Compiled:
+    """``compiled``'s input compiled again as the command line said (lowering, overlap,
+    passes, verification, progress model, dp: :func:`compile_from_args`'s call) under other
+    ``costs``: the program the same command gives with other cost flags (``--stage-layers``),
+    without its progress bar and warnings, which the first compile gave."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IgnoredOptionWarning)
+        return compile(compiled.source, costs=costs, dp=compiled.dp, **_as_told(args, overlap))
+
+
+def _as_told(args: argparse.Namespace, overlap: bool | None) -> dict:
+    """The compile options the command line gives (:func:`ppir.compile`'s keywords but the
+    costs and dp); ``overlap`` as in :func:`compile_from_args`."""
+    return dict(
+        lowering=args.lowering or "auto",
+        overlap=_overlap(args, overlap),
+        verify=not args.no_verify,
+        progress=args.progress_model,
+        strict=args.strict,
+        passes=args.passes,
+    )
 
 
 def _overlap(args: argparse.Namespace, backend: bool | None) -> bool:
