@@ -15,7 +15,7 @@ def test_json_schema(cli):
     )
     assert code == 0, err
     d = json.loads(out)
-    assert d["format"] == ANALYSIS_FORMAT == "ppir.analysis/1"
+    assert d["format"] == ANALYSIS_FORMAT == "ppir.analysis/2"
     assert (d["schedule"], d["params"], d["ranks"], d["stages"]) == (
         "interleaved_1f1b",
         {"P": 4, "M": 8, "v": 2, "N": 4},

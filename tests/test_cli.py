@@ -403,10 +403,39 @@ def test_a_schedule_of_two_pipelines_says_how_they_share_its_microbatches(cli):
                          "--format", "json")  # fmt: skip
     assert code == 0, err
     doc = json.loads(out)
-    assert (doc["microbatches"], doc["pipelines"]) == (8, 2)  # as analyze's JSON says it
+    assert (doc["microbatches"], doc["pipelines"]) == (16, 2)  # as the text's first line
     code, out, err = cli("compile", "1f1b", "-D", "P=4", "-D", "M=8", "--backend", "cost",
                          "--format", "json")  # fmt: skip
     assert code == 0 and "pipelines" not in json.loads(out), err
+
+
+def test_compile_analyze_and_tune_json_count_microbatches_alike(cli):
+    """`microbatches` meant two things: compile's and analyze's JSON gave DualPipe at -D M=16
+    one pipeline's count (8), tune's the step's (16, with microbatches_per_pipeline 8).  Now
+    the three give `microbatches` per step and `microbatches_per_pipeline`; the formats whose
+    field changed meaning say so in their version."""
+    dual = ["dualpipe", "-D", "P=4", "-D", "M=16", "--format", "json"]
+    docs = {}
+    for argv in (("compile", "--backend", "cost", *dual), ("analyze", *dual)):
+        code, out, err = cli(*argv)
+        assert code == 0, err
+        docs[argv[0]] = json.loads(out)
+    code, out, err = cli("tune", "-P", "4", "--schedules", "dualpipe", "--global-batch", "16",
+                         "--format", "json", "-q")  # fmt: skip
+    assert code == 0, err
+    docs["tune"] = json.loads(out)["ranked"][0]
+    keys = ("microbatches", "microbatches_per_pipeline")
+    assert {name: tuple(d[k] for k in keys) for name, d in docs.items()} == {
+        "compile": (16, 8),
+        "analyze": (16, 8),
+        "tune": (16, 8),
+    }
+    assert docs["compile"]["pipelines"] == docs["analyze"]["pipelines"] == 2
+    assert docs["compile"]["format"] == "ppir.estimate/2"
+    assert docs["analyze"]["format"] == "ppir.analysis/2"
+    code, out, err = cli("compile", "1f1b", "-D", "P=4", "-D", "M=8", "--format", "json")
+    assert code == 0, err
+    assert tuple(json.loads(out)[k] for k in keys) == (8, 8)  # one pipeline: the same count
 
 
 def test_the_closest_choice_is_found_whether_argparse_quotes_the_choices_or_not():

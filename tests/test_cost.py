@@ -221,7 +221,7 @@ def test_compile_cost_text_and_json(cli):
         "compile", "1f1b", "-D", "P=4", "-D", "M=8", "--backend", "cost", "--format", "json"
     )
     doc = json.loads(out)
-    assert doc["format"] == "ppir.estimate/1"
+    assert doc["format"] == "ppir.estimate/2"
     assert doc["step_time"] == 33 and doc["bubble_fraction_of_ideal"] == 3 / 8
     assert doc["bubble_fraction_of_total"] == 9 / 33
     assert [r["idle"] for r in doc["per_rank"]] == [9] * 4

@@ -1,5 +1,5 @@
 """The ``cost`` backend: print what the estimator found for a compiled program (summary or
-``ppir.estimate/1`` JSON), and write Chrome traces and Gantt charts.  Never imports torch.
+``ppir.estimate/2`` JSON), and write Chrome traces and Gantt charts.  Never imports torch.
 
 The estimator itself is part of the compiler (:func:`ppir.estimate`, :mod:`ppir.analysis`);
 this backend only presents it.  :data:`BACKEND` is the object ``ppir compile --backend cost``

@@ -14,7 +14,7 @@ from ppir.diagnostics import write_output
 
 class CostBackend:
     """Print the estimate of one training step of the compiled program (a summary, or
-    ``--format json``, ``ppir.estimate/1``) to stdout or ``-o``; optionally write a trace and a
+    ``--format json``, ``ppir.estimate/2``) to stdout or ``-o``; optionally write a trace and a
     Gantt chart.  The cost options themselves belong to the compile (they plan the lowering
     too)."""
 

@@ -214,7 +214,7 @@ class DPReduce:
         return tuple(t - e for t, e in zip(self.total, self.exposed))
 
     def to_json(self) -> dict:
-        """The ``dp_reduce`` object of ``ppir.estimate/1``: per rank, in the run's time unit."""
+        """The ``dp_reduce`` object of ``ppir.estimate/2``: per rank, in the run's time unit."""
         return {
             "replicas": self.replicas,
             "copies": self.copies,

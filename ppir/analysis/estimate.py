@@ -28,12 +28,12 @@ from typing import NamedTuple
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.timeline import Timeline, run
-from ppir.analysis.units import json_bytes
+from ppir.analysis.units import json_bytes, microbatch_json
 from ppir.diagnostics import EXIT_INVALID, error, rank_list
 from ppir.ir import Action, Schedule, deps
 from ppir.ir.graph import COMPUTE, ProgramGraph, build_graph
 
-FORMAT = "ppir.estimate/1"
+FORMAT = "ppir.estimate/2"
 
 
 def op_label(a: Action) -> str:
@@ -121,15 +121,14 @@ class Estimate:
         return max((r.busy for r in self.per_rank), default=0.0)
 
     def to_json(self, with_ops: bool = False) -> dict:
-        """The versioned JSON object (``format: ppir.estimate/1``)."""
+        """The versioned JSON object (``format: ppir.estimate/2``)."""
         out = {
             "format": FORMAT,
             "schedule": self.schedule,
             "params": dict(self.params),
             "ranks": self.ranks,
             "stages": self.stages,
-            "microbatches": self.microbatches,
-            **({"pipelines": self.pipelines} if self.pipelines != 1 else {}),
+            **microbatch_json(self.microbatches, self.pipelines),
             "time_unit": self.time_unit,
             "assumptions": self.config.describe(ranks=self.ranks),
             "progress": self.progress,

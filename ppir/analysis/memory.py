@@ -37,7 +37,7 @@ from ppir.analysis.models import PRESETS, ModelShape, check_layers, check_recomp
 from ppir.ir import Action, OpKind, Schedule, deps
 from ppir.ir.graph import COMPUTE, POST, ProgramGraph, build_graph
 
-ANALYSIS_FORMAT = "ppir.analysis/1"
+ANALYSIS_FORMAT = "ppir.analysis/2"
 
 
 def split_fractions(model: ModelShape | None = None, recompute: str = "none") -> Fraction:

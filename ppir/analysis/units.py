@@ -253,6 +253,20 @@ def fmt_sizes_apart(x: float, y: float, unit: str) -> tuple[str, str]:
     return a, b
 
 
+def microbatch_json(microbatches: int, pipelines: int = 1) -> dict:
+    """The microbatch counts of the JSON reports (``ppir.estimate/2``, ``ppir.analysis/2``; a
+    ``ppir.tune/2`` row has the first two too), from one pipeline's ``microbatches`` (the
+    schedule's declaration): ``microbatches`` per step, every pipeline's together (16 for
+    ``dualpipe -D M=16``, as the text's ``16 microbatches (8 per pipeline)``),
+    ``microbatches_per_pipeline`` one pipeline's, and ``pipelines`` when more than one."""
+    several = {"pipelines": pipelines} if pipelines != 1 else {}
+    return {
+        "microbatches": microbatches * pipelines,
+        "microbatches_per_pipeline": microbatches,
+        **several,
+    }
+
+
 def json_bytes(nbytes):
     """A byte count as JSON writes it: an integer when it is whole (3221225472, not
     3221225472.0), else as it is (None stays None)."""

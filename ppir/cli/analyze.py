@@ -8,6 +8,7 @@ from ppir.analysis.analyze import analyze_compiled
 from ppir.analysis.memory import ANALYSIS_FORMAT
 from ppir.analysis.model_spec import parse_model_spec
 from ppir.analysis.models import RECOMPUTE_MODES
+from ppir.analysis.units import microbatch_json
 from ppir.cli.argtypes import integer
 from ppir.cli.common import (
     add_compile_arguments,
@@ -44,10 +45,11 @@ examples:
   ppir analyze interleaved_1f1b -D P=8 -D v=4 --layers 80      # error: lists the v that work
   ppir analyze gpipe -D P=4 --curve
 
-JSON: the versioned "ppir.analysis/1" object (schedule, params, ranks, stages, per_rank[],
-p2p{}); fractions are given as numbers and, under *_exact keys, as exact "p/q" strings.  With
---model each per_rank[] entry has memory{params, grads, optimizer, activations, buffers, total}
-in bytes, and "footprint" holds the per-rank table with the largest term.
+JSON: the versioned "ppir.analysis/2" object (schedule, params, ranks, stages, microbatches
+per step and microbatches_per_pipeline, per_rank[], p2p{}); fractions are given as numbers
+and, under *_exact keys, as exact "p/q" strings.  With --model each per_rank[] entry has
+memory{params, grads, optimizer, activations, buffers, total} in bytes, and "footprint" holds
+the per-rank table with the largest term.
 """
 
 _BARS = " ▁▂▃▄▅▆▇█"
@@ -59,7 +61,7 @@ def add_arguments(p):
         "--format",
         choices=["text", "json"],
         default="text",
-        help="text (default): tables; json: ppir.analysis/1",
+        help="text (default): tables; json: ppir.analysis/2",
     )
     add_model_arguments(p)
     add_stage_layers_argument(p)
@@ -183,7 +185,7 @@ def num(x: Fraction | int | None):
 
 
 def to_json(s, mem, p2p) -> dict:
-    """The ``ppir.analysis/1`` object."""
+    """The ``ppir.analysis/2`` object."""
     m = mem.model
     rows = []
     for rm, rp in zip(mem.per_rank, p2p.per_rank):
@@ -220,8 +222,7 @@ def to_json(s, mem, p2p) -> dict:
         "params": dict(s.params),
         "ranks": s.ranks,
         "stages": s.stages,
-        "microbatches": s.microbatches,
-        **({"pipelines": s.pipelines} if s.pipelines != 1 else {}),
+        **microbatch_json(s.microbatches, s.pipelines),
         "placement": list(s.placement),
         "chunk_activation": num(mem.chunk_size),
         "memory": {

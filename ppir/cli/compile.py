@@ -42,7 +42,7 @@ def add_arguments(p):
         "--format",
         choices=["text", "json"],
         default="text",
-        help="the cost backend's output: text (default) or json (ppir.estimate/1); the cuda "
+        help="the cost backend's output: text (default) or json (ppir.estimate/2); the cuda "
         "and torch-csv backends write their own formats",
     )
     add_compile_arguments(p)
