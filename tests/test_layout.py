@@ -201,3 +201,47 @@ def test_tune_ranks_dualpipes_rank_balanced_split_first_as_compile_times_it(cli)
         assert doc["step_time"] == pytest.approx(row["step_time"], rel=1e-12)
         worst = max(r["memory"]["total"] for r in doc["per_rank"])
         assert worst == pytest.approx(row["peak_memory"], rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(2, 4),
+    st.integers(0, 6),
+    st.fractions(0, 4, max_denominator=5),
+    st.lists(st.fractions(Fraction(1, 2), 3, max_denominator=4), min_size=4, max_size=4),
+)
+def test_the_rank_balanced_split_weighs_the_stages(P, extra, head, weights):
+    """With --stage-weights (one per stage, a rank holding one), against every split by brute
+    force: the busiest rank's weighted forward work is the least any split leaves.  Was: the
+    split was balanced without the weights and only compared with them, so a heavy first stage
+    kept its layers."""
+    s = ppir.load("1f1b", P=P, M=2 * P)
+    w = tuple(weights[:P])
+    layers = P + extra
+    got = rank_balanced_layers(layers, s, head, w)
+    assert len(got) == P and sum(got) == layers and min(got) >= 1
+    best = min(busiest_rank(s, x, head, w) for x in _compositions(layers, P))
+    assert busiest_rank(s, got, head, w) == best
+
+
+def test_stage_weights_move_layers_off_a_heavy_stage_in_tune_and_compile(cli):
+    """A first stage twice as slow per layer (--stage-weights 2,1,1,1): the split balanced
+    without the weights, 8,9x2,6, left it 16 layers' work, as the even split does, so compile
+    noted nothing and tune's second row was the even one's time again; weighed, 5,10x2,7
+    leaves the busiest rank 10.1, compile notes it, tune ranks it first, at compile's time."""
+    argv = ["--model", "llama3-8b", "--stage-weights", "2,1,1,1"]
+    s = ppir.load("1f1b", P=4, M=16)
+    assert rank_balanced_layers(32, s, Fraction(21, 10), (2, 1, 1, 1)) == (5, 10, 10, 7)
+    code, out, err = cli("tune", "-P", "4", "--schedules", "1f1b", "--micro-batch", "1",
+                         "--recompute", "none", "--format", "json", "-q", *argv)  # fmt: skip
+    assert code == 0, err
+    ranked = json.loads(out)["ranked"]
+    assert [r["stage_layers"] for r in ranked] == [[5, 10, 10, 7], None]
+    compile_argv = ["compile", "1f1b", "-D", "P=4", "-D", "M=16", *argv]
+    code, out, err = cli(*compile_argv)
+    assert code == 0, err
+    assert "note: --stage-layers 5,10x2,7 cuts the step time by " in out
+    assert "the busiest rank's forward work 38% less" in out
+    code, out, err = cli(*compile_argv, "--stage-layers", "5,10x2,7", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["step_time"] == pytest.approx(ranked[0]["step_time"], rel=1e-12)

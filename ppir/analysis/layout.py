@@ -123,23 +123,27 @@ def busiest_rank(schedule: Schedule, counts, head, weights=None):
     return max(rank_loads(schedule, counts, head, weights))
 
 
-def rank_balanced_layers(layers: int, schedule: Schedule, head) -> tuple[int, ...]:
+def rank_balanced_layers(layers: int, schedule: Schedule, head, weights=None) -> tuple[int, ...]:
     """One pipeline's counts of ``layers`` for ``schedule`` (each at least one) whose busiest
-    rank (:func:`busiest_rank`) has the least forward work.  :func:`balanced_layers` balances
-    stages; a rank holding several stages (a V placement's first and last, DualPipe's stage r
-    of one pipeline and P-1-r of the other) sums them, so that split is kept when no rank has
-    less to do under another (one stage per rank, and many others), else layers move one at
-    a time from a stage of a busiest rank to another stage, each move lowering the busiest
-    rank's work or the number of ranks that carry it: from the stage with the most layers
-    (the earlier on ties) to the one with the fewest (the later on ties).  Exact when ranks
-    that share a model stage hold the same ones (looped, V and DualPipe placements)."""
+    rank (:func:`busiest_rank`: each stage's work times its weight in ``weights``, one per
+    stage as ``--stage-weights`` gives them, default 1) has the least forward work.
+    :func:`balanced_layers` balances stages; a rank holding several stages (a V placement's
+    first and last, DualPipe's stage r of one pipeline and P-1-r of the other) sums them, so
+    that split is kept when no rank has less to do under another (one stage per rank, and many
+    others), else layers move one at a time from a stage of a busiest rank to another stage,
+    each move lowering the busiest rank's work or the number of ranks that carry it: from the
+    stage with the most layers (the earlier on ties) to the one with the fewest (the later on
+    ties).  Exact when ranks that share a model stage hold the same ones (looped, V and
+    DualPipe placements) and the stages weigh alike, and with ``weights`` where a rank holds
+    one stage; where it holds stages of unequal weights the moves stop where no one layer
+    moved helps, which is not always the least."""
     S, pipelines = schedule.stages, schedule.pipelines
     span = deps.pipeline_length(S, pipelines)
     start = balanced_layers(layers, span, head)
-    holders: list[list[int]] = [[] for _ in range(span)]  # the ranks of each model stage
+    holders: list[list] = [[] for _ in range(span)]  # each model stage's ranks and weights
     for s, r in enumerate(schedule.placement):
-        holders[deps.model_stage(s, S, pipelines)].append(r)
-    counts, loads = list(start), rank_loads(schedule, start, head)
+        holders[deps.model_stage(s, S, pipelines)].append((r, weights[s] if weights else 1))
+    counts, loads = list(start), rank_loads(schedule, start, head, weights)
 
     def worst() -> tuple:
         top = max(loads)
@@ -147,15 +151,15 @@ def rank_balanced_layers(layers: int, schedule: Schedule, head) -> tuple[int, ..
 
     def move(a: int, b: int, n: int = 1) -> None:  # n layers from model stage a to b
         counts[a], counts[b] = counts[a] - n, counts[b] + n
-        for r in holders[a]:
-            loads[r] -= n
-        for r in holders[b]:
-            loads[r] += n
+        for r, w in holders[a]:
+            loads[r] -= n * w
+        for r, w in holders[b]:
+            loads[r] += n * w
 
     now, moved = worst(), True
     while moved:
         moved = False
-        busy = {i for i in range(span) if any(loads[r] == now[0] for r in holders[i])}
+        busy = {i for i in range(span) if any(loads[r] == now[0] for r, _ in holders[i])}
         givers = sorted((a for a in busy if counts[a] > 1), key=lambda a: (-counts[a], a))
         takers = sorted(range(span), key=lambda b: (counts[b], -b))
         for a, b in ((a, b) for a in givers for b in takers if a != b):
@@ -164,21 +168,23 @@ def rank_balanced_layers(layers: int, schedule: Schedule, head) -> tuple[int, ..
                 now, moved = worst(), True
                 break
             move(a, b, -1)
-    return tuple(counts) if now[0] < busiest_rank(schedule, start, head) else start
+    return tuple(counts) if now[0] < busiest_rank(schedule, start, head, weights) else start
 
 
 def faster_split(model, schedule: Schedule, current=None, weights=None):
     """One pipeline's :func:`rank_balanced_layers` counts for ``model`` on ``schedule`` when
     they leave its busiest rank (:func:`busiest_rank`) less forward work than ``current`` does
     (one pipeline's counts; None: the even split, or :func:`uneven_layers` when the layers do
-    not divide), with the cut of that work as a fraction: ``(counts, cut)``; else None."""
+    not divide), with the cut of that work as a fraction: ``(counts, cut)``; else None.
+    ``weights`` (``--stage-weights``, one per stage) weigh the work both to balance and to
+    compare."""
     span = deps.pipeline_length(schedule.stages, schedule.pipelines)
     L, head = model.layers, head_layers(model)
     if L < span:
         return None
     if current is None:
         current = uneven_layers(L, span) if L % span else (L // span,) * span
-    balanced = rank_balanced_layers(L, schedule, head)
+    balanced = rank_balanced_layers(L, schedule, head, weights)
     was = busiest_rank(schedule, current, head, weights)
     now = busiest_rank(schedule, balanced, head, weights)
     return (balanced, 1 - now / was) if now < was else None

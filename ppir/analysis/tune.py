@@ -282,7 +282,7 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
             ]
         # measured costs time the profiled stages whatever their layers: no split is faster
         balance = space.uneven and cfg.measured is None
-        splits = _splits(model, s, balance)
+        splits = _splits(model, s, balance, cfg.stage_weights)
     else:
         splits = [None]
     scale = 1 if cfg.time_unit == "s" else mbs
@@ -306,14 +306,15 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
     return out
 
 
-def _splits(model, s, balance: bool) -> list:
+def _splits(model, s, balance: bool, weights=None) -> list:
     """The layer splits of ``s`` to try (None: the even one): the even split, or
     :func:`uneven_layers` when the layers do not divide; with ``balance``, also
-    :func:`faster_split`'s balanced one (the head on the last stage counted, per rank) when it
-    leaves the busiest rank less forward work."""
+    :func:`faster_split`'s balanced one when it leaves the busiest rank less forward work (per
+    rank, the head counted, times ``weights`` if one per stage; else costs_for rejects it)."""
     L, span = model.layers, deps.pipeline_length(s.stages, schedule_copies(s))
     first = uneven_layers(L, span) if L % span else None
-    faster = faster_split(model, s, first) if balance else None
+    weights = weights if weights is not None and len(weights) == s.stages else None
+    faster = faster_split(model, s, first, weights) if balance else None
     copies = s.stages // span
     return [first and first * copies] + ([faster[0] * copies] if faster else [])
 
