@@ -6,6 +6,7 @@ from __future__ import annotations
 from ppir.diagnostics import count, error
 from ppir.frontend.interpreter import Interpreter
 from ppir.frontend.limits import check_size, check_work
+from ppir.frontend.scope import value_text
 from ppir.ir import looped_placement, vshape_placement
 
 
@@ -18,11 +19,9 @@ def resolve_placement(ex: Interpreter, decls: dict, final: bool = False) -> None
     if "ranks" not in decls:
         return
     ranks, rspan = decls["ranks"]
-    if ranks < 1:
-        raise error("bad-declaration", f"ranks must be at least 1, got {ranks}", rspan)
+    at_least_one(ex, decls, "ranks")
     stages, sspan = decls.get("stages", (ranks, rspan))
-    if stages < 1:
-        raise error("bad-declaration", f"stages must be at least 1, got {stages}", sspan)
+    at_least_one(ex, decls, "stages")
     check_size("ranks", ranks, ex.max_steps, rspan)
     check_size("stages", stages, ex.max_steps, sspan)
     check_work(2 * ranks, count(ranks, "rank"), ex.max_ops, rspan)  # each holds a stage
@@ -68,16 +67,36 @@ def resolve_placement(ex: Interpreter, decls: dict, final: bool = False) -> None
     ex.stages_of = tuple(tuple(x) for x in held)
 
 
-def resolve_pipelines(decls: dict, stages: int) -> int:
+def at_least_one(ex: Interpreter, decls: dict, what: str) -> None:
+    """A ``bad-declaration`` error at the declaration of ``what`` (``ranks``, ``stages``,
+    ``microbatches``) when it declares fewer than 1, naming what the number came from:
+    ``ranks must be at least 1, got P = 0`` (:func:`declared_value`)."""
+    if what in decls and decls[what][0] < 1:
+        value, span = decls[what]
+        got = declared_value(ex, what, value)
+        raise error("bad-declaration", f"{what} must be at least 1, got {got}", span)
+
+
+def declared_value(ex: Interpreter | None, what: str, value: int) -> str:
+    """The value declared for ``what``, for a message: with the expression it came from and
+    the values it read (``P - 4 = 0 (with P = 4)``) when ``ex`` expanded its declaration
+    (:func:`ppir.frontend.scope.value_text`), else the number alone."""
+    e = ex.decl_exprs.get(what) if ex is not None else None
+    return str(value) if e is None else value_text(e, value, ex.top)
+
+
+def resolve_pipelines(decls: dict, stages: int, ex: Interpreter | None = None) -> int:
     """The ``pipelines`` declaration (default 1): it must divide the stages into chains of at
-    least one stage."""
+    least one stage (``ex``, the interpreter that expanded the declarations, names what the
+    number came from: :func:`declared_value`)."""
     if "pipelines" not in decls:
         return 1
     n, span = decls["pipelines"]
     if n < 1 or stages % n:
+        got = declared_value(ex, "pipelines", n)
         raise error(
             "bad-declaration",
-            f"pipelines must be at least 1 and divide the stages ({stages}), got {n}",
+            f"pipelines must be at least 1 and divide the stages ({stages}), got {got}",
             span,
             hints=["each pipeline is stages / pipelines consecutive stages"],
         )

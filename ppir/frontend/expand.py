@@ -30,7 +30,7 @@ from itertools import islice
 
 from ppir.diagnostics import EXIT_INVALID, Note, PpirError, count, error
 from ppir.frontend import ast as A
-from ppir.frontend.declarations import resolve_pipelines, resolve_placement
+from ppir.frontend.declarations import at_least_one, resolve_pipelines, resolve_placement
 from ppir.frontend.interpreter import Interpreter, Scope
 from ppir.frontend.keywords import check_known, given
 from ppir.frontend.limits import (
@@ -172,6 +172,7 @@ def _top_level(module: A.Module, params: dict[str, int], ex: Interpreter):
                     value = tuple(ex.compile(e)(top) for e in value)
             else:
                 value = ex.compile(item.value)(top)
+                ex.decl_exprs[item.what] = item.value
             decls[item.what] = (value, item.span)
             resolve_placement(ex, decls)
         elif isinstance(item, (A.ProgramBlock, A.GreedyBlock, A.PatternBlock)):
@@ -228,10 +229,7 @@ def _expand(
     ranks = decls["ranks"][0]
     ex.microbatches = decls["microbatches"][0]
     mspan = decls["microbatches"][1]
-    if ex.microbatches < 1:
-        raise error(
-            "bad-declaration", f"microbatches must be at least 1, got {ex.microbatches}", mspan
-        )
+    at_least_one(ex, decls, "microbatches")
     check_size("microbatches", ex.microbatches, max_steps, mspan)
     stages = len(ex.placement)
     check_work(
@@ -286,7 +284,7 @@ def _expand(
         ex.placement,
         tuple(out_programs),
         module.path,
-        resolve_pipelines(decls, len(ex.placement)),
+        resolve_pipelines(decls, len(ex.placement), ex),
         "forward_only" in decls,
         tuple(ex.empty_loops.values()),
     )

@@ -64,6 +64,14 @@ def values_text(scope: Scope, names) -> str:
     return f" (with {', '.join(vals)})" if vals else ""
 
 
+def value_text(e: A.Expr, value: int, scope: Scope) -> str:
+    """``e``'s ``value`` for a message that quotes it: ``P - 4 = 0 (with P = 4)``, ``P = 0``
+    (:func:`ppir.frontend.ast.value_names`); a literal's alone, ``0``."""
+    if isinstance(e, A.IntLit):
+        return str(value)
+    return f"{A.short_text(e)} = {value}{values_text(scope, A.value_names(e))}"
+
+
 @dataclass
 class Function:
     """A ``def``.  ``memo`` (results by arguments) is a dict when the function is *pure*:
