@@ -313,7 +313,8 @@ def group_repeats(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     Diagnostics group when they have the same kind, severity, file and line and their messages
     differ only in numbers (action text such as ``0F3`` counts as a stage and a microbatch).
     The first one is kept, at its place in the list, with a note naming what varies, by the
-    word before each number: ``the same error for 4 (rank, microbatch) pairs: (0, 3), ...``.
+    word before each number, in the others (the first one's values are in its message):
+    ``the same error for 3 other (rank, microbatch) pairs: (0, 4), (1, 3), ...``.
     Diagnostics without a span are left alone.  No check needs to cooperate.
     """
     groups: dict[tuple, list[int]] = {}
@@ -358,17 +359,17 @@ def _group_note(severity: str, members: list) -> str:
     n = len(members)
     if not columns:
         return f"the same {severity} {n} times"
-    rows = list(zip(*(col for _, col in columns)))
+    rows = list(zip(*(col for _, col in columns)))[1:]  # the first is the one printed
     if len(columns) == 1:
-        what = _plural(columns[0][0])
+        what = columns[0][0]
         shown = [str(r[0]) for r in rows]
     else:
-        tuple_word = "pairs" if len(columns) == 2 else "tuples"
+        tuple_word = "pair" if len(columns) == 2 else "tuple"
         what = f"({', '.join(name for name, _ in columns)}) {tuple_word}"
         shown = [f"({', '.join(map(str, r))})" for r in rows]
     more = len(shown) - SHOWN_VALUES
     listed = ", ".join(shown[:SHOWN_VALUES]) + (f", ... ({more} more)" if more > 0 else "")
-    return f"the same {severity} for {n} {what}: {listed}"
+    return f"the same {severity} for {count(n - 1, 'other ' + what)}: {listed}"
 
 
 def _plural(word: str) -> str:

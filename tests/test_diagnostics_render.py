@@ -72,7 +72,7 @@ def test_repeats_on_one_line_become_one_diagnostic_with_a_note():
     diags = [_missing(0, m, s) for m in (1, 2, 3)]
     (one,) = group_repeats(diags)
     assert one.message == diags[0].message
-    assert one.notes[-1].message == "the same error for 3 microbatches: 1, 2, 3"
+    assert one.notes[-1].message == "the same error for 2 other microbatches: 2, 3"
     assert one.render().count("rank 0: 0F0") == 1
 
 
@@ -86,7 +86,7 @@ def test_two_varying_numbers_are_named_as_pairs():
     ]
     (one,) = group_repeats(diags)
     assert one.notes[-1].message == (
-        "the same error for 4 (rank, microbatch) pairs: (0, 3), (0, 4), (1, 3), (1, 4)"
+        "the same error for 3 other (rank, microbatch) pairs: (0, 4), (1, 3), (1, 4)"
     )
 
 
@@ -111,14 +111,14 @@ def test_only_same_kind_same_line_same_wording_groups_and_order_is_kept():
         "no place 4",
         "no place 5",
     ]
-    assert out[0].notes[-1].message == "the same error for 2 ranks: 0, 3"
+    assert out[0].notes[-1].message == "the same error for 1 other rank: 3"
 
 
 def test_long_groups_list_the_first_values():
     s = _span("x\n", 1, 1, 1)
     (one,) = group_repeats([Diagnostic("k", f"stage {i} idles", s) for i in range(25)])
-    assert one.notes[-1].message.endswith("8, 9, ... (15 more)")
-    assert "for 25 stages" in one.notes[-1].message
+    assert one.notes[-1].message.endswith("9, 10, ... (14 more)")
+    assert "for 24 other stages" in one.notes[-1].message
 
 
 def test_the_verifier_gets_the_grouping_for_free():
@@ -130,14 +130,14 @@ def test_the_verifier_gets_the_grouping_for_free():
     assert len(report.errors) == 7
     grouped = report.grouped()
     assert len(grouped) == 3
-    assert grouped[1].notes[-1].message == "the same error for 3 microbatches: 1, 2, 3"
+    assert grouped[1].notes[-1].message == "the same error for 2 other microbatches: 2, 3"
     assert report.render().count("rank 0: 0F0") == 3
 
 
 def test_a_ppir_error_renders_grouped():
     s = _span("x\n", 1, 1, 1)
     err = PpirError([Diagnostic("k", f"rank {r} is late", s) for r in range(3)])
-    assert err.render().count("error:") == 1 and "for 3 ranks: 0, 1, 2" in err.render()
+    assert err.render().count("error:") == 1 and "for 2 other ranks: 1, 2" in err.render()
     assert Report(list(err.diagnostics)).render() == err.render()
 
 
@@ -153,10 +153,10 @@ def test_the_verifier_keeps_groups_of_repeats_whole_up_to_a_bound():
     [one] = verify(load_text(src, path="dup.pps")).grouped()
     assert (
         one.kind == "duplicate-op"
-        and "the same error for 30 (microbatch, step) pairs" in one.render()
+        and "the same error for 29 other (microbatch, step) pairs" in one.render()
     )
     many = verify(load_text(src, {"M": 300}, path="dup.pps"))
     assert len(many.diagnostics) == MAX_REPEATS + 1
     first, rest = many.grouped()
-    assert f"the same error for {MAX_REPEATS} (microbatch, step) pairs" in first.render()
+    assert f"the same error for {MAX_REPEATS - 1} other (microbatch, step) pairs" in first.render()
     assert rest.message == f"... and {300 - MAX_REPEATS} more 'duplicate-op' diagnostic(s)"
