@@ -49,7 +49,7 @@ def load(
     try:
         return load_schedule(spec, params, placement=placement, define_flag="")
     except PpirError as e:  # load(s, placment=...): placement misspelt?
-        raise keyword_typo(e, load, more, lambda: declared_params(spec)) from None
+        raise keyword_typo(e, load, params, more, lambda: declared_params(spec)) from None
 
 
 def compile(schedule: Schedule, **options) -> Compiled:  # noqa: A001 - the library's verb

@@ -84,6 +84,25 @@ def test_a_misspelt_keyword_of_load_text_or_load_gets_a_did_you_mean(tmp_path):
             ), spec
 
 
+def test_a_keyword_did_you_mean_is_about_the_name_the_error_names():
+    """load('1f1b', Q=1, placment=(0, 1)) said "unknown parameter 'Q'" with the hint "did you
+    mean 'placement'? (load's own keyword; placment= ...)": a hint about another name."""
+    with pytest.raises(ppir.PpirError) as e:
+        ppir.load("1f1b", Q=1, placment=(0, 1))
+    (d,) = e.value.diagnostics
+    assert (d.message, d.hints) == (
+        "unknown parameter 'Q' (Q=1) for schedule '1f1b'",
+        ("its parameters: P, M",),
+    )
+    with pytest.raises(ppir.PpirError) as e:  # a dict's name comes first: no keyword's hint
+        ppir.load_text(REQUIRE, {"Q": 1}, pth="x.pps")
+    assert e.value.diagnostics[0].hints == ("its parameters: P, M",)
+    with pytest.raises(ppir.PpirError) as e:  # the misspelt keyword named first: its hint
+        ppir.load("1f1b", placment=(0, 1), Q=1)
+    assert e.value.message.startswith("unknown parameter 'placment'")
+    assert e.value.diagnostics[0].hints[0].startswith("did you mean 'placement'?")
+
+
 def test_an_unknown_model_is_hinted_in_the_librarys_words_and_the_commands_in_its_own(
     cli, tmp_path
 ):

@@ -17,38 +17,45 @@ def given(flag: str, name: str, value) -> str:
     return f"{flag} {name}={value}" if flag else f"{name}={value}"
 
 
+def first_unknown(params: dict, declared) -> str | None:
+    """The first name of ``params`` not ``declared``: the one :func:`check_known` names."""
+    return next((name for name in params if name not in declared), None)
+
+
 def check_known(params: dict, declared, where: str, flag: str, what: str = "") -> None:
     """An ``unknown-parameter`` error for the first of ``params`` not ``declared``, in one
     wording whatever reads the schedule (a .pps header, ``torch:NAME``, a CSV or JSON file):
     ``unknown parameter 'Q' (-D Q=4) for schedule '1f1b'`` (``flag`` as :func:`given` takes
     it), with a did-you-mean and what the schedule takes (``what``, for a file that takes
     none: ``a CSV schedule takes no parameters: it is one fixed program``)."""
-    for name, value in params.items():
-        if name not in declared:
-            takes = f"its parameters: {', '.join(declared) or 'none'}"
-            if what and not declared:
-                takes = f"{what} takes no parameters: it is one fixed program"
-            raise error(
-                "unknown-parameter",
-                f"unknown parameter '{name}' ({given(flag, name, value)}) for {where}",
-                hints=did_you_mean(name, declared) + [takes],
-            )
+    name = first_unknown(params, declared)
+    if name is not None:
+        takes = f"its parameters: {', '.join(declared) or 'none'}"
+        if what and not declared:
+            takes = f"{what} takes no parameters: it is one fixed program"
+        raise error(
+            "unknown-parameter",
+            f"unknown parameter '{name}' ({given(flag, name, params[name])}) for {where}",
+            hints=did_you_mean(name, declared) + [takes],
+        )
 
 
-def keyword_typo(e: PpirError, fn, more: dict, declared) -> PpirError:
+def keyword_typo(e: PpirError, fn, params: dict, more: dict, declared) -> PpirError:
     """``e`` with a did-you-mean first when it is an unknown parameter (every loader checks
-    the names before their values, :func:`check_known`) and a name given to ``fn`` by keyword
-    (``more``), one the schedule does not take (``declared()``), is close to one of ``fn``'s
-    own keywords: ``load_text(src, pth=...)`` meant ``path``."""
+    the names before their values, :func:`check_known`), the one it names (the first of
+    ``params``, all that were passed, not ``declared()``) was given to ``fn`` by keyword
+    (``more``) and is close to one of ``fn``'s own keywords: ``load_text(src, pth=...)``
+    meant ``path``.  A hint about another name would sit under the wrong one:
+    ``load('1f1b', Q=1, placment=...)`` names Q."""
     if e.kind != "unknown-parameter":
         return e
+    name = first_unknown(params, declared())
+    if name not in more:
+        return e
     own = [p.name for p in inspect.signature(fn).parameters.values() if p.kind != p.VAR_KEYWORD]
-    taken = declared()
-    for name in more:
-        close = [] if name in taken else did_you_mean(name, own)
-        if close:
-            d = e.diagnostics[0]
-            why = f"{fn.__name__}'s own keyword; {name}= was taken as a schedule parameter"
-            hint = f"{close[0]} ({why})"
-            return PpirError([replace(d, hints=(hint, *d.hints)), *e.diagnostics[1:]], e.exit_code)
-    return e
+    close = did_you_mean(name, own)
+    if not close:
+        return e
+    d = e.diagnostics[0]
+    hint = f"{close[0]} ({fn.__name__}'s own keyword; {name}= was taken as a schedule parameter)"
+    return PpirError([replace(d, hints=(hint, *d.hints)), *e.diagnostics[1:]], e.exit_code)

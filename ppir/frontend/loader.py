@@ -282,13 +282,12 @@ def load_text(
             f"got {type(path).__name__} {path!r:.40}",
         )
     module = parse_text(text, path)
+    params = merge_params(params, more)
     try:
-        return expand(
-            module, merge_params(params, more), max_ops=max_ops, max_steps=max_steps, define_flag=""
-        )
+        return expand(module, params, max_ops=max_ops, max_steps=max_steps, define_flag="")
     except PpirError as e:
-        params_of = module.header.params if module.header else ()
-        raise keyword_typo(e, load_text, more, lambda: {p.name for p in params_of}) from None
+        known = {p.name for p in module.header.params} if module.header else set()
+        raise keyword_typo(e, load_text, params, more, lambda: known) from None
 
 
 # what a JSON document that is no object holds, in JSON's words
