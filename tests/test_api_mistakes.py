@@ -103,6 +103,15 @@ def test_a_keyword_did_you_mean_is_about_the_name_the_error_names():
     assert e.value.diagnostics[0].hints[0].startswith("did you mean 'placement'?")
 
 
+def test_an_unknown_parameters_huge_value_is_shortened():
+    """load('1f1b', Q=10**60) quoted all 61 digits; 10**5000 raised Python's ValueError
+    'Exceeds the limit (4300 digits) for integer string conversion' from the message."""
+    for value, shown in ((10**60, "<a 61-digit number>"), (-(10**5000), "-<a 5,001-digit number>")):
+        with pytest.raises(ppir.PpirError) as e:
+            ppir.load("1f1b", Q=value)
+        assert e.value.message == f"unknown parameter 'Q' (Q={shown}) for schedule '1f1b'"
+
+
 def test_an_unknown_model_is_hinted_in_the_librarys_words_and_the_commands_in_its_own(
     cli, tmp_path
 ):

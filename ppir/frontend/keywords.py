@@ -9,11 +9,15 @@ import inspect
 from dataclasses import replace
 
 from ppir.diagnostics import PpirError, did_you_mean, error
+from ppir.frontend.limits import show_value
 
 
 def given(flag: str, name: str, value) -> str:
     """How a parameter was (or is to be) given, for messages: ``-D P=4`` with the CLI's flag,
-    ``P=4`` when ``flag`` is empty (the Python API)."""
+    ``P=4`` when ``flag`` is empty (the Python API); an integer however large is shortened
+    (:func:`ppir.frontend.limits.show_value`: ``Q=<a 61-digit number>``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = show_value(value)
     return f"{flag} {name}={value}" if flag else f"{name}={value}"
 
 
