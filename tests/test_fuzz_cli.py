@@ -115,7 +115,15 @@ def test_bubble_bound(cli):
         (["1f1b", "--over", "P="], "ppir: error: --over P=: no values after '='\nhint: e.g."),
         (["1f1b", "--over", "P=1,2,,4"], "ppir: error: '1,2,,4' has an empty value\nhint: sep"),
         (["1f1b", "--over", "M=P..8P", "--over", "P=2..4"], "refers to 'P'"),
-        (["1f1b", "--over", "Q=1..2"], "'Q' is not a parameter of 1f1b"),
+        # was: "'Q' is not a parameter of 1f1b", in words of its own
+        (
+            ["1f1b", "--over", "Q=1..2"],
+            "ppir: error: unknown parameter 'Q' (--over Q=1..2) for schedule '1f1b'",
+        ),
+        (
+            ["1f1b", "--over", "P=2..3", "-D", "Q=4"],
+            "ppir: error: unknown parameter 'Q' (-D Q=4) for schedule '1f1b'\nhint: its parameters",
+        ),
         (["1f1b", "--over", "P=2..3", "--max-peak", "P +"], "cannot read the expression"),
         (
             ["1f1b", "--over", "P=2..3", "--max-peak", "2Q"],
@@ -333,8 +341,9 @@ def test_fuzzing_a_fixed_program_points_at_check(cli, tmp_path, suffix, kind):
     code, out, err = cli("fuzz", str(f), "--over", "P=2..4")
     assert (code, out) == (2, "")
     assert err == (
-        f"ppir: error: 'P' is not a parameter of {f}\n"
-        f"hint: {kind} has no parameters (it is one fixed program): 'ppir check {f}' checks it\n"
+        f"ppir: error: unknown parameter 'P' (--over P=2..4) for {f}\n"
+        f"hint: {kind} takes no parameters: it is one fixed program\n"
+        f"hint: 'ppir check {f}' checks it\n"
     )
 
 

@@ -120,10 +120,13 @@ def test_an_error_row_has_the_full_parameters_of_a_good_row(cli, tmp_path):
 def test_sweeping_an_unknown_parameter_is_a_usage_error(cli):
     code, out, err = cli("sweep", "1f1b", "--over", "Q=1,2")
     assert code == 2 and "Traceback" not in err and out == ""
-    assert err.splitlines() == [  # named by the flag that gave it (was '-D Q=1')
-        "ppir: error: --over Q=...: 1f1b has no parameter 'Q'",
-        "hint: 1f1b takes M, P",
+    assert err.splitlines() == [  # in every loader's words (was "--over Q=...: 1f1b has no
+        # parameter 'Q'" and "hint: 1f1b takes M, P"), with the flag as given
+        "ppir: error: unknown parameter 'Q' (--over Q=1,2) for schedule '1f1b'",
+        "hint: its parameters: P, M",
     ]
+    err = cli("sweep", "1f1b", "--over", "MM=1,2")[2]
+    assert err.splitlines()[1:] == ["hint: did you mean 'M'?", "hint: its parameters: P, M"]
 
 
 def test_a_parameter_given_by_over_and_by_d_is_refused(cli):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from ppir.cli.argtypes import integer, positive_int
 from ppir.cli.common import add_defines, parse_defines
 from ppir.cli.output import add_quiet_argument, progress
-from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, did_you_mean, error
-from ppir.frontend.loader import schedule_kind
+from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, error
+from ppir.frontend.loader import check_params, schedule_kind
 from ppir.pipeline import LOWERINGS
 from ppir.testing.checks import check_bound_names, check_schedule, load_module
 from ppir.testing.search import search
@@ -98,20 +98,11 @@ def _space(args) -> ParamSpace:
     declared = {p.name: p.default for p in module.header.params} if module.header else {}
     over = [parse_over(o) for o in args.over]
     fixed = parse_defines(args.defines)
-    kind = {"csv": "a CSV schedule", "json": "a JSON program"}.get(schedule_kind(args.schedule))
-    for name in [n for n, _ in over] + list(fixed):
-        if name not in declared:
-            takes = (
-                f"{kind} has no parameters (it is one fixed program): 'ppir check "
-                f"{args.schedule}' checks it"
-                if kind
-                else f"its parameters: {', '.join(declared) or 'none'}"
-            )
-            raise error(
-                "unknown-parameter",
-                f"'{name}' is not a parameter of {args.schedule}",
-                hints=did_you_mean(name, declared) + [takes],
-            )
+    fixed_program = schedule_kind(args.schedule) in ("csv", "json")
+    hints = [f"'ppir check {args.schedule}' checks it"] if fixed_program else []
+    given = {name: text.partition("=")[2] for text, (name, _) in zip(args.over, over)}
+    check_params(args.schedule, given, "--over", hints)  # as every loader words it
+    check_params(args.schedule, fixed, "-D", hints)
     seen: dict[str, str] = {}
     for text, (name, _) in zip(args.over, over):
         if name in fixed:

@@ -24,9 +24,9 @@ from ppir.cli.common import (
     parse_placement,
 )
 from ppir.cli.output import add_quiet_argument, progress, table
-from ppir.diagnostics import EXIT_INVALID, PpirError, did_you_mean, error
+from ppir.diagnostics import EXIT_INVALID, PpirError, error
 from ppir.frontend.limits import read_int
-from ppir.frontend.loader import bound_params, declared_params, load_schedule
+from ppir.frontend.loader import bound_params, check_params, load_schedule
 from ppir.ir import Schedule
 from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
@@ -263,14 +263,7 @@ def run(args) -> int:
         check_layers(args.layers, 1, 1)  # as 'ppir analyze': at least 1 (one stage takes any)
     model = parse_model_spec(args.model) if args.model is not None else None
     fixed, placement = parse_defines(args.defines), parse_placement(args.placement)
-    declared = declared_params(args.schedule)
-    if name not in declared:
-        takes = ", ".join(sorted(declared)) or "no parameters"
-        raise error(
-            "unknown-parameter",
-            f"--over {name}=...: {args.schedule} has no parameter '{name}'",
-            hints=did_you_mean(name, sorted(declared)) + [f"{args.schedule} takes {takes}"],
-        )
+    check_params(args.schedule, {name: args.over.partition("=")[2]}, "--over")
     if name in fixed:
         raise error(
             "bad-usage",

@@ -56,7 +56,7 @@ def bind_params(
     known of the values, for a report on values that do not expand)."""
     header = module.header
     declared = {p.name: p for p in header.params} if header else {}
-    check_known(overrides, declared, f"schedule '{header.name}'" if header else module.path, flag)
+    check_known(overrides, declared, schedule_where(module), flag)
     overrides = {name: integer_param(name, value) for name, value in overrides.items()}
     for name, value in overrides.items():
         if not -MAX_INT <= value <= MAX_INT:
@@ -92,6 +92,12 @@ def bind_params(
         else:
             values[name] = p.default
     return values
+
+
+def schedule_where(module: A.Module) -> str:
+    """How parameter errors name a .pps schedule: ``schedule '1f1b'`` by its header, else its
+    path."""
+    return f"schedule '{module.header.name}'" if module.header else module.path
 
 
 def integer_param(name: str, value) -> int:

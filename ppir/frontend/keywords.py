@@ -26,12 +26,12 @@ def first_unknown(params: dict, declared) -> str | None:
     return next((name for name in params if name not in declared), None)
 
 
-def check_known(params: dict, declared, where: str, flag: str, what: str = "") -> None:
+def check_known(params: dict, declared, where: str, flag: str, what: str = "", hints=()) -> None:
     """An ``unknown-parameter`` error for the first of ``params`` not ``declared``, in one
     wording whatever reads the schedule (a .pps header, ``torch:NAME``, a CSV or JSON file):
     ``unknown parameter 'Q' (-D Q=4) for schedule '1f1b'`` (``flag`` as :func:`given` takes
     it), with a did-you-mean and what the schedule takes (``what``, for a file that takes
-    none: ``a CSV schedule takes no parameters: it is one fixed program``)."""
+    none: ``a CSV schedule takes no parameters: it is one fixed program``), then ``hints``."""
     name = first_unknown(params, declared)
     if name is not None:
         takes = f"its parameters: {', '.join(declared) or 'none'}"
@@ -40,7 +40,7 @@ def check_known(params: dict, declared, where: str, flag: str, what: str = "") -
         raise error(
             "unknown-parameter",
             f"unknown parameter '{name}' ({given(flag, name, params[name])}) for {where}",
-            hints=did_you_mean(name, declared) + [takes],
+            hints=[*did_you_mean(name, declared), takes, *hints],
         )
 
 

@@ -19,6 +19,7 @@ from ppir.frontend.expand import (
     DEFAULT_MAX_STEPS,
     bind_params,
     expand,
+    schedule_where,
 )
 from ppir.frontend.json_source import json_item_spans, json_span
 from ppir.frontend.keywords import check_known, keyword_typo
@@ -124,16 +125,35 @@ def declared_params(spec, *, builtin: bool = False) -> set[str]:
     (:func:`ppir.frontend.torch_import.torch_params`), none for
     a CSV or JSON file, the header's for a .pps file or built-in name (``builtin``: see
     :func:`read_source`).  A ppir error when there is no such schedule or it does not parse."""
-    spec = schedule_spec(spec)
+    return set(_param_names(schedule_spec(spec), builtin)[0])
+
+
+def check_params(spec, params: dict, flag: str = "-D", hints=(), *, builtin: bool = False):
+    """The ``unknown-parameter`` error for a name of ``params`` that ``spec`` does not take, in
+    the words of every loader (:func:`ppir.frontend.keywords.check_known`), without expanding
+    it: for a command that names parameters before their values are integers (``--over
+    Q=1,2``, given as ``flag``, and its values' text); ``hints`` follow its own."""
+    declared, where, what = _param_names(schedule_spec(spec), builtin)
+    check_known(params, declared, where, flag, what, hints)
+
+
+def _param_names(spec: str, builtin: bool) -> tuple[tuple[str, ...], str, str]:
+    """(the parameters ``spec`` declares, how errors name it, what it is when it takes none:
+    ``a CSV schedule``), as :func:`check_params` and :func:`declared_params` read them."""
     kind = schedule_kind(spec, builtin)
     if kind == "torch":  # torch itself is not imported
-        from ppir.frontend.torch_import import canonical_name, torch_params
+        from ppir.frontend.torch_import import canonical_name, torch_params, torch_where
 
-        return set(torch_params(canonical_name(spec[len("torch:") :])))
+        name = canonical_name(spec[len("torch:") :])
+        return torch_params(name), torch_where(name), ""
     if kind != "pps":
-        return set()
-    header = parse_cached(*read_source(spec, builtin)).header
-    return {p.name for p in header.params} if header else set()
+        return (), spec, _FIXED[kind]
+    module = parse_cached(*read_source(spec, builtin))
+    names = tuple(p.name for p in module.header.params) if module.header else ()
+    return names, schedule_where(module), ""
+
+
+_FIXED = {"csv": "a CSV schedule", "json": "a JSON program"}  # what takes no parameters
 
 
 def bound_params(spec, params: dict | None = None, *, builtin: bool = False) -> dict[str, int]:
@@ -186,10 +206,10 @@ def load_schedule(
     if kind == "csv":
         from ppir.frontend.csvio import read_csv_text
 
-        check_known(params, (), spec, define_flag, "a CSV schedule")
+        check_known(params, (), spec, define_flag, _FIXED[kind])
         return read_csv_text(read_text(spec), spec, placement, option=option)
     if kind == "json":
-        check_known(params, (), spec, define_flag, "a JSON program")
+        check_known(params, (), spec, define_flag, _FIXED[kind])
         _no_placement(placement, "a JSON program holds its placement", define_flag)
         return read_json_program(spec, max_ops=max_ops, max_steps=max_steps)
     path, text = read_source(spec, builtin)

@@ -64,10 +64,15 @@ def torch_params(name: str) -> tuple[str, ...]:
     return ("P", "M") if name in SINGLE else ("P", "M", "v")
 
 
+def torch_where(name: str) -> str:
+    """How parameter errors name torch's class ``name`` (canonical): ``schedule 'torch:1F1B'``."""
+    return f"schedule 'torch:{name}'"
+
+
 def bind_torch_params(name: str, params: dict, flag: str = "") -> tuple[int, int, int]:
     """(P, M, v) from ``-D`` values, with defaults; diagnostics for unknown or bad ones, the
     names checked first, as a .pps schedule's are (``flag``: how they were given, ``-D``)."""
-    check_known(params, torch_params(name), f"schedule 'torch:{name}'", flag)
+    check_known(params, torch_params(name), torch_where(name), flag)
     params = {k: integer_param(k, val) for k, val in params.items()}
     P, M, v = params.get("P", 4), params.get("M", 8), params.get("v", DEFAULT_V.get(name, 1))
     for k, val in (("P", P), ("M", M), ("v", v)):
