@@ -113,7 +113,10 @@ def test_bubble_bound(cli):
         (["1f1b", "--over", "P=2..4..6"], "'2..4..6': a range is LO..HI, with two dots"),
         # was: "cannot read the expression ''", naming neither the option nor the value
         (["1f1b", "--over", "P="], "ppir: error: --over P=: no values after '='\nhint: e.g."),
-        (["1f1b", "--over", "P=1,2,,4"], "ppir: error: '1,2,,4' has an empty value\nhint: sep"),
+        (
+            ["1f1b", "--over", "P=1,2,,4"],
+            "ppir: error: --over P=1,2,,4: '1,2,,4' has an empty value\nhint: sep",
+        ),
         (["1f1b", "--over", "M=P..8P", "--over", "P=2..4"], "refers to 'P'"),
         # was: "'Q' is not a parameter of 1f1b", in words of its own
         (
@@ -245,7 +248,7 @@ def test_a_bound_with_an_exponent_is_one_number(cli):
     refers to 'e3'", '--max-step-time 1e3' "refers to 'e3', which is not a parameter"."""
     code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=1e3..3")
     assert code == 2 and err.splitlines() == [
-        "ppir: error: '1e3' is not an integer: a parameter's values are integers",
+        "ppir: error: --over M=1e3..3: '1e3' is not an integer: a parameter's values are integers",
         "hint: write it as 1000",
     ]
     code, out, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--max-step-time", "1e3")
@@ -357,17 +360,19 @@ def test_a_value_is_read_as_dash_d_and_sweep_read_it(cli):
     assert code == 0 and "M in 01_0..2P+08" in out, err  # as P=2, M=10..12
     assert cli("sweep", "1f1b", "-D", "P=2", "--over", "M=04")[0] == 0
     assert cli("compile", "1f1b", "-D", "P=2", "-D", "M=04")[0] == 0
+    # each led by the option as given, as sweep's are (was: no option named)
     code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=P..2P+٤")
     assert code == 2 and err.splitlines() == [
-        "ppir: error: a number in '2P+٤' must be an integer in ASCII digits, got '٤'"
+        "ppir: error: --over M=P..2P+٤: a number in '2P+٤' must be an integer in ASCII digits, "
+        "got '٤'"
     ]
     code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=٤")
     assert code == 2 and err.splitlines() == [
-        "ppir: error: a number must be an integer in ASCII digits, got '٤'"
+        "ppir: error: --over M=٤: a number must be an integer in ASCII digits, got '٤'"
     ]
     code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=P..2*")
     assert code == 2 and err.splitlines() == [
-        "ppir: error: cannot read the expression '2*'",
+        "ppir: error: --over M=P..2*: cannot read the expression '2*'",
         "hint: use integers, names, + - * // % /, min(), max(); e.g. 8P, 2*P-1 or P//2",
     ]
     # a bound is a number, not a parameter's value: it may be 0.5

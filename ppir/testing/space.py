@@ -17,10 +17,10 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from ppir.diagnostics import did_you_mean, error
+from ppir.diagnostics import PpirError, did_you_mean, error
 from ppir.frontend.limits import read_int
 
 Number = int | Fraction
@@ -296,7 +296,8 @@ def split_values(text: str) -> list[str]:
 
 
 def parse_over(text: str) -> tuple[str, Domain]:
-    """``"M=P..8P"`` -> ("M", Domain).  PpirError ``bad-range`` when malformed."""
+    """``"M=P..8P"`` -> ("M", Domain).  PpirError ``bad-range`` when malformed, its message
+    led by the option as given (``--over M=٤: ...``)."""
     name, eq, spec = text.partition("=")
     name = name.strip()
     if not eq or not name.isidentifier():
@@ -311,7 +312,12 @@ def parse_over(text: str) -> tuple[str, Domain]:
             f"--over {text}: no values after '='",
             hints=[f"e.g. --over {name}=2..16, or a list of values, --over {name}=1,2,4"],
         )
-    return name, parse_domain(spec)
+    try:
+        return name, parse_domain(spec)
+    except PpirError as e:  # named by the option, as sweep's --over: '٤' named no option
+        d = e.diagnostics[0]
+        d = replace(d, message=f"--over {text}: {d.message}")
+        raise PpirError([d, *e.diagnostics[1:]], e.exit_code) from None
 
 
 class ParamSpace:
