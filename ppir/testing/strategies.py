@@ -24,6 +24,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the test e
 
 from ppir.diagnostics import PpirError
 from ppir.frontend.expand import evaluate_top_level
+from ppir.frontend.loader import check_params
 from ppir.ir import Action, OpKind, Schedule, deps, looped_placement, vshape_placement
 from ppir.testing.checks import assert_schedule_ok, load_module, property_keywords
 from ppir.testing.space import Domain, ParamSpace, parse_domain
@@ -74,16 +75,7 @@ def shapes(schedule: str | os.PathLike, **bounds) -> st.SearchStrategy[dict[str,
     """
     module = load_module(schedule)
     declared = {p.name: p.default for p in module.header.params} if module.header else {}
-    unknown = [k for k in bounds if k not in declared]
-    if unknown:
-        from ppir.diagnostics import did_you_mean, error
-
-        raise error(
-            "unknown-parameter",
-            f"'{unknown[0]}' is not a parameter of {os.fspath(schedule)}",
-            hints=did_you_mean(unknown[0], declared)
-            + [f"its parameters: {', '.join(declared) or 'none'}"],
-        )
+    check_params(schedule, bounds, "")  # in every loader's words
     defaults = {k: v for k, v in declared.items() if k not in bounds and v is not None}
     domains = _split_specs(bounds, defaults)
     if _any_supported(module, domains, defaults) is False:
