@@ -262,8 +262,9 @@ def test_compile_notes_a_split_only_when_compiling_with_it_shortens_the_step(cli
 def test_compile_does_not_compile_a_large_program_again_for_its_note(cli, monkeypatch):
     """Over NOTE_OPS compute ops the split is not compiled a second time, and the note says
     so: the forward work it cuts, no step time."""
-    import ppir.cli.common
     from ppir.backends.cost import report
+
+    import ppir.cli.common
 
     def refuse(*a, **kw):
         raise AssertionError("compiled again")
