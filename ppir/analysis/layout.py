@@ -156,7 +156,8 @@ def rank_balanced_layers(layers: int, schedule: Schedule, head, weights=None) ->
         for r, w in holders[b]:
             loads[r] += n * w
 
-    now, moved = worst(), True
+    first = now = worst()
+    moved = True
     while moved:
         moved = False
         busy = {i for i in range(span) if any(loads[r] == now[0] for r, _ in holders[i])}
@@ -168,7 +169,7 @@ def rank_balanced_layers(layers: int, schedule: Schedule, head, weights=None) ->
                 now, moved = worst(), True
                 break
             move(a, b, -1)
-    return tuple(counts) if now[0] < busiest_rank(schedule, start, head, weights) else start
+    return tuple(counts) if now[0] < first[0] else start
 
 
 def faster_split(model, schedule: Schedule, current=None, weights=None):

@@ -21,7 +21,7 @@ from ppir.cli.cost_options import (
 )
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
-from ppir.cli.tune_budget import budget_note, gpu_memory_bytes, read_budget
+from ppir.cli.tune_budget import DEFAULT_RESERVE, budget_note, gpu_memory_bytes, read_budget
 from ppir.cli.tune_view import tune_json, tune_text
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, PpirError, did_you_mean, error
 from ppir.frontend.limits import read_int
@@ -142,7 +142,9 @@ def add_arguments(p):
         default=None,
         metavar="SIZE|PCT",
         help="kept free of the GPU memory for workspaces and fragmentation: a percentage of "
-        "--gpu-memory or bytes with a unit, e.g. 8GiB (default 10%%)",
+        "--gpu-memory or bytes with a unit, e.g. 8GiB (default "
+        + DEFAULT_RESERVE.replace("%", "%%")  # argparse's help is %-formatted
+        + ")",
     )
     p.add_argument(
         "--memory-budget",

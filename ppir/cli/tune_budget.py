@@ -35,7 +35,7 @@ def read_budget(args, sized: bool):
     total, unit = parse_budget(args.gpu_memory, sized, "--gpu-memory")
     if unit != "bytes":
         raise error("bad-usage", f"--gpu-memory {args.gpu_memory}: give bytes, e.g. 80GiB")
-    r = (args.reserve or "10%").strip()
+    r = _reserve(args)
     if r.endswith("%"):
         try:
             frac = float(r[:-1]) / 100
@@ -63,6 +63,15 @@ def read_budget(args, sized: bool):
     return math.floor(total - keep), "bytes"  # 90% of 24GiB: 23192823398, not ....4
 
 
+DEFAULT_RESERVE = "10%"
+"""What --reserve keeps free of --gpu-memory when it is not given."""
+
+
+def _reserve(args) -> str:
+    """--reserve as given (stripped), or :data:`DEFAULT_RESERVE`."""
+    return (args.reserve or DEFAULT_RESERVE).strip()
+
+
 def budget_note(args) -> str:
     """What the header adds to the budget when its size was given in a decimal unit, which
     GPU memory is not counted in (an "80 GB" card holds 80 GiB): `` (--gpu-memory 80GB: 80
@@ -77,7 +86,7 @@ def budget_note(args) -> str:
     if reading is None:
         return ""
     said, instead = reading
-    r = (args.reserve or "10%").strip()
+    r = _reserve(args)
     kept = args.gpu_memory and not (is_number(r) and float(r) == 0)
     less = f", less the {r} reserve" if kept else ""
     return f" ({flag} {text.strip()}: {said}{less}; {instead})"
