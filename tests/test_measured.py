@@ -239,11 +239,13 @@ def test_a_measured_transfer_of_zero_keeps_the_measured_posts(tmp_path):
     assert estimate(s, free, memory=False).step_time == pytest.approx(6.0e-3, rel=1e-12)
 
 
-def test_a_post_costs_its_wall_time_where_every_rank_has_a_processor(tmp_path):
-    """With the posts' wall time measured (0.8 ms against 0.5 of processor time), a rank with
-    a processor of its own loses the wall time: 7.2 ms of the test above + 2 x 0.3; with fewer
-    processors than ranks, the processor time (the sharing stretches it, as it did the
-    measured wall time): the step of the same table without ``post_wall``."""
+def test_a_post_costs_its_wall_time_with_or_without_a_processor_per_rank(tmp_path):
+    """With the posts' wall time measured (0.8 ms against 0.5 of processor time), a rank
+    loses the wall time: 7.2 ms of the test above + 2 x 0.3, on a processor of its own or two
+    shared.  On fewer processors than ranks the wall time is charged too, as work: the step
+    is that of a table whose processor time is 0.8 ms (it was that of the processor time,
+    0.5 ms, which came out 10-23 % short of the accuracy bench's steps at 4 ranks on 2 cores,
+    docs/cost-model.md)."""
     path = tmp_path / "posted.pps"
     path.write_text(POSTED)
     s = load_schedule(str(path))
@@ -253,14 +255,20 @@ def test_a_post_costs_its_wall_time_where_every_rank_has_a_processor(tmp_path):
         assert estimate(s, cfg, memory=False).step_time == pytest.approx(7.8e-3, rel=1e-12), hw
     one = {"processors": 1}
     shared = estimate(s, make_config({"measured": table, "hardware": one}), memory=False)
+    as_cpu = {**{k: v for k, v in table.items() if k != "post_wall"}, "post": 8e-4}
     cpu_only = {k: v for k, v in table.items() if k != "post_wall"}
-    alone = estimate(s, make_config({"measured": cpu_only, "hardware": one}), memory=False)
-    assert shared.step_time == alone.step_time > 7.2e-3  # shared: longer than the chain
+    wall = estimate(s, make_config({"measured": as_cpu, "hardware": one}), memory=False)
+    cpu = estimate(s, make_config({"measured": cpu_only, "hardware": one}), memory=False)
+    assert shared.step_time == wall.step_time > cpu.step_time > 7.2e-3
     m = make_config({"measured": table}).measured
-    assert (m.post_time(2, None), m.post_time(2, 2), m.post_time(4, 2)) == (8e-4, 8e-4, 5e-4)
-    assert "0.8 ms of wall time" in make_config({"measured": table}).describe()
-    no_wall = make_config({"measured": {**TWO, "post": 5e-4}}).measured
-    assert no_wall.post_time(2, None) == 5e-4  # not measured: the processor time
+    assert m.post_time() == 8e-4
+    assert "posting a group 0.8 ms (its wall time; 0.5 ms of processor time)" in (
+        make_config({"measured": table}).describe()
+    )
+    no_wall = make_config({"measured": {**TWO, "post": 5e-4}})
+    assert no_wall.measured.post_time() == 5e-4  # not measured: the processor time
+    assert "posting a group 0.5 ms;" in no_wall.describe() + ";"
+    assert "wall time" not in no_wall.describe()
 
 
 @pytest.mark.parametrize("name", ["1f1b", "interleaved_1f1b", "zb_h1", "zbv", "dualpipev"])

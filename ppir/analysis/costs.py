@@ -16,10 +16,10 @@ Op durations (per stage ``s`` and kind ``k``)
       all of it under full recomputation, the attention core under selective;
     * with measured costs (``[measured]``, ``ppir profile``): the measured seconds of each stage
       and kind, summed over consecutive measured stages when the schedule has fewer stages; a
-      message costs the measured transfer time, and posting a group the measured ``post``
-      time (its wall time ``post_wall`` where every rank has a processor of its own:
-      :meth:`~ppir.analysis.measured.MeasuredCosts.post_time`; where they share processors,
-      op times are their processor time: :meth:`~ppir.analysis.measured.MeasuredCosts.op_times`).
+      message costs the measured transfer time, and posting a group the posts' measured wall
+      time (``post_wall``; ``post``, their processor time, in a file without it:
+      :meth:`~ppir.analysis.measured.MeasuredCosts.post_time`); where ranks share processors,
+      op times are their processor time: :meth:`~ppir.analysis.measured.MeasuredCosts.op_times`.
       ``costs.*`` multiples do not apply.
 
 Messages
@@ -209,7 +209,7 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
             ratio = sum(ms.FB) / sum(f + b for f, b in zip(ms.F, ms.B))
         nbytes = ms.message_size
         # free communication (comm.free) zeroes the posts with the transfer (measured.py)
-        post = ms.post_time(schedule.ranks, cfg.processors)
+        post = ms.post_time()
         late = tuple(ms.W_late[j] for j in at) if ms.W_late else ()
     else:
         fwd = stage_forward_times(schedule, cfg)

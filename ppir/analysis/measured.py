@@ -19,7 +19,7 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     post = 2.5e-4              # seconds: a rank posting one group of sends/recvs, as in the run
                                # (the posting thread's processor time)
     post_wall = 3e-4           # optional: the same posts' wall time, which the estimator
-                               # charges where every rank has a processor of its own
+                               # charges in its place (see post_time)
     transfer_isolated = 1e-4   # informative: the same message alone (ping-pong)
     message_bytes = [...]      # one per boundary between measured stages (stages - 1 entries;
                                # a tuple or dict value: the sum over its tensors)
@@ -136,11 +136,12 @@ class MeasuredCosts:
 
     def op_times(self, ranks: int, processors: int | None) -> MeasuredCosts:
         """The op times a schedule of ``ranks`` ranks is timed with: the measured wall times
-        when every rank has a processor of its own (as :meth:`post_time`), else their
-        processor time (each time times its stage's ``processor_share``): the ranks of the
-        profile shared the processors too, so its wall times hold the waits for one, and the
-        timeline's processor sharing stretches the times it is given by the company they
-        have in the schedule.  Unchanged when the share was not measured."""
+        when every rank has a processor of its own, else their processor time (each time
+        times its stage's ``processor_share``): the ranks of the profile shared the
+        processors too, so its wall times hold the waits for one, and the timeline's processor
+        sharing stretches the times it is given by the company they have in the schedule (an
+        op does not block, unlike a post: :meth:`post_time`).  Unchanged when the share was
+        not measured."""
         if not self.processor_share or processors is None or ranks <= processors:
             return self
 
@@ -152,19 +153,16 @@ class MeasuredCosts:
 
     def sharing_note(self, ranks=None, processors: int | None = None) -> str:
         """What the assumptions line says of posts and of op times on shared processors:
-        ``; posting a group 0.4 ms (0.5 ms of wall time, charged where every rank has a
-        processor); ops where ranks share processors: their processor time, 42-51 % of
-        their measured time`` ('' when neither was measured); the second clause only where
-        ``ranks`` (a count, the sizes of a search's candidates, or None: unknown) may be
-        more than ``processors`` (:meth:`op_times`)."""
+        ``; posting a group 0.5 ms (its wall time; 0.4 ms of processor time); ops where ranks
+        share processors: their processor time, 42-51 % of their measured time`` ('' when
+        neither was measured); the second clause only where ``ranks`` (a count, the sizes of
+        a search's candidates, or None: unknown) may be more than ``processors``
+        (:meth:`op_times`)."""
         out = ""
-        if self.post:
-            out += f"; posting a group {self.post * 1e3:.3g} ms"
-            if self.post_wall:
-                out += (
-                    f" ({self.post_wall * 1e3:.3g} ms of wall time, charged where every rank "
-                    "has a processor)"
-                )
+        if self.post_time():
+            out += f"; posting a group {self.post_time() * 1e3:.3g} ms"
+            if self.post_wall and self.post:
+                out += f" (its wall time; {self.post * 1e3:.3g} ms of processor time)"
         sizes = [ranks] if isinstance(ranks, int) else list(ranks or ())
         if self.processor_share and processors and (not sizes or max(sizes) > processors):
             lo, hi = (
@@ -177,15 +175,17 @@ class MeasuredCosts:
             )
         return out
 
-    def post_time(self, ranks: int, processors: int | None) -> float:
-        """What posting a group costs a schedule's rank: the posts' wall time when every rank
-        has a processor of its own (``processors`` unset or at least ``ranks``: the time it
-        blocks is lost to it, and nothing else in the timeline counts it), else their
-        processor time (the timeline's processor sharing stretches it, as it did the wall
-        time of the measured posts)."""
-        if self.post_wall and (processors is None or ranks <= processors):
-            return self.post_wall
-        return self.post
+    def post_time(self) -> float:
+        """What posting a group costs a rank: the posts' measured wall time (``post_wall``;
+        their processor time ``post`` in a file without it), with or without a processor per
+        rank.  A post can block (on its TCP pair's lock, or while the rank's own progress
+        thread runs), and a rank that blocks gives up its processor: on a processor of its
+        own the blocked time is lost to it, and where ranks share processors it gets one back
+        only when the operating system schedules it again, a wait the timeline's fair sharing
+        does not have.  Charged as work there, the wall time is stretched by the sharing once
+        more; on the accuracy bench's kept runs at 4 ranks on 2 cores it came closer to the
+        measured steps than the processor time in every run (docs/cost-model.md)."""
+        return self.post_wall or self.post
 
     @property
     def microbatch_size(self) -> int | None:
