@@ -48,6 +48,27 @@ def test_run_data_matches_estimate_and_memory():
     assert (src, dst, grad, mb, src_op, dst_op) == (0, 1, 0, 0, 0, 0) and start == end == 1
 
 
+def test_the_page_counts_microbatches_as_compile_and_analyze_json_do(cli, tmp_path):
+    """was: the viz data (ppir.viz/1) gave DualPipe at -D M=16 `microbatches` 8, one
+    pipeline's count, where compile's and analyze's JSON give the step's, 16, beside
+    `microbatches_per_pipeline` 8 and `pipelines` 2."""
+    keys = ("microbatches", "microbatches_per_pipeline", "pipelines")
+    dual = ["dualpipe", "-D", "P=4", "-D", "M=16"]
+    code, out, err = cli("compile", *dual, "--backend", "cost", "--format", "json")
+    assert code == 0, err
+    said = {k: json.loads(out).get(k) for k in keys}
+    assert said == {"microbatches": 16, "microbatches_per_pipeline": 8, "pipelines": 2}
+    page = tmp_path / "d.html"
+    code, _, err = cli("viz", *dual, "--compare", "1f1b", "-o", str(page))
+    assert code == 0, err
+    data = embedded(page.read_text())
+    assert data["format"] == "ppir.viz/2"
+    dualpipe, one = data["runs"]
+    assert {k: dualpipe.get(k) for k in keys} == said
+    assert (one["microbatches"], one["microbatches_per_pipeline"]) == (16, 16)
+    assert "pipelines" not in one  # one pipeline, as compile's JSON leaves it out
+
+
 def test_memory_figures_keep_every_integer_digit(cli, tmp_path):
     """Rounded to 4 significant digits, a peak of 12345 A was drawn as 12340 (and the bytes of
     a peak between 1000 and 1024 MiB as '1.02e+03 MiB')."""
@@ -115,7 +136,7 @@ def test_page_is_self_contained_and_embeds_both_runs():
     assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", html)
     assert "http://" not in html and "https://" not in html
     data = embedded(html)
-    assert data["format"] == "ppir.viz/1" and data["initial"] == {"view": "local", "rank": 2}
+    assert data["format"] == "ppir.viz/2" and data["initial"] == {"view": "local", "rank": 2}
     assert [r["label"] for r in data["runs"]] == [
         "1f1b(P=4, M=8)",
         "interleaved_1f1b(P=4, M=8, v=2, N=4)",

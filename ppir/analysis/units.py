@@ -254,10 +254,10 @@ def fmt_sizes_apart(x: float, y: float, unit: str) -> tuple[str, str]:
 
 
 def microbatch_json(microbatches: int, pipelines: int = 1) -> dict:
-    """The microbatch counts of the JSON reports (``ppir.estimate/2``, ``ppir.analysis/2``; a
-    ``ppir.tune/2`` row has the first two too), from one pipeline's ``microbatches`` (the
-    schedule's declaration): ``microbatches`` per step, every pipeline's together (16 for
-    ``dualpipe -D M=16``, as the text's ``16 microbatches (8 per pipeline)``),
+    """The microbatch counts of the JSON reports (``ppir.estimate/2``, ``ppir.analysis/2``, a
+    ``ppir.viz/2`` run; a ``ppir.tune/2`` row has the first two too), from one pipeline's
+    ``microbatches`` (the schedule's declaration): ``microbatches`` per step, every pipeline's
+    together (16 for ``dualpipe -D M=16``, as the text's ``16 microbatches (8 per pipeline)``),
     ``microbatches_per_pipeline`` one pipeline's, and ``pipelines`` when more than one."""
     several = {"pipelines": pipelines} if pipelines != 1 else {}
     return {

@@ -8,7 +8,7 @@ Library API::
     write_image(runs, "1f1b.png", "png")        # matplotlib, from the cost backend's layout
 
 * :mod:`.build`: :func:`time_schedule` and :class:`Timed`.
-* :mod:`.data`: the compact ``ppir.viz/1`` JSON the page embeds (flat arrays, see its docstring).
+* :mod:`.data`: the compact ``ppir.viz/2`` JSON the page embeds (flat arrays, see its docstring).
 * :mod:`.html`: the page (``page.html``, ``page.css``, ``model.js``, ``draw.js``, ``app.js`` are
   package data).
 * :mod:`.static`: PNG / SVG / PDF through :func:`ppir.viz.layout.gantt_layout`.

@@ -17,6 +17,10 @@ list of objects, so a P=32, M=128, v=2 schedule embeds in about a megabyte:
   (``grad`` 1 for a backward gradient, 0 for a forward activation; ``src_op`` / ``dst_op`` are
   the producing and consuming op indices on their ranks, ``-1`` when not found).
 * ``figures``: the header's key numbers, already formatted where units matter.
+* ``microbatches``: the step's, every pipeline's together, with ``microbatches_per_pipeline``
+  and, for a schedule of several pipelines, ``pipelines``: the counts of ``ppir.estimate/2`` and
+  ``ppir.analysis/2`` (:func:`ppir.analysis.units.microbatch_json`; ``ppir.viz/1`` gave one
+  pipeline's count as ``microbatches``).
 
 Times are rounded to 7 significant digits and memory to 4, never into their integer digits
 (:func:`ppir.analysis.units.round_sig`).  Pure function of its inputs; never raises on a
@@ -27,11 +31,11 @@ from __future__ import annotations
 
 from ppir.analysis.estimate import Estimate
 from ppir.analysis.memory import MemoryReport
-from ppir.analysis.units import fmt_bytes, fmt_time, round_sig, unit_meaning
+from ppir.analysis.units import fmt_bytes, fmt_time, microbatch_json, round_sig, unit_meaning
 from ppir.ir import OpKind, Schedule, deps
 from ppir.viz.layout import KIND_COLORS
 
-FORMAT = "ppir.viz/1"
+FORMAT = "ppir.viz/2"
 KINDS = "FBIW"
 
 
@@ -54,7 +58,7 @@ def _label(schedule: str, params: dict) -> str:
 
 
 def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
-    """The ``ppir.viz/1`` run object for ``lowered`` timed by ``est`` with memory ``mem``.
+    """The ``ppir.viz/2`` run object for ``lowered`` timed by ``est`` with memory ``mem``.
 
     ``est`` must come from :func:`ppir.analysis.estimate` on ``lowered`` and ``mem`` from
     :func:`ppir.analysis.memory.analyze_memory` on it (same ranks, same compute order).
@@ -107,7 +111,7 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
         "params": dict(est.params),
         "ranks": P,
         "stages": est.stages,
-        "microbatches": est.microbatches,
+        **microbatch_json(est.microbatches, est.pipelines),
         "unit": est.time_unit,
         "unit_note": "times in seconds"
         if est.time_unit == "s"

@@ -1,4 +1,4 @@
-// ppir viz: the data model.  Decodes the embedded ppir.viz/1 object (flat arrays, see
+// ppir viz: the data model.  Decodes the embedded ppir.viz/2 object (flat arrays, see
 // ppir/viz/data.py) and answers the questions the views ask: which op runs at time t, the
 // memory of a rank at t, the activations it holds, the messages in flight, what an op waits on.
 "use strict";
