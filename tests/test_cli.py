@@ -438,6 +438,35 @@ def test_compile_analyze_and_tune_json_count_microbatches_alike(cli):
     assert tuple(json.loads(out)[k] for k in keys) == (8, 8)  # one pipeline: the same count
 
 
+def test_tune_counts_the_microbatches_of_the_program_it_ran(cli, tmp_path):
+    """tune's JSON rows counted microbatches their own way: `microbatches` was the M it passed
+    the schedule, right only when M is the step's count (DualPipe declares M // 2 per
+    pipeline).  A schedule of two pipelines that declares `microbatches M` runs 2M per step,
+    as compile's JSON says (16 at M=8), but tune's row said 8 (with 8 per pipeline)."""
+    from importlib import resources
+
+    source = resources.files("ppir.schedules").joinpath("dualpipe.pps").read_text()
+    for old, new in [
+        ("schedule dualpipe(P = 4, M = 8)", "schedule mine(P = 4, M = 4)"),
+        ("require M % 2 == 0 and M >= 2 * P", "require M >= P"),
+        ("microbatches M // 2", "microbatches M"),  # M per pipeline, 2M per step
+        ("0 .. M // 2 - P", "0 .. M - P"),
+    ]:
+        assert old in source, old
+        source = source.replace(old, new)
+    path = tmp_path / "mine.pps"
+    path.write_text(source)
+    keys = ("microbatches", "microbatches_per_pipeline")
+    code, out, err = cli("compile", str(path), "-D", "P=4", "-D", "M=8", "--format", "json")
+    assert code == 0, err
+    assert tuple(json.loads(out)[k] for k in keys) == (16, 8)
+    code, out, err = cli("tune", "-P", "4", "--schedules", str(path), "--global-batch", "8",
+                         "--format", "json", "-q")  # fmt: skip
+    assert code == 0, err
+    (row,) = json.loads(out)["ranked"]
+    assert (row["microbatches"], row["microbatches_per_pipeline"]) == (16, 8)
+
+
 def test_the_closest_choice_is_found_whether_argparse_quotes_the_choices_or_not():
     """Later 3.12 and 3.13 releases and 3.14 print argparse's choices bare ('choose from
     list, show, ...', gh-117766): the quoted ones alone were read, so no guess was given."""

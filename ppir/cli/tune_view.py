@@ -7,7 +7,7 @@ from __future__ import annotations
 from ppir.analysis.layout import format_stage_layers
 from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.tune import TIE_ORDER, same_step_time
-from ppir.analysis.units import fmt_memory, fmt_size, fmt_time, unit_meaning
+from ppir.analysis.units import fmt_memory, fmt_size, fmt_time, microbatch_json, unit_meaning
 from ppir.cli.output import table
 from ppir.plan.build import runtime_limit
 from ppir.verify.words import ordinal
@@ -30,8 +30,7 @@ def _row(c, rank=None) -> dict:
         "schedule": c.schedule,
         "v": c.v,
         "mbs": c.mbs,
-        "microbatches": c.microbatches,
-        "microbatches_per_pipeline": c.program.microbatches if c.program is not None else None,
+        **_microbatches(c),
         "recompute": c.recompute,
         "stage_layers": list(c.stage_layers) if c.stage_layers else None,
         "step_time": c.step_time,
@@ -47,6 +46,17 @@ def _row(c, rank=None) -> dict:
         "launchable": False if rejected else _limit(c) is None,
     }
     return out if rank is None else {"rank": rank, **out}
+
+
+def _microbatches(c) -> dict:
+    """A row's ``microbatches`` (per step) and ``microbatches_per_pipeline``, as the other JSON
+    reports count them (:func:`microbatch_json`, of the program searched); a choice refused
+    before its program was loaded has only the M it was to be given (None when the batch did
+    not divide)."""
+    if c.program is None:
+        return {"microbatches": c.microbatches, "microbatches_per_pipeline": None}
+    counts = microbatch_json(c.program.microbatches, c.program.pipelines)
+    return {k: counts[k] for k in ("microbatches", "microbatches_per_pipeline")}
 
 
 def tune_json(cands, space, G, cfg, budget, gpu_memory=None) -> dict:
