@@ -135,3 +135,24 @@ def test_dualpipes_m_says_how_its_pipelines_share_it_as_compile_counts_them(cli)
     per = {(r["schedule"], r["microbatches"], r["microbatches_per_pipeline"])
            for part in ("ranked", "slower", "pruned") for r in doc[part]}  # fmt: skip
     assert per == {("dualpipe", 16, 8), ("1f1b", 16, 16)}
+
+
+def test_gpu_memory_is_read_once(cli, monkeypatch):
+    """--gpu-memory's text was read twice: for the budget, then again for the JSON's
+    `gpu_memory` (a second reading that could drift from the first).  The budget's reading
+    now gives both."""
+    from ppir.cli import tune_budget
+
+    read, real_parse = [], tune_budget.parse_budget
+
+    def parse_budget(text, *rest):
+        read.append(text)
+        return real_parse(text, *rest)
+
+    monkeypatch.setattr(tune_budget, "parse_budget", parse_budget)
+    argv = [*TUNE_8B, "--schedules", "1f1b", "--top", "1", "--gpu-memory", "80GB"]
+    code, out, err = cli(*argv, "--reserve", "8GiB", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["gpu_memory"], doc["budget"]) == (80 * 10**9, 80 * 10**9 - 8 * 2**30)
+    assert read == ["80GB", "8GiB"]  # --gpu-memory, then --reserve: each once

@@ -21,7 +21,7 @@ from ppir.cli.cost_options import (
 )
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
-from ppir.cli.tune_budget import DEFAULT_RESERVE, budget_note, gpu_memory_bytes, read_budget
+from ppir.cli.tune_budget import DEFAULT_RESERVE, budget_note, read_budget
 from ppir.cli.tune_view import tune_json, tune_text
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, PpirError, did_you_mean, error
 from ppir.frontend.limits import read_int
@@ -345,7 +345,7 @@ def run(args) -> int:
         uneven=not args.even,
         top=args.top,
     )
-    budget = read_budget(args, sizes_known(cfg))
+    budget, gpu_memory = read_budget(args, sizes_known(cfg))
     with progress(None, "tune", quiet=args.quiet, unit="programs") as bar:
 
         def step(done, total, status):
@@ -358,7 +358,7 @@ def run(args) -> int:
         cands = search(names, space, cfg, budget, args.progress_model, step)
     G = space.global_batch or default_global_batch(space)
     if args.format == "json":
-        doc = tune_json(cands, space, G, cfg, budget, gpu_memory_bytes(args))
+        doc = tune_json(cands, space, G, cfg, budget, gpu_memory)
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:

@@ -9,9 +9,11 @@ from ppir.analysis.units import decimal_reading, is_number, parse_budget
 from ppir.diagnostics import error
 
 
-def read_budget(args, sized: bool):
-    """The budget from --gpu-memory/--reserve or --memory-budget; ``sized``: memory sizes are
-    known (a model or measured sizes), so the budget is in bytes."""
+def read_budget(args, sized: bool) -> tuple[tuple[float, str] | None, int | None]:
+    """(the budget, --gpu-memory): the budget (value, "bytes" | "A"; None: no budget) from
+    --gpu-memory/--reserve or --memory-budget, and --gpu-memory in whole bytes as read (80GB:
+    80000000000; for JSON), None without it.  ``sized``: memory sizes are known (a model or
+    measured sizes), so the budget is in bytes."""
     if args.gpu_memory and args.memory_budget:
         raise error("bad-usage", "give --gpu-memory or --memory-budget, not both")
     if args.reserve is not None and not args.gpu_memory:  # it was silently ignored
@@ -31,7 +33,7 @@ def read_budget(args, sized: bool):
             )
         if budget is not None and budget[1] == "bytes":  # whole bytes, as JSON gives them
             budget = (math.floor(budget[0]), "bytes")
-        return budget
+        return budget, None
     total, unit = parse_budget(args.gpu_memory, sized, "--gpu-memory")
     if unit != "bytes":
         raise error("bad-usage", f"--gpu-memory {args.gpu_memory}: give bytes, e.g. 80GiB")
@@ -60,7 +62,8 @@ def read_budget(args, sized: bool):
             )
     if keep >= total:
         raise error("bad-usage", f"--reserve {args.reserve} leaves nothing of {args.gpu_memory}")
-    return math.floor(total - keep), "bytes"  # 90% of 24GiB: 23192823398, not ....4
+    # 90% of 24GiB: 23192823398, not ....4
+    return (math.floor(total - keep), "bytes"), math.floor(total)
 
 
 DEFAULT_RESERVE = "10%"
@@ -90,10 +93,3 @@ def budget_note(args) -> str:
     kept = args.gpu_memory and not (is_number(r) and float(r) == 0)
     less = f", less the {r} reserve" if kept else ""
     return f" ({flag} {text.strip()}: {said}{less}; {instead})"
-
-
-def gpu_memory_bytes(args) -> int | None:
-    """--gpu-memory in whole bytes as read (80GB: 80000000000), for JSON; None without it."""
-    if not args.gpu_memory:
-        return None
-    return math.floor(parse_budget(args.gpu_memory, True, "--gpu-memory")[0])
