@@ -112,6 +112,15 @@ def test_an_unknown_parameters_huge_value_is_shortened():
         assert e.value.message == f"unknown parameter 'Q' (Q={shown}) for schedule '1f1b'"
 
 
+def test_an_unknown_parameters_text_value_is_quoted():
+    """load('1f1b', foo='') said "unknown parameter 'foo' (foo=) ...": an empty value, or one
+    with blanks, did not show; a text value is quoted as every message quotes one."""
+    for value, shown in (("bar", "'bar'"), ("", "''"), ("a b", "'a b'"), (None, "None")):
+        with pytest.raises(ppir.PpirError) as e:
+            ppir.load("1f1b", foo=value)
+        assert e.value.message == f"unknown parameter 'foo' (foo={shown}) for schedule '1f1b'"
+
+
 def test_an_unknown_model_is_hinted_in_the_librarys_words_and_the_commands_in_its_own(
     cli, tmp_path
 ):
@@ -178,7 +187,7 @@ def test_load_names_a_parameter_a_schedule_does_not_take_in_one_wording(tmp_path
         assert d.hints == (takes,)
     with pytest.raises(ppir.PpirError) as e:  # the name first, as a .pps schedule's
         ppir.load("torch:1F1B", Q="x")  # was: "the value of 'Q' must be an integer"
-    assert e.value.message == "unknown parameter 'Q' (Q=x) for schedule 'torch:1F1B'"
+    assert e.value.message == "unknown parameter 'Q' (Q='x') for schedule 'torch:1F1B'"
 
 
 def test_a_hardware_setting_without_a_model_is_hinted_in_the_librarys_words(cli, tmp_path):

@@ -121,7 +121,7 @@ def test_bubble_bound(cli):
         # was: "'Q' is not a parameter of 1f1b", in words of its own
         (
             ["1f1b", "--over", "Q=1..2"],
-            "ppir: error: unknown parameter 'Q' (--over Q=1..2) for schedule '1f1b'",
+            "ppir: error: unknown parameter 'Q' (--over Q='1..2') for schedule '1f1b'",
         ),
         (
             ["1f1b", "--over", "P=2..3", "-D", "Q=4"],
@@ -344,7 +344,7 @@ def test_fuzzing_a_fixed_program_points_at_check(cli, tmp_path, suffix, kind):
     code, out, err = cli("fuzz", str(f), "--over", "P=2..4")
     assert (code, out) == (2, "")
     assert err == (
-        f"ppir: error: unknown parameter 'P' (--over P=2..4) for {f}\n"
+        f"ppir: error: unknown parameter 'P' (--over P='2..4') for {f}\n"
         f"hint: {kind} takes no parameters: it is one fixed program\n"
         f"hint: 'ppir check {f}' checks it\n"
     )

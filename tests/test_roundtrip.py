@@ -210,7 +210,7 @@ def test_json_programs_declare_no_parameters_in_every_command(cli, tmp_path):
     assert f"{f}: the program has 2 ranks and 2 microbatches, not 4 and 16" in out, out
     code, _, err = cli("fuzz", str(f), "--over", "P=2..3")
     assert code == 2 and "Traceback" not in err
-    assert f"unknown parameter 'P' (--over P=2..3) for {f}" in err
+    assert f"unknown parameter 'P' (--over P='2..3') for {f}" in err
     assert "a JSON program takes no parameters: it is one fixed program" in err
     pytest.importorskip("torch")
     code, out, err = cli("launch", "-n", "3", str(f), "--module", "examples/gpt_model.py")

@@ -122,7 +122,7 @@ def test_sweeping_an_unknown_parameter_is_a_usage_error(cli):
     assert code == 2 and "Traceback" not in err and out == ""
     assert err.splitlines() == [  # in every loader's words (was "--over Q=...: 1f1b has no
         # parameter 'Q'" and "hint: 1f1b takes M, P"), with the flag as given
-        "ppir: error: unknown parameter 'Q' (--over Q=1,2) for schedule '1f1b'",
+        "ppir: error: unknown parameter 'Q' (--over Q='1,2') for schedule '1f1b'",
         "hint: its parameters: P, M",
     ]
     err = cli("sweep", "1f1b", "--over", "MM=1,2")[2]

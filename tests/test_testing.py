@@ -160,7 +160,7 @@ def test_shapes_reject_unknown_parameters():
     with pytest.raises(PpirError) as e:  # was "'MM' is not a parameter of 1f1b"
         shapes("1f1b", MM="1..4")
     assert e.value.render().splitlines() == [
-        "ppir: error: unknown parameter 'MM' (MM=1..4) for schedule '1f1b'",
+        "ppir: error: unknown parameter 'MM' (MM='1..4') for schedule '1f1b'",
         "hint: did you mean 'M'?",
         "hint: its parameters: P, M",
     ]

@@ -15,10 +15,20 @@ from ppir.frontend.limits import show_value
 def given(flag: str, name: str, value) -> str:
     """How a parameter was (or is to be) given, for messages: ``-D P=4`` with the CLI's flag,
     ``P=4`` when ``flag`` is empty (the Python API); an integer however large is shortened
-    (:func:`ppir.frontend.limits.show_value`: ``Q=<a 61-digit number>``)."""
+    (:func:`ppir.frontend.limits.show_value`: ``Q=<a 61-digit number>``).  ``value`` is text
+    already shown (``'...'``, a shortened integer) for messages that word it themselves."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = show_value(value)
     return f"{flag} {name}={value}" if flag else f"{name}={value}"
+
+
+def given_value(flag: str, name: str, value) -> str:
+    """:func:`given` for a value as the caller passed it: an integer as a number, anything
+    else as its repr, as every message quotes an offending value, so that a text value, one
+    with blanks or an empty one, shows: ``Q='x'``, ``--over Q=' 1..4'``, ``Q=''``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return given(flag, name, value)
+    return given(flag, name, repr(value))
 
 
 def first_unknown(params: dict, declared) -> str | None:
@@ -39,7 +49,7 @@ def check_known(params: dict, declared, where: str, flag: str, what: str = "", h
             takes = f"{what} takes no parameters: it is one fixed program"
         raise error(
             "unknown-parameter",
-            f"unknown parameter '{name}' ({given(flag, name, params[name])}) for {where}",
+            f"unknown parameter '{name}' ({given_value(flag, name, params[name])}) for {where}",
             hints=[*did_you_mean(name, declared), takes, *hints],
         )
 
