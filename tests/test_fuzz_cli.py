@@ -357,7 +357,10 @@ def test_a_value_is_read_as_dash_d_and_sweep_read_it(cli):
     code, out, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=04", "-q")
     assert code == 0 and "2 parameter choice(s) hold" in out, err
     code, out, err = cli("fuzz", "1f1b", "--over", "P=2", "--over", "M=01_0..2P+08", "-q")
-    assert code == 0 and "M in 01_0..2P+08" in out, err  # as P=2, M=10..12
+    # echoed as read, as -D M=04 is M=4 (was: "M in 01_0..2P+08", "M in 04")
+    assert code == 0 and "M in 10..2P+8" in out, err  # as P=2, M=10..12
+    code, out, err = cli("fuzz", "1f1b", "--over", "M=04", "-D", "P=2", "-q")
+    assert code == 0 and out.endswith("for M in 4\n"), err
     assert cli("sweep", "1f1b", "-D", "P=2", "--over", "M=04")[0] == 0
     assert cli("compile", "1f1b", "-D", "P=2", "-D", "M=04")[0] == 0
     # each led by the option as given, as sweep's are (was: no option named)

@@ -53,7 +53,7 @@ class Expr:
     def parse(text: str | int, integers: bool = False) -> Expr:
         """Parse ``text`` (an int is taken literally); PpirError ``bad-range`` when malformed.
         ``integers``: it is a domain's, whose literals are integers (for the hints only)."""
-        src = str(text).strip()
+        src = _read_ints(str(text).strip())  # as read: 04 is 4 in every message
         try:
             tree = ast.parse(_python(src), mode="eval").body
         except SyntaxError:
@@ -89,9 +89,16 @@ def _syntax(integers: bool) -> str:
 
 
 def _python(src: str) -> str:
-    """``src`` as Python reads it: integer literals as :func:`read_int` reads them (``04`` ->
-    ``4``; a located ``bad-range`` for one in other digits, '٤') and implicit multiplications
-    written out (``8P`` -> ``8*P``)."""
+    """``src`` as Python reads it: integer literals as :func:`_read_ints` reads them and
+    implicit multiplications written out (``8P`` -> ``8*P``)."""
+    return _IMPLICIT_MUL.sub(r"\1*", _read_ints(src))
+
+
+def _read_ints(src: str) -> str:
+    """``src`` with its integer literals as :func:`read_int` reads them, as ``-D`` values
+    are (``04`` -> ``4``, ``1_000`` -> ``1000``); a ``bad-range`` error for one in other
+    digits ('٤').  What an expression is shown as, so that ``--over M=04`` reads ``M in 4``
+    as ``-D M=04`` reads ``M=4``."""
 
     def integer(m: re.Match) -> str:
         try:
@@ -100,7 +107,7 @@ def _python(src: str) -> str:
             where = "" if m[0] == src else f" in '{src}'"
             raise error("bad-range", f"a number{where} {e}") from None
 
-    return _IMPLICIT_MUL.sub(r"\1*", _INT_LITERAL.sub(integer, src))
+    return _INT_LITERAL.sub(integer, src)
 
 
 def _integer_expr(spec) -> Expr:
