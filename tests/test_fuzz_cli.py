@@ -109,13 +109,13 @@ def test_bubble_bound(cli):
     [
         (["1f1b"], "give at least one --over"),
         (["1f1b", "--over", "P=2.."], "a range needs both ends"),
-        (["1f1b", "--over", "P=2...4"], "'2...4': a range is LO..HI, with two dots"),
-        (["1f1b", "--over", "P=2..4..6"], "'2..4..6': a range is LO..HI, with two dots"),
+        (["1f1b", "--over", "P=2...4"], "--over P=2...4: a range is LO..HI, with two dots"),
+        (["1f1b", "--over", "P=2..4..6"], "--over P=2..4..6: a range is LO..HI, with two dots"),
         # was: "cannot read the expression ''", naming neither the option nor the value
         (["1f1b", "--over", "P="], "ppir: error: --over P=: no values after '='\nhint: e.g."),
         (
             ["1f1b", "--over", "P=1,2,,4"],
-            "ppir: error: --over P=1,2,,4: '1,2,,4' has an empty value\nhint: sep",
+            "ppir: error: --over P=1,2,,4 has an empty value\nhint: sep",
         ),
         (["1f1b", "--over", "M=P..8P", "--over", "P=2..4"], "refers to 'P'"),
         # was: "'Q' is not a parameter of 1f1b", in words of its own
@@ -142,6 +142,45 @@ def test_usage_mistakes_exit_2_without_traceback(cli, argv, message):
     code, out, err = cli("fuzz", *argv)
     assert code == 2
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "over, first",
+    [  # each was the option, then its value again: "--over M=4,4: '4,4' lists 4 twice"
+        ("M=4,4", "--over M=4,4 lists 4 twice"),
+        ("M=1,,2", "--over M=1,,2 has an empty value"),
+        (
+            "M=4..2",
+            "--over M=4..2 is empty: ranges run from the low end up, inclusive at both ends",
+        ),
+        ("M=1..", "--over M=1..: a range needs both ends, e.g. 2..16"),
+        ("M=a+", "--over M=a+: cannot read the expression"),  # was: ... the expression 'a+'
+        ("M=foo(1)", "--over M=foo(1) is not a bound expression"),
+        ("M=1.5", "--over M=1.5 is not an integer: a parameter's values are integers"),
+        # was: "the domain of 'M' (a) refers to 'a'", naming no option
+        ("M=a", "--over M=a names no parameter given before it"),
+        ("M=1..x", "--over M=1..x refers to 'x'"),  # was: "the domain of 'M' (1..x) refers..."
+        ("M=1,1.5", "--over M=1,1.5: '1.5' is not an integer: a parameter's values are integers"),
+        ("M=P..2*", "--over M=P..2*: cannot read the expression '2*'"),  # a part: named
+    ],
+)
+def test_an_over_error_names_the_option_and_its_value_once(cli, over, first):
+    code, out, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", over)
+    assert code == 2 and out == "" and err.splitlines()[0] == f"ppir: error: {first}"
+
+
+@pytest.mark.parametrize("over", ["M=", "M= "])
+def test_sweep_and_fuzz_refuse_an_over_without_values_in_one_wording(cli, over):
+    """sweep said "--over M=: expected NAME=V1,V2,..., e.g. --over v=1,2,4" where fuzz said
+    "--over M=: no values after '='": one check (value_lists.split_option), one wording."""
+    want = f"ppir: error: --over {over}: no values after '='"
+    code, _, err = cli("sweep", "1f1b", "-D", "P=2", "--over", over)
+    assert code == 2 and err.splitlines() == [want, "hint: e.g. --over M=1,2,4"]
+    code, _, err = cli("fuzz", "1f1b", "-D", "P=2", "--over", over)
+    assert code == 2 and err.splitlines() == [
+        want,
+        "hint: e.g. --over M=2..16, or a list of values, --over M=1,2,4",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -226,7 +265,7 @@ def test_search_is_deterministic_and_counts_distinct_points():
 
 def test_a_range_written_the_wrong_way_is_refused(cli):
     code, _, err = cli("fuzz", "1f1b", "--over", "P=5..2")
-    assert code == 2 and "'5..2' is empty" in err and "did you mean 2..5?" in err
+    assert code == 2 and "--over P=5..2 is empty" in err and "did you mean 2..5?" in err
     from ppir.testing.space import parse_domain
 
     with pytest.raises(PpirError, match="is empty"):
@@ -277,7 +316,8 @@ def test_empty_ranges_are_not_blamed_on_the_size_cap(cli):
 
 
 def test_a_value_list_splits_at_top_level_commas_only(cli):
-    from ppir.testing.space import parse_domain, split_values
+    from ppir.testing.space import parse_domain
+    from ppir.testing.value_lists import split_values
 
     assert split_values("min(P,3),2P") == ["min(P,3)", "2P"]
     assert split_values("1,2,4") == ["1", "2", "4"]
@@ -288,7 +328,7 @@ def test_a_value_list_splits_at_top_level_commas_only(cli):
     code, out, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=min(P,3)..max(P,4)")
     assert code == 0 and "M in min(P,3)..max(P,4)" in out, err
     code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=min(P,3")
-    assert code == 2 and "cannot read the expression 'min(P,3'" in err
+    assert code == 2 and "--over M=min(P,3: cannot read the expression\n" in err
 
 
 def test_no_valid_choice_names_the_require_line_that_refuses(cli):

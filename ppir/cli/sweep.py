@@ -30,7 +30,7 @@ from ppir.frontend.loader import bound_params, check_params, load_schedule
 from ppir.ir import Schedule
 from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
-from ppir.testing.space import refuse_repeats, split_values
+from ppir.testing.value_lists import refuse_repeats, split_option, value_items
 
 NAME = "sweep"
 HELP = "sweep one parameter; bubble, step time, P2P and memory beside published formulas"
@@ -232,16 +232,10 @@ def _known_params(spec, params: dict) -> dict:
 
 
 def _parse_over(text: str) -> tuple[str, list[int]]:
-    name, eq, vals = text.partition("=")
-    items = split_values(vals)
-    if eq and vals.strip() and not all(x.strip() for x in items):
-        raise error(
-            "bad-usage",
-            f"--over {text}: the value list '{vals}' has an empty value",
-            hints=["separate the values with single commas, e.g. --over v=1,2,4"],
-        )
-    if not eq or not name.strip().isidentifier() or not vals.strip():
-        raise error("bad-usage", f"--over {text}: expected NAME=V1,V2,..., e.g. --over v=1,2,4")
+    """(NAME, values) of ``--over NAME=V1,V2,...``, read as fuzz's --over (ppir.testing.space)
+    and -D's values are."""
+    name, vals = split_option(text, "NAME=V1,V2,...", "bad-usage")
+    items = value_items(vals, f"--over {text}", "bad-usage")
     values = []
     for x in items:
         try:
@@ -250,11 +244,11 @@ def _parse_over(text: str) -> tuple[str, list[int]]:
             hint = ["sweep lists its values (each is one row): e.g. --over M=4,8,16"]
             raise error(
                 "bad-usage",
-                f"--over {text}: each value of '{name.strip()}' {e}",
+                f"--over {text}: each value of '{name}' {e}",
                 hints=hint if ".." in vals else [],
             ) from None
-    refuse_repeats(values, f"--over {text}: the value list '{vals}'", "bad-usage")
-    return name.strip(), values
+    refuse_repeats(values, f"--over {text}", "bad-usage")
+    return name, values
 
 
 def run(args) -> int:

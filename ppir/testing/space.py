@@ -17,11 +17,12 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from ppir.diagnostics import PpirError, did_you_mean, error
 from ppir.frontend.limits import read_int
+from ppir.testing.value_lists import refuse_repeats, split_option, value_items
 
 Number = int | Fraction
 # A number literal (read whole, as the lookahead holds it: '1e3' is one, not 1 times e3; not
@@ -50,17 +51,24 @@ class Expr:
     names: frozenset[str]
 
     @staticmethod
-    def parse(text: str | int, integers: bool = False) -> Expr:
-        """Parse ``text`` (an int is taken literally); PpirError ``bad-range`` when malformed.
+    def parse(text: str | int, integers: bool = False, shown: str = "") -> Expr:
+        """Parse ``text`` (an int is taken literally); PpirError ``bad-range`` when malformed,
+        naming it ``shown`` when given (the option it is the whole of: ``--over M=a+``).
         ``integers``: it is a domain's, whose literals are integers (for the hints only)."""
-        src = _read_ints(str(text).strip())  # as read: 04 is 4 in every message
+        try:  # as read: 04 is 4 in every message
+            src = _read_ints(str(text).strip())
+        except PpirError as e:
+            raise _led_by(e, shown) from None
         try:
             tree = ast.parse(_python(src), mode="eval").body
         except SyntaxError:
-            raise error(
-                "bad-range", f"cannot read the expression '{src}'", hints=[_syntax(integers)]
-            ) from None
-        names = frozenset(_check(tree, src, integers))
+            what = (
+                f"{shown}: cannot read the expression"
+                if shown
+                else f"cannot read the expression '{src}'"
+            )
+            raise error("bad-range", what, hints=[_syntax(integers)]) from None
+        names = frozenset(_check(tree, shown or f"'{src}'", integers))
         return Expr(src, tree, names)
 
     def eval(self, env: Mapping[str, Number]) -> Number:
@@ -110,30 +118,51 @@ def _read_ints(src: str) -> str:
     return _INT_LITERAL.sub(integer, src)
 
 
-def _integer_expr(spec) -> Expr:
+def _integer_expr(spec, option: str = "", whole: bool = False) -> Expr:
     """A domain's bound or value: an :class:`Expr` whose number literals are integers (a
     parameter's values are); ``bad-range`` naming the first that is not: ``1e3``, ``2.0``,
-    ``0.5`` (where ``1e3`` was read as 1 times a name ``e3``, and ``2.0`` taken as 2)."""
-    e = Expr.parse(spec, integers=True)
+    ``0.5`` (where ``1e3`` was read as 1 times a name ``e3``, and ``2.0`` taken as 2).
+    ``option`` (``--over M=...``) leads its errors, or names it when it is the ``whole``
+    value, so that no message repeats it: ``--over M=1.5 is not an integer``."""
+    shown = option if whole else ""
+    try:
+        e = Expr.parse(spec, integers=True, shown=shown)
+    except PpirError as err:
+        raise _led_by(err, "" if shown else option) from None
     for node in ast.walk(e.tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, float):
             lit = ast.get_source_segment(_python(e.text), node) or repr(node.value)
             where = "" if lit == e.text else f" in '{e.text}'"
             v = node.value
-            raise error(
-                "bad-range",
-                f"'{lit}'{where} is not an integer: a parameter's values are integers",
-                hints=[
-                    f"write it as {int(v)}"
-                    if v.is_integer()
-                    else "divide with // for an integer, e.g. P//2"
-                ],
+            it = shown if shown and lit == e.text else f"'{lit}'{where}"
+            raise _led_by(
+                error(
+                    "bad-range",
+                    f"{it} is not an integer: a parameter's values are integers",
+                    hints=[
+                        f"write it as {int(v)}"
+                        if v.is_integer()
+                        else "divide with // for an integer, e.g. P//2"
+                    ],
+                ),
+                "" if it == shown else option,
             )
     return e
 
 
+def _led_by(e: PpirError, option: str) -> PpirError:
+    """``e`` with its message led by ``option`` as given (``--over M=P..2*: ...``)."""
+    if not option:
+        return e
+    d = e.diagnostics[0]
+    return PpirError(
+        [replace(d, message=f"{option}: {d.message}"), *e.diagnostics[1:]], e.exit_code
+    )
+
+
 def _check(node: ast.AST, src: str, integers: bool) -> set[str]:
-    """The names an expression reads; bad-range for anything outside the small language."""
+    """The names an expression reads; bad-range for anything outside the small language
+    (``src``: the expression as errors name it, ``'foo(1)'`` or ``--over M=foo(1)``)."""
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):  # 0.5: exactly 1/2
         return set()
     if isinstance(node, ast.Name):
@@ -150,7 +179,7 @@ def _check(node: ast.AST, src: str, integers: bool) -> set[str]:
         and not node.keywords
     ):
         return set().union(*(_check(a, src, integers) for a in node.args))
-    raise error("bad-range", f"'{src}' is not a bound expression", hints=[_syntax(integers)])
+    raise error("bad-range", f"{src} is not a bound expression", hints=[_syntax(integers)])
 
 
 def _eval(node: ast.expr, env: Mapping[str, Number]) -> Number:
@@ -175,6 +204,7 @@ class Domain:
     lo: Expr | None = None
     hi: Expr | None = None
     choices: tuple[Expr, ...] = ()
+    option: str = field(default="", compare=False)  # how errors name it: --over M=P..8P
 
     @property
     def names(self) -> frozenset[str]:
@@ -208,9 +238,11 @@ def _as_int(v: Number, text: str) -> int:
     return v
 
 
-def parse_domain(spec) -> Domain:
+def parse_domain(spec, option: str = "") -> Domain:
     """A domain from ``"2..16"``, ``"P..8P"``, ``"1,2,4"``, ``"P"``, an int, a ``range`` or a
-    list of ints/expressions.  PpirError ``bad-range`` when malformed."""
+    list of ints/expressions.  PpirError ``bad-range`` when malformed, naming the text as
+    ``'1,,2'``, or as ``option`` when it came in one (``--over M=1,,2 has an empty value``:
+    the option and its value once, not ``--over M=1,,2: '1,,2' has ...``)."""
     if isinstance(spec, bool):
         raise error("bad-range", f"{spec!r} is not a parameter domain")
     if isinstance(spec, int):
@@ -237,94 +269,42 @@ def parse_domain(spec) -> Domain:
             "an empty domain: it holds no value",
             hints=["e.g. 2..16 (inclusive at both ends), P..8P or a list of values, 1,2,4"],
         )
+    it = option or f"'{spec}'"
     if ".." in spec:
         lo, _, hi = spec.partition("..")
         if not lo.strip() or not hi.strip():
-            raise error("bad-range", f"'{spec}': a range needs both ends, e.g. 2..16")
+            raise error("bad-range", f"{it}: a range needs both ends, e.g. 2..16")
         if hi.lstrip().startswith(".") or ".." in hi:  # '2...4' read '.4' as 2/5; '2..4..6'
             raise error(
                 "bad-range",
-                f"'{spec}': a range is LO..HI, with two dots between its two ends",
+                f"{it}: a range is LO..HI, with two dots between its two ends",
                 hints=["e.g. 2..16 (inclusive at both ends); a list of values is 1,2,4"],
             )
-        d = Domain(_integer_expr(lo), _integer_expr(hi))
+        d = Domain(_integer_expr(lo, option), _integer_expr(hi, option))
         low, high = d.bounds({}) if not d.names else (0, 0)
         if low > high:  # two constants, the wrong way round
             raise error(
                 "bad-range",
-                f"'{spec}' is empty: ranges run from the low end up, inclusive at both ends",
-                hints=[f"did you mean {hi.strip()}..{lo.strip()}?"],
+                f"{it} is empty: ranges run from the low end up, inclusive at both ends",
+                hints=[f"did you mean {d.hi.text}..{d.lo.text}?"],
             )
         return d
-    items = split_values(spec)
-    if not all(x.strip() for x in items):  # '1,2,,4', '1,2,'
-        raise error(
-            "bad-range",
-            f"'{spec}' has an empty value",
-            hints=["separate the values with single commas, e.g. 1,2,4"],
-        )
-    return _choices(items, f"'{spec}'")
+    return _choices(value_items(spec, it), it, option)
 
 
-def _choices(items, shown: str) -> Domain:
+def _choices(items, shown: str, option: str = "") -> Domain:
     """A list of values, each an :func:`_integer_expr`; one given twice is refused
     (:func:`refuse_repeats`), two that depend on parameters and meet are one choice."""
-    exprs = tuple(_integer_expr(v) for v in items)
+    exprs = tuple(_integer_expr(v, option, len(items) == 1) for v in items)
     refuse_repeats([e.eval({}) if not e.names else e.text.replace(" ", "") for e in exprs], shown)
     return Domain(choices=exprs)
 
 
-def refuse_repeats(values: list, shown: str, kind: str = "bad-range") -> None:
-    """The one rule of a list of values (fuzz's --over, sweep's --over, the strategies): a value
-    given twice is refused, naming it (sweep measured it twice, a row each; fuzz drew it as one
-    choice): ``'4,4' lists 4 twice``; ``shown`` is the list as the caller names it."""
-    seen = set()
-    for v in values:
-        if v in seen:
-            raise error(kind, f"{shown} lists {v} twice", hints=["give each value once"])
-        seen.add(v)
-
-
-def split_values(text: str) -> list[str]:
-    """``"1,2,4"`` -> ``["1", "2", "4"]``: a value list split at its top-level commas only, so
-    ``"min(P,3),8"`` is two values.  The one splitter of ``NAME=V1,V2,...`` lists ('ppir fuzz',
-    'ppir sweep', the strategies); items are not stripped, unbalanced parentheses are left to
-    the caller's parser to report."""
-    items, depth, start = [], 0, 0
-    for i, c in enumerate(text):
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth = max(depth - 1, 0)
-        elif c == "," and depth == 0:
-            items.append(text[start:i])
-            start = i + 1
-    return [*items, text[start:]]
-
-
 def parse_over(text: str) -> tuple[str, Domain]:
-    """``"M=P..8P"`` -> ("M", Domain).  PpirError ``bad-range`` when malformed, its message
-    led by the option as given (``--over M=٤: ...``)."""
-    name, eq, spec = text.partition("=")
-    name = name.strip()
-    if not eq or not name.isidentifier():
-        raise error(
-            "bad-range",
-            f"--over {text}: expected NAME=LO..HI or NAME=V1,V2,...",
-            hints=["e.g. --over P=2..16 --over M=P..8P"],
-        )
-    if not spec.strip():
-        raise error(
-            "bad-range",
-            f"--over {text}: no values after '='",
-            hints=[f"e.g. --over {name}=2..16, or a list of values, --over {name}=1,2,4"],
-        )
-    try:
-        return name, parse_domain(spec)
-    except PpirError as e:  # named by the option, as sweep's --over: '٤' named no option
-        d = e.diagnostics[0]
-        d = replace(d, message=f"--over {text}: {d.message}")
-        raise PpirError([d, *e.diagnostics[1:]], e.exit_code) from None
+    """``"M=P..8P"`` -> ("M", Domain).  PpirError ``bad-range`` when malformed, naming the
+    option as given once (``--over M=٤: ...``, ``--over M=4,4 lists 4 twice``)."""
+    name, spec = split_option(text, "NAME=LO..HI or NAME=V1,V2,...")
+    return name, replace(parse_domain(spec, f"--over {text}"), option=f"--over {text}")
 
 
 class ParamSpace:
@@ -343,9 +323,12 @@ class ParamSpace:
                 raise error("bad-range", f"parameter '{name}' is given twice")
             late = sorted(dom.names - known - {"min", "max"})
             if late:
+                it = dom.option or f"the domain of '{name}' ({dom})"
                 raise error(
                     "bad-range",
-                    f"the domain of '{name}' ({dom}) refers to '{late[0]}'",
+                    f"{it} names no parameter given before it"
+                    if str(dom) == late[0]
+                    else f"{it} refers to '{late[0]}'",
                     hints=[
                         f"declare '{late[0]}' before '{name}'"
                         if late[0] in {n for n, _ in self.domains}
