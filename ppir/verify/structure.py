@@ -25,7 +25,7 @@ counted.
 
 from __future__ import annotations
 
-from ppir.diagnostics import Diagnostic, Note
+from ppir.diagnostics import Diagnostic, Note, count
 from ppir.ir import Action, OpKind, deps
 from ppir.ir.graph import ProgramGraph
 from ppir.ir.types import COMPUTE_KINDS
@@ -104,7 +104,7 @@ def _out_of_range(a: Action, r: int, S: int, M: int) -> Diagnostic:
             "out-of-range",
             f"{a} on rank {r} names microbatch {a.mb}, out of range 0..{M - 1}",
             a.span,
-            hints=(f"the schedule has {M} microbatches",),
+            hints=(f"the schedule has {count(M, 'microbatch')}",),
         )
     verb = "sends to" if a.kind.is_send else "receives from"
     ps = deps.peer_stage(a)
