@@ -438,11 +438,9 @@ def test_compile_analyze_and_tune_json_count_microbatches_alike(cli):
     assert tuple(json.loads(out)[k] for k in keys) == (8, 8)  # one pipeline: the same count
 
 
-def test_tune_counts_the_microbatches_of_the_program_it_ran(cli, tmp_path):
-    """tune's JSON rows counted microbatches their own way: `microbatches` was the M it passed
-    the schedule, right only when M is the step's count (DualPipe declares M // 2 per
-    pipeline).  A schedule of two pipelines that declares `microbatches M` runs 2M per step,
-    as compile's JSON says (16 at M=8), but tune's row said 8 (with 8 per pipeline)."""
+def _two_pipelines(tmp_path):
+    """DualPipe's program, declaring M microbatches per pipeline (2M per step) where the
+    built-in declares M // 2 (M per step)."""
     from importlib import resources
 
     source = resources.files("ppir.schedules").joinpath("dualpipe.pps").read_text()
@@ -456,6 +454,16 @@ def test_tune_counts_the_microbatches_of_the_program_it_ran(cli, tmp_path):
         source = source.replace(old, new)
     path = tmp_path / "mine.pps"
     path.write_text(source)
+    return path
+
+
+def test_tune_counts_the_microbatches_of_the_program_it_ran(cli, tmp_path):
+    """tune's JSON rows counted microbatches their own way: `microbatches` was the M it passed
+    the schedule, right only when M is the step's count (DualPipe declares M // 2 per
+    pipeline).  A schedule of two pipelines that declares `microbatches M` runs 2M per step,
+    as compile's JSON says (16 at M=8); tune gives it the M whose step runs the global batch's
+    8 (M=4: 8 per step, 4 per pipeline)."""
+    path = _two_pipelines(tmp_path)
     keys = ("microbatches", "microbatches_per_pipeline")
     code, out, err = cli("compile", str(path), "-D", "P=4", "-D", "M=8", "--format", "json")
     assert code == 0, err
@@ -464,7 +472,38 @@ def test_tune_counts_the_microbatches_of_the_program_it_ran(cli, tmp_path):
                          "--format", "json", "-q")  # fmt: skip
     assert code == 0, err
     (row,) = json.loads(out)["ranked"]
-    assert (row["microbatches"], row["microbatches_per_pipeline"]) == (16, 8)
+    assert (row["microbatches"], row["microbatches_per_pipeline"]) == (8, 4)
+
+
+def test_tune_runs_the_global_batch_through_a_schedule_whose_m_is_one_pipelines(cli, tmp_path):
+    """A schedule of two pipelines declaring `microbatches M` was given M = G / (dp x mbs) and
+    ran twice the batch: at world 8, dp 2, G=16 its rows said 16 microbatches (2x8) for mbs 1,
+    timing a step of 32 samples.  Each step now runs G / (dp x mbs), given M = that / 2; a
+    count no whole M gives is rejected, and the text says which -D M= tune gave it."""
+    path = _two_pipelines(tmp_path)
+    code, out, err = cli("tune", "--world", "8", "--pp", "4", "--model", "llama3-8b",
+                         "--schedules", str(path), "--global-batch", "16", "--micro-batch",
+                         "1,2", "--recompute", "none", "--format", "json", "-q")  # fmt: skip
+    assert code == 0, err
+    report = json.loads(out)
+    rows = [r for k in ("ranked", "slower", "pruned") for r in report[k]]
+    assert rows and {r["mbs"] for r in rows} == {1}
+    for r in rows:
+        assert r["microbatches"] == 16 // (r["dp"] * r["mbs"]), r
+        assert r["microbatches_per_pipeline"] == r["microbatches"] // 2, r
+    (bad,) = report["rejected"]  # mbs 2: a step of 4 is M=2, which its require refuses
+    assert (bad["mbs"], bad["microbatches"], bad["rejected"]) == (2, 4, "constraint")
+    assert bad["reason"].startswith("M=2 (for a step of 4 microbatches): requirement failed")
+    code, out, err = cli("tune", "-P", "4", "--schedules", str(path), "--global-batch", "8")
+    assert code == 0 and " 8 (2x4) " in out, out
+    assert f"M (k x m): {path} runs M microbatches in 2 pipelines of m each; its own M" in out
+    code, out, err = cli("tune", "-P", "4", "--schedules", str(path), "--global-batch", "5",
+                         "--format", "json")  # fmt: skip
+    assert code == 1, err
+    reasons = {r["schedule"]: r["reason"] for r in json.loads(out)["rejected"]}
+    assert reasons[str(path)] == (
+        "M=5 runs 10 microbatches per step (2 pipelines of 5); the global batch needs 5"
+    )
 
 
 def test_the_closest_choice_is_found_whether_argparse_quotes_the_choices_or_not():

@@ -17,16 +17,19 @@ Contract
    cannot enter the top (``why == "pruned"``, sorted by that bound; their memory is checked
    only when they got as far as the dependency bound);
 3. the *rejected* ones, each with its reason: ``divisibility`` (the global batch does not split
-   into dp x micro-batch x M, or the layers into the stages with uneven splits off),
+   into dp x micro-batch x M, no M of the schedule's makes its step run M microbatches, or
+   the layers do not split into the stages with uneven splits off),
    ``constraint`` (the schedule refuses the parameters, or its program does not verify) or
    ``memory`` (the worst rank's peak exceeds the budget; the reason names the largest term;
    found before compiling, the peak counts no receive buffers: a lower bound, "at least").
 
 With a model, each choice has ``pp`` x ``dp`` x ``tp`` = ``world`` GPUs and micro-batch size
-``mbs``; M = global batch / (dp x mbs).  Memory is the whole per-rank footprint in bytes
-(:mod:`ppir.analysis.footprint`) at that tp, dp, mbs and recomputation; times are seconds and
-include each stage's data-parallel gradient reduction (``compile(dp=...)``).  Layers that do
-not split evenly are split unevenly when ``uneven`` is on (:func:`uneven_layers`; a stage
+``mbs``; M = global batch / (dp x mbs), the microbatches each candidate's step runs (the
+schedule is given the M that makes it so: :mod:`ppir.analysis.tune_load`).  Memory is the
+whole per-rank footprint in bytes (:mod:`ppir.analysis.footprint`) at that tp, dp, mbs and
+recomputation; times are seconds and include each stage's data-parallel gradient reduction
+(``compile(dp=...)``).  Layers that do not split evenly are split unevenly when ``uneven`` is
+on (:func:`uneven_layers`; a stage
 without a layer is rejected); with ``uneven`` on and costs from the model (not measured ones,
 which time the profiled stages whatever their layers), each choice is also tried with
 :func:`rank_balanced_layers` (the output layer's work counted on the last stage, the stages
@@ -51,10 +54,11 @@ from ppir.analysis.layout import faster_split, uneven_layers
 from ppir.analysis.measured_footprint import sizes_known, whole_memory
 from ppir.analysis.memory import analyze_memory, split_fractions
 from ppir.analysis.timeline import dependency_bound, run
+from ppir.analysis.tune_load import Refused, load_for_batch
 from ppir.analysis.tune_space import Builtin, Candidate, Space, default_global_batch
 from ppir.analysis.units import fmt_sizes_apart
 from ppir.diagnostics import PpirError, error
-from ppir.frontend.loader import declared_params, load_schedule
+from ppir.frontend.loader import declared_params
 from ppir.ir import deps
 from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
@@ -256,18 +260,14 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
     if G % (dp * mbs):
         why = f"global batch {G} does not split into dp={dp} x micro-batch {mbs}"
         return [Candidate(**base, recompute=r, reason=why, why="divisibility") for r in recomputes]
-    M = G // (dp * mbs)
+    M = G // (dp * mbs)  # the microbatches its step runs (the schedule's M may differ)
     base["microbatches"] = M
-    values = {"P": P, "M": M, "v": v}
     try:
-        given = {k: values[k] for k in params if k in values}
-        s = load_schedule(name, given, builtin=isinstance(name, Builtin))
-    except PpirError as e:
-        why = e.diagnostics[0].message
-        return [Candidate(**base, recompute=r, reason=why, why="constraint") for r in recomputes]
-    if not params and (s.ranks, s.microbatches) != (P, M):  # a fixed program (CSV, JSON)
-        why = f"the program has {s.ranks} ranks and {s.microbatches} microbatches, not {P} and {M}"
-        return [Candidate(**base, recompute=r, reason=why, why="constraint") for r in recomputes]
+        s, base["given_m"] = load_for_batch(
+            name, params, {"P": P, "M": M, "v": v}, builtin=isinstance(name, Builtin)
+        )
+    except Refused as e:
+        return [Candidate(**base, recompute=r, reason=e.reason, why=e.why) for r in recomputes]
     base["v"] = max(1, s.stages // s.ranks)
     if model is not None:
         L, span = model.layers, deps.pipeline_length(s.stages, schedule_copies(s))

@@ -24,9 +24,10 @@ class Candidate:
     dp: int
     v: int
     mbs: int
-    microbatches: int | None
+    microbatches: int | None  # per step: global batch / (dp x mbs); None: it does not divide
     recompute: str = "none"
     stage_layers: tuple[int, ...] | None = None  # None: even (or no model)
+    given_m: int | None = None  # the schedule's M (-D M=) for that step; None: not loaded
     bound: float | None = None  # dependency bound (per step; per sample without a model)
     step_time: float | None = None  # compiled
     peak: float | None = None  # worst rank: whole-memory bytes with a model, else A

@@ -102,7 +102,8 @@ def add_arguments(p):
         type=positive_int,
         default=0,
         metavar="G",
-        help="global batch in sequences (samples) per step, M = G / (dp x micro-batch) (default "
+        help="global batch in sequences (samples) per step, which runs M = G / (dp x micro-batch) "
+        "microbatches (default "
         "4 x world / tp; with a measured --config: 4 x P profiled microbatches, and G must be a "
         "multiple of the samples of one)",
     )

@@ -51,8 +51,8 @@ def _row(c, rank=None) -> dict:
 def _microbatches(c) -> dict:
     """A row's ``microbatches`` (per step) and ``microbatches_per_pipeline``, as the other JSON
     reports count them (:func:`microbatch_json`, of the program searched); a choice refused
-    before its program was loaded has only the M it was to be given (None when the batch did
-    not divide)."""
+    before its program was loaded has only the count its step was to run (None when the batch
+    did not divide)."""
     if c.program is None:
         return {"microbatches": c.microbatches, "microbatches_per_pipeline": None}
     counts = microbatch_json(c.program.microbatches, c.program.pipelines)
@@ -81,13 +81,42 @@ def tune_json(cands, space, G, cfg, budget, gpu_memory=None) -> dict:
 
 
 def _m(c) -> str:
-    """The M column: the schedule's M (microbatches per step), and for a schedule of several
-    pipelines how they split, ``16 (2x8)``: the count ``ppir compile`` reports is one
-    pipeline's (bidirectional DualPipe runs M/2 each way)."""
+    """The M column: the microbatches per step (a built-in's M; global batch / (dp x mbs)),
+    and for a schedule of several pipelines how they split, ``16 (2x8)``: bidirectional
+    DualPipe runs M/2 each way (:func:`_m_notes` says so under the table)."""
     s = c.program
     if s is None or s.pipelines == 1:
         return str(c.microbatches)
     return f"{c.microbatches} ({s.pipelines}x{s.microbatches})"
+
+
+def _m_notes(ok) -> list[str]:
+    """The lines under the table on the M column: how a schedule of several pipelines splits
+    its step's M microbatches (``16 (2x8)``), and which -D M= tune gave a schedule whose own M
+    is not its step's count (one of two pipelines declaring ``microbatches M``: M=4 for 8)."""
+    by: dict[str, list] = {}
+    for c in ok:
+        by.setdefault(c.schedule, []).append(c)
+    lines = []
+    for name, cs in sorted(by.items()):
+        k = cs[0].program.pipelines
+        own = sorted({(c.given_m, c.microbatches) for c in cs if c.given_m is not None})
+        if all(m == step for m, step in own):
+            if k > 1:  # was: DualPipe's M=16 beside compile's '8 microbatches', unexplained
+                lines.append(
+                    f"M (k x m): {name} runs its M microbatches in {k} pipelines of m each, as "
+                    "ppir compile -D M=M reports them ('M microbatches (m per pipeline)')"
+                )
+        elif k > 1 and all(c.given_m == c.program.microbatches for c in cs):
+            lines.append(
+                f"M (k x m): {name} runs M microbatches in {k} pipelines of m each; its own M is "
+                "one pipeline's: ppir compile -D M=m reports them ('M microbatches (m per "
+                "pipeline)')"
+            )
+        else:
+            gave = ", ".join(f"-D M={m} for {step}" for m, step in own)
+            lines.append(f"M: {name}'s own M is not its step's microbatches; tune gave it {gave}")
+    return lines
 
 
 def _layers(c) -> str:
@@ -158,12 +187,7 @@ def tune_text(
         lines.append(table(rows, align="><<<>>><<>>><"))
     limits = sorted({why for c in ok if (why := _limit(c))})
     lines += [f"* ppir launch cannot run it: {why}" for why in limits]
-    split = {c.schedule: c.program.pipelines for c in ok if c.program.pipelines > 1}
-    lines += [  # was: DualPipe's M=16 beside compile's '8 microbatches', unexplained
-        f"M (k x m): {name} runs its M microbatches in {k} pipelines of m each, as ppir compile "
-        "-D M=M reports them ('M microbatches (m per pipeline)')"
-        for name, k in sorted(split.items())
-    ]
+    lines += _m_notes(ok)
     if not ok:
         hint = _no_choice_hint(cands, has_model, flag, cfg.model, space)
         lines.append("(no feasible choice)" + hint)
