@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 import textwrap
 
@@ -182,11 +183,47 @@ def test_cli_writes_a_cost_file(model_file, tmp_path, cli):
     assert "costs measured on 2 stages" in text
 
 
+def test_one_rank_tells_each_step_as_it_ends(model_file):
+    seen = []
+    profile(ProfileSpec(model_file, ranks=1, microbatches=M, steps=2, warmup=1), seen.append)
+    assert seen == [1, 2, 3]  # the warm-up step, then the two timed ones
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_cli_shows_the_steps_on_a_terminal_and_nothing_with_quiet(
+    model_file, monkeypatch, capsys
+):
+    # was: nothing on stderr until the table, however long the model took to measure
+    from ppir.cli import main
+
+    argv = ["profile", "--module", model_file, "--ranks", "1", "-M", "4", "--steps", "2",
+            "--warmup", "1"]  # fmt: skip
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert main(argv) == 0
+    bar = tty.getvalue()
+    # (tqdm redraws at most every 0.1 s: steps of this tiny model may end between two draws)
+    assert "profile: " in bar and "/3 [" in bar and "starting 1F1B in this process" in bar
+    assert bar.endswith("\r")  # drawn, then cleared
+    assert "profile: " not in capsys.readouterr().out
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert main([*argv, "--quiet"]) == 0
+    assert tty.getvalue() == ""
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_two_ranks_time_messages_in_the_run(model_file):
     spec = ProfileSpec(model_file, ranks=2, stages=4, microbatches=M, steps=2, warmup=1, threads=1)
-    m = profile(spec)
+    seen = []
+    m = profile(spec, seen.append)
+    # rank 0's steps reach the parent (a progress bar's count): rising, ending at all 3 done
+    assert seen and seen[-1] == 3 and seen == sorted(set(seen))
     assert m.stages == 4 and m.transfer > 0
     assert dict(m.info)["transfer_isolated"] > 0
     # a thread per rank on CPU: each piece's ops' processor time over their wall time

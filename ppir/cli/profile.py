@@ -7,7 +7,7 @@ import warnings
 
 from ppir.cli.argtypes import integer, key_values, positive_int, positive_seconds
 from ppir.cli.common import add_output_argument
-from ppir.cli.output import table
+from ppir.cli.output import add_quiet_argument, progress, table
 from ppir.diagnostics import error, write_output
 from ppir.torch.run import add_module_arguments
 
@@ -80,6 +80,7 @@ def add_arguments(p):
         help="process-group timeout in seconds (default 120)",
     )
     add_output_argument(p, "write the cost file here (else stdout)")
+    add_quiet_argument(p)
 
 
 def parse_options(items: list[str]) -> dict:
@@ -127,7 +128,7 @@ def run(args) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", OptimizerNotMeasured)
-            mc = profile(spec)
+            mc = _measure(spec, profile, args.quiet)
     except ProfileError as e:
         raise error("bad-usage", str(e)) from None
     except ProfileFailed as e:
@@ -150,6 +151,26 @@ def run(args) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _measure(spec, profile, quiet: bool):
+    """``profile(spec)`` with a bar on a terminal's stderr: the warm-up and timed steps as rank
+    0 ends them, then the F&B, message and memory measurements that follow."""
+    total = spec.warmup + spec.steps
+    where = "in this process" if spec.ranks == 1 else f"on {spec.ranks} ranks"
+    with progress(total, "profile", quiet=quiet, unit="steps") as bar:
+        bar.update(0, f"starting 1F1B {where}")
+        told = 0
+
+        def on_step(n: int) -> None:
+            nonlocal told
+            status = "warm-up" if n < spec.warmup else "timed steps"
+            if n == total:
+                status = "F&B, messages and saved bytes"
+            bar.update(n - told, status)
+            told = n
+
+        return profile(spec, on_step)
 
 
 def summary(mc) -> str:

@@ -91,16 +91,22 @@ def load_model(spec: str, options: dict | None = None):
         raise ProfileError(str(e)) from None
 
 
-def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str, batch=None, model=None) -> None:
+def _rank_main(
+    rank: int, spec: ProfileSpec, port: int, out: str, batch=None, model=None, on_step=None
+) -> None:
     """Measure one rank and write its samples to ``out``; ``batch`` and ``model``:
     ``make_batch(0)`` and the configured model module where the caller (one rank, in this
-    process) has made and checked them already (``configure`` runs once per process)."""
+    process) has made and checked them already (``configure`` runs once per process);
+    ``on_step(n)``: the steps done so far (rank 0 of several writes them for the parent to read:
+    :func:`_write_steps`)."""
     import torch
     import torch.distributed as dist
 
     from ppir.profile.worker import measure_rank
 
     P = spec.ranks
+    if on_step is None and rank == 0 and P > 1:
+        on_step = lambda n: _write_steps(out, n)  # noqa: E731
     torch.set_num_threads(spec.threads or max(1, (os.cpu_count() or 1) // P))
     device = _device(spec.device, rank)
     if P > 1:
@@ -137,6 +143,7 @@ def _rank_main(rank: int, spec: ProfileSpec, port: int, out: str, batch=None, mo
             device,
             batch,
             spec.timeout,
+            on_step,
         )
         data = gather(rank, P, samples, transfer, groups, device.type)
         if rank == 0:
@@ -235,8 +242,23 @@ def check_batch(batch, M: int) -> int | None:
     return first[0].shape[0] // M if first else None
 
 
-def profile(spec: ProfileSpec) -> MeasuredCosts:
-    """Measure (see :mod:`ppir.profile`) and return the measured costs of ``spec``."""
+def _write_steps(out: str, n: int) -> None:
+    """Rank 0's count of the steps done, for the parent's progress (replaced whole: a reader
+    never sees half a number)."""
+    Path(f"{out}.steps.tmp").write_text(str(n))
+    os.replace(f"{out}.steps.tmp", f"{out}.steps")
+
+
+def _read_steps(out: str) -> int | None:
+    try:
+        return int(Path(f"{out}.steps").read_text())
+    except (OSError, ValueError):  # not written yet
+        return None
+
+
+def profile(spec: ProfileSpec, on_step=None) -> MeasuredCosts:
+    """Measure (see :mod:`ppir.profile`) and return the measured costs of ``spec``;
+    ``on_step(n)`` is told the steps done (of ``spec.warmup + spec.steps``) as they end."""
     check_spec(spec)
     _device(spec.device, 0, current=False)  # a device this machine lacks, before any rank
     model = load_model(spec.model, spec.options)  # and a bad module
@@ -245,9 +267,9 @@ def profile(spec: ProfileSpec) -> MeasuredCosts:
     with tempfile.TemporaryDirectory(prefix="ppir-profile-") as tmp:
         out = os.path.join(tmp, "samples.json")
         if spec.ranks == 1:
-            _rank_main(0, spec, 0, out, batch, model)  # configure, make_batch(0): once
+            _rank_main(0, spec, 0, out, batch, model, on_step)  # configure, make_batch: once
         else:
-            _run_ranks(spec, tmp, out)
+            _run_ranks(spec, tmp, out, on_step)
         data = json.loads(Path(out).read_text())
     if size:
         data["microbatch_size"] = size
@@ -257,8 +279,9 @@ def profile(spec: ProfileSpec) -> MeasuredCosts:
     return summarize(spec, data)
 
 
-def _run_ranks(spec: ProfileSpec, tmp: str, out: str) -> None:
-    """``python -m ppir.profile.launch`` once per rank; the first failure stops the others."""
+def _run_ranks(spec: ProfileSpec, tmp: str, out: str, on_step=None) -> None:
+    """``python -m ppir.profile.launch`` once per rank; the first failure stops the others;
+    ``on_step(n)`` hears rank 0's count of steps done as it changes."""
     path = os.path.join(tmp, "spec.json")
     Path(path).write_text(json.dumps(asdict(spec)))
     port = str(_free_port())
@@ -268,8 +291,17 @@ def _run_ranks(spec: ProfileSpec, tmp: str, out: str) -> None:
     procs = [subprocess.Popen([*cmd, str(r)], env=env) for r in range(spec.ranks)]
     deadline = time.monotonic() + spec.timeout * 4
     late = False
+    told = [0]
+
+    def tell() -> None:  # rank 0's count of steps done, when it changed
+        done = _read_steps(out) if on_step is not None else None
+        if done is not None and done != told[0]:
+            told[0] = done
+            on_step(done)
+
     try:
         while any(p.poll() is None for p in procs):
+            tell()
             if any(p.returncode not in (None, 0) for p in procs):
                 grace = time.monotonic() + 2  # the others fail on their own and say why
                 while any(p.poll() is None for p in procs) and time.monotonic() < grace:
@@ -299,6 +331,7 @@ def _run_ranks(spec: ProfileSpec, tmp: str, out: str) -> None:
         )
     if any(codes):
         raise failure(out, codes, stopped)
+    tell()  # the last count, when the ranks ended between two looks
 
 
 def _child(argv: list[str]) -> int:

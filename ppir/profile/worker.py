@@ -373,14 +373,18 @@ def measure_rank(
     device,
     batch=None,
     timeout_s=None,
+    on_step=None,
 ):
     """The rank's samples (a list of :class:`Samples`, one per piece) and boundary times;
     ``batch``: ``make_batch(0)`` when the caller made it (else it is made here); ``timeout_s``:
-    the process group's timeout, named in the error of a peer that does not answer."""
+    the process group's timeout, named in the error of a peer that does not answer;
+    ``on_step(n)``: called after each of the ``warmup + steps`` steps with the steps done."""
     prof = Profiler(rank, world, pieces, model, program, schedule, M, device, batch, timeout_s)
     for i in range(warmup + steps):
         prof.step(split=STEP_KINDS[(i - warmup) % 3], record=i >= warmup)
         if world > 1:
             barrier(prof.run, f"rank {rank}: after profile step {i}")
+        if on_step is not None:
+            on_step(i + 1)
     samples, transfer, groups = prof.finish(steps)
     return samples, transfer, groups
