@@ -159,6 +159,28 @@ def test_posts_are_timed_and_messages_start_when_both_posts_returned(tmp_path):
     assert (back.post, back.post_wall) == (m.post, m.post_wall)
 
 
+def test_the_summary_scales_the_message_and_post_times(tmp_path):
+    # was 'boundary message: 0.000 ms (16384 bytes)' for a 0.4 us message (the README's
+    # example on CPU), where 'ppir compile --config' says 'intra latency 0.4 us'
+    from dataclasses import replace
+
+    from ppir.cli.profile import summary
+
+    spec = ProfileSpec("m.py", ranks=2, stages=2)
+    pieces = [
+        {k: [1e-3] for k in "FBIW"} | {"FB": [], "out_bytes": 8, "activation_bytes": 1,
+                                       "param_bytes": 1}
+        for _ in range(2)
+    ]  # fmt: skip
+    m = summarize(spec, {"pieces": pieces, "groups": [[], []], "device": "cuda"})
+    m = replace(m, transfer=4.2e-7, post=2.5e-4, post_wall=1.5e-3)
+    text = summary(m)
+    assert (
+        "boundary message: 0.42 us (8 bytes); posting a group: 250 us of processor time, " in text
+    )
+    assert "1.5 ms of wall time" in text and "0.000 ms" not in text
+
+
 def test_cli_writes_a_cost_file(model_file, tmp_path, cli):
     out = tmp_path / "costs.toml"
     code, stdout, err = cli(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import warnings
 
+from ppir.analysis.units import fmt_time
 from ppir.cli.argtypes import integer, key_values, positive_int, positive_seconds
 from ppir.cli.common import add_output_argument
 from ppir.cli.output import add_quiet_argument, progress, table
@@ -198,10 +199,10 @@ def summary(mc) -> str:
             "the cost file prices messages and posts as free: profile with --ranks 2 or more)"
         )
     else:
-        comm = (
-            f"boundary message: {mc.transfer * 1e3:.3f} ms ({mc.message_size:.0f} bytes); "
-            f"posting a group: {mc.post * 1e3:.3f} ms of processor time, "
-            f"{mc.post_wall * 1e3:.3f} ms of wall time"
+        comm = (  # scaled as compile's header says them: 4.86 us, not 0.005 or 0.000 ms
+            f"boundary message: {fmt_time(mc.transfer, 's')} ({mc.message_size:.0f} bytes); "
+            f"posting a group: {fmt_time(mc.post, 's')} of processor time, "
+            f"{fmt_time(mc.post_wall, 's')} of wall time"
         )
     return (
         table(rows, align=">")
