@@ -501,3 +501,37 @@ def test_a_cpu_profile_with_a_thread_per_rank_keeps_each_pieces_processor_share(
     # (the processor is not what runs the op), or an old gather without the count: none
     for change in ({"threads": 2}, {"device": "cuda"}, {"threads": None}):
         assert summarize(spec, data | change).processor_share == ()
+
+
+def _shared(shares, ranks=2, cores=2):
+    from ppir.analysis.measured import MeasuredCosts
+
+    n = len(shares)
+    info = (("ranks", ranks), ("device", "cpu"), ("processors", cores))
+    one = (1e-3,) * n
+    return MeasuredCosts(n, one, one, one, one, 1e-4, info=info, processor_share=shares)
+
+
+def test_a_profile_whose_ops_waited_for_a_core_they_each_had_says_so():
+    """Two ranks on two cores whose ops had a processor for 72-85 % of their time shared the
+    cores with other work (a quiet machine gives 0.93-1.00): the times are not this model's
+    alone, and the profile said nothing of it (a user's 1.6x estimate came from such a file)."""
+    from ppir.profile.summary import busy_warning
+
+    text = busy_warning(_shared((0.85, 0.72, 0.78, 0.72)))
+    assert text.startswith("the ranks' ops had a processor for only 72-85 % of their time, ")
+    assert "each of the 2 ranks had one of the 2 cores" in text and "quiet machine" in text
+    assert busy_warning(_shared((1.0, 0.94, 0.96, 0.95))) == ""  # quiet
+    # more ranks than cores: sharing them is the schedule's own (the estimator models it)
+    assert busy_warning(_shared((0.6, 0.7, 0.6, 0.7), ranks=4, cores=2)) == ""
+    assert busy_warning(_shared(())) == ""  # not measured (a GPU, several threads)
+
+
+def test_the_cli_warns_when_other_work_shared_the_cores(model_file, tmp_path, cli, monkeypatch):
+    import ppir.cli.profile as command
+
+    monkeypatch.setattr(command, "_measure", lambda spec, profile, quiet: _shared((0.7, 0.8)))
+    out = tmp_path / "busy.toml"
+    code, _, err = cli("profile", "--module", model_file, "--ranks", "2", "-o", str(out))
+    assert code == 0 and out.exists(), err
+    assert "ppir: warning: the ranks' ops had a processor for only 70-80 % of their time" in err

@@ -100,6 +100,7 @@ def run(args) -> int:
         ) from None
     from ppir.profile.errors import OptimizerNotMeasured
     from ppir.profile.launch import ProfileError, ProfileFailed, ProfileSpec, profile
+    from ppir.profile.summary import busy_warning
     from ppir.torch.run import check_module
 
     check_module(args.module)
@@ -140,6 +141,9 @@ def run(args) -> int:
             print(f"ppir: warning: {w.message}", file=sys.stderr)
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    busy = busy_warning(mc)
+    if busy:
+        print(f"ppir: warning: {busy}", file=sys.stderr)
     cmd = "ppir profile " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "ppir profile"
     text = mc.to_toml(
         f"written by: {cmd}\nseconds per microbatch; pass with --config to 'ppir compile "

@@ -86,6 +86,32 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     )
 
 
+BUSY_SHARE = 0.85
+"""Below this mean processor share, with a core per rank, the profile says other work ran."""
+
+
+def busy_warning(m: MeasuredCosts) -> str:
+    """A warning when the profile's ranks each had a core (ranks <= ``processors``) but their
+    ops had one for less than :data:`BUSY_SHARE` of their time on average (``processor_share``):
+    other processes shared the cores, and the measured times hold their waits for one ('' when
+    not).  On a quiet 2-core machine two ranks' ops had 0.93-1.00 of theirs; with the machine's
+    other work running, 0.72-0.85."""
+    info = dict(m.info)
+    ranks, cores, share = info.get("ranks"), info.get("processors"), m.processor_share
+    if not share or not ranks or not cores or ranks > cores:
+        return ""
+    if sum(share) / len(share) >= BUSY_SHARE:
+        return ""
+    lo, hi = (round(100 * f) for f in (min(share), max(share)))
+    return (
+        f"the ranks' ops had a processor for only {lo}"
+        + (f"-{hi}" if hi != lo else "")
+        + f" % of their time, though each of the {ranks} ranks had one of the {cores} cores: "
+        "other work shared the cores while profiling, and the measured times hold its waits "
+        "(profile again on a quiet machine for this model's own costs)"
+    )
+
+
 def cpu_cores() -> int:
     """The CPU cores this process may run on (its affinity mask where the OS has one)."""
     try:
