@@ -152,6 +152,31 @@ def test_cost_file_on_the_command_line(tmp_path, cli):
     assert code == 2 and "measured costs are for 2 stages" in err
 
 
+def test_a_step_of_other_microbatches_than_the_profiles_says_what_batch_it_times(tmp_path, cli):
+    """The costs are the profiled microbatch's (4 samples): -D M=8 times a batch of 32 samples,
+    not the profile's 16 split 8 ways as 'ppir launch -D M=8' runs the same module (a new
+    user's trial: predicted 106.5 ms, launched 72.6, and nothing said why)."""
+    path = tmp_path / "costs.toml"
+    info = {"ranks": 2, "microbatches": 4, "microbatch_size": 4, "device": "cpu"}
+    path.write_text(MeasuredCosts(**_kw(), info=tuple(info.items())).to_toml("test"))
+
+    def note(M):
+        code, out, err = cli(
+            "compile", "1f1b", "-D", "P=2", "-D", f"M={M}", "--backend", "cost", "--config",
+            str(path),
+        )  # fmt: skip
+        assert code == 0, err
+        return [line for line in out.splitlines() if line.startswith("note: the measured")]
+
+    assert note(8) == [
+        "note: the measured costs time the profile's microbatch of 4 samples: a step of 8 is 32 "
+        "samples, where the profile's batch was 16 in 4; for 8 microbatches of that batch, "
+        "profile again with --microbatches 8"
+    ]
+    assert note(6)[0].endswith("a step of 6 is 24 samples, where the profile's batch was 16 in 4")
+    assert note(4) == []  # the profile's own count: its batch
+
+
 @pytest.mark.parametrize(
     "flags, named",
     [

@@ -78,6 +78,34 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
     return "\n".join(lines) + "\n"
 
 
+def microbatch_note(compiled) -> str:
+    """A ``note:`` line when measured costs time another batch than the profile's: they are
+    the times of the profile's microbatch (``microbatch_size`` samples), so a step of M of them
+    is M times that many samples, not the profile's batch split M ways (what ``ppir launch``
+    runs with the same model module).  "" without measured costs, without the size (an older
+    file) or when the step runs the profile's count."""
+    from ppir.analysis.units import microbatch_json
+
+    m = compiled.config.measured
+    info = dict(m.info) if m is not None else {}
+    size, profiled = info.get("microbatch_size"), info.get("microbatches")
+    s = compiled.program
+    step = microbatch_json(s.microbatches, s.pipelines)["microbatches"]
+    if not size or not profiled or step == profiled:
+        return ""
+    batch = size * profiled
+    other = (
+        f"; for {step} microbatches of that batch, profile again with --microbatches {step}"
+        if batch % step == 0
+        else ""
+    )
+    return (
+        f"note: the measured costs time the profile's microbatch of {size} samples: a step of "
+        f"{step} is {step * size} samples, where the profile's batch was {batch} in {profiled}"
+        f"{other}\n"
+    )
+
+
 NOTE_CUT = 0.05
 """The least cut of the busiest rank's forward that makes :func:`split_note` look at a split."""
 
