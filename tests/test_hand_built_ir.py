@@ -30,8 +30,8 @@ def test_a_well_formed_hand_built_schedule_compiles():
 @pytest.mark.parametrize(
     "fields,message",
     [
-        ({"placement": (0,)}, "Schedule.placement lists 1 rank(s), but it needs one per stage "
-                              "(stages is 2)"),
+        ({"placement": (0,)}, "Schedule.placement gives a rank for 1 stage, but the "
+                              "schedule has 2 stages"),
         ({"placement": (0, 5)}, "Schedule.placement[1] is 5, not a rank in 0..1"),
         ({"placement": (0, "1")}, "Schedule.placement[1] is '1', not a rank in 0..1"),
         ({"placement": "01"}, "Schedule.placement is '01', but it needs one per stage"),
@@ -66,7 +66,7 @@ def test_compile_names_the_field_of_a_schedule_of_the_wrong_shape(fields, messag
 
 @pytest.mark.parametrize("fn", ["verify", "estimate", "analyze", "graph", "to_pps", "to_json"])
 def test_every_function_that_takes_a_schedule_checks_its_shape(fn):
-    with pytest.raises(ppir.PpirError, match=r"Schedule\.placement lists 1 rank"):
+    with pytest.raises(ppir.PpirError, match=r"Schedule\.placement gives a rank for 1 stage,"):
         getattr(ppir, fn)(_schedule(placement=(0,)))
     with pytest.raises(ppir.PpirError, match=r"Schedule\.programs holds 2 program"):
         ppir.lower(_schedule(ranks=3, placement=(0, 2)))

@@ -104,8 +104,16 @@ def _set_action(r, i, value):
     "edit, said, at",  # at: text on the line the error points at
     [
         (_set("ranks", 3), "programs holds 2 list(s) but ranks is 3", '"programs"'),
-        (_set("stages", 5), "the placement lists 2 rank(s) but there are 5 stages", '"placement"'),
-        (_set("placement", [0]), "the placement lists 1 rank(s) but there are 2", '"placement"'),
+        (
+            _set("stages", 5),
+            "the placement gives a rank for 2 stages, but the schedule has 5 stages",
+            '"placement"',
+        ),
+        (
+            _set("placement", [0]),
+            "the placement gives a rank for 1 stage, but the schedule has 2 stages",
+            '"placement"',
+        ),
         (
             _set("placement", [0, 2]),
             "placement puts stage 1 on rank 2, out of range",

@@ -31,7 +31,8 @@ def resolve_placement(ex: Interpreter, decls: dict, final: bool = False) -> None
         if len(kind) != stages:
             raise error(
                 "bad-placement",
-                f"the placement lists {len(kind)} rank(s) but there are {stages} stages",
+                f"the placement gives a rank for {count(len(kind), 'stage')}, "
+                f"but the schedule has {count(stages, 'stage')}",
                 pspan,
                 hints=["entry s is the rank that holds stage s"],
             )

@@ -95,9 +95,18 @@ def check_schedule(s, fn: str = "compile") -> None:
     ):
         _bad(f"Schedule.params must be (name, int) pairs, got {params!r:.60}")
     place = s.placement
-    if not isinstance(place, (tuple, list)) or len(place) != s.stages:
-        n = f"lists {len(place)} rank(s)" if isinstance(place, (tuple, list)) else f"is {place!r}"
-        _bad(f"Schedule.placement {n:.60}, but it needs one per stage (stages is {s.stages})")
+    if not isinstance(place, (tuple, list)):
+        _bad(
+            f"Schedule.placement is {place!r:.60}, but it needs one per stage "
+            f"(stages is {s.stages})"
+        )
+    if len(place) != s.stages:
+        from ppir.diagnostics import count
+
+        _bad(
+            f"Schedule.placement gives a rank for {count(len(place), 'stage')}, but the "
+            f"schedule has {count(s.stages, 'stage')}"
+        )
     for st, r in enumerate(place):
         if not _is_int(r) or not 0 <= r < s.ranks:
             _bad(f"Schedule.placement[{st}] is {r!r:.40}, not a rank in 0..{s.ranks - 1}")
