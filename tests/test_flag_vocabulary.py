@@ -20,8 +20,8 @@ from ppir.cli.main import build_parser
 # Justified exceptions to "one option string, one meaning", each for the commands named.  An
 # entry that no longer differs fails the test: remove it then.
 SAME_WORD_ALLOWED = {
-    # The same meaning, "a parameter and its values": sweep takes one parameter's list, fuzz
-    # ranges of several (repeatable, bounds over earlier ones), a superset of sweep's form.
+    # The same meaning, "a parameter and its values": sweep takes one parameter's list or
+    # constant range, fuzz ranges of several (repeatable, bounds over earlier ones), a superset.
     "--over": {"fuzz"},
     # "processes to run" in both; profile calls them --ranks (dest ranks), launch --nproc.
     "-n": {"launch"},

@@ -318,15 +318,56 @@ def test_torch_classes_of_a_schedule_get_its_closed_forms(cli):
     assert ("P*(v+1)/2", False) in forms  # the shortcut differs here as for ppir's own
 
 
-def test_a_range_is_refused_as_a_value_naming_it(cli):
-    # was: "expected NAME=V1,V2,...", as for a missing '='
-    code, out, err = cli("sweep", "1f1b", "--over", "M=2..8", "-D", "P=2")
-    assert (
-        code == 2
-        and out == ""
-        and err.splitlines()
-        == [
-            "ppir: error: --over M=2..8: each value of 'M' must be an integer, got '2..8'",
-            "hint: sweep lists its values (each is one row): e.g. --over M=4,8,16",
-        ]
-    )
+def test_a_range_sweeps_every_integer_in_it(cli):
+    """--over M=2..5 was refused ("each value of 'M' must be an integer, got '2..5'", hint
+    "sweep lists its values") where fuzz takes ranges: now it is M=2,3,4,5, both ends in."""
+    code, ranged, err = cli("sweep", "1f1b", "--over", "M=2..5", "-D", "P=2", "--format", "json")
+    assert code == 0, err
+    assert [r["value"] for r in json.loads(ranged)["rows"]] == [2, 3, 4, 5]
+    listed = cli("sweep", "1f1b", "--over", "M=2,3,4,5", "-D", "P=2", "--format", "json")[1]
+    assert json.loads(ranged)["rows"] == json.loads(listed)["rows"]
+    assert cli("sweep", "1f1b", "--over", "M=3..3", "-D", "P=2")[0] == 0  # one value
+
+
+@pytest.mark.parametrize(
+    "over, lines",
+    [
+        (
+            "M=P..8P",  # fuzz's bounds over parameters: sweep has no P to evaluate them with
+            [
+                "ppir: error: --over M=P..8P: a range's ends must be integers here, not "
+                "expressions of 'P'",
+                "hint: e.g. --over M=4..12 (every value, inclusive at both ends); 'ppir fuzz' "
+                "takes ranges over other parameters (--over P=2..8 --over M=P..8P)",
+            ],
+        ),
+        (
+            "M=8..4",  # in fuzz's words (ppir.testing.space.parse_domain)
+            [
+                "ppir: error: --over M=8..4 is empty: ranges run from the low end up, "
+                "inclusive at both ends",
+                "hint: did you mean 4..8?",
+            ],
+        ),
+        (
+            "M=1..5000",
+            [
+                "ppir: error: --over M=1..5000 gives 5,000 values; a sweep measures at most "
+                "1,000 (a row each)",
+                "hint: narrow the range or list the values, e.g. --over M=4,8,16",
+            ],
+        ),
+        (
+            "M=" + ",".join(map(str, range(1, 1002))),
+            [
+                "ppir: error: --over M=" + ",".join(map(str, range(1, 1002))) + " gives "
+                "1,001 values; a sweep measures at most 1,000 (a row each)",
+                "hint: narrow the range or list the values, e.g. --over M=4,8,16",
+            ],
+        ),
+    ],
+    ids=["over-parameters", "wrong-way-round", "range-too-wide", "list-too-long"],
+)
+def test_a_range_sweep_cannot_list_is_refused_naming_it(cli, over, lines):
+    code, out, err = cli("sweep", "1f1b", "--over", over, "-D", "P=2")
+    assert code == 2 and out == "" and err.splitlines() == lines

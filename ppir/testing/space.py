@@ -292,6 +292,25 @@ def parse_domain(spec, option: str = "") -> Domain:
     return _choices(value_items(spec, it), it, option)
 
 
+def constant_bounds(spec: str, option: str) -> tuple[int, int]:
+    """(lo, hi) of a range ``LO..HI`` whose ends are constants, read as :func:`parse_domain`
+    reads fuzz's (inclusive at both ends, its errors); ``bad-range`` naming ``option`` (the
+    option as given) when a bound reads a parameter (``P..8P``): 'ppir sweep' lists each value
+    of its range, so it has no parameter to evaluate the bounds with."""
+    d = parse_domain(spec, option)
+    if d.names:
+        late = sorted(d.names)[0]
+        raise error(
+            "bad-range",
+            f"{option}: a range's ends must be integers here, not expressions of '{late}'",
+            hints=[
+                "e.g. --over M=4..12 (every value, inclusive at both ends); 'ppir fuzz' "
+                "takes ranges over other parameters (--over P=2..8 --over M=P..8P)"
+            ],
+        )
+    return d.bounds({})
+
+
 def _choices(items, shown: str, option: str = "") -> Domain:
     """A list of values, each an :func:`_integer_expr`; one given twice is refused
     (:func:`refuse_repeats`), two that depend on parameters and meet are one choice."""

@@ -52,14 +52,17 @@ def split_values(text: str) -> list[str]:
 def split_option(text: str, syntax: str, kind: str = "bad-range") -> tuple[str, str]:
     """(NAME, VALUES) of ``--over NAME=VALUES``, the one check of fuzz's and sweep's: an error
     naming the option as given when it is not NAME=... (``syntax``: what it takes, e.g.
-    ``NAME=V1,V2,...``) or has no values after '=' (one wording for both commands)."""
+    ``NAME=V1,V2,...``) or has no values after '=' (one wording for both commands).  A
+    ``syntax`` that leads with ``NAME=LO..HI`` (fuzz's, whose ranges may read parameters)
+    takes range examples; sweep's, which leads with its lists, list examples."""
     name, eq, values = text.partition("=")
     name = name.strip()
+    ranges = syntax.startswith("NAME=LO..HI")
     if not eq or not name.isidentifier():
-        example = "P=2..16 --over M=P..8P" if "LO..HI" in syntax else "v=1,2,4"
+        example = "P=2..16 --over M=P..8P" if ranges else "v=1,2,4"
         raise error(kind, f"--over {text}: expected {syntax}", hints=[f"e.g. --over {example}"])
     if not values.strip():
-        example = f"{name}=2..16, or a list of values, --over " if "LO..HI" in syntax else ""
+        example = f"{name}=2..16, or a list of values, --over " if ranges else ""
         raise error(
             kind,
             f"--over {text}: no values after '='",
