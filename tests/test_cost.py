@@ -320,3 +320,30 @@ def test_measured_costs_with_a_model_say_the_memory_is_the_models():
     both = make_config({"measured": measured, "model": {"preset": "llama3-8b"}}).describe()
     assert "memory of model" not in alone
     assert "memory of model llama3-8b, not the measured one" in both
+
+
+def test_the_critical_path_shows_a_third_ranks_transfers_it_runs_through(cli):
+    """1f1b P=4 M=8 under llama3-8b's costs printed F0@s0@r0 -> F1@s0@r0 -> F0@s2@r2, as if
+    stage 1 were skipped: F0@s2 waits for F1@s0 through rank 1, whose send of F0's output
+    completes after its recv of F1, posted before it (a rank's transfers complete in order)."""
+    from ppir.analysis.critical_path import PathLink
+
+    argv = ["compile", "1f1b", "-D", "P=4", "-D", "M=8", "--backend", "cost"]
+    e = compile(
+        load_schedule("1f1b", {"P": 4, "M": 8}),
+        costs=make_config({"model": {"preset": "llama3-8b"}}),
+    ).estimate
+    assert e.critical_path_links == (PathLink(2, 1, ("1RECV_F1", "1SEND_F0")),)
+    code, out, _ = cli(*argv, "--model", "llama3-8b")
+    lines = out.splitlines()
+    path = lines[next(i for i, x in enumerate(lines) if x.startswith("critical path")) + 1]
+    assert code == 0 and path.split()[:6] == ["F0@s0@r0", "->", "F1@s0@r0", "->", "[via", "r1:"]
+    assert "1RECV_F1 1SEND_F0] -> F0@s2@r2 -> F0@s3@r3 -> ... (14 more) -> B7@s3@r3" in path
+    assert "[via rN: ...]: rank N's transfers on the path" in out
+    code, out, _ = cli(*argv, "--model", "llama3-8b", "--format", "json")
+    cp = json.loads(out)["critical_path"]
+    assert cp["ops"][1:3] == ["F1@s0@r0", "F0@s2@r2"]
+    assert cp["links"] == [{"before": 2, "rank": 1, "ops": ["1RECV_F1", "1SEND_F0"]}]
+    code, out, _ = cli(*argv)  # free communication: stage to stage, no link, no legend
+    assert "F0@s0@r0 -> F0@s1@r1 -> F0@s2@r2" in out and "[via" not in out
+    assert json.loads(cli(*argv, "--format", "json")[1])["critical_path"]["links"] == []

@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
+from ppir.analysis.critical_path import LEGEND
 from ppir.analysis.estimate import Estimate, op_label
 from ppir.analysis.units import fmt_bytes, fmt_sig, fmt_time, unit_meaning
 from ppir.cli.output import schedule_line, table
+
+
+def _path(e: Estimate, max_path_ops: int) -> str:
+    """``F0@s0@r0 -> F1@s0@r0 -> [via r1: 1RECV_F1 1SEND_F0] -> F0@s2@r2 -> ...``: the
+    critical path's compute ops, with the other ranks' transfers it runs through between two of
+    them (:mod:`ppir.analysis.critical_path`); the first and last ``max_path_ops // 2`` ops
+    and ``... (N more)`` between them when it is longer (the links among those left out too)."""
+    ops = e.critical_path_ops
+    links: dict[int, list[str]] = {}
+    for link in e.critical_path_links:
+        links.setdefault(link.before, []).append(link.label())
+
+    def run(lo: int, hi: int) -> str:  # ops lo..hi-1, and the links between two of them
+        parts = []
+        for i in range(lo, hi):
+            parts += links.get(i, []) if i > lo else []
+            parts.append(f"{op_label(ops[i].action)}@r{ops[i].rank}")
+        return " -> ".join(parts)
+
+    n = len(ops)
+    if n <= max_path_ops:
+        return run(0, n)
+    head, tail = max_path_ops // 2, n + (-max_path_ops // 2)  # as ops[:k // 2], ops[-k // 2:]
+    return f"{run(0, head)} -> ... ({tail - head} more) -> {run(tail, n)}"
 
 
 def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
@@ -12,15 +37,7 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
     u = e.time_unit
     t = lambda x: fmt_time(x, u)  # noqa: E731
     unit_note = f" units ({unit_meaning(e.config.F, equals=True)})" if u != "s" else ""
-    path = " -> ".join(f"{op_label(o.action)}@r{o.rank}" for o in e.critical_path_ops)
-    if len(e.critical_path_ops) > max_path_ops:
-        head = e.critical_path_ops[: max_path_ops // 2]
-        tail = e.critical_path_ops[-max_path_ops // 2 :]
-        path = (
-            " -> ".join(f"{op_label(o.action)}@r{o.rank}" for o in head)
-            + f" -> ... ({len(e.critical_path_ops) - len(head) - len(tail)} more) -> "
-            + " -> ".join(f"{op_label(o.action)}@r{o.rank}" for o in tail)
-        )
+    path = _path(e, max_path_ops)
     mean_idle = sum(r.idle for r in e.per_rank) / max(e.ranks, 1)
     summary = [
         ["step time", f"{t(e.step_time)}{unit_note}"],
@@ -33,6 +50,7 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
         ],
         ["critical path", f"{t(e.critical_path)}   ({len(e.critical_path_ops)} ops)"],
         ["", path],
+        *([["", LEGEND]] if "[via r" in path else []),
     ]
     if e.dependency_bound is not None:
         summary.append(

@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
+from ppir.analysis.critical_path import PathLink, path_ops
 from ppir.analysis.timeline import Timeline, run
 from ppir.analysis.units import json_bytes, microbatch_json
 from ppir.diagnostics import EXIT_INVALID, error, rank_list
@@ -82,10 +83,10 @@ class RankEstimate:
 class Estimate:
     """Result of :func:`estimate`.  Times are floats in ``time_unit``; in unit mode they are the
     exact rationals rounded once (so ``== float(Fraction(...))`` comparisons hold).
-    ``critical_path`` is the length of the longest path of the timed graph (= ``step_time``)
-    and ``critical_path_ops`` the compute ops along it; ``dependency_bound`` is the longest
-    path of the compute order alone with transfer times on its cross-rank edges: no lowering
-    of this order can be faster (None when not computed)."""
+    ``critical_path`` is the length of the longest path of the timed graph (= ``step_time``),
+    ``critical_path_ops`` the compute ops on it, ``critical_path_links`` other ranks' groups it
+    runs through; ``dependency_bound``, the compute order's longest path with transfer times
+    on its cross-rank edges: no lowering of this order can be faster (None when not computed)."""
 
     schedule: str
     params: dict
@@ -105,6 +106,7 @@ class Estimate:
     message_bytes: float
     ops: tuple[tuple[OpTiming, ...], ...] = field(repr=False)
     messages: tuple[MessageTiming, ...] = field(repr=False)
+    critical_path_links: tuple[PathLink, ...] = field(default=(), repr=False)
 
     @property
     def bubble_fraction_of_total(self) -> float:
@@ -139,6 +141,7 @@ class Estimate:
             "critical_path": {
                 "length": self.critical_path,
                 "ops": [f"{op_label(o.action)}@r{o.rank}" for o in self.critical_path_ops],
+                "links": [link.to_json() for link in self.critical_path_links],
             },
             "dependency_bound": self.dependency_bound,
             "messages": {"count": self.message_count, "bytes": json_bytes(self.message_bytes)},
@@ -232,8 +235,7 @@ def from_timeline(
 ) -> Estimate:
     """The :class:`Estimate` of a complete timeline (``tl.costs`` made from ``cfg``); ``mem``
     (a :class:`~ppir.analysis.memory.MemoryReport`) fills the memory columns."""
-    g, costs = tl.graph, tl.costs
-    s = g.schedule
+    g, costs, s = tl.graph, tl.costs, tl.graph.schedule
     check_complete(tl)
     conv = costs.converter()
     ops, busy = _op_timings(tl, conv)
@@ -260,9 +262,7 @@ def from_timeline(
                 else None,
             )
         )
-    cp_ops = tuple(
-        t for v in tl.critical_path() if g.kind[v] == COMPUTE for t in _node_ops(tl, conv, v)
-    )
+    cp_ops, cp_links = path_ops(tl, lambda v: _node_ops(tl, conv, v))
     return Estimate(
         s.name,
         s.param_dict,
@@ -282,6 +282,7 @@ def from_timeline(
         sum(m.nbytes for m in msgs),
         tuple(tuple(row) for row in ops),
         tuple(msgs),
+        cp_links,
     )
 
 
