@@ -281,7 +281,7 @@ def test_a_csv_placement_from_the_api_names_the_argument_not_the_flag(tmp_path):
     for placement, message in [
         ((0,), "placement lists 1 stage but the schedule uses 2 stages (0..1)"),
         ((0, 1, 0), "placement lists 3 stages but the schedule uses 2 stages (0..1)"),
-        ((0, 5), "placement puts stage 1 on rank 5, but the schedule has 2 rank(s)"),
+        ((0, 5), "placement puts stage 1 on rank 5, but the schedule has 2 ranks"),
         ((1, 0), "0F0 runs on rank 0 but placement puts stage 0 on rank 1"),
         ("x", "placement takes a tuple of ranks, one per stage, got 'x'"),
         ((0, True), "placement takes a tuple of ranks, one per stage, got (0, True)"),

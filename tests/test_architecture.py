@@ -76,6 +76,35 @@ def test_no_dependency_rule_outside_the_semantics_module():
     assert _RULE.search(_code_only(DEPS))  # the rules are there
 
 
+# "2 stage(s)": ppir.diagnostics.count writes a message's plural ("1 stage", "2 stages");
+# "time (s)", a unit after a word and a space, is seconds and stays
+_PLURAL_HEDGE = re.compile(r"\((?:s|es)\)")
+_UNIT_LABEL = re.compile(r"\w \(s\)")
+
+
+def _message_strings(path: Path):
+    """(line, text) of each string literal (f-string parts too) that is not a docstring."""
+    tree = ast.parse(path.read_text(), str(path))
+    docs = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            yield node.lineno, node.value
+
+
+def test_no_message_hedges_its_plural_with_s_in_parentheses():
+    hits = [
+        f"{p.relative_to(ROOT)}:{line}: {text!r}"
+        for p in _py("ppir", "backends")
+        for line, text in _message_strings(p)
+        if _PLURAL_HEDGE.search(_UNIT_LABEL.sub("", text))
+    ]
+    assert not hits, "write the plural with ppir.diagnostics.count:\n" + "\n".join(hits)
+
+
 def test_a_third_party_backend_is_found_and_runs(tmp_path, monkeypatch, cli, capsys):
     pkg = tmp_path / "mybackend.py"
     pkg.write_text(

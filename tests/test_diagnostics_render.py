@@ -159,4 +159,4 @@ def test_the_verifier_keeps_groups_of_repeats_whole_up_to_a_bound():
     assert len(many.diagnostics) == MAX_REPEATS + 1
     first, rest = many.grouped()
     assert f"the same error for {MAX_REPEATS - 1} other (microbatch, step) pairs" in first.render()
-    assert rest.message == f"... and {300 - MAX_REPEATS} more 'duplicate-op' diagnostic(s)"
+    assert rest.message == f"... and {300 - MAX_REPEATS} more 'duplicate-op' diagnostics"

@@ -118,7 +118,7 @@ def test_world_size_mismatch_is_named():
 def test_stage_count_mismatch_is_named():
     plan = build_plan(ppir.lower(ppir.load_schedule("looped_bfs", {"P": 1, "M": 2, "v": 2})))
     with pytest.raises(
-        SetupError, match=r"1 stage module\(s\) given, but this rank holds stages \[0, 1\]"
+        SetupError, match=r"1 stage module given, but this rank holds stages \[0, 1\]"
     ):
         PipelineRuntime(plan, [torch.nn.Linear(2, 2)], lambda y, t: y.sum())
 

@@ -28,7 +28,7 @@ def test_a_good_schedule_passes(cli):
     )
     assert code == 0, err
     assert out.startswith(
-        "ok: 1f1b: 12 parameter choice(s) hold (verifies, peak <= P) for P in 2..5, M in P..3P"
+        "ok: 1f1b: 12 parameter choices hold (verifies, peak <= P) for P in 2..5, M in P..3P"
     )
     assert err == ""  # no progress when stderr is not a terminal (tests/test_output.py: a tty)
 
@@ -70,7 +70,7 @@ def test_requires_are_respected_and_counted(cli):
         "-q",
     )
     assert code == 0
-    assert "8 parameter choice(s) hold" in out and "rejected by require lines" in out
+    assert "8 parameter choices hold" in out and "rejected by require lines" in out
 
 
 def test_bubble_bound(cli):
@@ -248,7 +248,7 @@ def test_choices_over_the_size_cap_are_skipped_not_failed(cli):
         "--examples", "10",
     )  # fmt: skip
     assert code == 0, out + err
-    assert "10 parameter choice(s) hold" in out and "over the size cap, not checked" in out
+    assert "10 parameter choices hold" in out and "over the size cap, not checked" in out
     code, out, err = cli(
         "fuzz", "1f1b", "--over", "P=200..400", "--over", "M=P..P", "--max-ops", "20000"
     )
@@ -346,8 +346,8 @@ def test_a_failure_names_the_values_it_did_not_draw(cli):
     )  # fmt: skip
     assert code == 1
     assert out.splitlines()[0] == (
-        "FAILED: interleaved_1f1b with P=4 (M=8, v=2, N=4 fixed; shrunk in 0 step(s) from P=4; "
-        "2 choice(s) checked)"
+        "FAILED: interleaved_1f1b with P=4 (M=8, v=2, N=4 fixed; shrunk in 0 steps from P=4; "
+        "2 choices checked)"
     )
 
 
@@ -395,7 +395,7 @@ def test_a_value_is_read_as_dash_d_and_sweep_read_it(cli):
     fuzz's --over: fuzz said "cannot read the expression '04'", hinting at '0.5', which a
     parameter's values cannot be; and took '٤' for no expression instead of no ASCII digit."""
     code, out, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--over", "M=04", "-q")
-    assert code == 0 and "2 parameter choice(s) hold" in out, err
+    assert code == 0 and "2 parameter choices hold" in out, err
     code, out, err = cli("fuzz", "1f1b", "--over", "P=2", "--over", "M=01_0..2P+08", "-q")
     # echoed as read, as -D M=04 is M=4 (was: "M in 01_0..2P+08", "M in 04")
     assert code == 0 and "M in 10..2P+8" in out, err  # as P=2, M=10..12

@@ -35,7 +35,7 @@ def test_a_well_formed_hand_built_schedule_compiles():
         ({"placement": (0, 5)}, "Schedule.placement[1] is 5, not a rank in 0..1"),
         ({"placement": (0, "1")}, "Schedule.placement[1] is '1', not a rank in 0..1"),
         ({"placement": "01"}, "Schedule.placement is '01', but it needs one per stage"),
-        ({"ranks": 3}, "Schedule.programs holds 2 program(s), but it needs one per rank "
+        ({"ranks": 3}, "Schedule.programs holds 2 programs, but it needs one per rank "
                        "(ranks is 3)"),
         ({"ranks": 0}, "Schedule.ranks must be an int of at least 1, got 0"),
         ({"stages": "2"}, "Schedule.stages must be an int of at least 1, got '2'"),

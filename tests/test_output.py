@@ -152,7 +152,7 @@ def test_fuzz_on_a_terminal_shows_a_bar_and_keeps_stdout_clean(monkeypatch, caps
     tty = Terminal()
     monkeypatch.setattr(sys, "stderr", tty)
     assert main(FUZZ) == 0
-    assert capsys.readouterr().out.startswith("ok: 1f1b: 12 parameter choice(s) hold")
+    assert capsys.readouterr().out.startswith("ok: 1f1b: 12 parameter choices hold")
     text = tty.getvalue()
     assert "fuzz 1f1b:" in text and "/12" in text and "choice" in text
     assert text.endswith("\r")

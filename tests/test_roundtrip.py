@@ -103,7 +103,7 @@ def _set_action(r, i, value):
 @pytest.mark.parametrize(
     "edit, said, at",  # at: text on the line the error points at
     [
-        (_set("ranks", 3), "programs holds 2 list(s) but ranks is 3", '"programs"'),
+        (_set("ranks", 3), "programs holds 2 lists but ranks is 3", '"programs"'),
         (
             _set("stages", 5),
             "the placement gives a rank for 2 stages, but the schedule has 5 stages",
@@ -122,7 +122,7 @@ def _set_action(r, i, value):
         (_set_action(0, 2, "5F0"), "action 5F0 names stage 5, out of range 0..1", '"5F0"'),
         (
             lambda obj: obj["programs"].pop(),
-            "programs holds 1 list(s) but ranks is 2",
+            "programs holds 1 list but ranks is 2",
             '"programs"',
         ),
         (_set_action(0, 0, 5), "programs[0][0] must be an action string (e.g. 2F0), got 5", "5,"),

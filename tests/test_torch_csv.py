@@ -188,7 +188,7 @@ def test_import_notes_overlapped_cells_it_splits(tmp_path, cli):
     code, out, err = cli("import", str(f))
     assert code == 0, err
     assert "(0F2;0B0)OVERLAP_F_B" in out and "0B1 0B2" in out.replace("\n", " ")
-    assert "ppir: note: 1 overlapped cell(s) (a;b)OVERLAP_F_B that are not a forward" in err
+    assert "ppir: note: 1 overlapped cell (a;b)OVERLAP_F_B that is not a forward" in err
 
 
 def test_import_refuses_to_write_an_invalid_program(tmp_path, cli):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ppir.cli.argtypes import integer, positive_int
 from ppir.cli.common import add_defines, parse_defines
 from ppir.cli.output import add_quiet_argument, progress
-from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, error
+from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, count, error
 from ppir.frontend.loader import check_params, schedule_kind
 from ppir.pipeline import LOWERINGS
 from ppir.testing.checks import check_bound_names, check_schedule, load_module
@@ -182,8 +182,8 @@ def run(args) -> int:
         fixed = ", ".join(f"{k}={v}" for k, v in rest if k not in space.names)
         print(
             f"FAILED: {args.schedule} with {ps} ({f'{fixed} fixed; ' if fixed else ''}shrunk in "
-            f"{res.shrink_steps} step(s) from {_point(res.first_failure, space)}; "
-            f"{res.checked} choice(s) checked)"
+            f"{count(res.shrink_steps, 'step')} from {_point(res.first_failure, space)}; "
+            f"{count(res.checked, 'choice')} checked)"
         )
         print("\n".join(f.failures))
         return EXIT_INVALID
@@ -209,7 +209,8 @@ def run(args) -> int:
             exit_code=EXIT_USAGE,
         )
     print(
-        f"ok: {args.schedule}: {res.checked} parameter choice(s) hold ({props}) for "
+        f"ok: {args.schedule}: {count(res.checked, 'parameter choice')} "
+        f"{'holds' if res.checked == 1 else 'hold'} ({props}) for "
         f"{space.describe()}"
         + (
             f"; {res.skipped - res.over_cap} rejected by require lines"

@@ -16,7 +16,7 @@ from ppir.cli.common import (
     parse_placement,
     refuse_pps_output_as,
 )
-from ppir.diagnostics import EXIT_INVALID, error, write_output
+from ppir.diagnostics import EXIT_INVALID, count, error, write_output
 from ppir.frontend.keywords import check_known
 from ppir.frontend.loader import load_schedule, read_text
 from ppir.frontend.parser import is_schedule_name, to_schedule_name
@@ -95,7 +95,8 @@ def _overlap_note(s) -> str | None:
     if n <= 0:
         return None
     return (
-        f"{n} overlapped cell(s) (a;b)OVERLAP_F_B that are not a forward then a backward "
+        f"{count(n, 'overlapped cell')} (a;b)OVERLAP_F_B that {'is' if n == 1 else 'are'} not a "
+        "forward then a backward "
         "imported as their actions in order, as torch's runtime runs them without a custom "
         "OVERLAP_F_B function"
     )

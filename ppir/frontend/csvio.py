@@ -244,7 +244,7 @@ def _check_placement(placement, ranks, stages, all_actions, option: str) -> None
             raise error(
                 "bad-placement",
                 f"{option} puts stage {s} on rank {r}, but the "
-                f"schedule has {ranks} rank(s) (one per row)",
+                f"schedule has {count(ranks, 'rank')} (one per row)",
             )
     for r, a in all_actions:
         if a.kind.is_compute and placement[a.stage] != r:

@@ -33,7 +33,7 @@ class OpEmitter:
             raise error(
                 "bad-call",
                 f"{st.op} takes (microbatch) or (microbatch, chunk), "
-                f"{len(st.args)} argument(s) given",
+                f"{count(len(st.args), 'argument')} given",
                 st.span,
             )
         mb_f = self._mb_arg(st.args[0])
@@ -51,7 +51,7 @@ class OpEmitter:
         if len(st.args) != 4:
             raise error(
                 "bad-call",
-                f"FB takes (mb_f, chunk_f, mb_b, chunk_b), {len(st.args)} argument(s) given",
+                f"FB takes (mb_f, chunk_f, mb_b, chunk_b), {count(len(st.args), 'argument')} given",
                 st.span,
             )
         mf, cf = self._mb_arg(st.args[0]), self.compile(st.args[1])

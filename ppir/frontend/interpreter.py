@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from operator import add, eq, ge, gt, le, lt, mul, ne, sub
 
-from ppir.diagnostics import Note, did_you_mean, error
+from ppir.diagnostics import Note, count, did_you_mean, error
 from ppir.frontend import ast as A
 from ppir.frontend.emit import OpEmitter
 from ppir.frontend.limits import MAX_INT, check_int
@@ -245,7 +245,7 @@ class Interpreter(OpEmitter):
         if len(fn.params) != n:
             raise error(
                 "bad-call",
-                f"'{name}' takes {len(fn.params)} argument(s), {n} given",
+                f"'{name}' takes {count(len(fn.params), 'argument')}, {n} given",
                 e.span,
                 notes=[Note(f"'{name}' is defined here", fn.span)],
             )
@@ -269,7 +269,7 @@ class Interpreter(OpEmitter):
     def _arity(e: A.Call, n: int) -> None:
         if len(e.args) != n:
             raise error(
-                "bad-call", f"{e.func}() takes {n} argument(s), {len(e.args)} given", e.span
+                "bad-call", f"{e.func}() takes {count(n, 'argument')}, {len(e.args)} given", e.span
             )
 
     # ================================================================ statements

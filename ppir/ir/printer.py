@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ppir.diagnostics import Diagnostic, PpirError, error
+from ppir.diagnostics import Diagnostic, PpirError, count, error
 from ppir.ir import Group, Overlap, Reduce, Schedule, Wait, item_actions, placement_name
 
 JSON_FORMAT = "ppir.program/1"
@@ -180,7 +180,9 @@ def _per_rank(obj: dict, key: str, ranks: int) -> list:
         return [[] for _ in range(ranks)]
     _want(isinstance(value, list), value, "a list with one list per rank", (key,))
     if len(value) != ranks:
-        raise MalformedProgram(f"{key} holds {len(value)} list(s) but ranks is {ranks}", (key,))
+        raise MalformedProgram(
+            f"{key} holds {count(len(value), 'list')} but ranks is {ranks}", (key,)
+        )
     for r, entry in enumerate(value):
         _want(isinstance(entry, list), entry, "a list", (key, r))
     return value

@@ -75,6 +75,7 @@ def require_schedule(s, fn: str) -> None:
 def check_schedule(s, fn: str = "compile") -> None:
     """A ``bad-schedule`` ppir error (exit 2) naming the field when ``s`` is not a well-formed
     Schedule (see the module docstring); a TypeError naming ``fn`` when it is no Schedule."""
+    from ppir.diagnostics import count
     from ppir.ir.types import Action, Group, Overlap, Reduce, Wait
 
     require_schedule(s, fn)
@@ -101,8 +102,6 @@ def check_schedule(s, fn: str = "compile") -> None:
             f"(stages is {s.stages})"
         )
     if len(place) != s.stages:
-        from ppir.diagnostics import count
-
         _bad(
             f"Schedule.placement gives a rank for {count(len(place), 'stage')}, but the "
             f"schedule has {count(s.stages, 'stage')}"
@@ -112,7 +111,7 @@ def check_schedule(s, fn: str = "compile") -> None:
             _bad(f"Schedule.placement[{st}] is {r!r:.40}, not a rank in 0..{s.ranks - 1}")
     progs = s.programs
     if not isinstance(progs, (tuple, list)) or len(progs) != s.ranks:
-        n = f"holds {len(progs)} program(s)" if isinstance(progs, (tuple, list)) else "is"
+        n = f"holds {count(len(progs), 'program')}" if isinstance(progs, (tuple, list)) else "is"
         _bad(f"Schedule.programs {n}, but it needs one per rank (ranks is {s.ranks})")
     kinds = {Action, Group, Overlap, Wait, Reduce}
     stages = s.stages

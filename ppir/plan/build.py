@@ -125,7 +125,9 @@ def _rank_program(s: Schedule, r: int) -> list[dict]:
             out.append(compute_instruction(s, it, chunk[it.stage]))
     if posted:
         first = next(iter(posted.values()))["ir"]
-        raise PlanError(f"rank {r}: {len(posted)} deferred group(s) never waited on, e.g. {first}")
+        raise PlanError(
+            f"rank {r}: {count(len(posted), 'deferred group')} never waited on, e.g. {first}"
+        )
     return out
 
 

@@ -35,6 +35,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ppir.diagnostics import count
 from ppir.ir import Action, OpKind, deps
 
 KIND_ORDER = {OpKind.F: 0, OpKind.B: 1, OpKind.I: 1, OpKind.W: 2}
@@ -181,8 +182,10 @@ def _stuck_message(
     c = left[0] if left else 0
     if left and cap is not None and held + len(stages) - c > cap:
         return (
-            f"rank {r} holds {held} chunk activation(s) under its cap of {cap}; a forward of "
-            f"its chunk {c} needs {held + len(stages) - c} (one for itself and one kept free for "
-            f"each later chunk of the rank), and no op can free one (at time {t})"
+            f"rank {r} holds {count(held, 'chunk activation')} under its cap of {cap}; a "
+            f"forward of its chunk {c} needs {held + len(stages) - c} (one for itself and one "
+            f"kept free for each later chunk of the rank), and no op can free one (at time {t})"
         ), True
-    return f"rank {r} holds {held} chunk activation(s) and no op can free one (at time {t})", False
+    return (
+        f"rank {r} holds {count(held, 'chunk activation')} and no op can free one (at time {t})"
+    ), False

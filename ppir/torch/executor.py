@@ -36,6 +36,7 @@ import sys
 import torch
 import torch.distributed as dist
 
+from ppir.diagnostics import count
 from ppir.plan import boundary_of, is_evaluation_plan
 from ppir.torch import values as V
 from ppir.torch.backward import backward_full, backward_input, backward_weight
@@ -118,7 +119,7 @@ class Executor:
             self.reducer.finish()
         if self.pending:
             raise RuntimeError(
-                f"rank {self.rank}: {len(self.pending)} deferred group(s) posted "
+                f"rank {self.rank}: {count(len(self.pending), 'deferred group')} posted "
                 "but never waited on in this step"
             )
         left = [k for k in self.bufs] + [f"{s}:{m}" for s, m in self.saved]

@@ -140,8 +140,8 @@ class PipelineRuntime:
         stages = list(stages)
         if len(stages) != len(self.stage_ids):
             raise SetupError(
-                f"rank {self.rank}: {len(stages)} stage module(s) given, but this rank holds "
-                f"stages {self.stage_ids} of the plan"
+                f"rank {self.rank}: {count(len(stages), 'stage module')} given, but this rank "
+                f"holds stages {self.stage_ids} of the plan"
             )
         for s, m in zip(self.stage_ids, stages):
             if not isinstance(m, torch.nn.Module):

@@ -29,7 +29,7 @@ the number of ops.
 from __future__ import annotations
 
 from ppir.analysis.timeline import Timeline, run, stuck_cycle
-from ppir.diagnostics import Diagnostic, Report, repeat_key
+from ppir.diagnostics import Diagnostic, Report, count, repeat_key
 from ppir.ir import Action, Group, Schedule
 from ppir.ir.graph import COMPUTE, ProgramGraph, build_graph, check_progress
 from ppir.ir.types import COMPUTE_KINDS
@@ -242,7 +242,7 @@ def _capped(diags: list[Diagnostic], more: dict[str, int]) -> list[Diagnostic]:
             out.append(
                 Diagnostic(
                     kind,
-                    f"... and {n} more '{kind}' diagnostic(s)",
+                    "... and " + count(n, f"more '{kind}' diagnostic"),
                     first.span,  # located where the first of them is
                     severity=first.severity,
                 )

@@ -14,7 +14,7 @@ Shapes and dtypes are not in the IR; when they are, they join the payload.  Line
 
 from __future__ import annotations
 
-from ppir.diagnostics import Diagnostic, Note
+from ppir.diagnostics import Diagnostic, Note, count
 from ppir.ir import deps
 from ppir.ir.graph import ProgramGraph
 from ppir.verify.words import ordinal
@@ -38,10 +38,10 @@ def check_matching(g: ProgramGraph) -> list[Diagnostic]:
                 Diagnostic(
                     "unmatched-send",
                     f"{a} on rank {src} is the {ordinal(len(rs) + 1)} send to rank {dst}, but rank "
-                    f"{dst} posts only {len(rs)} recv(s) from rank {src}",
+                    f"{dst} posts only {count(len(rs), 'recv')} from rank {src}",
                     a.span,
                     hints=(
-                        f"{len(ss) - len(rs)} send(s) on channel {src}->{dst} have no recv; "
+                        f"{_left_over(len(ss) - len(rs), 'send', src, dst)} no recv; "
                         "the sender would hang",
                     ),
                     notes=_last_note(g, rs, f"rank {dst}'s last recv from rank {src}"),
@@ -54,16 +54,21 @@ def check_matching(g: ProgramGraph) -> list[Diagnostic]:
                 Diagnostic(
                     "unmatched-recv",
                     f"{a} on rank {dst} is the {ordinal(len(ss) + 1)} recv from rank {src}, "
-                    f"but rank {src} posts only {len(ss)} send(s) to rank {dst}",
+                    f"but rank {src} posts only {count(len(ss), 'send')} to rank {dst}",
                     a.span,
                     hints=(
-                        f"{len(rs) - len(ss)} recv(s) on channel {src}->{dst} have no send; "
+                        f"{_left_over(len(rs) - len(ss), 'recv', src, dst)} no send; "
                         "the receiver would hang",
                     ),
                     notes=_last_note(g, ss, f"rank {src}'s last send to rank {dst}"),
                 )
             )
     return out
+
+
+def _left_over(n: int, what: str, src: int, dst: int) -> str:
+    """``1 send on channel 0->1 has``, ``2 sends on channel 0->1 have``."""
+    return f"{count(n, what)} on channel {src}->{dst} {'has' if n == 1 else 'have'}"
 
 
 def _last_note(g: ProgramGraph, ops: list[int], what: str) -> tuple[Note, ...]:
