@@ -205,7 +205,7 @@ def test_the_assumptions_line_gives_seconds_in_ms_and_us(tmp_path):
     path.write_text(MeasuredCosts(**_kw(), info=info).to_toml("test"))
     line = make_config(load_config_file(str(path)), str(path)).describe()
     assert "ranks 2, transfer_isolated 0.756 ms)" in line, line
-    assert "intra latency 200 us, inter latency 200 us" in line, line  # transfer=2e-4 s
+    assert "; a message between ranks 200 us (measured in the run)" in line, line  # 2e-4 s
     assert "e-0" not in line  # no float in seconds, as it was (3.0952e-05)
 
 
@@ -401,3 +401,21 @@ def test_the_assumptions_line_says_so_where_ranks_share_processors():
     assert "ops where" not in cfg.describe(ranks=2)  # a processor per rank: the wall times
     plain = {k: v for k, v in SHARED.items() if k != "processor_share"}
     assert "ops where" not in make_config({"measured": {**plain, "processors": 2}}).describe()
+
+
+def test_a_measured_link_is_one_message_time_not_eight_ranks_per_node():
+    """A cost file's messages all take the time measured in the profile's run; the assumptions
+    line said 'comm 8 ranks/node, intra latency 200 us, inter latency 200 us', a node size
+    nothing had measured.  It says the one figure, unless ranks_per_node is set."""
+    cfg = make_config({"measured": {**_table_kw(), "transfer": 2e-4}})
+    text = cfg.describe()
+    assert "; a message between ranks 200 us (measured in the run)" in text
+    assert "ranks/node" not in text and "intra" not in text
+    per_node = make_config(
+        {"measured": {**_table_kw(), "transfer": 2e-4}, "hardware": {"ranks_per_node": 2}}
+    )
+    assert "comm 2 ranks/node, intra latency 200 us, inter latency 200 us" in per_node.describe()
+
+
+def _table_kw():
+    return {"stages": 2, "F": [1e-3, 1e-3], "B": [2e-3, 2e-3], "I": [0, 1e-3], "W": [2e-3, 1e-3]}

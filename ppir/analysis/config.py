@@ -174,6 +174,9 @@ class CostConfig:
         if self.free_comm and not (self.measured is not None and self.measured.post):
             return head + "; free communication"
         seconds = self.time_unit == "s"
+        if self.measured is not None and self.ranks_per_node is None:  # one measured link
+            us = float(self.intra.latency) * 1e6
+            return head + f"; a message between ranks {us:.3g} us (measured in the run)"
         return (
             head + f"; comm {(n := pipeline_ranks_per_node(self))} rank{'s' * (n != 1)}/node, "
             f"intra {_link(self.intra, seconds)}, "
