@@ -139,6 +139,12 @@ def test_message_times_pair_the_two_ends():
     assert trimmed_mean([1, 2, 3, 100] + [2] * 6) == pytest.approx(17 / 8)  # drops 1 and 100
 
 
+def _two_pieces() -> list[dict]:
+    """Two pieces' samples as the ranks gather them: 1 ms per op, tiny sizes."""
+    sizes = {"FB": [], "out_bytes": 8, "activation_bytes": 1, "param_bytes": 1}
+    return [{k: [1e-3] for k in "FBIW"} | sizes for _ in range(2)]
+
+
 def test_posts_are_timed_and_messages_start_when_both_posts_returned(tmp_path):
     # (post began, wait began, completed, names, post returned, its processor seconds)
     sender = [(1.0, 1.0, 1.5, [("a1.0", False)], 1.25, 0.25)]
@@ -147,11 +153,7 @@ def test_posts_are_timed_and_messages_start_when_both_posts_returned(tmp_path):
     assert post_wall_times([sender, receiver]) == pytest.approx([0.25, 0.1])  # returned - began
     assert message_times([sender, receiver]) == pytest.approx([0.1])  # 1.4 - max(1.25, 1.3)
     spec = ProfileSpec("m.py", ranks=2, stages=2)
-    pieces = [
-        {k: [1e-3] for k in "FBIW"} | {"FB": [], "out_bytes": 8, "activation_bytes": 1,
-                                       "param_bytes": 1}
-        for _ in range(2)
-    ]  # fmt: skip
+    pieces = _two_pieces()
     m = summarize(spec, {"pieces": pieces, "groups": [sender, receiver], "device": "cuda"})
     assert m.post == pytest.approx(0.15) and m.transfer == pytest.approx(0.1)
     assert m.post_wall == pytest.approx(0.175)
@@ -161,17 +163,13 @@ def test_posts_are_timed_and_messages_start_when_both_posts_returned(tmp_path):
 
 def test_the_summary_scales_the_message_and_post_times(tmp_path):
     # was 'boundary message: 0.000 ms (16384 bytes)' for a 0.4 us message (the README's
-    # example on CPU), where 'ppir compile --config' says 'intra latency 0.4 us'
+    # example on CPU), where 'ppir compile --config' says 'a message between ranks 0.4 us'
     from dataclasses import replace
 
     from ppir.cli.profile import summary
 
     spec = ProfileSpec("m.py", ranks=2, stages=2)
-    pieces = [
-        {k: [1e-3] for k in "FBIW"} | {"FB": [], "out_bytes": 8, "activation_bytes": 1,
-                                       "param_bytes": 1}
-        for _ in range(2)
-    ]  # fmt: skip
+    pieces = _two_pieces()
     m = summarize(spec, {"pieces": pieces, "groups": [[], []], "device": "cuda"})
     m = replace(m, transfer=4.2e-7, post=2.5e-4, post_wall=1.5e-3)
     text = summary(m)
