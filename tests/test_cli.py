@@ -491,6 +491,7 @@ def test_tune_runs_the_global_batch_through_a_schedule_whose_m_is_one_pipelines(
     for r in rows:
         assert r["microbatches"] == 16 // (r["dp"] * r["mbs"]), r
         assert r["microbatches_per_pipeline"] == r["microbatches"] // 2, r
+        assert r["params"] == {"P": 4, "M": r["microbatches"] // 2}, r  # the -D M= it was given
     (bad,) = report["rejected"]  # mbs 2: a step of 4 is M=2, which its require refuses
     assert (bad["mbs"], bad["microbatches"], bad["rejected"]) == (2, 4, "constraint")
     assert bad["reason"].startswith("M=2 (for a step of 4 microbatches): requirement failed")
@@ -504,6 +505,21 @@ def test_tune_runs_the_global_batch_through_a_schedule_whose_m_is_one_pipelines(
     assert reasons[str(path)] == (
         "M=5 runs 10 microbatches per step (2 pipelines of 5); the global batch needs 5"
     )
+
+
+def test_a_tune_row_gives_the_parameters_that_compile_reproduces_it_with(cli):
+    """A JSON row said pp, v and microbatches, not the -D values its schedule was expanded
+    with (a schedule's M need not be the step's count); 'params' holds them, and compiling
+    with them gives the row's step time."""
+    code, out, err = cli("tune", "-P", "4", "--global-batch", "16", "--format", "json",
+                         "--top", "3", "-q")  # fmt: skip
+    assert code == 0, err
+    for row in json.loads(out)["ranked"]:
+        flags = [x for k, v in row["params"].items() for x in ("-D", f"{k}={v}")]
+        code, text, err = cli("compile", row["schedule"], *flags, "--backend", "cost",
+                              "--format", "json")  # fmt: skip
+        assert code == 0, err
+        assert json.loads(text)["step_time"] == row["step_time"], row
 
 
 def test_the_closest_choice_is_found_whether_argparse_quotes_the_choices_or_not():

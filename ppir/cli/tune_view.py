@@ -31,6 +31,8 @@ def _row(c, rank=None) -> dict:
         "v": c.v,
         "mbs": c.mbs,
         **_microbatches(c),
+        # the parameters the schedule was expanded with: 'ppir compile -D K=V' for each
+        "params": dict(c.program.params) if c.program is not None else None,
         "recompute": c.recompute,
         "stage_layers": list(c.stage_layers) if c.stage_layers else None,
         "step_time": c.step_time,
