@@ -15,7 +15,12 @@ import sys
 
 
 def run(cmd: str) -> list[str]:
-    r = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=600)
+    """The output of ``cmd`` (a ``ppir ...`` line) run with this interpreter's ppir, so that no
+    ``ppir`` command need be on PATH (``python -m ppir`` is the same program)."""
+    argv = shlex.split(cmd)
+    r = subprocess.run(
+        [sys.executable, "-m", "ppir", *argv[1:]], capture_output=True, text=True, timeout=600
+    )
     return (r.stdout + r.stderr).rstrip("\n").splitlines()
 
 
