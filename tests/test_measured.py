@@ -419,3 +419,12 @@ def test_a_measured_link_is_one_message_time_not_eight_ranks_per_node():
 
 def _table_kw():
     return {"stages": 2, "F": [1e-3, 1e-3], "B": [2e-3, 2e-3], "I": [0, 1e-3], "W": [2e-3, 1e-3]}
+
+
+def test_posts_measured_by_their_wall_time_alone_are_not_free_communication():
+    """A table with post_wall and no processor time charges every post its wall time; with a
+    transfer of 0 the assumptions line said 'free communication' all the same."""
+    cfg = make_config({"measured": {**_table_kw(), "transfer": 0.0, "post_wall": 3e-4}})
+    assert cfg.measured.post_time() == 3e-4
+    assert "posting a group 0.3 ms" in cfg.describe()
+    assert "free communication" not in cfg.describe()

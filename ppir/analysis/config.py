@@ -171,7 +171,7 @@ class CostConfig:
             head += "; " + processors_meaning(self.processors, ranks)
         if self.comm_model == "latency":
             head += "; messages timed as latency on the dependency (comm model latency)"
-        if self.free_comm and not (self.measured is not None and self.measured.post):
+        if self.free_comm and not (self.measured is not None and self.measured.post_time()):
             return head + "; free communication"
         seconds = self.time_unit == "s"
         if self.measured is not None and self.ranks_per_node is None:  # one measured link
