@@ -105,8 +105,9 @@ def microbatch_note(compiled) -> str:
     from ppir.analysis.units import microbatch_json
 
     m = compiled.config.measured
-    info = dict(m.info) if m is not None else {}
-    size, profiled = info.get("microbatch_size"), info.get("microbatches")
+    if m is None:
+        return ""
+    size, profiled = m.microbatch_size, dict(m.info).get("microbatches")
     s = compiled.program
     step = microbatch_json(s.microbatches, s.pipelines)["microbatches"]
     if not size or not profiled or step == profiled:

@@ -165,15 +165,19 @@ class MeasuredCosts:
                 out += f" (its wall time; {self.post * 1e3:.3g} ms of processor time)"
         sizes = [ranks] if isinstance(ranks, int) else list(ranks or ())
         if self.processor_share and processors and (not sizes or max(sizes) > processors):
-            lo, hi = (
-                round(100 * f) for f in (min(self.processor_share), max(self.processor_share))
-            )
-            share = f"{lo}" + (f"-{hi}" if hi != lo else "")
             out += (
                 "; ops where ranks share processors: their processor time, "
-                f"{share} % of their measured time"
+                f"{self.share_range()} % of their measured time"
             )
         return out
+
+    def share_range(self) -> str:
+        """The stages' ``processor_share`` in whole per cent, least to most: ``42-51``, or
+        ``97`` when they round alike ('' when not measured)."""
+        if not self.processor_share:
+            return ""
+        lo, hi = (round(100 * f) for f in (min(self.processor_share), max(self.processor_share)))
+        return f"{lo}" + (f"-{hi}" if hi != lo else "")
 
     def post_time(self) -> float:
         """What posting a group costs a rank: the posts' measured wall time (``post_wall``;

@@ -102,11 +102,9 @@ def busy_warning(m: MeasuredCosts) -> str:
         return ""
     if sum(share) / len(share) >= BUSY_SHARE:
         return ""
-    lo, hi = (round(100 * f) for f in (min(share), max(share)))
     return (
-        f"the ranks' ops had a processor for only {lo}"
-        + (f"-{hi}" if hi != lo else "")
-        + f" % of their time, though each of the {ranks} ranks had one of the {cores} cores: "
+        f"the ranks' ops had a processor for only {m.share_range()} % of their time, though "
+        f"each of the {ranks} ranks had one of the {cores} cores: "
         "other work shared the cores while profiling, and the measured times hold its waits "
         "(profile again on a quiet machine for this model's own costs)"
     )
