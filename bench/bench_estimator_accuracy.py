@@ -5,7 +5,10 @@
         [--keep DIR]
 
 For each P: ``ppir profile`` once (1F1B on P gloo/CPU processes, the model built in 2P pieces so
-that one cost file serves P-stage and 2P-stage schedules), then one launch of P processes runs
+that one cost file serves P-stage and 2P-stage schedules, with the profile's two further orders,
+which time each piece's F, B and I with its input made on its rank and received: by default one
+profiled step of 1F1B and one of a further order per round, in the same processes as the
+schedules), then one launch of P processes runs
 1F1B, interleaved 1F1B (v=2), ZB-H1 and ZB-V through ppir's executor, two warm-up steps each,
 then ``--steps`` rounds that time one step of every schedule in turn (alternating, so background
 load hits all alike; a step is timed on rank 0 between two barriers; ``--rotate`` turns the
@@ -264,7 +267,8 @@ def bench_rank(ctx, model, args) -> dict:
 
     from ppir.plan import build_plan
     from ppir.profile.launch import _program
-    from ppir.profile.worker import STEP_KINDS, Profiler
+    from ppir.profile.orders import Order, orders
+    from ppir.profile.worker import STEP_KINDS, Profiler, build
     from ppir.torch.model import split_batch
 
     P, M = ctx.world, args.microbatches
@@ -274,6 +278,10 @@ def bench_rank(ctx, model, args) -> dict:
         pieces = [model.build_stage(j, 2 * P) for j in range(ctx.rank * k, ctx.rank * k + k)]
         sched, prog = _program(P, M, ctx.rank)
         prof = Profiler(ctx.rank, P, pieces, model, prog, sched, M, ctx.device)
+        further = [  # ppir profile's further orders (where an op's input is made)
+            Order(prof, lambda j: build(model, j, 2 * P, ctx.device), name)
+            for name in orders(P, 2 * P, M)
+        ]
     runs = {}
     for name, v in CASES:
         runs[name] = runtime_for(ctx, build_plan(program(name, P, M, v)), model)
@@ -312,11 +320,16 @@ def bench_rank(ctx, model, args) -> dict:
     if prof is not None:
         for i in range(2):
             prof.step(split=STEP_KINDS[i % 3], record=False)
+            for order in further:
+                order.step(prof, i, record=False)
     times: dict[str, list] = {k: [] for k in runs}
     for i in range(args.steps):
-        if prof is not None:  # one profiled 1F1B step per round, full or split backward
-            prof.step(split=STEP_KINDS[i % 3])
+        if prof is not None:  # one profiled 1F1B step per round, full or split backward, and
+            prof.step(split=STEP_KINDS[i % 3])  # one step of a further order
             dist.barrier()
+            if further:
+                further[i % len(further)].step(prof, i // len(further))
+                dist.barrier()
         names = list(runs)
         if args.rotate:  # each schedule in every position of the round in turn
             names = names[i % len(names) :] + names[: i % len(names)]
@@ -332,7 +345,8 @@ def bench_rank(ctx, model, args) -> dict:
         from ppir.profile.launch import gather
 
         samples, transfer, groups = prof.finish(args.steps)
-        data = gather(ctx.rank, P, samples, transfer, groups, "cpu")
+        positions = [p for order in further for p in order.positions()]
+        data = gather(ctx.rank, P, samples, transfer, groups, "cpu", positions)
         if ctx.rank == 0:
             out["samples"] = data
     return out
@@ -452,6 +466,15 @@ def print_costs(P: int, path: str) -> None:
         f"{info.get('transfer_isolated', 0) * 1e3:.3f} ms alone; posting a group "
         f"{m.post * 1e3:.3f} ms ({m.post_wall * 1e3:.3f} ms of wall time)"
     )
+    if m.order:  # near over far per piece: what an input made right before saves
+        t = dict(m.order)
+        ratio = lambda k: " ".join(  # noqa: E731
+            f"{a / b:.2f}" for a, b in zip(t[f"{k}_near"], t[f"{k}_far"])
+        )
+        print(
+            f"  near/far (input made right before on the rank / elsewhere): F {ratio('F')} | "
+            f"B {ratio('B')} | I {ratio('I')}"
+        )
 
 
 def explain(P: int, args, path: str, meas: dict) -> None:

@@ -239,12 +239,26 @@ def test_the_cli_shows_the_steps_on_a_terminal_and_nothing_with_quiet(
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_two_ranks_time_messages_in_the_run(model_file):
+    from ppir.analysis.measured_order import ORDER_KEYS, SHARE_KEYS
+
     spec = ProfileSpec(model_file, ranks=2, stages=4, microbatches=M, steps=2, warmup=1, threads=1)
     seen = []
     m = profile(spec, seen.append)
-    # rank 0's steps reach the parent (a progress bar's count): rising, ending at all 3 done
-    assert seen and seen[-1] == 3 and seen == sorted(set(seen))
+    # rank 0's steps reach the parent (a progress bar's count): rising, ending at all done:
+    # 3 of 1F1B, then 1 untimed and 2 timed in each of the two further orders (looped, shifted)
+    assert spec.total_steps == 3 + 2 * 3
+    assert seen and seen[-1] == spec.total_steps and seen == sorted(set(seen))
     assert m.stages == 4 and m.transfer > 0
+    # each piece's F, B and I by where its input was made, every position timed (the shifted
+    # orders: ppir.profile.orders)
+    order = dict(m.order)
+    # (and, a thread per rank on CPU, the processor share of the ops in each position)
+    assert sorted(order) == sorted(ORDER_KEYS + SHARE_KEYS)
+    assert all(len(xs) == 4 for xs in order.values())
+    assert all(0 < x <= 1 for k in SHARE_KEYS for x in order[k])
+    assert all(x > 0 for k in ORDER_KEYS for x in (order[k][1:] if k[0] == "I" else order[k]))
+    # no near position for the first F and the last B and I: their far times
+    assert order["F_near"][0] == order["F_far"][0] and order["B_near"][3] == order["B_far"][3]
     assert dict(m.info)["transfer_isolated"] > 0
     # a thread per rank on CPU: each piece's ops' processor time over their wall time
     assert len(m.processor_share) == 4 and all(0 < x <= 1 for x in m.processor_share)

@@ -50,6 +50,7 @@ from fractions import Fraction
 
 from ppir.analysis.config import CostConfig
 from ppir.analysis.layout import split_layers
+from ppir.analysis.measured_order import stage_rows
 from ppir.analysis.nodes import pipeline_ranks_per_node
 from ppir.diagnostics import error
 from ppir.ir import OpKind, Schedule, deps
@@ -205,6 +206,8 @@ def costs_for(schedule: Schedule, cfg: CostConfig | None = None) -> Costs:
         ms, at = times.for_schedule(schedule.stages, schedule.pipelines)  # model stages
         rows = [{k: getattr(ms, k.value)[j] for k in KINDS} for j in range(ms.stages)]
         op = [rows[j] for j in at]
+        if ms.order:  # F, B and I by where their input is made (on the rank or across)
+            op = [{**row, **got} for row, got in zip(op, stage_rows(ms.order, at, schedule))]
         if ms.FB:
             ratio = sum(ms.FB) / sum(f + b for f, b in zip(ms.F, ms.B))
         nbytes = ms.message_size

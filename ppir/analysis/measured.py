@@ -13,6 +13,14 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     W = [...]                  # backward-weight, right after its own I
     W_late = [...]             # optional: a W run after the next microbatch's F and I instead
     FB = [...]                 # optional: a forward and a backward run back to back as one step
+    F_near = [...]             # optional, all six or none: F, B and I with their input made on
+    F_far = [...]              # their rank, and received from another (ppir.analysis.
+    B_near = [...]             # measured_order); a stage costs the near time where the stage
+    B_far = [...]              # it takes its input from is on its rank, else the far time
+    I_near = [...]             # (F, B and I above: as 1F1B ran them)
+    I_far = [...]
+    near_share = [...]         # optional (CPU, a thread per rank): the processor share of the
+    far_share = [...]          # ops timed near and far (op_times takes them for F_near ...)
     processor_share = [...]    # optional (CPU runs, one thread per rank): the share of the
                                # stage's op times its thread had a processor (see op_times)
     transfer = 1.2e-4          # seconds: one boundary message between two ranks, as in the run
@@ -51,10 +59,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ppir.analysis.measured_check import SECTION, numbers, shares
+from ppir.analysis.measured_order import ORDER_KEYS, SHARE_KEYS, fit_order, processor_times
 from ppir.analysis.measured_shared import SharedBytes, fit_shared, from_list
 from ppir.diagnostics import error
 
-SECTION = "measured"
 _INFO = (
     "model",
     "schedule",
@@ -78,6 +87,8 @@ _PER_STAGE = (
     "optimizer_bytes",
     "frozen_bytes",
     "processor_share",
+    *ORDER_KEYS,
+    *SHARE_KEYS,
 )
 KEYS = {
     "stages",
@@ -133,6 +144,9 @@ class MeasuredCosts:
     processor_share: tuple[float, ...] = ()
     """Per stage, the processor seconds of its timed ops over their wall seconds (() when
     not measured): :meth:`op_times`."""
+    order: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    """``(key, per stage)`` for ``ORDER_KEYS``: F, B and I by where their input was made
+    (:mod:`ppir.analysis.measured_order`; () when not measured)."""
 
     def op_times(self, ranks: int, processors: int | None) -> MeasuredCosts:
         """The op times a schedule of ``ranks`` ranks is timed with: the measured wall times
@@ -149,7 +163,8 @@ class MeasuredCosts:
             return tuple(x * f for x, f in zip(xs, self.processor_share)) if xs else xs
 
         times = {k: work(getattr(self, k)) for k in ("F", "B", "I", "W", "W_late", "FB")}
-        return replace(self, **times, processor_share=())
+        order = processor_times(self.order, self.processor_share)
+        return replace(self, **times, order=order, processor_share=())
 
     def sharing_note(self, ranks=None, processors: int | None = None) -> str:
         """What the assumptions line says of posts and of op times on shared processors:
@@ -258,6 +273,7 @@ class MeasuredCosts:
             once(self.frozen_bytes, "frozen_bytes"),
             shared,
             merged_share(self.processor_share, agg(self.F), agg(self.B), self.F, self.B, k),
+            fit_order(self.order, k, stages),
         )
 
     def for_schedule(self, stages: int, pipelines: int = 1) -> tuple[MeasuredCosts, list[int]]:
@@ -302,9 +318,9 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
             if k in ("F", "B", "I", "W"):
                 raise error("bad-config", f"{where}: [{SECTION}] lacks {k} (one time per stage)")
             continue
-        lists[k] = _numbers(table[k], f"{SECTION}.{k}", where, S)
+        lists[k] = numbers(table[k], f"{SECTION}.{k}", where, S)
     mb = table.get("message_bytes", [])
-    mbs = _numbers(mb, f"{SECTION}.message_bytes", where, S - 1) if mb else ()
+    mbs = numbers(mb, f"{SECTION}.message_bytes", where, S - 1) if mb else ()
     seconds = {}
     for k in ("transfer", "post", "post_wall"):
         x = table.get(k, 0.0)
@@ -317,6 +333,15 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
     if "microbatch_size" in table:
         positive_count(table["microbatch_size"], f"{SECTION}.microbatch_size", where)
     info = tuple((k, table[k]) for k in _INFO if k in table)
+    order = tuple((k, lists[k]) for k in ORDER_KEYS if k in lists)
+    order += tuple((k, shares(lists[k], table[k], where, k)) for k in SHARE_KEYS if k in lists)
+    if order and len([k for k, _ in order if k in ORDER_KEYS]) != len(ORDER_KEYS):
+        lacks = ", ".join(k for k in ORDER_KEYS if k not in lists)
+        raise error(
+            "bad-config",
+            f"{where}: [{SECTION}] has some of {ORDER_KEYS[0]} .. "
+            f"{ORDER_KEYS[-1]} but lacks {lacks} (all six or none)",
+        )
     return MeasuredCosts(
         S,
         lists["F"],
@@ -335,21 +360,9 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
         lists.get("W_late", ()),
         lists.get("frozen_bytes", ()),
         from_list(table["shared"], f"{SECTION}.shared", where, S) if "shared" in table else (),
-        _shares(lists.get("processor_share", ()), table.get("processor_share"), where),
+        shares(lists.get("processor_share", ()), table.get("processor_share"), where),
+        order,
     )
-
-
-def _shares(xs: tuple[float, ...], typed, where: str) -> tuple[float, ...]:
-    """``processor_share`` (``typed``: as the file has it), each a fraction in (0, 1]; else
-    a ppir error naming the entry as typed."""
-    for i, x in enumerate(xs):
-        if not 0 < x <= 1:
-            raise error(
-                "bad-config",
-                f"{where}: {SECTION}.processor_share must be fractions in (0, 1], got "
-                f"{typed[i]!r} at index {i}",
-            )
-    return xs
 
 
 def merged_share(share, F, B, F1, B1, k: int) -> tuple[float, ...]:
@@ -364,21 +377,5 @@ def merged_share(share, F, B, F1, B1, k: int) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _numbers(v, key: str, where: str, n: int) -> tuple[float, ...]:
-    """``v`` as a tuple of ``n`` non-negative floats; else a ppir error naming what is wrong:
-    the count, or the first entry that is not a non-negative number (and its place)."""
-    want = f"{where}: {key} must be a list of {n} non-negative finite numbers"
-    if not isinstance(v, list):
-        raise error("bad-config", f"{want}, got {type(v).__name__} {v!r:.40}")
-    if len(v) != n:
-        raise error("bad-config", f"{want}, got {len(v)}")
-    for i, x in enumerate(v):
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x < math.inf:
-            raise error("bad-config", f"{want}, got {x!r:.40} at index {i}")
-    return tuple(float(x) for x in v)
-
-
 def _lcm(a: int, b: int) -> int:
-    import math
-
     return a * b // math.gcd(a, b)

@@ -9,12 +9,15 @@ def table_text(m: MeasuredCosts, comment: str = "") -> str:
     """``m`` as a ``[measured]`` table, after ``comment`` (one ``#`` line per line), readable
     by :func:`ppir.analysis.measured.from_table`."""
     lines = [f"# {c}" for c in comment.splitlines()] + [f"[{SECTION}]"]
+    order = dict(m.order)
     for k, v in m.info:
         lines.append(f"{k} = {_toml(v)}")
     lines.append(f"stages = {m.stages}")
     for k in ("F", "B", "I", "W", "W_late", "FB", "processor_share"):
         if getattr(m, k):
             lines.append(f"{k} = {_toml(list(getattr(m, k)))}")
+    for k, xs in order.items():
+        lines.append(f"{k} = {_toml(list(xs))}")
     lines.append(f"transfer = {_toml(m.transfer)}")
     if m.post:
         lines.append(f"post = {_toml(m.post)}")

@@ -160,8 +160,9 @@ def run(args) -> int:
 
 def _measure(spec, profile, quiet: bool):
     """``profile(spec)`` with a bar on a terminal's stderr: the warm-up and timed steps as rank
-    0 ends them, then the F&B, message and memory measurements that follow."""
-    total = spec.warmup + spec.steps
+    0 ends them, the further orders' steps (:mod:`ppir.profile.orders`), then the F&B, message
+    and memory measurements that follow."""
+    total, main = spec.total_steps, spec.warmup + spec.steps
     where = "in this process" if spec.ranks == 1 else f"on {spec.ranks} ranks"
     with progress(total, "profile", quiet=quiet, unit="steps") as bar:
         bar.update(0, f"starting 1F1B {where}")
@@ -170,12 +171,32 @@ def _measure(spec, profile, quiet: bool):
         def on_step(n: int) -> None:
             nonlocal told
             status = "warm-up" if n < spec.warmup else "timed steps"
+            if n >= main:
+                status = "looped and shifted orders"
             if n == total:
                 status = "F&B, messages and saved bytes"
             bar.update(n - told, status)
             told = n
 
         return profile(spec, on_step)
+
+
+def by_position(mc) -> str:
+    """F, B and I per stage by where their input is made, a table in milliseconds ('' when
+    not measured): what a schedule's stage costs with its input from its own rank or another
+    (:mod:`ppir.analysis.measured_order`)."""
+    if not mc.order:
+        return ""
+    t = dict(mc.order)
+    rows = [["stage", *(f"{k} {w} ms" for k in "FBI" for w in ("near", "far"))]]
+    for s in range(mc.stages):
+        rows.append(
+            [str(s), *(f"{t[f'{k}_{w}'][s] * 1e3:.3f}" for k in "FBI" for w in ("near", "far"))]
+        )
+    return (
+        "by where the input is made: near, on the stage's own rank (the stage before's F, the "
+        "stage after's B or I); far, received from another rank\n" + table(rows, align=">") + "\n"
+    )
 
 
 def summary(mc) -> str:
@@ -211,6 +232,7 @@ def summary(mc) -> str:
     return (
         table(rows, align=">")
         + f"\n{comm}\n"
+        + by_position(mc)
         + "".join(
             f"shared: stages {', '.join(map(str, e.stages))} hold one "
             f"{(e.param_bytes + e.frozen_bytes) / 1024:.1f} KiB parameter (in each one's "

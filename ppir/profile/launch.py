@@ -59,6 +59,14 @@ class ProfileSpec:
     def num_microbatches(self) -> int:
         return self.microbatches or 2 * self.ranks
 
+    @property
+    def total_steps(self) -> int:
+        """The steps rank 0 runs: warm-up, timed, and the further orders' (:mod:`.orders`)."""
+        from ppir.profile.orders import order_steps, orders
+
+        more = len(orders(self.ranks, self.num_stages, self.num_microbatches))
+        return self.warmup + self.steps + more * (1 + order_steps(self.steps))
+
 
 def check_spec(spec: ProfileSpec) -> None:
     if spec.ranks < 1:
@@ -102,7 +110,7 @@ def _rank_main(
     import torch
     import torch.distributed as dist
 
-    from ppir.profile.worker import measure_rank
+    from ppir.profile.worker import build, measure_rank
 
     P = spec.ranks
     if on_step is None and rank == 0 and P > 1:
@@ -120,17 +128,9 @@ def _rank_main(
     try:
         model = model or load_model(spec.model, spec.options)
         S, k = spec.num_stages, spec.num_stages // P
-        pieces = []
-        for j in range(rank * k, rank * k + k):
-            mod = model.build_stage(j, S)
-            if not isinstance(mod, torch.nn.Module):
-                raise ProfileError(
-                    f"build_stage({j}, {S}) returned {type(mod).__name__}, expected a "
-                    "torch.nn.Module"
-                )
-            pieces.append(mod.to(device))
+        pieces = [build(model, j, S, device) for j in range(rank * k, rank * k + k)]
         schedule, program = _program(P, spec.num_microbatches, rank)
-        samples, transfer, groups = measure_rank(
+        samples, transfer, groups, positions = measure_rank(
             rank,
             P,
             pieces,
@@ -145,7 +145,7 @@ def _rank_main(
             spec.timeout,
             on_step,
         )
-        data = gather(rank, P, samples, transfer, groups, device.type)
+        data = gather(rank, P, samples, transfer, groups, device.type, positions)
         if rank == 0:
             Path(out).write_text(json.dumps(data))
         if P > 1:  # nobody leaves while another still talks to the store rank 0 hosts: a rank
@@ -163,13 +163,14 @@ def _rank_main(
             dist.destroy_process_group()
 
 
-def gather(rank: int, P: int, samples, transfer, groups, device: str) -> dict | None:
+def gather(rank: int, P: int, samples, transfer, groups, device: str, positions=()) -> dict | None:
     """Every rank's samples and groups on rank 0 (collective): the JSON :func:`summarize` reads,
-    or None on the other ranks."""
+    or None on the other ranks; ``positions``: the rank's samples in the further orders,
+    (piece, samples by position) (:meth:`ppir.profile.orders.Order.positions`)."""
     import torch
     import torch.distributed as dist
 
-    mine = {"pieces": [asdict(s) for s in samples], "groups": groups}
+    mine = {"pieces": [asdict(s) for s in samples], "groups": groups, "orders": list(positions)}
     box = [mine]
     if P > 1:
         box = [None] * P if rank == 0 else None
@@ -181,6 +182,7 @@ def gather(rank: int, P: int, samples, transfer, groups, device: str) -> dict | 
     return {
         "pieces": [p for part in box for p in part["pieces"]],
         "groups": [part["groups"] for part in box],
+        "orders": [p for part in box for p in part["orders"]],
         "transfer_isolated": transfer,
         "device": device,
         "threads": torch.get_num_threads(),  # one: an op's processor time is its thread's
@@ -258,7 +260,7 @@ def _read_steps(out: str) -> int | None:
 
 def profile(spec: ProfileSpec, on_step=None) -> MeasuredCosts:
     """Measure (see :mod:`ppir.profile`) and return the measured costs of ``spec``;
-    ``on_step(n)`` is told the steps done (of ``spec.warmup + spec.steps``) as they end."""
+    ``on_step(n)`` is told the steps done (of ``spec.total_steps``) as they end."""
     check_spec(spec)
     _device(spec.device, 0, current=False)  # a device this machine lacks, before any rank
     model = load_model(spec.model, spec.options)  # and a bad module

@@ -18,6 +18,12 @@ class Samples:
     W: list = field(default_factory=list)
     W_late: list = field(default_factory=list)
     FB: list = field(default_factory=list)
+    F_near: list = field(default_factory=list)  # F, B and I by where their input came from
+    F_far: list = field(default_factory=list)  # (position), in every order the profile ran
+    B_near: list = field(default_factory=list)
+    B_far: list = field(default_factory=list)
+    I_near: list = field(default_factory=list)
+    I_far: list = field(default_factory=list)
     activation_bytes: int = 0
     param_bytes: int = 0  # trainable parameters (those with gradients)
     frozen_bytes: int = 0  # parameters without gradients, and the module's buffers
@@ -28,6 +34,22 @@ class Samples:
     # summed over its tensors (a tuple or dict boundary has several)
     cpu: float = 0.0  # processor seconds of the timed ops of the recorded 1F1B steps (the
     wall: float = 0.0  # op's thread), and their wall seconds: see processor_share
+    near_cpu: float = 0.0  # the same of the F, B and I timed near and far, in every order
+    near_wall: float = 0.0
+    far_cpu: float = 0.0
+    far_wall: float = 0.0
+
+
+def position(kind: str, j: int, n: int) -> str | None:
+    """Where the input of op ``kind`` of the ``j``-th of the ``n`` pieces a stage chains came
+    from: ``"near"`` made on the rank (the F of the piece before, the B or I of the piece
+    after), ``"far"`` from another rank (or the data, or the loss: the first piece's F, the
+    last piece's B and I); None for W, whose input is its own I's."""
+    if kind == "F":
+        return "far" if j == 0 else "near"
+    if kind in ("B", "I"):
+        return "far" if j == n - 1 else "near"
+    return None
 
 
 def processor_share(piece: dict) -> float:

@@ -83,6 +83,47 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         tuple(processor_share(p) for p in pieces)
         if "processors" in dict(info) and data.get("threads") == 1
         else (),
+        by_position(
+            pieces, data.get("orders", []), "processors" in dict(info) and data.get("threads") == 1
+        ),
+    )
+
+
+def by_position(pieces: list, orders: list, shares: bool = False) -> tuple:
+    """``MeasuredCosts.order``: per piece, the trimmed means of its F, B and I samples by where
+    their input was made (on the rank or on another), from 1F1B's steps (``pieces``) and the
+    further orders' (``orders``: (piece, samples by position), :mod:`ppir.profile.orders`);
+    the first piece's F and the last piece's B and I have no near position (their near
+    entries repeat the far ones); () unless every other position was timed (no further orders
+    ran: one rank, one piece per rank, or fewer microbatches than ranks); ``shares`` (CPU, a
+    thread per rank): also ``near_share`` and ``far_share``, per piece the processor share of
+    its ops in each position (:func:`.samples.processor_share`), for ``MeasuredCosts.op_times``."""
+    from ppir.analysis.measured_order import ORDER_KEYS
+    from ppir.profile.samples import processor_share, trimmed_mean
+
+    sums = ("near_cpu", "near_wall", "far_cpu", "far_wall")
+    pooled = [{k: list(p.get(k, ())) for k in ORDER_KEYS} for p in pieces]
+    total = [{k: p.get(k, 0.0) for k in sums} for p in pieces]
+    for j, got in orders:
+        for k, xs in got.items():
+            if k in sums:
+                total[j][k] += xs
+            else:
+                pooled[j][k] += xs
+    n = len(pieces)
+    for kind, lonely in (("F", 0), ("B", n - 1), ("I", n - 1)):
+        pooled[lonely][f"{kind}_near"] = pooled[lonely][f"{kind}_far"]
+    if not all(p[k] for p in pooled for k in ORDER_KEYS):
+        return ()
+    out = tuple((k, tuple(trimmed_mean(p[k]) for p in pooled)) for k in ORDER_KEYS)
+    if not shares:
+        return out
+    return out + tuple(
+        (
+            f"{w}_share",
+            tuple(processor_share({"cpu": t[f"{w}_cpu"], "wall": t[f"{w}_wall"]}) for t in total),
+        )
+        for w in ("near", "far")
     )
 
 

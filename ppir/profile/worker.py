@@ -15,14 +15,15 @@ import torch.distributed as dist
 
 from ppir.ir import Action, Group, OpKind, Wait, deps
 from ppir.profile import pieces as PC
+from ppir.profile.boundaries import propagate_shapes
 from ppir.profile.errors import check_loss, comm
-from ppir.profile.samples import Samples
+from ppir.profile.orders import Order, order_steps, orders
+from ppir.profile.samples import Samples, position
 from ppir.profile.transfer import barrier, measure_transfer
 from ppir.torch import values as V
 from ppir.torch.backward import backward_full, backward_input, backward_weight
 from ppir.torch.model import optimizer_state_bytes, scalar_loss
 from ppir.torch.procgroup import wait_all
-from ppir.torch.shapes import broadcast_spec, trace_stage, zeros_like_spec
 
 
 class SavedBytes:
@@ -53,18 +54,30 @@ class Runner:
 
     timeout_s: float | None = None  # the process group's timeout, named in a CommError
 
-    def __init__(self, rank, world, pieces, loss_fn, program, schedule, M, device):
+    def __init__(
+        self, rank, world, pieces, loss_fn, program, schedule, M, device, cuts=None, main=True
+    ):
         self.rank, self.world, self.pieces = rank, world, pieces
         self.loss_fn, self.program, self.schedule = loss_fn, program, schedule
         self.M, self.device, self.steps = M, device, 0  # steps run
-        self.first = rank * len(pieces)  # the stage (build_stage index) of piece 0
+        # cuts: the first piece (build_stage index) of each of the schedule's stages, then the
+        # piece count (default: k pieces per stage); the rank's pieces are its stages' in turn
+        k, S = len(pieces), schedule.stages
+        self.cuts = cuts or [s * k for s in range(S + 1)]
+        self.n = self.cuts[-1]  # the model's pieces
+        mine = [s for s in range(S) if schedule.placement[s] == rank]
+        spans = list(zip(self.cuts, self.cuts[1:]))  # per stage, its pieces' range
+        self.index = [g for s in mine for g in range(*spans[s])]
+        self.of_stage = {s: [self.index.index(g) for g in range(*spans[s])] for s in mine}
+        self.first = self.index[0]
+        self.main = main  # also time F, B, I and W whatever their position (Samples)
         self.params = [[p for p in m.parameters() if p.requires_grad] for m in pieces]
         self.samples = [Samples() for _ in pieces]
         for s, ps, m in zip(self.samples, self.params, pieces):
             s.param_bytes = sum(p.numel() * p.element_size() for p in ps)
             frozen = [p for p in m.parameters() if not p.requires_grad] + list(m.buffers())
             s.frozen_bytes = sum(t.numel() * t.element_size() for t in frozen)
-        self.meta: dict = {}  # rank boundary b (the input of rank b) -> value spec
+        self.meta: dict = {}  # stage boundary b (the input of stage b) -> value spec
         self.groups: list = []  # per group: (post began, wait began, completed,
         # [(buffer, is_recv)], post returned, processor seconds the post took)
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -78,34 +91,43 @@ class Runner:
         self.cpu = time.thread_time() - cpu  # the op's processor time (on this thread)
         return out, time.perf_counter() - t0
 
-    def _keep(self, j: int, kind: str, dt: float) -> None:
-        """Record the op just timed: ``dt`` seconds of piece ``j``'s ``kind``, with its
-        processor time (:func:`ppir.profile.samples.processor_share`)."""
+    def _keep(self, j: int, kind: str, dt: float, i: int = 0, n: int = 1) -> None:
+        """Record the op just timed: ``dt`` seconds of piece ``j``'s ``kind``, the ``i``-th of
+        its stage's ``n`` pieces, by where its input came from (:func:`.samples.position`) and,
+        in the main order, with its processor time (:func:`.samples.processor_share`)."""
         s = self.samples[j]
-        getattr(s, kind).append(dt)
-        s.cpu, s.wall = s.cpu + self.cpu, s.wall + dt
+        where = position(kind, i, n)
+        if where:
+            getattr(s, f"{kind}_{where}").append(dt)
+            setattr(s, f"{where}_cpu", getattr(s, f"{where}_cpu") + self.cpu)
+            setattr(s, f"{where}_wall", getattr(s, f"{where}_wall") + dt)
+        if self.main:
+            getattr(s, kind).append(dt)
+            s.cpu, s.wall = s.cpu + self.cpu, s.wall + dt
 
     def forward_piece(self, j: int, x, target, mb: int):
         """Piece ``j`` on ``x`` (of microbatch ``mb``) as the runtime runs a stage: -> (its
         output, the input leaves that require grad, the outputs its backward starts from,
         whether they are the loss, which the runtime's check of the loss has passed)."""
-        xj, grad_in = V.stage_input(x, j > 0 or self.rank > 0)  # the data needs no grad
-        stage = self.first + j
+        xj, grad_in = V.stage_input(x, self.index[j] > 0)  # the data needs no grad
+        stage = self.index[j]
 
         def note():
             return f"ppir profile, rank {self.rank}: stage {stage}'s forward, given {{}}"
 
         y = V.call_stage(self.pieces[j], xj, note)
-        if self.rank == self.world - 1 and j == len(self.pieces) - 1:
+        if stage == self.n - 1:
             loss = scalar_loss(self.loss_fn(y, target), stage, mb, self.rank)
             return y, grad_in, [loss / self.M], True
         return y, grad_in, V.float_leaves(y), False
 
-    def chain_forward(self, x, target, mb: int, record: bool, hooks: list | None = None):
-        """Run every piece on ``x`` (microbatch ``mb``); returns per piece (input leaves that
-        require grad, outputs for backward, is the loss), and the last piece's output."""
+    def chain_forward(self, x, target, mb: int, record: bool, hooks=None, js=None):
+        """Run the pieces ``js`` (default: all) on ``x`` (microbatch ``mb``); returns per piece
+        (its index, input leaves that require grad, outputs for backward, is the loss), and the
+        last piece's output."""
         saved = []
-        for j in range(len(self.pieces)):
+        js = range(len(self.pieces)) if js is None else js
+        for i, j in enumerate(js):
 
             def run(j=j, x=x):
                 return self.forward_piece(j, x, target, mb)
@@ -116,18 +138,19 @@ class Runner:
             else:
                 out, dt = self._timed(run)
             if record:
-                self._keep(j, "F", dt)
+                self._keep(j, "F", dt, i, len(js))
             x, grad_in, outs, is_loss = out
             if is_loss:  # a NaN or infinite loss stops the profile, outside the timed forward
-                check_loss(outs[0], self.rank, self.first + j, mb, self.steps)
-            saved.append((grad_in, outs, is_loss))
+                check_loss(outs[0], self.rank, self.index[j], mb, self.steps)
+            saved.append((j, grad_in, outs, is_loss))
         return saved, x
 
     def chain_backward(self, saved, g, split: bool, record: bool):
         """Backward through the pieces in reverse (B, or I then W per piece); returns the
         gradient of the rank's input (one tensor per leaf that requires grad)."""
-        for j in range(len(saved) - 1, -1, -1):
-            grad_in, outs, is_loss = saved[j]
+        n = len(saved)
+        for i in range(n - 1, -1, -1):
+            j, grad_in, outs, is_loss = saved[i]
             ys, gs = V.backward_args(outs, None if is_loss else g)
             if not split:
 
@@ -136,7 +159,7 @@ class Runner:
 
                 dx, dt = self._timed(full)
                 if record:
-                    self._keep(j, "B", dt)
+                    self._keep(j, "B", dt, i, n)
                 g = V.input_grads(grad_in, dx)
                 continue
 
@@ -146,6 +169,8 @@ class Runner:
                 return backward_input(ys, gs, grad_in, ps)
 
             (dx, work), ti = self._timed(inp)
+            if record:  # before W's timing replaces self.cpu
+                self._keep(j, "I", ti, i, n)
             if split == "late":  # W after the next microbatch's F and I (ZB-H1's last stage)
                 self.late.append((j, work))
             else:
@@ -153,8 +178,6 @@ class Runner:
                 if record:
                     self._keep(j, "W", tw)
             del work
-            if record:
-                self._keep(j, "I", ti)
             g = V.input_grads(grad_in, dx)
         return g
 
@@ -196,18 +219,19 @@ class Runner:
         got, out = deps.message_in(a, S), deps.message_out(a, S)
         if a.kind is OpKind.F:
             x = inputs[m] if got is None else bufs.pop(got.buffer)
-            saved[m], y = self.chain_forward(x, targets[m], m, record, hooks)
+            js = self.of_stage[a.stage]
+            saved[a.stage, m], y = self.chain_forward(x, targets[m], m, record, hooks, js)
             if out is not None:
                 bufs[out.buffer] = V.detached(y)
         elif a.kind is OpKind.B:
             g = bufs.pop(got.buffer) if got is not None else None
-            dx = self.chain_backward(saved.pop(m), g, split, record)
+            dx = self.chain_backward(saved.pop((a.stage, m)), g, split, record)
             if split == "late":  # the previous microbatch's W, now that this one's I ran
-                self.run_late(record, keep=len(self.pieces))
+                self.run_late(record, keep=len(self.of_stage[a.stage]))
             if out is not None:
                 bufs[out.buffer] = dx
         else:
-            raise RuntimeError(f"ppir profile runs 1F1B; unexpected {a}")
+            raise RuntimeError(f"ppir profile runs F and B; unexpected {a}")
 
     def _comm(self, item, fn, *args):
         """``fn(*args)``, posting or completing ``item``'s messages; a peer that does not answer
@@ -252,58 +276,6 @@ def _actions(item) -> tuple:
     return item.actions if isinstance(item, (Group, Wait)) else (item,)
 
 
-def propagate_shapes(run: Runner, sample, device) -> None:
-    """Each rank learns the spec of its input from its predecessor (one no-grad forward of
-    its pieces, as the runtime infers boundary shapes: :mod:`ppir.torch.shapes`), records its
-    pieces' output sizes and tells every rank (collective)."""
-
-    def trace(x):
-        spec = None
-        for j, mod in enumerate(run.pieces):
-            spec = trace_stage(mod, x, run.first + j, run.rank)
-            run.samples[j].out_bytes = V.value_bytes(spec)
-            x = zeros_like_spec(spec, device)
-        return spec
-
-    out = trace(sample) if run.rank == 0 else None
-    for b in range(1, run.world):
-        mine = out if run.rank == b - 1 else None
-        run.meta[b] = broadcast_spec(mine, b - 1, None, device, run.timeout_s, run.rank)
-        if run.rank == b:
-            out = trace(zeros_like_spec(run.meta[b], device))
-
-
-def measure_fb(run: Runner, inputs, targets, reps: int) -> None:
-    """Per piece: a forward and a backward back to back as one timed step (F&B), all ranks at
-    once (no messages: the gradient coming in is ones)."""
-    xs = []
-    x = inputs[0] if run.rank == 0 else zeros_like_spec(run.meta[run.rank], run.device)
-    with torch.no_grad():
-        for mod in run.pieces:
-            xs.append(x)
-            x = V.call_stage(mod, x)
-    for j, mod in enumerate(run.pieces):
-
-        def fwd(j=j):
-            _, _, outs, is_loss = run.forward_piece(j, xs[j], targets[0], 0)
-            return outs, is_loss
-
-        def bwd(out):  # the gradient coming in is ones
-            outs, is_loss = out
-            ys = outs if is_loss else [y for y in outs if y.requires_grad]
-            if ys:
-                torch.autograd.backward(ys, None if is_loss else [torch.ones_like(y) for y in ys])
-
-        for _ in range(reps):
-            y0 = fwd()
-            if run.world > 1:
-                barrier(run, f"rank {run.rank}: timing F&B of stage {run.first + j}")
-            (_, y1), dt = run._timed(lambda y0=y0: (bwd(y0), fwd()))
-            bwd(y1)
-            run.samples[j].FB.append(dt)
-            mod.zero_grad(set_to_none=True)
-
-
 class Profiler:
     """The measurement of one rank, step by step (``ppir profile`` runs :func:`measure_rank`;
     a bench may interleave :meth:`step` with other work to share the machine's load)."""
@@ -344,6 +316,8 @@ class Profiler:
     def finish(self, reps: int):
         """F&B and the isolated boundary timings; -> (samples per piece, one-way seconds per
         boundary in isolation, this rank's recorded groups)."""
+        from ppir.profile.fb import measure_fb
+
         measure_fb(self.run, self.inputs, self.targets, max(3, reps))
         transfer = measure_transfer(self.run, max(5, reps)) if self.run.world > 1 else []
         for s, ps in zip(self.run.samples, self.run.params):
@@ -375,16 +349,45 @@ def measure_rank(
     timeout_s=None,
     on_step=None,
 ):
-    """The rank's samples (a list of :class:`Samples`, one per piece) and boundary times;
-    ``batch``: ``make_batch(0)`` when the caller made it (else it is made here); ``timeout_s``:
-    the process group's timeout, named in the error of a peer that does not answer;
-    ``on_step(n)``: called after each of the ``warmup + steps`` steps with the steps done."""
+    """The rank's samples (a list of :class:`Samples`, one per piece), boundary times, groups
+    and samples in the further orders (:mod:`.orders`, run after the timed steps); ``batch``:
+    ``make_batch(0)`` when the caller made it (else it is made here); ``timeout_s``: the
+    process group's timeout, named in the error of a peer that does not answer;
+    ``on_step(n)``: called after each step (``ProfileSpec.total_steps``) with the steps done."""
     prof = Profiler(rank, world, pieces, model, program, schedule, M, device, batch, timeout_s)
+    done = 0
+
+    def after(step: int, what: str = "profile step") -> None:
+        nonlocal done
+        if world > 1:
+            barrier(prof.run, f"rank {rank}: after {what} {step}")
+        done += 1
+        if on_step is not None:
+            on_step(done)
+
     for i in range(warmup + steps):
         prof.step(split=STEP_KINDS[(i - warmup) % 3], record=i >= warmup)
-        if world > 1:
-            barrier(prof.run, f"rank {rank}: after profile step {i}")
-        if on_step is not None:
-            on_step(i + 1)
+        after(i)
+    positions = []  # the further orders, one at a time (their pieces are freed in between)
+    for name in orders(world, world * len(pieces), M):
+        order = Order(prof, lambda j: build(model, j, world * len(pieces), device), name)
+        for i in range(1 + order_steps(steps)):  # one step untimed
+            order.step(prof, i, record=i > 0)
+            after(i, f"{name} order step")
+        positions += order.positions()
+        del order
     samples, transfer, groups = prof.finish(steps)
-    return samples, transfer, groups
+    return samples, transfer, groups, positions
+
+
+def build(model, j: int, n: int, device):
+    """Piece ``j`` of ``n`` (``model.build_stage``) on ``device``; a ProfileError when the
+    model does not return a torch module."""
+    from ppir.profile.errors import ProfileError
+
+    mod = model.build_stage(j, n)
+    if not isinstance(mod, torch.nn.Module):
+        raise ProfileError(
+            f"build_stage({j}, {n}) returned {type(mod).__name__}, expected a torch.nn.Module"
+        )
+    return mod.to(device)
