@@ -282,8 +282,11 @@ class Report:
 # standalone integer, named by the word just before it ("rank 3" -> rank).
 _SLOT = re.compile(
     r"(?<![\w.])(\d+)(?:SEND_F|RECV_F|SEND_B|RECV_B|F|B|I|W)(\d+)(?!\w)"
-    r"|(?<![\w.])(\d+)(?!\w|\.\d)"
+    # a number (count() writes 4,096 with commas), or an ordinal (ordinal(): 2nd)
+    r"|(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(st|nd|rd|th)?(?!\w|\.\d)"
 )
+_NAME_AFTER = re.compile(r"\W{0,2}([A-Za-z_]+)")
+_COUNTED = re.compile(r"#(\s+)([A-Za-z]+)")  # a blanked number and the word it counts
 _NAME_BEFORE = re.compile(r"([A-Za-z_]+)\W{0,2}$")
 SHOWN_VALUES = 10  # values listed in a group's note before "... (N more)"
 
@@ -293,10 +296,13 @@ def _template(message: str) -> tuple[str, tuple[str, ...], tuple[int, ...]]:
     parts, names, values, last = [], [], [], 0
     for m in _SLOT.finditer(message):
         parts.append(message[last : m.start()])
-        if m.group(3) is not None:
-            before = _NAME_BEFORE.search(message, 0, m.start())
-            names.append(before.group(1).lower() if before else "value")
-            values.append(int(m.group(3)))
+        if m.group(3) is not None:  # named by the word before; an ordinal by the one after
+            if m.group(4):
+                name = _NAME_AFTER.match(message, m.end())
+            else:
+                name = _NAME_BEFORE.search(message, 0, m.start())
+            names.append(name.group(1).lower() if name else "value")
+            values.append(int(m.group(3).replace(",", "")))
             parts.append("#")
         else:
             names += ["stage", "microbatch"]
@@ -304,7 +310,17 @@ def _template(message: str) -> tuple[str, tuple[str, ...], tuple[int, ...]]:
             parts.append(message[m.end(1) : m.start(2)].join("##"))
         last = m.end()
     parts.append(message[last:])
-    return "".join(parts), tuple(names), tuple(values)
+    # "1 recv" and "2 recvs" are one wording (count() makes the plural): the word a number
+    # counts goes into the template in the singular
+    template = _COUNTED.sub(lambda w: f"#{w.group(1)}{_singular(w.group(2))}", "".join(parts))
+    return template, tuple(names), tuple(values)
+
+
+def _singular(word: str) -> str:
+    """The singular of a plural :func:`_plural` made (other words unchanged)."""
+    if word.endswith(("ches", "shes", "sses", "xes")):
+        return word[:-2]
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
 
 
 def group_repeats(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

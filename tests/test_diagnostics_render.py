@@ -160,3 +160,30 @@ def test_the_verifier_keeps_groups_of_repeats_whole_up_to_a_bound():
     first, rest = many.grouped()
     assert f"the same error for {MAX_REPEATS - 1} other (microbatch, step) pairs" in first.render()
     assert rest.message == f"... and {300 - MAX_REPEATS} more 'duplicate-op' diagnostics"
+
+
+def test_counts_and_ordinals_group_whatever_their_plural_or_thousands_commas():
+    """count() writes '1 recv', '2 recvs' and '4,096 ranks', ordinal() '2nd': one wording, and
+    one number each (matching.py's unmatched sends, on one rank's line)."""
+    from ppir.diagnostics import count
+    from ppir.verify.words import ordinal
+
+    s = _span("x\n", 1, 1, 1)
+
+    def unmatched(n: int, dst: int) -> Diagnostic:
+        return Diagnostic(
+            "unmatched-send",
+            f"0SEND_F{n} on rank 0 is the {ordinal(n + 1)} send to rank {dst}, but rank "
+            f"{dst} posts only {count(n, 'recv')} from rank 0",
+            s,
+        )
+
+    one, big = group_repeats(
+        [unmatched(1, 1), unmatched(2, 3), unmatched(4095, 5), Diagnostic("k", "4,096 of 8", s)]
+    )
+    assert one.message.startswith("0SEND_F1 on rank 0 is the 2nd send to rank 1")
+    assert one.notes[-1].message == (
+        "the same error for 2 other (microbatch, send, rank, only) tuples: "
+        "(2, 3, 3, 2), (4095, 4096, 5, 4095)"
+    )
+    assert big.message == "4,096 of 8" and not big.notes
