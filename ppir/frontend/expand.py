@@ -293,6 +293,7 @@ def _expand(
         resolve_pipelines(decls, len(ex.placement), ex),
         "forward_only" in decls,
         tuple(ex.empty_loops.values()),
+        mspan,
     )
 
 

@@ -55,6 +55,7 @@ def literal_schedule(
         module.path,
         pipelines,
         "forward_only" in decls,
+        microbatches_span=decls["microbatches"][1] if "microbatches" in decls else None,
     )
 
 

@@ -315,6 +315,9 @@ class Schedule:
     pipelines: int = 1
     forward_only: bool = False
     empty_loops: tuple[tuple[int, str, Span, str], ...] = field(default=(), compare=False)
+    microbatches_span: Span | None = field(default=None, compare=False, hash=False)
+    """Where the ``.pps`` source declares ``microbatches`` (None: not from a ``.pps`` file), for
+    the verifier to point at when no op runs a microbatch the declaration counts."""
 
     # ----------------------------------------------------------------- placement helpers
     @cached_property

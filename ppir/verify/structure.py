@@ -204,6 +204,7 @@ def _missing(g: ProgramGraph, seen: dict) -> tuple[list[Diagnostic], int]:
         complete = have_f
     else:
         complete = {p for p in have_f if p in have_full or (p in have_i and p in have_w)}
+    run = {m for _, _, m in seen}  # the microbatches some op runs
     for st in range(S):
         if len(out) >= LISTED:
             break
@@ -211,15 +212,34 @@ def _missing(g: ProgramGraph, seen: dict) -> tuple[list[Diagnostic], int]:
         for m in range(M):
             if (st, m) in complete:
                 continue
-            out.extend(_missing_at(g, seen, st, m, holder, forward_only))
+            unrun = _declared(s, m) if m not in run else ()
+            out.extend(_missing_at(g, seen, st, m, holder, forward_only, unrun))
             if len(out) >= LISTED:
                 break
     return out[:LISTED], total - len(out[:LISTED])
 
 
+def _declared(s, m: int) -> tuple[Note, ...]:
+    """A note at the ``microbatches`` declaration, for a microbatch ``m`` no op runs at all (the
+    declared count may be what is wrong); none when the schedule has no source for it."""
+    if s.microbatches_span is None:
+        return ()
+    n = count(s.microbatches, "microbatch")
+    what = f"the schedule declares {n} here, and no op of any rank runs microbatch {m}"
+    return (Note(what, s.microbatches_span),)
+
+
 def _missing_at(
-    g: ProgramGraph, seen: dict, st: int, m: int, holder: int, forward_only: bool
+    g: ProgramGraph,
+    seen: dict,
+    st: int,
+    m: int,
+    holder: int,
+    forward_only: bool,
+    declared: tuple[Note, ...] = (),
 ) -> list[Diagnostic]:
+    """The missing ops of stage ``st`` for microbatch ``m``; ``declared``: notes for a
+    microbatch no op runs (:func:`_declared`)."""
     f, b = seen.get((st, F, m)), seen.get((st, B, m))
     i, w = seen.get((st, I, m)), seen.get((st, W, m))
     missing: list[tuple[Action, str, tuple, str]] = []
@@ -246,7 +266,7 @@ def _missing_at(
                 f"{a} is missing: stage {st} (rank {holder}) never runs {what} of microbatch "
                 f"{m}{where}",
                 span,
-                notes=_empty_loops(g, holder, letters),
+                notes=_empty_loops(g, holder, letters) + declared,
             )
         )
     return out
