@@ -268,7 +268,8 @@ def bench_rank(ctx, model, args) -> dict:
     from ppir.plan import build_plan
     from ppir.profile.launch import _program
     from ppir.profile.orders import Order, orders
-    from ppir.profile.worker import STEP_KINDS, Profiler, build
+    from ppir.profile.pieces import build
+    from ppir.profile.worker import STEP_KINDS, Profiler
     from ppir.torch.model import split_batch
 
     P, M = ctx.world, args.microbatches
@@ -396,6 +397,7 @@ def gpt_shape(module: str, opts: dict, M: int):
 
 def predict(P: int, args, cost_file: str) -> dict:
     from ppir.analysis.config import load_config_file, make_config
+    from ppir.analysis.costs import costs_for
     from ppir.analysis.estimate import estimate
     from ppir.analysis.footprint import activation_peaks, footprint
     from ppir.analysis.memory import analyze_memory
@@ -411,9 +413,9 @@ def predict(P: int, args, cost_file: str) -> dict:
         measured = cfg.measured.fit(s.stages).activation_bytes
         mem = analyze_memory(s, i_fraction=fp.memory.i_fraction)
         from_profile = [float(p) for p, _ in activation_peaks(s, mem, [int(b) for b in measured])]
-        ms = cfg.measured.op_times(P, cfg.processors).fit(s.stages)  # as the estimate has them
+        costs = costs_for(s, cfg)  # the per-op costs as the estimate has them (near or far)
         work = sum(
-            getattr(ms, a.kind.value)[a.stage] for r in range(P) for a in s.compute_actions(r)
+            costs.to_time(costs.op[a.stage][a.kind]) for r in range(P) for a in s.compute_actions(r)
         )
         out[name] = {
             "step": est.step_time,
@@ -477,6 +479,19 @@ def print_costs(P: int, path: str) -> None:
         )
 
 
+def stage_costs(measured, s) -> list[dict]:
+    """Per stage of ``s``, the profile's wall seconds of F, B, I and W as the estimator picks
+    them (the near or far time of F, B and I by the placement: ppir.analysis.measured_order)."""
+    from ppir.analysis.measured_order import stage_rows
+
+    ms, at = measured.for_schedule(s.stages, s.pipelines)
+    rows = [{k: getattr(ms, k)[j] for k in "FBIW"} for j in at]
+    if ms.order:
+        for row, got in zip(rows, stage_rows(ms.order, at, s)):
+            row.update({op.value: t for op, t in got.items()})
+    return rows
+
+
 def explain(P: int, args, path: str, meas: dict) -> None:
     """Per schedule and rank, medians over the timed rounds: the compute time of a step by
     kind, measured in the run against the profile's per-op costs summed over the same ops, and
@@ -499,10 +514,10 @@ def explain(P: int, args, path: str, meas: dict) -> None:
     )
     for name, v in CASES:
         s = program(name, P, args.microbatches, v)
-        m = measured.fit(s.stages)
+        m = stage_costs(measured, s)
         c = ppir.compile(s, costs=cfg)  # the program the runtime ran, timed as written
         est, tl = c.estimate, c.timeline
-        lag, stage_rows = [], []
+        lag, stage_lines = [], []
         for r, rounds in enumerate(meas["spent"][name]):
             ops = Counter((a.kind.value, a.stage) for a in s.compute_actions(r))
             cells = []
@@ -511,7 +526,7 @@ def explain(P: int, args, path: str, meas: dict) -> None:
                 run = [
                     sum(got.get(f"{k}{st}", 0.0) for (kk, st) in ops if kk == k) for got in rounds
                 ]
-                prof = sum(n * getattr(m, k)[st] for (kk, st), n in ops.items() if kk == k)
+                prof = sum(n * m[st][k] for (kk, st), n in ops.items() if kk == k)
                 if any(run) or prof:
                     cells.append(f"{k} {med(run) * 1e3:6.1f}/{prof * 1e3:6.1f}")
                 busy_run = [a + b for a, b in zip(busy_run, run)]
@@ -522,7 +537,7 @@ def explain(P: int, args, path: str, meas: dict) -> None:
             for (k, st), n in sorted(
                 ops.items(), key=lambda kv: ("FBIW".index(kv[0][0]), kv[0][1])
             ):
-                prof = n * getattr(m, k)[st]
+                prof = n * m[st][k]
                 if prof > n * 1e-4:
                     run = med(got.get(f"{k}{st}", 0.0) for got in rounds)
                     per_stage.append(f"{k}{st} {run / prof:4.2f}")
@@ -559,8 +574,8 @@ def explain(P: int, args, path: str, meas: dict) -> None:
                 f"{med([got['step'] for got in rounds]) * 1e3:6.1f} (predicted "
                 f"{est.step_time * 1e3:6.1f})"
             )
-            stage_rows.append(f"r{r}: {' '.join(per_stage)}")
-        print(f"  {name:18s} per stage, run / profile: {';  '.join(stage_rows)}")
+            stage_lines.append(f"r{r}: {' '.join(per_stage)}")
+        print(f"  {name:18s} per stage, run / profile: {';  '.join(stage_lines)}")
         print(f"  {name:18s} run - estimate (ms): {';  '.join(lag)}")
         # perf_counter is one clock for the machine's processes (as the profile assumes)
         per_rank = meas["spent"][name]

@@ -44,7 +44,7 @@ def test_the_position_of_an_op_is_where_its_input_was_made():
 
 
 def test_the_profile_pools_positions_from_its_orders():
-    """1F1B's chain gave near F of piece 1 and far F of piece 0; a shifted order adds far F
+    """1F1B's chain gave near F of piece 1 and far F of piece 0; a further order adds far F
     of piece 1; the first F and last B and I have no near position (their far times)."""
     pieces = [{k: [] for k in ORDER_KEYS} for _ in range(2)]
     pieces[0].update(F_far=[1.0, 1.0], B_near=[2.0], I_near=[3.0])

@@ -547,3 +547,45 @@ def test_the_cli_warns_when_other_work_shared_the_cores(model_file, tmp_path, cl
     code, _, err = cli("profile", "--module", model_file, "--ranks", "2", "-o", str(out))
     assert code == 0 and out.exists(), err
     assert "ppir: warning: the ranks' ops had a processor for only 70-80 % of their time" in err
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--stages", "4", "-M", "3"], "needs --microbatches a multiple of the 2 ranks, not 3"),
+        (["--stages", "2", "-M", "4"], "--stages 2 gives each of the 2 ranks one piece (try 4)"),
+        (["--stages", "4", "-M", "3", "--no-orders"], None),  # asked for: nothing to say
+        (["--stages", "4", "-M", "4"], None),  # they ran
+    ],
+)
+def test_the_cli_says_why_it_timed_ops_only_where_1f1b_runs_them(
+    model_file, tmp_path, cli, monkeypatch, flags, said
+):
+    """Where the further orders cannot run (ppir.profile.orders.why_none), the file has no near
+    and far times and the estimator charges every op as 1F1B ran it: the profile says so."""
+    import ppir.cli.profile as command
+
+    seen = []
+
+    def measure(spec, profile, quiet):
+        seen.append(spec)
+        return _shared((1.0,) * spec.num_stages)
+
+    monkeypatch.setattr(command, "_measure", measure)
+    out = tmp_path / "c.toml"
+    code, _, err = cli("profile", "--module", model_file, "--ranks", "2", *flags, "-o", str(out))
+    assert code == 0, err
+    assert seen[0].orders is ("--no-orders" not in flags)
+    if said:
+        assert "ppir: note: F, B and I were timed only where 1F1B runs them" in err
+        assert said in err
+    else:
+        assert "ppir: note" not in err
+
+
+def test_the_steps_a_profile_runs_count_the_orders_it_runs():
+    spec = ProfileSpec("m.py", ranks=2, stages=4, microbatches=4, steps=6, warmup=2)
+    assert spec.further_orders == ("looped", "shifted") and spec.total_steps == 8 + 2 * 3
+    assert ProfileSpec("m.py", ranks=2, stages=4, microbatches=4, steps=6, warmup=2,
+                       orders=False).total_steps == 8  # fmt: skip
+    assert ProfileSpec("m.py", ranks=2, stages=4, microbatches=3).further_orders == ()

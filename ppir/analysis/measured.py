@@ -145,8 +145,9 @@ class MeasuredCosts:
     """Per stage, the processor seconds of its timed ops over their wall seconds (() when
     not measured): :meth:`op_times`."""
     order: tuple[tuple[str, tuple[float, ...]], ...] = ()
-    """``(key, per stage)`` for ``ORDER_KEYS``: F, B and I by where their input was made
-    (:mod:`ppir.analysis.measured_order`; () when not measured)."""
+    """``(key, per stage)`` for ``ORDER_KEYS``, F, B and I by where their input was made, and
+    ``SHARE_KEYS`` where measured (:mod:`ppir.analysis.measured_order`; () when not measured;
+    :meth:`op_times` takes the shares and :meth:`fit` drops them: fit after op_times)."""
 
     def op_times(self, ranks: int, processors: int | None) -> MeasuredCosts:
         """The op times a schedule of ``ranks`` ranks is timed with: the measured wall times
@@ -187,11 +188,13 @@ class MeasuredCosts:
         return out
 
     def share_range(self) -> str:
-        """The stages' ``processor_share`` in whole per cent, least to most: ``42-51``, or
-        ``97`` when they round alike ('' when not measured)."""
+        """The stages' ``processor_share`` (and the near and far ones, where measured) in whole
+        per cent, least to most: ``42-51``, or ``97`` when they round alike ('' when not
+        measured)."""
         if not self.processor_share:
             return ""
-        lo, hi = (round(100 * f) for f in (min(self.processor_share), max(self.processor_share)))
+        every = [*self.processor_share, *(x for k, xs in self.order if "share" in k for x in xs)]
+        lo, hi = (round(100 * f) for f in (min(every), max(every)))
         return f"{lo}" + (f"-{hi}" if hi != lo else "")
 
     def post_time(self) -> float:
@@ -337,10 +340,11 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
     order += tuple((k, shares(lists[k], table[k], where, k)) for k in SHARE_KEYS if k in lists)
     if order and len([k for k, _ in order if k in ORDER_KEYS]) != len(ORDER_KEYS):
         lacks = ", ".join(k for k in ORDER_KEYS if k not in lists)
+        has = ", ".join(k for k, _ in order)
         raise error(
             "bad-config",
-            f"{where}: [{SECTION}] has some of {ORDER_KEYS[0]} .. "
-            f"{ORDER_KEYS[-1]} but lacks {lacks} (all six or none)",
+            f"{where}: [{SECTION}] has {has} but lacks {lacks} (the near and far times "
+            f"come all six together, and their shares need them)",
         )
     return MeasuredCosts(
         S,

@@ -28,7 +28,8 @@ def fit_order(order: tuple, k: int, stages: int) -> tuple:
     position is the position's time of the piece its input enters (the first for F, the last
     for B and I) plus the near times of the others; stage 0's I is piece 0's alone (its input
     needs no gradient: the runtime's merged I computes nothing, as
-    :meth:`~ppir.analysis.measured.MeasuredCosts.fit` has it)."""
+    :meth:`~ppir.analysis.measured.MeasuredCosts.fit` has it).  The shares (``SHARE_KEYS``) are
+    dropped: :func:`processor_times` applies them before a fit."""
     if not order or k == 1:
         return order
     t = dict(order)

@@ -80,6 +80,13 @@ def add_arguments(p):
         metavar="SECONDS",
         help="process-group timeout in seconds (default 120)",
     )
+    p.add_argument(
+        "--no-orders",
+        action="store_true",
+        help="skip the looped and shifted orders that time F, B and I with their input made on "
+        "the rank and received (less time and memory; the estimator then charges every op as "
+        "1F1B ran it)",
+    )
     add_output_argument(p, "write the cost file here (else stdout)")
     add_quiet_argument(p)
 
@@ -100,6 +107,7 @@ def run(args) -> int:
         ) from None
     from ppir.profile.errors import OptimizerNotMeasured
     from ppir.profile.launch import ProfileError, ProfileFailed, ProfileSpec, profile
+    from ppir.profile.orders import why_none
     from ppir.profile.summary import busy_warning
     from ppir.torch.run import check_module
 
@@ -120,6 +128,7 @@ def run(args) -> int:
         args.device,
         args.threads or 0,
         args.timeout,
+        not args.no_orders,
     )
     if args.warmup == 0:
         print(
@@ -144,6 +153,13 @@ def run(args) -> int:
     busy = busy_warning(mc)
     if busy:
         print(f"ppir: warning: {busy}", file=sys.stderr)
+    why = why_none(spec.ranks, spec.num_stages, spec.num_microbatches)
+    if spec.orders and spec.ranks > 1 and why:
+        print(
+            f"ppir: note: F, B and I were timed only where 1F1B runs them, not both with their "
+            f"input made on the rank and received ({why}); the estimator charges every op so",
+            file=sys.stderr,
+        )
     cmd = "ppir profile " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "ppir profile"
     text = mc.to_toml(
         f"written by: {cmd}\nseconds per microbatch; pass with --config to 'ppir compile "
@@ -171,10 +187,12 @@ def _measure(spec, profile, quiet: bool):
         def on_step(n: int) -> None:
             nonlocal told
             status = "warm-up" if n < spec.warmup else "timed steps"
-            if n >= main:
-                status = "looped and shifted orders"
-            if n == total:
+            if n == main:  # F&B, the transfers and the bytes run next, then the orders
                 status = "F&B, messages and saved bytes"
+                if total > main:
+                    status += ", then the looped and shifted orders"
+            elif n > main:
+                status = "looped and shifted orders" if n < total else "gathering the samples"
             bar.update(n - told, status)
             told = n
 

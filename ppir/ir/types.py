@@ -301,8 +301,8 @@ class Schedule:
     pass makes one from a training schedule): it runs every forward and no backward, and its
     forwards keep nothing for a backward.  ``empty_loops``: the loops of a ``.pps`` program
     that would emit ops but ran zero times, ``(rank, op letters, range span, why)`` each, for
-    the verifier to point at when an op is missing (:func:`ppir.frontend.trips.empty_loop`).
-    """
+    the verifier to point at when an op is missing (:func:`ppir.frontend.trips.empty_loop`),
+    and ``microbatches_span`` where a ``.pps`` file declares ``microbatches`` (the same)."""
 
     name: str
     params: tuple[tuple[str, int], ...]
@@ -316,8 +316,6 @@ class Schedule:
     forward_only: bool = False
     empty_loops: tuple[tuple[int, str, Span, str], ...] = field(default=(), compare=False)
     microbatches_span: Span | None = field(default=None, compare=False, hash=False)
-    """Where the ``.pps`` source declares ``microbatches`` (None: not from a ``.pps`` file), for
-    the verifier to point at when no op runs a microbatch the declaration counts."""
 
     # ----------------------------------------------------------------- placement helpers
     @cached_property

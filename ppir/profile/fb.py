@@ -19,6 +19,8 @@ def measure_fb(run: Runner, inputs, targets, reps: int) -> None:
     """Per piece: a forward and a backward back to back as one timed step (F&B), all ranks at
     once (no messages: the gradient coming in is ones)."""
     xs = []
+    assert run.of_stage == {run.rank: list(range(len(run.pieces)))}, "1F1B's runner only"
+    # in 1F1B stage r is rank r's chain: the spec at stage boundary r is this rank's input
     x = inputs[0] if run.rank == 0 else zeros_like_spec(run.meta[run.rank], run.device)
     with torch.no_grad():
         for mod in run.pieces:

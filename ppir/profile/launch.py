@@ -50,6 +50,7 @@ class ProfileSpec:
     device: str = "auto"
     threads: int = 0  # 0: cores / ranks
     timeout: float = 120.0
+    orders: bool = True  # the further orders (near and far times), where they can run
 
     @property
     def num_stages(self) -> int:
@@ -60,11 +61,20 @@ class ProfileSpec:
         return self.microbatches or 2 * self.ranks
 
     @property
+    def further_orders(self) -> tuple[str, ...]:
+        """The further orders this profile runs (:func:`ppir.profile.orders.orders`)."""
+        from ppir.profile.orders import orders
+
+        if not self.orders:
+            return ()
+        return orders(self.ranks, self.num_stages, self.num_microbatches)
+
+    @property
     def total_steps(self) -> int:
         """The steps rank 0 runs: warm-up, timed, and the further orders' (:mod:`.orders`)."""
-        from ppir.profile.orders import order_steps, orders
+        from ppir.profile.orders import order_steps
 
-        more = len(orders(self.ranks, self.num_stages, self.num_microbatches))
+        more = len(self.further_orders)
         return self.warmup + self.steps + more * (1 + order_steps(self.steps))
 
 
@@ -110,7 +120,8 @@ def _rank_main(
     import torch
     import torch.distributed as dist
 
-    from ppir.profile.worker import build, measure_rank
+    from ppir.profile.pieces import build
+    from ppir.profile.worker import measure_rank
 
     P = spec.ranks
     if on_step is None and rank == 0 and P > 1:
@@ -144,6 +155,7 @@ def _rank_main(
             batch,
             spec.timeout,
             on_step,
+            spec.orders,
         )
         data = gather(rank, P, samples, transfer, groups, device.type, positions)
         if rank == 0:

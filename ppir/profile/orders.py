@@ -34,19 +34,30 @@ ORDER_KINDS = (False, True)
 
 def orders(world: int, pieces: int, M: int) -> tuple[str, ...]:
     """The orders to run for ``pieces`` pieces on ``world`` ranks with ``M`` microbatches: both,
-    or none: with one rank, fewer than two pieces per rank, or an ``M`` interleaved 1F1B refuses
-    (Megatron's rule: M a multiple of the ranks or its remainder at least the ranks; the
-    shifted order alone gives near times without the far ones to set them against)."""
+    or none where :func:`why_none` says why (the shifted order alone gives near times without
+    the far ones to set them against)."""
+    return () if why_none(world, pieces, M) else ORDERS
+
+
+def why_none(world: int, pieces: int, M: int) -> str:
+    """Why the further orders cannot run ('' when they can): one rank, fewer than two pieces
+    per rank, or an ``M`` interleaved 1F1B refuses (with ``world`` microbatches per group, M
+    must be a multiple of ``world``: Megatron's rule)."""
     from ppir.diagnostics import PpirError
     from ppir.frontend.loader import load_schedule
 
-    if world < 2 or pieces // world < 2:
-        return ()
+    if world < 2:
+        return "one rank receives nothing from another"
+    if pieces // world < 2:
+        return f"--stages {pieces} gives each of the {world} ranks one piece (try {2 * world})"
     try:
         load_schedule("interleaved_1f1b", {"P": world, "M": M, "v": pieces // world})
     except PpirError:
-        return ()
-    return ORDERS
+        return (
+            f"the looped order (interleaved 1F1B) needs --microbatches a multiple of the "
+            f"{world} ranks, not {M}"
+        )
+    return ""
 
 
 def cuts(name: str, world: int, pieces: int) -> list[int]:

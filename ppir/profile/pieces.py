@@ -1,8 +1,10 @@
-"""What ``ppir profile`` records of a piece beyond its times: the parameters it shares with
-other stages.  A piece is called and its values moved as the runtime's executor does
-(:mod:`ppir.torch.values`)."""
+"""The pieces ``ppir profile`` builds (:func:`build`), and what it records of a piece beyond its
+times: the parameters it shares with other stages.  A piece is called and its values moved as
+the runtime's executor does (:mod:`ppir.torch.values`)."""
 
 from __future__ import annotations
+
+import torch
 
 from ppir.torch.model import optimizer_state_bytes
 
@@ -39,3 +41,16 @@ def shared_bytes(model, pieces: list, first: int) -> list[list[dict]]:
                 }
             )
     return out
+
+
+def build(model, j: int, n: int, device):
+    """Piece ``j`` of ``n`` (``model.build_stage``) on ``device``; a ProfileError when the
+    model does not return a torch module."""
+    from ppir.profile.errors import ProfileError
+
+    mod = model.build_stage(j, n)
+    if not isinstance(mod, torch.nn.Module):
+        raise ProfileError(
+            f"build_stage({j}, {n}) returned {type(mod).__name__}, expected a torch.nn.Module"
+        )
+    return mod.to(device)

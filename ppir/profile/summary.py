@@ -94,13 +94,15 @@ def by_position(pieces: list, orders: list, shares: bool = False) -> tuple:
     their input was made (on the rank or on another), from 1F1B's steps (``pieces``) and the
     further orders' (``orders``: (piece, samples by position), :mod:`ppir.profile.orders`);
     the first piece's F and the last piece's B and I have no near position (their near
-    entries repeat the far ones); () unless every other position was timed (no further orders
-    ran: one rank, one piece per rank, or fewer microbatches than ranks); ``shares`` (CPU, a
+    entries repeat the far ones); () unless the further orders ran (:func:`.orders.why_none`)
+    and every other position was timed; ``shares`` (CPU, a
     thread per rank): also ``near_share`` and ``far_share``, per piece the processor share of
     its ops in each position (:func:`.samples.processor_share`), for ``MeasuredCosts.op_times``."""
     from ppir.analysis.measured_order import ORDER_KEYS
     from ppir.profile.samples import processor_share, trimmed_mean
 
+    if not orders:
+        return ()
     sums = ("near_cpu", "near_wall", "far_cpu", "far_wall")
     pooled = [{k: list(p.get(k, ())) for k in ORDER_KEYS} for p in pieces]
     total = [{k: p.get(k, 0.0) for k in sums} for p in pieces]

@@ -25,7 +25,7 @@ def measure_transfer(run, reps: int) -> list[float]:
     op per tensor, posted as the runtime posts a group), boundaries in turn; every rank
     returns the same list."""
     out = []
-    for b in range(1, run.world):
+    for b in range(1, run.world):  # 1F1B's runner: stage boundary b is between ranks b-1, b
         t = None
         if run.rank in (b - 1, b):
             t = V.send_tensors(zeros_like_spec(run.meta[b], run.device), False)

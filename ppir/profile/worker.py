@@ -18,6 +18,7 @@ from ppir.profile import pieces as PC
 from ppir.profile.boundaries import propagate_shapes
 from ppir.profile.errors import check_loss, comm
 from ppir.profile.orders import Order, order_steps, orders
+from ppir.profile.pieces import build
 from ppir.profile.samples import Samples, position
 from ppir.profile.transfer import barrier, measure_transfer
 from ppir.torch import values as V
@@ -93,8 +94,9 @@ class Runner:
 
     def _keep(self, j: int, kind: str, dt: float, i: int = 0, n: int = 1) -> None:
         """Record the op just timed: ``dt`` seconds of piece ``j``'s ``kind``, the ``i``-th of
-        its stage's ``n`` pieces, by where its input came from (:func:`.samples.position`) and,
-        in the main order, with its processor time (:func:`.samples.processor_share`)."""
+        its stage's ``n`` pieces, by where its input came from (:func:`.samples.position`,
+        with its processor time, in every order), and in the main order also by kind (with its
+        processor time: :func:`.samples.processor_share`)."""
         s = self.samples[j]
         where = position(kind, i, n)
         if where:
@@ -348,12 +350,15 @@ def measure_rank(
     batch=None,
     timeout_s=None,
     on_step=None,
+    further=True,
 ):
     """The rank's samples (a list of :class:`Samples`, one per piece), boundary times, groups
     and samples in the further orders (:mod:`.orders`, run after the timed steps); ``batch``:
     ``make_batch(0)`` when the caller made it (else it is made here); ``timeout_s``: the
     process group's timeout, named in the error of a peer that does not answer;
-    ``on_step(n)``: called after each step (``ProfileSpec.total_steps``) with the steps done."""
+    ``on_step(n)``: called after each step (``ProfileSpec.total_steps``) with the steps done;
+    ``further``: run the further orders (after F&B, the transfers and the optimizer's bytes,
+    with 1F1B's pieces moved off a GPU)."""
     prof = Profiler(rank, world, pieces, model, program, schedule, M, device, batch, timeout_s)
     done = 0
 
@@ -368,26 +373,17 @@ def measure_rank(
     for i in range(warmup + steps):
         prof.step(split=STEP_KINDS[(i - warmup) % 3], record=i >= warmup)
         after(i)
+    samples, transfer, groups = prof.finish(steps)  # all measured with 1F1B's pieces: their
+    if device.type == "cuda":  # memory goes to the orders' own copies from here on
+        for m in pieces:
+            m.to("cpu")
+        torch.cuda.empty_cache()
     positions = []  # the further orders, one at a time (their pieces are freed in between)
-    for name in orders(world, world * len(pieces), M):
+    for name in orders(world, world * len(pieces), M) if further else ():
         order = Order(prof, lambda j: build(model, j, world * len(pieces), device), name)
         for i in range(1 + order_steps(steps)):  # one step untimed
             order.step(prof, i, record=i > 0)
             after(i, f"{name} order step")
         positions += order.positions()
         del order
-    samples, transfer, groups = prof.finish(steps)
     return samples, transfer, groups, positions
-
-
-def build(model, j: int, n: int, device):
-    """Piece ``j`` of ``n`` (``model.build_stage``) on ``device``; a ProfileError when the
-    model does not return a torch module."""
-    from ppir.profile.errors import ProfileError
-
-    mod = model.build_stage(j, n)
-    if not isinstance(mod, torch.nn.Module):
-        raise ProfileError(
-            f"build_stage({j}, {n}) returned {type(mod).__name__}, expected a torch.nn.Module"
-        )
-    return mod.to(device)
