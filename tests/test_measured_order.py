@@ -180,3 +180,9 @@ def test_the_profile_runs_its_further_orders_where_they_can_run():
     assert orders(2, 4, 3) == ()  # interleaved 1F1B refuses M=3 on 2 ranks (Megatron's rule)
     assert cuts("looped", 2, 4) == [0, 1, 2, 3, 4]  # every piece a stage (round-robin)
     assert cuts("shifted", 3, 6) == [0, 1, 3, 6]  # 1F1B's cuts [0, 2, 4, 6] a piece earlier
+
+
+def test_the_assumptions_line_says_the_ops_are_timed_by_where_their_input_is_made():
+    said = "F, B and I at their times with the input made on the rank or received"
+    assert said in make_config(_table(_measured())).describe(ranks=2)
+    assert said not in make_config(_table(_measured({}))).describe(ranks=2)

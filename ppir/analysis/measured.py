@@ -168,13 +168,15 @@ class MeasuredCosts:
         return replace(self, **times, order=order, processor_share=())
 
     def sharing_note(self, ranks=None, processors: int | None = None) -> str:
-        """What the assumptions line says of posts and of op times on shared processors:
-        ``; posting a group 0.5 ms (its wall time; 0.4 ms of processor time); ops where ranks
-        share processors: their processor time, 42-51 % of their measured time`` ('' when
-        neither was measured); the second clause only where ``ranks`` (a count, the sizes of
-        a search's candidates, or None: unknown) may be more than ``processors``
-        (:meth:`op_times`)."""
+        """What the assumptions line says of near and far times (where measured), posts and op
+        times on shared processors: ``; posting a group 0.5 ms (its wall time; 0.4 ms of
+        processor time); ops where ranks share processors: their processor time, 42-51 % of
+        their measured time`` ('' when none was measured); the last clause only where
+        ``ranks`` (a count, the sizes of a search's candidates, or None: unknown) may be more
+        than ``processors`` (:meth:`op_times`)."""
         out = ""
+        if self.order:
+            out += "; F, B and I at their times with the input made on the rank or received"
         if self.post_time():
             out += f"; posting a group {self.post_time() * 1e3:.3g} ms"
             if self.post_wall and self.post:
