@@ -16,16 +16,16 @@ Contract
   runs only the weight half of each weight node, so I + W costs what B costs, not more, and a
   first piece's I is empty), and I then the previous microbatch's W (``W_late``: a W whose
   saved tensors waited through another microbatch's F and I, as ZB-H1's last stage runs it;
-  from the third timed step on).  Two more orders follow (:mod:`.orders`): interleaved 1F1B
-  with every piece a stage placed round-robin (every input received from another rank) and
-  1F1B with the rank cuts one piece earlier (every boundary 1F1B sends across kept on a rank),
-  so that each piece's F, B and I are timed both with their input made on their rank (near)
-  and received (far).  Afterwards, still on all ranks at once, each piece runs a
+  from the third timed step on).  Afterwards, still on all ranks at once, each piece runs a
   forward and a backward back to back (F&B), each rank boundary is timed with a ping-pong of
   the real boundary value, and the bytes autograd saves in one forward of each piece are
   counted with saved-tensor hooks (parameters excluded); last, the model's optimizer steps once
   over each piece's parameters and the bytes of its state are counted
-  (:func:`ppir.torch.model.optimizer_state_bytes`).
+  (:func:`ppir.torch.model.optimizer_state_bytes`).  Two more orders follow (:mod:`.orders`;
+  ``--no-orders`` skips them): interleaved 1F1B with every piece a stage placed round-robin
+  (every input received from another rank) and 1F1B with the rank cuts one piece earlier
+  (every boundary 1F1B sends across kept on a rank), so that each piece's F, B and I are
+  timed both with their input made on their rank (near) and received (far).
 * The last piece's loss is checked as the runtime checks it
   (:func:`ppir.torch.model.scalar_loss`): a ``loss_fn`` that does not return a scalar tensor
   computed by autograd is the runtime's one-line error naming the rank, stage and microbatch;
