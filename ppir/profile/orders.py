@@ -16,8 +16,8 @@ So each piece's F, B and I are timed in both positions (:func:`ppir.profile.samp
 ``shifted``
     1F1B with the rank cuts moved one piece earlier (rank 0 holds ``k - 1`` pieces, the last
     rank ``k + 1``): each boundary 1F1B sends across stays on a rank; it gives the near times
-    of the pieces 1F1B times only far (far times on its lighter rank 0 ran long after idle
-    waits, so it gives none).
+    of the pieces 1F1B times only far, and no far times (on a rank a piece short, ops ran
+    long after idle waits: docs/cost-model.md).
 
 Both need two ranks or more, two pieces per rank or more, and a microbatch count that
 interleaved 1F1B takes (:func:`orders`); else the cost file has no near and far times.
