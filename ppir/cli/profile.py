@@ -19,7 +19,12 @@ CPU, NCCL with one GPU per rank; --ranks 1 measures in this process) and time ev
 forward, backward, backward-input and backward-weight inside that run, all ranks computing at
 once as a schedule runs them.  Then, still on all ranks at once: a forward and a backward back to
 back (F&B), one boundary message per rank pair (half a ping-pong of the real tensor), and the
-bytes autograd saves in one forward (saved-tensor hooks, parameters excluded).
+bytes autograd saves in one forward (saved-tensor hooks, parameters excluded).  Last, two more
+orders over the same ranks, interleaved 1F1B with every piece a stage (looped) and 1F1B with
+the rank cuts a piece earlier (shifted), time F, B and I both with their input made on the
+rank and received from another: a schedule's stage costs the one its placement gives
+(--no-orders skips them; they need --stages at least 2 x --ranks and --microbatches a
+multiple of --ranks).
 
 --stages S builds the model in S pieces (a multiple of --ranks; each rank chains S/ranks of
 them); the cost file then serves every schedule whose stage count divides S: profile once with
