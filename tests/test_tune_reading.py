@@ -156,3 +156,20 @@ def test_gpu_memory_is_read_once(cli, monkeypatch):
     doc = json.loads(out)
     assert (doc["gpu_memory"], doc["budget"]) == (80 * 10**9, 80 * 10**9 - 8 * 2**30)
     assert read == ["80GB", "8GiB"]  # --gpu-memory, then --reserve: each once
+
+
+def test_a_fixed_program_of_two_pipelines_is_not_told_to_take_an_m(cli, tmp_path):
+    """A JSON program takes no -D M: the note on its M column named 'ppir compile -D M=M'
+    for a file whose microbatches are fixed (dualpipe P=2 M=4 written out)."""
+    import ppir
+
+    path = tmp_path / "dp.json"
+    path.write_text(json.dumps(ppir.to_json(ppir.load("dualpipe", P=2, M=4))))
+    code, out, err = cli("tune", "-P", "2", "--schedules", str(path), "--global-batch", "4")
+    assert code == 0, err
+    assert (
+        f"M (k x m): {path} runs its M microbatches in 2 pipelines of m each, as ppir compile "
+        "reports them ('M microbatches (m per pipeline)')"
+    ) in out.splitlines()
+    code, text, err = cli("compile", str(path), "--backend", "cost")
+    assert code == 0 and "4 microbatches (2 per pipeline)" in text.splitlines()[0], err

@@ -105,9 +105,10 @@ def _m_notes(ok) -> list[str]:
         own = sorted({(c.given_m, c.microbatches) for c in cs if c.given_m is not None})
         if all(m == step for m, step in own):
             if k > 1:  # was: DualPipe's M=16 beside compile's '8 microbatches', unexplained
+                how = "ppir compile -D M=M" if own else "ppir compile"  # a fixed program: no M
                 lines.append(
                     f"M (k x m): {name} runs its M microbatches in {k} pipelines of m each, as "
-                    "ppir compile -D M=M reports them ('M microbatches (m per pipeline)')"
+                    f"{how} reports them ('M microbatches (m per pipeline)')"
                 )
         elif k > 1 and all(c.given_m == c.program.microbatches for c in cs):
             lines.append(
