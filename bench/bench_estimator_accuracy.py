@@ -479,17 +479,16 @@ def print_costs(P: int, path: str) -> None:
         )
 
 
-def stage_costs(measured, s) -> list[dict]:
+def stage_costs(cfg, s) -> list[dict]:
     """Per stage of ``s``, the profile's wall seconds of F, B, I and W as the estimator picks
-    them (the near or far time of F, B and I by the placement: ppir.analysis.measured_order)."""
-    from ppir.analysis.measured_order import stage_rows
+    them (``costs_for``: the near or far time of F, B and I by the placement), before any
+    sharing of processors turns them into processor time."""
+    from dataclasses import replace
 
-    ms, at = measured.for_schedule(s.stages, s.pipelines)
-    rows = [{k: getattr(ms, k)[j] for k in "FBIW"} for j in at]
-    if ms.order:
-        for row, got in zip(rows, stage_rows(ms.order, at, s)):
-            row.update({op.value: t for op, t in got.items()})
-    return rows
+    from ppir.analysis.costs import costs_for
+
+    costs = costs_for(s, replace(cfg, processors=None))
+    return [{k.value: costs.to_time(t) for k, t in row.items()} for row in costs.op]
 
 
 def explain(P: int, args, path: str, meas: dict) -> None:
@@ -506,7 +505,6 @@ def explain(P: int, args, path: str, meas: dict) -> None:
     from ppir.profile.samples import message_times
 
     cfg = make_config(load_config_file(path), path)
-    measured = cfg.measured
     med = statistics.median
     print(
         f"  where a step goes (ms, medians of {args.steps} rounds: measured in the run / the "
@@ -514,7 +512,7 @@ def explain(P: int, args, path: str, meas: dict) -> None:
     )
     for name, v in CASES:
         s = program(name, P, args.microbatches, v)
-        m = stage_costs(measured, s)
+        m = stage_costs(cfg, s)
         c = ppir.compile(s, costs=cfg)  # the program the runtime ran, timed as written
         est, tl = c.estimate, c.timeline
         lag, stage_lines = [], []
@@ -589,7 +587,8 @@ def explain(P: int, args, path: str, meas: dict) -> None:
             print(
                 f"  {name:18s} messages whose receiver waited (n={len(lat)}): median "
                 f"{statistics.median(lat) * 1e3:.2f}, mean {statistics.mean(lat) * 1e3:.2f}, "
-                f"90th percentile {q[-1] * 1e3:.2f} ms; the estimator's {m.transfer * 1e3:.2f}"
+                f"90th percentile {q[-1] * 1e3:.2f} ms; the estimator's "
+                f"{cfg.measured.transfer * 1e3:.2f}"
             )
         first, rest = [], []
         for i in range(len(per_rank[0])):
