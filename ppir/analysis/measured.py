@@ -195,7 +195,7 @@ class MeasuredCosts:
         measured)."""
         if not self.processor_share:
             return ""
-        every = [*self.processor_share, *(x for k, xs in self.order if "share" in k for x in xs)]
+        every = [*self.processor_share, *(x for k, xs in self.order if k in SHARE_KEYS for x in xs)]
         lo, hi = (round(100 * f) for f in (min(every), max(every)))
         return f"{lo}" + (f"-{hi}" if hi != lo else "")
 

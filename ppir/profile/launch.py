@@ -223,11 +223,9 @@ def _device(requested: str, rank: int, current: bool = True):
 
 def _program(P: int, M: int, rank: int):
     """The 1F1B program 'ppir launch' runs (ppir.compile: lowered and overlapped)."""
-    from ppir.frontend.loader import load_schedule
-    from ppir.pipeline import compile
+    from ppir.profile.orders import program
 
-    s = compile(load_schedule("1f1b", {"P": P, "M": M})).program
-    return s, s.programs[rank]
+    return program("1f1b", {"P": P, "M": M}, rank)
 
 
 def check_batch(batch, M: int) -> int | None:

@@ -51,7 +51,7 @@ def why_none(world: int, pieces: int, M: int) -> str:
     if pieces // world < 2:
         return f"--stages {pieces} gives each of the {world} ranks one piece (try {2 * world})"
     try:
-        load_schedule("interleaved_1f1b", {"P": world, "M": M, "v": pieces // world})
+        load_schedule(*builtin("looped", world, pieces, M))
     except PpirError:
         return (
             f"the looped order (interleaved 1F1B) needs --microbatches a multiple of the "
@@ -74,18 +74,28 @@ def order_steps(steps: int) -> int:
     return len(ORDER_KINDS) * max(1, steps // 6)
 
 
-def program(name: str, world: int, pieces: int, M: int, rank: int):
-    """(the schedule, this rank's program) an order runs, compiled as ``ppir launch`` runs it."""
+def builtin(name: str, world: int, pieces: int, M: int) -> tuple[str, dict]:
+    """(the built-in schedule, its parameters) the order ``name`` runs."""
+    if name == "looped":
+        return "interleaved_1f1b", {"P": world, "M": M, "v": pieces // world}
+    return "1f1b", {"P": world, "M": M}
+
+
+def program(schedule: str, params: dict, rank: int):
+    """(built-in ``schedule`` at ``params``, this rank's program), compiled as ``ppir launch``
+    runs it: the 1F1B of the profile's main steps, and each order's."""
     from ppir.frontend.loader import load_schedule
     from ppir.pipeline import compile
 
-    params = {"P": world, "M": M}
-    if name == "looped":
-        s = load_schedule("interleaved_1f1b", {**params, "v": pieces // world})
-    else:
-        s = load_schedule("1f1b", params)
-    s = compile(s).program
+    s = compile(load_schedule(schedule, params)).program
     return s, s.programs[rank]
+
+
+def rank_pieces(placement, cuts: list[int], rank: int) -> dict[int, range]:
+    """Per stage that ``rank`` holds (by ``placement``), in stage order, its pieces'
+    ``build_stage`` indices (stage ``s`` chains pieces ``cuts[s]`` up to ``cuts[s + 1]``)."""
+    spans = zip(cuts, cuts[1:])
+    return {s: range(a, b) for s, (a, b) in enumerate(spans) if placement[s] == rank}
 
 
 class Order:
@@ -99,10 +109,9 @@ class Order:
         main = prof.run
         n = main.world * len(main.pieces)
         self.name, c = name, cuts(name, main.world, n)
-        schedule, prog = program(name, main.world, n, main.M, main.rank)
-        mine = [s for s in range(schedule.stages) if schedule.placement[s] == main.rank]
-        spans = list(zip(c, c[1:]))  # per stage, its pieces' range
-        pieces = [build(j) for s in mine for j in range(*spans[s])]
+        schedule, prog = program(*builtin(name, main.world, n, main.M), main.rank)
+        held = rank_pieces(schedule.placement, c, main.rank).values()
+        pieces = [build(j) for js in held for j in js]
         self.run = Runner(
             main.rank, main.world, pieces, main.loss_fn, prog, schedule, main.M, main.device,
             cuts=c, main=False,

@@ -17,7 +17,7 @@ from ppir.ir import Action, Group, OpKind, Wait, deps
 from ppir.profile import pieces as PC
 from ppir.profile.boundaries import propagate_shapes
 from ppir.profile.errors import check_loss, comm
-from ppir.profile.orders import Order, order_steps, orders
+from ppir.profile.orders import Order, order_steps, orders, rank_pieces
 from ppir.profile.pieces import build
 from ppir.profile.samples import Samples, position
 from ppir.profile.transfer import barrier, measure_transfer
@@ -66,10 +66,9 @@ class Runner:
         k, S = len(pieces), schedule.stages
         self.cuts = cuts or [s * k for s in range(S + 1)]
         self.n = self.cuts[-1]  # the model's pieces
-        mine = [s for s in range(S) if schedule.placement[s] == rank]
-        spans = list(zip(self.cuts, self.cuts[1:]))  # per stage, its pieces' range
-        self.index = [g for s in mine for g in range(*spans[s])]
-        self.of_stage = {s: [self.index.index(g) for g in range(*spans[s])] for s in mine}
+        held = rank_pieces(schedule.placement, self.cuts, rank)
+        self.index = [g for js in held.values() for g in js]  # piece j's build_stage index
+        self.of_stage = {s: [self.index.index(g) for g in js] for s, js in held.items()}
         self.first = self.index[0]
         self.main = main  # also time F, B, I and W whatever their position (Samples)
         self.params = [[p for p in m.parameters() if p.requires_grad] for m in pieces]
