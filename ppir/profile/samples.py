@@ -86,12 +86,14 @@ def message_times(groups_per_rank: list) -> list[float]:
     had posted their groups (their posts returned; when a group records only when its post
     began, from then) to the return of the receiver's wait, for the messages whose receiver
     was already waiting then in a group of receives only (a later wait, or one that also
-    waits for a send, only bounds the time from above)."""
+    waits for a send, only bounds the time from above) and was still waiting: a wait that
+    returned before the sender's post did saw the message move while the post ran, and the
+    timestamps do not say for how long (such a message is left out, not counted as 0 s)."""
     out = []
     for (ps, _, _, _), (pr, wr, dr, names) in paired_messages(groups_per_rank):
         ready = max(ps, pr)
-        if all(r for _, r in names) and wr <= ready:  # a send in the group delays its wait
-            out.append(max(0.0, dr - ready))
+        if all(r for _, r in names) and wr <= ready < dr:  # a send in the group delays its wait
+            out.append(dr - ready)
     return out
 
 
