@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import sys
 import textwrap
 
@@ -167,6 +168,30 @@ def test_posts_are_timed_and_messages_start_when_both_posts_returned(tmp_path):
     assert (back.post, back.post_wall) == (m.post, m.post_wall)
 
 
+def test_the_profile_holds_its_cost_file_to_its_own_1f1b_steps():
+    """The median wall time of the timed steps with whole backwards (kind False; the others
+    split B into I and W) is the file's step_time, and the estimate of the profile's 1F1B from
+    the file is (M + P - 1)(F + B) here: 1 ms forwards, 1 ms backwards, free messages."""
+    from ppir.analysis.toml_file import parse_config_text
+    from ppir.profile.selfcheck import check_line, held_to_run
+
+    spec = ProfileSpec("m.py", ranks=2, stages=2, microbatches=4)
+    walls = [[False, 0.02], [True, 0.5], ["late", 0.5], [False, 0.019], [False, 0.03]]
+    data = {"pieces": _two_pieces(), "groups": [[], []], "device": "cuda", "step_walls": walls}
+    m = summarize(spec, data)
+    assert dict(m.info)["step_time"] == 0.02  # the median of 0.019, 0.02 and 0.03
+    text = m.to_toml()  # as written to the file, and read back
+    assert dict(from_table(parse_config_text(text, "t")["measured"], "t").info)["step_time"] == 0.02
+    measured, predicted = held_to_run(m, text)
+    assert measured == 0.02 and predicted == pytest.approx((4 + 2 - 1) * 2e-3)
+    assert check_line(measured, predicted) == (
+        "check: its 1F1B steps with whole backwards took 20.0 ms (the median); from this file "
+        "the estimator predicts 10.0 ms for that program (-50.0%)"
+    )
+    # a file without the step (written before it was measured) makes no check
+    assert held_to_run(summarize(spec, {**data, "step_walls": []}), text) is None
+
+
 def test_the_summary_scales_the_message_and_post_times(tmp_path):
     # was 'boundary message: 0.000 ms (16384 bytes)' for a 0.4 us message (the README's
     # example on CPU), where 'ppir compile --config' says 'a message between ranks 0.4 us'
@@ -198,6 +223,14 @@ def test_cli_writes_a_cost_file(model_file, tmp_path, cli):
     assert f"boundary message: {ROWS * WIDTH * 4} bytes, not timed (one rank sends none; " in stdout
     assert "0.000 ms" not in stdout
     assert "wrote" not in err
+    # the file held to the profile's own steps, after the confirmation
+    assert re.search(
+        r"\ncheck: its 1F1B steps with whole backwards took [0-9.]+ ms \(the median\); from "
+        r"this file the estimator predicts [0-9.]+ ms for that program \([-+][0-9.]+%\)\n$",
+        stdout,
+    ), stdout
+    check = stdout.splitlines()[-1]
+    assert out.read_text().endswith(f"\n# {check}\n")  # the file keeps it
     cfg = make_config(load_config_file(str(out)), str(out))
     assert cfg.measured.stages == 2
     # a CPU profile records the cores its ranks shared; the estimator shares them as well

@@ -29,6 +29,8 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     post_wall = 3e-4           # optional: the same posts' wall time, which the estimator
                                # charges in its place (see post_time)
     transfer_isolated = 1e-4   # informative: the same message alone (ping-pong)
+    step_time = 0.25           # informative: the median wall time of its 1F1B steps with whole
+                               # backwards (what 'ppir profile' holds the estimate against)
     message_bytes = [...]      # one per boundary between measured stages (stages - 1 entries;
                                # a tuple or dict value: the sum over its tensors)
     activation_bytes = [...]   # saved for backward by one forward of the stage (bytes)
@@ -74,6 +76,7 @@ _INFO = (
     "device",
     "processors",
     "transfer_isolated",
+    "step_time",
 )
 _PER_STAGE = (
     "F",
@@ -90,24 +93,7 @@ _PER_STAGE = (
     *ORDER_KEYS,
     *SHARE_KEYS,
 )
-KEYS = {
-    "stages",
-    "transfer",
-    "post",
-    "post_wall",
-    "message_bytes",
-    "ranks",
-    "microbatches",
-    "microbatch_size",
-    "schedule",
-    "device",
-    "model",
-    "steps",
-    "transfer_isolated",
-    "processors",
-    "shared",
-    *_PER_STAGE,
-}
+KEYS = {"stages", "transfer", "post", "post_wall", "message_bytes", "shared", *_INFO, *_PER_STAGE}
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,22 @@ from ppir.ir import Span
 def load_config_file(path: str) -> dict:
     """The nested dict of a TOML config file (``tomllib``; ``tomli`` on Python 3.10); ppir
     errors for unreadable files, and for malformed ones at the parser's ``file:line:col``."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10 (ppir depends on tomli there)
-        import tomli as tomllib
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
         why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise error("bad-config", f"cannot read cost config {path}: {why}") from None
+    return parse_config_text(text, path)
+
+
+def parse_config_text(text: str, path: str) -> dict:
+    """The nested dict of TOML ``text`` (the contents of ``path``), malformed text a ppir error
+    at the parser's ``file:line:col``."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10 (ppir depends on tomli there)
+        import tomli as tomllib
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -31,7 +31,9 @@ them); the cost file then serves every schedule whose stage count divides S: pro
 --stages 2P to time both 1F1B (P stages) and interleaved or V schedules (2P stages).
 
 The cost file is TOML with one [measured] table (docs/cost-model.md); pass it with --config to
-'ppir compile --backend cost', 'ppir tune' and 'ppir viz'.
+'ppir compile --backend cost', 'ppir tune' and 'ppir viz'.  Its last line checks it against the
+run: the profiled 1F1B steps' median wall time against the estimate of the same program from
+the file (the gap is what the estimator misses on this machine, e.g. more ranks than cores).
 
 examples:
   ppir profile --module examples/gpt_model.py --ranks 2 --stages 4 -o gpt.toml
@@ -113,6 +115,7 @@ def run(args) -> int:
     from ppir.profile.errors import OptimizerNotMeasured
     from ppir.profile.launch import ProfileError, ProfileFailed, ProfileSpec, profile
     from ppir.profile.orders import why_none
+    from ppir.profile.selfcheck import check_line, held_to_run
     from ppir.profile.summary import busy_warning
     from ppir.torch.run import check_module
 
@@ -170,10 +173,16 @@ def run(args) -> int:
         f"written by: {cmd}\nseconds per microbatch; pass with --config to 'ppir compile "
         "--backend cost', 'ppir tune', 'ppir viz'"
     )
+    held = held_to_run(mc, text)
+    check = check_line(*held) if held else ""
+    if check:  # kept in the file too, as a comment
+        text += f"# {check}\n"
     if args.output:
         write_output(args.output, text)
         print(summary(mc), end="")
         print(f"wrote {args.output}")
+        if check:
+            print(check)
     else:
         sys.stdout.write(text)
     return 0

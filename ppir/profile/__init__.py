@@ -32,8 +32,10 @@ Contract
   so is a NaN or infinite loss (:func:`ppir.torch.model.nonfinite_loss`, each microbatch of
   every step), which stops the profile: no cost file is written.
 * The result is :class:`ppir.analysis.measured.MeasuredCosts` (per piece: trimmed means of the
-  samples), written as the ``[measured]`` table of a TOML cost file; a schedule with S stages
-  uses it when S divides ``stages``.
+  samples; ``step_time``: the median wall time of the timed 1F1B steps with whole backwards),
+  written as the ``[measured]`` table of a TOML cost file; a schedule with S stages uses it
+  when S divides ``stages``.  ``ppir profile`` then holds the file to its own run
+  (:mod:`.selfcheck`): the estimate of that 1F1B program from the file against ``step_time``.
 * torch is imported only inside :mod:`.worker` and :mod:`.pieces` (and by :mod:`.launch`
   when it runs).
 """

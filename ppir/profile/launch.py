@@ -141,7 +141,7 @@ def _rank_main(
         S, k = spec.num_stages, spec.num_stages // P
         pieces = [build(model, j, S, device) for j in range(rank * k, rank * k + k)]
         schedule, program = _program(P, spec.num_microbatches, rank)
-        samples, transfer, groups, positions = measure_rank(
+        samples, transfer, groups, positions, walls = measure_rank(
             rank,
             P,
             pieces,
@@ -157,7 +157,7 @@ def _rank_main(
             on_step,
             spec.orders,
         )
-        data = gather(rank, P, samples, transfer, groups, device.type, positions)
+        data = gather(rank, P, samples, transfer, groups, device.type, positions, walls)
         if rank == 0:
             Path(out).write_text(json.dumps(data))
         if P > 1:  # nobody leaves while another still talks to the store rank 0 hosts: a rank
@@ -175,10 +175,13 @@ def _rank_main(
             dist.destroy_process_group()
 
 
-def gather(rank: int, P: int, samples, transfer, groups, device: str, positions=()) -> dict | None:
+def gather(
+    rank: int, P: int, samples, transfer, groups, device: str, positions=(), walls=()
+) -> dict | None:
     """Every rank's samples and groups on rank 0 (collective): the JSON :func:`summarize` reads,
     or None on the other ranks; ``positions``: the rank's samples in the further orders,
-    (piece, samples by position) (:meth:`ppir.profile.orders.Order.positions`)."""
+    (piece, samples by position) (:meth:`ppir.profile.orders.Order.positions`); ``walls``: the
+    timed steps' wall seconds (:func:`ppir.profile.worker.measure_rank`), rank 0's kept."""
     import torch
     import torch.distributed as dist
 
@@ -196,6 +199,7 @@ def gather(rank: int, P: int, samples, transfer, groups, device: str, positions=
         "groups": [part["groups"] for part in box],
         "orders": [p for part in box for p in part["orders"]],
         "transfer_isolated": transfer,
+        "step_walls": [[kind, t] for kind, t in walls],
         "device": device,
         "threads": torch.get_num_threads(),  # one: an op's processor time is its thread's
     }

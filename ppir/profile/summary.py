@@ -20,7 +20,8 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     (:func:`.samples.post_wall_times`; both 0 without groups); the samples of a microbatch
     (``data["microbatch_size"]``, which :func:`profile` adds) kept as ``microbatch_size``; on
     CPU with one thread per rank (``data["threads"]``), each piece's processor share
-    (:func:`.samples.processor_share`)."""
+    (:func:`.samples.processor_share`); ``step_time``, the median wall time of the timed steps
+    with whole backwards (``data["step_walls"]``), the upper one of two."""
     from ppir.analysis.measured_shared import SharedBytes
     from ppir.profile.samples import (
         message_times,
@@ -48,6 +49,9 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         info += (("processors", cpu_cores()),)
     if isolated:
         info += (("transfer_isolated", isolated[len(isolated) // 2]),)
+    whole = sorted(t for kind, t in data.get("step_walls", ()) if kind is False)
+    if whole:  # the timed 1F1B steps with whole backwards (the others split B into I and W)
+        info += (("step_time", whole[len(whole) // 2]),)
     return MeasuredCosts(
         len(pieces),
         tuple(trimmed_mean(p["F"]) for p in pieces),

@@ -351,8 +351,10 @@ def measure_rank(
     on_step=None,
     further=True,
 ):
-    """The rank's samples (a list of :class:`Samples`, one per piece), boundary times, groups
-    and samples in the further orders (:mod:`.orders`, run after the timed steps); ``batch``:
+    """The rank's samples (a list of :class:`Samples`, one per piece), boundary times, groups,
+    samples in the further orders (:mod:`.orders`, run after the timed steps) and the wall
+    seconds of each timed 1F1B step, ``(kind, seconds)`` (kind: a :data:`STEP_KINDS` entry; from
+    the barrier before it to the barrier after it: what the slowest rank took); ``batch``:
     ``make_batch(0)`` when the caller made it (else it is made here); ``timeout_s``: the
     process group's timeout, named in the error of a peer that does not answer;
     ``on_step(n)``: called after each step (``ProfileSpec.total_steps``) with the steps done;
@@ -361,17 +363,25 @@ def measure_rank(
     prof = Profiler(rank, world, pieces, model, program, schedule, M, device, batch, timeout_s)
     done = 0
 
-    def after(step: int, what: str = "profile step") -> None:
+    def after(step: int, what: str = "profile step") -> float:
+        """Wait for every rank to end ``step``; when they all had (perf_counter seconds)."""
         nonlocal done
         if world > 1:
             barrier(prof.run, f"rank {rank}: after {what} {step}")
+        end = time.perf_counter()
         done += 1
         if on_step is not None:
             on_step(done)
+        return end
 
+    walls = []
     for i in range(warmup + steps):
-        prof.step(split=STEP_KINDS[(i - warmup) % 3], record=i >= warmup)
-        after(i)
+        kind = STEP_KINDS[(i - warmup) % 3]
+        begin = time.perf_counter()  # every rank has left the barrier after the step before
+        prof.step(split=kind, record=i >= warmup)
+        end = after(i)
+        if i >= warmup:
+            walls.append((kind, end - begin))
     samples, transfer, groups = prof.finish(steps)  # all measured with 1F1B's pieces: their
     if device.type == "cuda":  # memory goes to the orders' own copies from here on
         for m in pieces:
@@ -385,4 +395,4 @@ def measure_rank(
             after(i, f"{name} order step")
         positions += order.positions()
         del order
-    return samples, transfer, groups, positions
+    return samples, transfer, groups, positions, walls
