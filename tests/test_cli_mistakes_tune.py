@@ -5,6 +5,7 @@ list is the built-ins whatever the current directory holds."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -245,3 +246,24 @@ def test_pipeline_sizes_are_ascii_digits(cli, sizes):
         f"ppir: error: --pp {sizes}: expected comma-separated integers",
         f"hint: must be an integer in ASCII digits, got '{sizes.split(',')[-1]}'",
     ]
+
+
+def test_a_mistake_in_a_schedule_file_is_located_in_the_rejection(cli, tmp_path, monkeypatch):
+    """was: 'ppir tune --schedules mine.pps' with a typo in mine.pps ('Bw(m)') rejected every
+    choice with "unknown operation 'Bw'" and no place, and advised other batch sizes; the
+    reason now says where, as 'ppir sweep' does (a failed require quotes its own words)."""
+    monkeypatch.chdir(tmp_path)
+    head = 'schedule mine(P = 4, M = 8)\nrequire M % 4 == 0 : "M in fours"\nranks P\n'
+    body = (
+        "microbatches M\nprogram r {\n  for m in 0 .. M { F(m) }\n  for m in 0 .. M { Bw(m) }\n}\n"
+    )
+    Path("mine.pps").write_text(head + body)
+    code, out, err = cli("tune", *_NO_MODEL, "-q", "--schedules", "mine.pps")
+    assert code == 1, err
+    assert "    mine.pps: unknown operation 'Bw' (at mine.pps:7:21)" in out.splitlines()
+    doc = json.loads(
+        cli("tune", *_NO_MODEL, "-q", "--schedules", "mine.pps", "--format", "json")[1]
+    )
+    assert {c["reason"] for c in doc["rejected"]} == {"unknown operation 'Bw' (at mine.pps:7:21)"}
+    code, out, err = cli("tune", *_NO_MODEL, "-q", "--schedules", "mine.pps", "--global-batch", "6")
+    assert "    mine.pps: requirement failed: M in fours (with M = 6)" in out.splitlines()

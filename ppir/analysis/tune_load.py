@@ -77,4 +77,14 @@ def _load(name, given: dict, builtin: bool):
     try:
         return load_schedule(name, given, builtin=builtin)
     except PpirError as e:
-        raise Refused("constraint", e.diagnostics[0].message) from None
+        raise Refused("constraint", refusal(e.diagnostics[0])) from None
+
+
+def refusal(d) -> str:
+    """The reason a choice is rejected for the diagnostic ``d`` that refused it: its message,
+    and where it points (as ``ppir sweep`` says it) unless a ``require`` line failed, whose
+    message quotes that line's own words; so a mistake in a schedule file (an unknown operation,
+    an undefined name) is found from tune's output."""
+    if d.kind == "require-failed" or d.span is None:
+        return d.message
+    return f"{d.message} (at {d.span})"

@@ -42,7 +42,8 @@ dependency bound and then, best bound first, compiled exactly as 'ppir compile' 
 then by name), the rest are listed as slower (compiled while their bound could still beat the
 top, but slower, or tied with the N-th and ranked after it), pruned (their bound cannot beat the
 top) or rejected with the reason: divisibility (batch, layers), constraint (the schedule's
-require clauses; a program that does not verify) or memory (with its largest term).
+require clauses; a program that does not expand or verify, with where its error points) or
+memory (with its largest term).
 
 Without --model: one pipeline size -P, times in forwards of one rank share per sample and the
 budget (--memory-budget) in A (one microbatch's activations of a rank share).  With a --config
