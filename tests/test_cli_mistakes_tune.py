@@ -267,3 +267,24 @@ def test_a_mistake_in_a_schedule_file_is_located_in_the_rejection(cli, tmp_path,
     assert {c["reason"] for c in doc["rejected"]} == {"unknown operation 'Bw' (at mine.pps:7:21)"}
     code, out, err = cli("tune", *_NO_MODEL, "-q", "--schedules", "mine.pps", "--global-batch", "6")
     assert "    mine.pps: requirement failed: M in fours (with M = 6)" in out.splitlines()
+
+
+def test_the_micro_batch_default_in_tune_help_is_the_one_searched(cli):
+    """was: --help said '(default 1,2; ...)', but without --model tune tries micro-batch 1
+    only (its times are per sample, so a larger one only scales them)."""
+    import re
+
+    from ppir.cli.main import build_parser
+
+    tune = build_parser()._subparsers._group_actions[0].choices["tune"]
+    (action,) = [a for a in tune._actions if "--micro-batch" in a.option_strings]
+    claim = re.search(r"default (\S+) with --model, (\S+) without", action.help)
+    assert claim, action.help
+    searched = []
+    for argv in (["--world", "8", "--tp", "8", *_MODEL], _NO_MODEL):
+        code, out, err = cli("tune", *argv, "-q", "--top", "100", "--format", "json")
+        assert code == 0, err
+        doc = json.loads(out)
+        mbs = {c["mbs"] for part in ("ranked", "slower", "pruned", "rejected") for c in doc[part]}
+        searched.append(",".join(map(str, sorted(mbs))))
+    assert searched == list(claim.groups())

@@ -112,8 +112,8 @@ def add_arguments(p):
         "--micro-batch",
         default=None,
         metavar="B1,B2,...",
-        help="micro-batch sizes to try, in sequences per micro-batch (default 1,2; with a "
-        "measured --config: the profiled microbatch's)",
+        help="micro-batch sizes to try, in sequences per micro-batch (default 1,2 with "
+        "--model, 1 without; with a measured --config: the profiled microbatch's)",
     )
     p.add_argument(
         "--v",
