@@ -122,3 +122,22 @@ def test_the_reduction_bound_is_below_every_compiled_step(name, dp):
     step = compile(s, costs=cfg).step_time
     assert reduction_bound(tl) > dependency_bound(tl) or dp == 2  # it bites at tp x dp = 64
     assert bound <= step * (1 + 1e-12)
+
+
+def test_tune_says_the_ranks_per_node_its_choices_are_timed_with(cli):
+    """was: 'ppir tune --world 16 --tp 2 -P 2' (dp = 4: one pipeline rank per 8-GPU node)
+    said 'comm 4 ranks/node', the count at dp = 1, while each choice was timed, as 'ppir
+    compile' times it, with 1 rank per node."""
+    tune = ("tune", "--world", "16", "--tp", "2", "--model", "llama3-8b", "--gpu-memory", "80GiB")
+    code, out, err = cli(*tune, "-P", "2", "--schedules", "1f1b", "-q", "--top", "1")
+    assert code == 0, err
+    code, compiled, err = cli(
+        "compile", *ARGS[:2], "P=2", *ARGS[3:7], "--model", "llama3-8b,tp=2,dp=4"
+    )
+    assert code == 0, err
+    assert "; comm 1 rank/node," in out.splitlines()[0] and "; comm 1 rank/node," in compiled
+    code, out, err = cli(*tune, "--schedules", "1f1b", "-q", "--top", "1", "--format", "json")
+    doc = json.loads(out)
+    parts = ("ranked", "slower", "pruned", "rejected")
+    assert {c["dp"] for part in parts for c in doc[part]} == {1, 2, 4, 8}  # 4, 2, 1, 1 per node
+    assert "; comm 1 to 4 ranks/node (8 GPUs / (tp x dp))," in doc["assumptions"]

@@ -24,7 +24,7 @@ from ppir.analysis.measured import KEYS as MEASURED_KEYS
 from ppir.analysis.measured import MeasuredCosts
 from ppir.analysis.measured_config import measured_config
 from ppir.analysis.models import SPEC_FIELDS, ModelShape, check_recompute, make_model, model_hint
-from ppir.analysis.nodes import GPUS_PER_NODE, pipeline_ranks_per_node
+from ppir.analysis.nodes import GPUS_PER_NODE, ranks_per_node_words
 from ppir.analysis.toml_file import (  # noqa: F401 (re-exported)
     _toml_position,
     load_config_file,
@@ -140,9 +140,10 @@ class CostConfig:
             link.latency == 0 and link.bandwidth is None for link in (self.intra, self.inter)
         )
 
-    def describe(self, mbs: bool = True, ranks=None) -> str:
+    def describe(self, mbs: bool = True, ranks=None, dps=None) -> str:
         """One line saying what the numbers assume (without the micro-batch size if not mbs),
-        for ``ranks`` ranks when given (or candidates of those sizes: processors_meaning)."""
+        for ``ranks`` ranks when given (or candidates of those sizes: processors_meaning) and
+        candidates of data-parallel sizes ``dps`` (tune's; else the model's dp)."""
         costs = " ".join(f"{k}={fmt_exact(getattr(self, k))}" for k in "FBIW")
         if self.FB is not None:
             costs += f" FB={fmt_exact(self.FB)}"
@@ -178,7 +179,7 @@ class CostConfig:
             us = float(self.intra.latency) * 1e6
             return head + f"; a message between ranks {us:.3g} us (measured in the run)"
         return (
-            head + f"; comm {(n := pipeline_ranks_per_node(self))} rank{'s' * (n != 1)}/node, "
+            head + f"; comm {ranks_per_node_words(self, dps)}, "
             f"intra {_link(self.intra, seconds)}, "
             f"inter {_link(self.inter, seconds)}"
         )

@@ -23,6 +23,8 @@ dp = 3 on 8-GPU nodes some ranks straddle two nodes and are still priced as abov
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 GPUS_PER_NODE = 8
 
 
@@ -32,6 +34,20 @@ def pipeline_ranks_per_node(cfg) -> int:
         return cfg.ranks_per_node
     m = cfg.model
     return max(1, cfg.gpus_per_node // (m.tp * m.dp if m is not None else 1))
+
+
+def ranks_per_node_words(cfg, dps=None) -> str:
+    """``N ranks/node`` under ``cfg``; for candidates of several data-parallel sizes ``dps``
+    (``ppir tune``'s, whose config leaves dp to each one) the range their dp sizes give, as
+    each candidate is timed with its own."""
+    m = cfg.model
+    if not dps or m is None or cfg.ranks_per_node is not None:
+        n = pipeline_ranks_per_node(cfg)
+        return f"{n} rank{'s' * (n != 1)}/node"
+    ns = {pipeline_ranks_per_node(replace(cfg, model=replace(m, dp=d))) for d in dps}
+    if len(ns) == 1:
+        return ranks_per_node_words(replace(cfg, model=replace(m, dp=min(dps))))
+    return f"{min(ns)} to {max(ns)} ranks/node ({cfg.gpus_per_node} GPUs / (tp x dp))"
 
 
 def dp_ring_within_node(cfg, replicas: int) -> bool:

@@ -74,7 +74,9 @@ def tune_json(cands, space, G, cfg, budget, gpu_memory=None) -> dict:
         "memory_unit": "bytes" if sizes_known(cfg) else "A",
         "budget": budget[0] if budget else None,
         "gpu_memory": gpu_memory,
-        "assumptions": cfg.describe(mbs=False, ranks={c.pp for c in cands}),
+        "assumptions": cfg.describe(
+            mbs=False, ranks={c.pp for c in cands}, dps={c.dp for c in cands}
+        ),
         "ranked": [_row(c, i + 1) for i, c in enumerate(ok)],
         "slower": [_row(c) for c in cands if c.why == "slower"],
         "pruned": [_row(c) for c in cands if c.why == "pruned"],
@@ -159,7 +161,8 @@ def tune_text(
             else " profiled microbatches (the cost file does not say how many samples one holds)"
         )
     # with a model, tune searches the micro-batch size: each row gives its own (mbs)
-    assumed = cfg.describe(mbs=False, ranks={c.pp for c in cands})  # --processors: per pp
+    # --processors: per pp; ranks per node: per dp
+    assumed = cfg.describe(mbs=False, ranks={c.pp for c in cands}, dps={c.dp for c in cands})
     lines.append(f"{where}, global batch {G}{per}{bud}; assuming {assumed}")
     if unit != "s":
         lines.append(f"step time per sample (unit costs x mbs); time unit: {unit_meaning(cfg.F)}")
