@@ -79,3 +79,23 @@ def test_ppir_import_reads_a_file_with_a_byte_order_mark(tmp_path, cli, ext):
     code, out, err = cli("import", path)
     assert code == 0, err
     assert "rank 0: 0F0 0B0" in out and "\ufeff" not in out
+
+
+def test_a_file_named_without_its_extension_is_suggested(cli, tmp_path, monkeypatch):
+    """was: 'ppir check mine' beside mine.pps said "no such file or built-in schedule: 'mine'"
+    with the built-ins as hints ('ppir check zb' beside zb.pps: "did you mean 'zbv'?")."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "zb.pps").write_text(PPS)
+    code, out, err = cli("check", "zb")
+    assert (code, out) == (2, "")
+    assert err.splitlines()[:3] == [
+        "ppir: error: no such file or built-in schedule: 'zb'",
+        "hint: did you mean the file 'zb.pps'?",
+        "hint: did you mean 'zbv'?",
+    ]
+    code, out, err = cli("check", str(tmp_path / "zb"))
+    assert err.splitlines() == [
+        f"ppir: error: no such file: '{tmp_path / 'zb'}'",
+        f"hint: did you mean the file '{tmp_path / 'zb.pps'}'?",
+    ]
+    assert cli("check", "zb.pps")[0] == 0

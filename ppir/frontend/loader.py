@@ -72,10 +72,12 @@ def read_source(spec: str, builtin: bool = False) -> tuple[str, str]:
         return builtin_display_path(spec), builtin_source(spec)
     looks_like_path = os.sep in spec or spec.lower().endswith((".pps", ".csv", ".json"))
     what = "no such file" if looks_like_path else "no such file or built-in schedule"
+    files = [spec + x for x in (".pps", ".csv", ".json") if os.path.isfile(spec + x)]
     raise error(
         "bad-input",
         f"{what}: '{spec}'",
-        hints=did_you_mean(spec, builtin_names())
+        hints=[f"did you mean the file '{f}'?" for f in files]
+        + did_you_mean(spec, builtin_names())
         + ([] if looks_like_path else [f"built-ins: {', '.join(builtin_names())}"]),
     )
 
