@@ -4,7 +4,8 @@ a note at the '{' that is never closed (read by indentation where a '}' closes a
 and one at an earlier line's '(' or '[' still open where a ')' or ']' was expected.  A header
 without its parameter list is pointed at where the '(' belongs; hints for '...' (a range has
 two dots), for loops written as other languages write them (``while``), for ``elif``, for
-';' between statements (they need no separator) and for a trailing comma (``min(a, b, )``)."""
+``if`` where a value belongs (an expression has no conditional), for ';' between statements
+(they need no separator) and for a trailing comma (``min(a, b, )``)."""
 
 from __future__ import annotations
 
@@ -128,6 +129,8 @@ def syntax_error(
         hints = [f"'{loop.group(1)}' is not a .pps statement: a loop is {_FOR}"]
     elif elif_:  # '} elif c {' reads as a call of elif, not as a call to fix with '(...)'
         hints = [f"'{elif_}' is not a .pps keyword: write {_ELSE_IF}"]
+    elif tok.type != "$END" and _IF_AS_VALUE.search(text, 0, tok.start_pos):  # 'let x = if c'
+        hints = [_IF_VALUE]
     elif prev is not None and prev.type == "NAME" and set(e.expected) == {"LPAR"}:
         hints.append(f"'{prev}' starts a call here, its arguments in parentheses: {prev}(...)")
     elif prev is not None and prev.type == "COMMA" and tok.type in ("RPAR", "RSQB"):
@@ -157,6 +160,15 @@ _LOOP_WORD = re.compile(r"[ \t]*(while|loop|repeat|do|until|foreach)\b")
 _FOR = "'for m in 0 .. M { ... }' (m from 0 to M - 1)"
 _ELIF = re.compile(r"\}\s*(elif|elsif|elseif)\b")
 _ELSE_IF = "'if a { ... } else if b { ... } else { ... }'"
+_IF_AS_VALUE = re.compile(
+    r"(?:[=(,+\-*/%<>]|\.\.|\b(?:require|in|at|memory|priority|and|or|not))\s*\bif\s*"
+    r"(?:[A-Za-z_]\w*\s*|\([^(){}]*\)\s*)?$"
+)  # 'if' where a value belongs is lexed as a name: the parse fails after it, or after the
+# name or the parenthesised condition that follows it (in a program, a call's start)
+_IF_VALUE = (
+    "'if' is a statement, not a value: a comparison is 1 or 0, so (c) * a + (1 - (c)) * b is "
+    "a where c holds and b elsewhere (min and max help too)"
+)
 _RANGE = "a range is written with two dots, 'for m in 0 .. M' (m from 0 to M - 1)"
 _SEMICOLON = (
     "statements need no separator: write them one after another, "
