@@ -261,6 +261,16 @@ def test_a_mistake_in_a_schedule_file_is_located_in_the_rejection(cli, tmp_path,
     code, out, err = cli("tune", *_NO_MODEL, "-q", "--schedules", "mine.pps")
     assert code == 1, err
     assert "    mine.pps: unknown operation 'Bw' (at mine.pps:7:21)" in out.splitlines()
+    # and the advice is to fix the file, not (as it was) to try other sizes
+    assert (
+        "(no feasible choice): no choice compiles (the errors below point into mine.pps); fix "
+        "them ('ppir check FILE -D P=.. -D M=..' shows one with its source line)"
+    ) in out.splitlines()
+    Path("mine2.pps").write_text(head.replace("mine", "mine2").replace("require", "# ") + body)
+    code, out, err = cli(
+        "tune", *_NO_MODEL, "-q", "--schedules", "mine2.pps,dualpipe", "--global-batch", "2"
+    )  # dualpipe needs M >= 2P: other sizes may help there, and mine2.pps needs its fix
+    assert code == 1 and "--pp values, and fix the errors in mine2.pps" in out, out
     doc = json.loads(
         cli("tune", *_NO_MODEL, "-q", "--schedules", "mine.pps", "--format", "json")[1]
     )

@@ -10,6 +10,8 @@ choice (:class:`Refused`) when no M gives the count."""
 
 from __future__ import annotations
 
+import re
+
 from ppir.analysis.units import microbatch_json
 from ppir.diagnostics import PpirError, count
 from ppir.frontend.loader import load_schedule
@@ -78,6 +80,16 @@ def _load(name, given: dict, builtin: bool):
         return load_schedule(name, given, builtin=builtin)
     except PpirError as e:
         raise Refused("constraint", refusal(e.diagnostics[0])) from None
+
+
+_AT = re.compile(r" \(at (.+):\d+:\d+\)$")
+
+
+def located_file(reason: str | None) -> str | None:
+    """The schedule file a rejection's reason points into (:func:`refusal`'s ``(at
+    path:line:col)``), None for a reason that points nowhere."""
+    m = _AT.search(reason or "")
+    return m.group(1) if m else None
 
 
 def refusal(d) -> str:
