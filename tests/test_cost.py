@@ -347,3 +347,15 @@ def test_the_critical_path_shows_a_third_ranks_transfers_it_runs_through(cli):
     code, out, _ = cli(*argv)  # free communication: stage to stage, no link, no legend
     assert "F0@s0@r0 -> F0@s1@r1 -> F0@s2@r2" in out and "[via" not in out
     assert json.loads(cli(*argv, "--format", "json")[1])["critical_path"]["links"] == []
+
+
+def test_bubble_shares_of_a_step_where_every_op_costs_nothing_are_dashes(cli):
+    # was 'bubble / total 0.00%' and 'bubble / ideal 0.00%': 0 / 0, where the rank table's
+    # idle % already printed '-'
+    code, out, err = cli("compile", "1f1b", "--backend", "cost", "--cost", "F=0,B=0,I=0,W=0")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "bubble / total             -   (idle / step time)" in lines
+    assert "bubble / ideal             -   (idle / busy, Narayanan 2021)" in lines
+    code, out, _ = cli("compile", "1f1b", "--backend", "cost")
+    assert "bubble / total             27.27%   (idle / step time)" in out.splitlines()

@@ -32,6 +32,12 @@ def _path(e: Estimate, max_path_ops: int) -> str:
     return f"{run(0, head)} -> ... ({tail - head} more) -> {run(tail, n)}"
 
 
+def _share(x: float, whole) -> str:
+    """A percentage, '-' where its whole is 0 (every op costs 0: 0 / 0, as the rank table's
+    idle % prints it)."""
+    return f"{x:.2%}" if whole else "-"
+
+
 def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
     """The summary block and per-rank table printed by ``ppir compile --backend cost``."""
     u = e.time_unit
@@ -43,10 +49,13 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
         ["step time", f"{t(e.step_time)}{unit_note}"],
         ["busiest rank compute", t(e.busiest)],
         ["bubble (mean idle / rank)", t(mean_idle)],
-        ["bubble / total", f"{e.bubble_fraction_of_total:.2%}   (idle / step time)"],
+        [
+            "bubble / total",
+            f"{_share(e.bubble_fraction_of_total, e.step_time)}   (idle / step time)",
+        ],
         [
             "bubble / ideal",
-            f"{e.bubble_fraction_of_ideal:.2%}   (idle / busy, Narayanan 2021)",
+            f"{_share(e.bubble_fraction_of_ideal, e.busiest)}   (idle / busy, Narayanan 2021)",
         ],
         ["critical path", f"{t(e.critical_path)}   ({len(e.critical_path_ops)} ops)"],
         ["", path],
