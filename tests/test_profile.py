@@ -226,7 +226,8 @@ def test_cli_writes_a_cost_file(model_file, tmp_path, cli):
     # the file held to the profile's own steps, after the confirmation
     assert re.search(
         r"\ncheck: its 1F1B steps with whole backwards took [0-9.]+ ms \(the median\); from "
-        r"this file the estimator predicts [0-9.]+ ms for that program \([-+][0-9.]+%\)\n$",
+        r"this file the estimator predicts [0-9.]+ ms for that program \([-+][0-9.]+%\); its "
+        r"rank kept [0-9]+% of the core busy\n$",
         stdout,
     ), stdout
     check = stdout.splitlines()[-1]
@@ -576,6 +577,40 @@ def test_a_profile_whose_ops_waited_for_a_core_they_each_had_says_so():
     # more ranks than cores: sharing them is the schedule's own (the estimator models it)
     assert busy_warning(_shared((0.6, 0.7, 0.6, 0.7), ranks=4, cores=2)) == ""
     assert busy_warning(_shared(())) == ""  # not measured (a GPU, several threads)
+
+
+def test_more_ranks_than_cores_that_kept_few_of_them_busy_ran_beside_other_work(monkeypatch):
+    """Four ranks on 2 cores kept 0.72-0.83 of them busy in 1F1B's steps on a quiet machine and
+    0.34-0.57 while another job ran: the profile said nothing (the processor share, with more
+    ranks than cores, is the schedule's own), its check then missed by 45-65 %."""
+    from dataclasses import replace
+
+    import ppir.profile.summary as S
+    from ppir.profile.selfcheck import check_line
+
+    monkeypatch.setattr(S, "cpu_cores", lambda: 2)
+    spec = ProfileSpec("m.py", ranks=4, stages=4)
+    walls = [[False, 0.1, 0.1], [True, 0.2, 0.22], ["late", 0.1, 0.08]]  # 2 cores: 50, 55, 40 %
+    m = summarize(spec, {"pieces": _two_pieces() * 2, "device": "cpu", "step_walls": walls})
+    assert dict(m.info)["core_use"] == pytest.approx(0.5) and dict(m.info)["processors"] == 2
+    assert S.busy_warning(m) == (
+        "the 4 ranks kept only 50% of the 2 cores busy in the timed steps, though they outnumber "
+        "them: other work shared the cores while profiling, and the measured times hold its "
+        "waits (profile again on a quiet machine for this model's own costs)"
+    )
+    assert check_line(0.1, 0.08, m).endswith("(-20.0%); its ranks kept 50% of 2 cores busy")
+    info = tuple((k, 0.8 if k == "core_use" else x) for k, x in m.info)
+    assert S.busy_warning(replace(m, info=info)) == ""  # as busy as a quiet machine keeps them
+    # two ranks on 2 cores: the processor share says it (above); 3 of 4 cores for 3 ranks
+    monkeypatch.setattr(S, "cpu_cores", lambda: 4)
+    spec = ProfileSpec("m.py", ranks=3, stages=3)
+    walls = [[False, 0.1, 0.15]]
+    m = summarize(spec, {"pieces": _two_pieces()[:1] * 3, "device": "cpu", "step_walls": walls})
+    assert dict(m.info)["core_use"] == pytest.approx(0.5) and S.busy_warning(m) == ""
+    assert check_line(0.1, 0.1, m).endswith("its ranks kept 50% of 3 cores busy")
+    # a GPU profile has no core use
+    m = summarize(spec, {"pieces": _two_pieces()[:1] * 3, "device": "cuda", "step_walls": walls})
+    assert "core_use" not in dict(m.info)
 
 
 def test_the_cli_warns_when_other_work_shared_the_cores(model_file, tmp_path, cli, monkeypatch):

@@ -31,6 +31,8 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
     transfer_isolated = 1e-4   # informative: the same message alone (ping-pong)
     step_time = 0.25           # informative: the median wall time of its 1F1B steps with whole
                                # backwards (what 'ppir profile' holds the estimate against)
+    core_use = 0.9             # informative (CPU): the share of the cores its ranks could use
+                               # that they kept busy in those steps
     message_bytes = [...]      # one per boundary between measured stages (stages - 1 entries;
                                # a tuple or dict value: the sum over its tensors)
     activation_bytes = [...]   # saved for backward by one forward of the stage (bytes)
@@ -77,6 +79,7 @@ _INFO = (
     "processors",
     "transfer_isolated",
     "step_time",
+    "core_use",
 )
 _PER_STAGE = (
     "F",

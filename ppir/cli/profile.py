@@ -174,7 +174,7 @@ def run(args) -> int:
         "--backend cost', 'ppir tune', 'ppir viz'"
     )
     held = held_to_run(mc, text)
-    check = check_line(*held) if held else ""
+    check = check_line(*held, mc) if held else ""
     if check:  # kept in the file too, as a comment
         text += f"# {check}\n"
     if args.output:

@@ -181,11 +181,13 @@ def gather(
     """Every rank's samples and groups on rank 0 (collective): the JSON :func:`summarize` reads,
     or None on the other ranks; ``positions``: the rank's samples in the further orders,
     (piece, samples by position) (:meth:`ppir.profile.orders.Order.positions`); ``walls``: the
-    timed steps' wall seconds (:func:`ppir.profile.worker.measure_rank`), rank 0's kept."""
+    timed steps' (kind, wall, processor) seconds (:func:`ppir.profile.worker.measure_rank`):
+    rank 0's kind and wall, and the processor seconds of every rank together."""
     import torch
     import torch.distributed as dist
 
     mine = {"pieces": [asdict(s) for s in samples], "groups": groups, "orders": list(positions)}
+    mine["walls"] = [list(w) for w in walls]
     box = [mine]
     if P > 1:
         box = [None] * P if rank == 0 else None
@@ -199,7 +201,10 @@ def gather(
         "groups": [part["groups"] for part in box],
         "orders": [p for part in box for p in part["orders"]],
         "transfer_isolated": transfer,
-        "step_walls": [[kind, t] for kind, t in walls],
+        "step_walls": [  # the ranks' processes' processor seconds, summed
+            [kind, t, sum(part["walls"][j][2] for part in box)]
+            for j, (kind, t, _) in enumerate(walls)
+        ],
         "device": device,
         "threads": torch.get_num_threads(),  # one: an op's processor time is its thread's
     }

@@ -28,10 +28,19 @@ def held_to_run(mc, text: str) -> tuple[float, float] | None:
     return info["step_time"], estimate(s, cfg, memory=False).step_time
 
 
-def check_line(measured: float, predicted: float) -> str:
-    """One line: the measured and the predicted step and how far apart they are."""
+def check_line(measured: float, predicted: float, mc=None) -> str:
+    """One line: the measured and the predicted step and how far apart they are; with ``mc``'s
+    ``core_use`` (a CPU profile), how busy its ranks kept the cores they could use."""
+    info = dict(mc.info) if mc is not None else {}
+    use, cores = info.get("core_use"), info.get("processors")
+    busy = ""
+    if use is not None and cores:
+        ranks = info.get("ranks") or cores
+        n = min(cores, ranks)
+        who = "its rank" if ranks == 1 else "its ranks"
+        busy = f"; {who} kept {use:.0%} of {'the core' if n == 1 else f'{n} cores'} busy"
     return (
         f"check: its 1F1B steps with whole backwards took {measured * 1e3:.1f} ms (the median); "
         f"from this file the estimator predicts {predicted * 1e3:.1f} ms for that program "
-        f"({(predicted - measured) / measured:+.1%})"
+        f"({(predicted - measured) / measured:+.1%}){busy}"
     )

@@ -21,7 +21,9 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     (``data["microbatch_size"]``, which :func:`profile` adds) kept as ``microbatch_size``; on
     CPU with one thread per rank (``data["threads"]``), each piece's processor share
     (:func:`.samples.processor_share`); ``step_time``, the median wall time of the timed steps
-    with whole backwards (``data["step_walls"]``), the upper one of two."""
+    with whole backwards (``data["step_walls"]``), the upper one of two; on CPU, ``core_use``:
+    the median over the timed steps of the ranks' processor seconds over the wall seconds of
+    the cores they could use (``min(processors, ranks)``)."""
     from ppir.analysis.measured_shared import SharedBytes
     from ppir.profile.samples import (
         message_times,
@@ -49,9 +51,14 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         info += (("processors", cpu_cores()),)
     if isolated:
         info += (("transfer_isolated", isolated[len(isolated) // 2]),)
-    whole = sorted(t for kind, t in data.get("step_walls", ()) if kind is False)
+    walls = data.get("step_walls", ())
+    whole = sorted(w[1] for w in walls if w[0] is False)
     if whole:  # the timed 1F1B steps with whole backwards (the others split B into I and W)
         info += (("step_time", whole[len(whole) // 2]),)
+    cores = dict(info).get("processors")
+    if cores and walls and all(len(w) > 2 and w[1] > 0 for w in walls):
+        use = sorted(w[2] / (min(cores, spec.ranks) * w[1]) for w in walls)
+        info += (("core_use", use[len(use) // 2]),)
     return MeasuredCosts(
         len(pieces),
         tuple(trimmed_mean(p["F"]) for p in pieces),
@@ -135,16 +142,28 @@ def by_position(pieces: list, orders: list, shares: bool = False) -> tuple:
 
 BUSY_SHARE = 0.85
 """Below this mean processor share, with a core per rank, the profile says other work ran."""
+BUSY_USE = 0.6
+"""Below this ``core_use``, with more ranks than cores, the profile says other work ran."""
 
 
 def busy_warning(m: MeasuredCosts) -> str:
     """A warning when the profile's ranks each had a core (ranks <= ``processors``) but their
-    ops had one for less than :data:`BUSY_SHARE` of their time on average (``processor_share``):
+    ops had one for less than :data:`BUSY_SHARE` of their time on average (``processor_share``),
+    or when more ranks than cores used less than :data:`BUSY_USE` of the cores (``core_use``):
     other processes shared the cores, and the measured times hold their waits for one ('' when
     not).  On a quiet 2-core machine two ranks' ops had 0.93-1.00 of theirs; with the machine's
-    other work running, 0.72-0.85."""
+    other work running, 0.72-0.85.  Four ranks on those 2 cores kept 0.72-0.83 of them busy
+    in 1F1B's steps, and 0.34-0.57 while another job's tests ran (2026-12-04)."""
     info = dict(m.info)
     ranks, cores, share = info.get("ranks"), info.get("processors"), m.processor_share
+    use = info.get("core_use")
+    if ranks and cores and ranks > cores and use is not None and use < BUSY_USE:
+        return (
+            f"the {ranks} ranks kept only {use:.0%} of the {cores} cores busy in the timed "
+            "steps, though they outnumber them: other work shared the cores while profiling, "
+            "and the measured times hold its waits (profile again on a quiet machine for this "
+            "model's own costs)"
+        )
     if not share or not ranks or not cores or ranks > cores:
         return ""
     if sum(share) / len(share) >= BUSY_SHARE:

@@ -352,9 +352,10 @@ def measure_rank(
     further=True,
 ):
     """The rank's samples (a list of :class:`Samples`, one per piece), boundary times, groups,
-    samples in the further orders (:mod:`.orders`, run after the timed steps) and the wall
-    seconds of each timed 1F1B step, ``(kind, seconds)`` (kind: a :data:`STEP_KINDS` entry; from
-    the barrier before it to the barrier after it: what the slowest rank took); ``batch``:
+    samples in the further orders (:mod:`.orders`, run after the timed steps) and each timed
+    1F1B step's ``(kind, wall seconds, processor seconds)`` (kind: a :data:`STEP_KINDS` entry;
+    from the barrier before it to the barrier after it, what the slowest rank took; the
+    processor time of this rank's process, all its threads, over that span); ``batch``:
     ``make_batch(0)`` when the caller made it (else it is made here); ``timeout_s``: the
     process group's timeout, named in the error of a peer that does not answer;
     ``on_step(n)``: called after each step (``ProfileSpec.total_steps``) with the steps done;
@@ -378,10 +379,11 @@ def measure_rank(
     for i in range(warmup + steps):
         kind = STEP_KINDS[(i - warmup) % 3]
         begin = time.perf_counter()  # every rank has left the barrier after the step before
+        cpu = time.process_time()
         prof.step(split=kind, record=i >= warmup)
         end = after(i)
         if i >= warmup:
-            walls.append((kind, end - begin))
+            walls.append((kind, end - begin, time.process_time() - cpu))
     samples, transfer, groups = prof.finish(steps)  # all measured with 1F1B's pieces: their
     if device.type == "cuda":  # memory goes to the orders' own copies from here on
         for m in pieces:
