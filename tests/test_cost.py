@@ -307,10 +307,23 @@ def test_plot_writes_an_image(cli, tmp_path):
 
 
 def test_output_file(cli, tmp_path):
+    # was silent, where viz, synth, profile and the other backends say what they wrote
     path = tmp_path / "e.json"
-    code, out, _ = cli("compile", "gpipe", "--backend", "cost", "--format", "json", "-o", str(path))
-    assert code == 0 and out == ""
+    code, out, err = cli(
+        "compile", "gpipe", "--backend", "cost", "--format", "json", "-o", str(path)
+    )
+    assert code == 0 and out == f"wrote {path}\n" and err == ""
     assert json.loads(path.read_text())["per_rank"][0]["idle"] == 9
+    trace = tmp_path / "t.json"
+    code, out, err = cli(
+        "compile", "gpipe", "--backend", "cost", "-o", str(path), "--trace", str(trace)
+    )
+    assert out == f"wrote {path}\nwrote {trace} (a Chrome trace: open it in ui.perfetto.dev)\n"
+    # the report on stdout (JSON here, piped to jq say): the trace's line goes to stderr
+    code, out, err = cli("compile", "gpipe", "--backend", "cost", "--format", "json",
+                         "--trace", str(trace))  # fmt: skip
+    assert json.loads(out)["per_rank"][0]["idle"] == 9
+    assert err == f"wrote {trace} (a Chrome trace: open it in ui.perfetto.dev)\n"
 
 
 def test_measured_costs_with_a_model_say_the_memory_is_the_models():

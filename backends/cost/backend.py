@@ -70,8 +70,12 @@ class CostBackend:
                 unit = est.time_unit
                 text += compiled.dp_reduce.describe(lambda x: fmt_time(x, unit)) + "\n"
         out = getattr(args, "output", None)
+        # each file written is said, as viz and the other backends say theirs: on stdout when
+        # the report went to -o, else on stderr (stdout is the report, JSON perhaps)
+        said = sys.stdout if out else sys.stderr
         if out:
             write_output(out, text)
+            print(f"wrote {out}", file=said)
         else:
             sys.stdout.write(text)
         trace = getattr(args, "cost_trace", None)
@@ -79,11 +83,13 @@ class CostBackend:
             from ppir.backends.cost.trace import write_trace
 
             write_trace(est, trace)  # a ppir error naming the path when it cannot be written
+            print(f"wrote {trace} (a Chrome trace: open it in ui.perfetto.dev)", file=said)
         plot = getattr(args, "cost_plot", None)
         if plot:
             from ppir.backends.cost.plot import write_plot
 
             write_plot(est, plot)
+            print(f"wrote {plot}", file=said)
         return 0
 
 
