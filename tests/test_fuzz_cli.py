@@ -118,6 +118,11 @@ def test_bubble_bound(cli):
             "ppir: error: --over P=1,2,,4 has an empty value\nhint: sep",
         ),
         (["1f1b", "--over", "M=P..8P", "--over", "P=2..4"], "refers to 'P'"),
+        # was "declare 'P' before 'M'", which reads as the schedule's header, not the options
+        (
+            ["1f1b", "--over", "M=P..8P", "--over", "P=2..4"],
+            "hint: give --over P=... before --over M=P..8P",
+        ),
         # was: "'Q' is not a parameter of 1f1b", in words of its own
         (
             ["1f1b", "--over", "Q=1..2"],

@@ -349,7 +349,11 @@ class ParamSpace:
                     if str(dom) == late[0]
                     else f"{it} refers to '{late[0]}'",
                     hints=[
-                        f"declare '{late[0]}' before '{name}'"
+                        (
+                            f"give --over {late[0]}=... before {dom.option}"
+                            if dom.option  # the command line's order, not the schedule's
+                            else f"declare '{late[0]}' before '{name}'"
+                        )
                         if late[0] in {n for n, _ in self.domains}
                         else f"'{late[0]}' is not a parameter declared before it",
                         *did_you_mean(late[0], sorted(known)),
