@@ -163,6 +163,22 @@ def test_a_module_without_the_api_is_refused_before_any_process_starts(cli, tmp_
         cli(command, *argv, "--module", "examples/gpt_model.py", "--module-opt", "nope=1")
 
 
+def test_a_build_stage_with_the_wrong_parameters_is_one_line_before_any_process(cli, tmp_path):
+    """Was rank 0's TypeError traceback, through ppir's frames only, exit 1."""
+    pytest.importorskip("torch")
+    mod = tmp_path / "one_arg.py"
+    mod.write_text("def build_stage(stage): pass\ndef make_batch(step): pass\n"
+                   "def loss_fn(y, t): pass\n")  # fmt: skip
+    code, out, err = cli("profile", "--ranks", "2", "--stages", "2", "--module", str(mod))
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err == (
+        f"ppir: error: model '{mod}': build_stage(stage) at one_arg.py:1 cannot be called as "
+        "build_stage(stage, num_stages), as the runtime calls it (too many positional "
+        "arguments); a model module defines build_stage(stage, num_stages), make_batch(step) "
+        "and loss_fn(output, target); docs/executor.md\n"
+    )
+
+
 def _usage_error(capsys, *argv: str) -> str:
     from ppir.cli.main import main
 

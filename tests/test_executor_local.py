@@ -305,6 +305,51 @@ def test_a_model_file_says_what_it_defines_when_it_lacks_the_api(tmp_path):
     assert "build_stage(stage, num_stages), make_batch(step) and loss_fn(output, target)" in msg
 
 
+@pytest.mark.parametrize(
+    "source, said",
+    [
+        (
+            "def build_stage(stage): pass\n",
+            "build_stage(stage) at wrong_args.py:1 cannot be called as build_stage(stage, "
+            "num_stages), as the runtime calls it (too many positional arguments); a model "
+            "module defines build_stage(stage, num_stages), make_batch(step) and",
+        ),
+        ("def make_batch(): pass\n", "make_batch() at wrong_args.py:1 cannot be called as "),
+        ("def loss_fn(output): pass\n", "loss_fn(output) at wrong_args.py:1 cannot be called "),
+        (
+            "def make_optimizer(params, lr): pass\n",
+            "make_optimizer(params, lr) at wrong_args.py:1 cannot be called as "
+            "make_optimizer(params), as the runtime calls it (missing a required argument: "
+            "'lr')",
+        ),
+    ],
+)
+def test_a_model_function_with_the_wrong_parameters_is_refused_when_loaded(tmp_path, source, said):
+    """Was a TypeError traceback through the runtime's frames alone (none of the user's), at
+    the first call on each rank, after the process group had started."""
+    api = {n: f"def {n}({a}): pass\n" for n, a in (("build_stage", "s, n"),
+           ("make_batch", "step"), ("loss_fn", "y, t"))}  # fmt: skip
+    name = source.split("(")[0].removeprefix("def ")
+    bad = tmp_path / "wrong_args.py"
+    bad.write_text(source + "".join(v for n, v in api.items() if n != name))
+    with pytest.raises(ModelError) as e:
+        load_model(str(bad))
+    assert str(e.value).startswith(f"model '{bad}': {said}"), str(e.value)
+
+
+def test_a_model_function_torch_or_a_class_gives_is_taken_as_it_is(tmp_path):
+    (tmp_path / "torch_loss.py").write_text(
+        "import torch\nbuild_stage = torch.nn.Linear\ndef make_batch(step): pass\n"
+        "loss_fn = torch.nn.functional.cross_entropy\nmake_optimizer = torch.optim.SGD\n"
+    )
+    (tmp_path / "module_loss.py").write_text(
+        "import torch\ndef build_stage(s, n): pass\ndef make_batch(step): pass\n"
+        "loss_fn = torch.nn.MSELoss()\n"
+    )
+    for f in ("torch_loss.py", "module_loss.py"):
+        load_model(str(tmp_path / f))
+
+
 def test_a_model_file_imports_the_files_beside_it(tmp_path, monkeypatch):
     """As ``python proj/model.py`` runs it: from any working directory, the module's folder is
     on its path (a model split over several files)."""

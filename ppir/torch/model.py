@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
@@ -57,14 +58,58 @@ def load_model(spec: str, options: dict | None = None):
             f"model {spec!r} lacks {', '.join(missing)}"
             + (f"; it defines {', '.join(own)}" if own else "")
             + (f" ({folder})" if folder else "")
-            + " (a model module defines build_stage(stage, num_stages), make_batch(step) and "
-            "loss_fn(output, target); docs/executor.md)"
+            + f" ({CONTRACT})"
         )
+    for name, args in CALLS.items():
+        _check_call(spec, mod, name, args)
     if options:
         if not callable(getattr(mod, "configure", None)):
             raise ModelError(f"model {spec!r} takes no options (it has no configure())")
         mod.configure(**options)
     return mod
+
+
+CONTRACT = (
+    "a model module defines build_stage(stage, num_stages), make_batch(step) and "
+    "loss_fn(output, target); docs/executor.md"
+)
+# how the runtime calls the module's functions: positional arguments, by their contract names
+CALLS = {
+    "build_stage": ("stage", "num_stages"),
+    "make_batch": ("step",),
+    "loss_fn": ("output", "target"),
+    "make_optimizer": ("params",),
+}
+
+
+def _signature(fn) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without one: its call will tell
+        return None
+
+
+def _check_call(spec: str, mod, name: str, args: tuple[str, ...]) -> None:
+    """ModelError unless the module's ``name`` (when it has one) takes ``args`` positionally,
+    as the runtime calls it: a wrong signature was a TypeError traceback through the runtime's
+    own frames, at the first call on each rank."""
+    fn = getattr(mod, name, None)
+    sig = _signature(fn) if callable(fn) else None
+    if sig is None:
+        return
+    try:
+        sig.bind(*args)
+    except TypeError as e:
+        raise ModelError(
+            f"model {spec!r}: {name}{sig}{_where(fn)} cannot be called as "
+            f"{name}({', '.join(args)}), as the runtime calls it ({e}); {CONTRACT}"
+        ) from None
+
+
+def _where(fn) -> str:
+    """`` at file.py:N`` for a function defined in Python, else ``""``."""
+    code = getattr(fn, "__code__", None)
+    return f" at {Path(code.co_filename).name}:{code.co_firstlineno}" if code else ""
 
 
 _FILE_MODULES: dict[Path, ModuleType] = {}  # model files imported, by resolved path
