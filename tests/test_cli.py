@@ -179,6 +179,25 @@ def test_a_build_stage_with_the_wrong_parameters_is_one_line_before_any_process(
     )
 
 
+def test_a_misspelt_module_opt_of_a_keyword_configure_is_one_line(cli, tmp_path):
+    """Was a TypeError traceback from ppir's call of configure(), exit 1."""
+    pytest.importorskip("torch")
+    mod = tmp_path / "kw.py"
+    api = "def build_stage(s, n): pass\ndef make_batch(step): pass\ndef loss_fn(y, t): pass\n"
+    mod.write_text("def configure(width=16): pass\n" + api)
+    argv = ["--ranks", "2", "--stages", "2", "--module", str(mod), "--module-opt", "widht=8"]
+    code, out, err = cli("profile", *argv)
+    assert (
+        code == 2
+        and out == ""
+        and err
+        == (
+            f"ppir: error: --module-opt widht=8: model '{mod}' has no option 'widht' (its "
+            "configure(width=16) at kw.py:1); did you mean 'width'?\n"
+        )
+    )
+
+
 def _usage_error(capsys, *argv: str) -> str:
     from ppir.cli.main import main
 

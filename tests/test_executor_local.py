@@ -350,6 +350,46 @@ def test_a_model_function_torch_or_a_class_gives_is_taken_as_it_is(tmp_path):
         load_model(str(tmp_path / f))
 
 
+@pytest.mark.parametrize(
+    "options, said",
+    [
+        (
+            {"widht": 8},
+            "--module-opt widht=8: model '{m}' has no option 'widht' (its configure(width=16, "
+            "depth=2) at keyword_opts.py:4); did you mean 'width'?",
+        ),
+        (
+            {"width": 8, "colour": "red"},
+            "--module-opt colour=red: model '{m}' has no option 'colour' (its "
+            "configure(width=16, depth=2) at keyword_opts.py:4)",
+        ),
+    ],
+)
+def test_a_module_opt_that_configure_does_not_take_is_named(tmp_path, options, said):
+    """Was a TypeError traceback from the call of configure() (no frame of the user's), exit
+    1 on every rank of ppir launch, a raw traceback from ppir profile."""
+    m = tmp_path / "keyword_opts.py"
+    m.write_text(API + "def configure(width=16, depth=2):\n    global SEEN\n    SEEN = width\n")
+    with pytest.raises(ModelError) as e:
+        load_model(str(m), options)
+    assert str(e.value) == said.format(m=m)
+    assert not hasattr(sys.modules[f"ppir_user_model_{m.stem}"], "SEEN")  # not called
+
+
+def test_a_configure_that_needs_an_option_not_given_says_which(tmp_path):
+    m = tmp_path / "needs_depth.py"
+    m.write_text(API + "def configure(width, depth):\n    pass\n")
+    with pytest.raises(ModelError) as e:
+        load_model(str(m), {"width": 3})
+    assert str(e.value) == (
+        f"model '{m}': its configure(width, depth) at needs_depth.py:4 cannot take width=3 "
+        "(missing a required argument: 'depth')"
+    )
+    free = tmp_path / "any_opts.py"  # configure(**options) decides for itself
+    free.write_text(API + "def configure(**options):\n    global SEEN\n    SEEN = options\n")
+    assert load_model(str(free), {"any": 1}).SEEN == {"any": 1}
+
+
 def test_a_model_file_imports_the_files_beside_it(tmp_path, monkeypatch):
     """As ``python proj/model.py`` runs it: from any working directory, the module's folder is
     on its path (a model split over several files)."""

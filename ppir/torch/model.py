@@ -34,6 +34,7 @@ from types import ModuleType
 import torch
 
 from ppir.cli.argtypes import key_values, module_folder_note, module_names_a_file
+from ppir.diagnostics import did_you_mean
 from ppir.torch import values as V
 from ppir.torch.errors import ModelError
 
@@ -65,6 +66,7 @@ def load_model(spec: str, options: dict | None = None):
     if options:
         if not callable(getattr(mod, "configure", None)):
             raise ModelError(f"model {spec!r} takes no options (it has no configure())")
+        _check_options(spec, mod.configure, options)
         mod.configure(**options)
     return mod
 
@@ -104,6 +106,29 @@ def _check_call(spec: str, mod, name: str, args: tuple[str, ...]) -> None:
             f"model {spec!r}: {name}{sig}{_where(fn)} cannot be called as "
             f"{name}({', '.join(args)}), as the runtime calls it ({e}); {CONTRACT}"
         ) from None
+
+
+def _check_options(spec: str, configure, options: dict) -> None:
+    """ModelError naming the option when ``configure`` cannot take ``options`` by keyword (a
+    misspelt ``--module-opt`` key of a ``configure(width=16, ...)``), before it is called."""
+    sig = _signature(configure)
+    try:
+        if sig is not None:
+            sig.bind(**options)
+    except TypeError as e:
+        ps = sig.parameters.values()
+        names = [p.name for p in ps if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        unknown = [k for k in options if k not in names]
+        what = f"configure{sig}{_where(configure)}"
+        if unknown and not any(p.kind == p.VAR_KEYWORD for p in ps):
+            k = unknown[0]
+            hint = "".join(f"; {h}" for h in did_you_mean(k, names))
+            raise ModelError(
+                f"--module-opt {k}={options[k]}: model {spec!r} has no option {k!r} (its "
+                f"{what}){hint}"
+            ) from None
+        given = ", ".join(f"{k}={v}" for k, v in options.items())
+        raise ModelError(f"model {spec!r}: its {what} cannot take {given} ({e})") from None
 
 
 def _where(fn) -> str:
