@@ -4,6 +4,7 @@ every hand-off is local, plus the runtime's error messages.  Fast; needs torch."
 from __future__ import annotations
 
 import sys
+import traceback
 import types
 
 import pytest
@@ -248,6 +249,24 @@ def test_an_error_in_the_first_stage_names_the_instruction_and_the_microbatch():
             "rank 0, instruction #0 (0F0): stage 0's forward, given (3, 5) float32 from the "
             "microbatch's inputs"
         ]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11+")
+def test_an_error_in_loss_fn_keeps_its_traceback_and_names_both_shapes():
+    """Was the user's traceback alone, naming the rank but not the stage, microbatch or the
+    shapes loss_fn was given (a target of the wrong shape is the usual cause)."""
+    s = ppir.lower(ppir.load_schedule("gpipe", {"P": 1, "M": 2}))
+    m = model()
+    m.make_batch = lambda step: (torch.randn(6, 5), torch.zeros(6, 1, dtype=torch.int64))
+    m.loss_fn = lambda y, t: torch.nn.functional.cross_entropy(y, t)  # t: (3, 1), not (3,)
+    rt = runtime(build_plan(s), m)
+    with pytest.raises(RuntimeError) as e:
+        rt.step_microbatches(*split_batch(m, 0, 2, CPU, 0))
+    assert e.value.__notes__ == [
+        "rank 0, instruction #0 (0F0): loss_fn(output, target) of stage 0, given its output "
+        "(3, 5) float32 and microbatch 0's targets (3, 1) int64"
+    ]
+    assert any(f.name == "<lambda>" for f in traceback.extract_tb(e.value.__traceback__))
 
 
 def test_loss_must_be_a_scalar():

@@ -206,7 +206,7 @@ class Executor:
         x, grad_in = V.stage_input(x, ins["in"] != "data" and not self.forward_only)
         y = V.call_stage(self.modules[chunk], x, lambda: self._forward_note(ins))
         if ins["out"] == "loss":
-            loss = scalar_loss(self.loss_fn(y, self.targets[m]), s, m, self.rank) * self.scale
+            loss = scalar_loss(self._loss(ins, y), s, m, self.rank) * self.scale
             self.losses.append((m, loss.detach()))
             if not self.forward_only:
                 self.saved[(s, m)] = _Saved(grad_in, [loss], True)
@@ -216,6 +216,22 @@ class Executor:
             if not self.forward_only:
                 self.saved[(s, m)] = _Saved(grad_in, V.float_leaves(y), False)
         self.peak_saved = max(self.peak_saved, len(self.saved))
+
+    def _loss(self, ins, y):
+        """``loss_fn(output, target)``; an exception from it (the user's code) propagates, its
+        traceback whole, with a note naming the instruction and both values' shapes."""
+        target = self.targets[ins["mb"]]
+        try:
+            return self.loss_fn(y, target)
+        except Exception as e:
+            V.note(e, lambda: self._loss_note(ins, y, target))
+            raise
+
+    def _loss_note(self, ins, y, target) -> str:
+        return (
+            f"{self._where(ins)}: loss_fn(output, target) of stage {ins['stage']}, given its "
+            f"output {V.shapes_of(y)} and microbatch {ins['mb']}'s targets {V.shapes_of(target)}"
+        )
 
     def _backward_args(self, ins, sv: _Saved) -> tuple[list, list]:
         return V.backward_args(sv.outputs, None if sv.loss else self.bufs.pop(ins["grad_in"]))

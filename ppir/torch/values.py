@@ -161,14 +161,28 @@ def call_stage(module, value, where=None):
             return module(*value)
         return module(value)
     except Exception as e:
-        add_note = getattr(e, "add_note", None)
-        if where is not None and add_note is not None:
-            try:
-                shapes = describe(flatten(value)[1])
-            except Exception:  # noqa: BLE001 - a note must not replace the error it explains
-                shapes = "its input"
-            add_note(where().format(shapes))
+        if where is not None:
+            note(e, lambda: where().format(shapes_of(value)))
         raise
+
+
+def note(e: BaseException, text) -> None:
+    """Add ``text()`` to ``e`` as a note (Python 3.11+), for an exception of the user's code
+    that propagates unchanged; a note that fails itself is left out, not raised instead."""
+    add_note = getattr(e, "add_note", None)
+    if add_note is not None:
+        try:
+            add_note(text())
+        except Exception:  # noqa: BLE001 - a note must not replace the error it explains
+            pass
+
+
+def shapes_of(value) -> str:
+    """:func:`describe` of a value's spec, or ``its input`` for what is no boundary value."""
+    try:
+        return describe(flatten(value)[1])
+    except Exception:  # noqa: BLE001 - only said in a note
+        return "its input"
 
 
 def split_batch(value, n: int, where: str, unit: str = "microbatch") -> list:
