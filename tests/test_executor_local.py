@@ -269,6 +269,52 @@ def test_an_error_in_loss_fn_keeps_its_traceback_and_names_both_shapes():
     assert any(f.name == "<lambda>" for f in traceback.extract_tb(e.value.__traceback__))
 
 
+class _Boom(torch.autograd.Function):
+    """The identity, whose backward fails: a user's custom autograd code."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        raise ValueError("boom in backward")
+
+
+class _BoomStage(torch.nn.Module):
+    def forward(self, x):
+        return _Boom.apply(x)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11+")
+@pytest.mark.parametrize(
+    "name, params, boom, note",
+    [
+        ("gpipe", {"P": 1, "M": 2}, 0, "rank 0, instruction #2 (0B0): stage 0's backward"),
+        ("zbv", {"P": 1, "M": 2}, 1, "rank 0, instruction #2 (1I0): stage 1's backward (input "
+         "gradient)"),
+        # stage 0's input needs no gradient: its whole backward runs in W
+        ("zbv", {"P": 1, "M": 2}, 0, "rank 0, instruction #6 (0W0): stage 0's backward (weight "
+         "gradients)"),
+    ],
+)  # fmt: skip
+def test_an_error_in_a_backward_keeps_its_traceback_and_names_the_instruction(
+    name, params, boom, note
+):
+    """Was the user's traceback alone, naming the rank but not the stage or the instruction
+    (a forward's error names them)."""
+    m = model()
+    good = m.build_stage
+    m.build_stage = lambda s, n: (
+        torch.nn.Sequential(good(s, n), _BoomStage()) if s == boom else good(s, n)
+    )
+    rt = runtime(build_plan(ppir.lower(ppir.load_schedule(name, params))), m)
+    with pytest.raises(ValueError, match="boom in backward") as e:
+        rt.step_microbatches(*split_batch(m, 0, 2, CPU, 0))
+    assert e.value.__notes__ == [note]
+    assert any(f.name == "backward" for f in traceback.extract_tb(e.value.__traceback__))
+
+
 def test_loss_must_be_a_scalar():
     s = ppir.lower(ppir.load_schedule("gpipe", {"P": 1, "M": 2}))
     m = model()

@@ -254,13 +254,17 @@ class Executor:
     def _op_B(self, ins) -> None:
         sv = self.saved.pop((ins["stage"], ins["mb"]))
         outs, gs = self._backward_args(ins, sv)
-        self._send_input_grad(ins, sv, backward_full(outs, gs, sv.inputs))
+        dx = self._backward(ins, "", lambda: backward_full(outs, gs, sv.inputs))
+        self._send_input_grad(ins, sv, dx)
 
     def _op_I(self, ins) -> None:
         key = (ins["stage"], ins["mb"])
         sv = self.saved[key]
         outs, gs = self._backward_args(ins, sv)
-        dx, work = backward_input(outs, gs, sv.inputs, self._params[ins["chunk"]])
+        params = self._params[ins["chunk"]]
+        dx, work = self._backward(
+            ins, " (input gradient)", lambda: backward_input(outs, gs, sv.inputs, params)
+        )
         self.weight_todo[key] = work
         self._send_input_grad(ins, sv, dx)
 
@@ -270,8 +274,18 @@ class Executor:
             raise RuntimeError(
                 f"{self._where(ins)}: W before the I of stage {key[0]}, microbatch {key[1]}"
             )
-        backward_weight(self.weight_todo.pop(key))
+        work = self.weight_todo.pop(key)
+        self._backward(ins, " (weight gradients)", lambda: backward_weight(work))
         self.saved.pop(key)
+
+    def _backward(self, ins, part: str, run):
+        """``run()``; an exception from it (autograd running the user's backward code)
+        propagates, its traceback whole, with a note naming the instruction."""
+        try:
+            return run()
+        except Exception as e:
+            V.note(e, lambda: f"{self._where(ins)}: stage {ins['stage']}'s backward{part}")
+            raise
 
     def _op_reduce(self, ins) -> None:
         if self.reducer is not None:
