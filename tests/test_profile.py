@@ -88,9 +88,11 @@ def test_bad_requests_are_profile_errors(model_file, tmp_path):
 def test_a_batch_that_does_not_split_is_refused_before_any_rank_starts(model_file, cli):
     code, _, err = cli("profile", "--module", model_file, "--ranks", "2", "-M", "3")
     assert code == 2 and "Traceback" not in err, err
-    assert err.strip().splitlines() == [
-        f"ppir: error: make_batch(0) inputs: dim 0 must split into 3 equal microbatches (got "
-        f"({ROWS * M}, {WIDTH})): pass a -M that divides it"
+    assert ROWS * M == 16
+    assert err.strip().splitlines() == [  # the runtime's words (ppir launch says the same)
+        f"ppir: error: make_batch(0) inputs have shape (16, {WIDTH}): dim 0 must split into 3 "
+        "equal microbatches (16 splits into 1, 2, 4, 8 or 16 equal parts); pass a -M that "
+        "divides it"
     ]
 
 

@@ -249,16 +249,12 @@ def check_batch(batch, M: int) -> int | None:
             f"make_batch(0) returned {type(batch).__name__}, expected (inputs, targets)"
         )
     for name, value in zip(("inputs", "targets"), batch):
-        try:
-            leaves = V.flatten(value, f"make_batch(0) {name}")[0]
+        try:  # the runtime's own rule and words (values.split_batch)
+            V.split_batch(value, M, f"make_batch(0) {name}")
         except TypeError as e:
             raise ProfileError(str(e)) from None
-        for t in leaves:
-            if t.dim() == 0 or t.shape[0] % M:
-                raise ProfileError(
-                    f"make_batch(0) {name}: dim 0 must split into {M} equal microbatches (got "
-                    f"{tuple(t.shape)}): pass a -M that divides it"
-                )
+        except ValueError as e:
+            raise ProfileError(f"{e}; pass a -M that divides it") from None
     first = V.flatten(batch[0])[0]
     return first[0].shape[0] // M if first else None
 
