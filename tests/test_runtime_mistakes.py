@@ -45,6 +45,22 @@ def test_a_batch_that_does_not_split_names_the_rank():
     )
 
 
+def test_a_smaller_last_batch_of_a_data_loader_is_told_in_the_loop_s_words():
+    """Was '... a make_batch whose shapes change from step to step must pad them to one': a
+    function of ppir launch's model modules, which a loop of one's own does not have."""
+    rt = runtime()
+    rt.step(torch.randn(16, 8), torch.randn(16, 8))
+    with pytest.raises(RuntimeFailure) as e:
+        rt.step(torch.randn(8, 8), torch.randn(8, 8))  # a DataLoader's last, without drop_last
+    assert str(e.value) == (
+        "rank 0, instruction #0 (0F0): microbatch 0 of the inputs has shape (2, 8) float32 but "
+        "the plan's metadata for boundary 0 says (4, 8) float32 (at step 1: a boundary's shapes "
+        "are fixed for the whole run, the plan's or those the first step inferred; pad a batch "
+        "of another size to the first one's, or drop it: a data loader's smaller last batch "
+        "(drop_last=True), a make_batch whose shapes change from step to step)"
+    )
+
+
 @pytest.mark.parametrize(
     "inputs,targets,needle",
     [

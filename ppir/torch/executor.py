@@ -175,7 +175,9 @@ class Executor:
                 f" (at {self._when()}: a boundary's shapes are fixed for the whole run, "
                 f"the plan's or those the first {first} inferred"
                 + (
-                    "; a make_batch whose shapes change from step to step must pad them to one)"
+                    "; pad a batch of another size to the first one's, or drop it: a data "
+                    "loader's smaller last batch (drop_last=True), a make_batch whose shapes "
+                    "change from step to step)"
                     if boundary == 0 and not self.forward_only
                     else ")"
                 )
