@@ -402,6 +402,23 @@ def test_a_model_function_with_the_wrong_parameters_is_refused_when_loaded(tmp_p
     assert str(e.value).startswith(f"model '{bad}': {said}"), str(e.value)
 
 
+def test_a_model_whose_loss_fn_is_a_loss_class_is_refused_when_loaded(tmp_path):
+    """``loss_fn = nn.CrossEntropyLoss`` (no parentheses) was torch's 'Boolean value of Tensor
+    with more than one value is ambiguous' from the class's constructor, at the first loss."""
+    bad = tmp_path / "loss_class.py"
+    bad.write_text(
+        "import torch\ndef build_stage(s, n): pass\ndef make_batch(step): pass\n"
+        "loss_fn = torch.nn.CrossEntropyLoss\n"
+    )
+    with pytest.raises(ModelError) as e:
+        load_model(str(bad))
+    assert str(e.value) == (
+        f"model '{bad}': loss_fn is the class CrossEntropyLoss: called as loss_fn(output, "
+        "target) it makes a CrossEntropyLoss instead of a loss; give an instance, "
+        "CrossEntropyLoss()"
+    )
+
+
 def test_a_model_function_torch_or_a_class_gives_is_taken_as_it_is(tmp_path):
     (tmp_path / "torch_loss.py").write_text(
         "import torch\nbuild_stage = torch.nn.Linear\ndef make_batch(step): pass\n"

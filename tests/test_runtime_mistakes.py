@@ -45,6 +45,41 @@ def test_a_batch_that_does_not_split_names_the_rank():
     )
 
 
+@pytest.mark.parametrize(
+    "loss_fn, said",
+    [
+        (
+            torch.nn.MSELoss,
+            "rank 0: loss_fn is the class MSELoss: called as loss_fn(output, target) it makes a "
+            "MSELoss instead of a loss; give an instance, MSELoss()",
+        ),
+        (
+            None,
+            "rank 0: loss_fn is NoneType, not a function (the rank holding the last stage "
+            "calls it)",
+        ),
+    ],
+)
+def test_a_loss_fn_that_is_a_class_or_nothing_is_refused_when_the_runtime_is_built(loss_fn, said):
+    """Was, at the first step, torch's 'Boolean value of Tensor with more than one value is
+    ambiguous' from inside MSELoss's constructor (given the output and target as its
+    size_average and reduce), or 'NoneType' object is not callable."""
+    plan = build_plan(ppir.lower(ppir.load_schedule("1f1b", {"P": 1, "M": 4})))
+    with pytest.raises(RuntimeFailure) as e:
+        PipelineRuntime(plan, [torch.nn.Linear(8, 8)], loss_fn)
+    assert str(e.value) == said
+
+
+def test_a_rank_without_the_last_stage_may_give_no_loss_fn():
+    """It never calls it: ``loss_fn if rt_holds_last else None`` is not refused (a class is)."""
+    from ppir.torch.errors import ModelError
+    from ppir.torch.signatures import check_loss_fn
+
+    check_loss_fn(None, "rank 0", needed=False)
+    with pytest.raises(ModelError, match="rank 0: loss_fn is the class MSELoss"):
+        check_loss_fn(torch.nn.MSELoss, "rank 0", needed=False)
+
+
 def test_a_smaller_last_batch_of_a_data_loader_is_told_in_the_loop_s_words():
     """Was '... a make_batch whose shapes change from step to step must pad them to one': a
     function of ppir launch's model modules, which a loop of one's own does not have."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
 import os
 import sys
 import traceback
@@ -34,9 +33,9 @@ from types import ModuleType
 import torch
 
 from ppir.cli.argtypes import key_values, module_folder_note, module_names_a_file
-from ppir.diagnostics import did_you_mean
 from ppir.torch import values as V
 from ppir.torch.errors import ModelError
+from ppir.torch.signatures import CONTRACT, check_functions, check_options
 
 REQUIRED = ("build_stage", "make_batch", "loss_fn")
 
@@ -61,80 +60,13 @@ def load_model(spec: str, options: dict | None = None):
             + (f" ({folder})" if folder else "")
             + f" ({CONTRACT})"
         )
-    for name, args in CALLS.items():
-        _check_call(spec, mod, name, args)
+    check_functions(spec, mod)
     if options:
         if not callable(getattr(mod, "configure", None)):
             raise ModelError(f"model {spec!r} takes no options (it has no configure())")
-        _check_options(spec, mod.configure, options)
+        check_options(spec, mod.configure, options)
         mod.configure(**options)
     return mod
-
-
-CONTRACT = (
-    "a model module defines build_stage(stage, num_stages), make_batch(step) and "
-    "loss_fn(output, target); docs/executor.md"
-)
-# how the runtime calls the module's functions: positional arguments, by their contract names
-CALLS = {
-    "build_stage": ("stage", "num_stages"),
-    "make_batch": ("step",),
-    "loss_fn": ("output", "target"),
-    "make_optimizer": ("params",),
-}
-
-
-def _signature(fn) -> inspect.Signature | None:
-    try:
-        return inspect.signature(fn)
-    except (TypeError, ValueError):  # a builtin without one: its call will tell
-        return None
-
-
-def _check_call(spec: str, mod, name: str, args: tuple[str, ...]) -> None:
-    """ModelError unless the module's ``name`` (when it has one) takes ``args`` positionally,
-    as the runtime calls it: a wrong signature was a TypeError traceback through the runtime's
-    own frames, at the first call on each rank."""
-    fn = getattr(mod, name, None)
-    sig = _signature(fn) if callable(fn) else None
-    if sig is None:
-        return
-    try:
-        sig.bind(*args)
-    except TypeError as e:
-        raise ModelError(
-            f"model {spec!r}: {name}{sig}{_where(fn)} cannot be called as "
-            f"{name}({', '.join(args)}), as the runtime calls it ({e}); {CONTRACT}"
-        ) from None
-
-
-def _check_options(spec: str, configure, options: dict) -> None:
-    """ModelError naming the option when ``configure`` cannot take ``options`` by keyword (a
-    misspelt ``--module-opt`` key of a ``configure(width=16, ...)``), before it is called."""
-    sig = _signature(configure)
-    try:
-        if sig is not None:
-            sig.bind(**options)
-    except TypeError as e:
-        ps = sig.parameters.values()
-        names = [p.name for p in ps if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-        unknown = [k for k in options if k not in names]
-        what = f"configure{sig}{_where(configure)}"
-        if unknown and not any(p.kind == p.VAR_KEYWORD for p in ps):
-            k = unknown[0]
-            hint = "".join(f"; {h}" for h in did_you_mean(k, names))
-            raise ModelError(
-                f"--module-opt {k}={options[k]}: model {spec!r} has no option {k!r} (its "
-                f"{what}){hint}"
-            ) from None
-        given = ", ".join(f"{k}={v}" for k, v in options.items())
-        raise ModelError(f"model {spec!r}: its {what} cannot take {given} ({e})") from None
-
-
-def _where(fn) -> str:
-    """`` at file.py:N`` for a function defined in Python, else ``""``."""
-    code = getattr(fn, "__code__", None)
-    return f" at {Path(code.co_filename).name}:{code.co_firstlineno}" if code else ""
 
 
 _FILE_MODULES: dict[Path, ModuleType] = {}  # model files imported, by resolved path

@@ -67,6 +67,7 @@ from ppir.torch.executor import Executor
 from ppir.torch.procgroup import Mesh, check_timeout, plan_pairs, wait_all, warm_up
 from ppir.torch.reduce import GradReducer, TiedCopy, tied_refusal
 from ppir.torch.shapes import infer_meta, meta_from_json
+from ppir.torch.signatures import check_loss_fn
 
 
 def as_plan(program, verify: bool = True) -> dict:
@@ -152,6 +153,7 @@ class PipelineRuntime:
         self.timeout_s = None if timeout_s is None else check_timeout(timeout_s)
         self.has_first_stage = 0 in self.stage_ids
         self.has_last_stage = plan["stages"] - 1 in self.stage_ids
+        check_loss_fn(loss_fn, f"rank {self.rank}", needed=self.has_last_stage)
         self._to_global = (
             (lambda r: dist.get_global_rank(self.pp_group, r))
             if self.distributed and self.pp_group is not None
