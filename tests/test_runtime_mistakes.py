@@ -80,6 +80,23 @@ def test_a_rank_without_the_last_stage_may_give_no_loss_fn():
         check_loss_fn(torch.nn.MSELoss, "rank 0", needed=False)
 
 
+def test_init_outside_torchrun_names_the_user_s_own_script(monkeypatch):
+    """Was '... start the ranks through 'ppir launch' or torchrun ('torchrun --nproc-per-node
+    N -m ppir.run PLAN --module MODULE')': neither starts a training script of one's own."""
+    import ppir.torch
+
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr("sys.argv", ["train.py", "--steps", "3"])
+    with pytest.raises(RuntimeFailure) as e:
+        ppir.torch.init(timeout_s=5)
+    assert str(e.value) == (
+        "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT not set: ppir.torch.init() joins the "
+        "processes torchrun starts: run 'torchrun --nproc-per-node N train.py' (or initialise "
+        "torch.distributed yourself, without ppir.torch.init)"
+    )
+
+
 def test_a_smaller_last_batch_of_a_data_loader_is_told_in_the_loop_s_words():
     """Was '... a make_batch whose shapes change from step to step must pad them to one': a
     function of ppir launch's model modules, which a loop of one's own does not have."""

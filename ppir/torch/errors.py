@@ -42,13 +42,20 @@ class CommError(RuntimeFailure):
 TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-def not_launched() -> SetupError | None:
+def not_launched(script: str | None = None) -> SetupError | None:
     """The error for a process that no launcher started (torchrun's variables unset), or None:
-    :func:`ppir.torch.procgroup.init` raises it, ``python -m ppir.run`` prints it as a usage
-    error (exit 2) before it imports torch."""
+    ``python -m ppir.run`` prints it as a usage error (exit 2) before it imports torch;
+    :func:`ppir.torch.procgroup.init` raises it for the user's own ``script`` (its path), which
+    'ppir launch' and ``-m ppir.run`` do not start."""
     missing = [k for k in TORCHRUN_ENV if k not in os.environ]
     if not missing:
         return None
+    if script is not None:
+        return SetupError(
+            f"{', '.join(missing)} not set: ppir.torch.init() joins the processes torchrun "
+            f"starts: run 'torchrun --nproc-per-node N {script}' (or initialise "
+            "torch.distributed yourself, without ppir.torch.init)"
+        )
     return SetupError(
         f"{', '.join(missing)} not set: start the ranks through 'ppir launch' or torchrun "
         "('torchrun --nproc-per-node N -m ppir.run PLAN --module MODULE')"

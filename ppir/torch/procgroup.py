@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass
 
@@ -104,7 +105,8 @@ def check_timeout(timeout_s) -> float:
 def init(device: str | None = None, backend: str | None = None, timeout_s: float = 60.0) -> Context:
     """Initialise the default process group from the environment; returns the rank's context."""
     timeout_s = check_timeout(timeout_s)
-    problem = not_launched()
+    script = sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") else "SCRIPT.py"
+    problem = not_launched(script)  # (ppir.run checks before it calls this)
     if problem is not None:
         raise problem
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
