@@ -263,8 +263,8 @@ def test_an_error_in_loss_fn_keeps_its_traceback_and_names_both_shapes():
     with pytest.raises(RuntimeError) as e:
         rt.step_microbatches(*split_batch(m, 0, 2, CPU, 0))
     assert e.value.__notes__ == [
-        "rank 0, instruction #0 (0F0): loss_fn(output, target) of stage 0, given its output "
-        "(3, 5) float32 and microbatch 0's targets (3, 1) int64"
+        "rank 0, instruction #0 (0F0): loss_fn(output, target) of stage 0, microbatch 0, given "
+        "output (3, 5) float32 and target (3, 1) int64"
     ]
     assert any(f.name == "<lambda>" for f in traceback.extract_tb(e.value.__traceback__))
 

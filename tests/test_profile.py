@@ -76,6 +76,19 @@ def test_one_rank_measures_every_piece(model_file, tmp_path):
     assert cfg.measured.fit(1).F[0] == pytest.approx(sum(m.F))
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11+")
+def test_an_error_in_loss_fn_keeps_its_traceback_and_names_both_shapes(tmp_path):
+    """As the runtime says it (the same helper): was the user's traceback alone."""
+    path = tmp_path / "bad_target.py"
+    path.write_text(MODEL.replace("return ((y - t) ** 2).mean()", "return (y @ t).mean()"))
+    with pytest.raises(RuntimeError) as e:
+        profile(ProfileSpec(str(path), ranks=1, stages=1, microbatches=M, steps=2, warmup=0))
+    assert e.value.__notes__ == [
+        f"ppir profile, rank 0: loss_fn(output, target) of stage 0, microbatch 0, given output "
+        f"({ROWS}, {WIDTH}) float32 and target ({ROWS}, {WIDTH}) float32"
+    ]
+
+
 def test_bad_requests_are_profile_errors(model_file, tmp_path):
     with pytest.raises(ProfileError, match="--stages 3 must be a multiple of --ranks 2"):
         profile(ProfileSpec(model_file, ranks=2, stages=3))

@@ -118,7 +118,9 @@ class Runner:
 
         y = V.call_stage(self.pieces[j], xj, note)
         if stage == self.n - 1:
-            loss = scalar_loss(self.loss_fn(y, target), stage, mb, self.rank)
+            at = f"ppir profile, rank {self.rank}: loss_fn(output, target) of stage {stage}"
+            value = V.call_loss(self.loss_fn, y, target, lambda: f"{at}, microbatch {mb}")
+            loss = scalar_loss(value, stage, mb, self.rank)
             return y, grad_in, [loss / self.M], True
         return y, grad_in, V.float_leaves(y), False
 

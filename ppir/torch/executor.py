@@ -220,20 +220,13 @@ class Executor:
         self.peak_saved = max(self.peak_saved, len(self.saved))
 
     def _loss(self, ins, y):
-        """``loss_fn(output, target)``; an exception from it (the user's code) propagates, its
-        traceback whole, with a note naming the instruction and both values' shapes."""
-        target = self.targets[ins["mb"]]
-        try:
-            return self.loss_fn(y, target)
-        except Exception as e:
-            V.note(e, lambda: self._loss_note(ins, y, target))
-            raise
+        def where():
+            return (
+                f"{self._where(ins)}: loss_fn(output, target) of stage {ins['stage']}, "
+                f"microbatch {ins['mb']}"
+            )
 
-    def _loss_note(self, ins, y, target) -> str:
-        return (
-            f"{self._where(ins)}: loss_fn(output, target) of stage {ins['stage']}, given its "
-            f"output {V.shapes_of(y)} and microbatch {ins['mb']}'s targets {V.shapes_of(target)}"
-        )
+        return V.call_loss(self.loss_fn, y, self.targets[ins["mb"]], where)
 
     def _backward_args(self, ins, sv: _Saved) -> tuple[list, list]:
         return V.backward_args(sv.outputs, None if sv.loss else self.bufs.pop(ins["grad_in"]))

@@ -177,6 +177,19 @@ def note(e: BaseException, text) -> None:
             pass
 
 
+def call_loss(loss_fn, output, target, where):
+    """``loss_fn(output, target)``; an exception from it (the user's code) propagates, its
+    traceback whole, with a note: ``where()`` (called only then), then the shapes of output
+    and target.  The executor and ``ppir profile`` call the loss through it."""
+    try:
+        return loss_fn(output, target)
+    except Exception as e:
+        note(
+            e, lambda: f"{where()}, given output {shapes_of(output)} and target {shapes_of(target)}"
+        )
+        raise
+
+
 def shapes_of(value) -> str:
     """:func:`describe` of a value's spec, or ``its input`` for what is no boundary value."""
     try:
