@@ -284,6 +284,22 @@ def loss_fn(y, t):
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
+def test_verify_steps_1_says_one_optimizer_step(tmp_path):
+    """Was 'verify-params: after 1 optimizer steps, ...'."""
+    model = tmp_path / "one_step.py"
+    model.write_text(SLOW_REFERENCE)
+    res = ppir_launch(
+        "-n", "1", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "1",
+        "--verify-grads", "--verify-steps", "1", "--device", "cpu",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    (line,) = [ln for ln in res.stdout.splitlines() if ln.startswith("verify-params:")]
+    assert line.startswith("verify-params: after 1 optimizer step, largest |param diff| "), line
+    assert line.endswith(": OK"), line
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
 def test_step_times_leave_out_the_verify_grads_reference(tmp_path):
     """--verify-steps trains a single-process reference beside steps 0..N-1; its time (the
     whole model on every rank) was counted in those steps' printed times and the mean."""

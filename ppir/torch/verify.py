@@ -18,7 +18,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from ppir.diagnostics import rank_list
+from ppir.diagnostics import count, rank_list
 from ppir.torch.errors import SetupError
 from ppir.torch.model import make_optimizer
 from ppir.torch.reference import (
@@ -142,7 +142,7 @@ class Verifier:
             tied = "; ".join(f"tied {n!r} on stages {h}" for n, h in names.items())
             copies = f"; tied copies differ by at most {dmax:.3e}" if names else ""
             print(
-                f"verify-params: after {self.steps} optimizer steps, largest |param diff| "
+                f"verify-params: after {count(self.steps, 'optimizer step')}, largest |param diff| "
                 f"{pmax:.3e} (tolerance {tol:g}){copies}: "
                 f"{'OK' if ok else 'FAILED'}" + (f" ({tied})" if tied else ""),
                 flush=True,
@@ -160,7 +160,8 @@ class Verifier:
         elif not ok:
             self.failure = (
                 f"--verify-steps {self.steps}: parameters differ from single-process training "
-                f"by {pmax:.3e} after {self.steps} optimizer steps, above --tolerance {tol:g} "
+                f"by {pmax:.3e} after {count(self.steps, 'optimizer step')}, above "
+                f"--tolerance {tol:g} "
                 "(see above); an optimizer that normalises the gradient, such as Adam, "
                 "amplifies round-off: compare such runs with a looser --tolerance, e.g. 1e-4"
             )
