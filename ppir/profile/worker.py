@@ -366,8 +366,7 @@ def measure_rank(
     prof = Profiler(rank, world, pieces, model, program, schedule, M, device, batch, timeout_s)
     done = 0
 
-    def after(step: int, what: str = "profile step") -> float:
-        """Wait for every rank to end ``step``; when they all had (perf_counter seconds)."""
+    def after(step: int, what: str = "profile step") -> float:  # when every rank had ended it
         nonlocal done
         if world > 1:
             barrier(prof.run, f"rank {rank}: after {what} {step}")
@@ -380,8 +379,7 @@ def measure_rank(
     walls = []
     for i in range(warmup + steps):
         kind = STEP_KINDS[(i - warmup) % 3]
-        begin = time.perf_counter()  # every rank has left the barrier after the step before
-        cpu = time.process_time()
+        begin, cpu = time.perf_counter(), time.process_time()  # all left the last barrier
         prof.step(split=kind, record=i >= warmup)
         end = after(i)
         if i >= warmup:
