@@ -595,9 +595,9 @@ def test_a_profile_whose_ops_waited_for_a_core_they_each_had_says_so():
 
 
 def test_more_ranks_than_cores_that_kept_few_of_them_busy_ran_beside_other_work(monkeypatch):
-    """Four ranks on 2 cores kept 0.72-0.83 of them busy in 1F1B's steps on a quiet machine and
-    0.34-0.57 while another job ran: the profile said nothing (the processor share, with more
-    ranks than cores, is the schedule's own), its check then missed by 45-65 %."""
+    """Four ranks on 2 cores kept 0.81-0.83 of them busy in 1F1B's steps on a quiet machine and
+    0.51 while another job ran: the profile said nothing (the processor share, with more ranks
+    than cores, is the schedule's own), and its check then missed by 45-65 %."""
     from dataclasses import replace
 
     import ppir.profile.summary as S

@@ -152,8 +152,9 @@ def busy_warning(m: MeasuredCosts) -> str:
     or when more ranks than cores used less than :data:`BUSY_USE` of the cores (``core_use``):
     other processes shared the cores, and the measured times hold their waits for one ('' when
     not).  On a quiet 2-core machine two ranks' ops had 0.93-1.00 of theirs; with the machine's
-    other work running, 0.72-0.85.  Four ranks on those 2 cores kept 0.72-0.83 of them busy
-    in 1F1B's steps, and 0.34-0.57 while another job's tests ran (2026-12-04)."""
+    other work running, 0.72-0.85.  Four ranks on those 2 cores kept 0.81-0.83 of them busy
+    (the median over 1F1B's timed steps), and 0.51 while another job's tests ran (step by step
+    0.34-0.57; 2026-12-04)."""
     info = dict(m.info)
     ranks, cores, share = info.get("ranks"), info.get("processors"), m.processor_share
     use = info.get("core_use")
