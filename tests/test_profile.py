@@ -678,3 +678,17 @@ def test_the_steps_a_profile_runs_count_the_orders_it_runs():
     assert ProfileSpec("m.py", ranks=2, stages=4, microbatches=4, steps=6, warmup=2,
                        orders=False).total_steps == 8  # fmt: skip
     assert ProfileSpec("m.py", ranks=2, stages=4, microbatches=3).further_orders == ()
+
+
+def test_an_error_in_the_models_configure_is_its_traceback_under_a_header(tmp_path, cli):
+    """A configure() that raises, run in ppir profile's own process: was the bare traceback
+    of an uncaught exception (from Python's runpy down), exit 1, like a crash of ppir."""
+    path = tmp_path / "picky_model.py"
+    path.write_text(
+        MODEL
+        + "\n\ndef configure(**options):\n    raise ValueError(f'unknown {sorted(options)}')\n"
+    )
+    code, out, err = cli("profile", "--module", str(path), "--module-opt", "nope=1")
+    assert code == 1 and out == "", err
+    assert err.startswith("ppir profile: failed:\nTraceback (most recent call last):\n"), err
+    assert "picky_model.py" in err and err.endswith("ValueError: unknown ['nope']\n"), err

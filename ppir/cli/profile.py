@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sys
+import traceback
 import warnings
 
 from ppir.analysis.units import fmt_time
 from ppir.cli.argtypes import integer, key_values, positive_int, positive_seconds
 from ppir.cli.common import add_output_argument
 from ppir.cli.output import add_quiet_argument, progress, table
-from ppir.diagnostics import error, write_output
+from ppir.diagnostics import PpirError, error, write_output
 from ppir.torch.run import add_module_arguments
 
 NAME = "profile"
@@ -152,6 +153,12 @@ def run(args) -> int:
         raise error("bad-usage", str(e)) from None
     except ProfileFailed as e:
         print(str(e), file=sys.stderr)
+        return 1
+    except PpirError:  # ppir's own diagnostics, as every command prints them
+        raise
+    except Exception:  # raised in this process by the model's own code (configure, make_batch,
+        # a stage with --ranks 1): its full traceback and notes, under a header as a rank's has
+        print(f"ppir profile: failed:\n{traceback.format_exc()}", end="", file=sys.stderr)
         return 1
     for w in caught:  # the user's make_optimizer failed: the traceback, as ppir's warning
         if issubclass(w.category, OptimizerNotMeasured):
