@@ -97,6 +97,30 @@ def test_init_outside_torchrun_names_the_user_s_own_script(monkeypatch):
     )
 
 
+def test_init_names_its_own_arguments_not_the_command_line_s_flags(monkeypatch):
+    """Was '--device cuda: ...; leave --device out to run on the CPU' and '--dist-backend nccl
+    needs CUDA devices', to a script that called ppir.torch.init(device="cuda")."""
+    import ppir.torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    env = {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)  # launched, as far as init can tell: it fails on the device
+    with pytest.raises(RuntimeFailure) as e:
+        ppir.torch.init(device="cuda", timeout_s=5)
+    assert str(e.value) == (
+        "device='cuda': this machine has no CUDA device (torch.cuda.is_available() is False); "
+        "pass device=None or 'cpu' to run on the CPU"
+    )
+    with pytest.raises(RuntimeFailure) as e:
+        ppir.torch.init(device="tpu", timeout_s=5)
+    assert str(e.value) == "device='tpu': expected auto, cpu, cuda or cuda:N"
+    with pytest.raises(RuntimeFailure) as e:
+        ppir.torch.init(backend="nccl", timeout_s=5)
+    assert str(e.value).startswith("backend='nccl' needs CUDA devices, and the ranks run on cpu")
+
+
 def test_a_smaller_last_batch_of_a_data_loader_is_told_in_the_loop_s_words():
     """Was '... a make_batch whose shapes change from step to step must pad them to one': a
     function of ppir launch's model modules, which a loop of one's own does not have."""

@@ -66,21 +66,26 @@ class Mesh:
         return self.pp_rank * self.dp_size + dp_rank
 
 
-def pick_device(requested: str | None, local_rank: int, backend: str | None = None) -> torch.device:
+def pick_device(
+    requested: str | None, local_rank: int, backend: str | None = None, api: bool = False
+) -> torch.device:
     """The device of local rank ``local_rank``: ``requested`` ("auto" or None: cuda when GPUs
     are present, else cpu).  SetupError for a device this machine lacks, or for ``backend``
-    nccl without CUDA (one line, before any process group exists)."""
+    nccl without CUDA (one line, before any process group exists), in the words of the
+    command line's flags, or (``api``) of :func:`init`'s arguments."""
+    said = f"device={requested!r}" if api else f"--device {requested}"
     if requested and requested != "auto":
         try:
             dev = torch.device(requested)
         except RuntimeError:
             dev = None
         if dev is None or dev.type not in ("cpu", "cuda"):
-            raise SetupError(f"--device {requested}: expected auto, cpu, cuda or cuda:N")
+            raise SetupError(f"{said}: expected auto, cpu, cuda or cuda:N")
         if dev.type == "cuda" and not torch.cuda.is_available():
+            leave = "pass device=None or 'cpu'" if api else "leave --device out"
             raise SetupError(
-                f"--device {requested}: this machine has no CUDA device "
-                "(torch.cuda.is_available() is False); leave --device out to run on the CPU"
+                f"{said}: this machine has no CUDA device "
+                f"(torch.cuda.is_available() is False); {leave} to run on the CPU"
             )
         if dev.type == "cuda" and dev.index is None:
             dev = torch.device("cuda", local_rank % max(torch.cuda.device_count(), 1))
@@ -90,8 +95,8 @@ def pick_device(requested: str | None, local_rank: int, backend: str | None = No
         dev = torch.device("cpu")
     if backend == "nccl" and dev.type != "cuda":
         raise SetupError(
-            f"--dist-backend nccl needs CUDA devices, and the ranks run on {dev.type}: "
-            "use gloo (the default on the CPU)"
+            f"{'backend=' + repr(backend) if api else '--dist-backend nccl'} needs CUDA "
+            f"devices, and the ranks run on {dev.type}: use gloo (the default on the CPU)"
         )
     return dev
 
@@ -111,7 +116,7 @@ def init(device: str | None = None, backend: str | None = None, timeout_s: float
         raise problem
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    dev = pick_device(device, local_rank, backend)
+    dev = pick_device(device, local_rank, backend, api=True)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     backend = backend or ("nccl" if dev.type == "cuda" else "gloo")
