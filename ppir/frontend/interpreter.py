@@ -16,7 +16,7 @@ from ppir.diagnostics import Note, count, did_you_mean, error
 from ppir.frontend import ast as A
 from ppir.frontend.emit import OpEmitter
 from ppir.frontend.limits import MAX_INT, check_int
-from ppir.frontend.reserved import NEXT, NEXT_MEANS
+from ppir.frontend.reserved import reserved_hints
 from ppir.frontend.scope import (
     IMPURE_BUILTINS,
     MISSING,
@@ -113,9 +113,9 @@ class Interpreter(OpEmitter):
                     "undefined-name",
                     f"undefined name '{name}'",
                     span,
-                    hints=[NEXT_MEANS]
-                    if name == NEXT
-                    else did_you_mean(name, scope.visible_names()) or scope.values_hint(),
+                    hints=reserved_hints(name)
+                    or did_you_mean(name, scope.visible_names())
+                    or scope.values_hint(),
                 )
             return v
 

@@ -1,7 +1,8 @@
 """Names a .pps file cannot bind, refused where they are bound: ``next`` (as an op's
-microbatch it means the next one of the chunk, so a binding of it could never be read there)
-and, as a function's name, the ops (``F(m)`` as a statement always runs the op) and the
-builtins (a call of ``min`` always calls the builtin)."""
+microbatch it means the next one of the chunk, so a binding of it could never be read there),
+the statement and operator keywords (:data:`KEYWORDS`: ``let if = 0`` bound a name no
+expression can read) and, as a function's name, the ops (``F(m)`` as a statement always runs
+the op) and the builtins (a call of ``min`` always calls the builtin)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,32 @@ OPS = {
 }
 
 
+KEYWORDS = ("if", "else", "for", "in", "let", "def", "and", "or", "not")
+IF_VALUE = (
+    "'if' is a statement, not a value: a comparison is 1 or 0, so (c) * a + (1 - (c)) * b is "
+    "a where c holds and b elsewhere (min and max help too)"
+)
+
+
+def reserved_hints(name: str) -> list[str]:
+    """What an undefined ``name`` that is reserved means (``next``, a keyword); [] else."""
+    if name == NEXT:
+        return [NEXT_MEANS]
+    if name == "if":
+        return [IF_VALUE]
+    return [f"'{name}' is a keyword of the language, not a value"] if name in KEYWORDS else []
+
+
 def check_binder(name: str, span: Span, what: str) -> None:
-    """A located ``reserved-name`` error when ``name`` is ``next``; ``what`` says what binds
-    it (``a loop variable``)."""
+    """A located ``reserved-name`` error when ``name`` is ``next`` or a keyword; ``what`` says
+    what binds it (``a loop variable``)."""
+    if name in KEYWORDS:
+        raise error(
+            "reserved-name",
+            f"'{name}' is a keyword of the language: it cannot name {what}",
+            span,
+            hints=["choose another name"],
+        )
     if name == NEXT:
         raise error(
             "reserved-name",

@@ -14,6 +14,7 @@ import re
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
 from ppir.diagnostics import Note, PpirError, did_you_mean, error
+from ppir.frontend.reserved import IF_VALUE
 from ppir.ir import Span
 
 # What the user types for each terminal, for "expected ..." messages.
@@ -130,7 +131,7 @@ def syntax_error(
     elif elif_:  # '} elif c {' reads as a call of elif, not as a call to fix with '(...)'
         hints = [f"'{elif_}' is not a .pps keyword: write {_ELSE_IF}"]
     elif tok.type != "$END" and _IF_AS_VALUE.search(text, 0, tok.start_pos):  # 'let x = if c'
-        hints = [_IF_VALUE]
+        hints = [IF_VALUE]
     elif prev is not None and prev.type == "NAME" and set(e.expected) == {"LPAR"}:
         hints.append(f"'{prev}' starts a call here, its arguments in parentheses: {prev}(...)")
     elif prev is not None and prev.type == "COMMA" and tok.type in ("RPAR", "RSQB"):
@@ -165,10 +166,6 @@ _IF_AS_VALUE = re.compile(
     r"(?:[A-Za-z_]\w*\s*|\([^(){}]*\)\s*)?$"
 )  # 'if' where a value belongs is lexed as a name: the parse fails after it, or after the
 # name or the parenthesised condition that follows it (in a program, a call's start)
-_IF_VALUE = (
-    "'if' is a statement, not a value: a comparison is 1 or 0, so (c) * a + (1 - (c)) * b is "
-    "a where c holds and b elsewhere (min and max help too)"
-)
 _RANGE = "a range is written with two dots, 'for m in 0 .. M' (m from 0 to M - 1)"
 _SEMICOLON = (
     "statements need no separator: write them one after another, "
