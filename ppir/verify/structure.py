@@ -260,16 +260,43 @@ def _missing_at(
             where = f" (it runs {g.where(related)})"
         else:
             span, where = _first_span(g, holder), ""
+        others = _nearest_sibling(g, seen, a, letters, span)
         out.append(
             Diagnostic(
                 "incomplete",
                 f"{a} is missing: stage {st} (rank {holder}) never runs {what} of microbatch "
                 f"{m}{where}",
                 span,
-                notes=_empty_loops(g, holder, letters) + declared,
+                notes=others + _empty_loops(g, holder, letters) + declared,
             )
         )
     return out
+
+
+_SIBLINGS = {"F": "forwards", "BIW": "backwards", "I": "backward-input passes (I)"}
+
+
+def _nearest_sibling(g: ProgramGraph, seen: dict, a: Action, letters: str, span) -> tuple:
+    """A note at the op of ``a``'s stage and kind (``letters``: a backward is B or I) whose
+    microbatch is nearest ``a``'s, where one exists and is written on another line than
+    ``span``: the statement that runs the others, which stops short of ``a`` (a loop's bound,
+    as a rule), where the error itself points at the op ``a`` should have followed (a literal
+    program's line, which shows the others already, gets none)."""
+    kinds = (B, I) if letters == "BIW" else (OpKind(letters),)
+    M = g.schedule.microbatches
+    for d in range(1, M):
+        for m in (a.mb - d, a.mb + d):
+            for k in kinds:
+                o = seen.get((a.stage, k, m)) if 0 <= m < M else None
+                at = g.ops[o].span if o is not None else None
+                if at is not None and (
+                    span is None or (at.path, at.line) != (span.path, span.line)
+                ):
+                    noun = _SIBLINGS.get(letters, "backward-weight passes (W)")
+                    return (Note(f"stage {a.stage}'s other {noun} run here ({g.ops[o]})", at),)
+                if o is not None:
+                    return ()
+    return ()
 
 
 def _empty_loops(g: ProgramGraph, rank: int, letters: str) -> tuple[Note, ...]:
