@@ -158,9 +158,16 @@ def test_a_module_without_the_api_is_refused_before_any_process_starts(cli, tmp_
         "build, loss"
     ), err
     assert len(err.splitlines()) == 1  # once, not once per rank
-    # the module's own configure() refusing an option: its exception, with its traceback
-    with pytest.raises(ValueError, match=r"unknown gpt_model options \['nope'\]"):
-        cli(command, *argv, "--module", "examples/gpt_model.py", "--module-opt", "nope=1")
+    # the module's own configure() refusing an option: its exception, with its traceback, under
+    # the command's header (exit 1: the model's code failed)
+    code, _, err = cli(
+        command, *argv, "--module", "examples/gpt_model.py", "--module-opt", "nope=1"
+    )
+    assert code == 1 and err.startswith("ppir profile: failed:\nTraceback"), err
+    assert err.endswith(
+        "ValueError: unknown gpt_model options ['nope']; known: ['batch', "
+        "'d_model', 'heads', 'layers', 'lr', 'seed', 'seq', 'vocab']\n"
+    ), err
 
 
 def test_a_build_stage_with_the_wrong_parameters_is_one_line_before_any_process(cli, tmp_path):

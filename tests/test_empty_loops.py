@@ -32,8 +32,13 @@ program r {
     assert [str(d.span.line) + d.message[:3] for d in errors] == ["5" + "0B1", "5" + "1B1"]
     for d in errors:
         rank = 0 if d.message.startswith("0B1") else 1
-        # the B loop of its own rank, not the (also empty) F loop on line 6
-        assert [(n.span.line, n.span.col, n.span.end_col) for n in d.notes] == [(8, 12, 22)]
-        assert d.notes[0].message == (
+        # the statement that runs the stage's other backwards (microbatch 0), then the B loop of
+        # its own rank, not the (also empty) F loop on line 6
+        assert [(n.span.line, n.span.col, n.span.end_col) for n in d.notes] == [
+            (7, 25, 29),
+            (8, 12, 22),
+        ]
+        assert d.notes[0].message == f"stage {rank}'s other backwards run here ({rank}B0)"
+        assert d.notes[1].message == (
             f"this loop would emit B but its range is empty on rank {rank}: 2 .. 1 (with M = 2)"
         )
