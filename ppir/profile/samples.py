@@ -112,6 +112,13 @@ def post_wall_times(groups_per_rank: list) -> list[float]:
     return [g[4] - g[0] for groups in groups_per_rank for g in groups if len(g) > 5]
 
 
+def upper_median(xs) -> float:
+    """The middle of ``xs`` in order, the upper one of two middles: one measured sample, not
+    an average of two (``xs`` not empty)."""
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
 def trimmed_mean(xs: list, cut: float = 0.1) -> float:
     """The mean of ``xs`` without its top and bottom ``cut`` (0 for no samples)."""
     if not xs:

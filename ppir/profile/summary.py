@@ -31,13 +31,14 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         post_wall_times,
         processor_share,
         trimmed_mean,
+        upper_median,
     )
 
     pieces = data["pieces"]
     in_run = message_times(data.get("groups", []))
     posts = post_times(data.get("groups", []))
-    isolated = sorted(data.get("transfer_isolated", []))
-    transfer = trimmed_mean(in_run) if in_run else (isolated[len(isolated) // 2] if isolated else 0)
+    isolated = data.get("transfer_isolated", [])
+    transfer = trimmed_mean(in_run) if in_run else (upper_median(isolated) if isolated else 0)
     info = (
         ("model", spec.model),
         ("schedule", "1f1b"),
@@ -50,15 +51,15 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     if info[-1][1] == "cpu":  # the ranks shared these cores, and so will a run with more ranks
         info += (("processors", cpu_cores()),)
     if isolated:
-        info += (("transfer_isolated", isolated[len(isolated) // 2]),)
+        info += (("transfer_isolated", upper_median(isolated)),)
     walls = data.get("step_walls", ())
-    whole = sorted(w[1] for w in walls if w[0] is False)
+    whole = [w[1] for w in walls if w[0] is False]
     if whole:  # the timed 1F1B steps with whole backwards (the others split B into I and W)
-        info += (("step_time", whole[len(whole) // 2]),)
+        info += (("step_time", upper_median(whole)),)
     cores = dict(info).get("processors")
     if cores and walls and all(len(w) > 2 and w[1] > 0 for w in walls):
-        use = sorted(w[2] / (min(cores, spec.ranks) * w[1]) for w in walls)
-        info += (("core_use", use[len(use) // 2]),)
+        use = [w[2] / (min(cores, spec.ranks) * w[1]) for w in walls]
+        info += (("core_use", upper_median(use)),)
     return MeasuredCosts(
         len(pieces),
         tuple(trimmed_mean(p["F"]) for p in pieces),
