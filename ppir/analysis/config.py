@@ -149,10 +149,7 @@ class CostConfig:
             costs += f" FB={fmt_exact(self.FB)}"
         if self.measured is not None:
             m = self.measured
-            how = ", ".join(  # a float in the info is seconds (transfer_isolated)
-                f"{k} {v * 1e3:.3g} ms" if isinstance(v, float) else f"{k} {v}" for k, v in m.info
-            )
-            head = f"costs measured on {m.stages} stages ({how or 'ppir profile'})"
+            head = f"costs measured on {m.stages} stages ({m.info_text() or 'ppir profile'})"
             if self.model is not None:  # two sources: say which number comes from which
                 head += f"; memory of model {self.model.name}, not the measured one"
             head += m.sharing_note(ranks, self.processors)

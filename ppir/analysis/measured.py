@@ -156,6 +156,18 @@ class MeasuredCosts:
         order = processor_times(self.order, self.processor_share)
         return replace(self, **times, order=order, processor_share=())
 
+    def info_text(self) -> str:
+        """The informative fields as the assumptions line says them: a float is seconds
+        (``transfer_isolated``, ``step_time``) except ``core_use``, a share of the cores."""
+        return ", ".join(
+            f"{k} {v:.0%}"
+            if k == "core_use"
+            else f"{k} {v * 1e3:.3g} ms"
+            if isinstance(v, float)
+            else f"{k} {v}"
+            for k, v in self.info
+        )
+
     def sharing_note(self, ranks=None, processors: int | None = None) -> str:
         """What the assumptions line says of near and far times (where measured), posts and op
         times on shared processors: ``; posting a group 0.5 ms (its wall time; 0.4 ms of
