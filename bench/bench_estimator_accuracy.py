@@ -267,9 +267,9 @@ def bench_rank(ctx, model, args) -> dict:
 
     from ppir.plan import build_plan
     from ppir.profile.launch import _program
+    from ppir.profile.measure import STEP_KINDS, Profiler
     from ppir.profile.orders import Order, orders
     from ppir.profile.pieces import build
-    from ppir.profile.worker import STEP_KINDS, Profiler
     from ppir.torch.model import split_batch
 
     P, M = ctx.world, args.microbatches

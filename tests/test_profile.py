@@ -6,6 +6,7 @@ import io
 import re
 import sys
 import textwrap
+import traceback
 
 import pytest
 
@@ -87,6 +88,44 @@ def test_an_error_in_loss_fn_keeps_its_traceback_and_names_both_shapes(tmp_path)
         f"ppir profile, rank 0: loss_fn(output, target) of stage 0, microbatch 0, given output "
         f"({ROWS}, {WIDTH}) float32 and target ({ROWS}, {WIDTH}) float32"
     ]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11+")
+def test_an_error_in_a_backward_keeps_its_traceback_and_names_the_stage(tmp_path):
+    """A backward that raises (autograd running the user's code): was the user's traceback
+    alone, where the runtime notes the instruction (ppir.torch.executor)."""
+    path = tmp_path / "bad_backward.py"
+    boom = textwrap.dedent(
+        """
+        class Boom(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 1
+
+            @staticmethod
+            def backward(ctx, g):
+                raise ValueError("no gradient today")
+
+        class Stage(torch.nn.Module):
+            def __init__(self, inner, last):
+                super().__init__()
+                self.inner, self.last = inner, last
+
+            def forward(self, x):
+                y = self.inner(x)
+                return Boom.apply(y) if self.last else y
+
+        _build = build_stage
+
+        def build_stage(stage, num_stages):
+            return Stage(_build(stage, num_stages), stage == num_stages - 1)
+        """
+    )
+    path.write_text(MODEL + boom)
+    with pytest.raises(ValueError, match="no gradient today") as e:
+        profile(ProfileSpec(str(path), ranks=1, stages=2, microbatches=M, steps=2, warmup=0))
+    assert e.value.__notes__ == ["ppir profile, rank 0, step 0: stage 1's backward"]
+    assert "raise ValueError" in "".join(traceback.format_tb(e.value.__traceback__))
 
 
 def test_bad_requests_are_profile_errors(model_file, tmp_path):

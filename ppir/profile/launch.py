@@ -120,8 +120,8 @@ def _rank_main(
     import torch
     import torch.distributed as dist
 
+    from ppir.profile.measure import measure_rank
     from ppir.profile.pieces import build
-    from ppir.profile.worker import measure_rank
 
     P = spec.ranks
     if on_step is None and rank == 0 and P > 1:
@@ -181,7 +181,7 @@ def gather(
     """Every rank's samples and groups on rank 0 (collective): the JSON :func:`summarize` reads,
     or None on the other ranks; ``positions``: the rank's samples in the further orders,
     (piece, samples by position) (:meth:`ppir.profile.orders.Order.positions`); ``walls``: the
-    timed steps' (kind, wall, processor) seconds (:func:`ppir.profile.worker.measure_rank`):
+    timed steps' (kind, wall, processor) seconds (:func:`ppir.profile.measure.measure_rank`):
     rank 0's kind and wall, and the processor seconds of every rank together."""
     import torch
     import torch.distributed as dist

@@ -1,9 +1,9 @@
-"""One rank of ``ppir profile``: run 1F1B over the model's pieces and time every op in place.
+"""One rank of ``ppir profile`` at work: a :class:`Runner` runs a lowered program (1F1B, or a
+further order) over the rank's pieces and times every op in place.
 
-:func:`measure_rank` is called on every rank (with the default process group initialised when
-``world > 1``) and returns that rank's samples; see :mod:`ppir.profile` for what is measured.
-The 1F1B order and its message groups come from ppir's own ``1f1b`` built-in lowered by
-lower-comms (the compiler's semantics; nothing is re-derived here).
+:func:`ppir.profile.measure.measure_rank` drives it on every rank.  The order and its message
+groups come from ppir's own built-ins lowered by lower-comms (the compiler's semantics; nothing
+is re-derived here).
 """
 
 from __future__ import annotations
@@ -14,40 +14,13 @@ import torch
 import torch.distributed as dist
 
 from ppir.ir import Action, Group, OpKind, Wait, deps
-from ppir.profile import pieces as PC
-from ppir.profile.boundaries import propagate_shapes
 from ppir.profile.errors import check_loss, comm
-from ppir.profile.orders import Order, order_steps, orders, rank_pieces
-from ppir.profile.pieces import build
+from ppir.profile.orders import rank_pieces
 from ppir.profile.samples import Samples, position
-from ppir.profile.transfer import barrier, measure_transfer
 from ppir.torch import values as V
 from ppir.torch.backward import backward_full, backward_input, backward_weight
-from ppir.torch.model import optimizer_state_bytes, scalar_loss
+from ppir.torch.model import scalar_loss
 from ppir.torch.procgroup import wait_all
-
-
-class SavedBytes:
-    """Saved-tensor hooks counting the distinct tensors autograd keeps (a view counts its own
-    bytes once, however often it is saved; parameters and their views are excluded)."""
-
-    def __init__(self, params):
-        self.skip = {p.data_ptr() for p in params}
-        self.seen: set[tuple[int, int]] = set()
-
-    def pack(self, t):
-        key = (t.data_ptr(), t.numel() * t.element_size())
-        if key[0] not in self.skip and key[1]:
-            self.seen.add(key)
-        return t
-
-    @staticmethod
-    def unpack(t):
-        return t
-
-    @property
-    def total(self) -> int:
-        return sum(n for _, n in self.seen)
 
 
 class Runner:
@@ -90,6 +63,17 @@ class Runner:
         self.sync()
         self.cpu = time.thread_time() - cpu  # the op's processor time (on this thread)
         return out, time.perf_counter() - t0
+
+    def _backward(self, j: int, part: str, fn):
+        """``self._timed(fn)`` of piece ``j``'s backward (or ``part`` of it); an exception from
+        it (autograd running the user's backward code) propagates, its traceback whole, with a
+        note naming the piece, as the runtime's does."""
+        try:
+            return self._timed(fn)
+        except Exception as e:
+            where = f"ppir profile, rank {self.rank}, step {self.steps}: stage {self.index[j]}'s"
+            V.note(e, lambda: f"{where} backward{part}")
+            raise
 
     def _keep(self, j: int, kind: str, dt: float, i: int = 0, n: int = 1) -> None:
         """Record the op just timed: ``dt`` seconds of piece ``j``'s ``kind``, the ``i``-th of
@@ -160,7 +144,7 @@ class Runner:
                 def full(ys=ys, gs=gs, grad_in=grad_in):
                     return backward_full(ys, gs, grad_in)
 
-                dx, dt = self._timed(full)
+                dx, dt = self._backward(j, "", full)
                 if record:
                     self._keep(j, "B", dt, i, n)
                 g = V.input_grads(grad_in, dx)
@@ -171,13 +155,15 @@ class Runner:
             def inp(ys=ys, gs=gs, grad_in=grad_in, ps=self.params[j]):
                 return backward_input(ys, gs, grad_in, ps)
 
-            (dx, work), ti = self._timed(inp)
+            (dx, work), ti = self._backward(j, " (input gradient)", inp)
             if record:  # before W's timing replaces self.cpu
                 self._keep(j, "I", ti, i, n)
             if split == "late":  # W after the next microbatch's F and I (ZB-H1's last stage)
                 self.late.append((j, work))
             else:
-                _, tw = self._timed(lambda work=work: backward_weight(work))
+                _, tw = self._backward(
+                    j, " (weight gradients)", lambda work=work: backward_weight(work)
+                )
                 if record:
                     self._keep(j, "W", tw)
             del work
@@ -188,7 +174,9 @@ class Runner:
         """The deferred W of all but the last ``keep`` pieces' works, timed as ``W_late``."""
         while len(self.late) > keep:
             j, work = self.late.pop(0)
-            _, tw = self._timed(lambda work=work: backward_weight(work))
+            _, tw = self._backward(
+                j, " (weight gradients)", lambda work=work: backward_weight(work)
+            )
             if record:
                 self._keep(j, "W_late", tw)
 
@@ -277,124 +265,3 @@ class Runner:
 def _actions(item) -> tuple:
     """The communication actions of a program item: a group's or a wait's, or the action."""
     return item.actions if isinstance(item, (Group, Wait)) else (item,)
-
-
-class Profiler:
-    """The measurement of one rank, step by step (``ppir profile`` runs :func:`measure_rank`;
-    a bench may interleave :meth:`step` with other work to share the machine's load)."""
-
-    def __init__(
-        self, rank, world, pieces, model, program, schedule, M, device, batch=None, timeout_s=None
-    ):
-        self.run = Runner(rank, world, pieces, model.loss_fn, program, schedule, M, device)
-        self.run.timeout_s = timeout_s
-        self.model = model
-        if batch is None:
-            from ppir.profile.launch import check_batch
-
-            batch = model.make_batch(0)
-            check_batch(batch, M)
-        self.inputs = [V.to_device(x, device) for x in V.split_batch(batch[0], M, "inputs")]
-        self.targets = [V.to_device(t, device) for t in V.split_batch(batch[1], M, "targets")]
-        propagate_shapes(self.run, self.inputs[0], device)
-        if world > 1:
-            measure_transfer(self.run, 1)  # connects every pair before anything is timed
-        self.params = [p for ps in self.run.params for p in ps]
-        self.counted = False
-
-    def step(self, split: bool | str, record: bool = True) -> None:
-        """One 1F1B step: full backwards, or (``split``) I then W, or (``split="late"``) I then
-        the previous microbatch's W (``W_late``); the first recorded step also counts the saved
-        bytes of one microbatch."""
-        run = self.run
-        hooks = None
-        if record and not self.counted:
-            hooks = [SavedBytes(self.params) for _ in run.pieces]
-        run.step(self.inputs, self.targets, split=split, record=record, hooks=hooks)
-        if hooks:
-            for s, h in zip(run.samples, hooks):
-                s.activation_bytes = h.total
-            self.counted = True
-
-    def finish(self, reps: int):
-        """F&B and the isolated boundary timings; -> (samples per piece, one-way seconds per
-        boundary in isolation, this rank's recorded groups)."""
-        from ppir.profile.fb import measure_fb
-
-        measure_fb(self.run, self.inputs, self.targets, max(3, reps))
-        transfer = measure_transfer(self.run, max(5, reps)) if self.run.world > 1 else []
-        for s, ps in zip(self.run.samples, self.run.params):
-            s.optimizer_bytes = optimizer_state_bytes(self.model, ps, why := [])
-            s.optimizer_error = "".join(why)
-        shared = PC.shared_bytes(self.model, self.run.pieces, self.run.first)
-        for s, mine in zip(self.run.samples, shared):
-            s.shared = mine
-        return self.run.samples, transfer, self.run.groups
-
-
-STEP_KINDS = (False, True, "late")
-"""The profile's timed steps in turn: full backwards, split with W right after its I, split with
-W after the next microbatch's F and I (so W_late needs 3 steps)."""
-
-
-def measure_rank(
-    rank,
-    world,
-    pieces,
-    model,
-    program,
-    schedule,
-    M,
-    steps,
-    warmup,
-    device,
-    batch=None,
-    timeout_s=None,
-    on_step=None,
-    further=True,
-):
-    """The rank's samples (a list of :class:`Samples`, one per piece), boundary times, groups,
-    samples in the further orders (:mod:`.orders`, run after the timed steps) and each timed
-    1F1B step's ``(kind, wall seconds, processor seconds)`` (kind: a :data:`STEP_KINDS` entry;
-    from the barrier before it to the barrier after it, what the slowest rank took; the
-    processor time of this rank's process, all its threads, over that span); ``batch``:
-    ``make_batch(0)`` when the caller made it (else it is made here); ``timeout_s``: the
-    process group's timeout, named in the error of a peer that does not answer;
-    ``on_step(n)``: called after each step (``ProfileSpec.total_steps``) with the steps done;
-    ``further``: run the further orders (after F&B, the transfers and the optimizer's bytes,
-    with 1F1B's pieces moved off a GPU)."""
-    prof = Profiler(rank, world, pieces, model, program, schedule, M, device, batch, timeout_s)
-    done = 0
-
-    def after(step: int, what: str = "profile step") -> float:  # when every rank had ended it
-        nonlocal done
-        if world > 1:
-            barrier(prof.run, f"rank {rank}: after {what} {step}")
-        end = time.perf_counter()
-        done += 1
-        if on_step is not None:
-            on_step(done)
-        return end
-
-    walls = []
-    for i in range(warmup + steps):
-        kind = STEP_KINDS[(i - warmup) % 3]
-        begin, cpu = time.perf_counter(), time.process_time()  # all left the last barrier
-        prof.step(split=kind, record=i >= warmup)
-        end = after(i)
-        if i >= warmup:
-            walls.append((kind, end - begin, time.process_time() - cpu))
-    samples, transfer, groups = prof.finish(steps)  # all measured with 1F1B's pieces: their
-    if device.type == "cuda":  # memory goes to the orders' own copies from here on
-        for m in pieces:
-            m.to("cpu")
-        torch.cuda.empty_cache()
-    positions = []  # the further orders, one at a time (their pieces are freed in between)
-    for name in orders(world, world * len(pieces), M) if further else ():
-        order = Order(prof, lambda j: build(model, j, world * len(pieces), device), name)
-        for i in range(1 + order_steps(steps)):  # one step untimed
-            order.step(prof, i, record=i > 0)
-            after(i, f"{name} order step")
-        positions += order.positions()
-        del order
-    return samples, transfer, groups, positions, walls
