@@ -66,6 +66,14 @@ def test_a_death_without_exception_comes_before_a_lost_peer():
     assert root_cause([RankEnd(2, 3, None)]).message == (
         "rank 2 died without a Python exception (exit code 3)"
     )
+    # exit code 1 without a record: an exception raised before ppir's runtime held the rank
+    # (a worker script's failed import); it was said to be a death without an exception
+    ends = [RankEnd(0, 1, None), RankEnd(1, 1, None), RankEnd(2, -9, None)]
+    assert root_cause(ends).message == (
+        "ranks 0 and 1 ended with exit code 1 and recorded no error (how Python ends on an "
+        "uncaught exception: the traceback is in the output above); rank 2 died without a "
+        "Python exception (killed by signal 9 (SIGKILL))"
+    )
 
 
 def test_the_earliest_lost_peer_then_a_quoted_failure_then_outside_sigterms():

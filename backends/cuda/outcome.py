@@ -7,7 +7,9 @@ in this order:
 1. the earliest rank's own error (an exception; the runtime's own error, or the user's code
    with its traceback);
 2. a rank that died without a Python exception: a signal other than the launcher's SIGTERM
-   (SIGKILL, SIGSEGV, ...) or an exit code without a record (``os._exit``);
+   (SIGKILL, SIGSEGV, ...) or an exit code without a record (``os._exit``); exit code 1
+   without a record is said to be Python's for an exception nothing caught (the rank's output
+   holds its traceback);
 3. the earliest communication failure (a peer that timed out or went away) -- the peer it names
    is the one that hung; when that peer (or, if it names none, any rank of this node) ended
    with exit code 0, the cause is that rank leaving while this one still ran (``ppir.run``
@@ -87,7 +89,7 @@ def root_cause(ends: list[RankEnd]) -> Cause | None:
         return Cause(e.record["message"], e.record.get("traceback"), e.rank)
     if "died" in by_kind:
         died = sorted(by_kind["died"], key=lambda e: e.rank)
-        text = "; ".join(f"rank {e.rank} died without a Python exception ({e.how()})" for e in died)
+        text = _deaths(died)
         return Cause(text, None, died[0].rank)
     if "comm" in by_kind:
         e = earliest("comm")
@@ -111,6 +113,26 @@ def root_cause(ends: list[RankEnd]) -> Cause | None:
         ranks = rank_list(sorted(e.rank for e in by_kind["stopped"]))
         return Cause(f"{ranks} terminated by SIGTERM from outside the launcher")
     return None
+
+
+def _deaths(died: list[RankEnd]) -> str:
+    """How the ranks without a record ended (``died``, in rank order): exit code 1 is how
+    Python ends on an exception that nothing caught (one raised before ppir's runtime held the
+    rank, at import say); any other code or a signal is a death without a Python exception."""
+    parts = [
+        (e.rank, f"rank {e.rank} died without a Python exception ({e.how()})")
+        for e in died
+        if e.exitcode != 1
+    ]
+    if ones := [e.rank for e in died if e.exitcode == 1]:
+        parts.append(
+            (
+                ones[0],
+                f"{rank_list(ones)} ended with exit code 1 and recorded no error (how Python "
+                "ends on an uncaught exception: the traceback is in the output above)",
+            )
+        )
+    return "; ".join(text for _, text in sorted(parts))
 
 
 def summary(ends: list[RankEnd], cause: Cause | None) -> str:
