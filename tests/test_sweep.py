@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import re
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
 from ppir import load_schedule
 from ppir.cli.analyze import fmt
 from ppir.cli.sweep import dependency_timing, sweep
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 # stages 0 and 1 on rank 0, stage 2 on rank 1: ranks with unequal work
 UNEQUAL_RANKS = (
@@ -270,6 +273,9 @@ def test_the_headline_names_the_parameters_the_rows_do_not_show(cli):
     # an error row's parameters count too (they are resolved from the header)
     code, out, _ = cli("sweep", "1f1b", "--over", "M=0,4", "-D", "P=2")
     assert code == 1 and out.startswith("1f1b(P=2): sweeping M; ")
+    # a file is named as 'ppir compile' names it: by its schedule (was the path)
+    code, out, _ = cli("sweep", str(EXAMPLES / "my_schedule.pps"), "--over", "M=4,8", "-D", "P=4")
+    assert code == 0 and out.startswith("my_schedule(P=4): sweeping M; ")
 
 
 def test_the_text_says_its_bubble_is_the_worst_ranks_not_compiles_mean(cli, tmp_path):

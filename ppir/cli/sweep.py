@@ -222,7 +222,7 @@ def _row(spec, over, val, fixed, model, recompute, layers, placement) -> dict:
                 "agrees": pv == meas["layers/chunk"] if ok else None,
             }
         )
-    return {"value": val, "params": p, "measured": meas, "predictions": preds}
+    return {"value": val, "name": s.name, "params": p, "measured": meas, "predictions": preds}
 
 
 def _known_params(spec, params: dict) -> dict:
@@ -349,8 +349,11 @@ def _fixed(over: str, rows: list[dict]) -> str:
 
 
 def format_text(spec: str, over: str, rows: list[dict]) -> str:
+    """The table, titled with the schedule's name as 'ppir compile' says it (``my_schedule``
+    for ``examples/my_schedule.pps``; the spec itself when no value expanded)."""
+    title = next((row["name"] for row in rows if "name" in row), spec)
     lines = [
-        f"{spec}{_fixed(over, rows)}: sweeping {over}; uniform costs F=1 B=2 I=W=1 per rank "
+        f"{title}{_fixed(over, rows)}: sweeping {over}; uniform costs F=1 B=2 I=W=1 per rank "
         "share, no comm cost; A = one microbatch's activations of L/P layers; peak A on the "
         "worst rank",
         "bubble/*: compute graph (ASAP, program order + data deps); step time: the cost "
