@@ -54,7 +54,7 @@ from ppir.analysis.layout import faster_split, uneven_layers
 from ppir.analysis.measured_footprint import sizes_known, whole_memory
 from ppir.analysis.memory import analyze_memory, split_fractions
 from ppir.analysis.timeline import dependency_bound, run
-from ppir.analysis.tune_load import Refused, load_for_batch, refusal
+from ppir.analysis.tune_load import Refused, load_for_batch, refuse
 from ppir.analysis.tune_space import Builtin, Candidate, Space, default_global_batch
 from ppir.analysis.units import fmt_sizes_apart
 from ppir.diagnostics import PpirError, error
@@ -267,7 +267,8 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
             name, params, {"P": P, "M": M, "v": v}, builtin=isinstance(name, Builtin)
         )
     except Refused as e:
-        return [Candidate(**base, recompute=r, reason=e.reason, why=e.why) for r in recomputes]
+        why = dict(reason=e.reason, why=e.why, file=e.file)
+        return [Candidate(**base, recompute=r, **why) for r in recomputes]
     base["v"] = max(1, s.stages // s.ranks)
     if model is not None:
         L, span = model.layers, deps.pipeline_length(s.stages, schedule_copies(s))
@@ -298,7 +299,7 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
             if reduce_members(s, dp) > 1:  # its gradient reductions, as compile times them
                 c.costs = with_dp(c.costs, s, c.config, dp)
         except PpirError as e:
-            c.reason, c.why = refusal(e.diagnostics[0]), "constraint"
+            refuse(c, e.diagnostics[0])
             continue
         c.bound = c.costs.to_time(program_bound(s, c.costs, summary)) * scale
         c.scale = scale
@@ -342,13 +343,9 @@ def _compile(c: Candidate, budget, progress) -> Candidate:
         cfg = dict(costs=c.config, progress=progress, input_timeline=tl, dp=c.dp)
         comp = compile(c.program, verify="final", **cfg)
     except PpirError as e:
-        c.reason, c.why = refusal(e.diagnostics[0]), "constraint"
-        return c
+        return refuse(c, e.diagnostics[0])
     if not comp.ok:
-        first = comp.report.errors[0] if comp.report else None
-        c.reason = refusal(first) if first else "the program does not verify"
-        c.why = "constraint"
-        return c
+        return refuse(c, comp.report.errors[0] if comp.report else None)
     fi = split_fractions(c.config.model, c.recompute)
     mem = analyze_memory(comp.graph, None, recompute=c.recompute, i_fraction=fi)
     c.estimate = from_timeline(comp.timeline, c.config, mem, comp.dependency_bound)

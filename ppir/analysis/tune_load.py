@@ -10,8 +10,6 @@ choice (:class:`Refused`) when no M gives the count."""
 
 from __future__ import annotations
 
-import re
-
 from ppir.analysis.units import microbatch_json
 from ppir.diagnostics import PpirError, count
 from ppir.frontend.loader import load_schedule
@@ -19,11 +17,12 @@ from ppir.frontend.loader import load_schedule
 
 class Refused(Exception):
     """A choice ``ppir tune`` rejects before compiling: ``why`` (``constraint`` or
-    ``divisibility``) and the ``reason`` it prints."""
+    ``divisibility``), the ``reason`` it prints and the schedule ``file`` that reason points
+    into (:func:`refused_file`)."""
 
-    def __init__(self, why: str, reason: str):
+    def __init__(self, why: str, reason: str, file: str | None = None):
         super().__init__(reason)
-        self.why, self.reason = why, reason
+        self.why, self.reason, self.file = why, reason, file
 
 
 def step_microbatches(program) -> int:
@@ -62,7 +61,7 @@ def load_for_batch(name, params: set[str], values: dict, builtin: bool):
             s2 = _load(name, {**given, "M": m}, builtin)
         except Refused as e:
             raise Refused(
-                e.why, f"M={m} (for a step of {count(need, 'microbatch')}): {e.reason}"
+                e.why, f"M={m} (for a step of {count(need, 'microbatch')}): {e.reason}", e.file
             ) from None
         if step_microbatches(s2) == need:
             return s2, m
@@ -79,17 +78,8 @@ def _load(name, given: dict, builtin: bool):
     try:
         return load_schedule(name, given, builtin=builtin)
     except PpirError as e:
-        raise Refused("constraint", refusal(e.diagnostics[0])) from None
-
-
-_AT = re.compile(r" \(at (.+):\d+:\d+\)$")
-
-
-def located_file(reason: str | None) -> str | None:
-    """The schedule file a rejection's reason points into (:func:`refusal`'s ``(at
-    path:line:col)``), None for a reason that points nowhere."""
-    m = _AT.search(reason or "")
-    return m.group(1) if m else None
+        d = e.diagnostics[0]
+        raise Refused("constraint", refusal(d), refused_file(d)) from None
 
 
 def refusal(d) -> str:
@@ -100,3 +90,18 @@ def refusal(d) -> str:
     if d.kind == "require-failed" or d.span is None:
         return d.message
     return f"{d.message} (at {d.span})"
+
+
+def refused_file(d) -> str | None:
+    """The schedule file that :func:`refusal`'s reason for ``d`` points into (its ``(at
+    path:line:col)``), None when it points nowhere."""
+    return None if d.kind == "require-failed" or d.span is None else d.span.path
+
+
+def refuse(c, d):
+    """Candidate ``c`` rejected as a constraint for the diagnostic ``d`` (None: its program
+    does not verify, with no error to quote); returns ``c``."""
+    c.why = "constraint"
+    c.reason = refusal(d) if d is not None else "the program does not verify"
+    c.file = refused_file(d) if d is not None else None
+    return c

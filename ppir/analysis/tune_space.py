@@ -36,6 +36,7 @@ class Candidate:
     footprint: Footprint | None = None
     reason: str | None = None  # None: ranked
     why: str = ""  # pruned, divisibility, constraint or memory
+    file: str | None = None  # the schedule file the reason points into (tune_load.refused_file)
     config: CostConfig | None = field(default=None, repr=False)
     program: object = field(default=None, repr=False)
     input_timeline: object = field(default=None, repr=False, compare=False)  # the bound's run

@@ -7,7 +7,6 @@ from __future__ import annotations
 from ppir.analysis.layout import format_stage_layers
 from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.tune import TIE_ORDER, same_step_time
-from ppir.analysis.tune_load import located_file
 from ppir.analysis.units import fmt_memory, fmt_size, fmt_time, microbatch_json, unit_meaning
 from ppir.cli.output import table
 from ppir.plan.build import runtime_limit
@@ -259,7 +258,7 @@ def _no_choice_hint(cands, has_model: bool, flag: str, model, space) -> str:
     if "memory" in whys:
         return f": every choice exceeds the memory budget; try {larger}"
     if whys <= {"divisibility", "constraint"}:
-        files = [located_file(c.reason) for c in cands]
+        files = [c.file for c in cands]
         named = ", ".join(sorted({f for f in files if f}))
         if named and all(files):  # mistakes in the files, whatever the sizes
             return (
