@@ -119,6 +119,11 @@ def test_verify_grads_fails_above_tolerance(tmp_path):
     )  # fmt: skip
     assert res.returncode == 1, res.stdout + res.stderr
     assert "FAILED" in res.stdout and "largest difference at stage" in res.stdout
+    # the summary, then each rank's worst parameter in rank order (each rank printed its own
+    # line, which could come before the summary)
+    lines = [x for x in res.stdout.splitlines() if x.startswith("verify-grads:")]
+    assert lines[0].startswith("verify-grads: largest |grad diff| ") and lines[0].endswith("FAILED")
+    assert [x.split(":")[1] for x in lines[1:]] == [" rank 0", " rank 1"], res.stdout
     assert not re.search(r"^step +\d", res.stdout, re.M)  # it stops at step 0, not after 5
     assert re.search(
         r"failed: rank \d: --verify-grads: step 0's gradients or loss differ from single-process "

@@ -77,6 +77,15 @@ class Verifier:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return t.tolist()
 
+    def _say(self, head: str, detail: str | None) -> None:
+        """Rank 0 prints ``head``, then every rank's ``detail`` (None: it has none) in rank
+        order: one process writes them all, so they come in that order (each rank printing
+        its own line raced rank 0's head)."""
+        details: list = [None] * dist.get_world_size()
+        dist.all_gather_object(details, detail)
+        if self.ctx.rank == 0:
+            print("\n".join([head, *(d for d in details if d)]), flush=True)
+
     def after_backward(self, step: int, loss) -> bool:
         return self._timed(self._after_backward, step, loss)
 
@@ -103,17 +112,13 @@ class Verifier:
         gmax, lmax, batch_norm = self._worst(gdiff, ldiff, float(_batch_norm(self.rt.stages)))
         tol = self.args.tolerance
         ok = gmax <= tol and lmax <= tol
-        if self.ctx.rank == 0:
-            print(
-                f"verify-grads: largest |grad diff| {gmax:.3e}, |loss diff| {lmax:.3e} "
-                f"(tolerance {tol:g}): {'OK' if ok else 'FAILED'}",
-                flush=True,
-            )
-        if gdiff > tol:
-            print(
-                f"verify-grads: rank {self.ctx.rank}: largest difference at {where}: {gdiff:.3e}",
-                flush=True,
-            )
+        self._say(
+            f"verify-grads: largest |grad diff| {gmax:.3e}, |loss diff| {lmax:.3e} "
+            f"(tolerance {tol:g}): {'OK' if ok else 'FAILED'}",
+            f"verify-grads: rank {self.ctx.rank}: largest difference at {where}: {gdiff:.3e}"
+            if gdiff > tol
+            else None,
+        )
         if not ok:
             self.failure = (
                 f"--verify-grads: step 0's gradients or loss differ from single-process "
@@ -137,21 +142,17 @@ class Verifier:
         pmax, dmax = self._worst(pdiff, drift)
         tol = self.args.tolerance
         ok = pmax <= tol and dmax == 0.0
-        if self.ctx.rank == 0:
-            names = {e["name"]: [s for s, _ in e["holders"]] for e in self.shared}
-            tied = "; ".join(f"tied {n!r} on stages {h}" for n, h in names.items())
-            copies = f"; tied copies differ by at most {dmax:.3e}" if names else ""
-            print(
-                f"verify-params: after {count(self.steps, 'optimizer step')}, largest |param diff| "
-                f"{pmax:.3e} (tolerance {tol:g}){copies}: "
-                f"{'OK' if ok else 'FAILED'}" + (f" ({tied})" if tied else ""),
-                flush=True,
-            )
-        if pdiff > tol:
-            print(
-                f"verify-params: rank {self.ctx.rank}: largest difference at {where}: {pdiff:.3e}",
-                flush=True,
-            )
+        names = {e["name"]: [s for s, _ in e["holders"]] for e in self.shared}
+        tied = "; ".join(f"tied {n!r} on stages {h}" for n, h in names.items())
+        copies = f"; tied copies differ by at most {dmax:.3e}" if names else ""
+        self._say(
+            f"verify-params: after {count(self.steps, 'optimizer step')}, largest |param diff| "
+            f"{pmax:.3e} (tolerance {tol:g}){copies}: "
+            f"{'OK' if ok else 'FAILED'}" + (f" ({tied})" if tied else ""),
+            f"verify-params: rank {self.ctx.rank}: largest difference at {where}: {pdiff:.3e}"
+            if pdiff > tol
+            else None,
+        )
         if dmax:
             self.failure = (
                 f"--verify-steps {self.steps}: tied copies of a parameter differ by {dmax:.3e} "
