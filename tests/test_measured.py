@@ -204,7 +204,7 @@ def test_the_assumptions_line_gives_seconds_in_ms_and_us(tmp_path):
     path = tmp_path / "costs.toml"
     path.write_text(MeasuredCosts(**_kw(), info=info).to_toml("test"))
     line = make_config(load_config_file(str(path)), str(path)).describe()
-    assert "ranks 2, transfer_isolated 0.756 ms)" in line, line
+    assert "ranks 2, transfer_isolated 756 us)" in line, line
     assert "; a message between ranks 200 us (measured in the run)" in line, line  # 2e-4 s
     assert "e-0" not in line  # no float in seconds, as it was (3.0952e-05)
 

@@ -281,7 +281,7 @@ def test_cli_writes_a_cost_file(model_file, tmp_path, cli):
     assert re.search(
         r"\ncheck: its 1F1B steps with whole backwards took [0-9.]+ ms \(the median\); from "
         r"this file the estimator predicts [0-9.]+ ms for that program \([-+][0-9.]+%\); its "
-        r"rank kept [0-9]+% of the core busy\n$",
+        r"rank kept [0-9]+% of (the core|[0-9]+ cores) busy\n$",
         stdout,
     ), stdout
     check = stdout.splitlines()[-1]
@@ -664,6 +664,14 @@ def test_more_ranks_than_cores_that_kept_few_of_them_busy_ran_beside_other_work(
     m = summarize(spec, {"pieces": _two_pieces()[:1] * 3, "device": "cpu", "step_walls": walls})
     assert dict(m.info)["core_use"] == pytest.approx(0.5) and S.busy_warning(m) == ""
     assert check_line(0.1, 0.1, m).endswith("its ranks kept 50% of 3 cores busy")
+    # one rank with torch's 2 threads on 2 cores could use both (said '199% of the core')
+    spec = ProfileSpec("m.py", ranks=1, stages=2)
+    data = {"pieces": _two_pieces(), "device": "cpu", "threads": 2, "step_walls": walls}
+    m = summarize(spec, dict(data, step_walls=[[False, 0.1, 0.199]]))
+    assert dict(m.info)["threads"] == 2 and dict(m.info)["core_use"] == pytest.approx(0.995)
+    assert check_line(0.1, 0.1, m).endswith("its rank kept 100% of 2 cores busy")
+    m = summarize(spec, dict(data, threads=1))
+    assert check_line(0.1, 0.1, m).endswith("its rank kept 150% of the core busy")
     # a GPU profile has no core use
     m = summarize(spec, {"pieces": _two_pieces()[:1] * 3, "device": "cuda", "step_walls": walls})
     assert "core_use" not in dict(m.info)

@@ -49,6 +49,7 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
                                # 'tune --global-batch' (samples per step) divides by
     processors = 2             # CPU runs: the cores the ranks shared; the estimator runs
                                # the ranks on them too (hardware.processors, 0: one per rank)
+    threads = 1                # CPU runs, informative: torch's threads per rank
 
 A schedule with S stages uses the measurement when S divides the measured count: stage ``s``
 is the sum of measured stages ``s*k .. s*k + k - 1`` (k = measured / S), since ``build_stage``
@@ -66,6 +67,7 @@ from dataclasses import dataclass, replace
 from ppir.analysis.measured_check import SECTION, numbers, shares
 from ppir.analysis.measured_order import ORDER_KEYS, SHARE_KEYS, fit_order, processor_times
 from ppir.analysis.measured_shared import SharedBytes, fit_shared, from_list
+from ppir.analysis.units import fmt_time
 from ppir.diagnostics import error
 
 _INFO = (
@@ -77,6 +79,7 @@ _INFO = (
     "steps",
     "device",
     "processors",
+    "threads",
     "transfer_isolated",
     "step_time",
     "core_use",
@@ -162,7 +165,7 @@ class MeasuredCosts:
         return ", ".join(
             f"{k} {v:.0%}"
             if k == "core_use"
-            else f"{k} {v * 1e3:.3g} ms"
+            else f"{k} {fmt_time(v, 's')}"
             if isinstance(v, float)
             else f"{k} {v}"
             for k, v in self.info

@@ -36,7 +36,7 @@ def check_line(measured: float, predicted: float, mc=None) -> str:
     busy = ""
     if use is not None and cores:
         ranks = info.get("ranks") or cores
-        n = min(cores, ranks)
+        n = min(cores, ranks * info.get("threads", 1))
         who = "its rank" if ranks == 1 else "its ranks"
         busy = f"; {who} kept {use:.0%} of {'the core' if n == 1 else f'{n} cores'} busy"
     return (

@@ -23,7 +23,8 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     (:func:`.samples.processor_share`); ``step_time``, the median wall time of the timed steps
     with whole backwards (``data["step_walls"]``), the upper one of two; on CPU, ``core_use``:
     the median over the timed steps of the ranks' processor seconds over the wall seconds of
-    the cores they could use (``min(processors, ranks)``)."""
+    the cores they could use (``min(processors, ranks x threads)``, ``threads`` being torch's
+    threads per rank, ``data["threads"]``, which the info then holds too)."""
     from ppir.analysis.measured_shared import SharedBytes
     from ppir.profile.samples import (
         message_times,
@@ -50,6 +51,8 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     )
     if info[-1][1] == "cpu":  # the ranks shared these cores, and so will a run with more ranks
         info += (("processors", cpu_cores()),)
+        if data.get("threads"):  # torch's threads per rank: a rank could use that many cores
+            info += (("threads", data["threads"]),)
     if isolated:
         info += (("transfer_isolated", upper_median(isolated)),)
     walls = data.get("step_walls", ())
@@ -58,7 +61,8 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         info += (("step_time", upper_median(whole)),)
     cores = dict(info).get("processors")
     if cores and walls and all(len(w) > 2 and w[1] > 0 for w in walls):
-        use = [w[2] / (min(cores, spec.ranks) * w[1]) for w in walls]
+        usable = min(cores, spec.ranks * dict(info).get("threads", 1))
+        use = [w[2] / (usable * w[1]) for w in walls]
         info += (("core_use", upper_median(use)),)
     return MeasuredCosts(
         len(pieces),
