@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 from ppir.analysis.config import load_config_file, make_config  # noqa: E402
 from ppir.analysis.measured import from_table  # noqa: E402
+from ppir.analysis.measured_text import info_text  # noqa: E402
 from ppir.profile.launch import (  # noqa: E402
     ProfileError,
     ProfileSpec,
@@ -654,7 +655,7 @@ def test_more_ranks_than_cores_that_kept_few_of_them_busy_ran_beside_other_work(
     )
     assert check_line(0.1, 0.08, m).endswith("(-20.0%); its ranks kept 50% of 2 cores busy")
     # the assumptions line says the share as a share (it once printed 'core_use 500 ms')
-    assert m.info_text().endswith("processors 2, step_time 100 ms, core_use 50%")
+    assert info_text(m).endswith("processors 2, step_time 100 ms, core_use 50%")
     info = tuple((k, 0.8 if k == "core_use" else x) for k, x in m.info)
     assert S.busy_warning(replace(m, info=info)) == ""  # as busy as a quiet machine keeps them
     # two ranks on 2 cores: the processor share says it (above); 3 of 4 cores for 3 ranks

@@ -23,6 +23,7 @@ from ppir.analysis.layout import stage_layers_setting
 from ppir.analysis.measured import KEYS as MEASURED_KEYS
 from ppir.analysis.measured import MeasuredCosts
 from ppir.analysis.measured_config import measured_config
+from ppir.analysis.measured_text import info_text, sharing_note
 from ppir.analysis.models import SPEC_FIELDS, ModelShape, check_recompute, make_model, model_hint
 from ppir.analysis.nodes import GPUS_PER_NODE, ranks_per_node_words
 from ppir.analysis.toml_file import (  # noqa: F401 (re-exported)
@@ -149,10 +150,10 @@ class CostConfig:
             costs += f" FB={fmt_exact(self.FB)}"
         if self.measured is not None:
             m = self.measured
-            head = f"costs measured on {m.stages} stages ({m.info_text() or 'ppir profile'})"
+            head = f"costs measured on {m.stages} stages ({info_text(m) or 'ppir profile'})"
             if self.model is not None:  # two sources: say which number comes from which
                 head += f"; memory of model {self.model.name}, not the measured one"
-            head += m.sharing_note(ranks, self.processors)
+            head += sharing_note(m, ranks, self.processors)
         elif self.model is None:
             head = f"uniform costs {costs} per rank share (time unit: {unit_meaning(self.F, True)})"
         else:

@@ -67,7 +67,6 @@ from dataclasses import dataclass, replace
 from ppir.analysis.measured_check import SECTION, numbers, shares
 from ppir.analysis.measured_order import ORDER_KEYS, SHARE_KEYS, fit_order, processor_times
 from ppir.analysis.measured_shared import SharedBytes, fit_shared, from_list
-from ppir.analysis.units import fmt_time
 from ppir.diagnostics import error
 
 _INFO = (
@@ -158,50 +157,6 @@ class MeasuredCosts:
         times = {k: work(getattr(self, k)) for k in ("F", "B", "I", "W", "W_late", "FB")}
         order = processor_times(self.order, self.processor_share)
         return replace(self, **times, order=order, processor_share=())
-
-    def info_text(self) -> str:
-        """The informative fields as the assumptions line says them: a float is seconds
-        (``transfer_isolated``, ``step_time``) except ``core_use``, a share of the cores."""
-        return ", ".join(
-            f"{k} {v:.0%}"
-            if k == "core_use"
-            else f"{k} {fmt_time(v, 's')}"
-            if isinstance(v, float)
-            else f"{k} {v}"
-            for k, v in self.info
-        )
-
-    def sharing_note(self, ranks=None, processors: int | None = None) -> str:
-        """What the assumptions line says of near and far times (where measured), posts and op
-        times on shared processors: ``; posting a group 0.5 ms (its wall time; 0.4 ms of
-        processor time); ops where ranks share processors: their processor time, 42-51 % of
-        their measured time`` ('' when none was measured); the last clause only where
-        ``ranks`` (a count, the sizes of a search's candidates, or None: unknown) may be more
-        than ``processors`` (:meth:`op_times`)."""
-        out = ""
-        if self.order:
-            out += "; F, B and I at their times with the input made on the rank or received"
-        if self.post_time():
-            out += f"; posting a group {self.post_time() * 1e3:.3g} ms"
-            if self.post_wall and self.post:
-                out += f" (its wall time; {self.post * 1e3:.3g} ms of processor time)"
-        sizes = [ranks] if isinstance(ranks, int) else list(ranks or ())
-        if self.processor_share and processors and (not sizes or max(sizes) > processors):
-            out += (
-                "; ops where ranks share processors: their processor time, "
-                f"{self.share_range()} % of their measured time"
-            )
-        return out
-
-    def share_range(self) -> str:
-        """The stages' ``processor_share`` (and the near and far ones, where measured) in whole
-        per cent, least to most: ``42-51``, or ``97`` when they round alike ('' when not
-        measured)."""
-        if not self.processor_share:
-            return ""
-        every = [*self.processor_share, *(x for k, xs in self.order if k in SHARE_KEYS for x in xs)]
-        lo, hi = (round(100 * f) for f in (min(every), max(every)))
-        return f"{lo}" + (f"-{hi}" if hi != lo else "")
 
     def post_time(self) -> float:
         """What posting a group costs a rank: the posts' measured wall time (``post_wall``;

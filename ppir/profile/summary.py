@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ppir.analysis.measured import MeasuredCosts
+from ppir.analysis.measured_text import share_range
 
 if TYPE_CHECKING:
     from ppir.profile.launch import ProfileSpec
@@ -175,7 +176,7 @@ def busy_warning(m: MeasuredCosts) -> str:
     if sum(share) / len(share) >= BUSY_SHARE:
         return ""
     return (
-        f"the ranks' ops had a processor for only {m.share_range()} % of their time, though "
+        f"the ranks' ops had a processor for only {share_range(m)} % of their time, though "
         f"each of the {ranks} ranks had one of the {cores} cores: "
         "other work shared the cores while profiling, and the measured times hold its waits "
         "(profile again on a quiet machine for this model's own costs)"
