@@ -40,6 +40,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -324,10 +325,16 @@ def bench_rank(ctx, model, args) -> dict:
             for order in further:
                 order.step(prof, i, record=False)
     times: dict[str, list] = {k: [] for k in runs}
+    walls = []  # the profiled steps as ppir profile times them (measure_rank): step_time
     for i in range(args.steps):
         if prof is not None:  # one profiled 1F1B step per round, full or split backward, and
-            prof.step(split=STEP_KINDS[i % 3])  # one step of a further order
+            dist.barrier()  # one step of a further order
+            begin, cpu = time.perf_counter(), time.process_time()
+            prof.step(split=STEP_KINDS[i % 3])
             dist.barrier()
+            walls.append(
+                (STEP_KINDS[i % 3], time.perf_counter() - begin, time.process_time() - cpu)
+            )
             if further:
                 further[i % len(further)].step(prof, i // len(further))
                 dist.barrier()
@@ -347,7 +354,7 @@ def bench_rank(ctx, model, args) -> dict:
 
         samples, transfer, groups = prof.finish(args.steps)
         positions = [p for order in further for p in order.positions()]
-        data = gather(ctx.rank, P, samples, transfer, groups, "cpu", positions)
+        data = gather(ctx.rank, P, samples, transfer, groups, "cpu", positions, walls)
         if ctx.rank == 0:
             out["samples"] = data
     return out

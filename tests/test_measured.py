@@ -344,6 +344,29 @@ def test_shared_processors_take_the_processor_time_of_each_op():
     assert plain.op_times(4, 2) is plain
 
 
+def test_shared_processors_take_the_processor_time_of_a_post_and_the_oversubscription():
+    """A post's wall time holds its waits for a processor, which the timeline's sharing models
+    itself: charged, it put interleaved 1F1B (twice 1F1B's posts) behind ZB-H1 at 4 ranks on 2
+    cores where the measured rounds put it ahead (docs/cost-model.md)."""
+    table = {**SHARED, "post": 1e-4, "post_wall": 3e-4, "oversubscription": 1.25}
+    m = from_table(table, "t")
+    assert m.post_time() == 3e-4  # a processor per rank: the wall time
+    work = m.op_times(4, 2)
+    assert work.post_time() == pytest.approx(1.25e-4) and work.post_wall == 0.0
+    for k in SCALED:
+        want = [1.25 * x * f for x, f in zip(SHARED[k], SHARED["processor_share"])]
+        assert getattr(work, k) == pytest.approx(want), k
+    assert m.op_times(2, 2) is m  # each rank has a processor: nothing is scaled
+    assert m.fit(2).oversubscription == 1.25  # merged stages keep it
+    assert "oversubscription = 1.25" in m.to_toml()
+    assert from_table(table | {"oversubscription": 1}, "t").oversubscription == 1.0
+    for bad in (-1, True, "x"):
+        with pytest.raises(
+            PpirError, match=r"measured.oversubscription must be a factor \(0: none\)"
+        ):
+            from_table({**table, "oversubscription": bad}, "c.toml")
+
+
 def test_merged_stages_weigh_their_pieces_shares_by_their_time():
     m = from_table(SHARED, "t").fit(2)
     # stage 0: pieces 0 (F + B = 3 ms, share 0.5) and 1 (6 ms, 0.25); stage 1: 6 ms at 1.0
@@ -395,12 +418,19 @@ def test_processor_share_of_a_piece():
 
 def test_the_assumptions_line_says_so_where_ranks_share_processors():
     cfg = make_config({"measured": {**SHARED, "processors": 2}}, "c.toml")
-    said = "ops where ranks share processors: their processor time, 25-100 % of their measured time"
+    said = (
+        "ops and posts where ranks share processors: their processor time (ops 25-100 % of "
+        "their measured time)"
+    )
     assert said in cfg.describe(ranks=4) and said in cfg.describe()  # no size: it may apply
     assert said in cfg.describe(ranks={2, 4})  # a search with a candidate of 4 ranks
-    assert "ops where" not in cfg.describe(ranks=2)  # a processor per rank: the wall times
+    assert "ops and posts where" not in cfg.describe(ranks=2)  # a processor per rank
     plain = {k: v for k, v in SHARED.items() if k != "processor_share"}
-    assert "ops where" not in make_config({"measured": {**plain, "processors": 2}}).describe()
+    assert "ops and" not in make_config({"measured": {**plain, "processors": 2}}).describe()
+    over = make_config({"measured": {**SHARED, "processors": 2, "oversubscription": 1.2}})
+    assert f"{said} x 1.2, what running more ranks than processors cost the profile beyond " in (
+        over.describe(ranks=4)
+    )
 
 
 def test_a_measured_link_is_one_message_time_not_eight_ranks_per_node():

@@ -237,14 +237,47 @@ def test_the_profile_holds_its_cost_file_to_its_own_1f1b_steps():
     assert dict(m.info)["step_time"] == 0.02  # the median of 0.019, 0.02 and 0.03
     text = m.to_toml()  # as written to the file, and read back
     assert dict(from_table(parse_config_text(text, "t")["measured"], "t").info)["step_time"] == 0.02
-    measured, predicted = held_to_run(m, text)
+    measured, predicted = held_to_run(m)
     assert measured == 0.02 and predicted == pytest.approx((4 + 2 - 1) * 2e-3)
     assert check_line(measured, predicted) == (
         "check: its 1F1B steps with whole backwards took 20.0 ms (the median); from this file "
         "the estimator predicts 10.0 ms for that program (-50.0%)"
     )
     # a file without the step (written before it was measured) makes no check
-    assert held_to_run(summarize(spec, {**data, "step_walls": []}), text) is None
+    assert held_to_run(summarize(spec, {**data, "step_walls": []})) is None
+    assert m.oversubscription == 0.0  # a GPU per rank: nothing to scale
+
+
+def test_more_ranks_than_cores_keep_the_gap_as_their_oversubscription(monkeypatch):
+    """Four ranks on 2 cores: the file keeps the profiled step over the estimate without it, so
+    the estimate of the profiled program from the file is that step; the check line still says
+    the gap, and what the file does with it."""
+    import ppir
+    import ppir.profile.summary as S
+    from ppir.analysis.config import make_config
+    from ppir.analysis.toml_file import parse_config_text
+    from ppir.profile.selfcheck import check_line, held_to_run
+
+    monkeypatch.setattr(S, "cpu_cores", lambda: 2)
+    spec = ProfileSpec("m.py", ranks=4, stages=4, microbatches=8)
+    pieces = [dict(p, cpu=0.5e-3, wall=1e-3) for p in _two_pieces() * 2]  # share 0.5
+    walls = [[False, 0.05, 0.08], [True, 0.06, 0.09], ["late", 0.06, 0.09]]
+    data = {"pieces": pieces, "device": "cpu", "threads": 1, "step_walls": walls}
+    m = summarize(spec, data)
+    measured, predicted = held_to_run(m)
+    assert measured == 0.05 and m.oversubscription == pytest.approx(measured / predicted)
+    cfg = make_config(parse_config_text(m.to_toml(), "t"), "t")
+    s = ppir.load("1f1b", P=4, M=8)
+    assert ppir.compile(s, costs=cfg).step_time == pytest.approx(measured, rel=1e-9)
+    line = check_line(measured, predicted, m)
+    assert line.endswith(
+        f"; the file takes the gap as what running 4 ranks on 2 cores costs beyond fair "
+        f"sharing, and scales op and post times by {m.oversubscription:.3g} where ranks "
+        "outnumber the cores"
+    ), line
+    # one thread per rank on a core each: nothing to scale
+    monkeypatch.setattr(S, "cpu_cores", lambda: 4)
+    assert summarize(spec, data).oversubscription == 0.0
 
 
 def test_the_summary_scales_the_message_and_post_times(tmp_path):

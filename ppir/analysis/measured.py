@@ -33,6 +33,9 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
                                # backwards (what 'ppir profile' holds the estimate against)
     core_use = 0.9             # informative (CPU): the share of the cores its ranks could use
                                # that they kept busy in those steps
+    oversubscription = 1.2     # optional (CPU, more ranks than processors): the profiled 1F1B
+                               # step over its estimate from this file without it; op_times
+                               # scales op and post times by it where ranks outnumber processors
     message_bytes = [...]      # one per boundary between measured stages (stages - 1 entries;
                                # a tuple or dict value: the sum over its tensors)
     activation_bytes = [...]   # saved for backward by one forward of the stage (bytes)
@@ -98,7 +101,17 @@ _PER_STAGE = (
     *ORDER_KEYS,
     *SHARE_KEYS,
 )
-KEYS = {"stages", "transfer", "post", "post_wall", "message_bytes", "shared", *_INFO, *_PER_STAGE}
+KEYS = {
+    "stages",
+    "transfer",
+    "post",
+    "post_wall",
+    "oversubscription",
+    "message_bytes",
+    "shared",
+    *_INFO,
+    *_PER_STAGE,
+}
 
 
 @dataclass(frozen=True)
@@ -139,35 +152,43 @@ class MeasuredCosts:
     """``(key, per stage)`` for ``ORDER_KEYS``, F, B and I by where their input was made, and
     ``SHARE_KEYS`` where measured (:mod:`ppir.analysis.measured_order`; () when not measured;
     :meth:`op_times` takes the shares and :meth:`fit` drops them: fit after op_times)."""
+    oversubscription: float = 0.0
+    """What running more ranks than processors costs beyond the timeline's fair sharing of
+    them (the operating system's switching between ranks, their wake-ups), measured as the
+    profiled 1F1B step over the estimate of that program from the file without it (0: not
+    measured, the profile's ranks each had a processor): :meth:`op_times`."""
 
     def op_times(self, ranks: int, processors: int | None) -> MeasuredCosts:
-        """The op times a schedule of ``ranks`` ranks is timed with: the measured wall times
-        when every rank has a processor of its own, else their processor time (each time
-        times its stage's ``processor_share``): the ranks of the profile shared the
-        processors too, so its wall times hold the waits for one, and the timeline's processor
-        sharing stretches the times it is given by the company they have in the schedule (an
-        op does not block, unlike a post: :meth:`post_time`).  Unchanged when the share was
-        not measured."""
+        """The op and post times a schedule of ``ranks`` ranks is timed with: the measured
+        wall times when every rank has a processor of its own, else their processor time
+        (each op time times its stage's ``processor_share``; a post, ``post``): the ranks of
+        the profile shared the processors too, so its wall times hold the waits for one, which
+        the timeline's processor sharing models itself, stretching the times it is given by
+        the company they have in the schedule; then times ``oversubscription`` where measured.
+        Unchanged when the share was not measured."""
         if not self.processor_share or processors is None or ranks <= processors:
             return self
+        over = self.oversubscription or 1.0
 
         def work(xs):
-            return tuple(x * f for x, f in zip(xs, self.processor_share)) if xs else xs
+            return tuple(x * f * over for x, f in zip(xs, self.processor_share)) if xs else xs
 
         times = {k: work(getattr(self, k)) for k in ("F", "B", "I", "W", "W_late", "FB")}
         order = processor_times(self.order, self.processor_share)
-        return replace(self, **times, order=order, processor_share=())
+        order = tuple((k, tuple(x * over for x in xs)) for k, xs in order)
+        post = {"post": self.post * over, "post_wall": 0.0}  # processor time, as the ops
+        return replace(self, **times, **post, order=order, processor_share=())
 
     def post_time(self) -> float:
-        """What posting a group costs a rank: the posts' measured wall time (``post_wall``;
-        their processor time ``post`` in a file without it), with or without a processor per
-        rank.  A post can block (on its TCP pair's lock, or while the rank's own progress
-        thread runs), and a rank that blocks gives up its processor: on a processor of its
-        own the blocked time is lost to it, and where ranks share processors it gets one back
-        only when the operating system schedules it again, a wait the timeline's fair sharing
-        does not have.  Charged as work there, the wall time is stretched by the sharing once
-        more; on the accuracy bench's kept runs at 4 ranks on 2 cores it came closer to the
-        measured steps than the processor time in every run (docs/cost-model.md)."""
+        """What posting a group costs a rank with a processor of its own: the posts' measured
+        wall time (``post_wall``; their processor time ``post`` in a file without it), since a
+        post can block (on its TCP pair's lock, or while the rank's own progress thread runs)
+        and the blocked time is lost to the rank.  Where ranks share processors,
+        :meth:`op_times` charges the processor time instead (times ``oversubscription``): the
+        wall time holds the waits for a processor, which the timeline's sharing models itself;
+        charged as work it stretched interleaved 1F1B's many posts once more and ordered it
+        behind ZB-H1 at 4 ranks on 2 cores, where the measured rounds order it ahead
+        (docs/cost-model.md)."""
         return self.post_wall or self.post
 
     @property
@@ -238,6 +259,7 @@ class MeasuredCosts:
             shared,
             merged_share(self.processor_share, agg(self.F), agg(self.B), self.F, self.B, k),
             fit_order(self.order, k, stages),
+            self.oversubscription,
         )
 
     def for_schedule(self, stages: int, pipelines: int = 1) -> tuple[MeasuredCosts, list[int]]:
@@ -291,6 +313,12 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
             raise error("bad-config", f"{where}: {SECTION}.{k} must be seconds >= 0, got {x!r}")
         seconds[k] = float(x)
+    over = table.get("oversubscription", 0.0)
+    if isinstance(over, bool) or not isinstance(over, (int, float)) or over < 0:
+        raise error(
+            "bad-config",
+            f"{where}: {SECTION}.oversubscription must be a factor (0: none), got {over!r}",
+        )
     from ppir.analysis.config import positive_count, processors_setting
 
     processors_setting(table, where, SECTION)
@@ -327,6 +355,7 @@ def from_table(table: dict, where: str) -> MeasuredCosts:
         from_list(table["shared"], f"{SECTION}.shared", where, S) if "shared" in table else (),
         shares(lists.get("processor_share", ()), table.get("processor_share"), where),
         order,
+        float(over),
     )
 
 

@@ -24,10 +24,10 @@ def info_text(m: MeasuredCosts) -> str:
 def sharing_note(m: MeasuredCosts, ranks=None, processors: int | None = None) -> str:
     """What the assumptions line says of near and far times (where measured), posts and op
     times on shared processors: ``; posting a group 0.5 ms (its wall time; 0.4 ms of
-    processor time); ops where ranks share processors: their processor time, 42-51 % of
-    their measured time`` ('' when none was measured); the last clause only where
-    ``ranks`` (a count, the sizes of a search's candidates, or None: unknown) may be more
-    than ``processors`` (:meth:`MeasuredCosts.op_times`)."""
+    processor time); ops and posts where ranks share processors: their processor time (ops
+    42-51 % of their measured time) x 1.2, what ...`` ('' when none was measured); the last
+    clause only where ``ranks`` (a count, the sizes of a search's candidates, or None:
+    unknown) may be more than ``processors`` (:meth:`MeasuredCosts.op_times`)."""
     out = ""
     if m.order:
         out += "; F, B and I at their times with the input made on the rank or received"
@@ -38,9 +38,14 @@ def sharing_note(m: MeasuredCosts, ranks=None, processors: int | None = None) ->
     sizes = [ranks] if isinstance(ranks, int) else list(ranks or ())
     if m.processor_share and processors and (not sizes or max(sizes) > processors):
         out += (
-            "; ops where ranks share processors: their processor time, "
-            f"{share_range(m)} % of their measured time"
+            "; ops and posts where ranks share processors: their processor time (ops "
+            f"{share_range(m)} % of their measured time)"
         )
+        if m.oversubscription:
+            out += (
+                f" x {m.oversubscription:.3g}, what running more ranks than processors cost "
+                "the profile beyond fair sharing (its 1F1B step over the estimate)"
+            )
     return out
 
 

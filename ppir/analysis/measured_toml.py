@@ -23,6 +23,8 @@ def table_text(m: MeasuredCosts, comment: str = "") -> str:
         lines.append(f"post = {_toml(m.post)}")
     if m.post_wall:
         lines.append(f"post_wall = {_toml(m.post_wall)}")
+    if m.oversubscription:
+        lines.append(f"oversubscription = {_toml(m.oversubscription)}")
     for k in (
         "message_bytes",
         "activation_bytes",

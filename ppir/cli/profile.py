@@ -180,7 +180,7 @@ def run(args) -> int:
         f"written by: {cmd}\nseconds per microbatch; pass with --config to 'ppir compile "
         "--backend cost', 'ppir tune', 'ppir viz'"
     )
-    held = held_to_run(mc, text)
+    held = held_to_run(mc)  # the file without its oversubscription, against the steps
     check = check_line(*held, mc) if held else ""
     if check:  # kept in the file too, as a comment
         text += f"# {check}\n"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ppir.analysis.measured import MeasuredCosts
 from ppir.analysis.measured_text import share_range
+from ppir.profile.selfcheck import oversubscribed
 
 if TYPE_CHECKING:
     from ppir.profile.launch import ProfileSpec
@@ -25,7 +26,8 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     with whole backwards (``data["step_walls"]``), the upper one of two; on CPU, ``core_use``:
     the median over the timed steps of the ranks' processor seconds over the wall seconds of
     the cores they could use (``min(processors, ranks x threads)``, ``threads`` being torch's
-    threads per rank, ``data["threads"]``, which the info then holds too)."""
+    threads per rank, ``data["threads"]``, which the info then holds too).  Where the ranks
+    outnumbered the cores, with its ``oversubscription`` (:func:`.selfcheck.oversubscribed`)."""
     from ppir.analysis.measured_shared import SharedBytes
     from ppir.profile.samples import (
         message_times,
@@ -65,7 +67,7 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         usable = min(cores, spec.ranks * dict(info).get("threads", 1))
         use = [w[2] / (usable * w[1]) for w in walls]
         info += (("core_use", upper_median(use)),)
-    return MeasuredCosts(
+    mc = MeasuredCosts(
         len(pieces),
         tuple(trimmed_mean(p["F"]) for p in pieces),
         tuple(trimmed_mean(p["B"]) for p in pieces),
@@ -104,6 +106,7 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
             pieces, data.get("orders", []), "processors" in dict(info) and data.get("threads") == 1
         ),
     )
+    return oversubscribed(mc)  # where its ranks outnumbered the cores
 
 
 def by_position(pieces: list, orders: list, shares: bool = False) -> tuple:
