@@ -8,7 +8,9 @@ For each P: ``ppir profile`` once (1F1B on P gloo/CPU processes, the model built
 that one cost file serves P-stage and 2P-stage schedules, with the profile's two further orders,
 which time each piece's F, B and I with its input made on its rank and received: by default one
 profiled step of 1F1B and one of a further order per round, in the same processes as the
-schedules), then one launch of P processes runs
+schedules, each 1F1B step timed between two barriers as ``ppir profile`` times its steps, for
+the file's ``step_time`` and, with more ranks than cores, its ``oversubscription``), then one
+launch of P processes runs
 1F1B, interleaved 1F1B (v=2), ZB-H1 and ZB-V through ppir's executor, two warm-up steps each,
 then ``--steps`` rounds that time one step of every schedule in turn (alternating, so background
 load hits all alike; a step is timed on rank 0 between two barriers; ``--rotate`` turns the
@@ -474,6 +476,7 @@ def print_costs(P: int, path: str) -> None:
         + f"; message {m.transfer * 1e3:.3f} ms in the run, "
         f"{info.get('transfer_isolated', 0) * 1e3:.3f} ms alone; posting a group "
         f"{m.post * 1e3:.3f} ms ({m.post_wall * 1e3:.3f} ms of wall time)"
+        + (f"; oversubscription {m.oversubscription:.3f}" if m.oversubscription else "")
     )
     if m.order:  # near over far per piece: what an input made right before saves
         t = dict(m.order)
