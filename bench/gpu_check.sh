@@ -11,6 +11,9 @@
 #    --verify-grads against single-process training, then timed steps.
 # 2. The I/W benchmark (bench/bench_split_backward.py) on the GPU: I + W against B for
 #    8 x (Linear + GELU), at two sizes.
+# 3. `ppir profile` on the GPU (one rank, the model in 4 pieces), its self-check line, and the
+#    estimate of `1f1b -D P=1 -D M=8` from that cost file beside the step time that
+#    `ppir launch -n 1` measured in part 1.
 # Prints every figure; exits non-zero if a verification fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,3 +34,10 @@ done
 echo "== I + W against B ($DEVICE)"
 $PY bench/bench_split_backward.py --device "$DEVICE" --width 1024 --batch 4096 --repeats 30
 $PY bench/bench_split_backward.py --device "$DEVICE" --width 4096 --batch 1024 --repeats 30
+echo "== ppir profile --ranks 1 --stages 4 on $DEVICE, then the estimate from its cost file"
+COSTS=${TMPDIR:-/tmp}/ppir_gpu_check_costs.toml
+# shellcheck disable=SC2086
+$PY -m ppir.cli profile $GPT --ranks 1 --stages 4 --microbatches 8 --steps 10 --device "$DEVICE" \
+  --quiet -o "$COSTS"
+grep -E "^# (check|assumptions)" "$COSTS" || true
+$PY -m ppir.cli compile 1f1b -D P=1 -D M=8 --backend cost --config "$COSTS" | grep -E -i "step"
