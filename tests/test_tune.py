@@ -31,6 +31,22 @@ def test_ranked_by_step_time_with_memory_and_constraint_rejections():
     assert why[("1f1b", 1, 5)] == "divisibility"  # 12 % 5
 
 
+def test_without_a_model_memory_is_per_sample_as_the_times_are():
+    """GPipe holds every sample of the step whatever the micro-batch size: 32 samples' worth
+    at mbs 1, 2, 4 and 8.  The peak stayed in A of one micro-batch while the times were per
+    sample, so mbs=8 fitted a budget of 6 A at '4 A' and mbs=1 was rejected at 32 A."""
+    c = tune(["gpipe", "1f1b"], 4, 32, [1, 2, 4, 8], [1], CostConfig(), budget=(6, "A"))
+    peaks = {(x.schedule, x.mbs): x.peak for x in c}
+    assert {peaks["gpipe", b] for b in (1, 2, 4, 8)} == {32.0}
+    assert all(x.why == "memory" for x in c if x.schedule == "gpipe")
+    # 1F1B holds P microbatches on its first rank: 4 x mbs samples
+    assert [peaks["1f1b", b] for b in (1, 2, 4, 8)] == [4.0, 8.0, 16.0, 32.0]
+    assert [x.mbs for x in c if x.ok] == [1]  # the one that fits 6 A
+    # a single micro-batch size of 1 reads as before: A of one microbatch = one sample's
+    (one,) = [x for x in tune(["1f1b"], 4, 8, [1], [1], CostConfig()) if x.ok]
+    assert one.peak == 4.0
+
+
 def test_constraint_reason_quotes_the_require_message():
     c = tune(["interleaved_1f1b"], 4, 6, [1], [2], CostConfig())
     assert not c[0].ok and "the last group" in c[0].reason

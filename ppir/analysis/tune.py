@@ -36,8 +36,10 @@ which time the profiled stages whatever their layers), each choice is also tried
 of a rank summed) when that split leaves the busiest rank less forward work, as a choice of
 its own (``stage_layers``).  A schedule's v is its stages / ranks (V-shaped: v = 2).
 Without a model there is no data parallelism (world = P, dp = 1), recomputation is not
-searched, times are in forwards of one rank share *per sample* (unit costs x micro-batch size)
-and memory is peak activations in A (so is a budget).
+searched, and the unit is one *sample*: times are in forwards of one sample on a rank share (a
+microbatch of ``mbs`` samples costs ``mbs`` x the unit costs) and memory is peak activations in
+A of one sample's activations of a rank share (a microbatch holds ``mbs`` A; so is a budget),
+so that choices of different micro-batch sizes compare.
 """
 
 from __future__ import annotations
@@ -360,8 +362,8 @@ def _peak(c: Candidate, program, mem) -> None:
     """``c``'s worst-rank memory: the whole footprint with a model or measured sizes, else
     peak activations."""
     fp = whole_memory(program, c.config, mem, recompute=c.recompute, stage_layers=c.stage_layers)
-    if fp is None:
-        c.peak = float(max(x.peak_activations for x in mem.per_rank))
+    if fp is None:  # in A of one sample without a model (scale: mbs), as its times
+        c.peak = float(max(x.peak_activations for x in mem.per_rank)) * c.scale
         return
     c.peak, c.largest, c.footprint = float(fp.worst.total), fp.worst.dominant, fp
 

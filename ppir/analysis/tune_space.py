@@ -28,7 +28,7 @@ class Candidate:
     recompute: str = "none"
     stage_layers: tuple[int, ...] | None = None  # None: even (or no model)
     given_m: int | None = None  # the schedule's M (-D M=) for that step; None: not loaded
-    bound: float | None = None  # dependency bound (per step; per sample without a model)
+    bound: float | None = None  # dependency bound (per step; in per-sample units without a model)
     step_time: float | None = None  # compiled
     peak: float | None = None  # worst rank: whole-memory bytes with a model, else A
     largest: str | None = None  # the largest memory term on the worst rank

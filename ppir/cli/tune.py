@@ -45,11 +45,13 @@ top) or rejected with the reason: divisibility (batch, layers), constraint (the 
 require clauses; a program that does not expand or verify, with where its error points) or
 memory (with its largest term).
 
-Without --model: one pipeline size -P, times in forwards of one rank share per sample and the
-budget (--memory-budget) in A (one microbatch's activations of a rank share).  With a --config
-measured by 'ppir profile': seconds, the profiled microbatch is the micro-batch (--global-batch
-still counts samples: M = G / (dp x the samples of a profiled microbatch)); a --model beside it
-sizes memory only, and recomputation is not searched (the times are the model's as profiled).
+Without --model: one pipeline size -P, and the unit is one sample: times in forwards of one
+sample on a rank share (a micro-batch of b samples costs b x the unit costs) and the budget
+(--memory-budget) in A, one sample's activations of a rank share (a micro-batch holds b A).
+With a --config measured by 'ppir profile': seconds, the profiled microbatch is the
+micro-batch (--global-batch still counts samples: M = G / (dp x the samples of a profiled
+microbatch)); a --model beside it sizes memory only, and recomputation is not searched (the
+times are the model's as profiled).
 
 examples:
   ppir tune --world 64 --tp 8 --gpu-memory 80GiB --model llama3-70b,seq=4096

@@ -165,7 +165,11 @@ def tune_text(
     assumed = cfg.describe(mbs=False, ranks={c.pp for c in cands}, dps={c.dp for c in cands})
     lines.append(f"{where}, global batch {G}{per}{bud}; assuming {assumed}")
     if unit != "s":
-        lines.append(f"step time per sample (unit costs x mbs); time unit: {unit_meaning(cfg.F)}")
+        lines.append(
+            f"per sample: a micro-batch of mbs samples costs mbs x the op costs and holds mbs A, "
+            f"A being one sample's activations of a rank share; time unit: "
+            f"{unit_meaning(cfg.F)}, for one sample"
+        )
     ok = [c for c in cands if c.ok]
     head = ["#", "pp", "dp", "schedule", "v", "mbs", "M", "recompute", "layers", "step time"]
     head += ["bubble/total", "peak mem", "largest"]
