@@ -225,3 +225,22 @@ def test_a_required_renamed_option_is_met_by_either_spelling(capsys):
     with pytest.raises(SystemExit):
         p.parse_args([])
     assert "the following arguments are required: --module/--model" in capsys.readouterr().err
+
+
+def test_both_spellings_of_one_option_are_refused_as_ambiguous(capsys):
+    """'ppir launch ... --module examples/gpt_model.py --model llama3-8b' (a user thinking of
+    compile's transformer shape) ran with --module llama3-8b: the old spelling overwrote the
+    new one and the run failed on a module that is not there."""
+    argv = ["launch", "-n", "2", "1f1b", "--module", "m.py", "--model", "llama3-8b"]
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert "error: --module and --model are one option under its new and old spellings; " in err
+    assert "comes in a --config file's [model] table" in err
+    # either spelling alone, or one spelling twice, still parses (the last one given wins)
+    for again in (["--module", "a.py", "--module", "b.py"], ["--model", "a.py", "--model", "b.py"]):
+        assert build_parser().parse_args([*argv[:4], *again]).module == "b.py"
+    # an appending option takes both spellings' values
+    argv = ["profile", "--module", "m.py", "--module-opt", "a=1", "--model-opt", "b=2"]
+    assert build_parser().parse_args(argv).module_opt == ["a=1", "b=2"]

@@ -11,7 +11,9 @@ Contract
 
   Given under an old spelling it stores exactly what the new one would and prints one line on
   stderr: ``ppir: warning: --model is deprecated: use --module (--model goes away in the next
-  release)``.  Its help ends with ``(old spelling --model: deprecated)``.  It stores a value
+  release)``.  Its help ends with ``(old spelling --model: deprecated)``.  Given under both its
+  new and an old spelling in one command line, it is a usage error (which was meant?), unless
+  it appends.  It stores a value
   (``nargs=None``, the default), appends one (``append=True``, like ``action="append"``) or
   sets True (``flag=True``, like ``action="store_true"``).  ``old`` must be among the option
   strings and at least one option string must be new.
@@ -65,6 +67,14 @@ class Renamed(argparse.Action):
         super().__init__(option_strings, dest, help=help, **kw)
 
     def __call__(self, parser, namespace, values, option_string=None):
+        seen = namespace.__dict__.setdefault("_renamed_spellings", {})
+        given = seen.setdefault(self.dest, set())
+        given.add(option_string in self.old)
+        if len(given) > 1 and not self.append:  # the new and an old spelling: which one?
+            parser.error(
+                f"{' and '.join(self.option_strings)} are one option under its new and old "
+                f"spellings; give it once{_MODEL_NOTE if '--model' in self.old else ''}"
+            )
         if option_string in self.old:
             warn_deprecated(
                 f"{option_string} is deprecated: use {self.new} "
@@ -75,6 +85,13 @@ class Renamed(argparse.Action):
         elif self.append:
             values = [*(getattr(namespace, self.dest, None) or []), values]
         setattr(namespace, self.dest, values)
+
+
+_MODEL_NOTE = (
+    " (here --model is the old spelling of --module, the model module; the transformer shape "
+    "that 'compile', 'analyze' and 'tune' take with --model comes in a --config file's [model] "
+    "table)"
+)
 
 
 def old_spellings(action: argparse.Action) -> tuple[str, ...]:
