@@ -228,6 +228,19 @@ def test_a_misspelt_option_gets_its_command_usage_and_the_closest_option(capsys)
     assert err.splitlines()[-1] == "ppir check: error: unrecognized arguments: --bogus"
 
 
+def test_another_commands_option_is_said_to_be_theirs(capsys):
+    """'ppir check 1f1b --model llama3-8b' guessed '--comm-model', an unrelated option, though
+    --model is compile's (and check's lowering plans with a model's costs from --config)."""
+    err = _usage_error(capsys, "check", "1f1b", "--model", "llama3-8b")
+    assert err.splitlines()[-1] == (
+        "ppir check: error: unrecognized arguments: --model llama3-8b (--model is an option of "
+        "'ppir compile', 'ppir analyze', 'ppir sweep', 'ppir tune', 'ppir viz'; 'ppir check' "
+        "takes a model's shape from --config FILE's [model] table)"
+    )
+    err = _usage_error(capsys, "dump", "1f1b", "--gpu-memory", "8GiB")
+    assert err.splitlines()[-1].endswith("(--gpu-memory is an option of 'ppir tune')")
+
+
 def test_a_misspelt_command_or_choice_gets_the_closest_one(capsys):
     """argparse lists the choices without a guess (quoted or bare, by Python version); flags
     already had one."""

@@ -128,11 +128,30 @@ def _unrecognized(parser: _Parser, argv: list[str], args, extra: list[str]) -> N
     # which would make any two options look alike
     names = {o[2:] for o in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", sub.format_usage())}
     flags = [x.split("=", 1)[0][2:] for x in extra if x.startswith("--")]
-    hints = did_you_mean(flags[0], names) if flags else []
-    if hints:
+    elsewhere = _taken_by_others(parser, command, flags[0]) if flags and sub is not parser else []
+    hints = did_you_mean(flags[0], names) if flags and not elsewhere else []
+    if elsewhere:  # a real option, of other commands: say whose (a near name would mislead)
+        message += f" (--{flags[0]} is an option of {', '.join(elsewhere)}"
+        if flags[0] == "model" and "config" in names:
+            message += f"; '{sub.prog}' takes a model's shape from --config FILE's [model] table"
+        message += ")"
+    elif hints:
         hint = hints[0].replace("'", "'--", 1)  # did you mean '--x'?
         message += f" ({hint})"
     sub.error(message)
+
+
+def _taken_by_others(parser: _Parser, command: str | None, flag: str) -> list[str]:
+    """The other commands (``'ppir compile'``, ...) that take ``--flag`` under a spelling that
+    is not deprecated there."""
+    from ppir.cli.deprecation import old_spellings
+
+    out = []
+    for name, p in parser.commands.items():
+        action = p._option_string_actions.get(f"--{flag}")
+        if name != command and action is not None and f"--{flag}" not in old_spellings(action):
+            out.append(f"'ppir {name}'")
+    return out
 
 
 INTERRUPTED = "ppir: interrupted"  # a Ctrl-C's one line (exit status 130)
