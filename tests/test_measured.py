@@ -50,6 +50,15 @@ def test_fit_sums_consecutive_stages():
     text = e.value.render()
     assert "measured costs are for 4 stages; a schedule with 3 stages cannot use them" in text
     assert "schedules with 1, 2, 4 stages can; or profile again with --stages 12" in text
+    # one measured stage: said in the singular (was '1 stages' three times)
+    one = {**{k: v[:1] for k, v in TABLE.items() if isinstance(v, list)}, "stages": 1}
+    with pytest.raises(PpirError) as e:
+        from_table({**TABLE, **one, "message_bytes": []}, "t").fit(2)
+    text = e.value.render()
+    assert "the measured costs are for 1 stage; a schedule with 2 stages cannot" in text
+    assert "schedules with 1 stage can;" in text
+    cfg = make_config({"measured": {**TABLE, **one, "message_bytes": []}}, "c.toml")
+    assert "costs measured on 1 stage (" in cfg.describe()
 
 
 @pytest.mark.parametrize(

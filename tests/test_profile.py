@@ -705,7 +705,9 @@ def test_more_ranks_than_cores_that_kept_few_of_them_busy_ran_beside_other_work(
     assert dict(m.info)["threads"] == 2 and dict(m.info)["core_use"] == pytest.approx(0.995)
     assert check_line(0.1, 0.1, m).endswith("its rank kept 100% of 2 cores busy")
     m = summarize(spec, dict(data, threads=1))
-    assert check_line(0.1, 0.1, m).endswith("its rank kept 150% of the core busy")
+    # one torch thread, and the process busy 1.5x the wall: its other threads (gloo's), or the
+    # clocks' granularity; a share of the core it could use is at most all of it
+    assert check_line(0.1, 0.1, m).endswith("its rank kept 100% of the core busy")
     # a GPU profile has no core use
     m = summarize(spec, {"pieces": _two_pieces()[:1] * 3, "device": "cuda", "step_walls": walls})
     assert "core_use" not in dict(m.info)

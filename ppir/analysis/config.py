@@ -32,7 +32,7 @@ from ppir.analysis.toml_file import (  # noqa: F401 (re-exported)
     merge,
 )
 from ppir.analysis.units import fmt_exact, processors_meaning, unit_meaning
-from ppir.diagnostics import did_you_mean, error
+from ppir.diagnostics import count, did_you_mean, error
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,8 @@ class CostConfig:
             costs += f" FB={fmt_exact(self.FB)}"
         if self.measured is not None:
             m = self.measured
-            head = f"costs measured on {m.stages} stages ({info_text(m) or 'ppir profile'})"
+            how = info_text(m) or "ppir profile"
+            head = f"costs measured on {count(m.stages, 'stage')} ({how})"
             if self.model is not None:  # two sources: say which number comes from which
                 head += f"; memory of model {self.model.name}, not the measured one"
             head += sharing_note(m, ranks, self.processors)

@@ -70,7 +70,7 @@ from dataclasses import dataclass, replace
 from ppir.analysis.measured_check import SECTION, numbers, shares
 from ppir.analysis.measured_order import ORDER_KEYS, SHARE_KEYS, fit_order, processor_times
 from ppir.analysis.measured_shared import SharedBytes, fit_shared, from_list
-from ppir.diagnostics import error
+from ppir.diagnostics import count, error
 
 _INFO = (
     "model",
@@ -210,11 +210,12 @@ class MeasuredCosts:
             split = f" ({pipelines} pipelines of {n})" if pipelines > 1 else ""
             raise error(
                 "bad-config",
-                f"the measured costs are for {self.stages} stages; a schedule with {stages} "
-                f"stages{split} cannot use them",
+                f"the measured costs are for {count(self.stages, 'stage')}; a schedule with "
+                f"{count(stages, 'stage')}{split} cannot use them",
                 hints=[
                     f"schedules {'whose pipelines have' if pipelines > 1 else 'with'} "
-                    f"{', '.join(map(str, fits))} stages can; or profile again with --stages "
+                    f"{', '.join(map(str, fits))} {'stage' if fits == [1] else 'stages'} can; "
+                    f"or profile again with --stages "
                     f"{_lcm(self.stages, max(n, 1))}"
                 ],
             )

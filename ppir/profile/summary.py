@@ -65,7 +65,7 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
     cores = dict(info).get("processors")
     if cores and walls and all(len(w) > 2 and w[1] > 0 for w in walls):
         usable = min(cores, spec.ranks * dict(info).get("threads", 1))
-        use = [w[2] / (usable * w[1]) for w in walls]
+        use = [min(1.0, w[2] / (usable * w[1])) for w in walls]  # above 1: clock granularity
         info += (("core_use", upper_median(use)),)
     mc = MeasuredCosts(
         len(pieces),
