@@ -83,7 +83,7 @@ def format_summary(e: Estimate, max_path_ops: int = 8) -> str:
     if mem:
         header.append("peak act (A)")
     if membytes:
-        header.append("peak act bytes")
+        header.append("layer act bytes")  # the layers alone: whole memory adds the rest
     rows = [header]
     for r in e.per_rank:
         row = [

@@ -308,7 +308,7 @@ def format_text(s, mem, p2p, curve: bool = False) -> str:
         lines.append(f"{mem.layers} layers: {mem.layers_per_stage} per stage (chunk)")
     head = ["rank", "chunks", "peak A", "peak chunks", "at op", "recv bufs F/B", "sends F/B"]
     if mem.model is not None:
-        head += ["peak GiB", "recv GiB"]
+        head += ["layer act GiB", "recv GiB"]  # the layers alone: whole memory adds the rest
     rows = [head]
     worst = mem.worst.rank
     for rm, rp in zip(mem.per_rank, p2p.per_rank):

@@ -142,16 +142,14 @@ def _unrecognized(parser: _Parser, argv: list[str], args, extra: list[str]) -> N
 
 
 def _taken_by_others(parser: _Parser, command: str | None, flag: str) -> list[str]:
-    """The other commands (``'ppir compile'``, ...) that take ``--flag`` under a spelling that
-    is not deprecated there."""
-    from ppir.cli.deprecation import old_spellings
-
-    out = []
-    for name, p in parser.commands.items():
-        action = p._option_string_actions.get(f"--{flag}")
-        if name != command and action is not None and f"--{flag}" not in old_spellings(action):
-            out.append(f"'ppir {name}'")
-    return out
+    """The other commands (``'ppir compile'``, ...) that take ``--flag``, as their usage lines
+    show it (an option's first spelling: never a deprecated one)."""
+    pattern = rf"(?<![\w-])--{re.escape(flag)}(?![\w-])"
+    return [
+        f"'ppir {name}'"
+        for name, p in parser.commands.items()
+        if name != command and re.search(pattern, p.format_usage())
+    ]
 
 
 INTERRUPTED = "ppir: interrupted"  # a Ctrl-C's one line (exit status 130)
