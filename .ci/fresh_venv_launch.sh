@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The install the README recommends, and nothing else: a fresh venv with torch and ppir[torch]
-# only (no numpy, no matplotlib, no test tools) launches 2 ranks and verifies the gradients.
+# only (no numpy, no matplotlib, no test tools) launches 2 ranks and verifies the gradients,
+# then profiles the same model on 2 ranks.
 # Run by .ci/run after the suite; `make fresh-venv-check` runs it by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +26,9 @@ if grep -q "Failed to initialize NumPy" "$VENV/out.txt"; then  # ppir[torch] nee
   echo "fresh-venv: torch's missing-numpy warning reached the user" >&2
   exit 1
 fi
-echo "fresh-venv: ppir[torch] alone launched 2 ranks and verified the gradients"
+# and profiles on 2 ranks (the ranks' samples reach rank 0 without numpy: ppir.torch.objects)
+"$VENV/bin/ppir" profile --module "$OLDPWD/examples/gpt_model.py" --module-opt layers=2 \
+  --module-opt d_model=32 --module-opt seq=8 --module-opt batch=8 --ranks 2 --steps 2 \
+  --warmup 1 --quiet -o "$VENV/costs.toml" 2>&1 | tee "$VENV/profile.txt"
+grep -q "^\[measured\]" "$VENV/costs.toml"
+echo "fresh-venv: ppir[torch] alone launched 2 ranks and verified the gradients, and profiled"

@@ -184,16 +184,15 @@ def gather(
     timed steps' (kind, wall, processor) seconds (:func:`ppir.profile.measure.measure_rank`):
     rank 0's kind and wall, and the processor seconds of every rank together."""
     import torch
-    import torch.distributed as dist
+
+    from ppir.torch.objects import all_gather_objects
 
     mine = {"pieces": [asdict(s) for s in samples], "groups": groups, "orders": list(positions)}
     mine["walls"] = [list(w) for w in walls]
     box = [mine]
-    if P > 1:
-        box = [None] * P if rank == 0 else None
-        where = f"rank {rank}: gathering the samples on rank 0"
-        peers = others(rank, P) if rank == 0 else (0,)
-        comm(where, peers, dist.gather_object, mine, box, 0)
+    if P > 1:  # on every rank (without numpy: ppir.torch.objects); rank 0 keeps them
+        where = f"rank {rank}: gathering the ranks' samples"
+        box = comm(where, others(rank, P), all_gather_objects, mine)
     if rank != 0:
         return None
     return {

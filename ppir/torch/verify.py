@@ -21,6 +21,7 @@ import torch.distributed as dist
 from ppir.diagnostics import count, rank_list
 from ppir.torch.errors import SetupError
 from ppir.torch.model import make_optimizer
+from ppir.torch.objects import all_gather_objects
 from ppir.torch.reference import (
     max_grad_diff,
     max_param_diff,
@@ -81,8 +82,7 @@ class Verifier:
         """Rank 0 prints ``head``, then every rank's ``detail`` (None: it has none) in rank
         order: one process writes them all, so they come in that order (each rank printing
         its own line raced rank 0's head)."""
-        details: list = [None] * dist.get_world_size()
-        dist.all_gather_object(details, detail)
+        details = all_gather_objects(detail)
         if self.ctx.rank == 0:
             print("\n".join([head, *(d for d in details if d)]), flush=True)
 
