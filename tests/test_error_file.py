@@ -20,6 +20,7 @@ def test_the_record_is_torch_format_plus_ppir(tmp_path, monkeypatch):
     rec = json.loads(path.read_text())
     assert rec["message"]["message"] == "rank 1: boom"
     assert rec["ppir"]["rank"] == 1 and rec["ppir"]["kind"] == "own"
+    assert rec["ppir"]["usage"] is False  # the user's mistake only when fail() says so
     assert [p.name for p in tmp_path.iterdir()] == ["error.json"]  # no temporary left behind
 
 

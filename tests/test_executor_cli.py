@@ -380,3 +380,17 @@ def test_a_rank_started_by_hand_is_a_usage_error_saying_how_to_start_it(tmp_path
         "through 'ppir launch' or torchrun ('torchrun --nproc-per-node N -m ppir.run PLAN "
         "--module MODULE')\n"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_model_without_the_contract_functions_exits_2_as_profile_does(tmp_path):
+    """A model module that lacks build_stage, make_batch and loss_fn is the user's mistake:
+    'ppir launch' ended with exit code 1 (a failure) where 'ppir profile' says exit 2."""
+    model = tmp_path / "no_api.py"
+    model.write_text("def helper():\n    return 1\n")
+    res = ppir_launch("-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--device", "cpu")
+    assert res.returncode == 2, res.stdout + res.stderr
+    first = res.stderr.splitlines()[0]
+    assert first.startswith("ppir launch: failed: rank ") and "lacks build_stage" in first, first
+    assert "Traceback" not in res.stderr

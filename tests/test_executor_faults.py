@@ -75,7 +75,7 @@ def test_rank_raising_names_it_with_its_traceback_once(tmp_path):
 @pytest.mark.timeout(90)
 def test_shape_mismatch_names_rank_op_and_shapes(tmp_path):
     rep = run(tmp_path, "shape")
-    assert rep["returncode"] == 1, rep
+    assert rep["returncode"] == 2, rep  # a model that breaks the plan's shapes: its mistake
     assert failure_line(rep) == (
         "rank 0: rank 0, instruction #0 (0F0): the output of stage 0 has shape (2, 5) float32 "
         "but the plan's metadata for boundary 1 says (2, 4) float32 (at step 1: a boundary's "

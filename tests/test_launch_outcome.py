@@ -131,3 +131,13 @@ def test_a_rank_that_ended_with_0_is_not_blamed_for_what_it_did_not_cause():
 def test_the_ranks_that_ended_with_0_are_this_nodes_ranks_the_agent_left_out():
     assert ended_with_0({0: 0, 1: 1}, 2) == []
     assert ended_with_0({5: 1}, 4) == [4, 6, 7]  # node 1 of 4 processes each: ranks 4..7
+
+
+def test_the_cause_is_the_users_mistake_only_when_the_earliest_own_error_says_so():
+    """A rank's record carries ``usage`` for a model that breaks the runtime's contract
+    (ppir launch then exits 2); a later rank's such error does not make the first one so."""
+    mistake = own(1, "rank 1: model 'm.py' lacks build_stage", 1.0)
+    mistake.record["usage"] = True
+    assert root_cause([mistake, own(0, "rank 0: ValueError: x", 2.0)]).usage
+    assert not root_cause([mistake, own(0, "rank 0: ValueError: x", 0.5)]).usage
+    assert not root_cause([own(0, "rank 0: ValueError: x", 0.5)]).usage  # no field: not

@@ -72,7 +72,8 @@ def free_port() -> int:
 
 @dataclass
 class Outcome:
-    """How a launch ended: ``code`` (0, 1, or 128 + signal), the root cause and the ranks'
+    """How a launch ended: ``code`` (0; 1; 2 when the root cause is the model breaking the
+    runtime's contract; or 128 + signal), the root cause and the ranks'
     ends (empty when every rank succeeded)."""
 
     code: int
@@ -140,7 +141,8 @@ def start(
                 ends.append(RankEnd(int(rank), int(f.exitcode), data.get("ppir")))
             local = {int(rank): int(f.local_rank) for rank, f in e.failures.items()}
             ends += [RankEnd(r, 0, None) for r in ended_with_0(local, nproc_per_node)]
-            return Outcome(1, root_cause(ends), ends)
+            cause = root_cause(ends)
+            return Outcome(EXIT_USAGE if cause is not None and cause.usage else 1, cause, ends)
         except SignalException as e:
             if interrupted:
                 return Outcome(130, stopped_by="SIGINT", sent="SIGTERM")

@@ -5,7 +5,9 @@ the ``ppir`` record of its torchelastic error file, see :mod:`ppir.torch.failure
 in this order:
 
 1. the earliest rank's own error (an exception; the runtime's own error, or the user's code
-   with its traceback);
+   with its traceback); :attr:`Cause.usage` when it says the model breaks the runtime's
+   contract (a missing function, a stage output of the wrong shape), which ``ppir launch``
+   ends with exit code 2 like any other mistake in its input;
 2. a rank that died without a Python exception: a signal other than the launcher's SIGTERM
    (SIGKILL, SIGSEGV, ...) or an exit code without a record (``os._exit``); exit code 1
    without a record is said to be Python's for an exception nothing caught (the rank's output
@@ -66,6 +68,7 @@ class Cause:
     traceback: str | None = None
     rank: int | None = None
     left: tuple[int, ...] = ()  # ranks that ended with exit code 0 while others still ran
+    usage: bool = False  # the model breaks the runtime's contract: the user's mistake (exit 2)
 
 
 def ended_with_0(failed: dict[int, int], nproc_per_node: int) -> list[int]:
@@ -86,7 +89,8 @@ def root_cause(ends: list[RankEnd]) -> Cause | None:
 
     if "own" in by_kind:
         e = earliest("own")
-        return Cause(e.record["message"], e.record.get("traceback"), e.rank)
+        usage = bool(e.record.get("usage"))
+        return Cause(e.record["message"], e.record.get("traceback"), e.rank, usage=usage)
     if "died" in by_kind:
         died = sorted(by_kind["died"], key=lambda e: e.rank)
         text = _deaths(died)

@@ -25,7 +25,10 @@ Contract:
   cannot write its file), and the torchelastic error file
   (``$TORCHELASTIC_ERROR_FILE``, torch's format) with a ``ppir`` record that the launcher reads:
   ``rank``, ``time``, ``kind`` (``own``, ``comm`` or ``secondary``), ``message``, ``first``,
-  ``peers``, ``timeout``, ``traceback``.  The file is replaced atomically, so the launcher
+  ``peers``, ``timeout``, ``traceback``, ``usage`` (true for a model that breaks the runtime's
+  contract, :class:`~ppir.torch.errors.ModelError` or
+  :class:`~ppir.torch.errors.ShapeMismatch`: the user's mistake, which ``ppir launch`` ends
+  with exit code 2, as ``ppir profile`` does).  The file is replaced atomically, so the launcher
   never reads half of it, however the rank is stopped.
 """
 
@@ -180,7 +183,7 @@ def describe(exc: BaseException, rank: int | None) -> str:
 
 def fail(ctx, rank: int | None, exc: BaseException, settle_s: float = 1.5) -> None:
     """Report ``exc`` (see the module docstring) and exit 1 at once."""
-    from ppir.torch.errors import CommError
+    from ppir.torch.errors import CommError, ModelError, ShapeMismatch
 
     channel = getattr(ctx, "channel", None)
     if channel is not None:
@@ -209,6 +212,7 @@ def fail(ctx, rank: int | None, exc: BaseException, settle_s: float = 1.5) -> No
         tb,
         peers=list(getattr(exc, "peers", ())),
         timeout=bool(getattr(exc, "timeout", False)),
+        usage=isinstance(exc, (ModelError, ShapeMismatch)),
     )
     if not (written and launched()):
         print(f"ppir.run: error: {text}", file=sys.stderr, flush=True)
@@ -235,7 +239,7 @@ def _report_secondary(rank, first: str, own: str | None) -> None:
     sys.stdout.flush()
 
 
-def _write_error_file(rank, kind, message, first, tb, peers=(), timeout=False) -> bool:
+def _write_error_file(rank, kind, message, first, tb, peers=(), timeout=False, usage=False) -> bool:
     """torchelastic's error-file format, plus the ``ppir`` record (module docstring); whether
     the file was written."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
@@ -260,6 +264,7 @@ def _write_error_file(rank, kind, message, first, tb, peers=(), timeout=False) -
             "peers": list(peers),
             "timeout": timeout,
             "traceback": tb,
+            "usage": usage,
         },
     }
     # Written whole or not at all: the launcher parses this file when the rank ends, and a
