@@ -24,7 +24,8 @@ ppir's torch.distributed runtime: NCCL with one GPU per process when GPUs are pr
 with gloo.  -n is the number of processes: the schedule's ranks times --dp data-parallel
 replicas (gradients are averaged across replicas after each stage's last backward).  The rank
 holding the last stage prints each step's loss and time.  If any rank fails, every rank stops
-and the launcher names the failing rank and its cause (exit 1).
+and the launcher names the failing rank and its cause (exit 1; 2 for a model that breaks the
+contract below, such as a missing function or a stage output of the wrong shape).
 
 The model is a .py file or module with build_stage(stage, num_stages), make_batch(step) and
 loss_fn(output, target) (see docs/executor.md).  Several nodes: run the same command on every
