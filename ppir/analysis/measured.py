@@ -33,9 +33,10 @@ Format (TOML, one table; every list has one entry per *measured* stage, seconds 
                                # backwards (what 'ppir profile' holds the estimate against)
     core_use = 0.9             # informative (CPU): the share of the cores its ranks could use
                                # that they kept busy in those steps
-    oversubscription = 1.2     # optional (CPU, more ranks than processors): the profiled 1F1B
-                               # step over its estimate from this file without it; op_times
-                               # scales op and post times by it where ranks outnumber processors
+    oversubscription = 1.2     # optional (CPU, more ranks than processors): the factor on op
+                               # and post times with which this file's estimate of the profiled
+                               # 1F1B program is its step; op_times scales op and post times by
+                               # it where ranks outnumber processors
     message_bytes = [...]      # one per boundary between measured stages (stages - 1 entries;
                                # a tuple or dict value: the sum over its tensors)
     activation_bytes = [...]   # saved for backward by one forward of the stage (bytes)
@@ -154,9 +155,10 @@ class MeasuredCosts:
     :meth:`op_times` takes the shares and :meth:`fit` drops them: fit after op_times)."""
     oversubscription: float = 0.0
     """What running more ranks than processors costs beyond the timeline's fair sharing of
-    them (the operating system's switching between ranks, their wake-ups), measured as the
-    profiled 1F1B step over the estimate of that program from the file without it (0: not
-    measured, the profile's ranks each had a processor): :meth:`op_times`."""
+    them (the operating system's switching between ranks, their wake-ups): the factor on op
+    and post times with which the file's estimate of the profiled 1F1B program is its measured
+    step (:func:`ppir.profile.selfcheck.oversubscribed`; 0: not measured, the profile's ranks
+    each had a processor, or the estimate without it was the step already): :meth:`op_times`."""
 
     def op_times(self, ranks: int, processors: int | None) -> MeasuredCosts:
         """The op and post times a schedule of ``ranks`` ranks is timed with: the measured

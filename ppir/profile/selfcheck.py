@@ -5,9 +5,10 @@ The two differ by what the estimator does not model on this machine (the operati
 scheduling of more ranks than cores, the runtime's own Python between ops, other load), so the
 line tells a user how far to trust the estimates of other schedules from the same file.  Where
 the profile's ranks outnumbered the cores, the gap is taken as what that costs beyond the
-timeline's fair sharing of them: :func:`oversubscribed` keeps it in the file
-(``oversubscription``), and the estimator scales op and post times by it wherever ranks
-outnumber processors (:meth:`ppir.analysis.measured.MeasuredCosts.op_times`).
+timeline's fair sharing of them: :func:`oversubscribed` keeps in the file the factor
+(``oversubscription``) on op and post times that closes it, and the estimator scales op and
+post times by it wherever ranks outnumber processors
+(:meth:`ppir.analysis.measured.MeasuredCosts.op_times`).
 """
 
 from __future__ import annotations
@@ -21,33 +22,58 @@ def held_to_run(mc) -> tuple[float, float] | None:
     :func:`ppir.analysis.estimate.estimate` of that very program (as ``ppir launch`` runs it,
     :func:`ppir.profile.orders.program`) under the costs ``mc`` without their
     ``oversubscription``, as the written file says them; None without a ``step_time``."""
+    if not dict(mc.info).get("step_time"):
+        return None
+    return dict(mc.info)["step_time"], predict(mc, 0.0)
+
+
+def predict(mc, oversubscription: float) -> float:
+    """Seconds of one step of the profile's 1F1B program estimated from the file the costs
+    ``mc`` make with this ``oversubscription`` (0: none), read back as ``--config`` reads it."""
     from ppir.analysis.config import make_config
     from ppir.analysis.estimate import estimate
     from ppir.analysis.toml_file import parse_config_text
     from ppir.profile.orders import program
 
     info = dict(mc.info)
-    if not info.get("step_time"):
-        return None
-    text = replace(mc, oversubscription=0.0).to_toml()
+    text = replace(mc, oversubscription=oversubscription).to_toml()
     cfg = make_config(parse_config_text(text, "the profile's cost file"), "the profile")
     s, _ = program("1f1b", {"P": info["ranks"], "M": info["microbatches"]}, 0)
-    return info["step_time"], estimate(s, cfg, memory=False).step_time
+    return estimate(s, cfg, memory=False).step_time
+
+
+TOLERANCE = 1e-6
+"""How close (relative) the estimate with the fitted ``oversubscription`` comes to the step."""
 
 
 def oversubscribed(mc):
     """The profile's costs ``mc`` with their ``oversubscription`` where its ranks outnumbered
-    the processors: the measured step over the estimate without it (:func:`held_to_run`),
-    what the operating system's running of more ranks than cores cost beyond the timeline's
-    fair sharing of them.  With a processor per rank, or no ``step_time``, ``mc`` unchanged."""
+    the processors: the factor on op and post times with which the estimate of the profiled
+    1F1B program is its measured step (:func:`held_to_run`; messages keep their time), what
+    the operating system's running of more ranks than cores cost beyond the timeline's fair
+    sharing of them.  ``mc`` unchanged with a processor per rank, without a ``step_time``, or
+    where the estimate without a factor is already the step or more (a factor under 1 would
+    not be a cost).
+
+    The estimate ``e(f)`` is a longest path whose op and post times scale with ``f``, so
+    ``e(f) / f`` falls as ``f`` grows: from ``f = measured / e(1)``, each ``f * measured /
+    e(f)`` rises towards the one ``f`` with ``e(f) = measured``, faster the smaller the
+    messages' part of the step."""
     info = dict(mc.info)
     ranks, cores = info.get("ranks"), info.get("processors")
     if not (mc.processor_share and cores and ranks and ranks > cores):
         return mc
     held = held_to_run(mc)
-    if not held or held[1] <= 0:
+    if not held or held[1] <= 0 or held[0] <= held[1]:
         return mc
-    return replace(mc, oversubscription=held[0] / held[1])
+    measured, e = held
+    f = 1.0
+    for _ in range(50):
+        f *= measured / e
+        e = predict(mc, f)
+        if abs(e - measured) <= TOLERANCE * measured:
+            break
+    return replace(mc, oversubscription=f)
 
 
 def check_line(measured: float, predicted: float, mc=None) -> str:
@@ -62,14 +88,17 @@ def check_line(measured: float, predicted: float, mc=None) -> str:
         who = "its rank" if ranks == 1 else "its ranks"
         busy = f"; {who} kept {use:.0%} of {'the core' if n == 1 else f'{n} cores'} busy"
     over = ""
+    source = "this file"
     if mc is not None and mc.oversubscription:
+        source = "this file's costs without its oversubscription"
         over = (
             f"; the file takes the gap as what running {info.get('ranks')} ranks on {cores} "
-            f"cores costs beyond fair sharing, and scales op and post times by "
-            f"{mc.oversubscription:.3g} where ranks outnumber the cores"
+            f"cores costs beyond fair sharing: it scales op and post times by "
+            f"{mc.oversubscription:.3g} where ranks outnumber the cores, with which it "
+            "predicts that program's step as measured"
         )
     return (
         f"check: its 1F1B steps with whole backwards took {measured * 1e3:.1f} ms (the median); "
-        f"from this file the estimator predicts {predicted * 1e3:.1f} ms for that program "
+        f"from {source} the estimator predicts {predicted * 1e3:.1f} ms for that program "
         f"({(predicted - measured) / measured:+.1%}){busy}{over}"
     )
