@@ -244,3 +244,11 @@ def test_both_spellings_of_one_option_are_refused_as_ambiguous(capsys):
     # an appending option takes both spellings' values
     argv = ["profile", "--module", "m.py", "--module-opt", "a=1", "--model-opt", "b=2"]
     assert build_parser().parse_args(argv).module_opt == ["a=1", "b=2"]
+
+
+def test_three_spellings_given_together_are_listed_once(capsys):
+    """'ppir tune -P 4 --ranks 8' said '-P and --pp and --ranks are one option ...'."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["tune", "-P", "4", "--ranks", "8"])
+    err = capsys.readouterr().err
+    assert "error: -P, --pp and --ranks are one option under its new and old spellings" in err

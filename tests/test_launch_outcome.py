@@ -74,6 +74,11 @@ def test_a_death_without_exception_comes_before_a_lost_peer():
         "uncaught exception: the traceback is in the output above); rank 2 died without a "
         "Python exception (killed by signal 9 (SIGKILL))"
     )
+    # and the summary says rank 1 failed as rank 0 did (it said 'died (exit code 1)')
+    assert summary(ends, root_cause(ends)) == (
+        "rank 0: failed (exit code 1); rank 1: failed too (exit code 1); "
+        "rank 2: died (killed by signal 9 (SIGKILL))"
+    )
 
 
 def test_the_earliest_lost_peer_then_a_quoted_failure_then_outside_sigterms():

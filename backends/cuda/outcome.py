@@ -152,5 +152,7 @@ def summary(ends: list[RankEnd], cause: Cause | None) -> str:
             parts.append(f"rank {e.rank}: stopped")
         else:
             what = {"own": "failed too", "comm": "lost its peers", "died": "died"}[e.kind]
+            if e.kind == "died" and e.exitcode == 1:  # Python's end on an uncaught exception
+                what = "failed too"
             parts.append(f"rank {e.rank}: {what} ({e.how()})")
     return "; ".join(parts)

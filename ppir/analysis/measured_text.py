@@ -44,7 +44,8 @@ def sharing_note(m: MeasuredCosts, ranks=None, processors: int | None = None) ->
         if m.oversubscription:
             out += (
                 f" x {m.oversubscription:.3g}, what running more ranks than processors cost "
-                "the profile beyond fair sharing (the factor that makes the estimate of its 1F1B its step)"
+                "the profile beyond fair sharing (the factor that makes the estimate of its "
+                "1F1B its step)"
             )
     return out
 

@@ -72,7 +72,7 @@ class Renamed(argparse.Action):
         given.add(option_string in self.old)
         if len(given) > 1 and not self.append:  # the new and an old spelling: which one?
             parser.error(
-                f"{' and '.join(self.option_strings)} are one option under its new and old "
+                f"{_spellings(self.option_strings)} are one option under its new and old "
                 f"spellings; give it once{_MODEL_NOTE if '--model' in self.old else ''}"
             )
         if option_string in self.old:
@@ -97,3 +97,9 @@ _MODEL_NOTE = (
 def old_spellings(action: argparse.Action) -> tuple[str, ...]:
     """The deprecated option strings of ``action`` (empty unless it is :class:`Renamed`)."""
     return action.old if isinstance(action, Renamed) else ()
+
+
+def _spellings(options) -> str:
+    """``-P, --pp and --ranks``; ``--module and --model``."""
+    options = list(options)
+    return options[0] if len(options) == 1 else f"{', '.join(options[:-1])} and {options[-1]}"

@@ -154,7 +154,8 @@ def add_arguments(p):
         "--memory-budget",
         metavar="SIZE",
         help="the per-rank budget itself (instead of --gpu-memory): bytes with a unit, e.g. "
-        "60GiB, or without --model in A (a microbatch's activations of a rank share), e.g. 6A",
+        "60GiB, or without --model in A (one sample's activations of a rank share; a "
+        "micro-batch of b samples holds b A), e.g. 6A",
     )
     p.add_argument(
         "--even", action="store_true", help="only even layer splits (no uneven or balanced ones)"
