@@ -36,6 +36,7 @@ Contract
   written as the ``[measured]`` table of a TOML cost file; a schedule with S stages uses it
   when S divides ``stages``.  ``ppir profile`` then holds the file to its own run
   (:mod:`.selfcheck`): the estimate of that 1F1B program from the file against ``step_time``.
-* torch is imported only inside :mod:`.worker` and :mod:`.pieces` (and by :mod:`.launch`
-  when it runs).
+* torch is imported by the modules that run on the ranks (:mod:`.worker`, :mod:`.measure`,
+  :mod:`.pieces`, :mod:`.fb`, :mod:`.transfer`) and by :mod:`.launch` when it runs; the
+  summary, the samples and the self-check import without it.
 """

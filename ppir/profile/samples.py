@@ -127,3 +127,9 @@ def trimmed_mean(xs: list, cut: float = 0.1) -> float:
     k = int(len(xs) * cut)
     core = xs[k : len(xs) - k] or xs
     return sum(core) / len(core)
+
+
+def usable_cores(cores: int, ranks: int, threads: int = 1) -> int:
+    """The cores a profile's ranks could keep busy: ``ranks`` processes of ``threads`` torch
+    threads each on ``cores`` processors (the ``core_use`` of a cost file is a share of them)."""
+    return min(cores, ranks * threads)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ppir.profile.samples import usable_cores
+
 
 def held_to_run(mc) -> tuple[float, float] | None:
     """(measured, predicted) seconds of one step of the profile's 1F1B program: its median step
@@ -84,7 +86,7 @@ def check_line(measured: float, predicted: float, mc=None) -> str:
     busy = ""
     if use is not None and cores:
         ranks = info.get("ranks") or cores
-        n = min(cores, ranks * info.get("threads", 1))
+        n = usable_cores(cores, ranks, info.get("threads", 1))
         who = "its rank" if ranks == 1 else "its ranks"
         busy = f"; {who} kept {use:.0%} of {'the core' if n == 1 else f'{n} cores'} busy"
     over = ""

@@ -36,6 +36,7 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         processor_share,
         trimmed_mean,
         upper_median,
+        usable_cores,
     )
 
     pieces = data["pieces"]
@@ -64,7 +65,7 @@ def summarize(spec: ProfileSpec, data: dict) -> MeasuredCosts:
         info += (("step_time", upper_median(whole)),)
     cores = dict(info).get("processors")
     if cores and walls and all(len(w) > 2 and w[1] > 0 for w in walls):
-        usable = min(cores, spec.ranks * dict(info).get("threads", 1))
+        usable = usable_cores(cores, spec.ranks, dict(info).get("threads", 1))
         use = [min(1.0, w[2] / (usable * w[1])) for w in walls]  # above 1: clock granularity
         info += (("core_use", upper_median(use)),)
     mc = MeasuredCosts(
