@@ -360,6 +360,12 @@ def test_property_test_refuses_a_misspelt_check_when_defined():
     # a parameter of the schedule, held fixed, is a keyword too
     test = property_test("interleaved_1f1b", over={"P": "2..3"}, v=2, max_peak_activations="P")
     assert callable(test)
+    # a bound naming no parameter, too (it failed as a counterexample when the test ran)
+    with pytest.raises(PpirError) as e:
+        property_test("1f1b", over={"P": "2..3"}, max_peak_activations="P+k")
+    assert e.value.message == (
+        "max_peak_activations 'P+k' refers to 'k', which is not a parameter of 1f1b"
+    )
 
 
 @pytest.mark.parametrize("spec", [{"P": 0}, {"M": range(-2, 1)}, {"v": []}])

@@ -340,10 +340,14 @@ def property_test(
     Assign it to a ``test_*`` name in a test module.  ``examples`` sets hypothesis'
     ``max_examples`` (default: ``--ppir-examples`` with the plugin, else the active profile).
     The test has no deadline, and no explain phase (the lines it lists would be ppir's)."""
-    from ppir.testing.checks import schedule_path
+    from ppir.frontend.loader import declared_params
+    from ppir.testing.checks import check_bound_names, schedule_path
 
     path = schedule_path(schedule, "property_test")
     property_keywords(path, checks)
+    for option in ("max_peak_activations", "max_bubble", "max_step_time"):
+        # now, as 'ppir fuzz' does before its first check: it came as a falsifying example
+        check_bound_names(option, checks.get(option), declared_params(path), os.fspath(schedule))
     if examples is not None and not (type(examples) is int and examples >= 1):
         raise ValueError(f"property_test: examples must be at least 1, got {examples!r}")
     if not hasattr(over, "items"):  # a mapping; was "AttributeError: 'str' ... 'items'"
