@@ -217,7 +217,10 @@ def compile(  # noqa: A001 - the library's verb
             schedule = PlaceReduce().apply(schedule)
         with timed(timings, "graph"):
             g = build_graph(schedule, progress)
-        return _finish(schedule, g, verify, strict, **base)
+        out = _finish(schedule, g, verify, strict, **base)
+        if out.report is not None and not out.report.ok:
+            out.failed = "input"  # the program as written: the input itself failed
+        return out
     with timed(timings, "input"):
         if _reusable(input_timeline, schedule, progress, c):
             cg, ctl = input_timeline.graph, input_timeline

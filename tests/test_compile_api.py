@@ -37,6 +37,16 @@ def test_a_deadlocked_compile_has_no_step_time():
         unverified.step_time  # noqa: B018
 
 
+def test_a_literal_program_that_fails_verification_failed_at_its_input():
+    """A program written with its communication runs as written: a failure is the input's (it
+    said failed=None, and its repr 'not ok', where a compute-only input said 'input')."""
+    s = ppir.load("1f1b", P=3, M=4)
+    naive = ppir.compile(s, lowering="naive", verify=False).program  # deadlocks
+    c = ppir.compile(naive)
+    assert not c.ok and c.failed == "input" and "failed at input" in repr(c)
+    assert ppir.compile(ppir.compile(s).program).failed is None  # one that verifies
+
+
 def test_auto_lowering_still_compares_its_candidates():
     s = ppir.load("zb_h1", P=4, M=8)
     cfg = ppir.make_config({"comm": {"latency": "0.25"}, "costs": {"F": 2, "I": 2, "W": 1}})
