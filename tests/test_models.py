@@ -112,3 +112,20 @@ def test_a_model_file_given_as_a_preset_points_to_profile():
     with pytest.raises(PpirError) as e:
         parse_model_spec("llama")  # a misspelt preset gets no such hint
     assert "ppir profile" not in e.value.render()
+
+
+def test_the_formulas_letters_that_the_assumptions_line_prints_name_their_field():
+    """The assumptions line says '(L=32, h=4096, s=8192, b=1, tp=1)'; '--model llama3-8b,b=2'
+    said only "unknown model field 'b'"."""
+    import ppir
+
+    with pytest.raises(PpirError) as e:
+        parse_model_spec("llama3-8b,b=2")
+    assert "hint: 'b' is the formulas' letter: the field is mbs=" in e.value.render()
+    from ppir.analysis.models import PAPER_NAMES
+
+    cfg = ppir.make_config({"model": {"preset": "llama3-8b", "mbs": 2}})
+    shown = cfg.describe().split("(", 1)[1].split(")", 1)[0]  # 'L=32, h=4096, ..., tp=1'
+    for item in shown.split(", "):  # each letter the line prints is its field's value
+        letter, value = item.split("=")
+        assert getattr(cfg.model, PAPER_NAMES.get(letter, letter)) == int(value), item

@@ -290,6 +290,8 @@ STR_FIELDS = ("name", "dtype", "norm", "optimizer", "grad_dtype")
 SPEC_FIELDS = tuple(f.name for f in fields(ModelShape) if f.name != "name")
 _INT_FIELDS = {f for f in SPEC_FIELDS if f not in STR_FIELDS}
 _KEYS = sorted(SPEC_FIELDS)
+PAPER_NAMES = {"L": "layers", "h": "hidden", "s": "seq", "b": "mbs", "a": "heads", "t": "tp"}
+"""The letters of Megatron's memory and FLOP formulas, as the assumptions line prints them."""
 
 
 def check_recompute(mode: str) -> None:
@@ -334,10 +336,13 @@ def make_model(preset: str | None = None, *, cli: bool = False, **overrides) -> 
     base = PRESETS[preset] if preset else ModelShape()
     for k in overrides:
         if k not in _KEYS:
+            paper = PAPER_NAMES.get(k)  # 'b' of the assumptions line's (L=32, ..., b=1)
             raise error(
                 "bad-model",
                 f"unknown model field '{k}'",
-                hints=did_you_mean(k, _KEYS) + [f"fields: {', '.join(_KEYS)}"],
+                hints=([f"'{k}' is the formulas' letter: the field is {paper}="] if paper else [])
+                + did_you_mean(k, _KEYS)
+                + [f"fields: {', '.join(_KEYS)}"],
             )
     return replace(base, **overrides)
 
