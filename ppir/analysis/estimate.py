@@ -225,7 +225,7 @@ def check_complete(tl: Timeline) -> None:
         "deadlock",
         f"{g.schedule.name} cannot finish under rendezvous semantics ({g.progress} progress): "
         f"{rank_list(stuck)} wait{'s' if len(stuck) == 1 else ''} forever",
-        hints=["run 'ppir check' on the schedule for the wait-for cycle"],
+        hints=["run 'ppir check' on the schedule (ppir.verify in Python) for the wait-for cycle"],
         exit_code=EXIT_INVALID,
     )
 
