@@ -372,3 +372,19 @@ def test_bubble_shares_of_a_step_where_every_op_costs_nothing_are_dashes(cli):
     assert "bubble / ideal             -   (idle / busy, Narayanan 2021)" in lines
     code, out, _ = cli("compile", "1f1b", "--backend", "cost")
     assert "bubble / total             27.27%   (idle / step time)" in out.splitlines()
+
+
+def test_a_fractional_peak_of_a_split_backward_says_what_i_and_w_free(cli):
+    """'peak act (A) 3.351' under ZB-H1 was left unexplained where 'ppir analyze' says why; an
+    interleaved schedule's halves (chunks of 1/v A) get no such note."""
+    code, out, err = cli("compile", "zb_h1", "-D", "P=4", "-D", "M=8")
+    assert code == 0, err
+    assert out.splitlines()[-1] == (
+        "note: peak act (A) holds parts of a chunk: split backward: I frees 37/57 of a chunk, "
+        "W the rest; on a first stage I does nothing and W frees the whole chunk (ppir analyze "
+        "--i-fraction)"
+    )
+    _, analyzed, _ = cli("analyze", "zb_h1", "-D", "P=4", "-D", "M=8")
+    assert "split backward: I frees 37/57 of a chunk, W the rest" in analyzed  # the same split
+    code, out, _ = cli("compile", "interleaved_1f1b", "-D", "P=4", "-D", "M=8", "-D", "v=2")
+    assert code == 0 and "5.5" in out and "note: peak act" not in out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ppir.backends.cost.report import format_summary, microbatch_note, split_note
+from ppir.backends.cost.report import format_summary, microbatch_note, peak_note, split_note
 
 from ppir.cli.argtypes import output_path
 from ppir.diagnostics import write_output
@@ -59,7 +59,8 @@ class CostBackend:
             from ppir.cli.common import compile_again
 
             again = lambda costs: compile_again(args, compiled, costs)  # noqa: E731
-            text = format_summary(est) + split_note(compiled, again) + microbatch_note(compiled)
+            text = format_summary(est) + peak_note(compiled, est)
+            text += split_note(compiled, again) + microbatch_note(compiled)
             if fp is not None:
                 from ppir.cli.footprint_view import footprint_lines
 

@@ -142,6 +142,32 @@ NOTE_OPS = 10_000
 0.2 ms each: two seconds more at most); a larger one's note says the forward work only."""
 
 
+def _ops(program):
+    for it in program:
+        yield from getattr(it, "actions", (it,))
+
+
+def peak_note(compiled, e: Estimate) -> str:
+    """A ``note:`` line when a rank's peak is a fraction of chunk activations: with split
+    backward I frees part of a chunk and W the rest (the memory model's split, which ``ppir
+    analyze`` prints and ``--i-fraction`` sets); "" when every peak is whole."""
+    from ppir.ir import OpKind
+
+    peaks = [r.peak_activations for r in e.per_rank if r.peak_activations is not None]
+    if all(float(p).is_integer() for p in peaks):  # a chunk of 1/v A is a fraction too:
+        return ""
+    if not any(
+        getattr(a, "kind", None) is OpKind.I
+        for prog in compiled.program.programs
+        for a in _ops(prog)
+    ):
+        return ""  # then the split is not what makes it one
+    from ppir.cli.analyze import split_line
+
+    what = split_line(compiled.memory.i_fraction)
+    return f"note: peak act (A) holds parts of a chunk: {what} (ppir analyze --i-fraction)\n"
+
+
 def split_note(compiled, compile_with) -> str:
     """A ``note:`` line for the layer split :func:`ppir.analysis.layout.faster_split` finds
     when it cuts the busiest rank's forward work (its stages' layers, the output layer on each
