@@ -221,6 +221,9 @@ def test_expansion_errors_fail_and_require_failures_are_unsupported(tmp_path):
     bad.write_text("schedule oob(P = 2)\nranks P\nmicrobatches 1\nprogram r { F(r) B(0) }\n")
     r = check_schedule(bad)
     assert r.status == "failed" and "microbatch 1 is out of range" in r.failures[0]
+    # named by its header as a schedule that expands is, not by its file ('oob.pps')
+    bad.rename(tmp_path / "file_stem.pps")
+    assert check_schedule(tmp_path / "file_stem.pps").name == "oob"
 
 
 def test_usage_mistakes_raise_ppir_errors_not_assertions(tmp_path):

@@ -225,6 +225,15 @@ def _misspelt_check(spec: str, params: dict) -> None:
 
 
 def _display(spec: str) -> str:
+    """How a result names a schedule that did not expand: as an expanded one is named, by its
+    header (``schedule warm1f1b(P, M, K)`` in warm.pps: ``warm1f1b``), else by the file's stem
+    (it said ``warm`` when expansion failed and ``warm1f1b`` when the verifier did)."""
+    from ppir.frontend.loader import parse_cached, read_source, schedule_kind
+
+    if schedule_kind(spec) == "pps":
+        module = parse_cached(*read_source(spec))
+        if module.header is not None:
+            return module.header.name
     return os.path.splitext(os.path.basename(spec))[0] or spec
 
 
