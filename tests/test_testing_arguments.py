@@ -126,3 +126,10 @@ def test_testing_md_gives_assert_schedule_ok_the_keywords_check_schedule_takes()
     }
     real = inspect.signature(check_schedule).parameters
     assert documented == {n: p.default for n, p in real.items() if p.kind is p.KEYWORD_ONLY}
+
+
+def test_a_property_failure_is_an_assertion_error_that_ppir_testing_names():
+    from ppir.testing import PropertyFailure
+
+    assert issubclass(PropertyFailure, AssertionError)
+    assert not PropertyFailure("x").pytrace  # pytest prints the message alone

@@ -16,7 +16,8 @@ Public API
   optional estimator bounds); no hypothesis needed.
 * :func:`shapes`, :func:`valid_schedules`, :func:`mutations`, :func:`property_test` --
   hypothesis strategies, imported on first use (``pip install 'ppir[test]'``; without
-  hypothesis they raise ImportError saying so).
+  hypothesis they raise ImportError saying so).  A property test's failure is a
+  ``PropertyFailure``: an AssertionError that pytest reports as its message alone.
 * :class:`ParamSpace`, :func:`parse_domain` -- the ``P=2..16``, ``M=P..8P`` parameter specs.
 """
 
@@ -33,6 +34,10 @@ def __getattr__(name: str):
         from ppir.testing import strategies
 
         return getattr(strategies, name)
+    if name == "PropertyFailure":  # made with pytest's outcome class, on first use
+        from ppir.testing.strategies import _property_failure
+
+        return _property_failure()
     raise AttributeError(f"module 'ppir.testing' has no attribute {name!r}")
 
 

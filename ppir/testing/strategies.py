@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 try:
@@ -331,6 +332,22 @@ def mutations(
 _DEFAULT_EXAMPLES: dict[str, int | None] = {"n": None}  # set by the pytest plugin's option
 
 
+@functools.cache
+def _property_failure() -> type:
+    """An AssertionError that pytest reports as its message alone, as ``pytest.fail(msg,
+    pytrace=False)`` is (pytest showed ppir's frame of the property test, marked at its
+    ``__tracebackhide__`` line, under hypothesis' trimmed traceback)."""
+    import pytest
+
+    class PropertyFailure(AssertionError, pytest.fail.Exception):
+        def __init__(self, message: str):
+            pytest.fail.Exception.__init__(self, message, pytrace=False)
+
+    PropertyFailure.__module__ = "ppir.testing"  # the summary line: ppir.testing.PropertyFailure
+    PropertyFailure.__qualname__ = "PropertyFailure"
+    return PropertyFailure
+
+
 def property_test(
     schedule: str | os.PathLike, *, over: dict, examples: int | None = None, **checks
 ):
@@ -360,8 +377,13 @@ def property_test(
             )
 
     def test(params):
-        __tracebackhide__ = True  # a failure shows the shape and the diagnostic, not ppir
-        assert_schedule_ok(path, **checks, **params)
+        __tracebackhide__ = True
+        try:
+            assert_schedule_ok(path, **checks, **params)
+            return
+        except AssertionError as e:
+            failure = str(e)
+        raise _property_failure()(failure)  # the shape and the diagnostic, no ppir frames
 
     # hypothesis names the function in 'Failing test case: NAME(params=...)'
     stem = os.path.splitext(os.path.basename(path))[0]
