@@ -133,3 +133,17 @@ def test_a_property_failure_is_an_assertion_error_that_ppir_testing_names():
 
     assert issubclass(PropertyFailure, AssertionError)
     assert not PropertyFailure("x").pytrace  # pytest prints the message alone
+
+
+def test_a_mistake_in_over_is_raised_without_ppir_frames_under_the_definition():
+    """pytest's collection error ran through strategies.py, loader.py and keywords.py before
+    the message; now it shows the test module's line and the message."""
+    import traceback
+
+    from ppir import PpirError
+
+    with pytest.raises(PpirError, match="unknown parameter 'Q'") as e:
+        property_test("gpipe", over={"Q": "1..2"})
+    files = [f.filename for f in traceback.extract_tb(e.value.__traceback__)]
+    assert not any(("frontend" in f or "checks.py" in f) for f in files), files
+    assert sum("strategies.py" in f for f in files) == 1, files  # property_test itself, hidden

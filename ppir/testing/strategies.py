@@ -356,7 +356,17 @@ def property_test(
 
     Assign it to a ``test_*`` name in a test module.  ``examples`` sets hypothesis'
     ``max_examples`` (default: ``--ppir-examples`` with the plugin, else the active profile).
-    The test has no deadline, and no explain phase (the lines it lists would be ppir's)."""
+    The test has no deadline, and no explain phase (the lines it lists would be ppir's).
+    A mistake in the arguments is a ppir error (or a TypeError/ValueError) raised here, from
+    the line that defines the test, without ppir's own frames under it."""
+    __tracebackhide__ = True
+    try:
+        return _property_test(schedule, over, examples, checks)
+    except (PpirError, TypeError, ValueError) as e:
+        raise e.with_traceback(None) from None  # pytest shows the user's line and the message
+
+
+def _property_test(schedule, over: dict, examples: int | None, checks: dict):
     from ppir.frontend.loader import declared_params
     from ppir.testing.checks import check_bound_names, schedule_path
 
