@@ -357,6 +357,25 @@ def test_verify_grads_says_why_a_batch_norm_model_differs(tmp_path):
     ), failed
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_verify_grads_says_why_a_model_with_dropout_differs(tmp_path):
+    """A new user's MLP with nn.Dropout(0.2) failed --verify-grads with no word of why: the
+    pipelined run and the reference draw other masks."""
+    model = tmp_path / "dropout.py"
+    model.write_text(BATCH_NORM.replace("torch.nn.BatchNorm1d(4)", "torch.nn.Dropout(0.2)"))
+    res = ppir_launch(
+        "-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "1", "--verify-grads",
+        "--device", "cpu",
+    )  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    [failed] = [ln for ln in res.stderr.splitlines() if ln.startswith("ppir launch: failed: ")]
+    assert failed.endswith(
+        "; the stages hold dropout in training mode, whose random masks differ between the "
+        "pipelined run and the reference: verify with dropout off (p=0)"
+    ), failed
+
+
 @pytest.mark.timeout(60)
 def test_a_rank_started_by_hand_is_a_usage_error_saying_how_to_start_it(tmp_path):
     """``python -m ppir.run`` without torchrun's environment exited 1, as if a rank had failed;

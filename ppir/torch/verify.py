@@ -109,7 +109,9 @@ class Verifier:
             return True
         gdiff, where = max_grad_diff(self.rt.stages, self.rt.stage_ids, stage_grads(self.ref))
         ldiff = abs(loss.item() - ref_loss.item()) if loss is not None else 0.0
-        gmax, lmax, batch_norm = self._worst(gdiff, ldiff, float(_batch_norm(self.rt.stages)))
+        gmax, lmax, batch_norm, dropout = self._worst(
+            gdiff, ldiff, float(_batch_norm(self.rt.stages)), float(_dropout(self.rt.stages))
+        )
         tol = self.args.tolerance
         ok = gmax <= tol and lmax <= tol
         self._say(
@@ -128,6 +130,11 @@ class Verifier:
                 self.failure += (
                     "; the stages train BatchNorm, whose statistics over a microbatch are not "
                     "those over the whole batch, so a difference is expected (docs/executor.md)"
+                )
+            if dropout:
+                self.failure += (
+                    "; the stages hold dropout in training mode, whose random masks differ "
+                    "between the pipelined run and the reference: verify with dropout off (p=0)"
                 )
         return ok
 
@@ -174,6 +181,13 @@ def _batch_norm(stages) -> bool:
     batch: microbatches see other statistics than the whole batch)."""
     norms = torch.nn.modules.batchnorm._BatchNorm
     return any(isinstance(m, norms) and m.training for s in stages for m in s.modules())
+
+
+def _dropout(stages) -> bool:
+    """Whether a stage holds a dropout layer with p > 0 in training mode (its masks are random:
+    the pipelined run draws others than the single-process reference)."""
+    drops = torch.nn.modules.dropout._DropoutNd
+    return any(isinstance(m, drops) and m.training and m.p > 0 for s in stages for m in s.modules())
 
 
 def _stages(entry: dict) -> frozenset:
