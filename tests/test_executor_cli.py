@@ -196,7 +196,7 @@ def test_lr_is_refused_for_a_model_that_makes_its_own_optimizer(tmp_path):
         "-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "2", "--lr", "100",
         "--device", "cpu",
     )  # fmt: skip
-    assert res.returncode == 1, res.stdout + res.stderr
+    assert res.returncode == 2, res.stdout + res.stderr  # a usage mistake, as profile's
     assert "--lr 100: the model module defines make_optimizer, which sets its own" in res.stderr
     assert "Traceback" not in res.stderr
 

@@ -237,9 +237,9 @@ def train(ctx, plan: dict, model, args) -> tuple[int, str]:
     from ppir.torch.verify import Verifier
 
     if args.lr is not None and callable(getattr(model, "make_optimizer", None)):
-        from ppir.torch.errors import SetupError
+        from ppir.torch.errors import ModelError  # the user's mistake: launch exits 2
 
-        raise SetupError(
+        raise ModelError(
             f"--lr {args.lr:g}: the model module defines make_optimizer, which sets its own "
             "learning rate; drop --lr, or set the rate in make_optimizer"
         )
