@@ -172,7 +172,8 @@ def run(args) -> int:
     if spec.orders and spec.ranks > 1 and why:
         print(
             f"ppir: note: F, B and I were timed only where 1F1B runs them, not both with their "
-            f"input made on the rank and received ({why}); the estimator charges every op so",
+            f"input made on the rank and received ({why}); the estimator charges each op "
+            "the time 1F1B gave it, wherever a schedule makes its input",
             file=sys.stderr,
         )
     cmd = "ppir profile " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "ppir profile"
