@@ -370,3 +370,17 @@ def test_a_make_optimizer_that_returns_no_optimizer_is_refused(made):
         f"make_optimizer returned {type(made).__name__}, not an optimizer (an object with step() "
         "and zero_grad()): does it return the optimizer it makes?"
     )
+
+
+def test_a_microbatch_of_another_shape_in_the_first_step_says_shapes_are_per_boundary():
+    """A stage that returned a data-dependent number of rows got only '... has shape (3, 32)
+    but the plan's metadata for boundary 1 says (2, 32)': the reason came from step 1 on."""
+    rt = runtime()
+    xs = [torch.randn(2, 8), torch.randn(3, 8), torch.randn(2, 8), torch.randn(2, 8)]
+    with pytest.raises(RuntimeFailure) as e:
+        rt.step_microbatches(xs, [torch.randn_like(x) for x in xs])
+    assert str(e.value) == (
+        "rank 0, instruction #2 (0F1): microbatch 1 of the inputs has shape (3, 8) float32 but "
+        "the plan's metadata for boundary 0 says (2, 8) float32 (a boundary's shapes are the "
+        "same for every microbatch: the plan's, or those the first microbatch gave)"
+    )

@@ -182,7 +182,8 @@ class Executor:
                     else ")"
                 )
                 if self.step_no
-                else ""
+                else " (a boundary's shapes are the same for every microbatch: the plan's, or "
+                "those the first microbatch gave)"
             )
             raise ShapeMismatch(
                 f"{self._where(ins)}: {what} has shape {V.describe(got)} but the "
