@@ -338,9 +338,9 @@ def test_the_plugin_gives_a_fixture_and_an_examples_option(tmp_path):
     assert "\n1f1b(P=2, M=2) FAILS\n" in out and "exceed the bound 1 A ('1')" in out
     assert "test_too_tight - ppir.testing.PropertyFailure: " in out  # (cut to the width)
     # not ppir's frame of the property test either (it showed 'def test(params):' and
-    # '> __tracebackhide__ = True' at ppir/testing/strategies.py)
+    # '> __tracebackhide__ = True' at ppir/testing/strategies.py, where it was)
     assert "checks.py" not in out and "def assert_schedule_ok" not in out
-    assert "strategies.py" not in out and "__tracebackhide__" not in out
+    assert "testing/property.py" not in out and "__tracebackhide__" not in out
 
 
 def test_check_schedule_reads_a_json_program(tmp_path, cli):

@@ -136,7 +136,7 @@ def test_a_property_failure_is_an_assertion_error_that_ppir_testing_names():
 
 
 def test_a_mistake_in_over_is_raised_without_ppir_frames_under_the_definition():
-    """pytest's collection error ran through strategies.py, loader.py and keywords.py before
+    """pytest's collection error ran through ppir's own modules (loader.py, keywords.py) before
     the message; now it shows the test module's line and the message."""
     import traceback
 
@@ -146,4 +146,4 @@ def test_a_mistake_in_over_is_raised_without_ppir_frames_under_the_definition():
         property_test("gpipe", over={"Q": "1..2"})
     files = [f.filename for f in traceback.extract_tb(e.value.__traceback__)]
     assert not any(("frontend" in f or "checks.py" in f) for f in files), files
-    assert sum("strategies.py" in f for f in files) == 1, files  # property_test itself, hidden
+    assert sum("testing/property.py" in f for f in files) == 1, files  # property_test, hidden

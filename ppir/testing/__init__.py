@@ -30,12 +30,16 @@ _LAZY = ("shapes", "valid_schedules", "mutations", "property_test")
 
 
 def __getattr__(name: str):
+    if name == "property_test":
+        from ppir.testing.property import property_test
+
+        return property_test
     if name in _LAZY:
         from ppir.testing import strategies
 
         return getattr(strategies, name)
     if name == "PropertyFailure":  # made with pytest's outcome class, on first use
-        from ppir.testing.strategies import _property_failure
+        from ppir.testing.property import _property_failure
 
         return _property_failure()
     raise AttributeError(f"module 'ppir.testing' has no attribute {name!r}")

@@ -44,9 +44,9 @@ def pytest_configure(config):
     if n is not None:
         if n < 1:
             raise pytest.UsageError(f"--ppir-examples must be at least 1, got {n}")
-        from ppir.testing import strategies
+        from ppir.testing import property
 
-        strategies._DEFAULT_EXAMPLES["n"] = n
+        property._DEFAULT_EXAMPLES["n"] = n
 
 
 def pytest_report_header(config):
