@@ -339,11 +339,25 @@ def loss_fn(y, t):
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_verify_grads_says_why_a_batch_norm_model_differs(tmp_path):
-    """BatchNorm's statistics over a microbatch are not the whole batch's: --verify-grads
-    fails by design, and said only that pipelined training differs from one process."""
-    model = tmp_path / "batch_norm.py"
-    model.write_text(BATCH_NORM)
+@pytest.mark.parametrize(
+    "layer, why",
+    [
+        (  # statistics over a microbatch: it said only that pipelined training differs
+            "torch.nn.BatchNorm1d(4)",
+            "; the stages train BatchNorm, whose statistics over a microbatch are not those over "
+            "the whole batch, so a difference is expected (docs/executor.md)",
+        ),
+        (  # a new user's MLP with Dropout(0.2) failed with no word of why
+            "torch.nn.Dropout(0.2)",
+            "; the stages hold dropout in training mode, whose random masks differ between the "
+            "pipelined run and the reference: verify with dropout off (p=0)",
+        ),
+    ],
+    ids=["batch-norm", "dropout"],
+)
+def test_verify_grads_says_why_a_model_differs_by_design(tmp_path, layer, why):
+    model = tmp_path / "by_design.py"
+    model.write_text(BATCH_NORM.replace("torch.nn.BatchNorm1d(4)", layer))
     res = ppir_launch(
         "-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "1", "--verify-grads",
         "--device", "cpu",
@@ -351,29 +365,7 @@ def test_verify_grads_says_why_a_batch_norm_model_differs(tmp_path):
     assert res.returncode == 1, res.stdout + res.stderr
     [failed] = [ln for ln in res.stderr.splitlines() if ln.startswith("ppir launch: failed: ")]
     assert "--verify-grads: step 0's gradients or loss differ from single-process" in failed
-    assert failed.endswith(
-        "; the stages train BatchNorm, whose statistics over a microbatch are not those over "
-        "the whole batch, so a difference is expected (docs/executor.md)"
-    ), failed
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_verify_grads_says_why_a_model_with_dropout_differs(tmp_path):
-    """A new user's MLP with nn.Dropout(0.2) failed --verify-grads with no word of why: the
-    pipelined run and the reference draw other masks."""
-    model = tmp_path / "dropout.py"
-    model.write_text(BATCH_NORM.replace("torch.nn.BatchNorm1d(4)", "torch.nn.Dropout(0.2)"))
-    res = ppir_launch(
-        "-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "1", "--verify-grads",
-        "--device", "cpu",
-    )  # fmt: skip
-    assert res.returncode == 1, res.stdout + res.stderr
-    [failed] = [ln for ln in res.stderr.splitlines() if ln.startswith("ppir launch: failed: ")]
-    assert failed.endswith(
-        "; the stages hold dropout in training mode, whose random masks differ between the "
-        "pipelined run and the reference: verify with dropout off (p=0)"
-    ), failed
+    assert failed.endswith(why), failed
 
 
 @pytest.mark.timeout(60)
