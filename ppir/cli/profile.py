@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import traceback
 import warnings
 
 from ppir.analysis.units import fmt_time
@@ -156,9 +155,12 @@ def run(args) -> int:
         return 1
     except PpirError:  # ppir's own diagnostics, as every command prints them
         raise
-    except Exception:  # raised in this process by the model's own code (configure, make_batch,
-        # a stage with --ranks 1): its full traceback and notes, under a header as a rank's has
-        print(f"ppir profile: failed:\n{traceback.format_exc()}", end="", file=sys.stderr)
+    except Exception as e:  # raised in this process by the model's own code (configure,
+        # make_batch, a stage with --ranks 1): its traceback and notes, under a header as a
+        # rank's has
+        from ppir.tracebacks import user_traceback
+
+        print(f"ppir profile: failed:\n{user_traceback(e)}", end="", file=sys.stderr)
         return 1
     for w in caught:  # the user's make_optimizer failed: the traceback, as ppir's warning
         if issubclass(w.category, OptimizerNotMeasured):

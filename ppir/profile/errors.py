@@ -114,9 +114,8 @@ def check_loss(loss, rank: int, stage: int, mb: int, step: int) -> None:
 
 def record_error(out: str, rank: int, e: Exception) -> None:
     """The rank's error for the parent (``{out}.error.R``; see :func:`failure`)."""
-    import traceback
-
     from ppir.torch.errors import CommError
+    from ppir.tracebacks import user_traceback
 
     one_line = isinstance(e, (ProfileError, CommError))
     record = {
@@ -124,6 +123,6 @@ def record_error(out: str, rank: int, e: Exception) -> None:
         "usage": isinstance(e, ProfileError),
         "comm": isinstance(e, CommError),
         "line": str(e) if one_line else f"{type(e).__name__}: {e}",
-        "traceback": traceback.format_exc(),
+        "traceback": user_traceback(e),
     }
     Path(f"{out}.error.{rank}").write_text(json.dumps(record))

@@ -44,7 +44,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 
 ERROR_KEY = "ppir/error"
 LAUNCHER_ENV = "PPIR_LAUNCHER"
@@ -184,13 +183,14 @@ def describe(exc: BaseException, rank: int | None) -> str:
 def fail(ctx, rank: int | None, exc: BaseException, settle_s: float = 1.5) -> None:
     """Report ``exc`` (see the module docstring) and exit 1 at once."""
     from ppir.torch.errors import CommError, ModelError, ShapeMismatch
+    from ppir.tracebacks import user_traceback
 
     channel = getattr(ctx, "channel", None)
     if channel is not None:
         channel.stop(wait=False)  # this rank leaves with os._exit (no unwinding)
     text = describe(exc, rank)
     user_code = not ppir_own(exc)
-    tb = "".join(traceback.format_exception(exc)) if user_code else None
+    tb = user_traceback(exc) if user_code else None
     if isinstance(exc, CommError) and channel is not None:
         end = time.monotonic() + settle_s
         while time.monotonic() < end:
