@@ -393,6 +393,30 @@ def test_a_rank_started_by_hand_is_a_usage_error_saying_how_to_start_it(tmp_path
     )
 
 
+@pytest.mark.timeout(60)
+def test_a_rank_that_starts_after_its_launcher_ended_leaves_without_a_word(tmp_path):
+    """Ctrl-C while the ranks started Python: a rank that reached the plan after 'ppir launch'
+    had removed its temporary folder printed 'ppir.run: error: .../plan.json: cannot read the
+    plan' under the launcher's last line (seen once, with other work on the machine)."""
+    pytest.importorskip("torch")
+    import os
+
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": "1", "PPIR_LAUNCHER": "1"}  # fmt: skip
+    gone = tmp_path / "ppir-plan-gone" / "plan.json"
+    res = subprocess.run(
+        [sys.executable, "-m", "ppir.run", str(gone), "--module", GPT],
+        capture_output=True, text=True, timeout=50, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert res.returncode == 143 and res.stderr == "", res.stderr
+    env.pop("PPIR_LAUNCHER")  # not under ppir launch: the path is the user's mistake
+    res = subprocess.run(
+        [sys.executable, "-m", "ppir.run", str(gone), "--module", GPT],
+        capture_output=True, text=True, timeout=50, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert res.returncode == 2 and "cannot read the plan" in res.stderr, res.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_model_without_the_contract_functions_exits_2_as_profile_does(tmp_path):

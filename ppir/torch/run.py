@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -333,8 +334,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plan = load_plan(args.plan, verify=not args.no_verify)
     except PlanError as e:
-        from ppir.torch.failures import launched, record
+        from ppir.torch.failures import LAUNCHER_ENV, launched, record
 
+        if os.environ.get(LAUNCHER_ENV) == "1" and not os.path.isdir(
+            os.path.dirname(os.path.abspath(args.plan))
+        ):  # 'ppir launch' ended (stopped while this rank started) and took its plan with it
+            return 128 + signal.SIGTERM
         if not (record(int(os.environ.get("RANK", "0")), str(e)) and launched()):
             print(f"ppir.run: error: {e}", file=sys.stderr)
         return EXIT_USAGE
