@@ -29,7 +29,7 @@ def user_traceback(exc: BaseException) -> str:
     te = traceback.TracebackException.from_exception(exc)
     frames = list(te.stack)
     if isinstance(exc, SyntaxError) and exc.filename and not _internal(exc.filename):
-        keep = frames[len(frames) :]
+        keep = []
     else:
         first = next((i for i, f in enumerate(frames) if not _internal(f.filename)), None)
         if first is None:
