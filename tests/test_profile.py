@@ -248,6 +248,23 @@ def test_the_profile_holds_its_cost_file_to_its_own_1f1b_steps():
     assert m.oversubscription == 0.0  # a GPU per rank: nothing to scale
 
 
+def test_a_large_miss_of_tiny_ops_says_what_makes_it():
+    """A new user's MLP (ops of 0.1-0.5 ms) checked at -61.7 % with no word of why."""
+    from dataclasses import replace
+
+    from ppir.profile.selfcheck import small_ops_note
+
+    spec = ProfileSpec("m.py", ranks=2, stages=2, microbatches=4)
+    m = summarize(spec, {"pieces": _two_pieces(), "groups": [[], []], "device": "cuda"})
+    note = small_ops_note(0.02, 0.01, m)  # 1 ms ops, -50 %
+    assert note.startswith("this model's ops take 1 ms (the median F and B of a piece): ")
+    assert "fewer, larger microbatches (--microbatches)" in note
+    assert small_ops_note(0.02, 0.017, m) == ""  # -15 %: within what larger ops miss
+    big = replace(m, F=(5e-3, 5e-3), B=(5e-3, 5e-3))
+    assert small_ops_note(0.2, 0.1, big) == ""  # ops of 5 ms: the note does not explain it
+    assert small_ops_note(0.02, 0.01, replace(m, oversubscription=1.3)) == ""  # taken up
+
+
 def test_more_ranks_than_cores_keep_the_gap_as_their_oversubscription(monkeypatch):
     """Four ranks on 2 cores: the file keeps the factor on op and post times that makes the
     estimate of the profiled program from the file its step (here, with free messages, the

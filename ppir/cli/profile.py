@@ -115,7 +115,7 @@ def run(args) -> int:
     from ppir.profile.errors import OptimizerNotMeasured
     from ppir.profile.launch import ProfileError, ProfileFailed, ProfileSpec, profile
     from ppir.profile.orders import why_none
-    from ppir.profile.selfcheck import check_line, held_to_run
+    from ppir.profile.selfcheck import check_line, held_to_run, small_ops_note
     from ppir.profile.summary import busy_warning
     from ppir.torch.run import check_module
 
@@ -195,6 +195,8 @@ def run(args) -> int:
             print(check)
     else:
         sys.stdout.write(text)
+    if held and (note := small_ops_note(*held, mc)):
+        print(f"ppir: note: {note}", file=sys.stderr)
     return 0
 
 

@@ -104,3 +104,32 @@ def check_line(measured: float, predicted: float, mc=None) -> str:
         f"from {source} the estimator predicts {predicted * 1e3:.1f} ms for that program "
         f"({(predicted - measured) / measured:+.1%}){busy}{over}"
     )
+
+
+SMALL_OP = 2e-3
+"""Seconds: ops below this are near the runtime's fixed costs per op (the GPT example's tiny
+defaults, ops of about 1 ms, missed their profile's own step by 18-34 %; the accuracy bench's
+model, ops of 3-5 ms, by 7-14 %: docs/cost-model.md)."""
+BIG_GAP = 0.2
+"""The miss, as a share of the measured step, from which :func:`small_ops_note` speaks."""
+
+
+def small_ops_note(measured: float, predicted: float, mc) -> str:
+    """A note when the estimate misses the profile's own step by :data:`BIG_GAP` or more, no
+    ``oversubscription`` takes the gap, and the median F and B of a piece is under
+    :data:`SMALL_OP`: what makes the gap, and what to do; "" otherwise."""
+    from ppir.analysis.units import fmt_time
+
+    if mc.oversubscription or measured <= 0 or abs(predicted - measured) < BIG_GAP * measured:
+        return ""
+    ops = sorted((*mc.F, *mc.B))
+    if not ops or ops[len(ops) // 2] >= SMALL_OP:
+        return ""
+    mid = fmt_time(ops[len(ops) // 2], "s")
+    return (
+        f"this model's ops take {mid} (the median F and B of a piece): "
+        "at that size the runtime's fixed costs per op and the stalls of posting groups, which "
+        "the estimator leaves out, make most of the gap, and the estimates of other schedules "
+        "from this file inherit it; fewer, larger microbatches (--microbatches) give ops it "
+        "models better (docs/cost-model.md)"
+    )
