@@ -396,7 +396,8 @@ def test_the_cli_shows_the_steps_on_a_terminal_and_nothing_with_quiet(
     tty = Terminal()
     monkeypatch.setattr(sys, "stderr", tty)
     assert main(argv) == 0
-    bar = tty.getvalue()
+    # the bar, then (for a check this tiny model may miss by 20 % or more) the note on tiny ops
+    bar = tty.getvalue().partition("ppir: note: this model's ops take")[0]
     # (tqdm redraws at most every 0.1 s: steps of this tiny model may end between two draws)
     assert "profile: " in bar and "/3 [" in bar and "starting 1F1B in this process" in bar
     assert bar.endswith("\r")  # drawn, then cleared
@@ -404,7 +405,7 @@ def test_the_cli_shows_the_steps_on_a_terminal_and_nothing_with_quiet(
     tty = Terminal()
     monkeypatch.setattr(sys, "stderr", tty)
     assert main([*argv, "--quiet"]) == 0
-    assert tty.getvalue() == ""
+    assert tty.getvalue().partition("ppir: note: this model's ops take")[0] == ""  # no bar
 
 
 @pytest.mark.slow
