@@ -142,11 +142,6 @@ NOTE_OPS = 10_000
 0.2 ms each: two seconds more at most); a larger one's note says the forward work only."""
 
 
-def _ops(program):
-    for it in program:
-        yield from getattr(it, "actions", (it,))
-
-
 def peak_note(compiled, e: Estimate) -> str:
     """A ``note:`` line when a rank's peak is a fraction of chunk activations: with split
     backward I frees part of a chunk and W the rest (the memory model's split, which ``ppir
@@ -156,11 +151,7 @@ def peak_note(compiled, e: Estimate) -> str:
     peaks = [r.peak_activations for r in e.per_rank if r.peak_activations is not None]
     if all(float(p).is_integer() for p in peaks):  # a chunk of 1/v A is a fraction too:
         return ""
-    if not any(
-        getattr(a, "kind", None) is OpKind.I
-        for prog in compiled.program.programs
-        for a in _ops(prog)
-    ):
+    if not any(a.kind is OpKind.I for a in compiled.graph.ops):  # the IR's op index
         return ""  # then the split is not what makes it one
     from ppir.cli.analyze import split_line
 

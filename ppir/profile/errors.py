@@ -94,9 +94,9 @@ def usage(e: Exception) -> Exception:
     one-line errors about the model (:class:`~ppir.torch.errors.ModelError`: a loss that is
     not a scalar; :class:`~ppir.torch.errors.ShapeMismatch`: a stage output that cannot cross
     a boundary), which the runtime reports without a traceback too."""
-    from ppir.torch.errors import ModelError, ShapeMismatch
+    from ppir.torch.errors import MODEL_MISTAKES
 
-    return ProfileError(str(e)) if isinstance(e, (ModelError, ShapeMismatch)) else e
+    return ProfileError(str(e)) if isinstance(e, MODEL_MISTAKES) else e
 
 
 def check_loss(loss, rank: int, stage: int, mb: int, step: int) -> None:

@@ -123,11 +123,11 @@ def small_ops_note(measured: float, predicted: float, mc) -> str:
     if mc.oversubscription or measured <= 0 or abs(predicted - measured) < BIG_GAP * measured:
         return ""
     ops = sorted((*mc.F, *mc.B))
-    if not ops or ops[len(ops) // 2] >= SMALL_OP:
+    mid = ops[len(ops) // 2] if ops else SMALL_OP
+    if mid >= SMALL_OP:
         return ""
-    mid = fmt_time(ops[len(ops) // 2], "s")
     return (
-        f"this model's ops take {mid} (the median F and B of a piece): "
+        f"this model's ops take {fmt_time(mid, 's')} (the median F and B of a piece): "
         "at that size the runtime's fixed costs per op and the stalls of posting groups, which "
         "the estimator leaves out, make most of the gap, and the estimates of other schedules "
         "from this file inherit it; fewer, larger microbatches (--microbatches) give ops it "

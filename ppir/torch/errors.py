@@ -21,6 +21,11 @@ class ModelError(RuntimeFailure, ValueError):
     unusable."""
 
 
+MODEL_MISTAKES = (ModelError, ShapeMismatch)
+"""The runtime's errors that say the model breaks its contract: the user's mistake in the
+input, which ``ppir launch`` and ``ppir profile`` end with exit code 2."""
+
+
 class NonFiniteLoss(RuntimeFailure):
     """The loss of a microbatch is NaN or infinite."""
 

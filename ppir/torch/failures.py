@@ -182,7 +182,7 @@ def describe(exc: BaseException, rank: int | None) -> str:
 
 def fail(ctx, rank: int | None, exc: BaseException, settle_s: float = 1.5) -> None:
     """Report ``exc`` (see the module docstring) and exit 1 at once."""
-    from ppir.torch.errors import CommError, ModelError, ShapeMismatch
+    from ppir.torch.errors import MODEL_MISTAKES, CommError
     from ppir.tracebacks import user_traceback
 
     channel = getattr(ctx, "channel", None)
@@ -212,7 +212,7 @@ def fail(ctx, rank: int | None, exc: BaseException, settle_s: float = 1.5) -> No
         tb,
         peers=list(getattr(exc, "peers", ())),
         timeout=bool(getattr(exc, "timeout", False)),
-        usage=isinstance(exc, (ModelError, ShapeMismatch)),
+        usage=isinstance(exc, MODEL_MISTAKES),
     )
     if not (written and launched()):
         print(f"ppir.run: error: {text}", file=sys.stderr, flush=True)
