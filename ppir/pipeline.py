@@ -114,7 +114,7 @@ class Compiled:
             return
         if self.report is not None and self.report.errors:
             raise PpirError(self.report.errors, EXIT_INVALID)
-        from ppir.analysis.estimate import check_complete
+        from ppir.analysis.timeline import check_complete
 
         check_complete(self.timeline)
 
@@ -129,14 +129,24 @@ class Compiled:
             self.input_timeline = run(build_graph(self.program.compute_only()), self.costs)
         return self.input_timeline
 
+    def _check_runs(self) -> Timeline:
+        """The timeline the estimate reads, or a ppir error (exit 1) when the program cannot
+        run to its end: the verification's own errors when it found them (the wait-for cycle
+        with both ranks and the schedule's lines, as :meth:`check` and ``ppir check`` give),
+        else the stuck ranks (compiled with ``verify=False``)."""
+        from ppir.analysis.timeline import check_complete
+
+        tl = self.timed
+        if not tl.complete and self.report is not None and self.report.errors:
+            raise PpirError(self.report.errors, EXIT_INVALID)
+        check_complete(tl)
+        return tl
+
     @property
     def step_time(self) -> float:
         """The estimated step time, in the config's time unit; a ppir error, as
         :attr:`estimate` gives, when the program cannot run to its end (a deadlock)."""
-        from ppir.analysis.estimate import check_complete
-
-        check_complete(self.timed)
-        return self.costs.to_time(self.timed.makespan)
+        return self.costs.to_time(self._check_runs().makespan)
 
     @cached_property
     def memory(self):
@@ -153,7 +163,8 @@ class Compiled:
         when it cannot run)."""
         from ppir.analysis.estimate import from_timeline
 
-        return from_timeline(self.timed, self.config, self.memory, self.dependency_bound)
+        tl = self._check_runs()
+        return from_timeline(tl, self.config, self.memory, self.dependency_bound)
 
 
 @without_gc

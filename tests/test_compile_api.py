@@ -25,16 +25,26 @@ def test_compile_names_costs_that_are_not_a_cost_config():
 
 
 def test_a_deadlocked_compile_has_no_step_time():
+    """step_time and estimate raise what check() raises: the verifier's cycle, both ranks and
+    the schedule's line (they said only which ranks wait, and to run 'ppir check')."""
     c = ppir.compile(ppir.load("1f1b", P=3, M=4), lowering="naive")
     assert not c.ok and c.failed == "lower-comms" and not c.timeline.complete
-    with pytest.raises(ppir.PpirError) as e:
-        c.step_time  # noqa: B018 - the property raises
-    assert e.value.kind == "deadlock" and "ranks 0, 1 and 2 wait forever" in str(e.value)
+    with pytest.raises(ppir.PpirError) as checked:
+        c.check()
+    for read in (lambda: c.step_time, lambda: c.estimate, lambda: ppir.estimate(c.program)):
+        with pytest.raises(ppir.PpirError) as e:
+            read()
+        assert e.value.kind == "deadlock" and str(e.value) == str(checked.value)
+        assert "ranks 1 and 2 wait for each other" in str(e.value) and "1f1b.pps:17:5" in str(
+            e.value
+        )
     unverified = ppir.compile(ppir.load("1f1b", P=3, M=4), lowering="naive", verify=False)
     # returned, not raised; without a report, ok still says that its run stops short
     assert unverified.report is None and unverified.failed is None and not unverified.ok
-    with pytest.raises(ppir.PpirError):
-        unverified.step_time  # noqa: B018
+    for read in (lambda: unverified.step_time, lambda: unverified.estimate):
+        with pytest.raises(ppir.PpirError) as e:
+            read()
+        assert e.value.kind == "deadlock" and "ranks 0, 1 and 2 wait forever" in str(e.value)
 
 
 def test_a_literal_program_that_fails_verification_failed_at_its_input():

@@ -28,11 +28,12 @@ from typing import NamedTuple
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.critical_path import PathLink, path_ops
-from ppir.analysis.timeline import Timeline, run
+from ppir.analysis.timeline import Timeline, check_complete, run
 from ppir.analysis.units import json_bytes, microbatch_json
-from ppir.diagnostics import EXIT_INVALID, error, rank_list
+from ppir.diagnostics import EXIT_INVALID, PpirError
 from ppir.ir import Action, Schedule, deps
 from ppir.ir.graph import COMPUTE, ProgramGraph, build_graph
+from ppir.verify import verify as _verify
 
 FORMAT = "ppir.estimate/2"
 
@@ -199,7 +200,10 @@ def estimate(
     if g is None or g.progress != progress:
         g = build_graph(schedule, progress)
     costs = costs_for(schedule, cfg)
-    return from_timeline(run(g, costs), cfg, memory_report(g, cfg) if memory else None)
+    tl = run(g, costs)
+    if not tl.complete and (errors := _verify(g, progress, timeline=tl).errors):
+        raise PpirError(errors, EXIT_INVALID)  # why: the cycle, as ppir check prints it
+    return from_timeline(tl, cfg, memory_report(g, cfg) if memory else None)
 
 
 def _without_memory(est: Estimate) -> Estimate:
@@ -212,22 +216,6 @@ def memory_report(g: ProgramGraph, cfg: CostConfig):
     from ppir.analysis.memory import analyze_memory
 
     return analyze_memory(g, cfg.model, recompute=cfg.recompute, stage_layers=cfg.stage_layers)
-
-
-def check_complete(tl: Timeline) -> None:
-    """A ppir error (exit 1) naming the stuck ranks when the program of ``tl`` cannot run to
-    its end: it has no step time."""
-    if tl.complete:
-        return
-    g = tl.graph
-    stuck = sorted({g.rank[v] for v in range(g.n) if not tl.ran[v]})
-    raise error(
-        "deadlock",
-        f"{g.schedule.name} cannot finish under rendezvous semantics ({g.progress} progress): "
-        f"{rank_list(stuck)} wait{'s' if len(stuck) == 1 else ''} forever",
-        hints=["run 'ppir check' on the schedule (ppir.verify in Python) for the wait-for cycle"],
-        exit_code=EXIT_INVALID,
-    )
 
 
 def from_timeline(

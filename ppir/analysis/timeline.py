@@ -42,6 +42,7 @@ import heapq
 from dataclasses import dataclass, replace
 
 from ppir.analysis.costs import Costs
+from ppir.diagnostics import EXIT_INVALID, error, rank_list
 from ppir.ir import OpKind
 from ppir.ir.graph import _SHIFT, COMPUTE, DATA, MESSAGE, POST, REDUCE, ProgramGraph
 
@@ -278,6 +279,22 @@ def _run_shared(g: ProgramGraph, costs: Costs, dur: list, indeg: list, cores: in
     return Timeline(g, costs, dur, start, finish, ran, count)
 
 
+def check_complete(tl: Timeline) -> None:
+    """A ppir error (exit 1) naming the stuck ranks when the program of ``tl`` cannot run to
+    its end: it has no step time."""
+    if tl.complete:
+        return
+    g = tl.graph
+    stuck = sorted({g.rank[v] for v in range(g.n) if not tl.ran[v]})
+    raise error(
+        "deadlock",
+        f"{g.schedule.name} cannot finish under rendezvous semantics ({g.progress} progress): "
+        f"{rank_list(stuck)} wait{'s' if len(stuck) == 1 else ''} forever",
+        hints=["run 'ppir check' on the schedule (ppir.verify in Python) for the wait-for cycle"],
+        exit_code=EXIT_INVALID,
+    )
+
+
 def dependency_bound(tl: Timeline) -> int | float:
     """A lower bound (ticks) on the step time of every lowering of the compute-only program
     whose complete run ``tl`` is: with a processor per rank, its makespan (a lowering only
@@ -344,6 +361,7 @@ def stuck_cycle(tl: Timeline, first: int) -> list[int] | None:
 __all__ = [
     "DATA",
     "Timeline",
+    "check_complete",
     "dependency_bound",
     "durations",
     "run",
