@@ -197,6 +197,9 @@ def run(args) -> int:
     if importlib.util.find_spec("torch") is None:
         print("ppir: error: ppir launch needs PyTorch: pip install 'ppir[torch]'", file=sys.stderr)
         return EXIT_USAGE
+    from ppir.torch.run import check_module
+
+    check_module(args.module)  # before torch loads: a model file's missing names at once
     _import_torch()
     c = _compiled(args)
     if c.report is not None and not print_report(c.report):

@@ -35,9 +35,12 @@ import torch
 from ppir.cli.argtypes import key_values, module_folder_note, module_names_a_file
 from ppir.torch import values as V
 from ppir.torch.errors import ModelError
-from ppir.torch.signatures import CONTRACT, check_functions, check_options
-
-REQUIRED = ("build_stage", "make_batch", "loss_fn")
+from ppir.torch.signatures import (
+    REQUIRED,
+    check_functions,
+    check_options,
+    lacks_message,
+)
 
 
 def load_model(spec: str, options: dict | None = None):
@@ -53,13 +56,7 @@ def load_model(spec: str, options: dict | None = None):
             and not n.startswith("_")
             and getattr(v, "__module__", None) == mod.__name__
         )
-        folder = module_folder_note(spec, "them")
-        raise ModelError(
-            f"model {spec!r} lacks {', '.join(missing)}"
-            + (f"; it defines {', '.join(own)}" if own else "")
-            + (f" ({folder})" if folder else "")
-            + f" ({CONTRACT})"
-        )
+        raise ModelError(lacks_message(spec, missing, own, module_folder_note(spec, "them")))
     check_functions(spec, mod)
     if options:
         if not callable(getattr(mod, "configure", None)):

@@ -15,6 +15,21 @@ CONTRACT = (
     "a model module defines build_stage(stage, num_stages), make_batch(step) and "
     "loss_fn(output, target); docs/executor.md"
 )
+REQUIRED = ("build_stage", "make_batch", "loss_fn")
+
+
+def lacks_message(spec: str, missing: list[str], own: list[str], folder: str = "") -> str:
+    """What a model module that lacks some of :data:`REQUIRED` is told: what it lacks, the
+    functions it defines (a misspelt name shows there), ``folder`` (a note on a folder given
+    for a file) and the contract."""
+    return (
+        f"model {spec!r} lacks {', '.join(missing)}"
+        + (f"; it defines {', '.join(own)}" if own else "")
+        + (f" ({folder})" if folder else "")
+        + f" ({CONTRACT})"
+    )
+
+
 # how the runtime calls the module's functions: positional arguments, by their contract names
 CALLS = {
     "build_stage": ("stage", "num_stages"),
