@@ -182,10 +182,10 @@ def test_cli_writes_html_with_inherited_compare_params(cli, tmp_path):
     assert labels == ["1f1b(P=4, M=8)", "interleaved_1f1b(P=4, M=8, v=2, N=4)"]
 
 
-def _grids(html: str, views: list[tuple[str, int]]) -> list[list[dict]]:
-    """Each view's panels (``rows``: how many, ``ranks``: which), from the page's own layout
-    code (model.js, draw.js) run by Node.js on the page's embedded data, with the two DOM calls
-    they make at load stubbed: no browser."""
+def _page_js(html: str, *lines: str):
+    """The JSON that ``lines`` write (``out``), run by Node.js after the page's own code
+    (model.js, draw.js) on the page's embedded data, with the two DOM calls they make at load
+    stubbed: no browser."""
     node = shutil.which("node") or shutil.which("nodejs")
     if node is None:
         pytest.skip("no Node.js to run the page's layout code (apt-get install nodejs)")
@@ -197,15 +197,60 @@ def _grids(html: str, views: list[tuple[str, int]]) -> list[list[dict]]:
             "  { textContent: DATA_TEXT } : { getBoundingClientRect: () => ({ top: 0 }) } };",
             "const window = { innerHeight: 800 };",
             *(resources.files("ppir.viz").joinpath(f).read_text() for f in JS_FILES[:2]),
-            f"const VIEWS = {json.dumps(views)};",
-            "const out = VIEWS.map(([v, r]) => layout(v, r, 1200).panels.map((p) =>",
-            "  ({ rows: p.rows, ranks: p.ranks || null })));",
+            *lines,
             "process.stdout.write(JSON.stringify(out));",
         ]
     )
     done = subprocess.run([node], input=code, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def _grids(html: str, views: list[tuple[str, int]]) -> list[list[dict]]:
+    """Each view's panels (``rows``: how many, ``ranks``: which), from the page's layout code."""
+    return _page_js(
+        html,
+        f"const VIEWS = {json.dumps(views)};",
+        "const out = VIEWS.map(([v, r]) => layout(v, r, 1200).panels.map((p) =>",
+        "  ({ rows: p.rows, ranks: p.ranks || null })));",
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, split",
+    [
+        (["1f1b", "-D", "P=2", "-D", "M=3"], False),
+        (["interleaved_1f1b", "-D", "P=2", "-D", "M=4", "-D", "v=2"], False),
+        (["1f1b", "-D", "P=2", "-D", "M=2", "-p", "forward-only,lower-comms"], False),
+        (["zb_h1", "-D", "P=3", "-D", "M=4"], True),
+    ],
+    ids=["1f1b", "interleaved", "forward-only", "zb_h1"],
+)
+def test_the_activations_a_rank_holds_are_what_its_memory_curve_counts(cli, tmp_path, argv, split):
+    """The side panel's list (heldAt) read the freeing rule again in JS: it listed F0 and F1
+    as held by an evaluation program, whose memory curve is 0.  It now reads the ops that free
+    each forward from the data (ppir.analysis.memory.released_by): at every op's end, the held
+    forwards, partly freed ones aside, are the curve's chunks."""
+    out = tmp_path / "v.html"
+    code, _, err = cli("viz", *argv, "-o", str(out))
+    assert code == 0, err
+    rows = _page_js(
+        out.read_text(),
+        "const run = RUNS[0], out = [];",
+        "for (let r = 0; r < run.ranks; r++) for (let i = 0; i < run.ends[r].length; i++) {",
+        "  const t = run.ends[r][i], held = heldAt(run, r, t);",
+        "  out.push([held.filter((h) => !h.partial).length,",
+        "            held.filter((h) => h.partial).length, memAt(run, r, t)]);",
+        "}",
+    )
+    assert rows
+    chunk_a = 1 / int(dict(a.split("=") for a in argv if "=" in a).get("v", 1))  # P/S, in A
+    for whole, partial, mem in rows:
+        if not split:
+            assert partial == 0 and mem == pytest.approx(whole * chunk_a), rows
+        else:  # a partly freed forward counts for less than a whole one, more than nothing
+            assert whole * chunk_a <= mem + 1e-9 <= (whole + partial) * chunk_a + 2e-3, rows
+    assert any(whole for whole, _, _ in rows) != ("forward-only,lower-comms" in argv)
 
 
 def test_a_compared_schedule_has_a_grid_of_its_own_ranks_only(cli, tmp_path):

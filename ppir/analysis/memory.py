@@ -242,6 +242,19 @@ def analyze_memory(
     )
 
 
+def released_by(a: Action, schedule: Schedule) -> tuple[deps.Producer | None, ...]:
+    """For a forward ``a`` = F(s, m), the ops that free what it keeps, as this module's model
+    says (the views that list what a rank holds read them): (the op after which all of it is
+    freed, the op that frees part of it before: a split I, except on a pipeline's first
+    stage); (None, None) when an evaluation forward keeps nothing."""
+    if schedule.forward_only:
+        return None, None
+    whole = deps.Producer(a.stage, deps.WEIGHT_GRAD, a.mb)  # B, or W when split
+    lo, _ = deps.bounds(a.stage, schedule.stages, schedule.pipelines)
+    part = deps.Producer(a.stage, (OpKind.I,), a.mb) if a.stage != lo else None
+    return whole, part
+
+
 def _compute_actions(g: ProgramGraph, r: int):
     """Rank r's compute actions along its program (an overlapped step's parts in order)."""
     ops = g.ops

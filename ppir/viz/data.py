@@ -10,6 +10,10 @@ list of objects, so a P=32, M=128, v=2 schedule embeds in about a megabyte:
   ``start, end, kind, mb, stage`` (``kind`` indexes ``KINDS`` = "FBIW").
 * ``deps[r]``: 2 numbers per op, the *global* ids of its data producers (``-1`` for none); the
   global id of op i of rank r is ``base[r] + i``.
+* ``frees[r]``: 2 numbers per op, for a forward the global ids of the op after which all it
+  keeps is freed and of the op that frees part of it before (a split I), ``-1`` for none or
+  for another op (:func:`ppir.analysis.memory.released_by`: an evaluation forward keeps
+  nothing, so its first id is ``-2``).
 * ``mem[r]``: 1 number per op, the rank's activation memory in A (one microbatch's activations
   of a full rank share) once that op has finished (:func:`ppir.analysis.memory.analyze_memory`'s
   curve).
@@ -30,7 +34,7 @@ valid (verified) schedule.
 from __future__ import annotations
 
 from ppir.analysis.estimate import Estimate
-from ppir.analysis.memory import MemoryReport
+from ppir.analysis.memory import MemoryReport, released_by
 from ppir.analysis.units import fmt_bytes, fmt_time, microbatch_json, round_sig, unit_meaning
 from ppir.ir import OpKind, Schedule, deps
 from ppir.viz.layout import KIND_COLORS
@@ -71,21 +75,28 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
         for i, o in enumerate(est.ops[r]):
             where[o.action.key] = (r, i)
         n += len(est.ops[r])
-    ops, deps_, memc = [], [], []
+    def gid(p: deps.Producer | None) -> int:  # the global id of the op p names, else -1
+        hit = _find(where, p) if p is not None else None
+        return -1 if hit is None else base[hit[0]] + hit[1]
+
+    ops, deps_, frees, memc = [], [], [], []
     for r in range(P):
         row_ops: list = []
         row_deps: list = []
+        row_frees: list = []
         for o in est.ops[r]:
             a = o.action
             row_ops += [_t(o.start), _t(o.end), KINDS.index(a.kind.value), a.mb, a.stage]
-            ids = []
-            for p in deps.inputs(a, lowered.stages, lowered.pipelines):
-                hit = _find(where, p)
-                if hit is not None:
-                    ids.append(base[hit[0]] + hit[1])
-            row_deps += (ids + [-1, -1])[:2]
+            ids = [gid(p) for p in deps.inputs(a, lowered.stages, lowered.pipelines)]
+            row_deps += ([i for i in ids if i >= 0] + [-1, -1])[:2]
+            if a.kind is OpKind.F:
+                whole, part = released_by(a, lowered)
+                row_frees += [-2 if whole is None else gid(whole), gid(part)]
+            else:
+                row_frees += [-1, -1]
         ops.append(row_ops)
         deps_.append(row_deps)
+        frees.append(row_frees)
         scale = float(mem.chunk_size)
         curve = mem.per_rank[r].curve_chunks() if r < len(mem.per_rank) else []
         memc.append([_a(c * scale) for c in curve])
@@ -120,6 +131,7 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
         "base": base,
         "ops": ops,
         "deps": deps_,
+        "frees": frees,
         "mem": memc,
         "msgs": msgs,
         "busy": [_t(x.busy) for x in est.per_rank],

@@ -10,14 +10,13 @@ const TMAX = Math.max(1e-12, ...RUNS.map((r) => r.step));
 
 function prepRun(run) {
   const P = run.ranks;
-  run.starts = []; run.ends = []; run.where = new Map(); run.glob = [];
+  run.starts = []; run.ends = []; run.glob = [];
   run.inMsg = []; run.chunk = []; run.chunks = [];
   for (let r = 0; r < P; r++) {
     const o = run.ops[r], n = o.length / 5;
     const st = new Float64Array(n), en = new Float64Array(n);
     for (let i = 0; i < n; i++) {
       st[i] = o[5 * i]; en[i] = o[5 * i + 1];
-      run.where.set(o[5 * i + 4] + "," + KINDS[o[5 * i + 2]] + "," + o[5 * i + 3], [r, i]);
       run.glob.push([r, i]);
     }
     run.starts.push(st); run.ends.push(en);
@@ -78,24 +77,22 @@ function opName(run, r, i) {     // "F3@s5": kind, microbatch, stage
   return KINDS[o[5 * i + 2]] + o[5 * i + 3] + "@s" + o[5 * i + 4];
 }
 
-function opDone(run, key, t) {   // has the op with this key ended by t?  null when absent
-  const w = run.where.get(key);
-  return w ? run.ends[w[0]][w[1]] <= t : null;
+function endedBy(run, id, t) {   // has the op with this global id ended by t?  false for -1
+  if (id < 0) return false;
+  const [r, i] = run.glob[id];
+  return run.ends[r][i] <= t;
 }
 
-// Activations rank r holds at t: forwards that ended and whose backward has not freed them.
+// Activations rank r holds at t: forwards that ended and that the ops data.py names in
+// run.frees (ppir.analysis.memory.released_by) have not freed; -2: the forward keeps nothing.
 function heldAt(run, r, t) {
   const out = [];
   if (r >= run.ranks) return out;
-  const o = run.ops[r];
+  const o = run.ops[r], f = run.frees[r];
   for (let i = 0, n = o.length / 5; i < n && run.starts[r][i] <= t; i++) {
-    if (o[5 * i + 2] !== 0 || run.ends[r][i] > t) continue;
-    const s = o[5 * i + 4], mb = o[5 * i + 3], k = s + ",";
-    const b = opDone(run, k + "B," + mb, t);
-    if (b === true) continue;
-    const iDone = opDone(run, k + "I," + mb, t), wDone = opDone(run, k + "W," + mb, t);
-    if (b === null && wDone === true) continue;
-    out.push({ stage: s, mb, partial: iDone === true });
+    if (o[5 * i + 2] !== 0 || run.ends[r][i] > t || f[2 * i] === -2) continue;
+    if (endedBy(run, f[2 * i], t)) continue;
+    out.push({ stage: o[5 * i + 4], mb: o[5 * i + 3], partial: endedBy(run, f[2 * i + 1], t) });
   }
   return out;
 }
