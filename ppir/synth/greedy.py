@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ppir.analysis.config import default_op_costs
 from ppir.diagnostics import count
 from ppir.ir import Action, OpKind, deps
 
@@ -66,12 +67,12 @@ class GreedySpec:
     placement: tuple[int, ...]
     caps: tuple[int | None, ...]
     split: bool = True
-    costs: tuple[tuple[OpKind, int], ...] = (
-        (OpKind.F, 1),
-        (OpKind.B, 2),
-        (OpKind.I, 1),
-        (OpKind.W, 1),
-    )
+    costs: tuple[tuple[OpKind, int], ...] = field(default_factory=lambda: _default_costs())
+
+
+def _default_costs() -> tuple[tuple[OpKind, int], ...]:
+    """The cost model's default op costs (F=1, B=2, I=1, W=1), as integer ticks."""
+    return tuple((OpKind(k), int(c)) for k, c in default_op_costs().items())
 
 
 class GreedyStuck(Exception):
@@ -127,7 +128,7 @@ def list_schedule(spec: GreedySpec, priority: Priority = default_priority) -> li
             m = nb[s]
             if m < nf[s] and inputs_done(s, back, m):
                 cands.append(Candidate(r, back, s, chunk_of[s], m, mem[r], t))
-            if spec.split and nw[s] < nb[s]:
+            if spec.split and nw[s] < nb[s] and inputs_done(s, OpKind.W, nw[s]):
                 cands.append(Candidate(r, OpKind.W, s, chunk_of[s], nw[s], mem[r], t))
         return cands
 

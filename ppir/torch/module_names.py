@@ -12,7 +12,24 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from ppir.diagnostics import error
+from ppir.torch.signatures import REQUIRED, lacks_message
+
 _OPAQUE_CALLS = frozenset({"globals", "exec", "eval", "setattr", "vars", "__import__"})
+
+
+def check_model_file(path: str) -> None:
+    """A ppir error (exit 2), as the ranks would raise it once they had imported the file,
+    when the model file's source binds some required function's name nowhere at its top
+    level."""
+    names = top_level_names(path)
+    if names is None:
+        return
+    bound, defined = names
+    missing = [n for n in REQUIRED if n not in bound]
+    if missing:
+        own = sorted(n for n in defined if not n.startswith("_"))
+        raise error("bad-usage", lacks_message(path, missing, own))
 
 
 def top_level_names(path: str | Path) -> tuple[set[str], set[str]] | None:

@@ -97,7 +97,9 @@ def check_module(spec: str) -> None:
         raise error("bad-usage", f"--module {folder}")
     if module_names_a_file(spec):
         if Path(spec).is_file():
-            _check_file_names(spec)
+            from ppir.torch.module_names import check_model_file
+
+            check_model_file(spec)
             return
         raise error(
             "bad-usage",
@@ -116,24 +118,6 @@ def check_module(spec: str) -> None:
             f"--module {spec}: no such file or importable module",
             hints=["--module takes a .py path or a dotted module name"],
         )
-
-
-def _check_file_names(spec: str) -> None:
-    """A ppir error (exit 2), as the ranks would raise it once they had imported the file,
-    when the model file's source binds none of some required function's name at its top level
-    (read, not run: :mod:`ppir.torch.module_names`)."""
-    from ppir.diagnostics import error
-    from ppir.torch.module_names import top_level_names
-    from ppir.torch.signatures import REQUIRED, lacks_message
-
-    names = top_level_names(spec)
-    if names is None:
-        return
-    bound, defined = names
-    missing = [n for n in REQUIRED if n not in bound]
-    if missing:
-        own = sorted(n for n in defined if not n.startswith("_"))
-        raise error("bad-usage", lacks_message(spec, missing, own))
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:

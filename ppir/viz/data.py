@@ -75,6 +75,7 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
         for i, o in enumerate(est.ops[r]):
             where[o.action.key] = (r, i)
         n += len(est.ops[r])
+
     def gid(p: deps.Producer | None) -> int:  # the global id of the op p names, else -1
         hit = _find(where, p) if p is not None else None
         return -1 if hit is None else base[hit[0]] + hit[1]
