@@ -106,10 +106,25 @@ class Compiled:
         partner: the rendezvous semantics, without the report and the lints)."""
         if self.failed is not None:
             return False
-        return self.report.ok if self.report is not None else self.timeline.complete
+        if self.report is not None:
+            return self.report.ok
+        return self.timeline.complete and not self.mismatched
+
+    @cached_property
+    def mismatched(self) -> list:
+        """Compiled with ``verify=False``: the matching check's errors (a message whose send
+        carries another payload than its recv expects runs to its end, on the wrong tensors;
+        ``ppir check`` proves a program from the order of a cyclic compute order so, say);
+        [] when verified, where the report has them."""
+        from ppir.verify.matching import check_matching
+
+        if self.report is not None or not self.graph.lowered:
+            return []
+        return [d for d in check_matching(self.graph) if d.kind == "payload-mismatch"]
 
     def check(self) -> None:
-        """A ppir error (exit 1) unless :attr:`ok`: the report's errors, or the ranks stuck."""
+        """A ppir error (exit 1) unless :attr:`ok`: the report's errors, or the ranks stuck,
+        or (unverified) the messages that deliver what their receivers do not expect."""
         if self.ok:
             return
         if self.report is not None and self.report.errors:
@@ -117,6 +132,8 @@ class Compiled:
         from ppir.analysis.timeline import check_complete
 
         check_complete(self.timeline)
+        if self.mismatched:
+            raise PpirError(self.mismatched, EXIT_INVALID)
 
     @property
     def timed(self) -> Timeline:
@@ -133,13 +150,16 @@ class Compiled:
         """The timeline the estimate reads, or a ppir error (exit 1) when the program cannot
         run to its end: the verification's own errors when it found them (the wait-for cycle
         with both ranks and the schedule's lines, as :meth:`check` and ``ppir check`` give),
-        else the stuck ranks (compiled with ``verify=False``)."""
+        else the stuck ranks (compiled with ``verify=False``); unverified, also when its
+        messages deliver what their receivers do not expect (:attr:`mismatched`)."""
         from ppir.analysis.timeline import check_complete
 
         tl = self.timed
         if not tl.complete and self.report is not None and self.report.errors:
             raise PpirError(self.report.errors, EXIT_INVALID)
         check_complete(tl)
+        if self.mismatched:  # unverified: it runs, but on what its receivers did not expect
+            raise PpirError(self.mismatched, EXIT_INVALID)
         return tl
 
     @property

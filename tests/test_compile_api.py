@@ -71,3 +71,40 @@ def test_each_api_function_names_a_program_that_is_not_one(fn):
         getattr(ppir, fn)("1f1b")
     s = ppir.load("1f1b", P=2, M=2)
     assert getattr(ppir, fn)(s) is not None and getattr(ppir, fn)(ppir.compile(s)) is not None
+
+
+CYCLIC = """schedule cyc(P = 2, M = 2)
+ranks P
+microbatches M
+program r {
+  if r == 0 { F(0) B(0) F(1) B(1) }
+  else { F(1) B(1) F(0) B(0) }
+}
+"""
+
+
+def test_an_unverified_program_whose_messages_carry_the_wrong_payload_is_not_ok(cli, tmp_path):
+    """A cyclic compute order lowers into a program that runs to its end with each channel's
+    k-th send meeting a k-th recv that expects another microbatch: unverified, it was ok, timed
+    (step 12) and launched, training on the wrong tensors without a word."""
+    s = ppir.load_text(CYCLIC, path="cyc.pps")
+    c = ppir.compile(s, verify=False)
+    assert c.report is None and c.timeline.complete and not c.ok
+    assert [d.kind for d in c.mismatched] == ["payload-mismatch"] * 2
+    for read in (c.check, lambda: c.step_time, lambda: c.estimate):
+        with pytest.raises(ppir.PpirError) as e:
+            read()
+        assert e.value.kind == "payload-mismatch"
+        assert "the 1st message from rank 0 to rank 1 is sent as 0SEND_F0 but received as " \
+            "1RECV_F1" in str(e.value)  # fmt: skip
+    assert ppir.compile(s).failed == "input"  # verified, the cycle itself
+    assert ppir.compile(ppir.load("1f1b", P=2, M=2), verify=False).mismatched == []
+    f = tmp_path / "cyc.pps"
+    f.write_text(CYCLIC)
+    code, out, err = cli("compile", str(f), "--no-verify", "--backend", "cost")
+    assert code == 1 and out == "", out
+    assert err.startswith(
+        "ppir: warning: cyc's messages do not carry what their receivers expect (on 2 "
+        "channels, the k-th send meets the k-th recv; 'ppir check' says where)"
+    ), err
+    assert "error: the 1st message from rank 0 to rank 1 is sent as 0SEND_F0" in err

@@ -260,13 +260,21 @@ def compile_from_args(
             c = compile(s, costs=costs, dp=dp, **_as_told(args, overlap))
     _note_ignored_lowering(args, s)
     if getattr(args, "no_verify", False) and not c.ok:
-        print(
-            f"ppir: warning: {s.name} cannot run to its end (a deadlock, or an op without a "
-            "partner; 'ppir check' says where): a run of it hangs until its timeout, and "
-            "nothing timed (step time, charts) can be made of it"
-            + (f"; {unverified}" if unverified else ""),
-            file=sys.stderr,
-        )
+        if not c.timeline.complete:
+            what = (
+                f"{s.name} cannot run to its end (a deadlock, or an op without a partner; "
+                "'ppir check' says where): a run of it hangs until its timeout, and nothing "
+                "timed (step time, charts) can be made of it"
+            )
+        else:
+            m = len(c.mismatched)
+            what = (
+                f"{s.name}'s messages do not carry what their receivers expect (on "
+                f"{m} channel{'s' if m > 1 else ''}, the k-th send meets the k-th recv; "
+                "'ppir check' says where): a run of it computes on the wrong tensors, and "
+                "nothing timed (step time, charts) can be made of it"
+            )
+        print(f"ppir: warning: {what}" + (f"; {unverified}" if unverified else ""), file=sys.stderr)
     return c
 
 
