@@ -112,10 +112,9 @@ class Compiled:
 
     @cached_property
     def mismatched(self) -> list:
-        """Compiled with ``verify=False``: the matching check's errors (a message whose send
-        carries another payload than its recv expects runs to its end, on the wrong tensors;
-        ``ppir check`` proves a program from the order of a cyclic compute order so, say);
-        [] when verified, where the report has them."""
+        """Compiled with ``verify=False``: the matching check's payload errors (such a program,
+        lowered from a cyclic compute order say, runs to its end on the wrong tensors); []
+        when verified, where the report has them."""
         from ppir.verify.matching import check_matching
 
         if self.report is not None or not self.graph.lowered:

@@ -92,12 +92,14 @@ class OpEmitter:
         if kind is OpKind.W and mb_f is None:
             q = [x for x in self.wq if stage is None or x[0] == stage]
             if not q:
-                what = "" if stage is None else f" of chunk {stages.index(stage)}"
+                c = "" if stage is None else str(stages.index(stage))
+                what = f" of chunk {c}" if c else ""
                 raise error(
                     "no-pending-weight",
-                    f"W(next) on rank {rank}: no weight pass{what} is pending (every I adds one)",
+                    f"W(next{', ' + c if c else ''}) on rank {rank}: no weight pass{what} is "
+                    "pending (every I adds one)",
                     span,
-                    hints=["guard it with 'if pending_w() > 0 { ... }'"],
+                    hints=[f"guard it with 'if pending_w({c}) > 0 {{ ... }}'"],
                 )
             return self._count(Action(q[0][0], kind, q[0][1], span))
         fwd = kind is OpKind.F

@@ -16,7 +16,7 @@ from ppir.diagnostics import Note, count, did_you_mean, error
 from ppir.frontend import ast as A
 from ppir.frontend.emit import OpEmitter
 from ppir.frontend.limits import MAX_INT, check_int
-from ppir.frontend.reserved import reserved_hints
+from ppir.frontend.reserved import op_call_hints, reserved_hints
 from ppir.frontend.scope import (
     IMPURE_BUILTINS,
     MISSING,
@@ -239,7 +239,7 @@ class Interpreter(OpEmitter):
                     "undefined-function",
                     f"undefined function '{name}'",
                     e.func_span,
-                    hints=did_you_mean(name, cands),
+                    hints=op_call_hints(name) or did_you_mean(name, cands),
                 )
             raise error("not-a-function", f"'{name}' is a value, not a function", e.func_span)
         if len(fn.params) != n:

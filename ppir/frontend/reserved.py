@@ -31,6 +31,17 @@ IF_VALUE = (
 )
 
 
+def op_call_hints(name: str) -> list[str]:
+    """What a call of an op inside an expression means (``let w = P - r -`` then ``F(0)`` on
+    the next line reads as ``P - r - F(0)``); [] for a name that is no op."""
+    if name not in OPS:
+        return []
+    return [
+        f"{name}(...) is {OPS[name]}, a statement of its own, not a value: does the line "
+        "before end with an operator that continues onto this one?"
+    ]
+
+
 def reserved_hints(name: str) -> list[str]:
     """What an undefined ``name`` that is reserved means (``next``, a keyword); [] else."""
     if name == NEXT:
