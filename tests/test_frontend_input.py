@@ -99,3 +99,19 @@ def test_a_file_named_without_its_extension_is_suggested(cli, tmp_path, monkeypa
         f"hint: did you mean the file '{tmp_path / 'zb.pps'}'?",
     ]
     assert cli("check", "zb.pps")[0] == 0
+
+
+@pytest.mark.parametrize("eol", [b"\r", b"\r\n"], ids=["cr", "crlf"])
+def test_a_file_with_other_line_ends_reads_and_locates_as_with_newlines(tmp_path, eol):
+    """A file whose lines end in a lone CR (classic Mac) was one line: an error on line 5 was
+    reported at 1:88, quoting the whole file."""
+    bad = PPS.replace("B(i)", "B(j)").encode()
+    with pytest.raises(PpirError) as plain:
+        load_schedule(_write(tmp_path, "s.pps", bad))
+    (tmp_path / "other").mkdir()
+    with pytest.raises(PpirError) as other:
+        load_schedule(_write(tmp_path / "other", "s.pps", bad.replace(b"\n", eol)))
+    want, got = plain.value.diagnostics[0].span, other.value.diagnostics[0].span
+    assert (got.line, got.col, got.end_col) == (want.line, want.col, want.end_col) == (6, 23, 24)
+    ok = load_schedule(_write(tmp_path / "other", "ok.pps", PPS.encode().replace(b"\n", eol)))
+    assert ok.programs == load_schedule(_write(tmp_path, "ok.pps", PPS.encode())).programs

@@ -426,3 +426,11 @@ def test_a_value_is_read_as_dash_d_and_sweep_read_it(cli):
     # a bound is a number, not a parameter's value: it may be 0.5
     code, _, err = cli("fuzz", "1f1b", "--over", "P=2..3", "--max-bubble", "0.5*")
     assert code == 2 and err.splitlines()[1].endswith("e.g. 8P, 2*P-1 or 0.5")
+
+
+def test_a_bound_that_divides_by_zero_names_the_choice(cli):
+    """It said only "division by zero in '(P-1)/(M-8)'", not at which values."""
+    code, _, err = cli(
+        "fuzz", "1f1b", "--over", "P=2..4", "--over", "M=8..9", "--max-bubble", "(P-1)/(M-8)"
+    )
+    assert code == 2 and err == "ppir: error: division by zero in '(P-1)/(M-8)' at M=8, P=2\n"

@@ -173,6 +173,14 @@ class OpEmitter:
             f"chunk c is the c-th smallest stage the rank holds: rank {rank} holds {held} "
             f"({count(stages, 'stage')} on {count(ranks, 'rank')})"
         ]
+        mine = self.stages_of[rank]
+        if ch in mine:  # a stage given where a chunk goes: F(m, stage(r, c))
+            hints.append(
+                f"{ch} is a stage rank {rank} holds, its chunk {mine.index(ch)}: an op's second "
+                "argument is the rank's local chunk, not a stage (stage(r, c) turns a chunk "
+                "into its stage, not back)"
+            )
+            return hints
         k = ch + 1
         if k * ranks > stages:
             hints.append(

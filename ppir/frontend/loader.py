@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import lru_cache
 
 from ppir.diagnostics import PpirError, did_you_mean, error
@@ -35,7 +36,8 @@ UTF8_BOM = b"\xef\xbb\xbf"
 
 def read_text(path: str) -> str:
     """The UTF-8 text of a file, without one leading byte-order mark (:data:`UTF8_BOM`: lines
-    and columns count from the first character after it); a ``bad-input`` error otherwise,
+    and columns count from the first character after it), a lone CR read as a line's end; a
+    ``bad-input`` error otherwise,
     located at the first byte that is not UTF-8 (line and column counted in the characters
     before it)."""
     try:
@@ -44,6 +46,8 @@ def read_text(path: str) -> str:
     except OSError as e:
         raise error("bad-input", f"cannot read {path}: {e.strerror or e}") from None
     data = data.removeprefix(UTF8_BOM)
+    if b"\r" in data:  # a lone CR ends a line (classic Mac files), as it does for Python
+        data = re.sub(rb"\r(?!\n)", b"\n", data)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

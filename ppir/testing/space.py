@@ -84,7 +84,10 @@ class Expr:
         try:
             v = _eval(self.tree, env)
         except ZeroDivisionError:
-            raise error("bad-range", f"division by zero in '{self.text}'") from None
+            at = ", ".join(f"{k}={env[k]}" for k in sorted(self.names & set(env)))
+            raise error(
+                "bad-range", f"division by zero in '{self.text}'" + (f" at {at}" if at else "")
+            ) from None
         if isinstance(v, Fraction) and v.denominator == 1:
             return int(v)
         return v
