@@ -80,6 +80,8 @@ def syntax_error(
             hints.append("numbers are integers; '.' only appears in a range, 'a .. b'")
         elif ch == ";":
             hints.append(_SEMICOLON_RANK if _in_rank_line(text, e.pos_in_stream) else _SEMICOLON)
+        elif ch in _OTHER_LANGUAGES:
+            hints.append(_OTHER_LANGUAGES[ch])
         return error("syntax-error", f"unexpected character {ch!r}", span, hints=hints)
     tok = getattr(e, "token", None)  # an UnexpectedEOF has none; '$END' the end of file too
     at = len(text) if tok is None or tok.type == "$END" else tok.start_pos
@@ -137,7 +139,9 @@ def syntax_error(
     elif prev is not None and prev.type == "COMMA" and tok.type in ("RPAR", "RSQB"):
         hints[:0] = ["remove the trailing comma: ',' only separates items"]
     if tok.type == "EQUAL":
-        hints.append("compare with '=='")
+        hints.append("compare with '==' (and '>=', '<=' with '=' second)")
+    if tok.type == "CMP" and _after_comparison(text, tok.start_pos or 0):
+        hints.insert(0, "comparisons do not chain: write 'a < b and b < c'")
     if word and _first_token(text, tok.start_pos or 0):  # a file that starts with an action
         hints.append(
             "torch.distributed.pipelining's schedules (0F0 1F0 ..., one rank per line) are "
@@ -154,6 +158,23 @@ def syntax_error(
         if opened:
             notes.append(Note(f"the '{opened[1]}' here is never closed", opened[0]))
     return error("syntax-error", f"unexpected {what}", span, hints=hints, notes=notes)
+
+
+_OTHER_LANGUAGES = {  # characters other languages use for what .pps writes otherwise
+    "&": "write 'and' ('a > 1 and b > 1')",
+    "|": "write 'or' ('a > 1 or b > 1')",
+    "!": "write 'not' for negation ('not (a > 1)'); '!=' is 'not equal'",
+    "'": 'strings are written in double quotes: "..."',
+}
+_CHAIN = re.compile(r"(==|!=|<=|>=|<|>)[^()\[\],:]*$")
+
+
+def _after_comparison(text: str, pos: int) -> bool:
+    """Whether a comparison comes before ``pos`` on its line since the last bracket, comma
+    or colon, and no 'and'/'or' after it: ``1 < P < 8``."""
+    before = text[text.rfind("\n", 0, pos) + 1 : pos]
+    m = _CHAIN.search(before)
+    return m is not None and not re.search(r"\b(and|or)\b", before[m.end() :])
 
 
 _ACTION_LIKE = re.compile(r"\d+[A-Za-z_]+\d*")
