@@ -41,7 +41,7 @@ def program_bound(s, costs, summary: ProgramSummary | None = None) -> int | floa
     if costs.overlap is not None and costs.overlap < 1:
         return best
     cheapest = [
-        min((op[st][k] for k in ops if k in (OpKind.B, OpKind.I)), default=0)
+        min((op[st][k] for k in ops if k in deps.BACKWARD), default=0)
         for st, ops in enumerate(sm.stage_ops)
     ]
     drain = [0] * s.stages  # drain[st]: the gradient chain after st's backward, in its pipeline

@@ -34,14 +34,15 @@ def fit_order(order: tuple, k: int, stages: int) -> tuple:
         return order
     t = dict(order)
     out = {}
-    for kind in KINDS:
+    for kind, op in KINDS.items():
         near = t[f"{kind}_near"]
+        first = deps.input_side(op) < 0  # its input enters the stage's first piece, else the last
         for where in ("near", "far"):
             xs = t[f"{kind}_{where}"]
             got = []
             for s in range(stages):
                 part = range(s * k, s * k + k)
-                edge = part[0] if kind == "F" else part[-1]
+                edge = part[0] if first else part[-1]
                 got.append(xs[edge] + sum(near[j] for j in part if j != edge))
             if kind == "I":
                 got[0] = xs[0]

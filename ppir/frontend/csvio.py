@@ -85,7 +85,7 @@ def expand_overlap(text: str, span: Span) -> list[Action | Overlap] | None:
             )
         out.extend(sub)
         offset += len(part) + 1
-    if len(out) == 2 and out[0].kind is OpKind.F and out[1].kind in (OpKind.B, OpKind.I):
+    if len(out) == 2 and out[0].kind is OpKind.F and out[1].kind.is_backward:
         return [Overlap((out[0], out[1]), span)]
     return out
 

@@ -37,13 +37,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ppir.ir.types import Action, OpKind, Overlap, Span
+from ppir.ir.types import BACKWARD_KINDS, Action, OpKind, Overlap, Span
 
 F, B, I, W = OpKind.F, OpKind.B, OpKind.I, OpKind.W  # noqa: E741
 SEND_F, RECV_F, SEND_B, RECV_B = OpKind.SEND_F, OpKind.RECV_F, OpKind.SEND_B, OpKind.RECV_B
 
 FORWARD = (F,)
-BACKWARD = (B, I)
+BACKWARD = BACKWARD_KINDS  # (B, I), the one tuple OpKind.is_backward also reads
 """The kinds that can run "the backward of (s, m)"."""
 WEIGHT_GRAD = (B, W)
 """The kinds that write the weight gradients of (s, m): B, or W when the backward is split."""
@@ -195,6 +195,13 @@ def message_in(a: Action, num_stages: int, pipelines: int = 1) -> Message | None
     if rule is None or not _within(a.stage, a.stage + rule[0], num_stages, pipelines):
         return None
     return Message(rule[1], a.stage + rule[0], a.stage, a.mb)
+
+
+def input_side(kind: OpKind) -> int | None:
+    """Where the boundary-crossing input of a compute op of ``kind`` comes from: -1 the stage
+    before (F), 1 the stage after (B and I), None when it has none (W)."""
+    rule = CROSSES_IN.get(kind)
+    return None if rule is None else rule[0]
 
 
 def message_out(a: Action, num_stages: int, pipelines: int = 1) -> Message | None:

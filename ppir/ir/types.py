@@ -53,11 +53,12 @@ class OpKind(str, enum.Enum):
 
     @property
     def is_backward(self) -> bool:
-        """B and I: the ops that consume the next stage's gradient."""
-        return self in (OpKind.B, OpKind.I)
+        """B and I (:data:`BACKWARD_KINDS`): the ops that consume the next stage's gradient."""
+        return self in BACKWARD_KINDS
 
 
 COMPUTE_KINDS = frozenset({OpKind.F, OpKind.B, OpKind.I, OpKind.W})
+BACKWARD_KINDS = (OpKind.B, OpKind.I)  # what runs "the backward of (s, m)": ir.deps.BACKWARD
 COMM_KINDS = frozenset({OpKind.SEND_F, OpKind.RECV_F, OpKind.SEND_B, OpKind.RECV_B})
 SEND_KINDS = frozenset({OpKind.SEND_F, OpKind.SEND_B})
 
@@ -169,8 +170,7 @@ class Wait:
     """Block the rank until the deferred :class:`Group` holding ``actions`` has completed.
 
     A wait holds no actions of its own (``item_actions`` gives ``()``); ``actions`` names the
-    group (communication actions are unique in a schedule).  Printed ``wait[a b]``.
-    """
+    group (communication actions are unique in a schedule).  Printed ``wait[a b]``."""
 
     actions: tuple[Action, ...]
     span: Span | None = field(default=None, compare=False, hash=False, repr=False)
@@ -204,7 +204,7 @@ class Overlap:
     def __post_init__(self) -> None:
         _shape.actions_field(self, "an Overlap", Action)
         a = self.actions
-        if len(a) != 2 or a[0].kind is not OpKind.F or a[1].kind not in (OpKind.B, OpKind.I):
+        if len(a) != 2 or a[0].kind is not OpKind.F or not a[1].kind.is_backward:
             raise ValueError(
                 "an overlapped step holds one forward then one backward (B or I), "
                 f"got {' '.join(str(x) for x in a)}"

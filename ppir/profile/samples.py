@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import itemgetter
 
+from ppir.ir import OpKind, deps
+
 
 @dataclass
 class Samples:
@@ -44,12 +46,11 @@ def position(kind: str, j: int, n: int) -> str | None:
     """Where the input of op ``kind`` of the ``j``-th of the ``n`` pieces a stage chains came
     from: ``"near"`` made on the rank (the F of the piece before, the B or I of the piece
     after), ``"far"`` from another rank (or the data, or the loss: the first piece's F, the
-    last piece's B and I); None for W, whose input is its own I's."""
-    if kind == "F":
-        return "far" if j == 0 else "near"
-    if kind in ("B", "I"):
-        return "far" if j == n - 1 else "near"
-    return None
+    last piece's B and I); None for W, whose input is its own I's (:func:`deps.input_side`)."""
+    side = deps.input_side(OpKind[kind]) if kind in OpKind.__members__ else None
+    if side is None:
+        return None
+    return "far" if j == (0 if side < 0 else n - 1) else "near"
 
 
 def processor_share(piece: dict) -> float:

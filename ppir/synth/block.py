@@ -139,7 +139,7 @@ def expand_greedy(ex, block: A.GreedyBlock, top, ranks: int) -> list[tuple[Actio
             chunk=c.chunk,
             stage=c.stage,
             is_f=int(c.kind is OpKind.F),
-            is_b=int(c.kind in (OpKind.B, OpKind.I)),
+            is_b=int(c.kind.is_backward),
             is_w=int(c.kind is OpKind.W),
             mem=c.mem,
             time=c.time,

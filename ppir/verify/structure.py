@@ -282,7 +282,7 @@ def _nearest_sibling(g: ProgramGraph, seen: dict, a: Action, letters: str, span)
     ``span``: the statement that runs the others, which stops short of ``a`` (a loop's bound,
     as a rule), where the error itself points at the op ``a`` should have followed (a literal
     program's line, which shows the others already, gets none)."""
-    kinds = (B, I) if letters == "BIW" else (OpKind(letters),)
+    kinds = deps.BACKWARD if letters == "BIW" else (OpKind(letters),)
     M = g.schedule.microbatches
     for d in range(1, M):
         for m in (a.mb - d, a.mb + d):
