@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 from ppir.profile.errors import comm, others
 from ppir.torch import values as V
-from ppir.torch.shapes import zeros_like_spec
+from ppir.torch.shapes import made_by, zeros_like_spec
 
 
 def measure_transfer(run, reps: int) -> list[float]:
@@ -25,13 +25,14 @@ def measure_transfer(run, reps: int) -> list[float]:
     op per tensor, posted as the runtime posts a group), boundaries in turn; every rank
     returns the same list."""
     out = []
-    for b in range(1, run.world):  # 1F1B's runner: stage boundary b is between ranks b-1, b
+    for b in range(1, run.world):  # 1F1B's runner: stage s on rank s
+        src = made_by(b, run.schedule.stages)  # boundary b's message goes from rank src to b
         t = None
-        if run.rank in (b - 1, b):
+        if run.rank in (src, b):
             t = V.send_tensors(zeros_like_spec(run.meta[b], run.device), False)
         times = []
         where = f"rank {run.rank}: timing boundary {b}'s message"
-        ends = {b - 1: (b, dist.isend, dist.irecv), b: (b - 1, dist.irecv, dist.isend)}
+        ends = {src: (b, dist.isend, dist.irecv), b: (src, dist.irecv, dist.isend)}
         pair = ends.get(run.rank)  # (the peer, then what this rank does first and second)
         for _ in range(reps + 1):
             barrier(run, where)
@@ -39,7 +40,7 @@ def measure_transfer(run, reps: int) -> list[float]:
             if pair is not None:
                 comm(where, pair[:1], _ping, t, *pair, timeout_s=run.timeout_s)
             times.append((time.perf_counter() - t0) / 2)
-        box = torch.tensor([statistics.median(times[1:]) if run.rank == b - 1 else 0.0])
+        box = torch.tensor([statistics.median(times[1:]) if run.rank == src else 0.0])
         comm(where, others(run.rank, run.world), dist.all_reduce, box, timeout_s=run.timeout_s)
         out.append(float(box[0]))
     return out

@@ -18,9 +18,18 @@ import json
 import torch
 import torch.distributed as dist
 
+from ppir.ir import Action, OpKind, deps
 from ppir.torch import values as V
 from ppir.torch.errors import ShapeMismatch, comm_error
 from ppir.torch.procgroup import wait_all
+
+
+def made_by(b: int, stages: int) -> int | None:
+    """The stage whose forward makes boundary ``b``'s value (on the rank the placement gives
+    that stage), or None for boundary 0: the first stage reads the data (the activation
+    entering stage ``b``, :func:`ppir.ir.deps.message_in`)."""
+    msg = deps.message_in(Action(b, OpKind.F, 0), stages)
+    return None if msg is None else msg.src
 
 
 def meta_to_json(meta: dict) -> dict:
@@ -152,12 +161,14 @@ def infer_meta(
         if plan["ranks"] == 1
         else broadcast_spec(spec0, peer(plan["placement"][0]), group, device, timeout_s, rank)
     )
-    for b in range(1, plan["stages"]):
-        owner = plan["placement"][b - 1]
+    S = plan["stages"]
+    for b in range(1, S):
+        src = made_by(b, S)  # its input is boundary src: the data when made_by(src) is None
+        owner = plan["placement"][src]
         spec = None
         if owner == pp_rank:
-            x = sample if b == 1 else zeros_like_spec(meta[b - 1], device)
-            spec = trace_stage(modules[here.index(b - 1)], x, b - 1, rank)
+            x = sample if made_by(src, S) is None else zeros_like_spec(meta[src], device)
+            spec = trace_stage(modules[here.index(src)], x, src, rank)
         if plan["ranks"] > 1:
             spec = broadcast_spec(spec, peer(owner), group, device, timeout_s, rank)
         meta[b] = spec
