@@ -144,14 +144,12 @@ def stage_grad_bytes(schedule: Schedule, cfg: CostConfig) -> list[float]:
     model shape."""
     if cfg.model is None:
         return [0.0] * schedule.stages
-    from ppir.analysis.footprint import copy_span, output_params, schedule_copies, stage_sizes
+    from ppir.analysis.footprint import output_params, schedule_copies, stage_sizes
     from ppir.analysis.models import DTYPE_BYTES
 
     per = DTYPE_BYTES[cfg.model.grad_dtype]
     sizes = stage_sizes(cfg.model, schedule, stage_layers=cfg.stage_layers)
-    heads = output_params(
-        cfg.model, schedule, sizes, copy_span(schedule, schedule_copies(schedule))
-    )
+    heads = output_params(cfg.model, schedule, sizes, schedule_copies(schedule))
     return [float((st.params + head) * per) for st, head in zip(sizes, heads)]
 
 

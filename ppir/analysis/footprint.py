@@ -44,7 +44,7 @@ from ppir.analysis.layout import split_layers
 from ppir.analysis.memory import MemoryReport, analyze_memory, split_fractions
 from ppir.analysis.models import DTYPE_BYTES, ModelShape, check_recompute
 from ppir.diagnostics import error
-from ppir.ir import Action, Schedule
+from ppir.ir import Action, Schedule, deps
 
 TERMS = ("params", "grads", "optimizer", "activations", "buffers")
 
@@ -146,14 +146,14 @@ def stage_sizes(
     """Parameters (elements, one TP rank) and activation bytes per microbatch of every stage
     (``copies``: of the model the stages cover; default the schedule's pipelines)."""
     copies = schedule_copies(schedule) if copies is None else copies
-    span = copy_span(schedule, copies)
+    S, span = schedule.stages, copy_span(schedule, copies)
     layers = split_layers(model.layers, schedule, stage_layers, span)
     t = model.tp
     sharded, replicated = model.layer_params()
     per_layer = model.activation_bytes_per_layer(recompute)
     out = []
     for s, n in enumerate(layers):
-        first, last = s % span == 0, s % span == span - 1
+        first, last = deps.bounds(s, S, copies)[0] == s, deps.is_last(s, S, copies)
         params = n * (Fraction(sharded, t) + replicated)
         act = n * per_layer
         if first:
@@ -174,17 +174,18 @@ def copy_span(schedule: Schedule, copies: int) -> int:
             f"{schedule.name} has {schedule.stages} stages, which do not split into {copies} "
             "copies of the model",
         )
-    return schedule.stages // copies
+    return deps.pipeline_length(schedule.stages, copies)
 
 
-def output_params(model: ModelShape, schedule: Schedule, sizes, span: int) -> list[Fraction]:
+def output_params(model: ModelShape, schedule: Schedule, sizes, copies: int) -> list[Fraction]:
     """Per stage, the output layer's parameters it holds (elements, one TP rank): a last
     stage's, except a tied one on the rank that holds its copy's embedding (the same tensor,
-    counted with the first stage); 0 for the other stages."""
+    counted with the first stage); 0 for the other stages (``copies``: as :func:`stage_sizes`)."""
     place, head = schedule.placement, Fraction(model.embedding_params(), model.tp)
     out = [Fraction(0)] * len(sizes)
     for z in sizes:
-        if z.last and not (model.tied and place[z.stage - span + 1] == place[z.stage]):
+        first = deps.bounds(z.stage, schedule.stages, copies)[0]  # its copy's first stage
+        if z.last and not (model.tied and place[first] == place[z.stage]):
             out[z.stage] = head
     return out
 
@@ -226,12 +227,12 @@ def footprint(
     mem = memory or analyze_memory(schedule, None, recompute=recompute, i_fraction=fi)
     per_p, per_g, per_o = _per_param(model)
     msg = model.message_bytes()
-    t, span = model.tp, copy_span(schedule, c)
+    t = model.tp
     # integers: stage activation bytes times tp (every term divides by tp at most)
     act_t = [(z.activation * t).numerator for z in sizes]
     assert all((z.activation * t).denominator == 1 for z in sizes)
     peaks = activation_peaks(schedule, mem, act_t)
-    heads = output_params(model, schedule, sizes, span)  # per stage, once for every rank
+    heads = output_params(model, schedule, sizes, c)  # per stage, once for every rank
     rows = []
     for r, rm in enumerate(mem.per_rank):
         count = sum(sizes[s].params + heads[s] for s in schedule.stages_of_rank[r])

@@ -72,6 +72,7 @@ from ppir.analysis.measured_check import SECTION, numbers, shares
 from ppir.analysis.measured_order import ORDER_KEYS, SHARE_KEYS, fit_order, processor_times
 from ppir.analysis.measured_shared import SharedBytes, fit_shared, from_list
 from ppir.diagnostics import count, error
+from ppir.ir import deps
 
 _INFO = (
     "model",
@@ -204,7 +205,7 @@ class MeasuredCosts:
         replicas of one model (bidirectional DualPipe: two), whose stage ``s`` runs model stage
         :func:`ppir.ir.deps.model_stage`; a ppir error when the model's stage count does not
         divide the measured count."""
-        n = stages // pipelines if pipelines > 0 else 0
+        n = deps.pipeline_length(stages, pipelines) if pipelines > 0 else 0
         if n == self.stages:
             return self
         if n <= 0 or self.stages % n:

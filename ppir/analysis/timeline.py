@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 
 from ppir.analysis.costs import Costs
 from ppir.diagnostics import EXIT_INVALID, error, rank_list
-from ppir.ir import OpKind
+from ppir.ir import OpKind, deps
 from ppir.ir.graph import _SHIFT, COMPUTE, DATA, MESSAGE, POST, REDUCE, ProgramGraph
 
 
@@ -140,22 +140,28 @@ def durations(g: ProgramGraph, costs: Costs) -> list:
 
 
 def _late_weights(g: ProgramGraph, late: tuple, dur: list) -> None:
-    """A W that does not come right after its own I in its rank's compute order lasts
-    ``late[stage]`` (:attr:`Costs.late_w`); the others keep the W cost."""
+    """A W that does not come right after its own I (what it consumes: :func:`deps.inputs`) in
+    its rank's compute order lasts ``late[stage]`` (:attr:`Costs.late_w`); the others keep the
+    W cost."""
     ops, kind, lo, hi = g.ops, g.kind, g.lo, g.hi
+    S, pipelines = g.schedule.stages, g.schedule.pipelines
     for order in g.rank_nodes:
         prev = None
         for v in order:
             if kind[v] != COMPUTE:
                 continue
             a = ops[lo[v]] if hi[v] - lo[v] == 1 else None
-            if (
-                a is not None
-                and a.kind is OpKind.W
-                and not (prev is not None and prev.kind is OpKind.I and prev.key[::2] == a.key[::2])
-            ):
+            if a is not None and a.kind is OpKind.W and not _made_by(prev, a, S, pipelines):
                 dur[v] = late[a.stage]
             prev = ops[hi[v] - 1]
+
+
+def _made_by(prev, a, num_stages: int, pipelines: int) -> bool:
+    """``prev`` (an action or None) is an op whose output ``a`` consumes."""
+    return prev is not None and any(
+        prev.kind in p.kinds and prev.stage == p.stage and prev.mb == p.mb
+        for p in deps.inputs(a, num_stages, pipelines)
+    )
 
 
 def _in_overlap(g: ProgramGraph, v: int) -> bool:
