@@ -61,16 +61,35 @@ def _code_only(path: Path) -> str:
     return " ".join(out)
 
 
-# "the stage before / after" written by hand: the dependency rules belong to ppir/ir/deps.py
-_RULE = re.compile(r"(\.\s*stage|\bst|\bs)\s*[+-]\s*1\b")
+# dependency rules written by hand (on the code, strings and comments blanked): they belong to
+# ppir/ir/deps.py
+_RULE = re.compile(
+    r"(\.\s*stage|\bstage|\bst|\bs|\bps|\bb)\s*[+-]\s*1\b"  # the stage before / after; b's maker
+    r"|\b(s|st|stage)\s*%\s*span\b|\bspan\s*-\s*1\b|\bstage\s*-\s*span\b"  # pipeline ends: bounds
+    r"|\bstages\s*//\s*(copies|pipelines|pipes)\b"  # pipeline_length
+    r"|\bkey\s*\[\s*:\s*:\s*2\s*\]"  # "the same (stage, mb)": what an op consumes, inputs
+    r"|\(\s*(OpKind\s*\.\s*)?B\s*,\s*(OpKind\s*\.\s*)?I\s*\)"  # the backward kinds: BACKWARD
+)
+# what a module other than deps.py may write, each once, blanks dropped: types.py's
+# BACKWARD_KINDS, the tuple deps.BACKWARD is (deps imports types)
+_RULE_ALLOWED = {"ppir/ir/types.py": ("(OpKind.B,OpKind.I)",)}
+
+
+def _rules(path: Path) -> list[str]:
+    """The hand-written rules of ``path`` beyond what it may write (:data:`_RULE_ALLOWED`)."""
+    left = list(_RULE_ALLOWED.get(str(path.relative_to(ROOT)), ()))
+    out = []
+    for m in _RULE.finditer(_code_only(path)):
+        hit = re.sub(r"\s", "", m.group(0))
+        if hit in left:
+            left.remove(hit)
+        else:
+            out.append(hit)
+    return out
 
 
 def test_no_dependency_rule_outside_the_semantics_module():
-    hits = {
-        str(p.relative_to(ROOT)): _RULE.findall(_code_only(p))
-        for p in _py("ppir", "backends")
-        if p != DEPS
-    }
+    hits = {str(p.relative_to(ROOT)): _rules(p) for p in _py("ppir", "backends") if p != DEPS}
     hits = {k: v for k, v in hits.items() if v}
     assert not hits, hits
     assert _RULE.search(_code_only(DEPS))  # the rules are there
