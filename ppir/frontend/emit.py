@@ -174,13 +174,12 @@ class OpEmitter:
             f"({count(stages, 'stage')} on {count(ranks, 'rank')})"
         ]
         mine = self.stages_of[rank]
-        if ch in mine:  # a stage given where a chunk goes: F(m, stage(r, c))
+        if ch in mine:  # a stage given where a chunk goes: F(m, stage(r, c))?
             hints.append(
-                f"{ch} is a stage rank {rank} holds, its chunk {mine.index(ch)}: an op's second "
-                "argument is the rank's local chunk, not a stage (stage(r, c) turns a chunk "
-                "into its stage, not back)"
+                f"if {ch} is meant as a stage, it is rank {rank}'s chunk {mine.index(ch)}: an "
+                "op's second argument is the rank's local chunk, not a stage (stage(r, c) turns "
+                "a chunk into its stage, not back)"
             )
-            return hints
         k = ch + 1
         if k * ranks > stages:
             hints.append(
