@@ -58,6 +58,28 @@ def test_layers_divisibility_with_a_model():
     assert [x.why for x in c] == ["", "divisibility"]
 
 
+def test_stages_the_layers_cannot_fill_are_refused_before_any_expansion(monkeypatch):
+    """--pp 64 for a 32-layer model expanded every schedule at P=64 (35 s of a 46 s query) to
+    find that 32 layers cannot fill 64 stages: the declarations say so without a program."""
+    import ppir.analysis.tune as tune_module
+
+    loads = []
+    real = tune_module.load_for_batch
+    monkeypatch.setattr(
+        tune_module, "load_for_batch", lambda name, *a: loads.append(str(name)) or real(name, *a)
+    )
+    cfg = make_config({"model": {"preset": "gpt2-xl"}})  # 48 layers
+    c = tune(["1f1b", "interleaved_1f1b", "zbv"], 64, 64, [1], [1, 2], cfg)
+    assert {x.why for x in c} == {"divisibility"} and loads == []
+    assert {x.reason for x in c} == {
+        "48 layers cannot fill 64 stages: a stage would hold no layer",
+        "48 layers cannot fill 128 stages: a stage would hold no layer",
+    }
+    c = tune(["1f1b", "zbv"], 16, 16, [1], [1], cfg)  # 16 and 32 stages of 48 layers
+    assert [x.ok for x in c] == [True, False] and loads == ["1f1b"]  # zbv: 48 % 32
+    assert c[1].reason == "48 layers do not split evenly into 32 stages"
+
+
 def test_budget_parsing():
     assert parse_budget("6A", False) == (6.0, "A")
     assert parse_budget("2GiB", True) == (2 * 2**30, "bytes")

@@ -56,9 +56,15 @@ from ppir.analysis.layout import faster_split, uneven_layers
 from ppir.analysis.measured_footprint import sizes_known, whole_memory
 from ppir.analysis.memory import analyze_memory, split_fractions
 from ppir.analysis.timeline import dependency_bound, run
-from ppir.analysis.tune_load import Refused, load_for_batch, refuse
+from ppir.analysis.tune_load import (
+    Refused,
+    declared_stages,
+    layers_refusal,
+    load_for_batch,
+    over_budget,
+    refuse,
+)
 from ppir.analysis.tune_space import Builtin, Candidate, Space, default_global_batch
-from ppir.analysis.units import fmt_sizes_apart
 from ppir.diagnostics import PpirError, error
 from ppir.frontend.loader import declared_params
 from ppir.ir import deps
@@ -216,7 +222,7 @@ class _State:
             mems[fi] = analyze_memory(g, None, recompute=r, i_fraction=fi)
         _peak(c, s, mems[fi])
         if self.budget is not None and c.peak > self.budget[0]:
-            _over(c, self.budget, compiled=False)
+            over_budget(c, self.budget, compiled=False)
             return False
         tl = run(g, c.costs)
         if not tl.complete:
@@ -259,30 +265,30 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
     model = cfg.model
     recomputes = space.recomputes if model is not None else (cfg.recompute,)
     base = dict(schedule=str(name), pp=P, dp=dp, v=v or 1, mbs=mbs, microbatches=None)
+
+    def rejected(reason: str, why: str = "divisibility", file=None) -> list[Candidate]:
+        return [
+            Candidate(**base, recompute=r, reason=reason, why=why, file=file) for r in recomputes
+        ]
+
     if G % (dp * mbs):
-        why = f"global batch {G} does not split into dp={dp} x micro-batch {mbs}"
-        return [Candidate(**base, recompute=r, reason=why, why="divisibility") for r in recomputes]
+        return rejected(f"global batch {G} does not split into dp={dp} x micro-batch {mbs}")
     M = G // (dp * mbs)  # the microbatches its step runs (the schedule's M may differ)
     base["microbatches"] = M
+    builtin = isinstance(name, Builtin)
+    if model is not None:  # before the expansion: seconds at P=64, for a choice refused
+        span = declared_stages(name, params, {"P": P, "M": M, "v": v}, builtin)
+        if span is not None and (why := layers_refusal(model.layers, span, space.uneven)):
+            return rejected(why)
     try:
-        s, base["given_m"] = load_for_batch(
-            name, params, {"P": P, "M": M, "v": v}, builtin=isinstance(name, Builtin)
-        )
+        s, base["given_m"] = load_for_batch(name, params, {"P": P, "M": M, "v": v}, builtin)
     except Refused as e:
-        why = dict(reason=e.reason, why=e.why, file=e.file)
-        return [Candidate(**base, recompute=r, **why) for r in recomputes]
+        return rejected(e.reason, e.why, e.file)
     base["v"] = max(1, s.stages // s.ranks)
     if model is not None:
-        L, span = model.layers, deps.pipeline_length(s.stages, schedule_copies(s))
-        why = None
-        if L < span:
-            why = f"{L} layers cannot fill {span} stages: a stage would hold no layer"
-        elif L % span and not space.uneven:
-            why = f"{L} layers do not split evenly into {span} stages"
-        if why is not None:
-            return [
-                Candidate(**base, recompute=r, reason=why, why="divisibility") for r in recomputes
-            ]
+        span = deps.pipeline_length(s.stages, schedule_copies(s))
+        if why := layers_refusal(model.layers, span, space.uneven):
+            return rejected(why)
         # measured costs time the profiled stages whatever their layers: no split is faster
         balance = space.uneven and cfg.measured is None
         splits = _splits(model, s, balance, cfg.stage_weights)
@@ -322,22 +328,6 @@ def _splits(model, s, balance: bool, weights=None) -> list:
     return [first and first * copies] + ([faster[0] * copies] if faster else [])
 
 
-def _over(c: Candidate, budget, compiled: bool = True) -> Candidate:
-    """Reject ``c`` for memory.  Before it is compiled (``compiled`` False) its program holds no
-    receive buffers yet, so a whole-memory figure is a lower bound on the compiled program's
-    peak (ppir compile's), and the reason says "at least"; peak activations in A are exact."""
-    unit = "A" if budget[1] == "A" else "bytes"
-    what = "peak memory" if c.footprint is not None else "peak activations"
-    rank = c.footprint.worst.rank if c.footprint is not None else None
-    bound = not compiled and c.footprint is not None
-    note = "; receive buffers not counted: not compiled" if bound else ""
-    where = f" on rank {rank} (largest term: {c.largest}{note})" if rank is not None else ""
-    peak, limit = fmt_sizes_apart(c.peak, budget[0], unit)
-    c.reason = f"{what} {'at least ' if bound else ''}{peak}{where} exceeds the budget {limit}"
-    c.why = "memory"
-    return c
-
-
 def _compile(c: Candidate, budget, progress) -> Candidate:
     """The program ``ppir compile`` produces for this choice, its step time and whole memory."""
     tl, c.input_timeline = c.input_timeline, None
@@ -354,7 +344,7 @@ def _compile(c: Candidate, budget, progress) -> Candidate:
     c.step_time, c.program = comp.step_time * c.scale, comp.program
     _peak(c, comp.program, mem)
     if budget is not None and c.peak > budget[0]:
-        return _over(c, budget)
+        return over_budget(c, budget)
     return c
 
 

@@ -10,9 +10,10 @@ choice (:class:`Refused`) when no M gives the count."""
 
 from __future__ import annotations
 
-from ppir.analysis.units import microbatch_json
+from ppir.analysis.units import fmt_sizes_apart, microbatch_json
 from ppir.diagnostics import PpirError, count
 from ppir.frontend.loader import load_schedule
+from ppir.ir import deps
 
 
 class Refused(Exception):
@@ -74,6 +75,35 @@ def load_for_batch(name, params: set[str], values: dict, builtin: bool):
     )
 
 
+def declared_stages(name, params: set[str], values: dict, builtin: bool) -> int | None:
+    """The stages of one pipeline (one copy of the model) that schedule ``name`` declares at
+    ``values`` (as :func:`load_for_batch` first loads it), read from its top-level
+    declarations without expanding a program: what a model's layers must fill, known before
+    the expansion that costs seconds at P=64.  None when the declarations do not say (a CSV,
+    JSON or torch schedule, or one whose declarations fail: its load says why)."""
+    from ppir.frontend.expand import evaluate_top_level
+    from ppir.frontend.loader import parse_cached, read_source, schedule_kind
+
+    try:
+        if schedule_kind(name, builtin) != "pps":
+            return None
+        module = parse_cached(*read_source(name, builtin))
+        shape = evaluate_top_level(module, {k: values[k] for k in params if k in values})
+    except PpirError:
+        return None
+    return None if shape is None else deps.pipeline_length(shape[1], shape[2])
+
+
+def layers_refusal(layers: int, span: int, uneven: bool) -> str | None:
+    """Why ``layers`` cannot be laid on a pipeline of ``span`` stages (None: they can), with
+    uneven splits allowed or not."""
+    if layers < span:
+        return f"{layers} layers cannot fill {span} stages: a stage would hold no layer"
+    if layers % span and not uneven:
+        return f"{layers} layers do not split evenly into {span} stages"
+    return None
+
+
 def _load(name, given: dict, builtin: bool):
     try:
         return load_schedule(name, given, builtin=builtin)
@@ -104,4 +134,20 @@ def refuse(c, d):
     c.why = "constraint"
     c.reason = refusal(d) if d is not None else "the program does not verify"
     c.file = refused_file(d) if d is not None else None
+    return c
+
+
+def over_budget(c, budget, compiled: bool = True):
+    """Reject ``c`` for memory.  Before it is compiled (``compiled`` False) its program holds no
+    receive buffers yet, so a whole-memory figure is a lower bound on the compiled program's
+    peak (ppir compile's), and the reason says "at least"; peak activations in A are exact."""
+    unit = "A" if budget[1] == "A" else "bytes"
+    what = "peak memory" if c.footprint is not None else "peak activations"
+    rank = c.footprint.worst.rank if c.footprint is not None else None
+    bound = not compiled and c.footprint is not None
+    note = "; receive buffers not counted: not compiled" if bound else ""
+    where = f" on rank {rank} (largest term: {c.largest}{note})" if rank is not None else ""
+    peak, limit = fmt_sizes_apart(c.peak, budget[0], unit)
+    c.reason = f"{what} {'at least ' if bound else ''}{peak}{where} exceeds the budget {limit}"
+    c.why = "memory"
     return c
