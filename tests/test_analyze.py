@@ -104,9 +104,9 @@ def test_a_trailing_comma_in_a_model_spec_is_fine(cli):
 
 def test_bad_i_fraction(cli):
     code, _, err = cli("analyze", "1f1b", "--i-fraction", "3/2")
-    assert code == 2 and "--i-fraction 3/2: must lie between -1 and 1" in err
-    code, _, err = cli("analyze", "1f1b", "--i-fraction=-3/2")
-    assert code == 2 and "between -1 and 1" in err
+    assert code == 2 and "--i-fraction 3/2: must be at most 1 (I frees at most the whole" in err
+    code, out, err = cli("analyze", "zb_h1", "--i-fraction=-3/2")  # I keeps 3/2 chunks more
+    assert code == 0 and "I frees nothing and adds 3/2 of a chunk" in out, out + err
 
 
 def test_split_line_says_what_i_and_w_do(cli):

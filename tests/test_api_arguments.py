@@ -29,12 +29,12 @@ def test_a_recompute_mode_of_another_type_is_named(mode):
 @pytest.mark.parametrize(
     "value, error, said",
     [
-        ("x", ValueError, "i_fraction takes a number in [-1, 1], got 'x'"),
-        (float("nan"), ValueError, "i_fraction takes a number in [-1, 1], got nan"),
-        (float("inf"), ValueError, "i_fraction takes a number in [-1, 1], got inf"),
-        ([1], TypeError, "i_fraction takes a number in [-1, 1], got list [1]"),
-        (True, TypeError, "i_fraction takes a number in [-1, 1], got bool True"),
-        (2, ValueError, "i_fraction must lie in [-1, 1], got 2"),
+        ("x", ValueError, "i_fraction takes a number of at most 1, got 'x'"),
+        (float("nan"), ValueError, "i_fraction takes a number of at most 1, got nan"),
+        (float("inf"), ValueError, "i_fraction takes a number of at most 1, got inf"),
+        ([1], TypeError, "i_fraction takes a number of at most 1, got list [1]"),
+        (True, TypeError, "i_fraction takes a number of at most 1, got bool True"),
+        (2, ValueError, "i_fraction must be at most 1, got 2"),
     ],
 )
 def test_an_i_fraction_that_is_no_fraction_is_named(value, error, said):

@@ -79,7 +79,9 @@ def test_split_fractions_default_is_ppir_runtime_split():
     h, a, s = g.hidden, g.heads, g.seq
     assert split_fractions() == Fraction(5 * a * s - 6 * h, 34 * h + 5 * a * s) == Fraction(37, 57)
     assert split_fractions(g, "selective") == Fraction(-6, 34)  # I keeps more than it frees
-    assert split_fractions(g, "full") == 0
+    # full recomputation: F keeps the layer input (2h bytes); W's 40h stay from I to W, so I
+    # keeps 38h more than F did (it was 0: the input alone, which understated it 20-fold)
+    assert split_fractions(g, "full") == Fraction(2 * h - 40 * h, 2 * h) == -19
 
 
 def test_first_stage_frees_nothing_at_i():

@@ -115,7 +115,8 @@ def test_dualpipes_m_says_how_its_pipelines_share_it_as_compile_counts_them(cli)
     """was: tune's M column said 16 for bidirectional DualPipe, where ppir compile -D M=16
     said '8 microbatches' (one pipeline's) with nothing to tell the two apart; now both say 16
     and how the pipelines share it."""
-    argv = [*TUNE_8B, "--tp", "2", "--gpu-memory", "80GiB", "--schedules", "dualpipe,1f1b"]
+    # 120 GiB: under full recomputation DualPipe's W holds what it needs from I on (86 GiB)
+    argv = [*TUNE_8B, "--tp", "2", "--gpu-memory", "120GiB", "--schedules", "dualpipe,1f1b"]
     code, out, err = cli(*argv, "--recompute", "full", "--micro-batch", "1", "--even")
     assert code == 0, err
     m = {r[3]: r[6] for r in _rows(out)}

@@ -56,14 +56,14 @@ def split_fractions(model: ModelShape | None = None, recompute: str = "none") ->
     Measured on ppir's runtime (``bench/bench_estimator_accuracy.py``, GPT example with h = 128:
     F keeps 16h fp32 elements, I keeps 20h), this split predicts what it holds within 1 %.
 
-    Under selective recomputation the 5as term is never kept; under full recomputation only each
-    layer's input is kept and it must live until W has run: I frees 0.  A first stage's I frees
-    nothing whatever the fraction (its input, the data, has no gradient: W runs its whole
-    backward); :func:`analyze_memory` applies that.
+    Under selective recomputation the 5as term is never kept.  Under full recomputation F keeps
+    only each layer's input; I recomputes the forward, and what W needs (the same norm and
+    linear inputs and output gradients) stays until W has run, so I keeps far more than F did
+    (the fraction is about -20 at GPT-3 175B's shape).  A first stage's I frees nothing
+    whatever the fraction (its input, the data, has no gradient: W runs its whole backward);
+    :func:`analyze_memory` applies that.
     """
     check_recompute(recompute)
-    if recompute == "full":
-        return Fraction(0)
     m = model or PRESETS["gpt3-175b"]
     lin, attn = m.activation_terms(recompute)
     h, f, d = m.hidden, m.ffn_hidden, m.dtype_bytes
@@ -137,19 +137,20 @@ def chunk_in_a(ranks: int, stages: int, pipelines: int = 1) -> Fraction:
 
 
 def _fraction(value) -> Fraction:
-    """``i_fraction`` as a Fraction in [-1, 1]: a TypeError for a value of another type (a
-    bool, a list), a ValueError for NaN, an infinity, text that is no number or a value out of
-    range, each naming ``i_fraction`` and the value."""
+    """``i_fraction`` as a Fraction of at most 1 (I frees at most the whole chunk; a negative
+    one keeps that many chunks more, as under full recomputation): a TypeError for a value of
+    another type (a bool, a list), a ValueError for NaN, an infinity, text that is no number
+    or a value over 1, each naming ``i_fraction`` and the value."""
     if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, str)):
         raise TypeError(
-            f"i_fraction takes a number in [-1, 1], got {type(value).__name__} {value!r:.40}"
+            f"i_fraction takes a number of at most 1, got {type(value).__name__} {value!r:.40}"
         )
     try:
         fi = Fraction(value)
     except (ValueError, OverflowError):  # 'x', NaN, an infinity
-        raise ValueError(f"i_fraction takes a number in [-1, 1], got {value!r:.40}") from None
-    if not -1 <= fi <= 1:
-        raise ValueError(f"i_fraction must lie in [-1, 1], got {fi}")
+        raise ValueError(f"i_fraction takes a number of at most 1, got {value!r:.40}") from None
+    if not fi <= 1:
+        raise ValueError(f"i_fraction must be at most 1, got {fi}")
     return fi
 
 

@@ -69,7 +69,8 @@ def add_arguments(p):
         "--i-fraction",
         metavar="F",
         help="the fraction of a chunk activation that I frees (W frees the rest), e.g. 1/2, "
-        "between -1 and 1 (negative, written --i-fraction=-1/4: I keeps more than it frees); "
+        "at most 1 (negative, written --i-fraction=-1/4: I keeps more than it frees, as under "
+        "full recomputation, where it is about -20); "
         "default: ppir's runtime split at the model's shape (GPT-3 175B's "
         "when no model is given)",
     )
@@ -127,11 +128,11 @@ def parse_fraction(text: str | None) -> Fraction | None:
         raise error(
             "bad-usage", f"--i-fraction {text}: expected a number such as 0.5 or 1/2"
         ) from None
-    if not -1 <= f <= 1:
+    if not f <= 1:
         raise error(
             "bad-usage",
-            f"--i-fraction {text}: must lie between -1 and 1 "
-            "(negative: I keeps more than it frees, the gradients W needs)",
+            f"--i-fraction {text}: must be at most 1 (I frees at most the whole chunk; "
+            "negative: I keeps more than it frees, the gradients W needs)",
         )
     return f
 
