@@ -11,6 +11,7 @@ from ppir.analysis.config import CostConfig, make_config
 from ppir.analysis.tune import tune
 from ppir.analysis.units import parse_budget
 from ppir.cli.main import build_parser
+from ppir.diagnostics import PpirError
 
 
 def test_ranked_by_step_time_with_memory_and_constraint_rejections():
@@ -83,6 +84,11 @@ def test_stages_the_layers_cannot_fill_are_refused_before_any_expansion(monkeypa
 def test_budget_parsing():
     assert parse_budget("6A", False) == (6.0, "A")
     assert parse_budget("2GiB", True) == (2 * 2**30, "bytes")
+    # plain bytes, as a script computes them (refused as "expected a size in bytes")
+    assert parse_budget("52566458368B", True) == (52566458368, "bytes")
+    with pytest.raises(PpirError) as e:  # a bare count of bytes: the hint said ...368GiB
+        parse_budget("52566458368", True, "--gpu-memory")
+    assert e.value.diagnostics[0].hints == ("a size needs its unit: 52566458368B for bytes",)
 
 
 def test_tune_cli(cli):

@@ -112,10 +112,12 @@ _SIZE_UNITS = (
     ("MB", 10**6),
     ("KB", 10**3),
     ("TB", 10**12),
+    ("B", 1),
     ("A", None),
 )
 """The units a memory size is read in: binary (``GiB``: 2^30 bytes), decimal (``GB``: 10^9
-bytes, as SI and disk makers count) and ``A`` (a microbatch's activations of a rank share)."""
+bytes, as SI and disk makers count), bytes (``B``) and ``A`` (a microbatch's activations of a
+rank share)."""
 
 _DECIMAL_WORDS = {"KB": "kilobytes", "MB": "megabytes", "GB": "gigabytes", "TB": "terabytes"}
 
@@ -147,7 +149,7 @@ def decimal_reading(text: str | None) -> tuple[str, str] | None:
 def parse_budget(
     text: str | None, has_model: bool, flag: str = "memory size"
 ) -> tuple[float, str] | None:
-    """``40GiB``, ``80GB``, ``512MiB``, ``64KiB`` (bytes: needs memory sizes) or ``6A``: (value,
+    """``40GiB``, ``80GB``, ``512MiB``, ``64KiB``, ``1000B`` (bytes: needs memory sizes) or ``6A``: (value,
     "bytes"|"A").  ``flag`` names the option in the messages (``--gpu-memory 80: ...``)."""
     if text is None:
         return None
@@ -184,6 +186,8 @@ def parse_budget(
     if num and is_number(num):
         unit = (t[len(num) :].upper() or "G")[0]
         hints = [f"a size needs its unit, e.g. {num}{unit}iB or {num}{unit}B"]
+        if num == t and float(num) >= 2**20:  # a count of bytes, by its size
+            hints = [f"a size needs its unit: {num}B for bytes"]
         if not has_model:  # bytes would be refused next: A is the unit without sizes
             hints = [
                 f"without memory sizes (--model, or a cost file that holds them) a budget is "
