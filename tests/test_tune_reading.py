@@ -174,3 +174,13 @@ def test_a_fixed_program_of_two_pipelines_is_not_told_to_take_an_m(cli, tmp_path
     ) in out.splitlines()
     code, text, err = cli("compile", str(path), "--backend", "cost")
     assert code == 0 and "4 microbatches (2 per pipeline)" in text.splitlines()[0], err
+
+
+def test_when_nothing_fits_zero_is_suggested_only_where_there_are_replicas_to_shard(cli):
+    """With one replica (world 8 = tp 8) the hint said 'try zero=1', then with zero=1 'try
+    zero=2': ZeRO shards over data-parallel replicas and had nothing to shard."""
+    argv = ["tune", "--tp", "8", "--gpu-memory", "16GiB", "-q"]
+    code, out, _ = cli(*argv, "--world", "8", "--model", "llama3-70b,seq=4096")
+    assert code == 1 and "zero=" not in out and "try more GPUs (--world) or a larger" in out
+    code, out, _ = cli(*argv, "--world", "64", "--model", "llama3-70b,seq=4096")
+    assert code == 1 and "try zero=1 in --model (the distributed optimizer)" in out

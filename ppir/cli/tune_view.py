@@ -246,9 +246,11 @@ def _no_choice_hint(cands, has_model: bool, flag: str, model, space) -> str:
     if "memory" in whys and has_model:
         tries = []
         zero = model.zero if model is not None else 0
-        if zero == 0:
+        # ZeRO shards over the data-parallel replicas: with one, it has nothing to shard
+        sharded = any(c.dp > 1 for c in cands if c.why == "memory")
+        if sharded and zero == 0:
             tries.append("zero=1 in --model (the distributed optimizer)")
-        elif zero == 1:
+        elif sharded and zero == 1:
             tries.append("zero=2 in --model (gradients sharded too)")
         tries += ["more GPUs (--world)", larger]
         if 1 not in space.micro_batches:
