@@ -298,3 +298,20 @@ def test_the_micro_batch_default_in_tune_help_is_the_one_searched(cli):
         mbs = {c["mbs"] for part in ("ranked", "slower", "pruned", "rejected") for c in doc[part]}
         searched.append(",".join(map(str, sorted(mbs))))
     assert searched == list(claim.groups())
+
+
+def test_stage_weights_need_one_stage_count(cli):
+    """--stage-weights 1,2 over every pipeline size rejected 1,134 choices as constraints
+    ('1f1b has 1 stages') and headed them with 'every choice exceeds the memory budget'."""
+    argv = ["tune", "--world", "64", "--tp", "8", *_MODEL, "--stage-weights", "1,2", "-q"]
+    code, out, err = cli(*argv)
+    assert code == 2 and out == ""
+    assert err == (
+        "ppir: error: --stage-weights gives 2 weights, one per stage, but tune would search "
+        "pipeline sizes 1, 2, 4, 8: give one --pp and one --v (and --schedules with that many "
+        "stages)\n"
+    )
+    code, _, err = cli(*argv, "--pp", "2")
+    assert code == 2 and "but tune would search several v: give one --pp" in err
+    code, out, err = cli(*argv, "--pp", "2", "--v", "1", "--schedules", "1f1b")
+    assert code == 0 and "stage weights 1,2" in out, err

@@ -149,8 +149,9 @@ def decimal_reading(text: str | None) -> tuple[str, str] | None:
 def parse_budget(
     text: str | None, has_model: bool, flag: str = "memory size"
 ) -> tuple[float, str] | None:
-    """``40GiB``, ``80GB``, ``512MiB``, ``64KiB``, ``1000B`` (bytes: needs memory sizes) or ``6A``: (value,
-    "bytes"|"A").  ``flag`` names the option in the messages (``--gpu-memory 80: ...``)."""
+    """``40GiB``, ``80GB``, ``512MiB``, ``64KiB``, ``1000B`` (bytes: needs memory sizes) or
+    ``6A``: (value, "bytes"|"A").  ``flag`` names the option in the messages
+    (``--gpu-memory 80: ...``)."""
     if text is None:
         return None
     t = text.strip()

@@ -350,6 +350,16 @@ def run(args) -> int:
         uneven=not args.even,
         top=args.top,
     )
+    if cfg.stage_weights is not None:  # one weight per stage: one stage count to search
+        sizes = {pp for pp, _ in space.pipeline_sizes()}
+        if len(sizes) > 1 or space.vs is None or len(space.vs) > 1:
+            what = f"pipeline sizes {_listed(sizes)}" if len(sizes) > 1 else "several v"
+            raise error(
+                "bad-usage",
+                f"--stage-weights gives {len(cfg.stage_weights)} weights, one per stage, but "
+                f"tune would search {what}: give one --pp and one --v (and --schedules with "
+                "that many stages)",
+            )
     budget, gpu_memory = read_budget(args, sizes_known(cfg))
     with progress(None, "tune", quiet=args.quiet, unit="programs") as bar:
 
@@ -372,3 +382,7 @@ def run(args) -> int:
         text = tune_text(cands, space, G, cfg, budget, has_model, args.all_rejected, flag, note)
         print(text, end="")
     return EXIT_OK if any(c.ok for c in cands) else EXIT_INVALID  # none fits: a script sees it
+
+
+def _listed(values) -> str:
+    return ", ".join(str(v) for v in sorted(values))
