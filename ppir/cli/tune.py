@@ -278,11 +278,11 @@ def run(args) -> int:
     # the default list is the built-ins themselves, whatever files the current directory holds
     names = (
         _entries(args.schedules, "--schedules")
-        if args.schedules
+        if args.schedules is not None  # --schedules "" was every built-in, silently
         else [Builtin(n) for n in builtin_names()]
     )
     if not names:  # was searched as no schedule: 'no feasible choice' with no reason given
-        raise error("bad-usage", f"--schedules {args.schedules}: expected schedule names")
+        raise error("bad-usage", f"--schedules {args.schedules!r}: expected schedule names")
     pps = tuple(_ints(args.pp, "--pp")) if args.pp else None
     if model is None:
         if not pps or len(pps) != 1:
