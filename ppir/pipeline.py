@@ -103,7 +103,7 @@ class Compiled:
     def ok(self) -> bool:
         """True when the pipeline finished and the program verified; compiled with
         ``verify=False``, when its timed run reached the end (no deadlock, no op without a
-        partner: the rendezvous semantics, without the report and the lints)."""
+        partner) and no message carries what its recv does not expect (:attr:`mismatched`)."""
         if self.failed is not None:
             return False
         if self.report is not None:
@@ -292,8 +292,8 @@ def compile(  # noqa: A001 - the library's verb
 
 
 def _time(c: Compiled) -> float:
-    """``c``'s step time; infinite when its program cannot run to its end (unverified)."""
-    return c.step_time if c.timed.complete else float("inf")
+    """``c``'s step time; infinite when it cannot run to its end or (unverified) mismatches."""
+    return c.step_time if c.timed.complete and not c.mismatched else float("inf")
 
 
 def _run(schedule: Schedule, passes: list, verify: bool, strict: bool, base: dict) -> Compiled:

@@ -316,3 +316,5 @@ def test_stage_weights_need_one_stage_count(cli):
     assert code == 2 and "but tune would search several v: give one --pp" in err
     code, out, err = cli(*argv, "--pp", "2", "--v", "1", "--schedules", "1f1b")
     assert code == 0 and "stage weights 1,2" in out, err
+    code, out, err = cli(*argv, "--pp", "2", "--schedules", "1f1b,zb_h1")  # neither takes v
+    assert code == 0 and "stage weights 1,2" in out, err

@@ -105,6 +105,6 @@ def test_an_unverified_program_whose_messages_carry_the_wrong_payload_is_not_ok(
     assert code == 1 and out == "", out
     assert err.startswith(
         "ppir: warning: cyc's messages do not carry what their receivers expect (on 2 "
-        "channels, the k-th send meets the k-th recv; 'ppir check' says where)"
+        "channels a send meets a recv that expects another payload; 'ppir check' says where)"
     ), err
     assert "error: the 1st message from rank 0 to rank 1 is sent as 0SEND_F0" in err

@@ -61,8 +61,21 @@ def test_every_way_a_module_binds_a_name_at_its_top_level(tmp_path):
         "exec('def loss_fn(y, t): pass')\n",
         "match 1:\n    case x: pass\n",
         "def broken(:\n",
+        "locals().update(make())\n",
+        "import sys\nsys.modules[__name__].build_stage = print\n",
+        "import sys\nfor n in 'ab': sys.modules[__name__].__dict__[n] = print\n",
     ],
-    ids=["star-import", "module-getattr", "globals", "exec", "match", "syntax-error"],
+    ids=[
+        "star-import",
+        "module-getattr",
+        "globals",
+        "exec",
+        "match",
+        "syntax-error",
+        "locals",
+        "sys-modules",
+        "module-dict",
+    ],  # fmt: skip
 )
 def test_a_source_that_does_not_say_for_certain_is_left_to_the_ranks(tmp_path, text):
     assert names(tmp_path, text) is None
@@ -77,3 +90,17 @@ def test_every_shipped_model_binds_the_contract(tmp_path):
     for f in models:
         seen = top_level_names(f)
         assert seen is not None and set(REQUIRED) <= seen[0], f
+
+
+def test_a_name_a_function_declares_global_counts_as_bound(tmp_path):
+    """A file whose setup function binds the contract (global build_stage, ...; then called at
+    the top level) was refused before launch, though its ranks import it fine."""
+    bound, _ = names(
+        tmp_path,
+        "def _setup():\n"
+        "    global build_stage, make_batch, loss_fn\n"
+        "    def build_stage(s, n): pass\n"
+        "    make_batch = loss_fn = print\n"
+        "_setup()\n",
+    )
+    assert set(REQUIRED) <= bound

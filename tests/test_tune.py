@@ -89,6 +89,9 @@ def test_budget_parsing():
     with pytest.raises(PpirError) as e:  # a bare count of bytes: the hint said ...368GiB
         parse_budget("52566458368", True, "--gpu-memory")
     assert e.value.diagnostics[0].hints == ("a size needs its unit: 52566458368B for bytes",)
+    with pytest.raises(PpirError) as e:  # 80B: 80 bytes, no GPU's memory
+        parse_budget("80B", True, "--gpu-memory")
+    assert e.value.message == "--gpu-memory 80B: 80 bytes is less than a MiB"
 
 
 def test_tune_cli(cli):
@@ -288,3 +291,20 @@ def test_the_header_leaves_the_micro_batch_size_to_the_rows(cli):
     assert {line.split()[5] for line in out.splitlines()[2:5]} == {"1", "2"}  # the mbs column
     code, out, _ = cli(*argv, "--format", "json")
     assert "b=" not in json.loads(out)["assumptions"]
+
+
+def test_a_literal_program_is_not_refused_by_the_stage_count_of_its_ranks(cli, tmp_path):
+    """The early refusal read a literal program's stages as its ranks (2) where its actions
+    name 3: '3 layers do not split evenly into 2 stages' (--even) for a program that ranks."""
+    f = tmp_path / "lit.pps"
+    f.write_text(
+        "schedule lit()\nranks 2\nmicrobatches 1\nrank 0: 0F0 2F0 2B0 0B0\nrank 1: 1F0 1B0\n"
+    )
+    code, out, err = cli(
+        "tune", "--world", "2", "--pp", "2", "--global-batch", "1", "--micro-batch", "1",
+        "--schedules", str(f), "--gpu-memory", "8000GiB", "--model", "llama3-8b,layers=3",
+        "--recompute", "none", "--even", "-q", "--format", "json",
+    )  # fmt: skip
+    assert code == 0, out + err
+    (row,) = json.loads(out)["ranked"]
+    assert row["pp"] == 2 and row["stage_layers"] is None and row["step_time"] > 0

@@ -180,6 +180,12 @@ def parse_budget(
                         + ("--memory-budget 6A" if flag == "--gpu-memory" else "6A")
                     ],
                 )
+            if suffix == "B" and x < 2**20:  # 80B: 80 bytes, meant as 80 GB
+                raise error(
+                    "bad-usage",
+                    f"{flag} {text}: {num} bytes is less than a MiB",
+                    hints=[f"a size in bytes needs its prefix, e.g. {num}GiB or {num}GB"],
+                )
             return x * scale, "bytes"
     want = "a size in bytes, e.g. 80GiB or 80GB" if has_model else "e.g. 40GiB, 80GB or 6A"
     num = t.rstrip("gGtTmMkK")  # a bare number, or one with a unit cut short (80, 80G)

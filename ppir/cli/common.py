@@ -269,10 +269,10 @@ def compile_from_args(
         else:
             m = len(c.mismatched)
             what = (
-                f"{s.name}'s messages do not carry what their receivers expect (on "
-                f"{m} channel{'s' if m > 1 else ''}, the k-th send meets the k-th recv; "
-                "'ppir check' says where): a run of it computes on the wrong tensors, and "
-                "nothing timed (step time, charts) can be made of it"
+                f"{s.name}'s messages do not carry what their receivers expect (on {m} "
+                f"channel{'s' if m > 1 else ''} a send meets a recv that expects another "
+                "payload; 'ppir check' says where): a run of it computes on the wrong "
+                "tensors, and nothing timed (step time, charts) can be made of it"
             )
         print(f"ppir: warning: {what}" + (f"; {unverified}" if unverified else ""), file=sys.stderr)
     return c

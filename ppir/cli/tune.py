@@ -351,15 +351,7 @@ def run(args) -> int:
         top=args.top,
     )
     if cfg.stage_weights is not None:  # one weight per stage: one stage count to search
-        sizes = {pp for pp, _ in space.pipeline_sizes()}
-        if len(sizes) > 1 or space.vs is None or len(space.vs) > 1:
-            what = f"pipeline sizes {_listed(sizes)}" if len(sizes) > 1 else "several v"
-            raise error(
-                "bad-usage",
-                f"--stage-weights gives {len(cfg.stage_weights)} weights, one per stage, but "
-                f"tune would search {what}: give one --pp and one --v (and --schedules with "
-                "that many stages)",
-            )
+        _one_stage_count(args, cfg, space, names)
     budget, gpu_memory = read_budget(args, sizes_known(cfg))
     with progress(None, "tune", quiet=args.quiet, unit="programs") as bar:
 
@@ -384,5 +376,20 @@ def run(args) -> int:
     return EXIT_OK if any(c.ok for c in cands) else EXIT_INVALID  # none fits: a script sees it
 
 
-def _listed(values) -> str:
-    return ", ".join(str(v) for v in sorted(values))
+def _one_stage_count(args, cfg, space, names) -> None:
+    """A usage error when the stage weights (one per stage) meet a search over several
+    pipeline sizes, or over several v for a schedule that takes v."""
+    from ppir.frontend.loader import declared_params
+
+    sizes = sorted({pp for pp, _ in space.pipeline_sizes()})
+    takes_v = any("v" in declared_params(n, builtin=isinstance(n, Builtin)) for n in names)
+    several_v = takes_v and (space.vs is None or len(space.vs) > 1)
+    if len(sizes) < 2 and not several_v:
+        return
+    what = f"pipeline sizes {', '.join(map(str, sizes))}" if len(sizes) > 1 else "several v"
+    given = "--stage-weights" if args.cost_stage_weights else "the config's stage_weights"
+    raise error(
+        "bad-usage",
+        f"{given} gives {len(cfg.stage_weights)} weights, one per stage, but tune would "
+        f"search {what}: give one --pp and one --v (and --schedules with that many stages)",
+    )

@@ -145,14 +145,14 @@ def evaluate_top_level(
     """Bind the parameters and run the top-level items (declarations, lets, defs, requires)
     without expanding any program: a cheap test of whether parameters are supported (a failed
     ``require`` raises ``require-failed``).  Returns the declared (ranks, stages, pipelines),
-    None when the file declares no ranks (a literal program's come from its rank lines)."""
+    None when the file does not declare them (a literal program's come from its rank lines)."""
     ex = Interpreter(module, DEFAULT_MAX_OPS, max_steps)
     try:
-        _, decls, _, _ = _top_level(module, bind_params(module, dict(overrides or {})), ex)
+        _, decls, _, lines = _top_level(module, bind_params(module, dict(overrides or {})), ex)
     except RecursionError:
         raise error("too-deep", "this nests too deeply to evaluate", ex.current) from None
-    if "ranks" not in decls:
-        return None
+    if "ranks" not in decls or (lines and "stages" not in decls):
+        return None  # a literal program's stages come from its actions
     ranks = decls["ranks"][0]
     stages = decls.get("stages", (ranks,))[0]
     return ranks, stages, resolve_pipelines(decls, stages, ex)

@@ -239,7 +239,7 @@ class Interpreter(OpEmitter):
                     "undefined-function",
                     f"undefined function '{name}'",
                     e.func_span,
-                    hints=op_call_hints(name) or did_you_mean(name, cands),
+                    hints=op_call_hints(name, e.func_span) or did_you_mean(name, cands),
                 )
             raise error("not-a-function", f"'{name}' is a value, not a function", e.func_span)
         if len(fn.params) != n:

@@ -31,15 +31,18 @@ IF_VALUE = (
 )
 
 
-def op_call_hints(name: str) -> list[str]:
-    """What a call of an op inside an expression means (``let w = P - r -`` then ``F(0)`` on
-    the next line reads as ``P - r - F(0)``); [] for a name that is no op."""
+def op_call_hints(name: str, span: Span | None = None) -> list[str]:
+    """What a call of an op inside an expression means; where the call starts its line
+    (``span``), whether the line before ends with an operator (``let w = P - r -`` then
+    ``F(0)`` reads as ``P - r - F(0)``); [] for a name that is no op."""
     if name not in OPS:
         return []
-    return [
-        f"{name}(...) is {OPS[name]}, a statement of its own, not a value: does the line "
-        "before end with an operator that continues onto this one?"
-    ]
+    hint = f"{name}(...) is {OPS[name]}, a statement of its own, not a value"
+    if span is not None and span.source is not None:
+        line = span.source.splitlines()[span.line - 1] if span.line >= 1 else ""
+        if not line[: span.col - 1].strip():
+            hint += ": does the line before end with an operator that continues onto this one?"
+    return [hint]
 
 
 def reserved_hints(name: str) -> list[str]:

@@ -35,8 +35,6 @@ from ppir.profile.errors import (
 )
 from ppir.profile.summary import cpu_cores, summarize  # noqa: F401 (the profile's API)
 
-REQUIRED = ("build_stage", "make_batch", "loss_fn")
-
 
 @dataclass(frozen=True)
 class ProfileSpec:

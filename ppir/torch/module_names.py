@@ -4,8 +4,9 @@ that ``ppir launch`` says that a model file lacks ``build_stage``, ``make_batch`
 once torch and the file had loaded on each: about 5 s on this project's CI machine).
 
 Only what is certain is reported: a file that binds names in ways a reading cannot follow
-(``from x import *``, a module ``__getattr__``, ``globals()``, ``exec``, ``match``) or that
-does not parse is left to the ranks, which import it and say what they find."""
+(``from x import *``, a module ``__getattr__``, ``globals()``, ``locals()``, ``exec``,
+``sys.modules``, ``__dict__``, ``match``) or that does not parse is left to the ranks, which
+import it and say what they find; a name declared ``global`` in a function counts as bound."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from pathlib import Path
 from ppir.diagnostics import error
 from ppir.torch.signatures import REQUIRED, lacks_message
 
-_OPAQUE_CALLS = frozenset({"globals", "exec", "eval", "setattr", "vars", "__import__"})
+_OPAQUE_CALLS = frozenset({"globals", "locals", "exec", "eval", "setattr", "vars", "__import__"})
+# attributes through which a module's names are set from outside its statements
+# (sys.modules[__name__].x = f, module.__dict__[n] = f)
+_OPAQUE_ATTRS = frozenset({"modules", "__dict__"})
 
 
 def check_model_file(path: str) -> None:
@@ -49,6 +53,10 @@ def top_level_names(path: str | Path) -> tuple[set[str], set[str]] | None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id in _OPAQUE_CALLS:
                 return None
+        if isinstance(node, ast.Attribute) and node.attr in _OPAQUE_ATTRS:
+            return None
+        if isinstance(node, ast.Global):  # a function binds it at the top level when called
+            bound.update(node.names)
     for stmt in _top_level(tree.body):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(stmt.name)
