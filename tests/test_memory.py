@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import ppir
 from ppir import load_schedule
 from ppir.analysis.memory import analyze_memory, analyze_p2p, split_fractions
 from ppir.analysis.models import make_model
@@ -234,3 +235,11 @@ def test_against_brute_force(s, fi):
     )
     assert (p2p.forward_messages, p2p.backward_messages) == (cross_f, cross_b)
     assert p2p.local_forward + p2p.forward_messages == (s.stages - 1) * s.microbatches
+
+
+def test_messages_per_microbatch_count_every_pipelines_microbatches():
+    """Bidirectional DualPipe at P=4 runs 8 microbatches in two pipelines of 4: 24 forward
+    messages are 3 per microbatch (P-1), not 6 (they were divided by one pipeline's 4)."""
+    p2p = analyze_p2p(ppir.load("dualpipe", P=4, M=8))
+    assert p2p.forward_messages == 24 and p2p.microbatches == 8
+    assert p2p.forward_per_microbatch == p2p.backward_per_microbatch == 3

@@ -51,7 +51,9 @@ TERMS = ("params", "grads", "optimizer", "activations", "buffers")
 
 @dataclass(frozen=True)
 class StageSizes:
-    """One stage on one TP rank: ``params`` in elements, ``activation`` in bytes per microbatch."""
+    """One stage on one TP rank: ``params`` in elements, ``activation`` in bytes per microbatch,
+    of which ``outside`` are not its layers' (the first stage's token ids and embedding mask,
+    the last stage's logits)."""
 
     stage: int
     layers: int
@@ -59,6 +61,7 @@ class StageSizes:
     last: bool
     params: Fraction
     activation: Fraction
+    outside: Fraction = Fraction(0)
 
 
 @dataclass(frozen=True)
@@ -155,14 +158,14 @@ def stage_sizes(
     for s, n in enumerate(layers):
         first, last = deps.bounds(s, S, copies)[0] == s, deps.is_last(s, S, copies)
         params = n * (Fraction(sharded, t) + replicated)
-        act = n * per_layer
+        outside = Fraction(0)
         if first:
             params += Fraction(model.embedding_params(), t)
-            act += model.embedding_activation_bytes()
+            outside += model.embedding_activation_bytes()
         if last:
             params += model.final_norm_params()
-            act += model.head_activation_bytes()
-        out.append(StageSizes(s, n, first, last, params, act))
+            outside += model.head_activation_bytes()
+        out.append(StageSizes(s, n, first, last, params, n * per_layer + outside, outside))
     return tuple(out)
 
 
@@ -190,17 +193,22 @@ def output_params(model: ModelShape, schedule: Schedule, sizes, copies: int) -> 
     return out
 
 
-def activation_peaks(schedule: Schedule, mem: MemoryReport, stage_bytes) -> list:
+def activation_peaks(schedule: Schedule, mem: MemoryReport, stage_bytes, outside=None) -> list:
     """Per rank, (peak, op at the peak) of the activations in flight when one forward of stage
     ``s`` keeps ``stage_bytes[s]``: :func:`analyze_memory`'s per-op curve (chunk units, its
-    alloc/free rule and I/W split) weighed by the stage of each op.  Exact for rational sizes."""
+    alloc/free rule and I/W split) weighed by the stage of each op; ``outside[s]``: bytes it
+    keeps beside its layers, on the curve I does not free (``whole_curve``).  Exact for
+    rational sizes."""
     out = []
     for r, rm in enumerate(mem.per_rank):
-        level = peak = prev = 0
+        level = peak = prev = prev_w = 0
         peak_op = None
-        for a, c_level in zip(schedule.compute_actions(r), rm.curve):
+        w_curve = rm.whole_curve or rm.curve
+        for a, c_level, w_level in zip(schedule.compute_actions(r), rm.curve, w_curve):
             level += (c_level - prev) * stage_bytes[a.stage]
-            prev = c_level
+            if outside is not None:
+                level += (w_level - prev_w) * outside[a.stage]
+            prev, prev_w = c_level, w_level
             if level > peak:
                 peak, peak_op = level, a
         out.append((peak * rm.unit, peak_op))
@@ -229,9 +237,10 @@ def footprint(
     msg = model.message_bytes()
     t = model.tp
     # integers: stage activation bytes times tp (every term divides by tp at most)
-    act_t = [(z.activation * t).numerator for z in sizes]
-    assert all((z.activation * t).denominator == 1 for z in sizes)
-    peaks = activation_peaks(schedule, mem, act_t)
+    act_t = [((z.activation - z.outside) * t).numerator for z in sizes]
+    out_t = [(z.outside * t).numerator for z in sizes]
+    assert all((z.activation * t).denominator == (z.outside * t).denominator == 1 for z in sizes)
+    peaks = activation_peaks(schedule, mem, act_t, out_t)
     heads = output_params(model, schedule, sizes, c)  # per stage, once for every rank
     rows = []
     for r, rm in enumerate(mem.per_rank):

@@ -1,4 +1,5 @@
-"""Activation memory and point-to-point traffic of a schedule, computed from its IR.
+"""Activation memory of a schedule, computed from its IR (point-to-point traffic is
+:mod:`ppir.analysis.p2p`'s, whose names this module re-exports).
 
 Units
 -----
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ppir.analysis.models import PRESETS, ModelShape, check_layers, check_recompute
+from ppir.analysis.p2p import P2PReport, RankP2P, analyze_p2p  # noqa: F401 (this module's API)
 from ppir.ir import Action, OpKind, Schedule, deps
 from ppir.ir.graph import COMPUTE, POST, ProgramGraph, build_graph
 
@@ -94,6 +96,9 @@ class RankMemory:
     peak_bytes: Fraction | None = None
     peak_recv_bytes: Fraction | None = None
     param_shares: Fraction = Fraction(1)
+    whole_curve: tuple[int, ...] | None = None
+    """The curve of what a forward keeps beside its layers, which I does not free (the
+    logits' gradient stays until W); None where it is ``curve`` (no split backward)."""
 
     def curve_chunks(self) -> list[float]:
         """The memory curve in chunk activations (floats, for plotting and JSON)."""
@@ -195,16 +200,23 @@ def analyze_memory(
     free_first = free | {OpKind.I: 0, OpKind.W: D}
     unit = Fraction(1, D)
     keep = 0 if schedule.forward_only else D  # an evaluation forward keeps nothing
+    # what a forward keeps beside its layers (token ids, logits) I does not free: the logits'
+    # gradient, as big, stays until the output layer's W; the rule at fraction 0
+    whole = {OpKind.B: D, OpKind.I: 0, OpKind.W: D}
     per_rank = []
     for r in range(P):
-        level = peak = 0
+        level = peak = level_w = 0
         peak_i, peak_op = -1, None
-        curve = []
+        curve, curve_w = [], []
         for a in _compute_actions(g, r):
-            level += (
-                keep if a.kind is OpKind.F else -(free_first if a.stage in first else free)[a.kind]
-            )
+            if a.kind is OpKind.F:
+                level += keep
+                level_w += keep
+            else:
+                level -= (free_first if a.stage in first else free)[a.kind]
+                level_w -= whole[a.kind]
             curve.append(level)
+            curve_w.append(level_w)
             if level > peak:
                 peak, peak_i, peak_op = level, len(curve) - 1, a
         rf, rb, rt = _recv_peaks(g, r)
@@ -218,6 +230,7 @@ def analyze_memory(
                 peak_op=peak_op,
                 peak_index=peak_i,
                 curve=tuple(curve),
+                whole_curve=None if curve_w == curve else tuple(curve_w),
                 unit=unit,
                 peak_recv_forward=rf,
                 peak_recv_backward=rb,
@@ -310,89 +323,3 @@ def _recv_peaks(g: ProgramGraph, r: int) -> tuple[int, int, int]:
                     else:
                         nf -= 1
     return pf, pb, pt
-
-
-# ------------------------------------------------------------------ point-to-point traffic
-@dataclass(frozen=True)
-class RankP2P:
-    rank: int
-    sends_forward: int
-    sends_backward: int
-    recvs_forward: int
-    recvs_backward: int
-    bytes_sent: Fraction | None = None
-
-
-@dataclass(frozen=True)
-class P2PReport:
-    """Messages of one step (all microbatches).  Same-rank stage hand-offs are ``local_*``, not
-    messages.  ``*_per_microbatch`` divide the step totals by M."""
-
-    microbatches: int
-    forward_messages: int
-    backward_messages: int
-    local_forward: int
-    local_backward: int
-    per_rank: tuple[RankP2P, ...]
-    message_bytes: Fraction | None = None
-
-    @property
-    def forward_per_microbatch(self) -> Fraction:
-        return Fraction(self.forward_messages, self.microbatches)
-
-    @property
-    def backward_per_microbatch(self) -> Fraction:
-        return Fraction(self.backward_messages, self.microbatches)
-
-    @property
-    def bytes_per_step(self) -> Fraction | None:
-        if self.message_bytes is None:
-            return None
-        return (self.forward_messages + self.backward_messages) * self.message_bytes
-
-
-def analyze_p2p(program: Schedule | ProgramGraph, model: ModelShape | None = None) -> P2PReport:
-    """Count the SEND/RECV ops of the program's graph (for a compute-only program: the messages
-    its cross-rank data edges need, one SEND and one RECV each, which is what every lowering
-    inserts) and the same-rank hand-offs (an output that stays on its rank: a V-placement fold).
-    Linear in the number of ops."""
-    g = program if isinstance(program, ProgramGraph) else build_graph(program)
-    pl = g.schedule.placement
-    mb = model.message_bytes() if model is not None else None
-    rows = []
-    lf = lb = 0
-    for r in range(g.schedule.ranks):
-        c = dict.fromkeys(OpKind, 0)
-        for a in g.ops[g.rank_start[r] : g.rank_start[r + 1]]:
-            c[a.kind] += 1
-            if not a.kind.is_compute:
-                continue
-            msg = deps.message_out(a, len(pl), g.schedule.pipelines)
-            if msg is not None and not deps.crosses_ranks(pl, msg):
-                lf, lb = lf + (not msg.grad), lb + msg.grad
-            if not g.lowered:  # the messages a lowering would insert for this op
-                if msg is not None and deps.crosses_ranks(pl, msg):
-                    c[deps.send_action(msg).kind] += 1
-                back = deps.message_in(a, len(pl), g.schedule.pipelines)
-                if back is not None and deps.crosses_ranks(pl, back):
-                    c[deps.recv_action(back).kind] += 1
-        sent = c[OpKind.SEND_F] + c[OpKind.SEND_B]
-        rows.append(
-            RankP2P(
-                r,
-                c[OpKind.SEND_F],
-                c[OpKind.SEND_B],
-                c[OpKind.RECV_F],
-                c[OpKind.RECV_B],
-                sent * mb if mb is not None else None,
-            )
-        )
-    return P2PReport(
-        g.schedule.microbatches,
-        sum(x.sends_forward for x in rows),
-        sum(x.sends_backward for x in rows),
-        lf,
-        lb,
-        tuple(rows),
-        mb,
-    )
