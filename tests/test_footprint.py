@@ -286,7 +286,8 @@ def test_what_a_stage_keeps_beside_its_layers_is_not_scaled_by_the_layers_split(
     """The I/W split of a layer's activations (I keeps 20 chunks under full recomputation) was
     applied to the last stage's logits too: zb_h1 at P=2, M=1 for Llama 3 8B had 105.82 GiB of
     activations on rank 1, 21 x 1F1B's 5.04 (4.04 GiB of them fp32 logits).  The logits' gradient
-    stays from I to the output layer's W, as big as the logits: counted once."""
+    stays from I to the output layer's W, as big as the logits: counted once, with the final
+    norm's output gradient its W needs (one boundary message's size)."""
     from ppir.analysis.models import make_model
 
     m = make_model("llama3-8b")
@@ -294,5 +295,6 @@ def test_what_a_stage_keeps_beside_its_layers_is_not_scaled_by_the_layers_split(
     zb = footprint(ppir.load("zb_h1", P=2, M=1), m, recompute="full").per_rank[1]
     plain = footprint(ppir.load("1f1b", P=2, M=1), m, recompute="full").per_rank[1]
     layers = plain.activations - logits  # 16 layers' inputs, what F keeps under full
-    assert zb.activations == 21 * layers + logits  # W's needs (20 x) stay from I, logits once
+    # W's needs (20 x) stay from I, the logits once, the norm's output gradient beside them
+    assert zb.activations == 21 * layers + logits + m.message_bytes()
     assert zb.activations < 6 * plain.activations

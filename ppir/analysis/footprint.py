@@ -62,6 +62,9 @@ class StageSizes:
     params: Fraction
     activation: Fraction
     outside: Fraction = Fraction(0)
+    outside_for_w: Fraction = Fraction(0)
+    """What a split I adds to ``outside`` until W: the final norm's output gradient, which its
+    weight gradient needs (the logits' gradient takes the logits' place)."""
 
 
 @dataclass(frozen=True)
@@ -158,14 +161,16 @@ def stage_sizes(
     for s, n in enumerate(layers):
         first, last = deps.bounds(s, S, copies)[0] == s, deps.is_last(s, S, copies)
         params = n * (Fraction(sharded, t) + replicated)
-        outside = Fraction(0)
+        outside = for_w = Fraction(0)
         if first:
             params += Fraction(model.embedding_params(), t)
             outside += model.embedding_activation_bytes()
         if last:
             params += model.final_norm_params()
             outside += model.head_activation_bytes()
-        out.append(StageSizes(s, n, first, last, params, n * per_layer + outside, outside))
+            for_w = model.message_bytes() if model.vocab else for_w  # s x b x h at dtype / t
+        act = n * per_layer + outside
+        out.append(StageSizes(s, n, first, last, params, act, outside, for_w))
     return tuple(out)
 
 
@@ -193,21 +198,28 @@ def output_params(model: ModelShape, schedule: Schedule, sizes, copies: int) -> 
     return out
 
 
-def activation_peaks(schedule: Schedule, mem: MemoryReport, stage_bytes, outside=None) -> list:
+def activation_peaks(
+    schedule: Schedule, mem: MemoryReport, stage_bytes, outside=None, for_w=None
+) -> list:
     """Per rank, (peak, op at the peak) of the activations in flight when one forward of stage
     ``s`` keeps ``stage_bytes[s]``: :func:`analyze_memory`'s per-op curve (chunk units, its
-    alloc/free rule and I/W split) weighed by the stage of each op; ``outside[s]``: bytes it
-    keeps beside its layers, on the curve I does not free (``whole_curve``).  Exact for
-    rational sizes."""
+    alloc/free rule and I/W split) weighed by the stage of each op.  ``outside[s]``: bytes it
+    keeps beside its layers, on the curve I does not free (``whole_curve``); ``for_w[s]``: what
+    a split I adds to them until W, read from the two curves (they part at a split I and meet
+    again at its W, by the I fraction).  Exact for rational sizes."""
     out = []
+    fi = mem.i_fraction
     for r, rm in enumerate(mem.per_rank):
         level = peak = prev = prev_w = 0
         peak_op = None
         w_curve = rm.whole_curve or rm.curve
         for a, c_level, w_level in zip(schedule.compute_actions(r), rm.curve, w_curve):
-            level += (c_level - prev) * stage_bytes[a.stage]
+            s = a.stage
+            level += (c_level - prev) * stage_bytes[s]
             if outside is not None:
-                level += (w_level - prev_w) * outside[a.stage]
+                level += (w_level - prev_w) * outside[s]
+                if for_w is not None and fi and for_w[s]:  # (w - c) grows by fi per split I
+                    level += ((w_level - c_level) - (prev_w - prev)) / fi * for_w[s]
             prev, prev_w = c_level, w_level
             if level > peak:
                 peak, peak_op = level, a
@@ -239,8 +251,9 @@ def footprint(
     # integers: stage activation bytes times tp (every term divides by tp at most)
     act_t = [((z.activation - z.outside) * t).numerator for z in sizes]
     out_t = [(z.outside * t).numerator for z in sizes]
+    w_t = [z.outside_for_w * t for z in sizes]
     assert all((z.activation * t).denominator == (z.outside * t).denominator == 1 for z in sizes)
-    peaks = activation_peaks(schedule, mem, act_t, out_t)
+    peaks = activation_peaks(schedule, mem, act_t, out_t, w_t)
     heads = output_params(model, schedule, sizes, c)  # per stage, once for every rank
     rows = []
     for r, rm in enumerate(mem.per_rank):
