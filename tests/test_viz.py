@@ -480,3 +480,16 @@ def test_cost_assumptions_say_decimals_back_as_typed(cli, tmp_path):
     page = tmp_path / "x.html"
     assert cli("viz", *argv, "-o", str(page))[0] == 0
     assert json.dumps(said) in page.read_text()  # the header's hover
+
+
+def test_a_compared_schedule_takes_the_first_ones_values_its_defaults_included(cli, tmp_path):
+    """'viz mine.pps --compare v_min' drew v_min at its own defaults (P=4, M=8) beside a file
+    whose header defaults were P=8, M=32: only -D values were passed on."""
+    mine = tmp_path / "mine.pps"
+    text = (resources.files("ppir.schedules") / "1f1b.pps").read_text()
+    mine.write_text(text.replace("schedule 1f1b(P = 4, M = 8)", "schedule mine(P = 2, M = 6)"))
+    out = tmp_path / "cmp.html"
+    code, _, err = cli("viz", str(mine), "--compare", "interleaved_1f1b", "-o", str(out))
+    assert code == 0, err
+    labels = [r["label"] for r in embedded(out.read_text())["runs"]]
+    assert labels == ["mine(P=2, M=6)", "interleaved_1f1b(P=2, M=6, v=2, N=2)"]

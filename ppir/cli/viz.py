@@ -122,12 +122,15 @@ UNVERIFIED = (
 )
 
 
-def second_schedule(args):
-    """The comparison schedule (lowered), or None without --compare / -D2."""
+def second_schedule(args, first_params: dict | None = None):
+    """The comparison schedule (lowered), or None without --compare / -D2.  It takes the
+    values the first schedule was expanded with (``first_params``, its defaults included;
+    else -D's) for the parameters it declares too, then -D2's: like with like."""
     if not args.compare and not args.defines2:
         return None
     spec = args.compare or args.schedule
-    first, own = parse_defines(args.defines), parse_defines(args.defines2, "-D2")
+    first = {**(first_params or {}), **parse_defines(args.defines)}
+    own = parse_defines(args.defines2, "-D2")
     declared = declared_params(spec)
     inherited = {k: v for k, v in first.items() if k in declared}
     sched = load_schedule(
@@ -169,7 +172,7 @@ def run(args) -> int:
     if args.rank < 0:
         raise error("bad-usage", f"--rank {args.rank}: must be 0 or more")
     compiled = [compile_from_args(args, unverified=UNVERIFIED)]
-    other = second_schedule(args)
+    other = second_schedule(args, dict(compiled[0].source.params))
     if other is not None:
         compiled.append(other)
     for c in compiled:
