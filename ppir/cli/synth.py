@@ -25,9 +25,10 @@ HELP = "synthesise a schedule for a memory cap (zero-bubble list scheduling), em
 DESCRIPTION = """Build a pipeline schedule for P ranks and M microbatches whose activations stay
 within --mem-cap (in A: one microbatch's activations of a rank's share of the layers; an
 activation counts until its weight pass), by list scheduling with the backward split into I and W
-(Qi et al., ICLR'24), on the contiguous and the V placement, under several priority rules.  The
-1F1B order at the same cap is always a candidate, so the result is never slower than it in the
-estimator.  The winner is verified and written as literal .pps.
+(Qi et al., ICLR'24), on the contiguous and the V placement, under several priority rules,
+beside the built-in V-shaped orders (ZB-V, V-Half, V-Min) where they fit.  The 1F1B order at
+the same cap is always a candidate, so the result is never slower than it in the estimator.
+The winner is verified and written as literal .pps.
 
 examples:
   ppir synth -D P=4 -D M=8 --mem-cap 4 -o zb_synth.pps

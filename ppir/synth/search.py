@@ -8,7 +8,9 @@ peak, then the earlier candidate).  Candidates:
   placement and, when ``vshape`` is allowed and P > 1, on the V placement with 2 chunks per rank,
   under each priority rule of :data:`RULES`;
 * the 1F1B order at equal memory: rank r warms up with min(P-r-1, cap-1, M) forwards, then one
-  forward and one full backward in turn.
+  forward and one full backward in turn;
+* with ``vshape``, the built-in V-shaped orders of :data:`V_ORDERS` (ZB-V, V-Half, V-Min) at
+  P and M, where their peak fits the cap.
 
 Because that 1F1B order is always a candidate, the result is never slower in the estimator than
 1F1B at the same cap.  Memory is counted as :mod:`.greedy` counts it (an activation lives until
@@ -34,7 +36,8 @@ from fractions import Fraction
 
 from ppir.analysis.config import default_op_costs
 from ppir.analysis.memory import analyze_memory
-from ppir.diagnostics import error
+from ppir.diagnostics import PpirError, error
+from ppir.frontend.loader import load_schedule
 from ppir.ir import Action, OpKind, Schedule, looped_placement, vshape_placement
 from ppir.synth.greedy import Candidate, GreedySpec, GreedyStuck, list_schedule
 
@@ -57,6 +60,8 @@ def _rule_deep_first(c: Candidate) -> int:
 
 
 RULES = {"zb": _rule_zb, "free-first": _rule_free_first, "deep-first": _rule_deep_first}
+V_ORDERS = ("zbv", "v_half", "v_min")
+"""Built-in V-shaped zero-bubble orders (Qi et al.) tried as they are, on the V placement."""
 
 
 @dataclass
@@ -137,7 +142,8 @@ def synthesize(
     cfg = make_config({"costs": {k: v for k, v in cost.items()}})
     trials: list[Trial] = []
     best: tuple | None = None
-    total = 1 + (2 if vshape and P > 1 else 1) * len(RULES)  # as _candidates builds them
+    v = vshape and P > 1
+    total = 1 + (2 if v else 1) * len(RULES) + (len(V_ORDERS) if v else 0)  # as _candidates
     report = progress or (lambda done, total, label: None)
     for label, sched in _candidates(P, M, cap, ic, vshape, trials):
         report(len(trials), total, label)
@@ -167,6 +173,12 @@ def _candidates(P, M, cap, ic, vshape, trials):
     placements = [("contiguous", looped_placement(P, P), cap)]
     if vshape and P > 1:
         placements.append(("v-shape", vshape_placement(P, 2 * P), 2 * cap))
+        for name in V_ORDERS:  # the published V-shaped orders, where they fit the cap
+            label = f"{name} order (the built-in)"
+            try:
+                yield label, load_schedule(name, {"P": P, "M": M}, builtin=True)
+            except PpirError as e:
+                trials.append(Trial(label, None, None, f"refused: {e.diagnostics[0].message}"))
     for pname, place, chunks in placements:
         spec = GreedySpec(P, M, place, (chunks,) * P, True, costs)
         for rname, rule in RULES.items():
