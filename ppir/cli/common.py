@@ -258,7 +258,7 @@ def compile_from_args(
         with on_stage(lambda stage: bar.update(0, stage)), warnings.catch_warnings():
             warnings.simplefilter("ignore", IgnoredOptionWarning)  # said below, as flags
             c = compile(s, costs=costs, dp=dp, **_as_told(args, overlap))
-    _note_ignored_lowering(args, s)
+    _note_ignored_lowering(args, s, costs)
     if getattr(args, "no_verify", False) and not c.ok:
         if not c.timeline.complete:
             what = (
@@ -338,9 +338,10 @@ def _refuse_lowering_with_passes(args: argparse.Namespace) -> None:
     )
 
 
-def _note_ignored_lowering(args: argparse.Namespace, s: Schedule) -> None:
+def _note_ignored_lowering(args: argparse.Namespace, s: Schedule, costs) -> None:
     """A written-out program with communication runs as written: say so when the command line
-    asks to lower or overlap it (the options would otherwise be ignored without a word)."""
+    asks to lower or overlap it (the options would otherwise be ignored without a word), or
+    times it with link costs its groups were not placed for."""
     passes = getattr(args, "passes", None)
     if not s.is_lowered or (passes and passes.strip().startswith("forward-only")):
         return
@@ -358,6 +359,13 @@ def _note_ignored_lowering(args: argparse.Namespace, s: Schedule) -> None:
             f"ppir: warning: {' and '.join(given)} ignored: {s.name} already has its "
             "communication (SEND/RECV), so it runs as written; 'ppir dump --compute-only' "
             "gives its compute order to lower",
+            file=sys.stderr,
+        )
+    elif not costs.free_comm and not getattr(args, "quiet", False):
+        print(
+            f"ppir: note: {s.name} already has its communication (SEND/RECV), placed when it "
+            "was written, not for these link costs; 'ppir dump --compute-only' gives its "
+            "compute order, which compile lowers for them",
             file=sys.stderr,
         )
 
