@@ -161,6 +161,7 @@ def run(args) -> int:
         return EXIT_INVALID
     if args.output:
         write_output(args.output, text)
+        print(f"wrote {args.output}")  # as every command that writes a file says it
     else:
         sys.stdout.write(text)
     return 0
