@@ -15,11 +15,14 @@ function header() {
   for (const run of RUNS) {
     const f = run.figures, d = document.createElement("div");
     d.className = "run";
-    const mem = f.peak_act + " A on rank " + f.peak_rank + (f.peak_bytes ? " (" + f.peak_bytes + ")" : "");
+    // in A: the layers' activations (the bytes: its layers', not the rank's whole memory,
+    // which 'ppir compile --backend cost --model ...' prints)
+    const mem = f.peak_act + " A on rank " + f.peak_rank +
+      (f.peak_bytes ? " (" + f.peak_bytes + " of layer activations)" : "");
     d.innerHTML = "<h1></h1><div class=figs>" +
       "<span>step <b>" + f.step + "</b></span><span>bubble/total <b>" + pct(f.bubble_total) +
       "</b></span><span>bubble/ideal <b>" + pct(f.bubble_ideal) + "</b></span>" +
-      "<span>peak memory <b>" + mem + "</b></span><span>messages <b>" + f.messages +
+      "<span>peak activations <b>" + mem + "</b></span><span>messages <b>" + f.messages +
       "</b></span></div>";
     d.querySelector("h1").textContent = run.label;
     d.title = "assuming " + f.assumptions + "; critical path " + f.critical_path;
