@@ -20,8 +20,10 @@ Contract
 * ``activations``: the peak over the rank's program of the activations in flight, each forward of
   stage ``s`` keeping that stage's bytes for one microbatch (its layers' activations, plus the
   token ids and embedding dropout mask on the first stage and the logits on the last), freed by
-  the B, or by I and W in the proportions :mod:`ppir.analysis.memory` uses.  The alloc/free rule is
-  :func:`ppir.analysis.memory.analyze_memory`'s: this module weighs its per-op curve by stage.
+  the B; under a split backward the layers' by I and W in the proportions
+  :mod:`ppir.analysis.memory` uses, the rest whole at W (the logits' gradient takes the logits'
+  place from I to W, with the final norm's output gradient beside it).  The alloc/free rule is
+  :func:`ppir.analysis.memory.analyze_memory`'s: this module weighs its per-op curves by stage.
 * ``buffers``: the peak number of received-but-unconsumed messages (from the same analysis) times
   one message (:meth:`ModelShape.message_bytes`).
 * ``total`` adds the five: an upper bound when the activation and buffer peaks fall at different
