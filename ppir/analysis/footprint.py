@@ -211,17 +211,20 @@ def activation_peaks(
     again at its W, by the I fraction).  Exact for rational sizes."""
     out = []
     fi = mem.i_fraction
+    # (w - c) grows by fi (in the curves' units) at each split I and falls back at its W
+    per_i = [x / fi for x in for_w] if for_w is not None and fi else None
     for r, rm in enumerate(mem.per_rank):
         level = peak = prev = prev_w = 0
         peak_op = None
         w_curve = rm.whole_curve or rm.curve
+        split = per_i is not None and rm.whole_curve is not None
         for a, c_level, w_level in zip(schedule.compute_actions(r), rm.curve, w_curve):
             s = a.stage
             level += (c_level - prev) * stage_bytes[s]
             if outside is not None:
                 level += (w_level - prev_w) * outside[s]
-                if for_w is not None and fi and for_w[s]:  # (w - c) grows by fi per split I
-                    level += ((w_level - c_level) - (prev_w - prev)) / fi * for_w[s]
+                if split and (d := (w_level - c_level) - (prev_w - prev)):
+                    level += d * per_i[s]
             prev, prev_w = c_level, w_level
             if level > peak:
                 peak, peak_op = level, a
