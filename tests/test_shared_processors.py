@@ -174,7 +174,7 @@ def test_the_processors_flag(cli):
     assert code == 0, err
     assert "the ranks share 1 processor" in out2 and "96" in out2
     code, _, err = cli("compile", "1f1b", "-D", "P=4", "--backend", "cost", "--processors", "-1")
-    assert code == 2 and "processors must be a whole number" in err
+    assert code == 2 and "processors must be a whole number, 0 or more" in err
 
 
 def _assumed_and_step(cli, *argv):

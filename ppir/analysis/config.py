@@ -324,8 +324,8 @@ def processors_setting(table: dict, where: str, section: str = "hardware") -> in
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
         raise error(
             "bad-config",
-            f"{where}: {section}.processors must be a whole number (how many processors the "
-            f"ranks share; 0: one per rank), got {n!r}",
+            f"{where}: {section}.processors must be a whole number, 0 or more (how many "
+            f"processors the ranks share; 0: one per rank), got {n!r}",
         )
     return n
 
