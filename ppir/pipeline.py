@@ -128,11 +128,7 @@ class Compiled:
             return
         if self.report is not None and self.report.errors:
             raise PpirError(self.report.errors, EXIT_INVALID)
-        from ppir.analysis.timeline import check_complete
-
-        check_complete(self.timeline)
-        if self.mismatched:
-            raise PpirError(self.mismatched, EXIT_INVALID)
+        self._check_runs(self.timeline)
 
     @property
     def timed(self) -> Timeline:
@@ -145,15 +141,15 @@ class Compiled:
             self.input_timeline = run(build_graph(self.program.compute_only()), self.costs)
         return self.input_timeline
 
-    def _check_runs(self) -> Timeline:
-        """The timeline the estimate reads, or a ppir error (exit 1) when the program cannot
-        run to its end: the verification's own errors when it found them (the wait-for cycle
-        with both ranks and the schedule's lines, as :meth:`check` and ``ppir check`` give),
+    def _check_runs(self, tl: Timeline | None = None) -> Timeline:
+        """``tl`` (default: the timeline the estimate reads), or a ppir error (exit 1) when the
+        program cannot run to its end: the verification's own errors when it found them (the
+        wait-for cycle with both ranks and the schedule's lines, as ``ppir check`` gives them),
         else the stuck ranks (compiled with ``verify=False``); unverified, also when its
         messages deliver what their receivers do not expect (:attr:`mismatched`)."""
         from ppir.analysis.timeline import check_complete
 
-        tl = self.timed
+        tl = self.timed if tl is None else tl
         if not tl.complete and self.report is not None and self.report.errors:
             raise PpirError(self.report.errors, EXIT_INVALID)
         check_complete(tl)

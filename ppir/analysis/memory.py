@@ -201,8 +201,8 @@ def analyze_memory(
     unit = Fraction(1, D)
     keep = 0 if schedule.forward_only else D  # an evaluation forward keeps nothing
     # what a forward keeps beside its layers (token ids, logits) I does not free: the logits'
-    # gradient, as big, stays until the output layer's W; the rule at fraction 0
-    whole = {OpKind.B: D, OpKind.I: 0, OpKind.W: D}
+    # gradient, as big, stays until the output layer's W: the rule at fraction 0, which is
+    # the first stage's (free_first) on every stage
     per_rank = []
     for r in range(P):
         level = peak = level_w = 0
@@ -214,7 +214,7 @@ def analyze_memory(
                 level_w += keep
             else:
                 level -= (free_first if a.stage in first else free)[a.kind]
-                level_w -= whole[a.kind]
+                level_w -= free_first[a.kind]
             curve.append(level)
             curve_w.append(level_w)
             if level > peak:

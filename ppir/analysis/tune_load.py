@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from ppir.analysis.units import fmt_sizes_apart, microbatch_json
 from ppir.diagnostics import PpirError, count
-from ppir.frontend.loader import load_schedule
+from ppir.frontend.expand import evaluate_top_level
+from ppir.frontend.loader import load_schedule, parse_cached, read_source, schedule_kind
 from ppir.ir import deps
 
 
@@ -81,9 +82,6 @@ def declared_stages(name, params: set[str], values: dict, builtin: bool) -> int 
     declarations without expanding a program: what a model's layers must fill, known before
     the expansion that costs seconds at P=64.  None when the declarations do not say (a CSV,
     JSON or torch schedule, or one whose declarations fail: its load says why)."""
-    from ppir.frontend.expand import evaluate_top_level
-    from ppir.frontend.loader import parse_cached, read_source, schedule_kind
-
     try:
         if schedule_kind(name, builtin) != "pps":
             return None

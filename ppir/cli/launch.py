@@ -87,10 +87,9 @@ def add_arguments(p):
 def _check_args(args) -> None:
     from ppir.torch.errors import SetupError
     from ppir.torch.procgroup import pick_device
-    from ppir.torch.run import check_module, run_args_problem
+    from ppir.torch.run import run_args_problem
 
-    check_module(args.module)
-    problem = run_args_problem(args)
+    problem = run_args_problem(args)  # the module was checked before torch loaded (run)
     if problem is not None:
         raise error("bad-usage", problem)
     try:  # a device this machine lacks, before any process starts (run() checked for torch)
