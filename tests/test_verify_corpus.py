@@ -174,3 +174,27 @@ def test_vshape_odd_v_order_cycle():
     errs = verify(LowerComms().apply(s)).errors
     assert [d.kind for d in errs] == ["order-cycle"]
     assert "compute order has a cycle" in errs[0].message
+
+
+def test_microbatch_out_of_range_exits_1_written_out_or_expanded(cli, tmp_path):
+    """A program naming microbatch M is understood but wrong (exit 1) whether its ops are
+    written out (a literal SEND of microbatch M, which the verifier's out-of-range reports) or
+    expanded from a program block (the expander's microbatch-out-of-range); the expanded one
+    exited 2, as for input ppir cannot use."""
+    literal = tmp_path / "literal.pps"
+    literal.write_text(
+        "ranks 2\nstages 2\nmicrobatches 2\n"
+        "rank 0: 0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1\n"
+        "rank 1: 1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B2\n"
+    )
+    expanded = tmp_path / "expanded.pps"
+    expanded.write_text(
+        "schedule e(P = 2, M = 2)\nranks P\nmicrobatches M\n"
+        "program r {\n  for m in 0 .. M { F(m) }\n  for m in 0 .. M + 1 { B(m) }\n}\n"
+    )
+    code, _, err = cli("check", str(literal))
+    assert code == 1 and "1SEND_B2 on rank 1 names microbatch 2, out of range 0..1" in err
+    code, _, err = cli("check", str(expanded))
+    assert code == 1 and "microbatch 2 is out of range 0..1 (microbatches = 2)" in err, err
+    code, out, _ = cli("check", str(expanded), "--format", "json")
+    assert code == 1 and json.loads(out)["diagnostics"][0]["kind"] == "microbatch-out-of-range"

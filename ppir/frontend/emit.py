@@ -8,7 +8,7 @@ the state it uses: ``stages_of``, ``microbatches``, ``out``, ``count``, ``wq`` a
 
 from __future__ import annotations
 
-from ppir.diagnostics import count, did_you_mean, error, rank_list
+from ppir.diagnostics import EXIT_INVALID, count, did_you_mean, error, rank_list
 from ppir.frontend import ast as A
 from ppir.frontend.scope import values_text
 from ppir.ir import Action, OpKind, Overlap, Span
@@ -116,6 +116,8 @@ class OpEmitter:
                 f"microbatch {mb} is out of range 0..{M - 1} (microbatches = {M}) on rank "
                 f"{rank}{why}",
                 span,
+                # understood but wrong, as the verifier's out-of-range for a literal program
+                exit_code=EXIT_INVALID,
             )
         return self._count(Action(stage, kind, mb, span))
 
