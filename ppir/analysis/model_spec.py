@@ -74,3 +74,19 @@ def _named(option: str, text: str) -> str:
     """The spec as the caller gave it: ``--model TEXT`` on the command line, ``model 'TEXT'``
     for an API argument."""
     return f"{option} {text}" if option.startswith("-") else f"{option} '{text}'"
+
+
+def spec_text(m: ModelShape, omit: tuple[str, ...] = ()) -> str:
+    """``m`` as ``--model`` text that :func:`parse_model_spec` reads back as ``m``: its preset's
+    name (when it has one) and the fields that differ from that preset (or from the defaults),
+    in field order, but those in ``omit`` (given by another flag, e.g. ``dp`` by ``--dp``);
+    ``llama3-8b,seq=4096,mbs=2,tp=2``.  A shape with nothing to say is the defaults' fields
+    written out in full (an empty spec is refused)."""
+    base = PRESETS.get(m.name)
+    ref = model_fields(base if base is not None else ModelShape())
+    own = model_fields(m)
+    changed = [f"{k}={v}" for k, v in own.items() if v != ref[k] and k not in omit]
+    head = [m.name] if base is not None else []
+    if not head and not changed:  # the defaults: name one field, so the spec is not empty
+        changed = [f"layers={m.layers}"]
+    return ",".join(head + changed)

@@ -22,6 +22,7 @@ from ppir.cli.cost_options import (
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.cli.tune_budget import DEFAULT_RESERVE, budget_note, read_budget
+from ppir.cli.tune_command import CostFlags, compile_command
 from ppir.cli.tune_view import tune_json, tune_text
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, PpirError, did_you_mean, error
 from ppir.frontend.limits import read_int
@@ -187,7 +188,9 @@ def add_arguments(p):
         "the default, or relaxed)",
     )
     add_quiet_argument(p)
-    add_cost_arguments(p.add_argument_group("cost model"), recompute=False, dp=False)
+    flags = CostFlags(p.add_argument_group("cost model"))  # passed on to each row's command
+    add_cost_arguments(flags, recompute=False, dp=False)
+    p.set_defaults(tune_cost_actions=flags.actions)
 
 
 def _measured_sizes(measured, names, space: Space, flag: str) -> tuple[int, ...] | None:
@@ -364,14 +367,16 @@ def run(args) -> int:
 
         cands = search(names, space, cfg, budget, args.progress_model, step)
     G = space.global_batch or default_global_batch(space)
+    command = lambda c: compile_command(c, args, args.tune_cost_actions)  # noqa: E731
     if args.format == "json":
-        doc = tune_json(cands, space, G, cfg, budget, gpu_memory)
+        doc = tune_json(cands, space, G, cfg, budget, gpu_memory, command)
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         flag = "--gpu-memory" if args.gpu_memory else "--memory-budget"  # the one given
         has_model, note = model is not None, budget_note(args)
-        text = tune_text(cands, space, G, cfg, budget, has_model, args.all_rejected, flag, note)
+        every = args.all_rejected
+        text = tune_text(cands, space, G, cfg, budget, has_model, every, flag, note, command)
         print(text, end="")
     return EXIT_OK if any(c.ok for c in cands) else EXIT_INVALID  # none fits: a script sees it
 

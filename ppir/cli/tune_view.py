@@ -9,6 +9,7 @@ from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.tune import TIE_ORDER, same_step_time
 from ppir.analysis.units import fmt_memory, fmt_size, fmt_time, microbatch_json, unit_meaning
 from ppir.cli.output import table
+from ppir.cli.tune_command import command_line
 from ppir.plan.build import runtime_limit
 from ppir.verify.words import ordinal
 
@@ -21,7 +22,7 @@ def _limit(c) -> str | None:
     return runtime_limit(c.program) if c.program is not None else None
 
 
-def _row(c, rank=None) -> dict:
+def _row(c, rank=None, command=None) -> dict:
     e = c.estimate
     rejected = c.why if c.why and c.why not in _LISTED else None  # pruned: not rejected
     out = {
@@ -46,6 +47,8 @@ def _row(c, rank=None) -> dict:
         "reason": c.reason,
         # a rejected choice is no program to launch (it does not fit, verify or divide)
         "launchable": False if rejected else _limit(c) is None,
+        # the 'ppir compile' command line of the row's program (None: not expanded)
+        "command": command(c) if command is not None else None,
     }
     return out if rank is None else {"rank": rank, **out}
 
@@ -61,9 +64,10 @@ def _microbatches(c) -> dict:
     return {k: counts[k] for k in ("microbatches", "microbatches_per_pipeline")}
 
 
-def tune_json(cands, space, G, cfg, budget, gpu_memory=None) -> dict:
+def tune_json(cands, space, G, cfg, budget, gpu_memory=None, command=None) -> dict:
     """The ``ppir.tune/2`` object of a search's candidates; ``gpu_memory``: --gpu-memory in
-    bytes as read (None without it)."""
+    bytes as read (None without it); ``command(c)``: candidate ``c``'s ``ppir compile`` command
+    line, each entry's ``command`` (None without it)."""
     ok = [c for c in cands if c.ok]
     return {
         "format": "ppir.tune/2",
@@ -77,10 +81,10 @@ def tune_json(cands, space, G, cfg, budget, gpu_memory=None) -> dict:
         "assumptions": cfg.describe(
             mbs=False, ranks={c.pp for c in cands}, dps={c.dp for c in cands}
         ),
-        "ranked": [_row(c, i + 1) for i, c in enumerate(ok)],
-        "slower": [_row(c) for c in cands if c.why == "slower"],
-        "pruned": [_row(c) for c in cands if c.why == "pruned"],
-        "rejected": [_row(c) for c in cands if not c.ok and c.why not in _LISTED],
+        "ranked": [_row(c, i + 1, command) for i, c in enumerate(ok)],
+        "slower": [_row(c, None, command) for c in cands if c.why == "slower"],
+        "pruned": [_row(c, None, command) for c in cands if c.why == "pruned"],
+        "rejected": [_row(c, None, command) for c in cands if not c.ok and c.why not in _LISTED],
     }
 
 
@@ -139,11 +143,13 @@ def tune_text(
     every: bool = False,
     flag="--memory-budget",
     note="",
+    command=None,
 ) -> str:
     """The ranked table, the pruned count and the rejections, as ``ppir tune`` prints them;
     ``flag``: the option that gave the budget (--gpu-memory or --memory-budget), which the
     hint names when nothing fits; ``note``: what the header adds to the budget (how a size in
-    a decimal unit was read)."""
+    a decimal unit was read); ``command(c)``: candidate ``c``'s ``ppir compile`` command line,
+    given for the first ranked row under the table (none without it)."""
     unit = cfg.time_unit
     in_bytes = sizes_known(cfg)
     lines = []
@@ -198,6 +204,8 @@ def tune_text(
     limits = sorted({why for c in ok if (why := _limit(c))})
     lines += [f"* ppir launch cannot run it: {why}" for why in limits]
     lines += _m_notes(ok)
+    if ok and command is not None:  # the best row as 'ppir compile' reports it
+        lines.append(command_line(ok[0], command(ok[0]), in_bytes))
     if not ok:
         hint = _no_choice_hint(cands, has_model, flag, cfg.model, space)
         lines.append("(no feasible choice)" + hint)

@@ -1,0 +1,86 @@
+"""The ``ppir compile`` command line of a ``ppir tune`` row: the row's program compiled alone,
+as ``ppir compile ... --backend cost`` reports it (the same step time and peak memory).
+
+:class:`CostFlags` records the cost-model options ``ppir tune`` shares with ``ppir compile``
+as the parser registers them, so that :func:`compile_command` can pass on the ones a tune run
+was given (``--config``, ``--cost``, ``--hardware``, links, ...) with their values as written.
+The row's own choices come from the candidate: the schedule and ``-D K=V`` for each parameter
+it was expanded with, and with a model ``--model`` (the row's shape: its preset and the fields
+that differ, ``mbs`` and ``tp`` among them), ``--dp``, ``--recompute`` and ``--stage-layers``.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from ppir.analysis.layout import format_stage_layers
+from ppir.analysis.model_spec import spec_text
+
+
+class CostFlags:
+    """An argparse group that records the actions added to it (:attr:`actions`), for
+    :func:`compile_command`; everything else is the group's own."""
+
+    def __init__(self, group):
+        self._group = group
+        self.actions: list = []
+
+    def add_argument(self, *args, **kwargs):
+        action = self._group.add_argument(*args, **kwargs)
+        self.actions.append(action)
+        return action
+
+    def __getattr__(self, name):
+        return getattr(self._group, name)
+
+
+_ROW_OWN = {"cost_model"}  # --model: written from the row's shape (its mbs, tp), not as given
+
+
+def _given_flags(args, actions) -> list[str]:
+    """The recorded cost options that ``args`` sets (not at their default), as tokens: the
+    option's long name and its value as written (a switch alone)."""
+    out: list[str] = []
+    for a in actions:
+        value = getattr(args, a.dest, None)
+        if a.dest in _ROW_OWN or value is None or value == a.default:
+            continue
+        flag = next((s for s in a.option_strings if s.startswith("--")), a.option_strings[0])
+        out += [flag] if a.nargs == 0 else [flag, str(value)]
+    return out
+
+
+def compile_command(c, args, actions) -> str | None:
+    """The ``ppir compile`` command that compiles candidate ``c``'s program with the cost
+    options of the tune run ``args`` (``actions``: :attr:`CostFlags.actions`), shell-quoted;
+    None when its schedule was not expanded (no parameters to give).  Its step time and peak
+    memory are the row's; without a model, in the units of one micro-batch (the row's are per
+    sample: ``c.mbs`` times them)."""
+    if c.program is None:
+        return None
+    argv = ["ppir", "compile", c.schedule]
+    for k, v in c.program.params:
+        argv += ["-D", f"{k}={v}"]
+    argv += ["--backend", "cost"]
+    model = c.config.model if c.config is not None else None
+    if model is not None:
+        argv += ["--model", spec_text(model, omit=("dp",))]
+        argv += ["--dp", str(c.dp)] if c.dp > 1 else []
+        argv += ["--recompute", c.recompute]
+        if c.stage_layers:
+            argv += ["--stage-layers", format_stage_layers(c.stage_layers)]
+    argv += _given_flags(args, actions)
+    if args.progress_model != "fifo":
+        argv += ["--progress-model", args.progress_model]
+    return shlex.join(argv)
+
+
+def command_line(c, cmd: str, sized: bool) -> str:
+    """The line under the table that gives ``cmd``, the first ranked row ``c``'s command
+    (``sized``: memory in bytes, else in A, in which case the line says what a micro-batch of
+    more than one sample scales)."""
+    per = ""
+    if c.scale != 1:  # without a model, compile's units are a micro-batch's, tune's a sample's
+        what = "step time and peak" + (" activations" if not sized else "")
+        per = f" (per micro-batch of {c.mbs} samples: {c.mbs} x its {what} are the row's)"
+    return f"ppir compile reports #1's step time and peak memory{per}: {cmd}"
