@@ -96,7 +96,27 @@ def test_a_rejected_choice_is_not_called_launchable(cli):
     doc = json.loads(out)
     kept = {(r["schedule"], r["launchable"]) for part in ("ranked", "slower", "pruned")
             for r in doc[part]}  # fmt: skip
-    assert kept == {("1f1b", True), ("v_half", True), ("dualpipe", False)}  # two pipelines
+    # pruned rows were not compiled: not known to run (null), but dualpipe's two pipelines
+    assert kept == {("1f1b", True), ("v_half", True), ("1f1b", None), ("v_half", None)} | {
+        ("dualpipe", False)
+    }
+
+
+def test_a_pruned_choice_is_not_called_launchable(cli):
+    """was: '"launchable": true' on every pruned row, which tune never compiled (not verified,
+    its memory perhaps never checked); now null there, false where the runtime cannot run the
+    schedule, and 'runtime_limit' says why apart from whether the choice fits."""
+    code, out, err = cli(*NOTHING_FITS, "--gpu-memory", "80GiB", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["pruned"] and all(r["step_time"] is None for r in doc["pruned"])
+    for r in doc["pruned"]:
+        two = r["schedule"] == "dualpipe"
+        assert r["launchable"] is (False if two else None), r
+        assert (r["runtime_limit"] or "").startswith("dualpipe runs 2 pipelines") is two, r
+    assert all(r["launchable"] is True and r["runtime_limit"] is None for r in doc["ranked"])
+    memory = [r for r in doc["rejected"] if r["rejected"] == "memory"]
+    assert memory and all(r["launchable"] is False for r in memory)
 
 
 def test_when_nothing_fits_no_empty_table_is_printed(cli):

@@ -45,12 +45,24 @@ def _row(c, rank=None, command=None) -> dict:
         "bubble_fraction_of_ideal": e.bubble_fraction_of_ideal if e else None,
         "rejected": rejected,
         "reason": c.reason,
-        # a rejected choice is no program to launch (it does not fit, verify or divide)
-        "launchable": False if rejected else _limit(c) is None,
+        "launchable": _launchable(c, rejected),
+        # why ppir launch's runtime cannot run the schedule's program (None: it can)
+        "runtime_limit": _limit(c),
         # the 'ppir compile' command line of the row's program (None: not expanded)
         "command": command(c) if command is not None else None,
     }
     return out if rank is None else {"rank": rank, **out}
+
+
+def _launchable(c, rejected) -> bool | None:
+    """Whether ``ppir launch`` can run the choice as tune found it: False for a rejected one
+    (it does not fit, verify or divide) and for a program the runtime cannot run
+    (:func:`_limit`); None for a pruned one, which was not compiled, so neither verified nor
+    held to the budget with its receive buffers (its memory perhaps not checked at all); True
+    for a compiled one that fits (ranked or slower)."""
+    if rejected or _limit(c) is not None:
+        return False
+    return None if c.why == "pruned" else True
 
 
 def _microbatches(c) -> dict:
