@@ -289,3 +289,26 @@ def test_costs_for_one_side_of_the_backward_only_are_noted(cli, cost, note):
         assert err == ""
     else:
         assert err == f"ppir synth: note: {note}; give both to compare like with like\n"
+
+
+def test_mem_cap_takes_whole_a_with_or_without_its_unit(cli, capsys):
+    """--mem-cap is a count of A (one microbatch's activations of a rank's share): '4A', as
+    tune's --memory-budget writes A, is 4; a fraction, bytes (synth has no model to size an A
+    in bytes) or other text is refused naming the value and what the option takes (each was
+    'must be an integer, got ...')."""
+    base = ("synth", "-D", "P=2", "-D", "M=4", "--format", "json")
+    assert cli(*base, "--mem-cap", "2A")[1] == cli(*base, "--mem-cap", "2")[1]
+    whole = "expected a whole number of A (one microbatch's activations of a rank's share)"
+    for cap, said in (
+        ("2.5", f"{whole}, got '2.5': the cap and the schedule synth writes count whole A (give 2"),
+        ("40GiB", f"{whole}, e.g. 4 or 4A, got '40GiB': a size in bytes needs a model"),
+        ("80GB", "got '80GB': a size in bytes needs a model"),
+        ("x", f"{whole}, e.g. 4 or 4A, got 'x'"),
+        ("inf", f"{whole}, e.g. 4 or 4A, got 'inf'"),
+    ):
+        with pytest.raises(SystemExit) as e:  # argparse's usage error
+            main([*base, "--mem-cap", cap])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and "error: argument --mem-cap: " in err and said in err, err
+    code, _, err = cli(*base, "--mem-cap", "0A")  # whole but below 1: synth's own range check
+    assert code == 2 and "--mem-cap must be at least 1" in err

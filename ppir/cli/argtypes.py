@@ -33,6 +33,39 @@ def positive_int(text: str) -> int:
     return v
 
 
+_BYTES = re.compile(r"[0-9.]+\s*([kmgt]i?)?b", re.IGNORECASE)  # 40GiB, 80GB, 512mib, 1000B
+
+
+def activation_count(text: str) -> int:
+    """A whole number of A, one microbatch's activations of a rank's share (``ppir synth
+    --mem-cap``): ``4``, or ``4A`` with the unit as ``ppir tune --memory-budget`` writes it
+    (an :func:`integer`; its range is the caller's to check).  A fraction, a size in bytes
+    (no model sizes an A in bytes there) or other text is refused naming the value and what
+    the option takes."""
+    t = text.strip()
+    body = t[:-1].strip() if t.endswith("A") else t
+    try:
+        return read_int(body)
+    except ValueError:
+        pass
+    what = "expected a whole number of A (one microbatch's activations of a rank's share)"
+    if _BYTES.fullmatch(t):
+        raise argparse.ArgumentTypeError(
+            f"{what}, e.g. 4 or 4A, got {text!r}: a size in bytes needs a model to size an A, "
+            "and synth has none (ppir tune --gpu-memory takes bytes, with --model)"
+        )
+    try:
+        x = _float(body)
+    except ValueError:
+        x = math.nan
+    if not math.isfinite(x):  # text, or nan and inf (which float() reads)
+        raise argparse.ArgumentTypeError(f"{what}, e.g. 4 or 4A{_ascii(text)}, got {text!r}")
+    below = f" (give {math.floor(x)} to stay within {body})" if x >= 1 else ""
+    raise argparse.ArgumentTypeError(
+        f"{what}, got {text!r}: the cap and the schedule synth writes count whole A{below}"
+    )
+
+
 def _float(text: str) -> float:
     """float() of ASCII text only (float() alone reads '٤' as 4.0, as int() does)."""
     if not text.isascii():

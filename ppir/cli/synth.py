@@ -7,7 +7,7 @@ import sys
 from fractions import Fraction
 
 from ppir.analysis.config import default_op_costs
-from ppir.cli.argtypes import integer, positive_int
+from ppir.cli.argtypes import activation_count, positive_int
 from ppir.cli.common import (
     add_defines,
     add_output_argument,
@@ -23,11 +23,12 @@ from ppir.frontend.limits import DEFAULT_MAX_OPS, check_work
 NAME = "synth"
 HELP = "synthesise a schedule for a memory cap (zero-bubble list scheduling), emit .pps"
 DESCRIPTION = """Build a pipeline schedule for P ranks and M microbatches whose activations stay
-within --mem-cap (in A: one microbatch's activations of a rank's share of the layers; an
-activation counts until its weight pass), by list scheduling with the backward split into I and W
-(Qi et al., ICLR'24), on the contiguous and the V placement, under several priority rules,
-beside the built-in V-shaped orders (ZB-V, V-Half, V-Min) where they fit.  The 1F1B order at
-the same cap is always a candidate, so the result is never slower than it in the estimator.
+within --mem-cap (a whole number of A, one microbatch's activations of a rank's share of the
+layers, 4 or 4A; an activation counts until its weight pass), by list scheduling with the
+backward split into I and W (Qi et al., ICLR'24), on the contiguous and the V placement, under
+several priority rules, beside the built-in V-shaped orders (ZB-V, V-Half, V-Min) where they
+fit.  The 1F1B order at the same cap is always a candidate, so the result is never slower than
+it in the estimator.
 The winner is verified and written as literal .pps.
 
 examples:
@@ -43,10 +44,11 @@ def add_arguments(p):
     add_defines(p, "P (ranks) and M (microbatches), e.g. -D P=4 -D M=8")
     p.add_argument(
         "--mem-cap",
-        type=integer,
+        type=activation_count,
         required=True,
         metavar="A",
-        help="per-rank cap on activations, in A (whole microbatches of a share)",
+        help="per-rank cap on activations: a whole number of A, one microbatch's activations "
+        "of a rank's share, e.g. 4 or 4A (no bytes: synth has no model to size an A)",
     )
     p.add_argument(
         "--cost",
