@@ -178,6 +178,47 @@ def test_make_batch_returning_other_than_a_pair_says_how_many(batch, got):
     assert str(e.value) == f"rank 1: make_batch(0) must return (inputs, targets), got {got}"
 
 
+@pytest.mark.parametrize(
+    "batch,said",
+    [
+        (
+            (torch.zeros(4, 2), None),
+            "rank 1: make_batch(0) targets: the value is NoneType; each of make_batch's inputs "
+            "and targets is a tensor or a tuple, list or dict of tensors (a loss_fn that needs "
+            "no targets still gets its microbatch's slice of them: return a placeholder whose "
+            "dim 0 is the batch's, e.g. torch.zeros(batch_size))",
+        ),
+        (
+            (None, torch.zeros(4)),
+            "rank 1: make_batch(0) inputs: the value is NoneType; each of make_batch's inputs "
+            "and targets is a tensor or a tuple, list or dict of tensors",
+        ),
+        (
+            ({"x": torch.zeros(4, 2), "n": 3}, torch.zeros(4)),
+            "rank 1: make_batch(0) inputs: the value['n'] is int; each of make_batch's inputs "
+            "and targets is a tensor or a tuple, list or dict of tensors",
+        ),
+    ],
+)
+def test_make_batch_values_that_are_no_tensors_name_inputs_or_targets(batch, said):
+    """Was 'rank 1: make_batch(0): the value: the value is NoneType; a value crossing a stage
+    boundary is ...', which neither named the inputs or the targets nor was about a boundary."""
+    import types
+
+    from ppir.profile.errors import ProfileError
+    from ppir.profile.launch import check_batch
+    from ppir.torch.errors import ModelError
+    from ppir.torch.model import global_batch
+
+    model = types.SimpleNamespace(make_batch=lambda step: batch)
+    with pytest.raises(ModelError) as e:
+        global_batch(model, 0, torch.device("cpu"), 1)
+    assert str(e.value) == said
+    with pytest.raises(ProfileError) as e:  # ppir profile says the same
+        check_batch(batch, 2)
+    assert str(e.value) == said.removeprefix("rank 1: ")
+
+
 def test_a_folder_given_as_the_model_says_so(tmp_path, monkeypatch):
     from ppir.torch.errors import ModelError
     from ppir.torch.model import load_model

@@ -246,7 +246,8 @@ def check_batch(batch, M: int) -> int | None:
             f"make_batch(0) returned {type(batch).__name__}, expected (inputs, targets)"
         )
     for name, value in zip(("inputs", "targets"), batch):
-        try:  # the runtime's own rule and words (values.split_batch)
+        try:  # the runtime's own rule and words (values.flatten, values.split_batch)
+            V.check_batch(value, "make_batch(0)", name)
             V.split_batch(value, M, f"make_batch(0) {name}")
         except TypeError as e:
             raise ProfileError(str(e)) from None

@@ -144,9 +144,11 @@ def global_batch(model, step: int, device, rank: int):
             f"rank {rank}: make_batch({step}) must return (inputs, targets), got {got}"
         )
     try:
+        for name, value in zip(("inputs", "targets"), batch):
+            V.check_batch(value, f"make_batch({step})", name)
         return tuple(V.to_device(b, device) for b in batch)
     except TypeError as e:
-        raise ModelError(f"rank {rank}: make_batch({step}): {e}") from None
+        raise ModelError(f"rank {rank}: {e}") from None
 
 
 def split_batch(

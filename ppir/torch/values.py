@@ -35,37 +35,48 @@ def parse_dtype(name: str) -> torch.dtype:
     return dt
 
 
-def flatten(value, where: str = "the value") -> tuple[list[torch.Tensor], Spec]:
-    """(leaves, spec) of a boundary value; TypeError naming ``where`` for anything else.
+BOUNDARY = "a value crossing a stage boundary"
+BATCH = "each of make_batch's inputs and targets"
+
+
+def flatten(
+    value, where: str = "the value", what: str = BOUNDARY
+) -> tuple[list[torch.Tensor], Spec]:
+    """(leaves, spec) of a boundary value; TypeError naming ``where`` for anything else, and
+    saying that ``what`` (:data:`BOUNDARY`, or :data:`BATCH` for ``make_batch``'s values) is a
+    tensor or a tuple, list or dict of tensors.
 
     The walk is a module-level function, not a closure: a closure that calls itself is a
     reference cycle, and one holding the leaves would keep the step's tensors alive until the
     cyclic garbage collector runs (measured: a received input held past its backward)."""
     leaves: list[torch.Tensor] = []
-    spec = _walk(value, "the value", where, leaves)
+    spec = _walk(value, "the value", where, what, leaves)
     return leaves, spec
 
 
-def _walk(v, path: str, where: str, leaves: list) -> Spec:
+def _walk(v, path: str, where: str, what: str, leaves: list) -> Spec:
     if isinstance(v, torch.Tensor):
         leaves.append(v)
         return ["t", dtype_name(v.dtype), list(v.shape)]
     if isinstance(v, (tuple, list)):
         kind = "tuple" if isinstance(v, tuple) else "list"
-        return [kind, [_walk(x, f"{path}[{i}]", where, leaves) for i, x in enumerate(v)]]
+        return [kind, [_walk(x, f"{path}[{i}]", where, what, leaves) for i, x in enumerate(v)]]
     if isinstance(v, dict):
         if not all(isinstance(k, str) for k in v):
             raise TypeError(f"{where}: {path} is a dict whose keys are not all strings")
-        return ["dict", [[k, _walk(x, f"{path}[{k!r}]", where, leaves)] for k, x in v.items()]]
-    hint = (
-        " (a layer that returns (hidden, None), as transformers blocks do, needs "
-        "split_layers(..., call=lambda layer, x: layer(x)[0]) or a wrapper that drops it)"
-        if v is None and path != "the value"
-        else ""
-    )
+        return [
+            "dict",
+            [[k, _walk(x, f"{path}[{k!r}]", where, what, leaves)] for k, x in v.items()],
+        ]
+    hint = ""
+    if v is None and path != "the value" and what == BOUNDARY:
+        hint = (
+            " (a layer that returns (hidden, None), as transformers blocks do, needs "
+            "split_layers(..., call=lambda layer, x: layer(x)[0]) or a wrapper that drops it)"
+        )
     raise TypeError(
-        f"{where}: {path} is {type(v).__name__}; a value crossing a stage boundary is a "
-        f"tensor or a tuple, list or dict of tensors{hint}"
+        f"{where}: {path} is {type(v).__name__}; {what} is a tensor or a tuple, list or dict "
+        f"of tensors{hint}"
     )
 
 
@@ -212,6 +223,21 @@ def split_batch(value, n: int, where: str, unit: str = "microbatch") -> list:
         for k, chunk in enumerate(leaf.chunk(n)):
             parts[k].append(chunk)
     return [unflatten(spec, p) for p in parts]
+
+
+def check_batch(value, where: str, name: str) -> None:
+    """TypeError unless ``value``, ``make_batch``'s ``name`` (``inputs`` or ``targets``) as
+    ``where`` (``make_batch(0)``) gave it, is a tensor or a tuple, list or dict of tensors."""
+    try:
+        flatten(value, f"{where} {name}", BATCH)
+    except TypeError as e:
+        if value is None and name == "targets":
+            raise TypeError(
+                f"{e} (a loss_fn that needs no targets still gets its microbatch's slice of "
+                "them: return a placeholder whose dim 0 is the batch's, e.g. "
+                "torch.zeros(batch_size))"
+            ) from None
+        raise
 
 
 def to_device(value, device):
