@@ -269,6 +269,30 @@ def test_an_error_in_loss_fn_keeps_its_traceback_and_names_both_shapes():
     assert any(f.name == "<lambda>" for f in traceback.extract_tb(e.value.__traceback__))
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are Python 3.11+")
+@pytest.mark.parametrize("where", ["stage", "loss"])
+def test_an_error_in_the_verify_grads_reference_says_it_ran_on_the_whole_batch(where):
+    """A model that holds a microbatch's size trains pipelined and fails only in the
+    single-process reference of --verify-grads, on the whole global batch.  Was the user's
+    traceback alone: 'Expected input batch_size (3) to match target batch_size (6)', with no
+    word of the reference, whose batch is no microbatch of the run."""
+    m = model()  # 6 samples, microbatches of 3
+    good = m.build_stage
+    if where == "stage":
+        m.build_stage = lambda stage, n: (
+            torch.nn.Unflatten(0, (1, 3)) if stage == 1 else good(stage, n)
+        )
+        note = "stage 1's forward, given (6, 5) float32"
+    else:
+        m.loss_fn = lambda y, t: ((y.reshape(3, 5) - t.reshape(3, 5)) ** 2).mean()
+        note = "loss_fn(output, target), given output (6, 5) float32 and target (6, 5) float32"
+    with pytest.raises(RuntimeError) as e:
+        reference_grads(m, 3, 0, CPU)
+    assert e.value.__notes__ == [
+        "--verify-grads' single-process reference, on the whole batch of make_batch(0): " + note
+    ]
+
+
 class _Boom(torch.autograd.Function):
     """The identity, whose backward fails: a user's custom autograd code."""
 

@@ -14,7 +14,7 @@ import copy
 import torch
 
 from ppir.torch.model import build_stages, global_batch
-from ppir.torch.values import call_stage
+from ppir.torch.values import call_loss, call_stage
 
 
 def reference_modules(model, num_stages: int, device) -> list:
@@ -23,11 +23,16 @@ def reference_modules(model, num_stages: int, device) -> list:
 
 
 def reference_step(mods: list, model, step: int, device):
-    """Forward and backward of ``make_batch(step)`` through ``mods``; the loss."""
+    """Forward and backward of ``make_batch(step)`` through ``mods``; the loss.  An exception
+    of the model's code propagates with its traceback and a note saying that it came from this
+    reference, on the whole global batch (a model that holds a microbatch's size fails only
+    here, after the pipelined step ran)."""
     x, target = global_batch(model, step, device, -1)
-    for m in mods:
-        x = call_stage(m, x)
-    loss = model.loss_fn(x, target).reshape(())
+    here = f"--verify-grads' single-process reference, on the whole batch of make_batch({step})"
+    for s, m in enumerate(mods):
+        x = call_stage(m, x, lambda s=s: f"{here}: stage {s}'s forward, given {{}}")
+    loss = call_loss(model.loss_fn, x, target, lambda: f"{here}: loss_fn(output, target)")
+    loss = loss.reshape(())
     loss.backward()
     return loss.detach()
 
