@@ -266,3 +266,21 @@ def test_the_profile_records_which_stages_share_a_weight(tmp_path, cli):
     assert code == 0, err
     rank0 = json.loads(text)["per_rank"][0]["memory"]
     assert rank0["params"] == rank0["grads"] == rank0["optimizer"] == emb + 2 * lin
+
+
+def test_a_gradient_message_of_no_tensors_posts_nothing():
+    """A boundary of integer tensors alone (token ids, a mask) has a gradient message of no
+    tensors.  The profile posted its group as an empty batch_isend_irecv, which torch refuses
+    (IndexError in _check_p2p_op_list: every rank failed with that traceback) where the
+    runtime posts nothing, and 'ppir launch' trained the same model."""
+    from ppir.ir import Group
+    from ppir.profile.orders import program
+    from ppir.profile.worker import Runner
+
+    schedule, prog = program("1f1b", {"P": 2, "M": 1}, 0)
+    run = Runner(0, 2, [torch.nn.Identity()], None, prog, schedule, 1, torch.device("cpu"))
+    recv = next(x for x in prog if isinstance(x, Group) and "RECV_B0" in str(x))
+    run.meta = {1: ["t", "int64", [ROWS]]}  # boundary 1 carries no floating-point tensor
+    _, _, works, received, names = run._post(recv, {})
+    assert works == [] and [ts for _, ts in received] == [[]]
+    assert names == [("g1.0", True)]
