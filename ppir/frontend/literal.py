@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from ppir.diagnostics import EXIT_USAGE, Note, count, error, rank_list
 from ppir.frontend import ast as A
 from ppir.frontend.declarations import resolve_pipelines, resolve_placement
@@ -153,13 +155,7 @@ def infer_placement(
         if not a.kind.is_compute:
             continue
         if a.stage in where and where[a.stage][0] != r:
-            r0, a0 = where[a.stage]
-            raise error(
-                "placement-conflict",
-                f"stage {a.stage} runs on rank {r0} and on rank {r}; a stage lives on one rank",
-                a.span,
-                notes=[Note(f"{a0} on rank {r0}", a0.span)],
-            )
+            _placement_conflict(a.stage, actions)
         where.setdefault(a.stage, (r, a))
     missing = [s for s in range(stages) if s not in where]
     if missing:
@@ -207,3 +203,32 @@ def infer_placement(
             hints=hints,
         )
     return placement
+
+
+def _placement_conflict(stage: int, actions) -> NoReturn:
+    """Raise ``placement-conflict`` for ``stage``, computed on two or more ranks.
+
+    The stage's home is the rank that runs most of its compute actions (the first such rank
+    on a tie); the error is located at the first of its actions on another rank, the stray
+    one a hand edit or a mistyped stage index put there, with a note at the home's first.
+    """
+    on: dict[int, list[Action]] = {}
+    for r, a in actions:
+        if a.kind.is_compute and a.stage == stage:
+            on.setdefault(r, []).append(a)
+    home = max(on, key=lambda r: len(on[r]))  # dicts keep scan order: ties go to the first
+    r, a = next((r, a) for r, a in actions if r != home and a.kind.is_compute and a.stage == stage)
+    total = sum(map(len, on.values()))
+    raise error(
+        "placement-conflict",
+        f"stage {stage} runs on rank {r} and on rank {home}; a stage lives on one rank",
+        a.span,
+        hints=[f"move {a} to rank {home}, or correct its stage index"],
+        notes=[
+            Note(
+                f"{on[home][0]} on rank {home}, which runs {len(on[home])} of stage {stage}'s "
+                f"{total} compute actions",
+                on[home][0].span,
+            )
+        ],
+    )
