@@ -5,7 +5,8 @@ graph (:func:`ppir.ir.graph.build_graph`; pass a built graph to reuse it) and ru
 
 1. completeness (:mod:`.structure`): ``out-of-range``, ``wrong-rank``, ``duplicate-op``,
    ``duplicate-message``, ``local-message``, ``incomplete``, ``forward-only``;
-2. local order (:mod:`.local_order`): ``local-order``, ``missing-recv`` (lowered only);
+2. local order (:mod:`.local_order`): ``local-order``, ``missing-recv``, ``missing-send``
+   (lowered only);
    gradient reductions (:mod:`.reduce`): ``reduce-wrong-rank``, ``duplicate-reduce``,
    ``missing-reduce``, ``early-reduce``;
 3. matching (:mod:`.matching`, lowered only): ``unmatched-send``, ``unmatched-recv``,
@@ -55,6 +56,7 @@ KINDS = (
     "forward-only",
     "local-order",
     "missing-recv",
+    "missing-send",
     "reduce-wrong-rank",
     "duplicate-reduce",
     "missing-reduce",

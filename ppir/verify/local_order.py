@@ -8,6 +8,10 @@ Kinds
 ``missing-recv``  (lowered programs only) a compute op whose producer lives on another rank and
                   that is not preceded, on its own rank, by the completion of the RECV carrying
                   that input (its blocking group, or the wait of its deferred group).
+``missing-send``  (lowered programs only) a compute op whose output a stage on another rank
+                  consumes, and no SEND of that output anywhere in the program (a SEND on the
+                  wrong rank is ``wrong-rank``'s; one before its producer ``local-order``'s; a
+                  backward in an evaluation program ``forward-only``'s).
 Every data edge of the graph is checked once; a producer that is missing altogether is left to
 ``incomplete``.  Linear in the number of ops.
 """
@@ -46,6 +50,7 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
     inputs, crosses, serves = deps.INPUTS, deps.CROSSES_IN, deps.SERVES
     within = deps.stage_bounds(S, s.pipelines)  # producers lie in the op's pipeline
     compute_kinds = COMPUTE_KINDS
+    refused = deps.TRAINING_ONLY if s.forward_only else ()  # structure's forward-only reports
     for o, a in enumerate(ops):
         k = a.kind
         if k in compute_kinds:
@@ -76,6 +81,10 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
                     i = op_item[x] if x is not None else None
                     if x is None or ready[r].get(i, i) >= op_item[o]:
                         out.append(_missing_recv(g, o, key, x))
+            if lowered and k not in refused:
+                msg = deps.outgoing_message(place, a, s.pipelines)
+                if msg is not None and first_op(*deps.send_action(msg).key) is None:
+                    out.append(_missing_send(g, o, msg))
         elif k in SEND_KINDS:
             st = a.stage
             if not 0 <= st < S:
@@ -178,3 +187,16 @@ def _missing_recv(g: ProgramGraph, o: int, key, later: int | None) -> Diagnostic
     else:
         hints = (f"add {recv} before {a} (and the matching send on rank {src})",)
     return Diagnostic("missing-recv", text, a.span, hints=hints, notes=notes)
+
+
+def _missing_send(g: ProgramGraph, o: int, msg) -> Diagnostic:
+    s = g.schedule
+    a, r = g.ops[o], g.op_rank[o]
+    send, dst = deps.send_action(msg), s.placement[msg.dst]
+    return Diagnostic(
+        "missing-send",
+        f"{a} on rank {r} produces the {msg.what} of microbatch {msg.mb} for stage {msg.dst} "
+        f"(rank {dst}), but no {send} sends it",
+        a.span,
+        hints=(f"add {send} after {a} (rank {dst} receives it with {deps.recv_action(msg)})",),
+    )
