@@ -53,6 +53,21 @@ def test_check_schedule_checks_one_size_of_a_torch_schedule():
     assert bad.status == "failed" and "exceed the bound 2 A ('P')" in bad.failures[0]
 
 
+def test_a_size_torch_rejects_is_unsupported_not_failed():
+    """A size torch's constructor refuses is one the schedule does not define, as a require
+    line's: status 'unsupported', for a hand-written @given to assume() away (was 'failed:
+    expansion fails', indistinguishable from a schedule that breaks)."""
+    pytest.importorskip("torch")
+    from ppir.testing import check_schedule
+
+    res = check_schedule("torch:Interleaved1F1B", P=4, M=9, v=2)  # M % (M // P) != 0
+    assert res.status == "unsupported" and not res.ok
+    head, why = res.render().splitlines()[:2]
+    assert head.endswith("(P=4, M=9, v=2) is not defined (torch's constructor rejects it)")
+    assert why.startswith("ppir: error: torch rejects Interleaved1F1B(P=4, M=9, v=2)")
+    assert check_schedule("torch:1F1B", P=4, M=8).status == "failed"  # torch's own bug (docs)
+
+
 def test_a_failing_property_test_reports_the_shape_not_lines_of_ppir():
     """hypothesis' explain phase added 'These lines were always and only run by failing test
     cases: .../ppir/testing/checks.py:267 ...' under the counterexample: lines of ppir's own

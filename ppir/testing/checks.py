@@ -38,6 +38,9 @@ Bound = int | float | Fraction | str | Callable[[dict], object] | None
 USAGE_KINDS = frozenset(
     {"bad-input", "bad-usage", "unknown-parameter", "missing-parameter", "bad-define"}
 )
+# Expansion errors that mean the schedule is not defined for these parameters: a require line
+# of a .pps file, or the constraints of a torch:NAME class's constructor (M >= P for 1F1B...).
+_UNDEFINED = frozenset({"require-failed", "torch-rejected"})
 _TOLERANCE = 1e-9
 
 
@@ -46,8 +49,9 @@ class CheckResult:
     """The outcome of :func:`check_schedule`.
 
     ``status`` is ``"ok"``, ``"failed"``, ``"unsupported"`` (a ``require`` line of the
-    schedule rejects these parameters) or ``"over-cap"`` (the schedule is larger than
-    ``max_ops`` / ``max_steps`` allow: not checked).  ``failures`` holds one rendered message
+    schedule rejects these parameters, or for ``torch:NAME`` torch's constructor does) or
+    ``"over-cap"`` (the schedule is larger than ``max_ops`` / ``max_steps`` allow: not
+    checked).  ``failures`` holds one rendered message
     per broken property.  ``schedule``/``lowered`` are None when expansion failed; ``lowered``
     is the program ``ppir compile`` runs (compiled the same way, :func:`ppir.compile`).
     """
@@ -77,7 +81,9 @@ class CheckResult:
         head = {
             "ok": "holds",
             "failed": "FAILS",
-            "unsupported": "is not defined (a require line rejects it)",
+            "unsupported": "is not defined (torch's constructor rejects it)"
+            if self.name.startswith("torch:")
+            else "is not defined (a require line rejects it)",
             "over-cap": "is over the size cap (not checked)",
         }[self.status]
         return "\n".join([f"{self.name}({ps}) {head}"] + self.failures)
@@ -98,7 +104,11 @@ def load_module(spec: str | os.PathLike) -> Module:
         raise error(
             "bad-usage",
             f"{spec}: torch's schedule classes cannot be checked over parameter ranges here",
-            hints=[f"ppir check {spec} -D P=.. -D M=.. checks one size at a time"],
+            hints=[
+                f"ppir check {spec} -D P=.. -D M=.. checks one size at a time; in Python, "
+                f"draw the sizes with hypothesis and call check_schedule({spec!r}, P=.., M=..), "
+                "whose status is 'unsupported' where torch rejects the size"
+            ],
         )
     return parse_cached(*read_source(spec))
 
@@ -173,8 +183,8 @@ def check_schedule(
             if e.kind in USAGE_KINDS or e.kind == "syntax-error":
                 raise
             res = CheckResult(_display(spec), dict(params))
-            if e.kind in ("require-failed", "too-large"):  # not a fault of the schedule
-                res.status = "unsupported" if e.kind == "require-failed" else "over-cap"
+            if e.kind in _UNDEFINED or e.kind == "too-large":  # not a fault of the schedule
+                res.status = "unsupported" if e.kind in _UNDEFINED else "over-cap"
                 res.failures.append(e.render())
             else:
                 res.fail(f"expansion fails:\n{e.render()}")
