@@ -5,8 +5,9 @@ graph (:func:`ppir.ir.graph.build_graph`; pass a built graph to reuse it) and ru
 
 1. completeness (:mod:`.structure`): ``out-of-range``, ``wrong-rank``, ``duplicate-op``,
    ``duplicate-message``, ``local-message``, ``incomplete``, ``forward-only``;
-2. local order (:mod:`.local_order`): ``local-order``, ``missing-recv``, ``missing-send``
-   (lowered only);
+2. local order (:mod:`.local_order`): ``local-order``, ``missing-recv`` (lowered only),
+   ``missing-send`` (lowered only; looked for when another check of 2-4 found something, as a
+   missing SEND always makes one: an unmatched recv, or a missing one);
    gradient reductions (:mod:`.reduce`): ``reduce-wrong-rank``, ``duplicate-reduce``,
    ``missing-reduce``, ``early-reduce``;
 3. matching (:mod:`.matching`, lowered only): ``unmatched-send``, ``unmatched-recv``,
@@ -36,7 +37,7 @@ from ppir.ir.graph import COMPUTE, ProgramGraph, build_graph, check_progress
 from ppir.ir.types import COMPUTE_KINDS
 from ppir.verify.deadlock import find_cycle
 from ppir.verify.lints import check_lints
-from ppir.verify.local_order import check_local_order
+from ppir.verify.local_order import check_local_order, check_missing_sends
 from ppir.verify.matching import check_matching
 from ppir.verify.reduce import check_reduces
 from ppir.verify.structure import check_structure
@@ -102,12 +103,15 @@ def verify(
     )
     diags, more_missing = ([], 0) if comm_known else check_structure(g, compute_known)
     order = check_local_order(g, compute_known)
+    at = len(diags) + len(order)  # where a missing SEND, found below, is reported
     diags += order
     diags += check_reduces(g)
     local_ok = not any(d.kind == "local-order" for d in order)
     if g.lowered:
         comm = check_waits(g.schedule) + ([] if comm_known else check_matching(g))
         comm += _deadlock(g, timeline if timeline is not None else run(g), progress)
+        if comm or order:  # where a SEND the program lacks is their cause, it comes first
+            diags[at:at] = check_missing_sends(g)
         if (comm or order) and local_ok:
             # A cyclic compute order is the root cause of whatever the lowering then got wrong.
             cyc = _order_cycle(g)

@@ -8,10 +8,10 @@ Kinds
 ``missing-recv``  (lowered programs only) a compute op whose producer lives on another rank and
                   that is not preceded, on its own rank, by the completion of the RECV carrying
                   that input (its blocking group, or the wait of its deferred group).
-``missing-send``  (lowered programs only) a compute op whose output a stage on another rank
-                  consumes, and no SEND of that output anywhere in the program (a SEND on the
-                  wrong rank is ``wrong-rank``'s; one before its producer ``local-order``'s; a
-                  backward in an evaluation program ``forward-only``'s).
+``missing-send``  (lowered programs only; :func:`check_missing_sends`) a compute op whose output
+                  a stage on another rank consumes, and no SEND of that output anywhere in the
+                  program (a SEND on the wrong rank is ``wrong-rank``'s; one before its producer
+                  ``local-order``'s; a backward in an evaluation program ``forward-only``'s).
 Every data edge of the graph is checked once; a producer that is missing altogether is left to
 ``incomplete``.  Linear in the number of ops.
 """
@@ -50,7 +50,6 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
     inputs, crosses, serves = deps.INPUTS, deps.CROSSES_IN, deps.SERVES
     within = deps.stage_bounds(S, s.pipelines)  # producers lie in the op's pipeline
     compute_kinds = COMPUTE_KINDS
-    refused = deps.TRAINING_ONLY if s.forward_only else ()  # structure's forward-only reports
     for o, a in enumerate(ops):
         k = a.kind
         if k in compute_kinds:
@@ -81,10 +80,6 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
                     i = op_item[x] if x is not None else None
                     if x is None or ready[r].get(i, i) >= op_item[o]:
                         out.append(_missing_recv(g, o, key, x))
-            if lowered and k not in refused:
-                msg = deps.outgoing_message(place, a, s.pipelines)
-                if msg is not None and first_op(*deps.send_action(msg).key) is None:
-                    out.append(_missing_send(g, o, msg))
         elif k in SEND_KINDS:
             st = a.stage
             if not 0 <= st < S:
@@ -99,6 +94,29 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
                     best = x
             if best is not None and best > o:
                 out.append(_local_order(g, o, best))
+    return out
+
+
+def check_missing_sends(g: ProgramGraph) -> list[Diagnostic]:
+    """``missing-send`` of a lowered program: each compute op whose output crosses to another
+    rank (:func:`ppir.ir.deps.outgoing_message`) while the program holds no SEND of it.  A
+    missing SEND always leaves its channel unmatched (or a later message mismatched), or its
+    RECV missing too, so the verifier calls this only when local order, matching or the
+    deadlock check found something: it names the cause, ahead of those consequences, without
+    a pass over every op of a sound program."""
+    s = g.schedule
+    if not g.lowered:
+        return []
+    refused = deps.TRAINING_ONLY if s.forward_only else ()  # structure's forward-only reports
+    place, S, first_op = s.placement, s.stages, g.first.getter()
+    out: list[Diagnostic] = []
+    for o, a in enumerate(g.ops):
+        k = a.kind
+        if k not in COMPUTE_KINDS or k in refused or not 0 <= a.stage < S:
+            continue
+        msg = deps.outgoing_message(place, a, s.pipelines)
+        if msg is not None and first_op(*deps.send_action(msg).key) is None:
+            out.append(_missing_send(g, o, msg))
     return out
 
 
