@@ -14,6 +14,7 @@ from ppir.cli.common import (
     print_report,
 )
 from ppir.cli.output import table
+from ppir.cli.recording import RecordingGroup
 from ppir.diagnostics import EXIT_INVALID, error
 from ppir.plugins import available_backends, get_backend
 
@@ -54,7 +55,7 @@ def add_arguments(p):
             listed.append([name, "(cannot be loaded)"])
             continue
         listed.append([name, getattr(backend, "help", "")])
-        group = _Recording(p.add_argument_group(f"{name} backend"))
+        group = RecordingGroup(p.add_argument_group(f"{name} backend"))
         try:
             backend.add_arguments(group)
         except argparse.ArgumentError as e:  # a plug-in reusing a taken flag: warn, go on
@@ -65,22 +66,6 @@ def add_arguments(p):
 
 
 _BACKEND_OPTIONS: dict[str, list] = {}  # backend name -> the argparse actions it added
-
-
-class _Recording:
-    """An argument group that remembers the actions added to it (which options belong to
-    which backend), without reading argparse's private attributes."""
-
-    def __init__(self, group):
-        self._group, self.actions = group, []
-
-    def add_argument(self, *a, **kw):
-        action = self._group.add_argument(*a, **kw)
-        self.actions.append(action)
-        return action
-
-    def __getattr__(self, name):
-        return getattr(self._group, name)
 
 
 def _refuse_other_backends_options(args) -> None:

@@ -15,14 +15,13 @@ from ppir.analysis.units import comma_entries
 from ppir.cli.argtypes import positive_int
 from ppir.cli.common import add_progress_model_argument
 from ppir.cli.cost_options import (
-    add_cost_arguments,
     config_from_args,
     refuse_recompute_without_model,
 )
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.cli.tune_budget import DEFAULT_RESERVE, budget_note, read_budget
-from ppir.cli.tune_command import CostFlags, compile_command
+from ppir.cli.tune_command import add_recorded_cost_arguments, compile_command
 from ppir.cli.tune_view import tune_json, tune_text
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, PpirError, did_you_mean, error
 from ppir.frontend.limits import read_int
@@ -188,9 +187,7 @@ def add_arguments(p):
         "the default, or relaxed)",
     )
     add_quiet_argument(p)
-    flags = CostFlags(p.add_argument_group("cost model"))  # passed on to each row's command
-    add_cost_arguments(flags, recompute=False, dp=False)
-    p.set_defaults(tune_cost_actions=flags.actions)
+    add_recorded_cost_arguments(p)  # passed on to each row's command
 
 
 def _measured_sizes(measured, names, space: Space, flag: str) -> tuple[int, ...] | None:

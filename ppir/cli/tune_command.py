@@ -1,9 +1,10 @@
 """The ``ppir compile`` command line of a ``ppir tune`` row: the row's program compiled alone,
 as ``ppir compile ... --backend cost`` reports it (the same step time and peak memory).
 
-:class:`CostFlags` records the cost-model options ``ppir tune`` shares with ``ppir compile``
-as the parser registers them, so that :func:`compile_command` can pass on the ones a tune run
-was given (``--config``, ``--cost``, ``--hardware``, links, ...) with their values as written.
+The cost-model options ``ppir tune`` shares with ``ppir compile`` are recorded as the parser
+registers them (:class:`ppir.cli.recording.RecordingGroup`), so that :func:`compile_command`
+can pass on the ones a tune run was given (``--config``, ``--cost``, ``--hardware``, links,
+...) with their values as written.
 The row's own choices come from the candidate: the schedule and ``-D K=V`` for each parameter
 it was expanded with, and with a model ``--model`` (the row's shape: its preset and the fields
 that differ, ``mbs`` and ``tp`` among them), ``--dp``, ``--recompute`` and ``--stage-layers``.
@@ -15,23 +16,16 @@ import shlex
 
 from ppir.analysis.layout import format_stage_layers
 from ppir.analysis.model_spec import spec_text
+from ppir.cli.cost_options import add_cost_arguments
+from ppir.cli.recording import RecordingGroup
 
 
-class CostFlags:
-    """An argparse group that records the actions added to it (:attr:`actions`), for
-    :func:`compile_command`; everything else is the group's own."""
-
-    def __init__(self, group):
-        self._group = group
-        self.actions: list = []
-
-    def add_argument(self, *args, **kwargs):
-        action = self._group.add_argument(*args, **kwargs)
-        self.actions.append(action)
-        return action
-
-    def __getattr__(self, name):
-        return getattr(self._group, name)
+def add_recorded_cost_arguments(p) -> None:
+    """Add the cost-model options (a "cost model" group) to ``ppir tune``'s parser ``p``,
+    recorded for :func:`compile_command` as ``args.tune_cost_actions``."""
+    flags = RecordingGroup(p.add_argument_group("cost model"))
+    add_cost_arguments(flags, recompute=False, dp=False)
+    p.set_defaults(tune_cost_actions=flags.actions)
 
 
 _ROW_OWN = {"cost_model"}  # --model: written from the row's shape (its mbs, tp), not as given
@@ -52,8 +46,9 @@ def _given_flags(args, actions) -> list[str]:
 
 def compile_command(c, args, actions) -> str | None:
     """The ``ppir compile`` command that compiles candidate ``c``'s program with the cost
-    options of the tune run ``args`` (``actions``: :attr:`CostFlags.actions`), shell-quoted;
-    None when its schedule was not expanded (no parameters to give).  Its step time and peak
+    options of the tune run ``args`` (``actions``: the recorded ones, ``args.tune_cost_actions``
+    from :func:`add_recorded_cost_arguments`), shell-quoted; None when its schedule was not
+    expanded (no parameters to give).  Its step time and peak
     memory are the row's; without a model, in the units of one micro-batch (the row's are per
     sample: ``c.mbs`` times them)."""
     if c.program is None:
