@@ -129,3 +129,21 @@ def test_the_formulas_letters_that_the_assumptions_line_prints_name_their_field(
     for item in shown.split(", "):  # each letter the line prints is its field's value
         letter, value = item.split("=")
         assert getattr(cfg.model, PAPER_NAMES.get(letter, letter)) == int(value), item
+
+
+def test_a_value_that_is_not_a_number_names_the_spec_as_written():
+    """'--model layers=48,...,seq=8k' said '--model layers=4...q=8k (108 digits): seq must be an
+    integer': the spec, not a number, was shortened as if it were a long digit string."""
+    spec = "layers=48,hidden=6144,heads=48,kv_heads=8,ffn=16384,swiglu=1,vocab=128000,seq=8k"
+    with pytest.raises(PpirError) as e:
+        parse_model_spec(spec, "--model")
+    text = e.value.render()
+    assert f"--model {spec}: seq must be an integer, got '8k'" in text, text
+    assert "digits" not in text.splitlines()[0]
+    assert "hint: write the count in digits: seq=8000 or seq=8192" in text
+    long = "1" * 30 + "x"
+    with pytest.raises(PpirError) as e:
+        parse_model_spec(f"llama3-8b,seq={long}", "--model")
+    text = e.value.render()
+    assert "--model llama3-8b,seq=11111111...111x (31 characters): seq must be" in text, text
+    assert "hint" not in text

@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+import re
+
 from ppir.analysis.models import _INT_FIELDS, PRESETS, ModelShape, make_model, model_fields
 from ppir.analysis.units import comma_entries
 from ppir.diagnostics import PpirError, error, given_twice
-from ppir.frontend.limits import int_literal, show_int
+from ppir.frontend.limits import int_literal
 
 
 def model_table(m: ModelShape, recompute: str | None = None) -> dict:
@@ -51,8 +53,12 @@ def parse_model_spec(text: str, option: str = "--model") -> ModelShape:
             v = value.strip()
             digits = v[1:] if v[:1] in ("+", "-") else v
             if not digits.isdigit():
-                named = _named(option, show_int(text))
-                raise error("bad-model", f"{named}: {key} must be an integer, got {show_int(v)!r}")
+                named = _named(option, text.replace(v, _short(v)))
+                raise error(
+                    "bad-model",
+                    f"{named}: {key} must be an integer, got {_short(v)!r}",
+                    hints=_suffix_hint(key, v),
+                )
             try:  # ppir's integer limit (docs/language.md)
                 n = int_literal(digits, None)
             except PpirError as e:
@@ -68,6 +74,24 @@ def parse_model_spec(text: str, option: str = "--model") -> ModelShape:
             )
         over[key] = n
     return make_model(preset, cli=option.startswith("-"), **over)
+
+
+def _short(value: str) -> str:
+    """A value as written, shortened when long (``99999999...999x (5,001 characters)``): the
+    spec around it is named in full."""
+    if len(value) <= 24:
+        return value
+    return f"{value[:8]}...{value[-4:]} ({len(value):,} characters)"
+
+
+def _suffix_hint(key: str, value: str) -> list[str]:
+    """For a count written with a thousands suffix (``seq=8k``, ``vocab=128K``): both readings
+    in digits, which the spec takes; else no hint."""
+    m = re.fullmatch(r"(\d+)([kK])", value)
+    if not m:
+        return []
+    n = int(m.group(1))
+    return [f"write the count in digits: {key}={n * 1000} or {key}={n * 1024}"]
 
 
 def _named(option: str, text: str) -> str:
