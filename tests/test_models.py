@@ -147,3 +147,11 @@ def test_a_value_that_is_not_a_number_names_the_spec_as_written():
     text = e.value.render()
     assert "--model llama3-8b,seq=11111111...111x (31 characters): seq must be" in text, text
     assert "hint" not in text
+
+
+def test_heads_that_do_not_divide_hidden_get_head_counts_near_the_given_one():
+    """heads=36 at hidden 6144 hinted 384, 512, ..., 6144 (the largest divisors: head
+    dimensions of 16 down to 1)."""
+    with pytest.raises(PpirError) as e:
+        parse_model_spec("layers=48,hidden=6144,heads=36")
+    assert "hint: heads that divide 6144: 12, 16, 24, 32, 48, 64, 96, 128" in e.value.render()

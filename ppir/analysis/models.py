@@ -107,10 +107,7 @@ class ModelShape:
         if self.hidden % self.heads:
             raise self._bad(
                 f"heads ({self.heads}) must divide hidden ({self.hidden})",
-                hints=[
-                    f"heads that divide {self.hidden}: "
-                    + ", ".join(str(d) for d in _divisors(self.hidden)[-8:])
-                ],
+                hints=[f"heads that divide {self.hidden}: {_near(self.hidden, self.heads)}"],
             )
         if self.heads % self.tp:
             raise self._bad(f"tensor-parallel size tp={self.tp} must divide heads ({self.heads})")
@@ -395,3 +392,9 @@ def check_layers(layers: int, stages: int, ranks: int) -> int:
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _near(n: int, near: int) -> str:
+    """The 8 divisors of ``n`` closest to ``near`` by ratio, ascending: head counts to suggest."""
+    closest = sorted(_divisors(n), key=lambda d: max(d / near, near / d))[:8]
+    return ", ".join(map(str, sorted(closest)))
