@@ -150,3 +150,22 @@ def test_a_bad_stage_layers_entry_is_named_by_the_flag(cli, tmp_path, command, c
         "ppir: error: --stage-layers 4xx8: entry 1 '4xx8' is not a layer count: give counts or "
         "'count x repeats', e.g. 6,7x10,6"
     ]
+
+
+@pytest.mark.parametrize(
+    "command", [["analyze"], ["compile", "--backend", "cost"], ["analyze", "--layers", "48"]]
+)
+def test_layers_that_do_not_divide_the_stages_suggest_a_layout(cli, command):
+    """48 layers at P=5 said only "48 layers are not divisible by P=5 for any v", though
+    --stage-layers takes an uneven layout (what ppir tune prints in its layers column)."""
+    model = "llama3-8b,layers=48,tp=8"
+    code, _, err = cli(command[0], "1f1b", "-D", "P=5", "-D", "M=8", "--model", model, *command[1:])
+    assert code == 2 and "48 layers do not split evenly into 5 stages" in err
+    assert "hint: or lay them out unevenly: --stage-layers 9,10x3,9" in err, err
+    code, _, err = cli(
+        command[0], "1f1b", "-D", "P=5", "-D", "M=8", "--model", model, *command[1:],
+        "--stage-layers", "9,10x3,9",
+    )  # fmt: skip
+    assert code == 0, err
+    code, _, err = cli("analyze", "1f1b", "-D", "P=5", "-D", "M=8", "--layers", "48")
+    assert code == 2 and "--stage-layers" not in err  # no model: no layout to give

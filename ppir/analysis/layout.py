@@ -19,10 +19,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from fractions import Fraction
 
 from ppir.analysis.models import check_layers
-from ppir.diagnostics import error
+from ppir.diagnostics import PpirError, error
 from ppir.ir import Schedule, deps
 
 _ENTRY = re.compile(r"(\d+)(?:x(\d+))?")
@@ -36,10 +37,10 @@ def split_layers(
     replica of the model, repeats one pipeline's counts), or the even split
     (:func:`check_layers`).  ``span``: stages per copy of the model (default: the schedule's
     pipeline length)."""
-    S, P = schedule.stages, schedule.ranks
+    S = schedule.stages
     span = span or deps.pipeline_length(S, schedule.pipelines)
     if stage_layers is None:
-        return (check_layers(layers, span, P),) * S
+        return (even_layers(layers, schedule, span),) * S
     out = tuple(stage_layers)
     one = out[:span]
     if any(not isinstance(x, int) or isinstance(x, bool) for x in out):
@@ -60,6 +61,23 @@ def split_layers(
             else [],
         )
     return out
+
+
+def even_layers(layers: int, schedule: Schedule, span: int | None = None) -> int:
+    """Layers per stage of the even split (:func:`check_layers`, ``span`` as for
+    :func:`split_layers`); when they do not divide and every stage can hold one, its error
+    adds the uneven layout ``--stage-layers`` (a config's ``[model] stage_layers``) takes."""
+    S = schedule.stages
+    span = span or deps.pipeline_length(S, schedule.pipelines)
+    try:
+        return check_layers(layers, span, schedule.ranks)
+    except PpirError as e:
+        d = e.diagnostics[0]
+        if d.kind == "bad-layers" and isinstance(layers, int) and 0 < span <= layers:
+            counts = format_stage_layers(uneven_layers(layers, span) * (S // span))
+            hint = f"or lay them out unevenly: --stage-layers {counts}"
+            e.diagnostics[0] = replace(d, hints=(*d.hints, hint))
+        raise
 
 
 def uneven_layers(layers: int, stages: int) -> tuple[int, ...]:

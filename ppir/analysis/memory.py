@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ppir.analysis.layout import even_layers
 from ppir.analysis.models import PRESETS, ModelShape, check_layers, check_recompute
 from ppir.analysis.p2p import P2PReport, RankP2P, analyze_p2p  # noqa: F401 (this module's API)
 from ppir.ir import Action, OpKind, Schedule, deps
@@ -187,7 +188,12 @@ def analyze_memory(
     model_stages = deps.pipeline_length(S, schedule.pipelines)  # S unless pipelines replicate
     chunk_size = chunk_in_a(P, S, schedule.pipelines)
     n_layers = layers if layers is not None else (model.layers if model else None)
-    lps = check_layers(n_layers, model_stages, P) if n_layers is not None else None
+    if n_layers is None:
+        lps = None
+    elif model is None:  # no model: no --stage-layers to suggest
+        lps = check_layers(n_layers, model_stages, P)
+    else:
+        lps = even_layers(n_layers, schedule, model_stages)
     chunk_bytes = None
     if model is not None:
         chunk_bytes = (lps or 0) * model.activation_bytes_per_layer(recompute)
