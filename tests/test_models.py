@@ -155,3 +155,20 @@ def test_heads_that_do_not_divide_hidden_get_head_counts_near_the_given_one():
     with pytest.raises(PpirError) as e:
         parse_model_spec("layers=48,hidden=6144,heads=36")
     assert "hint: heads that divide 6144: 12, 16, 24, 32, 48, 64, 96, 128" in e.value.render()
+
+
+@pytest.mark.parametrize("command", ["analyze", "compile", "tune"])
+def test_every_spec_field_is_named_in_the_help_of_model(command):
+    """compile's and tune's --help named no field of a spec, and analyze's left out ffn: a
+    model of one's own (ffn=16384) could not be written from --help."""
+    import argparse
+    import re
+
+    from ppir.analysis.models import SPEC_FIELDS
+    from ppir.cli.main import build_parser
+
+    root = build_parser()
+    sub = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction))
+    (model,) = [a for a in sub.choices[command]._actions if "--model" in a.option_strings]
+    for field in SPEC_FIELDS:
+        assert re.search(rf"\b{field}\b", model.help), (command, field, model.help)

@@ -7,7 +7,18 @@ from __future__ import annotations
 
 import re
 
-from ppir.analysis.models import _INT_FIELDS, PRESETS, ModelShape, make_model, model_fields
+from ppir.analysis.models import (
+    _FLAGS,
+    _INT_FIELDS,
+    DTYPE_BYTES,
+    NORMS,
+    OPTIMIZERS,
+    PRESETS,
+    SPEC_FIELDS,
+    ModelShape,
+    make_model,
+    model_fields,
+)
 from ppir.analysis.units import comma_entries
 from ppir.diagnostics import PpirError, error, given_twice
 from ppir.frontend.limits import int_literal
@@ -114,3 +125,15 @@ def spec_text(m: ModelShape, omit: tuple[str, ...] = ()) -> str:
     if not head and not changed:  # the defaults: name one field, so the spec is not empty
         changed = [f"layers={m.layers}"]
     return ",".join(head + changed)
+
+
+def spec_help() -> str:
+    """What ``--model`` help texts say a spec's fields are: every :class:`ModelShape` field and
+    the flags' and choices' values, read from :mod:`ppir.analysis.models` (a field added there
+    is listed here)."""
+    return (
+        f"fields: {', '.join(SPEC_FIELDS)} (ffn 0: 4 x hidden; kv_heads 0: heads; vocab 0: no "
+        f"embedding or head; {', '.join(_FLAGS)}: 0|1; zero: 0|1|2; dtype, grad_dtype: "
+        f"{'|'.join(DTYPE_BYTES)}; norm: {'|'.join(NORMS)}; optimizer: {'|'.join(OPTIMIZERS)}; "
+        "act_tensors: FFN-wide tensors the activation keeps, 0: its input)"
+    )

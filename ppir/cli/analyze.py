@@ -6,7 +6,7 @@ from fractions import Fraction
 
 from ppir.analysis.analyze import analyze_compiled
 from ppir.analysis.memory import ANALYSIS_FORMAT
-from ppir.analysis.model_spec import parse_model_spec
+from ppir.analysis.model_spec import parse_model_spec, spec_help
 from ppir.analysis.models import RECOMPUTE_MODES
 from ppir.analysis.units import microbatch_json
 from ppir.cli.argtypes import integer
@@ -88,9 +88,7 @@ def add_model_arguments(p, model_help=None, recompute_help=None, layers_help=Non
         or "model shape for bytes: a preset (gpt3-175b, llama3-8b, llama3-70b, "
         "llama3-405b, gpt2-xl), optionally with overrides, or key=value pairs: "
         "e.g. llama3-70b,tp=8,seq=4096 or layers=32,hidden=4096,heads=32,seq=2048,"
-        "mbs=1,dtype=bf16,tp=1; training fields: kv_heads, vocab, swiglu=0|1, tied=0|1, "
-        "flash=0|1, dropout=0|1, norm, dp, zero=0|1|2, optimizer=adam|sgd, grad_dtype, "
-        "act_tensors (FFN-wide tensors the activation keeps; 0: its input)",
+        f"mbs=1,dtype=bf16,tp=1; {spec_help()}",
     )
     p.add_argument(
         "--recompute",

@@ -29,7 +29,7 @@ from ppir.analysis.config import (
     make_config,
     merge,
 )
-from ppir.analysis.model_spec import model_table, parse_model_spec
+from ppir.analysis.model_spec import model_table, parse_model_spec, spec_help
 from ppir.analysis.models import model_hint
 from ppir.analysis.units import comma_entries
 from ppir.cli.argtypes import integer, number, positive_int
@@ -201,7 +201,7 @@ def _add_model_arguments(group, recompute: bool) -> None:
         dest="cost_model",
         metavar="SPEC",
         help="model shape: a preset (gpt3-175b, llama3-8b, llama3-70b, llama3-405b, gpt2-xl) "
-        f"and/or key=value fields, e.g. {example}; times become seconds",
+        f"and/or key=value fields, e.g. {example}; times become seconds; {spec_help()}",
     )
     if recompute:
         group.add_argument(
