@@ -154,6 +154,9 @@ def test_greedy_block_builds_orders():
         ("program r greedy { cost X = 1 }", "unknown-op", "t.pps:6:25"),
         ("program r greedy { cost F = 0 }", "bad-cost", "t.pps:6:20"),
         ("program r greedy { priority nope }", "undefined-name", "t.pps:6:29"),
+        # no op statement runs in these blocks: pending_w() would always be 0
+        ("program r greedy { priority pending_w() }", "pending-w-outside-program", "t.pps:6:29"),
+        ("program r pattern { let k = pending_w(0) }", "pending-w-outside-program", "t.pps:6:29"),
     ],
 )
 def test_diagnostics_point_at_the_source(body, kind, where):

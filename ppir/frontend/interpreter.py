@@ -252,18 +252,24 @@ class Interpreter(OpEmitter):
         return fn
 
     def _pending_rank(self, scope: Scope, span: Span) -> int:
-        """The rank whose pending weight passes ``pending_w`` counts: the one being expanded."""
-        rank = scope.lookup("$rank")
-        if rank is MISSING:
-            rank = self.rank
-        if rank is None:
+        """The rank whose pending weight passes ``pending_w`` counts: the one a ``program r {
+        ... }`` block is expanding.  Elsewhere, a greedy or pattern block included (it runs no
+        op statements, so nothing is ever pending there), a ``pending-w-outside-program``."""
+        if self.rank is None:
+            in_block = scope.lookup("$rank") is not MISSING  # a greedy or pattern block's rank
             raise error(
                 "pending-w-outside-program",
                 "pending_w() counts the weight passes pending on the rank being expanded: "
                 "use it inside a program block (or a function called there)",
                 span,
+                hints=[
+                    "a greedy or pattern block runs no op statements: no weight pass is "
+                    "pending there (a greedy priority sees is_w and mem)"
+                ]
+                if in_block
+                else (),
             )
-        return rank
+        return self.rank
 
     @staticmethod
     def _arity(e: A.Call, n: int) -> None:
