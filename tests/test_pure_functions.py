@@ -122,3 +122,22 @@ def test_a_placement_declared_after_a_call_clears_the_memos():
     )
     s = load_text(text)
     assert s.placement == (1, 0)
+
+
+def test_stages_no_named_placement_fits_yet_leave_no_placement_to_read():
+    # 'stages 3' on 2 ranks waits for an explicit placement: until then neither rank_of() nor a
+    # memo of a call made before it may answer from the 2-stage looped placement of 'ranks 2'
+    text = (
+        "schedule probe()\n"
+        "ranks 2\n"
+        "def owner(s) = rank_of(s)\n"
+        "let early = owner(1)\n"
+        "stages 3\n"
+        "let late = owner(1)\n"
+        "placement [0, 1, 1]\n"
+        "microbatches 1\n"
+        "program r { F(0) B(0) }\n"
+    )
+    with pytest.raises(PpirError) as e:
+        load_text(text)
+    assert e.value.kind == "placement-not-ready", e.value.render()

@@ -46,8 +46,11 @@ def resolve_placement(ex: Interpreter, decls: dict, final: bool = False) -> None
         placement = tuple(kind)
     else:
         if stages % ranks:
-            if not final:
-                return  # a later 'placement' may fix it; 'final' reports it
+            if not final:  # a later 'placement' may fix it; 'final' reports it
+                ex.placement, ex.stages_of = None, ()  # not the one of the stages before
+                for memo in ex.memos:
+                    memo.clear()
+                return
             raise error(
                 "bad-placement",
                 f"'{kind}' placement needs stages ({stages}) divisible by ranks ({ranks})",
