@@ -96,3 +96,20 @@ def test_a_choice_never_expanded_has_no_command(cli):
     unsplit = [r for r in doc["rejected"] if r["rejected"] == "divisibility"]
     assert unsplit and all(r["command"] is None for r in unsplit)
     assert doc["pruned"] and all(r["command"].startswith("ppir compile ") for r in doc["pruned"])
+
+
+def test_a_built_in_shadowed_by_a_file_here_is_named_by_its_own_file(cli, monkeypatch, tmp_path):
+    """tune searches the built-ins whatever the working directory holds, but 'ppir compile
+    1f1b' reads a file called 1f1b first: the command named the file, and failed on it."""
+    from ppir.schedules import builtin_names
+
+    monkeypatch.chdir(tmp_path)
+    for name in builtin_names():
+        (tmp_path / name).write_text("not a schedule\n")
+    doc = _tune(cli, "-P", "2", "--global-batch", "4", "--top", "2")
+    rows = doc["ranked"] + doc["slower"]
+    assert len(rows) >= 2
+    for row in rows:
+        schedule = shlex.split(row["command"])[2]
+        assert schedule.endswith(f"{row['schedule']}.pps") and Path(schedule).is_file(), schedule
+        assert _compiled(cli, row["command"]) == (row["step_time"], row["peak_memory"])

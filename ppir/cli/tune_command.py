@@ -12,12 +12,14 @@ that differ, ``mbs`` and ``tp`` among them), ``--dp``, ``--recompute`` and ``--s
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from ppir.analysis.layout import format_stage_layers
 from ppir.analysis.model_spec import spec_text
 from ppir.cli.cost_options import add_cost_arguments
 from ppir.cli.recording import RecordingGroup
+from ppir.schedules import builtin_file
 
 
 def add_recorded_cost_arguments(p) -> None:
@@ -48,12 +50,17 @@ def compile_command(c, args, actions) -> str | None:
     """The ``ppir compile`` command that compiles candidate ``c``'s program with the cost
     options of the tune run ``args`` (``actions``: the recorded ones, ``args.tune_cost_actions``
     from :func:`add_recorded_cost_arguments`), shell-quoted; None when its schedule was not
-    expanded (no parameters to give).  Its step time and peak
+    expanded (no parameters to give).  A built-in searched by default is named by its
+    installed file where the working directory holds a file of its name.  Its step time and peak
     memory are the row's; without a model, in the units of one micro-batch (the row's are per
     sample: ``c.mbs`` times them)."""
     if c.program is None:
         return None
-    argv = ["ppir", "compile", c.schedule]
+    schedule = c.schedule
+    if args.schedules is None and os.path.exists(schedule) and not os.path.isdir(schedule):
+        # a file here shadows the built-in tune searched (loader.read_source: a directory never)
+        schedule = builtin_file(schedule)
+    argv = ["ppir", "compile", schedule]
     for k, v in c.program.params:
         argv += ["-D", f"{k}={v}"]
     argv += ["--backend", "cost"]

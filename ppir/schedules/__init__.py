@@ -21,3 +21,12 @@ def builtin_source(name: str) -> str:
 def builtin_display_path(name: str) -> str:
     """The path diagnostics show for a built-in (stable across installs)."""
     return f"<builtin>/{name}.pps"
+
+
+def builtin_file(name: str) -> str:
+    """The path of built-in ``name``'s .pps file as installed, for a command line that must
+    name the built-in where the working directory holds a file called ``name`` (which a
+    SCHEDULE argument reads first); KeyError when there is none by that name."""
+    if name not in builtin_names():
+        raise KeyError(name)
+    return str(resources.files(__name__).joinpath(f"{name}.pps"))
