@@ -400,3 +400,25 @@ def test_import_names_the_parameter_action_text_does_not_take(cli, tmp_path):
         f"ppir: error: unknown parameter 'P' (-D P=2) for {csv}",
         "hint: a CSV schedule takes no parameters: it is one fixed program",
     ]
+
+
+@pytest.mark.parametrize(
+    "rows, message, at",
+    [
+        # a 50/50 split: the home is the rank whose only stage it is, not the first rank (the
+        # hint moved 1B0 to rank 0 and left rank 1 with no stage)
+        (["0F0,1F0,0B0", "1B0"], "stage 1 runs on rank 0 and on rank 1", "1F0"),
+        # a stage on three ranks names them all (it named two)
+        (
+            ["0F0,0F1,0B0,0B1,1F0", "1F1,1B0,1B1", "1F0,2F0,2F1,2B0,2B1"],
+            "stage 1 runs on rank 0 and on ranks 1 and 2",
+            "1F0",
+        ),
+    ],
+)
+def test_placement_conflict_points_at_the_stray_action(rows, message, at):
+    with pytest.raises(PpirError) as e:
+        read_csv_text("\n".join(rows) + "\n", "<c>.csv")
+    [d] = e.value.diagnostics
+    assert d.kind == "placement-conflict" and d.message.startswith(message + ";"), d.message
+    assert d.hints == (f"move {at} to rank 1, or correct its stage index",)

@@ -208,20 +208,28 @@ def infer_placement(
 def _placement_conflict(stage: int, actions) -> NoReturn:
     """Raise ``placement-conflict`` for ``stage``, computed on two or more ranks.
 
-    The stage's home is the rank that runs most of its compute actions (the first such rank
-    on a tie); the error is located at the first of its actions on another rank, the stray
-    one a hand edit or a mistyped stage index put there, with a note at the home's first.
+    The stage's home is the rank that runs most of its compute actions; on a tie, the one that
+    runs the fewest other stages (a rank whose only stage it is), then the first.  The error
+    is located at the first of its actions on another rank, the stray one a hand edit or a
+    mistyped stage index put there, with a note at the home's first; it names every rank that
+    runs the stage.
     """
     on: dict[int, list[Action]] = {}
+    other: dict[int, set[int]] = {}  # the other stages each rank computes
     for r, a in actions:
-        if a.kind.is_compute and a.stage == stage:
-            on.setdefault(r, []).append(a)
-    home = max(on, key=lambda r: len(on[r]))  # dicts keep scan order: ties go to the first
+        if a.kind.is_compute:
+            if a.stage == stage:
+                on.setdefault(r, []).append(a)
+            else:
+                other.setdefault(r, set()).add(a.stage)
+    # max keeps the first of equal keys, and dicts keep scan order
+    home = max(on, key=lambda r: (len(on[r]), -len(other.get(r, ()))))
     r, a = next((r, a) for r, a in actions if r != home and a.kind.is_compute and a.stage == stage)
     total = sum(map(len, on.values()))
+    also = rank_list(sorted(set(on) - {r}))
     raise error(
         "placement-conflict",
-        f"stage {stage} runs on rank {r} and on rank {home}; a stage lives on one rank",
+        f"stage {stage} runs on rank {r} and on {also}; a stage lives on one rank",
         a.span,
         hints=[f"move {a} to rank {home}, or correct its stage index"],
         notes=[
