@@ -113,3 +113,16 @@ def test_a_built_in_shadowed_by_a_file_here_is_named_by_its_own_file(cli, monkey
         schedule = shlex.split(row["command"])[2]
         assert schedule.endswith(f"{row['schedule']}.pps") and Path(schedule).is_file(), schedule
         assert _compiled(cli, row["command"]) == (row["step_time"], row["peak_memory"])
+
+
+def test_stage_weights_without_a_model_search_the_one_pipeline_size(cli):
+    """Without a model tune searches -P alone, but --stage-weights was refused as if it searched
+    every divisor of P ('... tune would search pipeline sizes 1, 2, 4'), whatever the flags."""
+    argv = ("-P", "4", "--v", "1", "--global-batch", "8", "--schedules", "1f1b,zb_h1")
+    doc = _tune(cli, *argv, "--stage-weights", "1,2,1,2")
+    plain = _tune(cli, *argv)
+    assert [r["pp"] for r in doc["ranked"]] == [4, 4]
+    for row in doc["ranked"]:
+        assert _compiled(cli, row["command"]) == (row["step_time"], row["peak_memory"])
+        same = next(r for r in plain["ranked"] if r["schedule"] == row["schedule"])
+        assert row["step_time"] > same["step_time"]  # the weights were applied

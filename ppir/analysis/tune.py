@@ -98,7 +98,7 @@ def search(
     if space.global_batch < 0:
         raise error("bad-usage", "--global-batch must be positive")
     G = space.global_batch or default_global_batch(space)
-    sizes = space.pipeline_sizes() if model is not None else [(space.world, 1)]
+    sizes = space.searched_sizes(model)
     named = [(n, declared_params(n, builtin=isinstance(n, Builtin))) for n in schedules]
     jobs = [
         (name, params, P, dp, mbs, v)

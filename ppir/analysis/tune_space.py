@@ -78,6 +78,11 @@ class Space:
         even = (v for v in range(1, layers // pp + 1) if layers % (pp * v) == 0)
         return tuple(sorted(set(DEFAULT_VS).union(even)))
 
+    def searched_sizes(self, model) -> list[tuple[int, int]]:
+        """The (P, dp) pairs a search tries: :meth:`pipeline_sizes` with a ``model``, else the
+        one pipeline of ``world`` ranks (``-P``), without data parallelism."""
+        return self.pipeline_sizes() if model is not None else [(self.world, 1)]
+
     def pipeline_sizes(self) -> list[tuple[int, int]]:
         """(P, dp) pairs with P x dp x tp = world."""
         if self.world < 1 or self.tp < 1 or self.world % self.tp:

@@ -383,7 +383,7 @@ def _one_stage_count(args, cfg, space, names) -> None:
     pipeline sizes, or over several v for a schedule that takes v."""
     from ppir.frontend.loader import declared_params
 
-    sizes = sorted({pp for pp, _ in space.pipeline_sizes()})
+    sizes = sorted({pp for pp, _ in space.searched_sizes(cfg.model)})
     takes_v = any("v" in declared_params(n, builtin=isinstance(n, Builtin)) for n in names)
     several_v = takes_v and (space.vs is None or len(space.vs) > 1)
     if len(sizes) < 2 and not several_v:
