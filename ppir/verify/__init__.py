@@ -110,7 +110,7 @@ def verify(
     if g.lowered:
         comm = check_waits(g.schedule) + ([] if comm_known else check_matching(g))
         comm += _deadlock(g, timeline if timeline is not None else run(g), progress)
-        if comm or order:  # where a SEND the program lacks is their cause, it comes first
+        if comm or order:  # a SEND the program lacks: after local order, before what it causes
             diags[at:at] = check_missing_sends(g)
         if (comm or order) and local_ok:
             # A cyclic compute order is the root cause of whatever the lowering then got wrong.
