@@ -7,12 +7,15 @@ Contract of :class:`GradReducer`:
   rank's stages holding it, whose ``reduce`` instruction comes last in the program (a parameter
   shared by two stages of one rank is complete only after both).
 * :meth:`post` (the plan's ``reduce`` instruction) flattens the bucket's gradients (zeros where
-  a parameter got none, so every replica reduces the same sizes), divides by the number of
-  replicas and starts an asynchronous all-reduce (sum) over the data-parallel group: after it,
-  every replica holds the mean gradient, which is what single-process training on the global
-  batch gives.  Every replica runs the same program, so the collectives of one DP group are
-  issued in the same order everywhere, and they use a communicator of their own, apart from
-  the pipeline's.
+  a parameter got none, so every replica reduces the same sizes) and one flag per parameter
+  (whether it got a gradient), divides by the number of replicas and starts an asynchronous
+  all-reduce (sum) over the data-parallel group: after it, every replica holds the mean
+  gradient, which is what single-process training on the global batch gives.  A parameter that
+  got no gradient on any replica (unused in this step's forwards) keeps ``grad`` None, as on
+  one process, so an optimizer skips it (AdamW neither decays it nor moves its moments).
+  Every replica runs the same program, so the collectives of one DP group are issued in the
+  same order everywhere, and they use a communicator of their own, apart from the
+  pipeline's.
 * :meth:`begin` (at the start of a step, before any backward) sets aside the gradients that
   tied copies carry from earlier steps (gradient accumulation), so that each holder's
   gradient covers this step only.
@@ -120,7 +123,8 @@ class GradReducer:
         if self.dp_size == 1 or not params:
             return
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        flat = _flatten_dense_tensors(grads).div_(self.dp_size)
+        got = torch.tensor([float(p.grad is not None) for p in params], dtype=grads[0].dtype)
+        flat = _flatten_dense_tensors([*grads, got.to(grads[0].device)]).div_(self.dp_size)
         try:
             work = dist.all_reduce(flat, group=self.dp_group, async_op=True)
         except RuntimeError as e:
@@ -138,7 +142,12 @@ class GradReducer:
                 raise comm_error(
                     f"rank {self.rank}: data-parallel gradient reduction", (), e, self.timeout_s
                 ) from None
-            for p, g in zip(params, _unflatten_dense_tensors(flat, params)):
+            *values, got = _unflatten_dense_tensors(flat, [*params, flat[: len(params)]])
+            # read the flags (a device sync) only when some parameter here got no gradient
+            some_got = got.tolist() if any(p.grad is None for p in params) else [1] * len(params)
+            for p, g, some in zip(params, values, some_got):
+                if p.grad is None and some == 0:  # no replica's forwards used it
+                    continue
                 if p.grad is None:
                     p.grad = g
                 else:
