@@ -425,3 +425,22 @@ def test_a_microbatch_of_another_shape_in_the_first_step_says_shapes_are_per_bou
         "the plan's metadata for boundary 0 says (2, 8) float32 (a boundary's shapes are the "
         "same for every microbatch: the plan's, or those the first microbatch gave)"
     )
+
+
+@pytest.mark.parametrize(
+    "stages",
+    [
+        torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()),  # taken apart before
+        torch.nn.Linear(8, 8),  # "'Linear' object is not iterable" before
+    ],
+)
+def test_one_stage_module_not_in_a_list_is_refused_by_name(stages):
+    plan = build_plan(ppir.lower(ppir.load_schedule("1f1b", {"P": 1, "M": 2})))
+    with pytest.raises(ppir.torch.SetupError) as e:
+        PipelineRuntime(plan, stages, torch.nn.functional.mse_loss)
+    assert str(e.value) == (
+        f"rank 0: stages is one module ({type(stages).__name__}), not a list: give this rank's "
+        "stages [0] as a list of modules, e.g. [stage]"
+    )
+    listed = torch.nn.ModuleList([stages])  # a ModuleList of stages is a list
+    assert PipelineRuntime(plan, listed, torch.nn.functional.mse_loss).stages == [stages]

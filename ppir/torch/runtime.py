@@ -16,8 +16,9 @@ rank's program of the plan (:class:`.executor.Executor`).  Contract:
 * ``program`` is a ``ppir.plan/2`` plan (a dict or a file path), a lowered
   :class:`ppir.ir.Schedule`, or a compiled object with a ``.program`` attribute; it is validated
   completely (:func:`ppir.plan.validate_plan`) before anything is posted.
-* ``stages`` are this rank's stage modules, in ascending stage order
-  (``runtime.stage_ids``).  The runtime never moves or copies them.
+* ``stages`` are this rank's stage modules, a list (or ``nn.ModuleList``) in ascending stage
+  order (``runtime.stage_ids``); one module alone is refused.  The runtime never moves or
+  copies them.
 * Groups: ``mesh`` (a ``torch.distributed.DeviceMesh`` with dimensions ``"pp"`` and ``"dp"``,
   or :class:`ppir.torch.procgroup.Mesh`), or ``pp_group``/``dp_group``; by default the whole
   world is the pipeline.  The plan's ranks are the pipeline group's ranks.  Without a process
@@ -138,6 +139,11 @@ class PipelineRuntime:
         self.dp_size = dist.get_world_size(self.dp_group) if self.dp_group is not None else 1
         self.dp_rank = dist.get_rank(self.dp_group) if self.dp_group is not None else 0
         self.stage_ids = list(plan["stages_of_rank"][self.pp_rank])
+        if isinstance(stages, torch.nn.Module) and not isinstance(stages, torch.nn.ModuleList):
+            raise SetupError(  # a Sequential would be taken apart into its layers
+                f"rank {self.rank}: stages is one module ({type(stages).__name__}), not a list: "
+                f"give this rank's stages {self.stage_ids} as a list of modules, e.g. [stage]"
+            )
         stages = list(stages)
         if len(stages) != len(self.stage_ids):
             raise SetupError(
