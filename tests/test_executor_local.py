@@ -665,3 +665,27 @@ def test_a_data_parallel_rank_names_the_pipeline_rank_whose_program_it_runs():
     assert where(types.SimpleNamespace(rank=1, pp_rank=1, index=0), {"ir": "1F0"}) == (
         "rank 1, instruction #0 (1F0)"
     )
+
+
+@pytest.mark.parametrize("first_amp", [False, True])
+def test_a_step_under_another_autocast_than_the_first_is_told_so(first_amp):
+    """Under ``torch.autocast`` a stage's output is bfloat16: the boundary's dtype that the
+    first step fixed changes when a later step runs with autocast switched the other way."""
+    s = ppir.lower(ppir.load_schedule("looped_bfs", {"P": 1, "M": 2, "v": 2}))
+    torch.manual_seed(0)
+    stages = [torch.nn.Linear(5, 5), torch.nn.Linear(5, 5)]
+    rt = PipelineRuntime(build_plan(s), stages, lambda y, t: ((y.float() - t) ** 2).mean())
+    x, t = torch.randn(4, 5), torch.randn(4, 5)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=first_amp):
+        rt.step(x, t)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=not first_amp):
+        with pytest.raises(ShapeMismatch) as e:
+            rt.step(x, t)
+    was, now = ("bfloat16", "float32") if first_amp else ("float32", "bfloat16")
+    assert f"has shape (2, 5) {now} but the plan's metadata for boundary 1 says (2, 5) {was}" in (
+        str(e.value)
+    )
+    assert str(e.value).endswith(
+        "inferred); only the dtype differs: run every step under the same torch.autocast (or "
+        "none) as the first"
+    )

@@ -185,6 +185,11 @@ class Executor:
                 else " (a boundary's shapes are the same for every microbatch: the plan's, or "
                 "those the first microbatch gave)"
             )
+            if boundary and V.without_dtypes(got) == V.without_dtypes(want):  # autocast in one step
+                later += (
+                    f"; only the dtype differs: run every {first} under the same "
+                    "torch.autocast (or none) as the first"
+                )
             raise ShapeMismatch(
                 f"{self._where(ins)}: {what} has shape {V.describe(got)} but the "
                 f"plan's metadata for boundary {boundary} says {V.describe(want)}{later}"

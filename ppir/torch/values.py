@@ -149,6 +149,15 @@ def check_spec(spec, where: str) -> Spec:
     return spec
 
 
+def without_dtypes(spec: Spec) -> Spec:
+    """``spec`` without its dtypes: two specs that differ in dtypes alone have equal shapes."""
+    if spec[0] == "t":
+        return ["t", None, spec[2]]
+    if spec[0] == "dict":
+        return ["dict", [[k, without_dtypes(x)] for k, x in spec[1]]]
+    return [spec[0], [without_dtypes(x) for x in spec[1]]]
+
+
 def describe(spec: Spec) -> str:
     """Human-readable form: ``(2, 16, 64) float32``, ``((2, 3) float32, (2,) int64)``."""
     kind = spec[0]
