@@ -444,3 +444,22 @@ def test_one_stage_module_not_in_a_list_is_refused_by_name(stages):
     )
     listed = torch.nn.ModuleList([stages])  # a ModuleList of stages is a list
     assert PipelineRuntime(plan, listed, torch.nn.functional.mse_loss).stages == [stages]
+
+
+def test_a_compile_that_deadlocks_is_refused_not_run():
+    """A compiled object (or its lowered Schedule) whose program does not verify is refused
+    before anything is posted, as a plan dict or file is; before, only dicts and files were
+    validated, and a deadlocking program was handed to the ranks to hang in."""
+    from ppir.plan import PlanError
+    from ppir.torch import as_plan
+
+    c = ppir.compile(ppir.load("1f1b", P=3, M=4), lowering="naive")
+    assert not c.ok and c.program.is_lowered
+    stage = torch.nn.Linear(4, 4)
+    for given in (c, c.program):
+        with pytest.raises(PlanError) as e:
+            PipelineRuntime(given, [stage], torch.nn.functional.mse_loss)
+        assert str(e.value).startswith(
+            "the plan's program does not verify: deadlock: ranks 1 and 2 wait for each other"
+        )
+    assert as_plan(c, verify=False)["ranks"] == 3  # verify=False is the caller's choice

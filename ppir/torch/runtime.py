@@ -72,14 +72,15 @@ from ppir.torch.signatures import check_loss_fn
 
 
 def as_plan(program, verify: bool = True) -> dict:
-    """A validated plan from a plan dict, a plan file, a lowered Schedule or a compiled
-    object (``.program``)."""
+    """A validated plan (:func:`ppir.plan.validate_plan`, verified unless ``verify`` is False)
+    from a plan dict, a plan file, a lowered Schedule or a compiled object (``.program``): a
+    compile that failed (a deadlock) is refused here, not run."""
     from ppir.ir import Schedule
 
     if hasattr(program, "program") and not isinstance(program, dict):
         program = program.program
     if isinstance(program, Schedule):
-        return build_plan(program)
+        program = build_plan(program)
     if isinstance(program, dict):
         validate_plan(program, verify=verify)
         return program
