@@ -69,3 +69,16 @@ def cli(capsys):
         return run_cli(list(argv), capsys)
 
     return run
+
+
+@pytest.fixture
+def one_rank_group():
+    """A one-process gloo group (torch.distributed's default group) for the test's duration:
+    for code that issues collectives, where one rank stands for the group."""
+    torch = pytest.importorskip("torch")
+    dist = torch.distributed
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()

@@ -14,15 +14,6 @@ dist = pytest.importorskip("torch.distributed")
 nn = torch.nn
 
 
-@pytest.fixture
-def one_rank_group():
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
 class Stage(nn.Module):
     def __init__(self):
         super().__init__()

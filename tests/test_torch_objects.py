@@ -15,15 +15,6 @@ import torch.distributed as dist  # noqa: E402
 from ppir.torch.objects import all_gather_objects  # noqa: E402
 
 
-@pytest.fixture
-def one_rank_group():
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
 def test_objects_come_back_whole_without_numpy(one_rank_group, monkeypatch):
     def no_numpy(self, *args, **kwargs):
         raise RuntimeError("Numpy is not available")
