@@ -244,7 +244,7 @@ def run_case(ctx, world: int, case) -> dict:
             loss /= dp
         ref_loss = reference_step(ref, model, step, ctx.device)
         if extra.get("clip"):  # the pipeline's global norm, each parameter once, and its clip
-            norm = rt.clip_grad_norm_(extra["clip"])
+            norm = float(rt.clip_grad_norm_(extra["clip"]))
             ref_norm = float(torch.nn.utils.clip_grad_norm_(unique_parameters(ref), extra["clip"]))
             assert ref_norm > extra["clip"], "the case must clip"
             clip_diff = abs(norm - ref_norm) / ref_norm

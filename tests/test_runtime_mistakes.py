@@ -4,6 +4,8 @@ one-rank plan: no process group); fast, needs torch."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -258,8 +260,35 @@ def test_clipping_counts_a_parameter_tied_on_one_rank_once():
     for p in stage.parameters():
         p.grad = torch.full_like(p, 3.0)  # the copies' gradients, equal as the sum leaves them
     norm = rt.clip_grad_norm_(1.0)
-    assert norm == pytest.approx(3.0 * 4)  # sqrt(16 * 9): one copy, not two (12 * sqrt 2)
+    assert float(norm) == pytest.approx(3.0 * 4)  # sqrt(16 * 9): one copy, not two (12 * sqrt 2)
     assert all(torch.allclose(p.grad, torch.full_like(p, 3.0 / 12)) for p in stage.parameters())
+
+
+@pytest.mark.parametrize("norm_type", [1.0, 2.0, 3.0, float("inf")])
+def test_clip_grad_norm_takes_torch_s_arguments_and_returns_its_tensor(norm_type):
+    """was: rt.clip_grad_norm_(max_norm) took no norm_type and returned a float, so a loop that
+    called torch.nn.utils.clip_grad_norm_(params, 1.0, norm_type=...) and logged norm.item()
+    failed on the switch.  Same gradients, same norm and same clipped gradients as torch's."""
+    plan = build_plan(ppir.lower(ppir.load_schedule("1f1b", {"P": 1, "M": 2})))
+    torch.manual_seed(0)
+    stage = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    ref = copy.deepcopy(stage)
+    rt = PipelineRuntime(plan, [stage], torch.nn.functional.mse_loss)
+    for p, q in zip(stage.parameters(), ref.parameters()):
+        p.grad = torch.randn_like(p) * 5
+        q.grad = p.grad.clone()
+    norm = rt.clip_grad_norm_(0.5, norm_type=norm_type)
+    expected = torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5, norm_type=norm_type)
+    assert isinstance(norm, torch.Tensor) and norm.dim() == 0 and norm.dtype == expected.dtype
+    assert norm.item() == pytest.approx(expected.item(), rel=1e-6)
+    for p, q in zip(stage.parameters(), ref.parameters()):
+        assert torch.allclose(p.grad, q.grad, rtol=1e-5)
+    for p in stage.parameters():
+        p.grad = torch.full_like(p, float("nan"))
+    with pytest.raises(RuntimeError, match="error_if_nonfinite"):
+        rt.clip_grad_norm_(1.0, norm_type=norm_type, error_if_nonfinite=True)
+    with pytest.raises(ValueError, match="norm_type must be positive"):
+        rt.clip_grad_norm_(1.0, norm_type=0)
 
 
 @pytest.mark.parametrize("command", ["launch", "profile"])

@@ -1,21 +1,26 @@
-"""Gradient clipping across a pipeline: the global L2 norm of the model's gradients, each
-parameter counted once, and every rank scaled by the same factor.
+"""Gradient clipping across a pipeline: the global norm of the model's gradients (L2 by
+default), each parameter counted once, and every rank scaled by the same factor.
 
 Contract of :func:`clip_grad_norm_` (``PipelineRuntime.clip_grad_norm_``), called after
 ``step`` (gradients reduced over data-parallel replicas and summed over tied copies) and before
 the optimizer:
 
-* the norm is ``sqrt(sum of g**2)`` over every trainable parameter of the whole model: each
-  rank adds its own parameters, a copy tied across ranks (embedding and head) only on the
-  lowest rank holding it, copies on one rank once (``PipelineRuntime.parameters``); one
-  all-reduce over the pipeline group sums the ranks (data-parallel replicas hold equal,
-  already averaged gradients, so they compute the same norm);
+* the norm is ``(sum of |g|**p) ** (1/p)`` for ``norm_type`` p (2 by default), or the
+  largest ``|g|`` for ``inf``, over every trainable parameter of the whole model: each rank
+  adds its own parameters, a copy tied across ranks (embedding and head) only on the lowest
+  rank holding it, copies on one rank once (``PipelineRuntime.parameters``); one all-reduce
+  over the pipeline group (a sum, or a max for ``inf``) combines the ranks (data-parallel
+  replicas hold equal, already averaged gradients, so they compute the same norm);
 * when the norm exceeds ``max_norm``, every gradient is multiplied by
   ``max_norm / (norm + 1e-6)``, as ``torch.nn.utils.clip_grad_norm_`` does on one process;
-* it returns the norm before clipping, the same on every rank.
+  with ``error_if_nonfinite`` a norm that is nan or inf raises (as torch's), on every rank;
+* it returns the norm before clipping, the same on every rank, as torch's does: a 0-dim
+  tensor (the gradients' dtype, on the runtime's device; ``.item()`` or ``float()`` reads it).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.distributed as dist
@@ -24,29 +29,43 @@ from ppir.torch.errors import comm_error
 from ppir.torch.procgroup import wait_all
 
 
-def clip_grad_norm_(rt, max_norm: float) -> float:
-    """Clip ``rt``'s gradients to a global L2 norm of ``max_norm`` (see the module doc)."""
+def clip_grad_norm_(
+    rt, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False
+) -> torch.Tensor:
+    """Clip ``rt``'s gradients to a global ``norm_type`` norm of ``max_norm`` (see the module
+    doc); the norm before clipping."""
     if not max_norm > 0:
         raise ValueError(f"max_norm must be positive, got {max_norm!r}")
+    p = float(norm_type)
+    if not p > 0:  # nan too
+        raise ValueError(f"norm_type must be positive (or inf), got {norm_type!r}")
     params = rt.parameters()
     skip = set()
     for t in rt.reducer.tied:  # one copy counted, on the lowest holder only
         lowest = not t.others or min(t.others) > rt.rank
-        skip.update(id(p) for p in (t.local[1:] if lowest else t.local))
-    grads = [p.grad for p in params if p.grad is not None]
-    counted = [p.grad for p in params if p.grad is not None and id(p) not in skip]
+        skip.update(id(q) for q in (t.local[1:] if lowest else t.local))
+    grads = [q.grad for q in params if q.grad is not None]
+    counted = [q.grad for q in params if q.grad is not None and id(q) not in skip]
     total = torch.zeros((), dtype=torch.float64, device=rt.device)
     for g in counted:
-        total += g.detach().double().pow(2).sum()
+        a = g.detach().double().abs()
+        total = torch.maximum(total, a.max()) if p == math.inf else total + a.pow(p).sum()
     if rt.distributed:
+        op = dist.ReduceOp.MAX if p == math.inf else dist.ReduceOp.SUM
         try:
-            work = dist.all_reduce(total, group=rt.pp_group, async_op=True)
+            work = dist.all_reduce(total, op=op, group=rt.pp_group, async_op=True)
             wait_all([work], rt.timeout_s)
         except RuntimeError as e:
             raise comm_error(f"rank {rt.rank}: clip_grad_norm_", (), e, rt.timeout_s) from None
-    norm = float(total.sqrt())
+    norm = float(total) if p == math.inf else float(total) ** (1 / p)
+    if error_if_nonfinite and not math.isfinite(norm):
+        raise RuntimeError(
+            f"the total norm of order {norm_type} of the gradients is {norm}, so they cannot be "
+            "clipped (error_if_nonfinite=True, as torch.nn.utils.clip_grad_norm_ says)"
+        )
     coef = max_norm / (norm + 1e-6)
     if coef < 1:
         for g in grads:
             g.detach().mul_(coef)
-    return norm
+    dtype = grads[0].dtype if grads else torch.get_default_dtype()
+    return torch.tensor(norm, dtype=dtype, device=rt.device)

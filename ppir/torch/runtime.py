@@ -270,13 +270,15 @@ class PipelineRuntime:
                     out.append(p)
         return out
 
-    def clip_grad_norm_(self, max_norm: float) -> float:
-        """Clip the gradients of the whole model to an L2 norm of ``max_norm``, each parameter
-        counted once across ranks (after :meth:`step`); the norm before clipping, equal on
-        every rank (:mod:`ppir.torch.clip`)."""
+    def clip_grad_norm_(
+        self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False
+    ):
+        """Clip the whole model's gradients (after :meth:`step`, each parameter once across
+        ranks) as ``torch.nn.utils.clip_grad_norm_`` would on one process; its norm before
+        clipping, the same on every rank, a 0-dim tensor (:mod:`ppir.torch.clip`)."""
         from ppir.torch.clip import clip_grad_norm_
 
-        return clip_grad_norm_(self, max_norm)
+        return clip_grad_norm_(self, max_norm, norm_type, error_if_nonfinite)
 
     @property
     def peak_saved(self) -> int:
