@@ -204,3 +204,25 @@ def test_when_nothing_fits_zero_is_suggested_only_where_there_are_replicas_to_sh
     assert code == 1 and "zero=" not in out and "try more GPUs (--world) or a larger" in out
     code, out, _ = cli(*argv, "--world", "64", "--model", "llama3-70b,seq=4096")
     assert code == 1 and "try zero=1 in --model (the distributed optimizer)" in out
+
+
+def test_a_note_says_zero_would_shard_the_replicas_rejected_for_memory(cli):
+    """tune keeps --model's zero (0 by default) and does not search it, so a Megatron user with
+    the distributed optimizer saw choices with data-parallel replicas rejected for memory and
+    no word of ZeRO (the hint came only when nothing fitted): at world 64, tp 8, 80GiB, zero=1
+    lets more choices fit and ranks a faster one first."""
+    argv = ["tune", "--world", "64", "--tp", "8", "--gpu-memory", "80GiB", "-q"]
+    argv += ["--schedules", "1f1b,interleaved_1f1b", "--even"]
+    code, out, err = cli(*argv, "--model", "llama3-70b,seq=4096")
+    assert code == 0, err
+    note = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert len(note) == 1 and "exceed the memory budget without ZeRO" in note[0], out
+    n = int(note[0].split()[1])
+    rejected = [c for c in out.splitlines() if c.startswith("    pp=") and "dp=1 " not in c]
+    assert n > 0 and rejected, out
+    code, out, err = cli(*argv, "--model", "llama3-70b,seq=4096,zero=1")
+    assert code == 0 and "without ZeRO" not in out, err
+    # one replica (world = tp x pp): nothing for ZeRO to shard, no note
+    one = [*argv[:1], "--world", "32", "--pp", "4", *argv[3:]]
+    code, out, err = cli(*one, "--model", "llama3-70b,seq=4096")
+    assert " 4   1 " in out and "without ZeRO" not in out, err

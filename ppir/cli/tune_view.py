@@ -221,6 +221,8 @@ def tune_text(
     if not ok:
         hint = _no_choice_hint(cands, has_model, flag, cfg.model, space)
         lines.append("(no feasible choice)" + hint)
+    elif has_model:
+        lines += _zero_note(cands, cfg.model)
     slower = [c for c in cands if c.why == "slower"]
     if slower:
         lines.append(_slower_line(slower, ok[-1], space.top, unit))
@@ -254,6 +256,22 @@ def _slower_line(slower: list, nth, top: int, unit: str) -> str:
     if rest:
         tie += f", {len(rest)} slower, from {fmt_time(rest[0].step_time, unit)}"
     return f"\nnot ranked ({len(slower)}): compiled, {tie}{more}"
+
+
+def _zero_note(cands, model) -> list[str]:
+    """A line when choices with data-parallel replicas were rejected for memory under a model
+    without ZeRO (``zero=0``, tune's default, which it does not search): the distributed
+    optimizer shards their optimizer state over the replicas and may let them fit."""
+    if model is None or model.zero:
+        return []
+    n = sum(1 for c in cands if c.why == "memory" and c.dp > 1)
+    if not n:
+        return []
+    return [
+        f"note: {n} {'choice' if n == 1 else 'choices'} with data-parallel replicas exceed the "
+        "memory budget without ZeRO (tune keeps --model's zero=0); zero=1 in --model (the "
+        "distributed optimizer) shards optimizer state over the replicas and may let them fit"
+    ]
 
 
 def _no_choice_hint(cands, has_model: bool, flag: str, model, space) -> str:
