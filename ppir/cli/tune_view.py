@@ -45,22 +45,22 @@ def _row(c, rank=None, command=None) -> dict:
         "bubble_fraction_of_ideal": e.bubble_fraction_of_ideal if e else None,
         "rejected": rejected,
         "reason": c.reason,
-        "launchable": _launchable(c, rejected),
+        "launchable": _launchable(c, rejected, limit := _limit(c)),
         # why ppir launch's runtime cannot run the schedule's program (None: it can)
-        "runtime_limit": _limit(c),
+        "runtime_limit": limit,
         # the 'ppir compile' command line of the row's program (None: not expanded)
         "command": command(c) if command is not None else None,
     }
     return out if rank is None else {"rank": rank, **out}
 
 
-def _launchable(c, rejected) -> bool | None:
+def _launchable(c, rejected, limit) -> bool | None:
     """Whether ``ppir launch`` can run the choice as tune found it: False for a rejected one
-    (it does not fit, verify or divide) and for a program the runtime cannot run
-    (:func:`_limit`); None for a pruned one, which was not compiled, so neither verified nor
+    (it does not fit, verify or divide) and for a program the runtime cannot run (``limit``,
+    :func:`_limit`); None for a pruned one, which was not compiled, so neither verified nor
     held to the budget with its receive buffers (its memory perhaps not checked at all); True
     for a compiled one that fits (ranked or slower)."""
-    if rejected or _limit(c) is not None:
+    if rejected or limit is not None:
         return False
     return None if c.why == "pruned" else True
 
@@ -264,7 +264,7 @@ def _zero_note(cands, model) -> list[str]:
     optimizer shards their optimizer state over the replicas and may let them fit."""
     if model is None or model.zero:
         return []
-    n = sum(1 for c in cands if c.why == "memory" and c.dp > 1)
+    n = _over_memory_with_replicas(cands)
     if not n:
         return []
     return [
@@ -272,6 +272,12 @@ def _zero_note(cands, model) -> list[str]:
         "memory budget without ZeRO (tune keeps --model's zero=0); zero=1 in --model (the "
         "distributed optimizer) shards optimizer state over the replicas and may let them fit"
     ]
+
+
+def _over_memory_with_replicas(cands) -> int:
+    """How many choices with data-parallel replicas exceed the memory budget: those ZeRO could
+    shard (it shards over the replicas; with one it has nothing to shard)."""
+    return sum(1 for c in cands if c.why == "memory" and c.dp > 1)
 
 
 def _no_choice_hint(cands, has_model: bool, flag: str, model, space) -> str:
@@ -284,8 +290,7 @@ def _no_choice_hint(cands, has_model: bool, flag: str, model, space) -> str:
     if "memory" in whys and has_model:
         tries = []
         zero = model.zero if model is not None else 0
-        # ZeRO shards over the data-parallel replicas: with one, it has nothing to shard
-        sharded = any(c.dp > 1 for c in cands if c.why == "memory")
+        sharded = _over_memory_with_replicas(cands) > 0
         if sharded and zero == 0:
             tries.append("zero=1 in --model (the distributed optimizer)")
         elif sharded and zero == 1:
