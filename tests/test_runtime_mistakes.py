@@ -388,7 +388,7 @@ def test_a_refused_tie_says_how_to_undo_the_refusal_in_the_api_and_the_cli():
 
 
 def test_a_refused_tie_across_ranks_names_each_holder_and_its_rank():
-    from ppir.torch.reduce import tied_refusal
+    from ppir.torch.tied import tied_refusal
 
     entry = {"name": "wte = head", "holders": [[0, "first.wte"], [3, "last.head"]]}
     assert tied_refusal(entry, [0, 1, 1, 0]).endswith(", all on rank 0 (one tensor: no "

@@ -45,35 +45,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from ppir.torch.errors import comm_error
 from ppir.torch.procgroup import wait_all
-
-
-class TiedCopy:
-    """One tied parameter as this rank sees it: the local copies and the other holders."""
-
-    def __init__(self, name: str, local: list, others: list[int]):
-        self.name, self.local, self.others = name, local, others  # others: global ranks
-
-
-def tied_refusal(entry: dict, placement: list[int]) -> str:
-    """Why ``shared="refuse"`` stops at the shared parameter ``entry`` (``placement``: the
-    rank of each stage): copies on several ranks, or, when every holder is on one rank (a V
-    placement), one tensor that needs no gradient sum."""
-    (s0, n0), *rest = entry["holders"]
-    ranks = {placement[s] for s, _ in entry["holders"]}
-    undo = "drop shared='refuse', or --tied refuse on the command line"
-    if len(ranks) == 1:
-        where = ", ".join(f"{n!r} of stage {s}" for s, n in rest)
-        return (
-            f"parameter {entry['name']!r} is shared: {n0!r} of stage {s0} is the same tensor "
-            f"as {where}, all on rank {ranks.pop()} (one tensor: no gradient crosses ranks for "
-            f"it); refusing a model with shared parameters ({undo}, to run it as it is)"
-        )
-    where = ", ".join(f"{n!r} of stage {s} (rank {placement[s]})" for s, n in rest)
-    return (
-        f"parameter {entry['name']!r} is shared: {n0!r} of stage {s0} (rank "
-        f"{placement[s0]}) is the same tensor as {where}; refusing to run it untied "
-        f"({undo}, to keep the copies identical by summing their gradients)"
-    )
+from ppir.torch.tied import TiedCopy
 
 
 class GradReducer:

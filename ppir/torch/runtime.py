@@ -66,9 +66,10 @@ from ppir.torch.errors import RuntimeFailure, SetupError, comm_error
 from ppir.torch.evaluation import EVALUATION_TAG
 from ppir.torch.executor import Executor
 from ppir.torch.procgroup import Mesh, check_timeout, plan_pairs, wait_all, warm_up
-from ppir.torch.reduce import GradReducer, TiedCopy, tied_refusal
+from ppir.torch.reduce import GradReducer
 from ppir.torch.shapes import infer_meta, meta_from_json
 from ppir.torch.signatures import check_loss_fn
+from ppir.torch.tied import TiedCopy, tied_copies
 
 
 def as_plan(program, verify: bool = True) -> dict:
@@ -166,7 +167,7 @@ class PipelineRuntime:
             if self.distributed and self.pp_group is not None
             else (lambda r: r)
         )
-        tied = self._tied(shared)
+        tied = tied_copies(shared, self)
         self.reducer = GradReducer(
             stages,
             plan["programs"][self.pp_rank],
@@ -194,43 +195,6 @@ class PipelineRuntime:
             self._start(tied)
 
     # ---------------------------------------------------------------- set-up
-    def _tied(self, shared) -> list[TiedCopy]:
-        if shared is None:
-            shared = []
-            for m in self.stages:
-                for e in getattr(m, "ppir_shared", ()):
-                    if e not in shared:
-                        shared.append(e)
-        elif shared == "refuse":
-            for m in self.stages:
-                for e in getattr(m, "ppir_shared", ()):
-                    raise SetupError(tied_refusal(e, self.plan["placement"]))
-            return []
-        out = []
-        placement = self.plan["placement"]
-        for e in shared:
-            holders = [(int(s), str(n)) for s, n in e["holders"]]
-            bad = [s for s, _ in holders if not 0 <= s < self.plan["stages"]]
-            if bad:
-                raise SetupError(f"shared parameter {e['name']!r}: no stage {bad[0]} in the plan")
-            local = []
-            for s, name in holders:
-                if s in self.stage_ids:
-                    mod = self.stages[self.stage_ids.index(s)]
-                    try:
-                        p = mod.get_parameter(name)
-                    except AttributeError:
-                        raise SetupError(
-                            f"rank {self.rank}: shared parameter {e['name']!r}: stage {s} has "
-                            f"no parameter {name!r}"
-                        ) from None
-                    if all(p is not q for q in local):
-                        local.append(p)
-            others = sorted({placement[s] for s, _ in holders} - {self.pp_rank})
-            if local and (others or len(local) > 1):
-                out.append(TiedCopy(e["name"], local, [self._to_global(r) for r in others]))
-        return out
-
     def _start(self, tied: list[TiedCopy]) -> None:
         self._agree_on_plan()
         pairs = plan_pairs(self.plan, self._to_global)
