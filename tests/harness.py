@@ -11,8 +11,10 @@ gradients to the global norm ``c`` (``PipelineRuntime.clip_grad_norm_`` against
 ``torch.nn.utils.clip_grad_norm_``) and the norms are compared too; with
 ``{"accumulate": True}`` the gradients are zeroed only before the first step, so they
 accumulate over the steps (``rt.step`` called several times before one optimizer step), in
-the reference too.  The largest differences are
-all-reduced and rank 0 writes them out.
+the reference too; with ``{"no_sync": True}`` as well, every step but the last runs inside
+``rt.no_sync()`` and only the last is compared (and steps the optimizer).  The largest
+differences are all-reduced and rank 0 writes them out, with the number of data-parallel
+reductions rank 0 posted.
 
 Transforms: ``"iw"`` splits every B into I + W (W deferred by rank + 1 backward slots),
 ``"overlap"`` runs the overlap-comms pass, ``"eager"`` lowers with the eager strategy.
@@ -20,6 +22,7 @@ Transforms: ``"iw"`` splits every B into I + W (W deferred by rank + 1 backward 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import types
@@ -35,6 +38,7 @@ def case_name(c) -> str:
     extra = c[4] if len(c) > 4 else {}
     lay = f"/dp{extra['dp']}" if extra.get("dp", 1) > 1 else ""
     lay += "/accumulate" if extra.get("accumulate") else ""
+    lay += "/no_sync" if extra.get("no_sync") else ""
     lay += f"/clip{extra['clip']}" if extra.get("clip") else ""
     return f"{Path(name).stem}({ps})/{model}" + (f"/{transform}" if transform else "") + lay
 
@@ -227,6 +231,15 @@ def run_case(ctx, world: int, case) -> dict:
     mods = build_stages(model, plan["stages_of_rank"][mesh.pp_rank], s.stages, ctx.device, ctx.rank)
     rt = PipelineRuntime(plan, mods, model.loss_fn, mesh=mesh, timeout_s=30)
     train, accumulate = "steps" in extra, extra.get("accumulate", False)
+    no_sync, reductions = extra.get("no_sync", False), [0]
+    post = rt.reducer.post
+
+    def counted_post(chunk):
+        before = len(rt.reducer.pending)
+        post(chunk)
+        reductions[0] += len(rt.reducer.pending) - before
+
+    rt.reducer.post = counted_post
     opt = PlainSGD(rt.parameters(), 0.1) if train else None
     ref_opt = PlainSGD(unique_parameters(ref), 0.1) if train else None
     worst = torch.tensor([0.0, 0.0, 0.0, -float("inf"), 0.0], dtype=torch.float64)
@@ -236,13 +249,17 @@ def run_case(ctx, world: int, case) -> dict:
         xs, ys = split_batch(
             model, step, M, ctx.device, ctx.rank, replicas=dp, replica=mesh.dp_rank
         )
-        loss = rt.step_microbatches(
-            xs if rt.has_first_stage else None, ys if rt.has_last_stage else None
-        )
+        local = no_sync and step < steps - 1
+        with rt.no_sync() if local else contextlib.nullcontext():
+            loss = rt.step_microbatches(
+                xs if rt.has_first_stage else None, ys if rt.has_last_stage else None
+            )
         if loss is not None and dp > 1:
             dist.all_reduce(loss, group=mesh.dp_group)
             loss /= dp
         ref_loss = reference_step(ref, model, step, ctx.device)
+        if local:  # this replica's own gradients: compared after the window's last step
+            continue
         if extra.get("clip"):  # the pipeline's global norm, each parameter once, and its clip
             norm = float(rt.clip_grad_norm_(extra["clip"]))
             ref_norm = float(torch.nn.utils.clip_grad_norm_(unique_parameters(ref), extra["clip"]))
@@ -273,6 +290,7 @@ def run_case(ctx, world: int, case) -> dict:
         "grad_max": worst[4].item(),
         "peaks": peaks,
         "tied": sum(len(t.local) for t in rt.reducer.tied),
+        "reductions": reductions[0],
     }
 
 

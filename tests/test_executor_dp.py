@@ -8,7 +8,8 @@ gradients are all-reduced over its DP group by the plan's ``reduce`` instruction
 the stage's last backward and waited before the step returns.  Cases also cover a model whose
 head is tied to its embedding (1F1B: the copies on two ranks get the summed gradient; ZB-V:
 both on one rank), a boundary carrying a dict of tensors, split backward, overlapped
-communication and pure data parallel (PP=1 x DP=4).
+communication and pure data parallel (PP=1 x DP=4), and gradients accumulated over three
+steps, reduced every step or (``rt.no_sync()``) once.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 
 PPxDP = {"P": 2, "dp": 2, "steps": 3}
+ACCUMULATE = {**PPxDP, "accumulate": True}
 CASES = {
     4: [
         ("1f1b", {"M": 4}, "mlp", None, PPxDP),
@@ -34,6 +36,9 @@ CASES = {
         ("1f1b", {"M": 4}, "tied", None, PPxDP),
         ("zbv", {"M": 3}, "tied", None, PPxDP),
         ("1f1b", {"M": 2}, "mlp", None, {"P": 1, "dp": 4, "steps": 2}),
+        ("1f1b", {"M": 4}, "tied", None, ACCUMULATE),
+        ("1f1b", {"M": 4}, "tied", None, {**ACCUMULATE, "no_sync": True}),
+        ("interleaved_1f1b", {"M": 4, "v": 2}, "mlp", "iw", {**ACCUMULATE, "no_sync": True}),
     ]
 }
 
@@ -48,7 +53,19 @@ def test_pipeline_x_data_parallel_equals_single_process(tmp_path):
     results = harness.launch_cases(__file__, 4, tmp_path)
     assert [r["case"] for r in results] == [harness.case_name(c) for c in CASES[4]]
     tied = {r["case"]: r["tied"] for r in results if "/tied" in r["case"]}
-    assert tied == {"1f1b(M=4)/tied/dp2": 1, "zbv(M=3)/tied/dp2": 0}, tied
+    assert tied == {
+        "1f1b(M=4)/tied/dp2": 1,
+        "zbv(M=3)/tied/dp2": 0,
+        "1f1b(M=4)/tied/dp2/accumulate": 1,
+        "1f1b(M=4)/tied/dp2/accumulate/no_sync": 1,
+    }, tied
+    # three accumulated steps: three reductions of rank 0's one stage, one under no_sync
+    reductions = {r["case"]: r["reductions"] for r in results[-3:]}
+    assert reductions == {
+        "1f1b(M=4)/tied/dp2/accumulate": 3,
+        "1f1b(M=4)/tied/dp2/accumulate/no_sync": 1,
+        "interleaved_1f1b(M=4,v=2)/mlp/iw/dp2/accumulate/no_sync": 2,  # its two stages, once
+    }, reductions
 
 
 if __name__ == "__main__":

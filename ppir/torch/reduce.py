@@ -25,6 +25,14 @@ Contract of :class:`GradReducer`:
   gradient to what it carried before the step plus the sum in holder order (bitwise equal on
   every holder), as Megatron's embedding group does with an all-reduce.  A step that fails
   between the two leaves the tied gradients undefined.
+* ``sync`` (True by default; ``PipelineRuntime.no_sync`` clears it, as DDP's ``no_sync``
+  does): while it is False, :meth:`post` reduces nothing and :meth:`finish` neither waits
+  nor sums tied copies, so the gradients of those steps stay this replica's and this
+  holder's own; :meth:`begin` sets aside the tied copies' gradients only at the first step
+  after a synchronised one.  The first step with ``sync`` True then reduces everything
+  accumulated since the last synchronised step (a reduction of ``p.grad``, whole) and sums
+  the tied copies' share of it: the gradients equal those of reducing every step, with one
+  reduction instead of k.
 * :meth:`sync_start` makes replicas and tied copies start from identical values: parameters
   (and, with ``broadcast_buffers``, the modules' buffers) are broadcast from data-parallel rank
   0, and each tied parameter from its first holder.
@@ -81,9 +89,13 @@ class GradReducer:
             self.buckets[c].append(p)
         self.pending: list = []
         self.carried: list[list] = [[None] * len(t.local) for t in self.tied]
+        self.sync = True
+        self._unsynced = False  # a step ran with sync False since the last synchronised one
 
     def begin(self) -> None:
         """Set aside the tied copies' gradients from earlier steps (see the module doc)."""
+        if self._unsynced:  # what they carry is this window's own: it is summed at its end
+            return
         self.carried = [[p.grad for p in t.local] for t in self.tied]
         for t in self.tied:
             for p in t.local:
@@ -92,7 +104,7 @@ class GradReducer:
     # -------------------------------------------------------------- data parallel
     def post(self, chunk: int) -> None:
         params = self.buckets.get(chunk, [])
-        if self.dp_size == 1 or not params:
+        if self.dp_size == 1 or not params or not self.sync:
             return
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         got = torch.tensor([float(p.grad is not None) for p in params], dtype=grads[0].dtype)
@@ -106,6 +118,9 @@ class GradReducer:
         self.pending.append((params, flat, work))
 
     def finish(self) -> None:
+        self._unsynced = not self.sync
+        if not self.sync:
+            return
         pending, self.pending = self.pending, []
         for params, flat, work in pending:
             try:

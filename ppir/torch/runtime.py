@@ -34,6 +34,8 @@ rank's program of the plan (:class:`.executor.Executor`).  Contract:
   microbatches as lists.  Gradients accumulate into ``param.grad``; when it returns, they are
   averaged over the data-parallel replicas and summed over tied copies, ready for the optimizer
   (:meth:`clip_grad_norm_` clips them to a global norm, each parameter counted once).
+  Steps inside ``with rt.no_sync():`` keep them local (gradient accumulation with one
+  reduction: the first step after the block reduces them all).
   It returns the mini-batch loss on the rank holding the last stage (this replica's), else None.
   A step trains: under ``torch.no_grad()`` it raises :class:`RuntimeFailure` before anything
   is posted.  :meth:`evaluate` is the forward-only pass (:mod:`ppir.torch.evaluation`).
@@ -55,6 +57,8 @@ rank's program of the plan (:class:`.executor.Executor`).  Contract:
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 import torch.distributed as dist
@@ -243,6 +247,20 @@ class PipelineRuntime:
         from ppir.torch.clip import clip_grad_norm_
 
         return clip_grad_norm_(self, max_norm, norm_type, error_if_nonfinite)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Steps inside the block keep their gradients local, as in DDP's ``no_sync``: no
+        reduction over the data-parallel replicas and no sum across tied copies.  The first
+        step after the block reduces and sums everything accumulated since the last such step,
+        so k accumulation steps cost one reduction; the gradients then equal those of k
+        synchronised steps (up to round-off).  Call the optimizer (and
+        :meth:`clip_grad_norm_`) only after that step."""
+        before, self.reducer.sync = self.reducer.sync, False
+        try:
+            yield
+        finally:
+            self.reducer.sync = before
 
     @property
     def peak_saved(self) -> int:
