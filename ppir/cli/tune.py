@@ -4,14 +4,12 @@ recomputation that fit a GPU's memory and train fastest."""
 from __future__ import annotations
 
 import json
-import math
 import sys
 from dataclasses import replace
 
 from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.models import RECOMPUTE_MODES
 from ppir.analysis.tune import Builtin, Space, default_global_batch, search
-from ppir.analysis.units import comma_entries
 from ppir.cli.argtypes import positive_int
 from ppir.cli.common import add_progress_model_argument
 from ppir.cli.cost_options import (
@@ -22,9 +20,9 @@ from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.cli.tune_budget import DEFAULT_RESERVE, budget_note, read_budget
 from ppir.cli.tune_command import add_recorded_cost_arguments, compile_command
+from ppir.cli.tune_lists import comma_ints, comma_list, measured_batch, measured_sizes
 from ppir.cli.tune_view import tune_json, tune_text
-from ppir.diagnostics import EXIT_INVALID, EXIT_OK, PpirError, did_you_mean, error
-from ppir.frontend.limits import read_int
+from ppir.diagnostics import EXIT_INVALID, EXIT_OK, did_you_mean, error
 from ppir.schedules import builtin_names
 
 NAME = "tune"
@@ -59,27 +57,6 @@ examples:
       --micro-batch 1,2 --recompute none,selective --format json
   ppir tune -P 4 --global-batch 32 --memory-budget 6A
 """
-
-
-def _entries(text: str, what: str) -> list[str]:
-    """The comma-separated entries of ``text`` (:func:`comma_entries`: a trailing comma
-    allowed, one left empty between commas an error naming ``what``); none for a text of
-    commas and blanks only, which the caller refuses in its own words."""
-    if not text.replace(",", "").strip():
-        return []
-    return comma_entries(text, f"{what} {text}", "bad-usage")
-
-
-def _ints(text: str, what: str) -> list[int]:
-    try:  # read as -D's values are: int() alone takes '٤' for 4
-        out = [read_int(x) for x in _entries(text, what)]
-    except ValueError as e:
-        raise error(
-            "bad-usage", f"{what} {text}: expected comma-separated integers", hints=[str(e)]
-        ) from None
-    if not out or any(x < 1 for x in out):
-        raise error("bad-usage", f"{what} {text}: expected positive integers")
-    return out
 
 
 def add_arguments(p):
@@ -190,100 +167,18 @@ def add_arguments(p):
     add_recorded_cost_arguments(p)  # passed on to each row's command
 
 
-def _measured_sizes(measured, names, space: Space, flag: str) -> tuple[int, ...] | None:
-    """The pipeline sizes to search with a cost file measured on S stages, when only built-ins
-    are searched: each runs a multiple of P stages on P ranks (DualPipe: two pipelines of P),
-    so the file serves only the P that divide S (:meth:`MeasuredCosts.fit`'s rule and words).
-    A size given (``flag`` -P or --pp) that it cannot time is a usage error; of the sizes
-    --world allows, the search keeps those it can time and says once which it left out.  Every
-    choice was rejected for it, one line per schedule and v, and with -P the exit status said
-    the schedules were invalid (1) though the file was the mistake; a .pps file may place
-    stages as it likes and is still tried at every size."""
-    builtins = set(builtin_names())
-    if not all(isinstance(n, Builtin) or n in builtins for n in names):
-        return space.pps
-    S = measured.stages
-    sizes = space.pps or tuple(P for P, _ in space.pipeline_sizes())
-    usable = tuple(P for P in sizes if _times(measured, P))
-    why = f"the cost file was measured on {S} stages, and a schedule of {{P}} ranks runs a "
-    why += "multiple of {P} stages"
-    left = [P for P in sizes if P not in usable]
-    if space.pps is None and left:  # --world: P = 1 is always usable
-        print(
-            f"ppir: note: --world {space.world}: {why.format(P='P')}: searching pipeline sizes "
-            f"{', '.join(map(str, usable))} only, not {', '.join(map(str, left))} (profile again "
-            f"with --stages {math.lcm(S, *left)} to time them all)",
-            file=sys.stderr,
-        )
-    if space.pps is None or not left:
-        return usable
-    P, fits = left[0], ", ".join(str(d) for d in range(1, S + 1) if _times(measured, d))
-    raise error(
-        "bad-usage",
-        f"{flag} {P}: {why.format(P=P)}: none can use it",
-        hints=[f"pipeline sizes {fits} can; or profile again with --stages {math.lcm(S, P)}"],
-    )
-
-
-def _times(measured, P: int) -> bool:
-    """Whether the cost file can time a schedule of P stages (:meth:`MeasuredCosts.fit`)."""
-    try:
-        measured.fit(P)
-    except PpirError:
-        return False
-    return True
-
-
-def _measured_batch(args, measured, P: int) -> tuple[str, int]:
-    """(micro-batch sizes, global batch) with measured costs and no model: the profiled
-    microbatch is the only micro-batch (the times and sizes are its own) and --global-batch is
-    in samples, a multiple of its size (default 4 x P microbatches).  A file that does not
-    record the size (written before ``microbatch_size``) counts in profiled microbatches, and
-    refuses --global-batch rather than read it in another unit."""
-    b = measured.microbatch_size
-    mbs = args.micro_batch or str(b or 1)
-    if set(_ints(mbs, "--micro-batch")) != {b or 1}:
-        of = f" of {b} samples" if b else ""
-        raise error(
-            "bad-usage",
-            f"--micro-batch {mbs}: measured costs are per profiled microbatch{of}: profile again "
-            "with the micro-batch size to try (make_batch / -M)",
-        )
-    G = args.global_batch
-    if b is None and G:
-        raise error(
-            "bad-usage",
-            f"--global-batch {G} counts samples (sequences) per step, but --config "
-            f"{args.cost_config} does not say how many a profiled microbatch holds (written "
-            "before 'ppir profile' recorded microbatch_size)",
-            hints=[
-                "profile again, or add microbatch_size = N (the samples of make_batch's batch / "
-                "the profile's microbatches) to its [measured] table; without --global-batch, "
-                "tune takes 4 x P profiled microbatches"
-            ],
-        )
-    if b is not None and G and G % b:
-        near = " or ".join(str(x) for x in (G // b * b, G // b * b + b) if x)
-        raise error(
-            "bad-usage",
-            f"--global-batch {G}: not a whole number of profiled microbatches of {b} samples "
-            f"(try {near})",
-        )
-    return mbs, (G or 4 * P * b) if b is not None else 0
-
-
 def run(args) -> int:
     cfg = config_from_args(args)
     model = cfg.model
     # the default list is the built-ins themselves, whatever files the current directory holds
     names = (
-        _entries(args.schedules, "--schedules")
+        comma_list(args.schedules, "--schedules")
         if args.schedules is not None  # --schedules "" was every built-in, silently
         else [Builtin(n) for n in builtin_names()]
     )
     if not names:  # was searched as no schedule: 'no feasible choice' with no reason given
         raise error("bad-usage", f"--schedules {args.schedules!r}: expected schedule names")
-    pps = tuple(_ints(args.pp, "--pp")) if args.pp else None
+    pps = tuple(comma_ints(args.pp, "--pp")) if args.pp else None
     if model is None:
         if not pps or len(pps) != 1:
             raise error(
@@ -319,7 +214,7 @@ def run(args) -> int:
     measured = cfg.measured
     if measured is not None:
         flag = "--pp" if model is not None else "-P"
-        pps = _measured_sizes(measured, names, Space(world=world, tp=tp, pps=pps), flag)
+        pps = measured_sizes(measured, names, Space(world=world, tp=tp, pps=pps), flag)
     recomputes = (
         tuple(x.strip() for x in args.tune_recompute.split(","))
         if args.tune_recompute
@@ -336,7 +231,7 @@ def run(args) -> int:
         refuse_recompute_without_model(args.tune_recompute)
     G = args.global_batch
     if measured is not None:  # its times are the profiled microbatch's, with a model too
-        mbs, G = _measured_batch(args, measured, world // tp)
+        mbs, G = measured_batch(args, measured, world // tp)
     else:
         mbs = args.micro_batch or ("1,2" if model is not None else "1")
     space = Space(
@@ -344,8 +239,8 @@ def run(args) -> int:
         tp=tp,
         pps=pps if model is not None else None,
         global_batch=G,
-        micro_batches=tuple(_ints(mbs, "--micro-batch")),
-        vs=tuple(_ints(args.v, "--v")) if args.v is not None else None,
+        micro_batches=tuple(comma_ints(mbs, "--micro-batch")),
+        vs=tuple(comma_ints(args.v, "--v")) if args.v is not None else None,
         recomputes=recomputes,
         uneven=not args.even,
         top=args.top,
