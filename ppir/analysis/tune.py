@@ -25,16 +25,17 @@ Contract
 
 With a model, each choice has ``pp`` x ``dp`` x ``tp`` = ``world`` GPUs and micro-batch size
 ``mbs``; M = global batch / (dp x mbs), the microbatches each candidate's step runs (the
-schedule is given the M that makes it so: :mod:`ppir.analysis.tune_load`).  Memory is the
-whole per-rank footprint in bytes (:mod:`ppir.analysis.footprint`) at that tp, dp, mbs and
-recomputation; times are seconds and include each stage's data-parallel gradient reduction
-(``compile(dp=...)``).  Layers that do not split evenly are split unevenly when ``uneven`` is
-on (:func:`uneven_layers`; a stage
-without a layer is rejected); with ``uneven`` on and costs from the model (not measured ones,
-which time the profiled stages whatever their layers), each choice is also tried with
-:func:`rank_balanced_layers` (the output layer's work counted on the last stage, the stages
-of a rank summed) when that split leaves the busiest rank less forward work, as a choice of
-its own (``stage_layers``).  A schedule's v is its stages / ranks (V-shaped: v = 2).
+schedule is given the M that makes it so: :mod:`ppir.analysis.tune_load`). Memory is the whole
+per-rank footprint in bytes (:mod:`ppir.analysis.footprint`) at that tp, dp, mbs and
+recomputation, and the model's ZeRO stage (with ``zero_auto``, 1 where 0 does not fit the
+budget: :func:`ppir.analysis.tune_fit.fit`); times are seconds and include each stage's
+data-parallel gradient reduction (``compile(dp=...)``). Layers that do not split evenly are
+split unevenly when ``uneven`` is on (:func:`uneven_layers`; a stage without a layer is
+rejected); with ``uneven`` on and costs from the model (not measured ones, which time the
+profiled stages whatever their layers), each choice is also tried with
+:func:`rank_balanced_layers` (the output layer's work counted on the last stage, the stages of a
+rank summed) when that split leaves the busiest rank less forward work, as a choice of its own
+(``stage_layers``). A schedule's v is its stages / ranks (V-shaped: v = 2).
 Without a model there is no data parallelism (world = P, dp = 1), recomputation is not
 searched, and the unit is one *sample*: times are in forwards of one sample on a rank share (a
 microbatch of ``mbs`` samples costs ``mbs`` x the unit costs) and memory is peak activations in
@@ -53,9 +54,10 @@ from ppir.analysis.dp import reduce_members, reduction_bound, with_dp
 from ppir.analysis.estimate import from_timeline
 from ppir.analysis.footprint import schedule_copies
 from ppir.analysis.layout import faster_split, uneven_layers
-from ppir.analysis.measured_footprint import sizes_known, whole_memory
+from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.memory import analyze_memory, split_fractions
 from ppir.analysis.timeline import dependency_bound, run
+from ppir.analysis.tune_fit import fit
 from ppir.analysis.tune_load import (
     Refused,
     declared_stages,
@@ -108,7 +110,7 @@ def search(
         for v in (space.vs_for(P, model and model.layers) if "v" in params else [None])
     ]
     jobs.sort(key=lambda j: (j[2] * G // max(1, j[3] * j[4]) * (j[5] or 1), j[0]))
-    state = _State(space.top, budget, progress, on_step)
+    state = _State(space.top, budget, progress, on_step, space.zero_auto)
     out: list[Candidate] = []
     for i, job in enumerate(jobs):
         if on_step:
@@ -154,8 +156,9 @@ def _bound_key(c: Candidate):
 class _State:
     """The compiled candidates and the ones waiting, least bound first."""
 
-    def __init__(self, top: int, budget, progress: str, on_step=None):
+    def __init__(self, top: int, budget, progress: str, on_step=None, zero_auto=False):
         self.top, self.budget, self.progress, self.on_step = top, budget, progress, on_step
+        self.zero_auto = zero_auto
         self.waiting: list = []  # heap of (bound, n, candidate)
         self.done: list[Candidate] = []
         self.ranked: list[Candidate] = []
@@ -195,7 +198,7 @@ class _State:
                     self.push(c)
                     continue
             else:
-                c = _compile(c, self.budget, self.progress)
+                c = _compile(c, self.budget, self.progress, self.zero_auto)
                 self.done.append(c)
                 if c.ok:
                     self.ranked.append(c)
@@ -220,8 +223,7 @@ class _State:
         fi = split_fractions(m, r)
         if fi not in mems:
             mems[fi] = analyze_memory(g, None, recompute=r, i_fraction=fi)
-        _peak(c, s, mems[fi])
-        if self.budget is not None and c.peak > self.budget[0]:
+        if not fit(c, s, mems[fi], self.budget, self.zero_auto):
             over_budget(c, self.budget, compiled=False)
             return False
         tl = run(g, c.costs)
@@ -328,7 +330,7 @@ def _splits(model, s, balance: bool, weights=None) -> list:
     return [first and first * copies] + ([faster[0] * copies] if faster else [])
 
 
-def _compile(c: Candidate, budget, progress) -> Candidate:
+def _compile(c: Candidate, budget, progress, zero_auto: bool = False) -> Candidate:
     """The program ``ppir compile`` produces for this choice, its step time and whole memory."""
     tl, c.input_timeline = c.input_timeline, None
     try:
@@ -342,20 +344,9 @@ def _compile(c: Candidate, budget, progress) -> Candidate:
     mem = analyze_memory(comp.graph, None, recompute=c.recompute, i_fraction=fi)
     c.estimate = from_timeline(comp.timeline, c.config, mem, comp.dependency_bound)
     c.step_time, c.program = comp.step_time * c.scale, comp.program
-    _peak(c, comp.program, mem)
-    if budget is not None and c.peak > budget[0]:
+    if not fit(c, comp.program, mem, budget, zero_auto):
         return over_budget(c, budget)
     return c
-
-
-def _peak(c: Candidate, program, mem) -> None:
-    """``c``'s worst-rank memory: the whole footprint with a model or measured sizes, else
-    peak activations."""
-    fp = whole_memory(program, c.config, mem, recompute=c.recompute, stage_layers=c.stage_layers)
-    if fp is None:  # in A of one sample without a model (scale: mbs), as its times
-        c.peak = float(max(x.peak_activations for x in mem.per_rank)) * c.scale
-        return
-    c.peak, c.largest, c.footprint = float(fp.worst.total), fp.worst.dominant, fp
 
 
 def tune(

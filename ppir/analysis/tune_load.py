@@ -146,6 +146,8 @@ def over_budget(c, budget, compiled: bool = True):
     note = "; receive buffers not counted: not compiled" if bound else ""
     where = f" on rank {rank} (largest term: {c.largest}{note})" if rank is not None else ""
     peak, limit = fmt_sizes_apart(c.peak, budget[0], unit)
-    c.reason = f"{what} {'at least ' if bound else ''}{peak}{where} exceeds the budget {limit}"
+    zero = f" at zero={c.zero}" if c.zero else ""  # the ZeRO stage it was counted at
+    at_least = "at least " if bound else ""
+    c.reason = f"{what} {at_least}{peak}{zero}{where} exceeds the budget {limit}"
     c.why = "memory"
     return c

@@ -47,6 +47,12 @@ class Candidate:
     def ok(self) -> bool:
         return self.reason is None
 
+    @property
+    def zero(self) -> int | None:
+        """The ZeRO stage its memory is counted at (None without a model)."""
+        model = self.config.model if self.config is not None else None
+        return model.zero if model is not None else None
+
 
 DEFAULT_VS = (1, 2, 4)
 """The v ``ppir tune`` tries without ``--v`` (and, with a model, :meth:`Space.vs_for`'s)."""
@@ -65,6 +71,7 @@ class Space:
     recomputes: tuple[str, ...] = ("none",)
     uneven: bool = True
     top: int = 10
+    zero_auto: bool = False  # ZeRO-1 where ZeRO-0 does not fit (tune_fit.fit)
 
     def vs_for(self, pp: int, layers: int | None) -> tuple[int, ...]:
         """The v (stages per rank) to try at pipeline size ``pp``: ``vs`` when given, else

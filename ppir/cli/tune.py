@@ -55,6 +55,7 @@ examples:
   ppir tune --world 64 --tp 8 --gpu-memory 80GiB --model llama3-70b,seq=4096
   ppir tune --world 32 --tp 4 --pp 4,8 --gpu-memory 80GiB --model llama3-8b,zero=1 \\
       --micro-batch 1,2 --recompute none,selective --format json
+  ppir tune --world 64 --tp 8 --gpu-memory 80GiB --model llama3-70b,seq=4096 --zero auto
   ppir tune -P 4 --global-batch 32 --memory-budget 6A
 """
 
@@ -136,6 +137,15 @@ def add_arguments(p):
     )
     p.add_argument(
         "--even", action="store_true", help="only even layer splits (no uneven or balanced ones)"
+    )
+    p.add_argument(
+        "--zero",
+        choices=["auto"],
+        help="auto: search ZeRO too: a choice with data-parallel replicas that does not fit "
+        "at zero=0 is counted at zero=1 (optimizer state sharded over dp: Megatron's "
+        "distributed optimizer, the same step time); ZeRO-2 is not searched (under pipelining "
+        "it reduces gradients per microbatch). Default: every choice at the model's zero= "
+        "(0 unless given)",
     )
     p.add_argument(
         "--top",
@@ -229,6 +239,8 @@ def run(args) -> int:
             )
     if args.tune_recompute and model is None:  # every row said 'none', silently
         refuse_recompute_without_model(args.tune_recompute)
+    if args.zero and model is None:
+        raise error("bad-usage", "--zero auto needs --model: ZeRO shards a model's state")
     G = args.global_batch
     if measured is not None:  # its times are the profiled microbatch's, with a model too
         mbs, G = measured_batch(args, measured, world // tp)
@@ -244,10 +256,17 @@ def run(args) -> int:
         recomputes=recomputes,
         uneven=not args.even,
         top=args.top,
+        zero_auto=args.zero == "auto",
     )
     if cfg.stage_weights is not None:  # one weight per stage: one stage count to search
         _one_stage_count(args, cfg, space, names)
     budget, gpu_memory = read_budget(args, sizes_known(cfg))
+    if args.zero and budget is None:  # the least stage that fits: fits what?
+        raise error(
+            "bad-usage",
+            "--zero auto takes the least ZeRO stage that fits the memory budget: give "
+            "--gpu-memory (or --memory-budget)",
+        )
     with progress(None, "tune", quiet=args.quiet, unit="programs") as bar:
 
         def step(done, total, status):

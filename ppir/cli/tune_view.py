@@ -35,6 +35,7 @@ def _row(c, rank=None, command=None) -> dict:
         # the parameters the schedule was expanded with: 'ppir compile -D K=V' for each
         "params": dict(c.program.params) if c.program is not None else None,
         "recompute": c.recompute,
+        "zero": c.zero,  # the ZeRO stage its memory is counted at (None without a model)
         "stage_layers": list(c.stage_layers) if c.stage_layers else None,
         "step_time": c.step_time,
         "step_time_bound": c.bound,
@@ -189,8 +190,9 @@ def tune_text(
             f"{unit_meaning(cfg.F)}, for one sample"
         )
     ok = [c for c in cands if c.ok]
-    head = ["#", "pp", "dp", "schedule", "v", "mbs", "M", "recompute", "layers", "step time"]
-    head += ["bubble/total", "peak mem", "largest"]
+    zero = space.zero_auto  # searched: each row's ZeRO stage
+    head = ["#", "pp", "dp", "schedule", "v", "mbs", "M", "recompute"] + ["zero"] * zero
+    head += ["layers", "step time", "bubble/total", "peak mem", "largest"]
     rows = [head]
     for i, c in enumerate(ok, 1):
         peak = fmt_memory(c.peak) if in_bytes else fmt_size(c.peak, "A")  # as compile's
@@ -204,6 +206,7 @@ def tune_text(
                 c.mbs,
                 _m(c),
                 c.recompute,
+                *([c.zero] if zero else []),
                 _layers(c),
                 fmt_time(c.step_time, unit),
                 f"{c.estimate.bubble_fraction_of_total:.1%}",
@@ -212,7 +215,7 @@ def tune_text(
             ]
         )
     if ok:  # was: a header over no rows above '(no feasible choice)'
-        lines.append(table(rows, align="><<<>>><<>>><"))
+        lines.append(table(rows, align="><<<>>><" + ">" * zero + "<>>><"))
     limits = sorted({why for c in ok if (why := _limit(c))})
     lines += [f"* ppir launch cannot run it: {why}" for why in limits]
     lines += _m_notes(ok)
@@ -221,7 +224,7 @@ def tune_text(
     if not ok:
         hint = _no_choice_hint(cands, has_model, flag, cfg.model, space)
         lines.append("(no feasible choice)" + hint)
-    elif has_model:
+    elif has_model and not zero:
         lines += _zero_note(cands, cfg.model)
     slower = [c for c in cands if c.why == "slower"]
     if slower:
@@ -291,7 +294,7 @@ def _no_choice_hint(cands, has_model: bool, flag: str, model, space) -> str:
         tries = []
         zero = model.zero if model is not None else 0
         sharded = _over_memory_with_replicas(cands) > 0
-        if sharded and zero == 0:
+        if sharded and zero == 0 and not space.zero_auto:
             tries.append("zero=1 in --model (the distributed optimizer)")
         elif sharded and zero == 1:
             tries.append("zero=2 in --model (gradients sharded too)")
