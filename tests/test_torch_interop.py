@@ -101,6 +101,26 @@ def test_to_torch_schedule_refuses_what_it_cannot_run():
         to_torch_schedule(ev, [])
 
 
+def test_to_torch_schedule_refuses_a_program_that_does_not_verify():
+    """docs/torch-interop.md: torch's runtime is loaded with ppir's *verified* program.  A
+    compile that failed, or a hand-lowered Schedule that deadlocks, was loaded all the same
+    (a plan was verified, these were not): each rank then hung in torch's runtime."""
+    pytest.importorskip("torch")
+    import ppir
+    from ppir.torch.interop import to_torch_schedule
+
+    naive = ppir.compile(ppir.load("1f1b", P=3, M=4), lowering="naive")
+    assert not naive.ok
+    for program in (naive, naive.program):  # the failed compile, and its program by itself
+        with pytest.raises(ppir.PpirError) as e:
+            to_torch_schedule(program, [])
+        assert e.value.kind == "deadlock" and e.value.exit_code == 1
+    from ppir.torch.interop import lowered_program
+
+    good = ppir.lower(ppir.load("1f1b", P=3, M=4))
+    assert lowered_program(good) is good
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_the_documented_script_runs(capfd):

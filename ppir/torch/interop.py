@@ -19,19 +19,30 @@ from ppir.frontend.csvio import flatten_groups, torch_rows
 
 
 def lowered_program(program):
-    """The lowered Schedule of a compiled object (``.program``), a plan or a Schedule."""
+    """The lowered, verified Schedule of a compiled object (``.program``), a plan or a
+    Schedule: a compile that failed, or a Schedule that does not verify (a deadlock), is
+    refused with the verifier's ``PpirError`` (exit status 1), as a plan is, not run."""
+    from ppir.diagnostics import EXIT_INVALID, PpirError
     from ppir.ir import Schedule
     from ppir.plan import plan_schedule, validate_plan
+    from ppir.verify import verify
 
+    given = program
     if hasattr(program, "program") and not isinstance(program, dict):
+        if callable(getattr(program, "check", None)):
+            program.check()  # a Compiled: its own verdict
         program = program.program
     if isinstance(program, dict):
-        validate_plan(program)
+        validate_plan(program)  # verifies it
         program = plan_schedule(program)
     if not isinstance(program, Schedule):
         raise TypeError(f"expected a compiled program, a plan or a Schedule, got {program!r}")
     if not program.is_lowered and program.ranks > 1:
         raise ValueError("the schedule has no communication: compile (or lower) it first")
+    if given is program:  # a Schedule of the caller's: nothing has verified it yet
+        report = verify(program)
+        if not report.ok:
+            raise PpirError(report.errors, EXIT_INVALID)
     return program
 
 
