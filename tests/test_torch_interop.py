@@ -121,6 +121,20 @@ def test_to_torch_schedule_refuses_a_program_that_does_not_verify():
     assert lowered_program(good) is good
 
 
+def test_the_page_shows_the_script_s_own_lines():
+    """docs/torch-interop.md quotes examples/torch_pipelining.py: every line it shows is a line
+    of the script (it showed a simplified compile and M = 4 where the script has neither)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    doc = (root / "docs" / "torch-interop.md").read_text()
+    section = doc.split("## torch's runtime from Python", 1)[1]
+    [block] = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+    script = {line.strip() for line in (root / "examples" / "torch_pipelining.py").open()}
+    shown = [line.strip() for line in block.splitlines() if line.strip()]
+    assert len(shown) >= 5 and [line for line in shown if line not in script] == []
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_the_documented_script_runs(capfd):
