@@ -177,6 +177,28 @@ def test_fuzz_quiet_on_a_terminal_writes_nothing(monkeypatch, capsys):
     assert tty.getvalue() == ""
 
 
+def test_the_example_of_cli_output_md_runs(monkeypatch, capsys):
+    """docs/cli-output.md's example, with the names it leaves to the reader filled in."""
+    from types import SimpleNamespace
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "cli-output.md").read_text()
+    [block] = re.findall(r"```python\n(.*?)```", doc, re.S)
+    jobs = [SimpleNamespace(schedule="1f1b", v=1), SimpleNamespace(schedule="zbv", v=2)]
+    rows = [["1f1b", 21, "0.375"], ["zbv", 17, "0.0625"]]
+    namespace = {"jobs": jobs, "results": [], "rows": rows, "run_one": lambda job: job}
+    exec(compile(block, "docs/cli-output.md", "exec"), namespace)  # noqa: S102
+    parser = argparse.ArgumentParser()
+    namespace["add_arguments"](parser)
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    namespace["run"](parser.parse_args([]))
+    assert namespace["results"] == jobs and "tune:" in tty.getvalue()
+    assert capsys.readouterr().out == (
+        "schedule  step time  bubble\n1f1b             21   0.375\nzbv              17  0.0625\n"
+    )
+    assert parser.parse_args(["-q"]).quiet
+
+
 # ------------------------------------------------------------------ every command with a bar
 BARRED = {
     "tune": (["tune", "-P", "4", "--global-batch", "16", "--memory-budget", "6A",
