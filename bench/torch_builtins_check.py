@@ -1,6 +1,6 @@
 """Check every torch.distributed.pipelining built-in with ppir, next to torch's own checks.
 
-Usage:  python bench/torch_builtins_check.py [--quick] > table.md
+Usage:  python bench/torch_builtins_check.py [--quick | --wide] > table.md
 
 For each torch class and (P, M, v) of the grid, one table row:
 
@@ -118,10 +118,43 @@ def row(name: str, P: int, M: int, v: int) -> list[str]:
     return [name, str(P), str(M), vtxt, "ok", validate, sim, own, theirs]
 
 
+def wide() -> int:
+    """Per torch class, of the sizes P <= 5, M <= 2P + 2, v <= 3 its constructor accepts,
+    how many verify with ppir's own lowering, and the first that does not."""
+    print("| torch class | sizes torch accepts | verify (ppir's lowering) | first that fails |")
+    print("|---|---|---|---|")
+    for name in NAMES:
+        accepted, ok, first = 0, 0, "-"
+        for P in range(1, 6):
+            for M in range(1, 2 * P + 3):
+                for v in (1,) if name in SINGLE else (1, 2, 3):
+                    try:
+                        torch_schedule_object(name, P, M, v)
+                    except PpirError:
+                        continue
+                    accepted += 1
+                    params = {"P": P, "M": M} | ({} if name in SINGLE else {"v": v})
+                    s = load_torch_builtin(name, params)
+                    kinds = _kinds(verify(LowerComms().apply(s)))
+                    ok += kinds == "ok"
+                    if kinds != "ok" and first == "-":
+                        first = f"P={P} M={M} v={v}: {kinds}"
+        print(f"| {name} | {accepted} | {ok} | {first} |")
+        sys.stdout.flush()
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="P in {2, 4} only")
+    ap.add_argument(
+        "--wide",
+        action="store_true",
+        help="a summary per class over every size P <= 5, M <= 2P + 2, v <= 3 torch accepts",
+    )
     args = ap.parse_args(argv)
+    if args.wide:
+        return wide()
     head = [
         "torch class",
         "P",
