@@ -434,3 +434,15 @@ def test_a_bound_that_divides_by_zero_names_the_choice(cli):
         "fuzz", "1f1b", "--over", "P=2..4", "--over", "M=8..9", "--max-bubble", "(P-1)/(M-8)"
     )
     assert code == 2 and err == "ppir: error: division by zero in '(P-1)/(M-8)' at M=8, P=2\n"
+
+
+def test_a_parameter_without_default_names_this_commands_options(cli, tmp_path):
+    """fuzz over P of a schedule whose M has no default said "give it with M=..." (the Python
+    API's words) at the first check; now before any check, naming --over and -D."""
+    f = tmp_path / "nd.pps"
+    f.write_text("schedule nd(P = 4, M)\nranks P\nmicrobatches M\nprogram r { F(0) B(0) }\n")
+    code, out, err = cli("fuzz", str(f), "--over", "P=2..4")
+    assert code == 2 and out == ""
+    assert err.splitlines()[0] == (
+        f"{f}:1:20: error: parameter 'M' has no default; give it with --over M=... or -D M=..."
+    )

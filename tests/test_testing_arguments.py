@@ -162,3 +162,18 @@ def test_a_mistake_in_over_is_raised_without_ppir_frames_under_the_definition():
     files = [f.filename for f in traceback.extract_tb(e.value.__traceback__)]
     assert not any(("frontend" in f or "checks.py" in f) for f in files), files
     assert sum("testing/property.py" in f for f in files) == 1, files  # property_test, hidden
+
+
+def test_a_parameter_without_default_left_out_of_over_is_refused_when_defined(tmp_path):
+    """property_test(f, over={'P': ...}) of a schedule whose M has no default was defined, and
+    then failed with a falsifying example, hypothesis' traceback and "give it with M=..."."""
+    from ppir import PpirError
+
+    f = tmp_path / "nd.pps"
+    f.write_text("schedule nd(P = 4, M)\nranks P\nmicrobatches M\nprogram r { F(0) B(0) }\n")
+    with pytest.raises(PpirError) as e:
+        property_test(f, over={"P": "2..4"})
+    assert str(e.value).splitlines()[0] == (
+        f"{f}:1:20: error: parameter 'M' has no default; give it with over={{'M': ...}} or M=..."
+    )
+    property_test(f, over={"P": "2..4"}, M=4)  # held fixed: defined

@@ -6,6 +6,7 @@ from ppir.cli.argtypes import integer, positive_int
 from ppir.cli.common import add_defines, parse_defines
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, EXIT_USAGE, count, error
+from ppir.frontend.expand import check_given
 from ppir.frontend.loader import check_params, schedule_kind
 from ppir.pipeline import LOWERINGS
 from ppir.testing.checks import check_bound_names, check_schedule, load_module
@@ -119,6 +120,8 @@ def _space(args) -> ParamSpace:
             )
         seen[name] = text
     names = {n for n, _ in over}
+    # now, in this command's words: the first check said "give it with M=..." (the API's)
+    check_given(module, names | set(fixed), lambda n: f"--over {n}=... or -D {n}=...")
     defaults = {
         k: v for k, v in declared.items() if k not in names and k not in fixed and v is not None
     }

@@ -94,6 +94,19 @@ def bind_params(
     return values
 
 
+def check_given(module: A.Module, names, how) -> None:
+    """The ``missing-parameter`` error, at its header entry, for the first parameter with no
+    default that ``names`` leaves out, before any expansion; ``how(name)`` words where a
+    command takes it (``ppir fuzz``: ``--over M=... or -D M=...``)."""
+    for p in module.header.params if module.header else ():
+        if p.default is None and p.default_expr is None and p.name not in names:
+            raise error(
+                "missing-parameter",
+                f"parameter '{p.name}' has no default; give it with {how(p.name)}",
+                p.span,
+            )
+
+
 def schedule_where(module: A.Module) -> str:
     """How parameter errors name a .pps schedule: ``schedule '1f1b'`` by its header, else its
     path."""

@@ -51,8 +51,9 @@ def property_test(
 
 
 def _property_test(schedule, over: dict, examples: int | None, checks: dict):
+    from ppir.frontend.expand import check_given
     from ppir.frontend.loader import declared_params
-    from ppir.testing.checks import check_bound_names, schedule_path
+    from ppir.testing.checks import check_bound_names, load_module, schedule_path
 
     path = schedule_path(schedule, "property_test")
     property_keywords(path, checks)
@@ -63,6 +64,8 @@ def _property_test(schedule, over: dict, examples: int | None, checks: dict):
         raise ValueError(f"property_test: examples must be at least 1, got {examples!r}")
     if not hasattr(over, "items"):  # a mapping; was "AttributeError: 'str' ... 'items'"
         raise TypeError(f"property_test: over takes a dict, such as {{'P': '2..8'}}, got {over!r}")
+    # was a falsifying example, 'give it with M=...', with hypothesis' frames around it
+    check_given(load_module(path), {*over, *checks}, lambda n: f"over={{{n!r}: ...}} or {n}=...")
     for k in over:  # was "assert_schedule_ok() got multiple values for keyword argument 'P'"
         if k in checks:
             raise TypeError(
