@@ -351,9 +351,17 @@ def test_a_failure_names_the_values_it_did_not_draw(cli):
     )  # fmt: skip
     assert code == 1
     assert out.splitlines()[0] == (
-        "FAILED: interleaved_1f1b with P=4 (M=8, v=2, N=4 fixed; shrunk in 0 steps from P=4; "
-        "2 choices checked)"
+        "FAILED: interleaved_1f1b with P=4 (M=8, v=2 fixed; N=4 by its default P; shrunk in 0 "
+        "steps from P=4; 2 choices checked)"
     )
+
+
+def test_a_default_expression_is_not_called_fixed(cli):
+    """N = P followed P through the search, but the FAILED line called it 'N=4 fixed'; given
+    with -D it is held, and then it is fixed."""
+    argv = ("fuzz", "interleaved_1f1b", "--over", "P=2..4", "-D", "M=8", "--max-peak", "M/2")
+    code, out, _ = cli(*argv, "-D", "N=4", "--quiet")
+    assert code == 1 and "(M=8, v=2, N=4 fixed; shrunk in" in out.splitlines()[0]
 
 
 @pytest.mark.parametrize(

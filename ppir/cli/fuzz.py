@@ -151,6 +151,22 @@ class _Shown:
         self.bar.update(0 if skipped else 1, f"{ps}: {result.status}")
 
 
+def _held(args, rest: list) -> str:
+    """The values of the failing run that were not drawn: those held (-D, integer defaults)
+    and those a default expression computed from the drawn ones (it said 'N=4 fixed' for
+    interleaved_1f1b's N = P, which followed P through the search), to rerun it as it ran."""
+    header = load_module(args.schedule).header
+    given = parse_defines(args.defines)
+    exprs = {
+        p.name: p.default_text
+        for p in (header.params if header else ())
+        if p.default_expr is not None and p.name not in given
+    }
+    fixed = ", ".join(f"{k}={v}" for k, v in rest if k not in exprs)
+    derived = ", ".join(f"{k}={v} by its default {exprs[k]}" for k, v in rest if k in exprs)
+    return "".join(f"{part}; " for part in (fixed and f"{fixed} fixed", derived) if part)
+
+
 def run(args) -> int:
     space = _space(args)
 
@@ -182,9 +198,9 @@ def run(args) -> int:
         ps = ", ".join(f"{k}={v}" for k, v in f.params.items() if k in space.names)
         # the values it did not draw (-D and the schedule's defaults), to rerun it as it ran
         rest = f.schedule.params if f.schedule else f.params.items()
-        fixed = ", ".join(f"{k}={v}" for k, v in rest if k not in space.names)
+        held = _held(args, [(k, v) for k, v in rest if k not in space.names])
         print(
-            f"FAILED: {args.schedule} with {ps} ({f'{fixed} fixed; ' if fixed else ''}shrunk in "
+            f"FAILED: {args.schedule} with {ps} ({held}shrunk in "
             f"{count(res.shrink_steps, 'step')} from {_point(res.first_failure, space)}; "
             f"{count(res.checked, 'choice')} checked)"
         )
