@@ -100,6 +100,7 @@ class OpEmitter:
                     "pending (every I adds one)",
                     span,
                     hints=[f"guard it with 'if pending_w({c}) > 0 {{ ... }}'"],
+                    exit_code=EXIT_INVALID,  # as the verifier's W before its I
                 )
             return self._count(Action(q[0][0], kind, q[0][1], span))
         fwd = kind is OpKind.F
@@ -163,6 +164,7 @@ class OpEmitter:
                 f"{count(len(stages), 'chunk')} (0..{len(stages) - 1}){values}",
                 span,
                 hints=self._chunk_hints(rank, ch),
+                exit_code=EXIT_INVALID,  # understood but wrong, as a microbatch out of range
             )
         return stages[ch]
 
