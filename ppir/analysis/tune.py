@@ -278,12 +278,13 @@ def _instance(name, params, P, dp, mbs, v, G, space, cfg, state):
     M = G // (dp * mbs)  # the microbatches its step runs (the schedule's M may differ)
     base["microbatches"] = M
     builtin = isinstance(name, Builtin)
+    values = {**dict(space.defines), "P": P, "M": M, "v": v}  # each taken where declared
     if model is not None:  # before the expansion: seconds at P=64, for a choice refused
-        span = declared_stages(name, params, {"P": P, "M": M, "v": v}, builtin)
+        span = declared_stages(name, params, values, builtin)
         if span is not None and (why := layers_refusal(model.layers, span, space.uneven)):
             return rejected(why)
     try:
-        s, base["given_m"] = load_for_batch(name, params, {"P": P, "M": M, "v": v}, builtin)
+        s, base["given_m"] = load_for_batch(name, params, values, builtin)
     except Refused as e:
         return rejected(e.reason, e.why, e.file)
     base["v"] = max(1, s.stages // s.ranks)

@@ -35,7 +35,8 @@ def step_microbatches(program) -> int:
 
 def load_for_batch(name, params: set[str], values: dict, builtin: bool):
     """(the program, the M it was given, or None when the schedule takes none) of schedule
-    ``name`` (taking ``params``) at ``values`` (P, M, v; M the microbatches the step needs),
+    ``name`` (taking ``params``) at ``values`` (P, M, v, and tune's ``-D`` values, each used
+    where ``params`` has it; M the microbatches the step needs),
     whose step runs ``values["M"]`` microbatches; :class:`Refused` when the schedule refuses
     the values or no M makes its step run that many."""
     need = values["M"]

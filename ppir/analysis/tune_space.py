@@ -72,6 +72,8 @@ class Space:
     uneven: bool = True
     top: int = 10
     zero_auto: bool = False  # ZeRO-1 where ZeRO-0 does not fit (tune_fit.fit)
+    # fixed values of the schedules' other parameters (-D), for each schedule declaring them
+    defines: tuple[tuple[str, int], ...] = ()
 
     def vs_for(self, pp: int, layers: int | None) -> tuple[int, ...]:
         """The v (stages per rank) to try at pipeline size ``pp``: ``vs`` when given, else

@@ -11,7 +11,7 @@ from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.models import RECOMPUTE_MODES
 from ppir.analysis.tune import Builtin, Space, default_global_batch, search
 from ppir.cli.argtypes import positive_int
-from ppir.cli.common import add_progress_model_argument
+from ppir.cli.common import add_defines, add_progress_model_argument, parse_defines
 from ppir.cli.cost_options import (
     config_from_args,
     refuse_recompute_without_model,
@@ -138,6 +138,12 @@ def add_arguments(p):
     p.add_argument(
         "--even", action="store_true", help="only even layer splits (no uneven or balanced ones)"
     )
+    add_defines(
+        p,
+        "fix a parameter of the schedules other than P, M and v (which tune searches), e.g. "
+        "-D K=2 for a .pps that declares K; applied to each schedule that declares it "
+        "(repeatable; to compare values, run tune once per value, or ppir sweep)",
+    )
     p.add_argument(
         "--zero",
         choices=["auto"],
@@ -188,6 +194,7 @@ def run(args) -> int:
     )
     if not names:  # was searched as no schedule: 'no feasible choice' with no reason given
         raise error("bad-usage", f"--schedules {args.schedules!r}: expected schedule names")
+    defines = _defines(args.defines, names)
     pps = tuple(comma_ints(args.pp, "--pp")) if args.pp else None
     if model is None:
         if not pps or len(pps) != 1:
@@ -257,6 +264,7 @@ def run(args) -> int:
         uneven=not args.even,
         top=args.top,
         zero_auto=args.zero == "auto",
+        defines=tuple(defines.items()),
     )
     if cfg.stage_weights is not None:  # one weight per stage: one stage count to search
         _one_stage_count(args, cfg, space, names)
@@ -290,6 +298,35 @@ def run(args) -> int:
         text = tune_text(cands, space, G, cfg, budget, has_model, every, flag, note, command)
         print(text, end="")
     return EXIT_OK if any(c.ok for c in cands) else EXIT_INVALID  # none fits: a script sees it
+
+
+_SEARCHED = {
+    "P": "the pipeline sizes (--pp; -P without --model)",
+    "M": "the microbatches each choice's step runs (--global-batch / (dp x --micro-batch))",
+    "v": "the stages per rank (--v)",
+}
+
+
+def _defines(defines: list[str], names: list) -> dict[str, int]:
+    """The ``-D`` values, each a parameter some searched schedule declares other than the ones
+    tune searches; a usage error naming the first that is not."""
+    from ppir.frontend.loader import declared_params
+
+    given = parse_defines(defines)
+    if not given:
+        return given
+    declared = set().union(*(declared_params(n, builtin=isinstance(n, Builtin)) for n in names))
+    for name, value in given.items():
+        if name in _SEARCHED:
+            raise error("bad-usage", f"-D {name}={value}: tune searches {_SEARCHED[name]}")
+        if name not in declared:
+            which = "the built-ins" if all(isinstance(n, Builtin) for n in names) else "--schedules"
+            raise error(
+                "unknown-parameter",
+                f"-D {name}={value}: no schedule of {which} declares a parameter {name!r}",
+                hints=did_you_mean(name, sorted(declared - set(_SEARCHED))),
+            )
+    return given
 
 
 def _one_stage_count(args, cfg, space, names) -> None:
