@@ -454,3 +454,26 @@ def test_a_parameter_without_default_names_this_commands_options(cli, tmp_path):
     assert err.splitlines()[0] == (
         f"{f}:1:20: error: parameter 'M' has no default; give it with --over M=... or -D M=..."
     )
+
+
+@pytest.mark.parametrize("flag", ["--max-peak", "--max-bubble", "--max-step-time"])
+def test_a_bound_past_the_range_of_a_float_is_one_line_naming_it(cli, flag):
+    """``--max-bubble 1e400`` (read as infinity) ended in a traceback from Fraction('inf'),
+    naming neither the option nor the value."""
+    code, out, err = cli("fuzz", "1f1b", "--over", "P=2..3", f"{flag}=1e400")
+    assert code == 2 and not out
+    assert (
+        err
+        == f"ppir: error: {flag} '1e400' holds a number past 1.8e308, the largest a float holds\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "bound, code, said",
+    [("1e308*10", 0, "ok: 1f1b: 2 parameter choices hold"), ("-1e308*10", 1, "bound -inf")],
+)
+def test_a_bound_that_overflows_a_float_compares_past_every_value(cli, bound, code, said):
+    """``--max-peak 1e308*10`` (an exact number too large for a float) ended in a traceback
+    from comparing it with the float tolerance (OverflowError)."""
+    got, out, err = cli("fuzz", "1f1b", "--over", "P=2..3", f"--max-peak={bound}")
+    assert got == code and said in out and "Traceback" not in err

@@ -21,7 +21,9 @@ raise :class:`ppir.PpirError`; everything the schedule itself gets wrong is a fa
 
 from __future__ import annotations
 
+import math
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -142,6 +144,8 @@ def eval_bound(
     if bound != bound:  # NaN
         by = f" (returned by {given!r:.60})" if callable(given) else ""
         raise ValueError(f"{option} is NaN{by}: no value exceeds it, so the check cannot fail")
+    if isinstance(bound, (int, Fraction)) and abs(bound) > sys.float_info.max:  # 1e308*10
+        return math.inf if bound > 0 else -math.inf  # as it compares with a float: past all
     return bound
 
 
@@ -272,7 +276,8 @@ def check_bound_names(option: str, bound: Bound, params, schedule: str) -> None:
     if not isinstance(bound, str):
         return
     declared = list(params)
-    unknown = sorted(Expr.parse(bound).names - {*declared, *BOUND_NAMES, "min", "max"})
+    names = Expr.parse(bound, shown=f"{option} '{bound}'").names  # its errors name the option
+    unknown = sorted(names - {*declared, *BOUND_NAMES, "min", "max"})
     if unknown:
         raise error(
             "bad-range",

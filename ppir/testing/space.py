@@ -15,6 +15,7 @@ No hypothesis here: the CLI (``ppir fuzz``) and the strategies share this module
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -167,6 +168,10 @@ def _check(node: ast.AST, src: str, integers: bool) -> set[str]:
     """The names an expression reads; bad-range for anything outside the small language
     (``src``: the expression as errors name it, ``'foo(1)'`` or ``--over M=foo(1)``)."""
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):  # 0.5: exactly 1/2
+        if node.value == math.inf:  # 1e400: past a float's range, Python reads it as infinity
+            raise error(
+                "bad-range", f"{src} holds a number past 1.8e308, the largest a float holds"
+            )
         return set()
     if isinstance(node, ast.Name):
         return {node.id}
