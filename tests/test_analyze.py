@@ -109,6 +109,20 @@ def test_bad_i_fraction(cli):
     assert code == 0 and "I frees nothing and adds 3/2 of a chunk" in out, out + err
 
 
+@pytest.mark.parametrize("fraction, code", [("-1e400", 2), ("-1e18", 0), ("-1e18-1", 2)])
+def test_an_i_fraction_below_minus_1e18_is_refused_not_a_traceback(cli, fraction, code):
+    """``--i-fraction=-1e400`` (exact as a Fraction) ended in an OverflowError traceback when
+    the table gave it as a float."""
+    text = fraction if fraction != "-1e18-1" else f"-{10**18 + 1}"
+    got, _, err = cli("analyze", "zb_h1", f"--i-fraction={text}", "--format", "json")
+    assert got == code and "Traceback" not in err
+    if code == 2:
+        assert err == (
+            f"ppir: error: --i-fraction {text}: must be at least -1e18 (I keeps at most 1e18 "
+            "chunks more than it frees; under full recomputation it is about -20)\n"
+        )
+
+
 def test_split_line_says_what_i_and_w_do(cli):
     code, out, _ = cli("analyze", "zb_h1", "-D", "P=4", "-D", "M=8", "--i-fraction", "1/4")
     assert code == 0 and "split backward: I frees 1/4 of a chunk, W the rest;" in out

@@ -132,6 +132,12 @@ def parse_fraction(text: str | None) -> Fraction | None:
             f"--i-fraction {text}: must be at most 1 (I frees at most the whole chunk; "
             "negative: I keeps more than it frees, the gradients W needs)",
         )
+    if f < -(10**18):  # its tables and JSON give it as a float too: -1e400 overflowed one
+        raise error(
+            "bad-usage",
+            f"--i-fraction {text}: must be at least -1e18 (I keeps at most 1e18 chunks more "
+            "than it frees; under full recomputation it is about -20)",
+        )
     return f
 
 
