@@ -105,3 +105,16 @@ def test_an_error_without_a_position_still_names_the_file(tmp_path, monkeypatch)
         load_config_file(str(path))
     assert ei.value.diagnostics[0].span is None
     assert ei.value.render() == f"ppir: error: {path}: not valid TOML: Something new"
+
+
+@pytest.mark.parametrize("preset", ["5", '["llama3-8b"]', "true"])
+def test_a_model_preset_that_is_no_name_is_one_line(cli, tmp_path, preset):
+    """``[model] preset = 5`` ended in a traceback (AttributeError: 'int' object has no
+    attribute 'endswith'; a list: unhashable type), where ``[hardware] preset = 5`` was one
+    line."""
+    path = tmp_path / "costs.toml"
+    path.write_text(f"[model]\npreset = {preset}\n")
+    code, out, err = cli("compile", "1f1b", "--config", str(path))
+    value = {"5": "5", "true": "True"}.get(preset, "['llama3-8b']")
+    assert code == 2 and not out
+    assert err == f"ppir: error: {path}: model.preset must be a name, got {value}\n"

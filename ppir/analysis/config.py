@@ -222,6 +222,8 @@ def make_config(data: dict | None = None, where: str = "cost config") -> CostCon
         )
     model, cli = None, where != "cost config"  # a command names its settings: its words
     if msec:
+        if not isinstance(preset := msec.get("preset", ""), str):  # as hardware.preset's
+            raise error("bad-config", f"{where}: model.preset must be a name, got {preset!r}")
         fields = {k: v for k, v in msec.items() if k not in ("preset", "recompute", "stage_layers")}
         model = make_model(msec.get("preset"), cli=cli, **fields)
         kw["recompute"] = msec.get("recompute", "none")
