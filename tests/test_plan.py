@@ -439,6 +439,22 @@ def test_multi_node_flags_are_checked(cli):
 
 
 @pytest.mark.parametrize(
+    "flag, value", [("--nnodes", "0"), ("--rdzv-timeout", "-1"), ("--rdzv-timeout", "0")]
+)
+def test_node_counts_and_rendezvous_timeouts_below_one_are_usage_errors(cli, capsys, flag, value):
+    """``--nnodes 0`` was blamed on the --node-rank the user never gave ('--node-rank 0 is not
+    a node of --nnodes 0'); ``--rdzv-timeout -1`` started the agent, which failed after torch's
+    C++ stack on stderr ('timed out after -1000ms'), exit 1."""
+    with pytest.raises(SystemExit) as exit_:
+        cli("launch", "-n", "2", "1f1b", "--module", MODEL, flag, value)
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 2 and not out
+    assert err.splitlines()[-1] == (
+        f"ppir launch: error: argument {flag}: must be at least 1, got {value}"
+    )
+
+
+@pytest.mark.parametrize(
     "flags,needle",
     [
         (["--verify-steps", "3"], "--verify-steps needs --verify-grads"),

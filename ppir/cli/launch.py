@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-from ppir.cli.argtypes import integer, output_path
+from ppir.cli.argtypes import integer, output_path, positive_int
 from ppir.cli.common import (
     add_compile_arguments,
     add_schedule_arguments,
@@ -56,7 +56,9 @@ def add_arguments(p):
         "--plan-out", type=output_path, metavar="PATH", help="also keep the plan at PATH"
     )
     nodes = p.add_argument_group("several nodes (torch's elastic rendezvous, as torchrun)")
-    nodes.add_argument("--nnodes", type=integer, default=1, metavar="N", help="nodes (default 1)")
+    nodes.add_argument(
+        "--nnodes", type=positive_int, default=1, metavar="N", help="nodes (default 1)"
+    )
     nodes.add_argument(
         "--node-rank", type=integer, default=0, metavar="K", help="this node's index, 0..N-1"
     )
@@ -76,7 +78,7 @@ def add_arguments(p):
     nodes.add_argument("--run-id", help="rendezvous id, the same on every node (c10d)")
     nodes.add_argument(
         "--rdzv-timeout",
-        type=integer,
+        type=positive_int,
         default=300,
         metavar="SECONDS",
         help="how long nodes wait for each other at start (default 300)",
@@ -104,7 +106,7 @@ def _check_args(args) -> None:
             "bad-usage",
             f"-n {n} --dp {dp}: the number of processes must be a multiple of the replicas",
         )
-    if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
+    if not 0 <= args.node_rank < args.nnodes:
         raise error(
             "bad-usage", f"--node-rank {args.node_rank} is not a node of --nnodes {args.nnodes}"
         )
