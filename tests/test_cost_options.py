@@ -86,6 +86,26 @@ def test_both_latency_spellings_at_once_are_refused():
         config_from_args(args)
 
 
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--comm-latency-us", "5"], "--comm-latency-us 5"),
+        (
+            ["--bandwidth", "100", "--inter-latency-us", "9"],
+            "--inter-latency-us 9, --bandwidth 100",
+        ),
+    ],
+)
+def test_free_communication_with_link_costs_is_refused(cli, flags, named):
+    """``--free-comm --comm-latency-us 5`` printed 'free communication' and dropped the
+    latency without a word."""
+    argv = ["compile", "1f1b", "--model", "llama3-8b", "--free-comm", *flags]
+    code, out, err = cli(*argv)
+    assert code == 2 and not out
+    assert err == f"ppir: error: --free-comm with {named}: give one or the other\n"
+    assert cli(*argv[: -len(flags)])[0] == 0  # alone it is fine
+
+
 def test_without_a_model_the_model_flags_are_left_out():
     flags = set(_flags(_parser(model=False)))
     assert {"--comm-latency", "--comm-latency-us", "--config"} <= flags

@@ -307,7 +307,9 @@ def settings_from_args(args: argparse.Namespace) -> dict:
     ):
         if g(flag) is not None:
             comm[key] = g(flag)
-    if g("free_comm"):
+    if g("free_comm"):  # a link flag beside it was dropped without a word
+        if clash := [f"{flag} {g(name)}" for name, flag in _TIME_FLAGS[4:] if g(name) is not None]:
+            raise error("bad-usage", f"--free-comm with {', '.join(clash)}: give one or the other")
         comm["free"] = True
     if g("comm_model"):
         comm["model"] = g("comm_model")
