@@ -277,3 +277,27 @@ def test_stage_weights_of_the_wrong_count_are_quoted():
     assert e.value.diagnostics[0].message.startswith(
         "stage weights 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,... (4 more): 20 entries but 1f1b has 4"
     )
+
+
+@pytest.mark.parametrize(
+    "command, flag, said",
+    [
+        (["check", "1f1b"], "--cost", "--cost '': expected K=X,..., e.g. --cost F=1,B=2"),
+        (["tune", "-P", "4"], "--cost", "--cost '': expected K=X,..., e.g. --cost F=1,B=2"),
+        (
+            ["synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "4"],
+            "--cost",
+            "--cost '': expected K=X,..., e.g. --cost F=1,B=2",
+        ),
+        (
+            ["compile", "1f1b"],
+            "--stage-weights",
+            "--stage-weights : costs.stage_weights must be a number, got ''",
+        ),
+    ],
+)
+def test_an_empty_cost_or_stage_weights_is_refused_not_read_as_none(cli, command, flag, said):
+    """``--cost ''`` and ``--stage-weights ''`` (an unset shell variable) were taken for no
+    option at all, and the defaults ran, where an empty --model, -p or --placement is refused."""
+    code, out, err = cli(*command, flag, "")
+    assert code == 2 and not out and err == f"ppir: error: {said}\n"

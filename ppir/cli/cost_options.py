@@ -271,8 +271,8 @@ def settings_from_args(args: argparse.Namespace) -> dict:
         "processors": g("processors"),
     }
     over["hardware"] = {k: v for k, v in hw.items() if v is not None}
-    costs: dict = op_costs(g("costs"), OP_KINDS, "bad-config") if g("costs") else {}
-    if g("stage_weights"):
+    costs: dict = op_costs(g("costs"), OP_KINDS, "bad-config") if g("costs") is not None else {}
+    if g("stage_weights") is not None:  # '' too: refused, as --cost '' is
         costs["stage_weights"] = [w.strip() for w in g("stage_weights").split(",")]
     over["costs"] = costs
     comm: dict = {}
@@ -330,6 +330,8 @@ def op_costs(text: str, kinds: dict[str, str], kind: str) -> dict[str, str]:
     are checked as numbers by their reader."""
     out: dict[str, str] = {}
     names = ", ".join(f"{k} ({what})" if what else k for k, what in kinds.items())
+    if not text.strip():  # was read as no --cost at all
+        raise error(kind, f"--cost {text!r}: expected K=X,..., e.g. --cost F=1,B=2")
     for part in comma_entries(text, f"--cost {text}", kind):  # a trailing comma allowed
         k, eq, v = (x.strip() for x in part.partition("="))
         if not eq or not k:

@@ -94,7 +94,7 @@ def parse_costs(text: str | None) -> dict[str, Fraction]:
     from ppir.cli.cost_options import op_costs
 
     out: dict[str, Fraction] = {}
-    if not text:
+    if text is None:
         return out
     for k, v in op_costs(text, dict.fromkeys("FBIW", ""), "bad-usage").items():
         try:
