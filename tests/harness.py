@@ -12,9 +12,11 @@ gradients to the global norm ``c`` (``PipelineRuntime.clip_grad_norm_`` against
 ``{"accumulate": True}`` the gradients are zeroed only before the first step, so they
 accumulate over the steps (``rt.step`` called several times before one optimizer step), in
 the reference too; with ``{"no_sync": True}`` as well, every step but the last runs inside
-``rt.no_sync()`` and only the last is compared (and steps the optimizer).  The largest
-differences are all-reduced and rank 0 writes them out, with the number of data-parallel
-reductions rank 0 posted.
+``rt.no_sync()`` and only the last is compared (and steps the optimizer); with
+``{"zero_inside": True}`` too, the window starts after one synchronised step and, after its
+first step, both the pipeline's and the reference's gradients are set to None
+(``zero_grad()`` inside the window).  The largest differences are all-reduced and rank 0
+writes them out, with the number of data-parallel reductions rank 0 posted.
 
 Transforms: ``"iw"`` splits every B into I + W (W deferred by rank + 1 backward slots),
 ``"overlap"`` runs the overlap-comms pass, ``"eager"`` lowers with the eager strategy.
@@ -39,6 +41,7 @@ def case_name(c) -> str:
     lay = f"/dp{extra['dp']}" if extra.get("dp", 1) > 1 else ""
     lay += "/accumulate" if extra.get("accumulate") else ""
     lay += "/no_sync" if extra.get("no_sync") else ""
+    lay += "/zero_inside" if extra.get("zero_inside") else ""
     lay += f"/clip{extra['clip']}" if extra.get("clip") else ""
     return f"{Path(name).stem}({ps})/{model}" + (f"/{transform}" if transform else "") + lay
 
@@ -249,7 +252,8 @@ def run_case(ctx, world: int, case) -> dict:
         xs, ys = split_batch(
             model, step, M, ctx.device, ctx.rank, replicas=dp, replica=mesh.dp_rank
         )
-        local = no_sync and step < steps - 1
+        zero_inside = extra.get("zero_inside", False)
+        local = no_sync and int(zero_inside) <= step < steps - 1
         with rt.no_sync() if local else contextlib.nullcontext():
             loss = rt.step_microbatches(
                 xs if rt.has_first_stage else None, ys if rt.has_last_stage else None
@@ -258,6 +262,9 @@ def run_case(ctx, world: int, case) -> dict:
             dist.all_reduce(loss, group=mesh.dp_group)
             loss /= dp
         ref_loss = reference_step(ref, model, step, ctx.device)
+        if local and zero_inside and step == 1:  # discards all accumulated: DDP's semantics
+            for p in rt.parameters() + unique_parameters(ref):
+                p.grad = None
         if local:  # this replica's own gradients: compared after the window's last step
             continue
         if extra.get("clip"):  # the pipeline's global norm, each parameter once, and its clip

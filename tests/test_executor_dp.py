@@ -9,7 +9,8 @@ the stage's last backward and waited before the step returns.  Cases also cover 
 head is tied to its embedding (1F1B: the copies on two ranks get the summed gradient; ZB-V:
 both on one rank), a boundary carrying a dict of tensors, split backward, overlapped
 communication and pure data parallel (PP=1 x DP=4), and gradients accumulated over three
-steps, reduced every step or (``rt.no_sync()``) once.
+steps, reduced every step or (``rt.no_sync()``) once, and a window that ``zero_grad()``
+clears after its first step, the tied copies' gradients from the step before included.
 """
 
 from __future__ import annotations
@@ -39,6 +40,14 @@ CASES = {
         ("1f1b", {"M": 4}, "tied", None, ACCUMULATE),
         ("1f1b", {"M": 4}, "tied", None, {**ACCUMULATE, "no_sync": True}),
         ("interleaved_1f1b", {"M": 4, "v": 2}, "mlp", "iw", {**ACCUMULATE, "no_sync": True}),
+        # synchronised, window of two zeroed after its first step, synchronised
+        (
+            "1f1b",
+            {"M": 4},
+            "tied",
+            None,
+            {**ACCUMULATE, "steps": 4, "no_sync": True, "zero_inside": True},
+        ),
     ]
 }
 
@@ -58,13 +67,15 @@ def test_pipeline_x_data_parallel_equals_single_process(tmp_path):
         "zbv(M=3)/tied/dp2": 0,
         "1f1b(M=4)/tied/dp2/accumulate": 1,
         "1f1b(M=4)/tied/dp2/accumulate/no_sync": 1,
+        "1f1b(M=4)/tied/dp2/accumulate/no_sync/zero_inside": 1,
     }, tied
     # three accumulated steps: three reductions of rank 0's one stage, one under no_sync
-    reductions = {r["case"]: r["reductions"] for r in results[-3:]}
+    reductions = {r["case"]: r["reductions"] for r in results[-4:]}
     assert reductions == {
         "1f1b(M=4)/tied/dp2/accumulate": 3,
         "1f1b(M=4)/tied/dp2/accumulate/no_sync": 1,
         "interleaved_1f1b(M=4,v=2)/mlp/iw/dp2/accumulate/no_sync": 2,  # its two stages, once
+        "1f1b(M=4)/tied/dp2/accumulate/no_sync/zero_inside": 2,  # before and after the window
     }, reductions
 
 

@@ -15,11 +15,11 @@ dist = pytest.importorskip("torch.distributed")
 nn = torch.nn
 
 
-def _reducer(modules, tied=()):
+def _reducer(modules, tied=(), dp_size=2):
     from ppir.torch.reduce import GradReducer
 
     program = [{"op": "reduce", "chunk": c} for c in range(len(modules))]
-    return GradReducer(modules, program, dp_group=dist.group.WORLD, dp_size=2, tied=tied)
+    return GradReducer(modules, program, dp_group=dist.group.WORLD, dp_size=dp_size, tied=tied)
 
 
 def _step(reducer, module, x, chunk=0):
@@ -79,7 +79,9 @@ def test_tied_copies_summed_once_for_a_window_equal_summing_every_step(one_rank_
         m = Tied()
         m.load_state_dict(start)
         m.a.grad, m.b.grad = carried.clone(), carried.clone()
-        reducer = _reducer([m], [TiedCopy("w", [m.a, m.b], [])])
+        # one replica: two stood for by one process would halve the carried gradient in the
+        # window's reduction, where real ones, holding it equal, average it back to itself
+        reducer = _reducer([m], [TiedCopy("w", [m.a, m.b], [])], dp_size=1)
         for i, x in enumerate(xs):
             reducer.sync = mode == "every step" or i == len(xs) - 1
             _step(reducer, m, x)
@@ -103,3 +105,34 @@ def test_no_sync_restores_the_setting_after_an_error(one_rank_group):
     with rt.no_sync(), rt.no_sync():
         pass
     assert rt.reducer.sync
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_zero_grad_inside_the_window_discards_what_tied_copies_carried(one_rank_group, set_to_none):
+    """DDP's semantics: ``zero_grad()`` inside the window discards every gradient accumulated
+    so far, those the tied copies carried from a synchronised step before the window too; the
+    step after the window then holds only what came after the zeroing (as when every step is
+    synchronised)."""
+    from ppir.torch.tied import TiedCopy
+
+    torch.manual_seed(2)
+    xs = [torch.randn(5, 3) for _ in range(4)]
+    start = Tied().state_dict()
+    runs = {}
+    for mode in ("every step", "no_sync"):
+        m = Tied()
+        m.load_state_dict(start)
+        reducer = _reducer([m], [TiedCopy("w", [m.a, m.b], [])], dp_size=1)
+        for i, x in enumerate(xs):  # synchronised, window (zeroed after its first), synchronised
+            reducer.sync = mode == "every step" or i in (0, 3)
+            _step(reducer, m, x)
+            if i == 1:
+                for p in m.parameters():
+                    if set_to_none:
+                        p.grad = None
+                    else:
+                        p.grad.zero_()
+        runs[mode] = (m.a.grad, m.b.grad)
+    (a, b), (a2, b2) = runs["every step"], runs["no_sync"]
+    assert torch.equal(a2, b2)
+    assert torch.allclose(a, a2) and torch.allclose(b, b2), (a - a2).abs().max()

@@ -28,11 +28,13 @@ Contract of :class:`GradReducer`:
 * ``sync`` (True by default; ``PipelineRuntime.no_sync`` clears it, as DDP's ``no_sync``
   does): while it is False, :meth:`post` reduces nothing and :meth:`finish` neither waits
   nor sums tied copies, so the gradients of those steps stay this replica's and this
-  holder's own; :meth:`begin` sets aside the tied copies' gradients only at the first step
-  after a synchronised one.  The first step with ``sync`` True then reduces everything
-  accumulated since the last synchronised step (a reduction of ``p.grad``, whole) and sums
-  the tied copies' share of it: the gradients equal those of reducing every step, with one
-  reduction instead of k.
+  holder's own.  At a window's first step :meth:`begin` sets nothing aside: what the tied
+  copies carried (equal on every holder) stays in one copy, the lowest holder's first, and
+  the others' gradients are dropped, so the window's sum counts it once and a
+  ``zero_grad()`` inside the window clears it with every other gradient (as DDP's does).
+  The first step with ``sync`` True then reduces everything accumulated since the last
+  synchronised step (a reduction of ``p.grad``, whole) and sums the tied copies: the
+  gradients equal those of reducing every step, with one reduction instead of k.
 * :meth:`sync_start` makes replicas and tied copies start from identical values: parameters
   (and, with ``broadcast_buffers``, the modules' buffers) are broadcast from data-parallel rank
   0, and each tied parameter from its first holder.
@@ -95,6 +97,13 @@ class GradReducer:
     def begin(self) -> None:
         """Set aside the tied copies' gradients from earlier steps (see the module doc)."""
         if self._unsynced:  # what they carry is this window's own: it is summed at its end
+            return
+        if not self.sync:  # a window's first step: one copy keeps what they carry (equal)
+            for t in self.tied:
+                lowest = not t.others or min(t.others) > self.rank
+                for p in t.local[1:] if lowest else t.local:
+                    p.grad = None
+            self.carried = [[None] * len(t.local) for t in self.tied]  # a failed step's too
             return
         self.carried = [[p.grad for p in t.local] for t in self.tied]
         for t in self.tied:
