@@ -89,3 +89,19 @@ def test_the_text_shows_each_rows_stage_and_no_longer_suggests_zero(cli):
 def test_zero_auto_without_what_it_needs_is_a_usage_error(cli, argv, message):
     code, out, err = cli("tune", *argv, "-q")
     assert code == 2 and message in err and "Traceback" not in err, err
+
+
+def test_a_pruned_choice_whose_memory_was_not_checked_has_no_zero(cli):
+    """Pruned before its memory was checked, a choice with replicas may need zero=1 as well as
+    not: its zero is null (a pruned one checked against its lower bound says the stage it was
+    counted at, and one without replicas cannot shard: the model's)."""
+    doc = _tune(cli, *ARGV, "--top", "3", "--zero", "auto")
+    unchecked = [r for r in doc["pruned"] if r["peak_memory"] is None]
+    assert any(r["dp"] > 1 for r in unchecked) and any(r["dp"] == 1 for r in unchecked)
+    for r in unchecked:
+        assert r["zero"] == (None if r["dp"] > 1 else 0), r
+    checked = [r for r in doc["pruned"] if r["peak_memory"] is not None]
+    assert checked and all(r["zero"] in (0, 1) for r in checked)
+    plain = _tune(cli, *ARGV, "--top", "3")  # not searched: every row at the model's zero=0
+    assert {r["zero"] for r in plain["pruned"]} == {0}
+

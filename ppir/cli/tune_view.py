@@ -22,8 +22,11 @@ def _limit(c) -> str | None:
     return runtime_limit(c.program) if c.program is not None else None
 
 
-def _row(c, rank=None, command=None) -> dict:
+def _row(c, rank=None, command=None, zero_auto=False) -> dict:
     e = c.estimate
+    # the ZeRO stage its memory is counted at (None without a model); under --zero auto, a
+    # choice with replicas pruned before its memory was checked may need 0 or 1: not known
+    zero = None if zero_auto and c.dp > 1 and c.peak is None else c.zero
     rejected = c.why if c.why and c.why not in _LISTED else None  # pruned: not rejected
     out = {
         "pp": c.pp,
@@ -35,7 +38,7 @@ def _row(c, rank=None, command=None) -> dict:
         # the parameters the schedule was expanded with: 'ppir compile -D K=V' for each
         "params": dict(c.program.params) if c.program is not None else None,
         "recompute": c.recompute,
-        "zero": c.zero,  # the ZeRO stage its memory is counted at (None without a model)
+        "zero": zero,
         "stage_layers": list(c.stage_layers) if c.stage_layers else None,
         "step_time": c.step_time,
         "step_time_bound": c.bound,
@@ -81,7 +84,7 @@ def tune_json(cands, space, G, cfg, budget, gpu_memory=None, command=None) -> di
     """The ``ppir.tune/2`` object of a search's candidates; ``gpu_memory``: --gpu-memory in
     bytes as read (None without it); ``command(c)``: candidate ``c``'s ``ppir compile`` command
     line, each entry's ``command`` (None without it)."""
-    ok = [c for c in cands if c.ok]
+    ok, auto = [c for c in cands if c.ok], space.zero_auto
     return {
         "format": "ppir.tune/2",
         "world": space.world,
@@ -94,10 +97,12 @@ def tune_json(cands, space, G, cfg, budget, gpu_memory=None, command=None) -> di
         "assumptions": cfg.describe(
             mbs=False, ranks={c.pp for c in cands}, dps={c.dp for c in cands}
         ),
-        "ranked": [_row(c, i + 1, command) for i, c in enumerate(ok)],
-        "slower": [_row(c, None, command) for c in cands if c.why == "slower"],
-        "pruned": [_row(c, None, command) for c in cands if c.why == "pruned"],
-        "rejected": [_row(c, None, command) for c in cands if not c.ok and c.why not in _LISTED],
+        "ranked": [_row(c, i + 1, command, auto) for i, c in enumerate(ok)],
+        "slower": [_row(c, None, command, auto) for c in cands if c.why == "slower"],
+        "pruned": [_row(c, None, command, auto) for c in cands if c.why == "pruned"],
+        "rejected": [
+            _row(c, None, command, auto) for c in cands if not c.ok and c.why not in _LISTED
+        ],
     }
 
 
