@@ -105,3 +105,13 @@ def test_a_pruned_choice_whose_memory_was_not_checked_has_no_zero(cli):
     plain = _tune(cli, *ARGV, "--top", "3")  # not searched: every row at the model's zero=0
     assert {r["zero"] for r in plain["pruned"]} == {0}
 
+
+@pytest.mark.parametrize("zero", ["", ",zero=1"])
+def test_when_nothing_fits_at_zero_1_the_hint_names_zero_2(cli, zero):
+    """--zero auto counted the choices with replicas at zero=1: what is left to try is zero=2,
+    as for a model given at zero=1."""
+    argv = ("--world", "16", "--tp", "2", "--gpu-memory", "8GiB", "--model")
+    code, out, err = cli("tune", *argv, f"llama3-8b,seq=4096{zero}", "--zero", "auto", "-q")
+    assert code == 1, err
+    assert "(no feasible choice)" in out and "try zero=2 in --model" in out, out
+    assert "zero=1 in --model" not in out

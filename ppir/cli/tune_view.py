@@ -298,8 +298,10 @@ def _no_choice_hint(cands, has_model: bool, flag: str, model, space) -> str:
     if "memory" in whys and has_model:
         tries = []
         zero = model.zero if model is not None else 0
+        if space.zero_auto:  # the choices with replicas were counted at zero=1 at least
+            zero = max(zero, 1)
         sharded = _over_memory_with_replicas(cands) > 0
-        if sharded and zero == 0 and not space.zero_auto:
+        if sharded and zero == 0:
             tries.append("zero=1 in --model (the distributed optimizer)")
         elif sharded and zero == 1:
             tries.append("zero=2 in --model (gradients sharded too)")
