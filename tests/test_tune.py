@@ -272,7 +272,10 @@ def test_when_nothing_fits_the_hint_suggests_only_what_was_not_tried(cli):
     assert "try more GPUs (--world) or a larger --gpu-memory\n" in out
     code, out, err = cli(*argv, "--model", "llama3-70b,zero=1", "--recompute", "none")
     assert code == 1, err
-    want = "try zero=2 in --model (gradients sharded too), more GPUs (--world), a larger "
+    want = (
+        "try zero=2 in --model (gradients sharded too; memory only: its reductions per "
+        "microbatch under pipelining are not timed), more GPUs (--world), a larger "
+    )
     assert want + "--gpu-memory, or --recompute full\n" in out
     code, out, err = cli(*argv, "--model", "llama3-70b", "--micro-batch", "2")
     assert code == 1, err

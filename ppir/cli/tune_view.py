@@ -304,7 +304,11 @@ def _no_choice_hint(cands, has_model: bool, flag: str, model, space) -> str:
         if sharded and zero == 0:
             tries.append("zero=1 in --model (the distributed optimizer)")
         elif sharded and zero == 1:
-            tries.append("zero=2 in --model (gradients sharded too)")
+            # its memory only: under pipelining it reduces gradients per microbatch
+            tries.append(
+                "zero=2 in --model (gradients sharded too; memory only: its "
+                "reductions per microbatch under pipelining are not timed)"
+            )
         tries += ["more GPUs (--world)", larger]
         if 1 not in space.micro_batches:
             tries.append("--micro-batch 1")
