@@ -136,3 +136,21 @@ def test_zero_grad_inside_the_window_discards_what_tied_copies_carried(one_rank_
     (a, b), (a2, b2) = runs["every step"], runs["no_sync"]
     assert torch.equal(a2, b2)
     assert torch.allclose(a, a2) and torch.allclose(b, b2), (a - a2).abs().max()
+
+
+def test_steps_inside_no_sync_broadcast_no_buffers(one_rank_group):
+    """As DDP skips its buffer broadcast after a no_sync forward: a window's steps keep each
+    replica's buffers (BatchNorm's statistics) and post no collective at all."""
+    import ppir
+    from ppir.torch import PipelineRuntime
+
+    plan = ppir.compile(ppir.load("1f1b", P=1, M=2))
+    rt = PipelineRuntime(plan, [nn.BatchNorm1d(2)], lambda y, t: (y - t).pow(2).mean())
+    calls = []
+    rt.reducer.sync_buffers = lambda: calls.append(rt.step_count)
+    x, y = torch.randn(4, 2), torch.randn(4, 2)
+    with rt.no_sync():
+        rt.step(x, y)
+        rt.step(x, y)
+    rt.step(x, y)
+    assert calls == [2]

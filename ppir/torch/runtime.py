@@ -254,7 +254,8 @@ class PipelineRuntime:
         reduction over the data-parallel replicas and no sum across tied copies.  The first
         step after the block reduces and sums everything accumulated since the last such step,
         so k accumulation steps cost one reduction; the gradients then equal those of k
-        synchronised steps (up to round-off).  Call the optimizer (and
+        synchronised steps (up to round-off).  Nor do those steps broadcast buffers from
+        replica 0 (``broadcast_buffers``), as DDP's skip it.  Call the optimizer (and
         :meth:`clip_grad_norm_`) only after that step."""
         before, self.reducer.sync = self.reducer.sync, False
         try:
@@ -300,7 +301,8 @@ class PipelineRuntime:
         """One training step on M microbatches given as lists."""
         self._check_autograd()
         self._check_lists(inputs, targets)
-        self.reducer.sync_buffers()  # replica 0's buffers (broadcast_buffers; a no-op without)
+        if self.reducer.sync:  # not inside no_sync(), as DDP skips it after a no_sync forward
+            self.reducer.sync_buffers()  # replica 0's buffers (broadcast_buffers)
         if self.executor is None:
             self.executor = self._executor(inputs[0] if self.has_first_stage else None)
         loss = self.executor.step(inputs, targets, self.step_count)
