@@ -477,3 +477,16 @@ def test_a_bound_that_overflows_a_float_compares_past_every_value(cli, bound, co
     from comparing it with the float tolerance (OverflowError)."""
     got, out, err = cli("fuzz", "1f1b", "--over", "P=2..3", f"--max-peak={bound}")
     assert got == code and said in out and "Traceback" not in err
+
+
+def test_a_space_smaller_than_examples_ends_once_used_up(cli, monkeypatch):
+    """``--over P=2..4 --examples 10**20`` never ended: the search drew 20 x examples points
+    from a space of 3.  It stops after 1,000 draws in a row that find nothing new."""
+    import ppir.testing.search as search_mod
+
+    draws = []
+    complete = search_mod._complete
+    monkeypatch.setattr(search_mod, "_complete", lambda *a: draws.append(1) or complete(*a))
+    code, out, err = cli("fuzz", "1f1b", "--over", "P=2..4", "--examples", "10000")
+    assert code == 0 and out.startswith("ok: 1f1b: 3 parameter choices hold"), (out, err)
+    assert len(draws) <= 3 + search_mod._EXHAUSTED + 10, len(draws)  # was 200,002

@@ -2,7 +2,9 @@
 
 :func:`search` tries the low corner of the space, then the high corner, then points drawn from
 a seeded RNG (uniform per parameter, under the values drawn before it), until ``examples``
-points were checked.  Points a ``require`` line rejects, and points over the op or step cap,
+points were checked, or until 1,000 draws in a row found no point not checked before (a
+space smaller than ``examples``, used up: ``--over P=2..4 --examples 10**20`` checks 3).
+Points a ``require`` line rejects, and points over the op or step cap,
 are skipped and do not count.
 
 On the first failure, :func:`shrink` looks for a smaller failing point by coordinate descent:
@@ -27,6 +29,7 @@ from ppir.testing.checks import CheckResult
 from ppir.testing.space import ParamSpace
 
 _SCAN = 24
+_EXHAUSTED = 1000  # draws in a row that find no new point: the space is used up
 Point = tuple[tuple[str, int], ...]
 
 
@@ -169,13 +172,14 @@ def search(
     runner = _Runner(space, check, res, progress)
     rnd = random.Random(seed)
     pickers = [lambda lo, hi: lo, lambda lo, hi: hi]
-    attempts = 0
-    while res.checked < examples and attempts < 20 * examples + 2:
+    attempts = stale = 0
+    while res.checked < examples and attempts < 20 * examples + 2 and stale < _EXHAUSTED:
         pick = pickers[attempts] if attempts < 2 else rnd.randint
         attempts += 1
         point = _complete(space, {}, pick)
         if point is None:
             continue
+        stale = stale + 1 if tuple(point.items()) in res.cache else 0
         r = runner.run(point)
         if r.status == "failed":
             res.first_failure = r
