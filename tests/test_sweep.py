@@ -377,3 +377,16 @@ def test_a_range_sweeps_every_integer_in_it(cli):
 def test_a_range_sweep_cannot_list_is_refused_naming_it(cli, over, lines):
     code, out, err = cli("sweep", "1f1b", "--over", over, "-D", "P=2")
     assert code == 2 and out == "" and err.splitlines() == lines
+
+
+@pytest.mark.parametrize(
+    "over", ["P=99999999999999999999", "P=99999999999999999998..99999999999999999999"]
+)
+def test_a_swept_value_past_ppirs_integers_names_over(cli, over):
+    """It said '-D P=<a 21-digit number>: out of range', naming a -D the command line did
+    not give."""
+    code, out, err = cli("sweep", "1f1b", "--over", over, "-D", "M=4")
+    assert code == 2 and err == (
+        "ppir: error: --over P=<a 21-digit number>: out of range (ppir integers are at most "
+        "2**63 - 1)\n"
+    )

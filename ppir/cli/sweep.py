@@ -24,17 +24,14 @@ from ppir.cli.common import (
     parse_placement,
 )
 from ppir.cli.output import add_quiet_argument, progress, table
-from ppir.diagnostics import EXIT_INVALID, PpirError, count, error
-from ppir.frontend.limits import read_int
+from ppir.cli.sweep_over import parse_over
+from ppir.diagnostics import EXIT_INVALID, PpirError, error
 from ppir.frontend.loader import bound_params, check_params, load_schedule
 from ppir.ir import Schedule
 from ppir.ir.graph import build_graph
 from ppir.pipeline import compile
-from ppir.testing.space import constant_bounds
-from ppir.testing.value_lists import refuse_repeats, split_option, value_items
 
 NAME = "sweep"
-MAX_VALUES = 1_000  # the most values (rows) of one sweep; each compiles the schedule
 HELP = "sweep one parameter; bubble, step time, P2P and memory beside published formulas"
 DESCRIPTION = """For each value of one parameter, expand and lower the schedule and measure from
 its IR: the bubble under uniform costs (F=1, B=2, I=W=1 per rank share, a chunk costs P/S of that;
@@ -235,40 +232,8 @@ def _known_params(spec, params: dict) -> dict:
         return params
 
 
-def _parse_over(text: str) -> tuple[str, list[int]]:
-    """(NAME, values) of ``--over NAME=V1,V2,...`` or ``NAME=LO..HI`` (every integer from LO to
-    HI, inclusive, as fuzz's ranges; constant ends), read as fuzz's --over
-    (ppir.testing.space) and -D's values are; at most MAX_VALUES of them, a row each."""
-    name, vals = split_option(text, "NAME=V1,V2,... or NAME=LO..HI", "bad-usage")
-    if ".." in vals:
-        lo, hi = constant_bounds(vals, f"--over {text}")
-        _check_rows(text, hi - lo + 1)
-        return name, list(range(lo, hi + 1))
-    items = value_items(vals, f"--over {text}", "bad-usage")
-    values = []
-    for x in items:
-        try:
-            values.append(read_int(x))  # as -D's values: ASCII digits ('٤' is no 4 here)
-        except ValueError as e:  # the first value refused, in -D's words
-            raise error("bad-usage", f"--over {text}: each value of '{name}' {e}") from None
-    refuse_repeats(values, f"--over {text}", "bad-usage")
-    _check_rows(text, len(values))
-    return name, values
-
-
-def _check_rows(text: str, n: int) -> None:
-    """A usage error when ``--over`` gives more than MAX_VALUES values (a row each)."""
-    if n > MAX_VALUES:
-        raise error(
-            "bad-usage",
-            f"--over {text} gives {count(n, 'value')}; a sweep measures at most "
-            f"{MAX_VALUES:,} (a row each)",
-            hints=["narrow the range or list the values, e.g. --over M=4,8,16"],
-        )
-
-
 def run(args) -> int:
-    name, values = _parse_over(args.over)
+    name, values = parse_over(args.over)
     if args.layers is not None:
         check_layers(args.layers, 1, 1)  # as 'ppir analyze': at least 1 (one stage takes any)
     model = parse_model_spec(args.model) if args.model is not None else None
