@@ -57,3 +57,10 @@ def test_a_define_tune_cannot_apply_is_a_usage_error(cli, monkeypatch, define, m
 def test_a_define_no_built_in_declares_names_the_built_ins(cli):
     code, out, err = cli("tune", *ARGV, "-D", "K=2")
     assert code == 2 and "no schedule of the built-ins declares a parameter 'K'" in err, err
+
+
+def test_the_text_header_says_the_fixed_values(cli, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    code, out, err = cli("tune", *ARGV, "--schedules", f"{EAGER},1f1b", "-D", "K=2")
+    assert code == 0, err
+    assert out.startswith("P=4, global batch 16, no memory budget, schedules at -D K=2; "), out

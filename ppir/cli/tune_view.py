@@ -187,7 +187,9 @@ def tune_text(
     # with a model, tune searches the micro-batch size: each row gives its own (mbs)
     # --processors: per pp; ranks per node: per dp
     assumed = cfg.describe(mbs=False, ranks={c.pp for c in cands}, dps={c.dp for c in cands})
-    lines.append(f"{where}, global batch {G}{per}{bud}; assuming {assumed}")
+    fixed = "".join(f" -D {k}={v}" for k, v in space.defines)  # where a schedule declares it
+    fixed = f", schedules at{fixed}" if fixed else ""
+    lines.append(f"{where}, global batch {G}{per}{bud}{fixed}; assuming {assumed}")
     if unit != "s":
         lines.append(
             f"per sample: a micro-batch of mbs samples costs mbs x the op costs and holds mbs A, "
