@@ -368,6 +368,44 @@ def test_verify_grads_says_why_a_model_differs_by_design(tmp_path, layer, why):
     assert failed.endswith(why), failed
 
 
+IGNORED_LABELS = """
+import torch
+import torch.nn.functional as F
+def build_stage(stage, num_stages):
+    torch.manual_seed(stage)
+    return torch.nn.Linear(4, 4)
+def make_batch(step):
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(step))
+    labels = torch.tensor([1, -100, -100, -100, 2, 3, -100, 0])  # HF's convention: -100 = none
+    return x, labels
+def loss_fn(logits, labels):
+    return F.cross_entropy(logits, labels, ignore_index=-100)  # a mean over the labelled rows
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_verify_grads_says_when_the_loss_is_no_mean_over_equal_samples(tmp_path):
+    """A language model's labels with ignore_index=-100 (HF's convention): each microbatch's
+    mean is over its own count of labelled tokens, so the pipeline weighs them otherwise than
+    the whole batch does.  It failed with no word of why."""
+    model = tmp_path / "ignored.py"
+    model.write_text(IGNORED_LABELS)
+    res = ppir_launch(
+        "-n", "2", "1f1b", "-D", "M=2", "--module", str(model), "--steps", "1", "--verify-grads",
+        "--device", "cpu",
+    )  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    [failed] = [ln for ln in res.stderr.splitlines() if ln.startswith("ppir launch: failed: ")]
+    assert "--verify-grads: step 0's gradients or loss differ from single-process" in failed
+    assert re.search(
+        r"; loss_fn is not a mean over equally weighted samples: on the reference's output the "
+        r"whole batch's loss is [0-9.]+, the mean of its 2 microbatches' losses [0-9.]+, ",
+        failed,
+    ), failed
+    assert failed.endswith("reduction='sum') / target.numel() (docs/executor.md)"), failed
+
+
 @pytest.mark.timeout(60)
 def test_a_rank_started_by_hand_is_a_usage_error_saying_how_to_start_it(tmp_path):
     """``python -m ppir.run`` without torchrun's environment exited 1, as if a rank had failed;

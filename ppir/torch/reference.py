@@ -13,6 +13,7 @@ import copy
 
 import torch
 
+from ppir.torch import values as V
 from ppir.torch.model import build_stages, global_batch
 from ppir.torch.values import call_loss, call_stage
 
@@ -22,11 +23,12 @@ def reference_modules(model, num_stages: int, device) -> list:
     return copy.deepcopy(build_stages(model, list(range(num_stages)), num_stages, device, rank=-1))
 
 
-def reference_step(mods: list, model, step: int, device):
+def reference_step(mods: list, model, step: int, device, keep: dict | None = None):
     """Forward and backward of ``make_batch(step)`` through ``mods``; the loss.  An exception
     of the model's code propagates with its traceback and a note saying that it came from this
     reference, on the whole global batch (a model that holds a microbatch's size fails only
-    here, after the pipelined step ran)."""
+    here, after the pipelined step ran).  ``keep`` (a dict) receives the last stage's output
+    and the targets, for :func:`loss_split`."""
     x, target = global_batch(model, step, device, -1)
     here = f"--verify-grads' single-process reference, on the whole batch of make_batch({step})"
     for s, m in enumerate(mods):
@@ -34,7 +36,26 @@ def reference_step(mods: list, model, step: int, device):
     loss = call_loss(model.loss_fn, x, target, lambda: f"{here}: loss_fn(output, target)")
     loss = loss.reshape(())
     loss.backward()
+    if keep is not None:
+        keep["output"], keep["target"] = x, target
     return loss.detach()
+
+
+def loss_split(loss_fn, output, target, parts: int) -> tuple[float, float] | None:
+    """(``loss_fn`` of the whole batch, the mean of ``loss_fn`` over its ``parts`` equal slices
+    along dim 0), both from the same ``output``: equal when the loss is a mean over equally
+    weighted samples, as pipelining needs (the runtime averages the microbatches' losses); not
+    for a mean over a count that varies per slice (cross-entropy over labels with an
+    ``ignore_index``, padding).  None where the output or targets do not split so."""
+    try:
+        with torch.no_grad():
+            outs = V.split_batch(output, parts, "the output")
+            targets = V.split_batch(target, parts, "the targets")
+            whole = float(loss_fn(output, target).reshape(()))
+            mean = sum(float(loss_fn(o, t).reshape(())) for o, t in zip(outs, targets)) / parts
+    except Exception:  # noqa: BLE001 - only a hint for a failure already found
+        return None
+    return whole, mean
 
 
 def stage_grads(mods: list) -> list[dict]:

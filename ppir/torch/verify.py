@@ -23,6 +23,7 @@ from ppir.torch.errors import SetupError
 from ppir.torch.model import make_optimizer
 from ppir.torch.objects import all_gather_objects
 from ppir.torch.reference import (
+    loss_split,
     max_grad_diff,
     max_param_diff,
     reference_modules,
@@ -37,6 +38,7 @@ class Verifier:
     def __init__(self, ctx, plan: dict, model, rt, mesh, args):
         self.ctx, self.plan, self.model, self.rt, self.args = ctx, plan, model, rt, args
         self.steps = args.verify_steps or 0
+        self.parts = plan["microbatches"] * mesh.dp_size  # the slices whose losses are averaged
         self.failure = ""  # what failed, for the launcher's one-line report
         self.seconds = 0.0  # spent in after_backward and after_step, not in the pipeline's step
         self.ref = reference_modules(model, plan["stages"], ctx.device)
@@ -104,7 +106,8 @@ class Verifier:
             return True
         for p in self.ref_params:
             p.grad = None
-        ref_loss = reference_step(self.ref, self.model, step, self.ctx.device)
+        kept: dict = {}
+        ref_loss = reference_step(self.ref, self.model, step, self.ctx.device, kept)
         if step:
             return True
         gdiff, where = max_grad_diff(self.rt.stages, self.rt.stage_ids, stage_grads(self.ref))
@@ -136,7 +139,25 @@ class Verifier:
                     "; the stages hold dropout in training mode, whose random masks differ "
                     "between the pipelined run and the reference: verify with dropout off (p=0)"
                 )
+            self.failure += self._loss_not_a_mean(kept, tol)
         return ok
+
+    def _loss_not_a_mean(self, kept: dict, tol: float) -> str:
+        """Why, when ``loss_fn`` is no mean over equally weighted samples: the pipeline
+        averages its microbatches' losses, which then weigh the samples otherwise than the
+        whole batch's loss does (every rank holds the reference: no communication)."""
+        split = loss_split(self.model.loss_fn, kept["output"], kept["target"], self.parts)
+        if split is None or abs(split[0] - split[1]) <= tol:
+            return ""
+        whole, mean = split
+        return (
+            f"; loss_fn is not a mean over equally weighted samples: on the reference's output "
+            f"the whole batch's loss is {whole:.6g}, the mean of its {self.parts} microbatches' "
+            f"losses {mean:.6g}, which the pipeline trains on (a mean over a count that varies "
+            "per microbatch, such as cross_entropy over labels with ignore_index=-100 or "
+            "padding): divide a summed loss by a count that is the same for every microbatch, "
+            "e.g. cross_entropy(..., reduction='sum') / target.numel() (docs/executor.md)"
+        )
 
     def _after_step(self, step: int) -> bool:
         if not self.steps or step >= self.steps:
