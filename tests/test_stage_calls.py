@@ -82,3 +82,16 @@ def test_a_none_in_a_boundary_value_says_how_to_drop_it():
     with pytest.raises(TypeError) as e:
         V.flatten(3.0, "the output of stage 0")
     assert "call=" not in str(e.value)
+
+
+def test_a_none_in_a_dict_boundary_says_to_leave_the_key_out():
+    """An HF causal mask is None under sdpa without padding; a user passing it between stages
+    in a dict was told about layers returning (hidden, None), which was not the case."""
+    from ppir.torch import values as V
+
+    with pytest.raises(TypeError) as e:
+        V.flatten({"hidden_states": torch.ones(2), "attention_mask": None}, "the output of stage 0")
+    msg = str(e.value)
+    assert msg.startswith("the output of stage 0: the value['attention_mask'] is NoneType; a ")
+    assert "(leave the key out of the dict, and the next stage, called as m(**x), gets" in msg
+    assert "layer(x)[0]" not in msg

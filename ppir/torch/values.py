@@ -69,11 +69,18 @@ def _walk(v, path: str, where: str, what: str, leaves: list) -> Spec:
             [[k, _walk(x, f"{path}[{k!r}]", where, what, leaves)] for k, x in v.items()],
         ]
     hint = ""
-    if v is None and path != "the value" and what == BOUNDARY:
+    if v is None and path.endswith("]") and what == BOUNDARY:
         hint = (
             " (a layer that returns (hidden, None), as transformers blocks do, needs "
             "split_layers(..., call=lambda layer, x: layer(x)[0]) or a wrapper that drops it)"
         )
+        if path.endswith("']"):  # a dict's value: a keyword of the next stage's call
+            hint = (
+                " (leave the key out of the dict, and the next stage, called as m(**x), gets "
+                "the keyword's default; an attention mask that transformers' "
+                "create_causal_mask gives as None, as it does for sdpa without padding, "
+                "is such a value)"
+            )
     raise TypeError(
         f"{where}: {path} is {type(v).__name__}; {what} is a tensor or a tuple, list or dict "
         f"of tensors{hint}"
