@@ -22,8 +22,8 @@ from ppir.synth.search import one_f_one_b_at_cap, synthesize
 from ppir.verify import verify
 
 
-def _check(P, M, cap, costs=None):
-    res = synthesize(P, M, cap, costs)
+def _check(P, M, cap, costs=None, vshape=True):
+    res = synthesize(P, M, cap, costs, vshape=vshape)
     s = res.schedule
     peaks = [m.peak_activations for m in analyze_memory(s, i_fraction=0).per_rank]
     assert max(peaks) <= cap
@@ -46,13 +46,37 @@ def test_synth_fits_cap_and_beats_1f1b(P, M):
 
 
 def test_synth_reaches_zero_bubble_figures():
-    """At 1F1B's memory the V placement brings the bubble down to ZB-V's (P-1)F/2."""
+    """At 1F1B's memory the bubble is at most ZB-V's (P-1)F/2: interleaved ZB at v=4 halves it."""
     res = _check(4, 8, 4)
-    assert res.bubble == 1.5 and res.label == "zbv order (the built-in)"
+    assert res.bubble == 0.75 and res.label == "interleaved_zb order (the built-in, v=4)"
+    assert _check(4, 8, 4, vshape=False).label == "zb_h1 order (the built-in)"
     # between 1F1B's memory and the least, V-Min and V-Half win where they fit (a new user's
     # trial found them beating the list schedules by 8-23 % before they were candidates)
     assert _check(4, 12, 2).step_time == 41.5  # V-Min's; the list schedules gave 51
     assert _check(8, 32, 4).label == "v_min order (the built-in)"
+
+
+def test_synth_is_never_slower_than_a_builtin_zero_bubble_order_that_fits():
+    """A new user's trial: 'ppir tune -P 4 --memory-budget 4A' picked interleaved_zb at v=4
+    (24.75) where synth, at the same cap, wrote ZB-V (25.5); with --no-vshape synth wrote a
+    list schedule (29) where ZB-H1 (27) fits.  Every built-in zero-bubble order is a candidate."""
+    cfg = make_config({"costs": {}})
+    for P, M, cap, vshape in [(4, 8, 4, True), (4, 8, 5, True), (8, 32, 8, True), (4, 8, 4, False)]:
+        res = synthesize(P, M, cap, vshape=vshape)
+        refs = [("zb_h1", {}), ("zb_h2", {})]
+        if vshape:
+            refs += [("zbv", {}), ("v_half", {}), ("v_min", {})]
+            refs += [("interleaved_zb", {"v": v}) for v in (2, 4)]
+        for name, extra in refs:
+            s = load_schedule(name, {"P": P, "M": M, **extra})
+            if max(m.peak_activations for m in analyze_memory(s, i_fraction=0).per_rank) > cap:
+                continue
+            ref = estimate(LowerComms().apply(s), cfg).step_time
+            assert res.step_time <= ref, (P, M, cap, vshape, name, extra, res.label)
+    res = synthesize(4, 8, 4)
+    assert (res.label, res.step_time) == ("interleaved_zb order (the built-in, v=4)", 24.75)
+    res = synthesize(4, 8, 4, vshape=False)
+    assert (res.label, res.step_time) == ("zb_h1 order (the built-in)", 27)
 
 
 def test_synth_other_costs():

@@ -26,9 +26,10 @@ DESCRIPTION = """Build a pipeline schedule for P ranks and M microbatches whose 
 within --mem-cap (a whole number of A, one microbatch's activations of a rank's share of the
 layers, 4 or 4A; an activation counts until its weight pass), by list scheduling with the
 backward split into I and W (Qi et al., ICLR'24), on the contiguous and the V placement, under
-several priority rules, beside the built-in V-shaped orders (ZB-V, V-Half, V-Min) where they
-fit.  The 1F1B order at the same cap is always a candidate, so the result is never slower than
-it in the estimator.
+several priority rules, beside the built-in zero-bubble orders where they fit (ZB-H1, ZB-H2;
+with the V placement also ZB-V, V-Half, V-Min and interleaved ZB at v = 2, 4).  The 1F1B order
+at the same cap is always a candidate, so the result is never slower than it, nor than those
+built-ins, in the estimator.
 The winner is verified and written as literal .pps.
 
 examples:
@@ -70,9 +71,10 @@ def add_arguments(p):
         type=positive_int,
         default=DEFAULT_MAX_OPS,
         metavar="N",
-        help=f"cap on expanded ops (default {DEFAULT_MAX_OPS:,}): P and M whose largest "
-        "candidate (2P stages, or P with --no-vshape; F, I and W ops of each stage and "
-        "microbatch) exceeds it are refused before synthesis",
+        help=f"cap on expanded ops (default {DEFAULT_MAX_OPS:,}): P and M whose list "
+        "schedules (2P stages, or P with --no-vshape; F, I and W ops of each stage and "
+        "microbatch) exceed it are refused before synthesis; a larger built-in candidate "
+        "(interleaved ZB at v=4: 4P stages) is skipped",
     )
     add_output_argument(
         p,
@@ -143,6 +145,7 @@ def run(args) -> int:
             vshape=not args.no_vshape,
             name=args.name,
             progress=step,
+            max_ops=args.max_ops,
         )
     if args.format == "json":
         _emit_json(

@@ -9,8 +9,10 @@ peak, then the earlier candidate).  Candidates:
   under each priority rule of :data:`RULES`;
 * the 1F1B order at equal memory: rank r warms up with min(P-r-1, cap-1, M) forwards, then one
   forward and one full backward in turn;
-* with ``vshape``, the built-in V-shaped orders of :data:`V_ORDERS` (ZB-V, V-Half, V-Min) at
-  P and M, where their peak fits the cap.
+* the built-in zero-bubble orders of :data:`BUILTIN_ORDERS` at P and M, as their ``.pps`` files
+  build them: ZB-H1 and ZB-H2 on the contiguous placement and, with ``vshape``, the V-shaped
+  ZB-V, V-Half and V-Min and interleaved ZB at v = 2 and 4 (the v ``ppir tune`` tries), where
+  their peak fits the cap; one over ``max_ops`` ops is noted and skipped.
 
 Because that 1F1B order is always a candidate, the result is never slower in the estimator than
 1F1B at the same cap.  Memory is counted as :mod:`.greedy` counts it (an activation lives until
@@ -37,6 +39,7 @@ from fractions import Fraction
 from ppir.analysis.config import default_op_costs
 from ppir.analysis.memory import analyze_memory
 from ppir.diagnostics import PpirError, error
+from ppir.frontend.limits import DEFAULT_MAX_OPS
 from ppir.frontend.loader import load_schedule
 from ppir.ir import Action, OpKind, Schedule, looped_placement, vshape_placement
 from ppir.synth.greedy import Candidate, GreedySpec, GreedyStuck, list_schedule
@@ -60,8 +63,17 @@ def _rule_deep_first(c: Candidate) -> int:
 
 
 RULES = {"zb": _rule_zb, "free-first": _rule_free_first, "deep-first": _rule_deep_first}
-V_ORDERS = ("zbv", "v_half", "v_min")
-"""Built-in V-shaped zero-bubble orders (Qi et al.) tried as they are, on the V placement."""
+BUILTIN_ORDERS = (
+    ("zb_h1", {}, False),
+    ("zb_h2", {}, False),
+    ("zbv", {}, True),
+    ("v_half", {}, True),
+    ("v_min", {}, True),
+    ("interleaved_zb", {"v": 2}, True),
+    ("interleaved_zb", {"v": 4}, True),
+)
+"""Built-in zero-bubble orders (Qi et al.) tried as they are: (name, parameters beside P and M,
+whether it needs more than the contiguous placement, so ``vshape=False`` leaves it out)."""
 
 
 @dataclass
@@ -124,6 +136,7 @@ def synthesize(
     vshape: bool = True,
     name: str = "zb_synth",
     progress: Callable[[int, int, str], None] | None = None,
+    max_ops: int = DEFAULT_MAX_OPS,
 ) -> SynthResult:
     """The fastest verified candidate within ``cap`` A per rank (see the module docstring)."""
     from ppir.analysis.config import make_config
@@ -143,9 +156,10 @@ def synthesize(
     trials: list[Trial] = []
     best: tuple | None = None
     v = vshape and P > 1
-    total = 1 + (2 if v else 1) * len(RULES) + (len(V_ORDERS) if v else 0)  # as _candidates
+    orders = [(n, extra) for n, extra, multi in BUILTIN_ORDERS if v or not multi]
+    total = 1 + (2 if v else 1) * len(RULES) + len(orders)  # as _candidates
     report = progress or (lambda done, total, label: None)
-    for label, sched in _candidates(P, M, cap, ic, vshape, trials):
+    for label, sched in _candidates(P, M, cap, ic, v, orders, max_ops, trials):
         report(len(trials), total, label)
         peak = max(m.peak_activations for m in analyze_memory(sched, i_fraction=0).per_rank)
         if peak > cap:
@@ -167,18 +181,20 @@ def synthesize(
     return SynthResult(out, label, est.step_time, idle, peak, trials, cost)
 
 
-def _candidates(P, M, cap, ic, vshape, trials):
+def _candidates(P, M, cap, ic, vshape, orders, max_ops, trials):
     yield "1f1b at equal memory", one_f_one_b_at_cap(P, M, cap)
     costs = tuple(ic.items())
     placements = [("contiguous", looped_placement(P, P), cap)]
-    if vshape and P > 1:
+    if vshape:
         placements.append(("v-shape", vshape_placement(P, 2 * P), 2 * cap))
-        for name in V_ORDERS:  # the published V-shaped orders, where they fit the cap
-            label = f"{name} order (the built-in)"
-            try:
-                yield label, load_schedule(name, {"P": P, "M": M}, builtin=True)
-            except PpirError as e:
-                trials.append(Trial(label, None, None, f"refused: {e.diagnostics[0].message}"))
+    for name, extra in orders:  # the published orders, where they fit the cap
+        more = "".join(f", {k}={x}" for k, x in extra.items())
+        label = f"{name} order (the built-in{more})"
+        try:
+            params = {"P": P, "M": M, **extra}
+            yield label, load_schedule(name, params, max_ops=max_ops, builtin=True)
+        except PpirError as e:
+            trials.append(Trial(label, None, None, f"refused: {e.diagnostics[0].message}"))
     for pname, place, chunks in placements:
         spec = GreedySpec(P, M, place, (chunks,) * P, True, costs)
         for rname, rule in RULES.items():
