@@ -280,6 +280,16 @@ def test_a_parameter_given_twice_with_two_values_is_refused(cli):
             "--cost F=1,F=2.0,B=2: 'F' is given twice (F=1, then F=2.0)",
             "give each op kind once",
         ),
+        (  # two --cost options read as one list, as two -D do (was: the first one dropped)
+            ["compile", "1f1b", "--backend", "cost", "--cost", "F=1,B=3", "--cost", "F=2"],
+            "--cost F=1,B=3,F=2: 'F' is given twice (F=1, then F=2)",
+            "give each op kind once",
+        ),
+        (
+            ["synth", "-D", "P=4", "-D", "M=8", "--mem-cap", "4", "--cost", "I=2", "--cost", "I=1"],
+            "--cost I=2,I=1: 'I' is given twice (I=2, then I=1)",
+            "give each op kind once",
+        ),
         (
             ["analyze", "1f1b", "--model", "llama3-8b,seq=4096,seq=2048"],
             "--model llama3-8b,seq=4096,seq=2048: 'seq' is given twice (seq=4096, then seq=2048)",
@@ -310,6 +320,17 @@ def test_a_key_given_twice_with_two_values_is_refused_as_d_is(cli, argv, message
 def test_a_key_given_twice_with_one_value_is_accepted_as_d_is(cli, argv):
     code, out, _ = cli(*argv)
     assert code == 0 and out
+
+
+def test_every_cost_option_counts(cli):
+    # was: '--cost B=3 --cost F=2' timed B at its default 2, the first --cost silently dropped
+    code, out, err = cli("compile", "1f1b", "--backend", "cost", "--cost", "B=3", "--cost", "F=2")
+    assert code == 0, err
+    assert "assuming uniform costs F=2 B=3 I=1 W=1 per rank share" in out
+    argv = ("synth", "-D", "P=2", "-D", "M=4", "--mem-cap", "2", "-q")
+    code, out, err = cli(*argv, "--cost", "B=3,I=2", "--cost", "F=2")
+    assert code == 0, err
+    assert "(estimator at F=2 B=3 I=2 W=1, free comm)" in out.splitlines()[0]
 
 
 def test_a_module_option_given_twice_with_two_values_is_refused():

@@ -191,6 +191,16 @@ class Once(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+class Joined(argparse.Action):
+    """A ``K=X,...`` option given more than once reads as one list (``--cost F=1 --cost B=3`` is
+    ``--cost F=1,B=3``), as ``-D`` does, so a key given twice with two values is refused there
+    instead of the last option silently dropping the first's keys."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, values if before is None else f"{before},{values}")
+
+
 def parse_defines(defines: list[str], flag: str = "-D") -> dict[str, int]:
     """``-D`` values (``flag`` names the option in messages: ``-D2`` for ``ppir viz``)."""
     out: dict[str, int] = {}

@@ -33,6 +33,7 @@ from ppir.analysis.model_spec import model_table, parse_model_spec, spec_help
 from ppir.analysis.models import model_hint
 from ppir.analysis.units import comma_entries
 from ppir.cli.argtypes import integer, number, positive_int
+from ppir.cli.common import Joined
 from ppir.cli.deprecation import warn_deprecated
 from ppir.cli.flag_words import in_flag_words
 from ppir.diagnostics import PpirError, did_you_mean, error, given_twice
@@ -89,6 +90,7 @@ def add_cost_arguments(group, model: bool = True, recompute: bool = True, dp: bo
     group.add_argument(
         "--cost",
         dest="cost_costs",
+        action=Joined,
         metavar="K=X,...",
         help="op costs in forwards of a rank share, e.g. F=1,B=2,I=1,W=1 (the defaults); "
         "FB=X times an overlapped F&B step as X forwards (default F+B; FB=B: perfect overlap)",

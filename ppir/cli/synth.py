@@ -9,6 +9,7 @@ from fractions import Fraction
 from ppir.analysis.config import default_op_costs
 from ppir.cli.argtypes import activation_count, positive_int
 from ppir.cli.common import (
+    Joined,
     add_defines,
     add_output_argument,
     check_schedule_name,
@@ -55,6 +56,7 @@ def add_arguments(p):
         "--cost",
         dest="costs",
         default=None,
+        action=Joined,
         metavar="K=X,...",
         help="op costs in forwards of a rank share, e.g. F=1,B=2,I=1,W=1 (the defaults; "
         "synth takes F, B, I, W: B times the 1F1B candidate's backward, I and W the split "
