@@ -8,7 +8,7 @@ the state it uses: ``stages_of``, ``microbatches``, ``out``, ``count``, ``wq`` a
 
 from __future__ import annotations
 
-from ppir.diagnostics import EXIT_INVALID, count, did_you_mean, error, rank_list
+from ppir.diagnostics import EXIT_INVALID, EXIT_USAGE, count, did_you_mean, error, rank_list
 from ppir.frontend import ast as A
 from ppir.frontend.scope import values_text
 from ppir.ir import Action, OpKind, Overlap, Span
@@ -88,7 +88,7 @@ class OpEmitter:
             if 0 <= ch < len(stages):
                 stage = stages[ch]
             else:
-                stage = self._chunk_stage(rank, ch, span, values_text(scope, names[1]))
+                stage = self._chunk_stage(rank, ch, span, values_text(scope, names[1]), op=True)
         if kind is OpKind.W and mb_f is None:
             q = [x for x in self.wq if stage is None or x[0] == stage]
             if not q:
@@ -153,9 +153,12 @@ class OpEmitter:
             )
         return self.placement[s]
 
-    def _chunk_stage(self, rank: int, ch: int, span: Span, values: str = "") -> int:
+    def _chunk_stage(self, rank: int, ch: int, span: Span, values: str = "", op=False) -> int:
         """The stage of ``rank``'s chunk ``ch``; a ``chunk-out-of-range`` error ending with
-        ``values`` (the values its expression read, ``" (with c = 2)"``) when it holds none."""
+        ``values`` (the values its expression read, ``" (with c = 2)"``) when it holds none:
+        exit 1 for an ``op``'s chunk (understood but wrong, as a microbatch out of range), 2 for
+        a builtin's argument (``stage(r, c)``, ``pending_w(c)``), as their rank or stage out of
+        range is."""
         stages = self.stages_of[rank]
         if not 0 <= ch < len(stages):
             raise error(
@@ -164,7 +167,7 @@ class OpEmitter:
                 f"{count(len(stages), 'chunk')} (0..{len(stages) - 1}){values}",
                 span,
                 hints=self._chunk_hints(rank, ch),
-                exit_code=EXIT_INVALID,  # understood but wrong, as a microbatch out of range
+                exit_code=EXIT_INVALID if op else EXIT_USAGE,
             )
         return stages[ch]
 
