@@ -333,6 +333,23 @@ def test_every_cost_option_counts(cli):
     assert "(estimator at F=2 B=3 I=2 W=1, free comm)" in out.splitlines()[0]
 
 
+def test_cost_options_joined_keep_a_trailing_comma_and_refuse_an_empty_one(cli):
+    # each --cost may end with a comma, as one alone may (was: '--cost F=1, --cost B=3' read as
+    # 'F=1,,B=3', an empty entry the user never typed)
+    base = ("compile", "1f1b", "--backend", "cost")
+    code, out, err = cli(*base, "--cost", "F=1,", "--cost", "B=3")
+    assert code == 0, err
+    assert "assuming uniform costs F=1 B=3 I=1 W=1 per rank share" in out
+    # an empty --cost is refused beside another as it is alone (was: '--cost F=1 --cost ""'
+    # read as 'F=1,', accepted)
+    for argv in (("--cost", "F=1", "--cost", ""), ("--cost", "", "--cost", "F=1")):
+        code, out, err = cli(*base, *argv)
+        assert code == 2 and "--cost '': expected K=X,..., e.g. --cost F=1,B=2" in err, err
+    synth = ("synth", "-D", "P=2", "-D", "M=4", "--mem-cap", "2", "-q")
+    code, out, err = cli(*synth, "--cost", "F=2", "--cost", " ")
+    assert code == 2 and "--cost '': expected K=X,..." in err, err
+
+
 def test_a_module_option_given_twice_with_two_values_is_refused():
     assert key_values(["a=1", "a=1.0", "b=x"], "--module-opt") == {"a": 1, "b": "x"}
     with pytest.raises(ValueError) as e:

@@ -198,7 +198,13 @@ class Joined(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         before = getattr(namespace, self.dest, None)
-        setattr(namespace, self.dest, values if before is None else f"{before},{values}")
+        if before is None:
+            joined = values
+        elif not before.strip() or not values.strip():  # an empty one is refused, as alone
+            joined = ""
+        else:  # each option may end with a comma, as one alone may
+            joined = f"{before.rstrip().removesuffix(',')},{values}"
+        setattr(namespace, self.dest, joined)
 
 
 def parse_defines(defines: list[str], flag: str = "-D") -> dict[str, int]:
