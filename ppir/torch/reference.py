@@ -10,6 +10,7 @@ reordering, and after N optimizer steps so must the parameters.
 from __future__ import annotations
 
 import copy
+from typing import NamedTuple
 
 import torch
 
@@ -41,21 +42,41 @@ def reference_step(mods: list, model, step: int, device, keep: dict | None = Non
     return loss.detach()
 
 
-def loss_split(loss_fn, output, target, parts: int) -> tuple[float, float] | None:
+class LossSplit(NamedTuple):
+    """:func:`loss_split`'s answer: the whole batch's loss, the mean of its slices' losses, and
+    the machine epsilon of the loss's dtype (0.0 for one that is no float)."""
+
+    whole: float
+    mean: float
+    eps: float
+
+    def differs(self, tol: float) -> bool:
+        """Whether the two differ by more than ``tol`` and more than the round-off of the loss's
+        dtype: a mean summed in two orders differs by a few ulps of its size (1e-2 on a float32
+        MSE of 1e6, above a tolerance of 1e-5), which says nothing of how the loss weighs the
+        samples."""
+        noise = 64 * self.eps * max(abs(self.whole), abs(self.mean))
+        return abs(self.whole - self.mean) > max(tol, noise)
+
+
+def loss_split(loss_fn, output, target, parts: int) -> LossSplit | None:
     """(``loss_fn`` of the whole batch, the mean of ``loss_fn`` over its ``parts`` equal slices
-    along dim 0), both from the same ``output``: equal when the loss is a mean over equally
-    weighted samples, as pipelining needs (the runtime averages the microbatches' losses); not
-    for a mean over a count that varies per slice (cross-entropy over labels with an
-    ``ignore_index``, padding).  None where the output or targets do not split so."""
+    along dim 0, both from the same ``output``, and the loss dtype's epsilon): equal up to
+    round-off when the loss is a mean over equally weighted samples, as pipelining needs (the
+    runtime averages the microbatches' losses); not for a mean over a count that varies per
+    slice (cross-entropy over labels with an ``ignore_index``, padding).  None where the output
+    or targets do not split so."""
     try:
         with torch.no_grad():
             outs = V.split_batch(output, parts, "the output")
             targets = V.split_batch(target, parts, "the targets")
-            whole = float(loss_fn(output, target).reshape(()))
+            loss = loss_fn(output, target).reshape(())
+            whole = float(loss)
             mean = sum(float(loss_fn(o, t).reshape(())) for o, t in zip(outs, targets)) / parts
     except Exception:  # noqa: BLE001 - only a hint for a failure already found
         return None
-    return whole, mean
+    eps = torch.finfo(loss.dtype).eps if loss.is_floating_point() else 0.0
+    return LossSplit(whole, mean, eps)
 
 
 def stage_grads(mods: list) -> list[dict]:

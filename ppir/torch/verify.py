@@ -147,9 +147,9 @@ class Verifier:
         averages its microbatches' losses, which then weigh the samples otherwise than the
         whole batch's loss does (every rank holds the reference: no communication)."""
         split = loss_split(self.model.loss_fn, kept["output"], kept["target"], self.parts)
-        if split is None or abs(split[0] - split[1]) <= tol:
+        if split is None or not split.differs(tol):
             return ""
-        whole, mean = split
+        whole, mean = split.whole, split.mean
         return (
             f"; loss_fn is not a mean over equally weighted samples: on the reference's output "
             f"the whole batch's loss is {whole:.6g}, the mean of its {self.parts} microbatches' "
