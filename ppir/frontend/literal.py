@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from ppir.diagnostics import EXIT_USAGE, Note, count, error, rank_list
+from ppir.diagnostics import EXIT_INVALID, EXIT_USAGE, Note, count, error, rank_list
 from ppir.frontend import ast as A
 from ppir.frontend.declarations import resolve_pipelines, resolve_placement
 from ppir.frontend.interpreter import Interpreter
@@ -100,6 +100,7 @@ def literal_shape(
                 "stage-out-of-range",
                 f"action {a} names stage {a.stage}, out of range 0..{stages - 1}",
                 a.span,
+                exit_code=EXIT_INVALID,  # names an op it does not have, as out-of-range
             )
     if "microbatches" in decls:
         mbs, mspan = decls["microbatches"]
