@@ -111,7 +111,15 @@ def stages(num_stages: int) -> list:
         from ppir.torch import split_layers
 
         model = build_model()
-        rotary = model.model.rotary_emb
+        rotary = getattr(model.model, "rotary_emb", None)
+        if rotary is None:  # an older transformers: its layers make their own embeddings
+            import transformers
+
+            raise ImportError(
+                f"examples/hf_llama.py needs a transformers whose LlamaModel holds the rotary "
+                f"embedding its layers take (model.model.rotary_emb; written against 5.25), "
+                f"not {transformers.__version__}: pip install -U 'transformers>=4.48'"
+            )
         _STAGES[num_stages] = split_layers(
             [Block(layer, rotary) for layer in model.model.layers],
             num_stages,

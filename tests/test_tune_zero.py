@@ -75,7 +75,7 @@ def test_the_text_shows_each_rows_stage_and_no_longer_suggests_zero(cli):
     assert head[head.index("recompute") + 1] == "zero"
     assert "zero=1 in --model" not in out
     code, out, err = cli("tune", *ARGV, "--top", "3", "-q")
-    assert code == 0 and "zero=1 in --model (the distributed optimizer)" in out
+    assert code == 0 and "--zero auto counts them at zero=1 (the distributed optimizer)" in out
 
 
 @pytest.mark.parametrize(

@@ -279,8 +279,9 @@ def _zero_note(cands, model) -> list[str]:
         return []
     return [
         f"note: {n} {'choice' if n == 1 else 'choices'} with data-parallel replicas exceed the "
-        "memory budget without ZeRO (tune keeps --model's zero=0); zero=1 in --model (the "
-        "distributed optimizer) shards optimizer state over the replicas and may let them fit"
+        "memory budget without ZeRO (tune keeps --model's zero=0); --zero auto counts them at "
+        "zero=1 (the distributed optimizer), which shards optimizer state over the replicas and "
+        "may let them fit"
     ]
 
 
