@@ -40,10 +40,7 @@ def clip_grad_norm_(
     if not p > 0:  # nan too
         raise ValueError(f"norm_type must be positive (or inf), got {norm_type!r}")
     params = rt.parameters()
-    skip = set()
-    for t in rt.reducer.tied:  # one copy counted, on the lowest holder only
-        lowest = not t.others or min(t.others) > rt.rank
-        skip.update(id(q) for q in (t.local[1:] if lowest else t.local))
+    skip = {id(q) for t in rt.reducer.tied for q in t.redundant(rt.rank)}  # one copy counted
     grads = [q.grad for q in params if q.grad is not None]
     counted = [q.grad for q in params if q.grad is not None and id(q) not in skip]
     total = torch.zeros((), dtype=torch.float64, device=rt.device)

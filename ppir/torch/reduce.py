@@ -100,8 +100,7 @@ class GradReducer:
             return
         if not self.sync:  # a window's first step: one copy keeps what they carry (equal)
             for t in self.tied:
-                lowest = not t.others or min(t.others) > self.rank
-                for p in t.local[1:] if lowest else t.local:
+                for p in t.redundant(self.rank):
                     p.grad = None
             self.carried = [[None] * len(t.local) for t in self.tied]  # a failed step's too
             return

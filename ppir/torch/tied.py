@@ -21,6 +21,13 @@ class TiedCopy:
     def __init__(self, name: str, local: list, others: list[int]):
         self.name, self.local, self.others = name, local, others  # others: global ranks
 
+    def redundant(self, rank: int) -> list:
+        """The local copies that do not stand for the parameter on global rank ``rank``: all
+        but the first on the lowest holder, all on the others.  The one left is the copy that
+        clipping counts and that keeps the copies' common gradient through a no_sync window."""
+        lowest = not self.others or min(self.others) > rank
+        return self.local[1:] if lowest else list(self.local)
+
 
 def tied_refusal(entry: dict, placement: list[int]) -> str:
     """Why ``shared="refuse"`` stops at the shared parameter ``entry`` (``placement``: the
