@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ppir.diagnostics import count, error
-from ppir.frontend.limits import MAX_INT, read_int, show_value
+from ppir.frontend.expand import check_param_range
+from ppir.frontend.limits import read_int
 from ppir.testing.space import constant_bounds
 from ppir.testing.value_lists import refuse_repeats, split_option, value_items
 
@@ -34,15 +35,10 @@ def parse_over(text: str) -> tuple[str, list[int]]:
 
 
 def _check_range(name: str, values: list[int]) -> None:
-    """A usage error naming ``--over`` for a value past ppir's integers (the loader named
-    ``-D``, which the command line did not give)."""
+    """A usage error naming ``--over`` for a value past ppir's integers (the loader's check,
+    which named ``-D``, an option the command line did not give)."""
     for v in values:
-        if not -MAX_INT <= v <= MAX_INT:
-            raise error(
-                "bad-usage",
-                f"--over {name}={show_value(v)}: out of range (ppir integers are at most "
-                "2**63 - 1)",
-            )
+        check_param_range(name, v, "--over", "bad-usage")
 
 
 def _check_rows(text: str, n: int) -> None:

@@ -59,12 +59,7 @@ def bind_params(
     check_known(overrides, declared, schedule_where(module), flag)
     overrides = {name: integer_param(name, value) for name, value in overrides.items()}
     for name, value in overrides.items():
-        if not -MAX_INT <= value <= MAX_INT:
-            raise error(
-                "bad-define",
-                f"{given(flag, name, show_value(value))}: out of range "
-                "(ppir integers are at most 2**63 - 1)",
-            )
+        check_param_range(name, value, flag)
     values: dict[str, int] = {}
     for name, p in declared.items():
         if name in overrides:
@@ -92,6 +87,17 @@ def bind_params(
         else:
             values[name] = p.default
     return values
+
+
+def check_param_range(name: str, value: int, flag: str = "-D", kind: str = "bad-define") -> None:
+    """An error ``kind`` naming ``flag NAME=VALUE`` (``flag``: the option that gave it; empty
+    for the Python API) for a parameter value past ppir's integers."""
+    if not -MAX_INT <= value <= MAX_INT:
+        raise error(
+            kind,
+            f"{given(flag, name, show_value(value))}: out of range "
+            "(ppir integers are at most 2**63 - 1)",
+        )
 
 
 def check_given(module: A.Module, names, how) -> None:
