@@ -105,17 +105,21 @@ def ppir_on_torch_lowering(with_comms, name, P, M, v) -> str:
 
 def row(name: str, P: int, M: int, v: int) -> list[str]:
     vtxt = "-" if name in SINGLE else str(v)
-    params = {"P": P, "M": M} | ({} if name in SINGLE else {"v": v})
     try:
         obj = torch_schedule_object(name, P, M, v)
     except PpirError as e:
         msg = e.diagnostics[0].message.split(": ", 1)[-1][:80]
         return [name, str(P), str(M), vtxt, f"rejects: {msg}", "-", "-", "-", "-"]
     validate, sim, with_comms = torch_checks(obj, name, P, v)
-    s = load_torch_builtin(name, params)
-    own = _kinds(verify(LowerComms().apply(s)))
+    own = _own_lowering(name, P, M, v)
     theirs = ppir_on_torch_lowering(with_comms, name, P, M, v)
     return [name, str(P), str(M), vtxt, "ok", validate, sim, own, theirs]
+
+
+def _own_lowering(name: str, P: int, M: int, v: int) -> str:
+    """``ok`` or the diagnostic kinds of the class's compute order lowered by ppir."""
+    params = {"P": P, "M": M} | ({} if name in SINGLE else {"v": v})
+    return _kinds(verify(LowerComms().apply(load_torch_builtin(name, params))))
 
 
 def wide() -> int:
@@ -133,9 +137,7 @@ def wide() -> int:
                     except PpirError:
                         continue
                     accepted += 1
-                    params = {"P": P, "M": M} | ({} if name in SINGLE else {"v": v})
-                    s = load_torch_builtin(name, params)
-                    kinds = _kinds(verify(LowerComms().apply(s)))
+                    kinds = _own_lowering(name, P, M, v)
                     ok += kinds == "ok"
                     if kinds != "ok" and first == "-":
                         first = f"P={P} M={M} v={v}: {kinds}"
