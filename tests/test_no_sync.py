@@ -154,3 +154,28 @@ def test_steps_inside_no_sync_broadcast_no_buffers(one_rank_group):
         rt.step(x, y)
     rt.step(x, y)
     assert calls == [2]
+
+
+def test_clipping_refuses_gradients_a_window_has_not_reduced(one_rank_group):
+    """Inside the window and after it until the synchronising step, the gradients are each
+    replica's own: their norm is not the model's, so clipping raises instead of scaling by
+    it; the step that ends the window makes it work again."""
+    import ppir
+    from ppir.torch import PipelineRuntime
+
+    plan = ppir.compile(ppir.load("1f1b", P=1, M=2))
+    rt = PipelineRuntime(plan, [nn.Linear(2, 2)], lambda y, t: (y - t).pow(2).mean())
+    x, y = torch.randn(4, 2), torch.randn(4, 2)
+    with rt.no_sync():
+        rt.step(x, y)
+        with pytest.raises(RuntimeError, match=r"inside no_sync\(\).*clip after the first step"):
+            rt.clip_grad_norm_(1.0)
+    with pytest.raises(RuntimeError, match="not yet reduced"):
+        rt.clip_grad_norm_(1.0)
+    before = [p.grad.clone() for p in rt.parameters()]
+    assert all(torch.equal(a, p.grad) for a, p in zip(before, rt.parameters()))  # untouched
+    rt.step(x, y)
+    norm = rt.clip_grad_norm_(1e9)
+    assert float(norm) == pytest.approx(
+        float(torch.cat([p.grad.flatten() for p in rt.parameters()]).norm())
+    )

@@ -11,6 +11,8 @@ the optimizer:
   rank holding it, copies on one rank once (``PipelineRuntime.parameters``); one all-reduce
   over the pipeline group (a sum, or a max for ``inf``) combines the ranks (data-parallel
   replicas hold equal, already averaged gradients, so they compute the same norm);
+* after a step inside ``no_sync()`` and before the synchronising step that ends the window it
+  raises (the gradients are not yet reduced), before any message, on every rank;
 * when the norm exceeds ``max_norm``, every gradient is multiplied by
   ``max_norm / (norm + 1e-6)``, as ``torch.nn.utils.clip_grad_norm_`` does on one process;
   with ``error_if_nonfinite`` a norm that is nan or inf raises (as torch's), on every rank;
@@ -36,6 +38,13 @@ def clip_grad_norm_(
     doc); the norm before clipping."""
     if not max_norm > 0:
         raise ValueError(f"max_norm must be positive, got {max_norm!r}")
+    if rt.reducer.unsynced:  # every rank ran the same steps, so every rank refuses here
+        raise RuntimeError(
+            "clip_grad_norm_ after a step inside no_sync(): the gradients are each replica's "
+            "local sums, not yet reduced over data-parallel replicas nor summed over tied "
+            "copies, so their norm is not the model's; clip after the first step outside "
+            "no_sync(), which reduces everything accumulated"
+        )
     p = float(norm_type)
     if not p > 0:  # nan too
         raise ValueError(f"norm_type must be positive (or inf), got {norm_type!r}")

@@ -94,6 +94,12 @@ class GradReducer:
         self.sync = True
         self._unsynced = False  # a step ran with sync False since the last synchronised one
 
+    @property
+    def unsynced(self) -> bool:
+        """A step ran inside ``no_sync`` since the last synchronised step: the gradients are
+        this replica's local sums, not yet reduced over replicas nor summed over tied copies."""
+        return self._unsynced
+
     def begin(self) -> None:
         """Set aside the tied copies' gradients from earlier steps (see the module doc)."""
         if self._unsynced:  # what they carry is this window's own: it is summed at its end

@@ -256,7 +256,7 @@ class PipelineRuntime:
         so k accumulation steps cost one reduction; the gradients then equal those of k
         synchronised steps (up to round-off).  Nor do those steps broadcast buffers from
         replica 0 (``broadcast_buffers``), as DDP's skip it.  Call the optimizer (and
-        :meth:`clip_grad_norm_`) only after that step."""
+        :meth:`clip_grad_norm_`, which refuses before it) only after that step."""
         before, self.reducer.sync = self.reducer.sync, False
         try:
             yield
