@@ -78,6 +78,27 @@ def test_ppir_list_is_one_aligned_table(cli):
     assert all(line == line.rstrip() for line in lines)
 
 
+_NAIVE = ["examples/bad_schedule.pps", "--lowering", "naive"]  # a deadlock: exit 1
+
+
+@pytest.mark.parametrize(
+    "argv, check",
+    [
+        (["compile", *_NAIVE, "--backend", "cost"], _NAIVE),
+        (["analyze", *_NAIVE], _NAIVE),
+        (["dump", *_NAIVE], _NAIVE),
+        (["compile", "1f1b", "-D", "P=0", "--backend", "cost"], ["1f1b", "-D", "P=0"]),  # exit 2
+    ],
+)
+def test_a_failing_command_writes_its_json_nowhere_and_its_diagnostic_to_stderr(cli, argv, check):
+    """docs/cli-output.md: exit 1 or 2 leaves stdout empty (a script reading it gets no
+    half a document); the diagnostic goes to stderr; ``check --format json`` has it as JSON."""
+    code, out, err = cli(*argv, "--format", "json")
+    assert code in (1, 2) and out == "" and "error:" in err
+    code2, out, _ = cli("check", *check, "--format", "json")
+    assert code2 == code and '"ok": false' in out and '"diagnostics"' in out
+
+
 # ------------------------------------------------------------------ progress
 def test_progress_on_a_terminal_counts_shows_the_status_and_clears_itself():
     tty = Terminal()
