@@ -69,6 +69,9 @@ _RULE = re.compile(
     r"|\bstages\s*//\s*(copies|pipelines|pipes)\b"  # pipeline_length
     r"|\bkey\s*\[\s*:\s*:\s*2\s*\]"  # "the same (stage, mb)": what an op consumes, inputs
     r"|\(\s*(OpKind\s*\.\s*)?B\s*,\s*(OpKind\s*\.\s*)?I\s*\)"  # the backward kinds: BACKWARD
+    # deps' stage-offset tables: read elsewhere they mean an offset applied by hand; hot loops
+    # take deps.input_table, crossing_table or peer_table, the offsets resolved per program
+    r"|\b(INPUTS|CROSSES_IN|CROSSES_OUT|PEER_DELTA)\b"
 )
 # what a module other than deps.py may write, each once, blanks dropped: types.py's
 # BACKWARD_KINDS, the tuple deps.BACKWARD is (deps imports types)

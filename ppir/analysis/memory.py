@@ -290,8 +290,7 @@ def _recv_peaks(g: ProgramGraph, r: int) -> tuple[int, int, int]:
     pending: set[tuple] = set()
     nf = nb = pf = pb = pt = 0
     ops, kind, lo, hi, unit_ops = g.ops, g.kind, g.lo, g.hi, g.unit_ops
-    crosses = deps.CROSSES_IN
-    within = deps.stage_bounds(S, g.schedule.pipelines)  # inputs come from the op's pipeline
+    crossing = deps.crossing_table(S, g.schedule.pipelines).get  # inputs from the op's pipeline
     RECV_F, RECV_B = OpKind.RECV_F, OpKind.RECV_B
     add = pending.add
     for v in g.rank_nodes[r]:
@@ -314,14 +313,10 @@ def _recv_peaks(g: ProgramGraph, r: int) -> tuple[int, int, int]:
                         pt = nf + nb
         elif k == COMPUTE and pending:
             for a in ops[lo[v] : hi[v]]:
-                rule = crosses.get(a.kind)
-                st = a.stage
-                if rule is None or not 0 <= st < S:
+                rule = crossing((a.kind, a.stage))
+                if rule is None:
                     continue
-                lo_s, hi_s = within[st]
-                if not lo_s <= st + rule[0] < hi_s:
-                    continue
-                key = (st, rule[2], a.mb)  # the RECV delivering its input (deps.recv_key)
+                key = (a.stage, rule[2], a.mb)  # the RECV delivering its input (deps.recv_key)
                 if key in pending:
                     pending.discard(key)
                     if rule[1]:

@@ -171,6 +171,45 @@ def _within(s: int, t: int, num_stages: int, pipelines: int) -> bool:
     return lo <= t < hi
 
 
+# ------------------------------------------------------------------ per-program tables
+# The rules resolved once for a program's stage count and pipelines, for the hot loops (graph
+# builder, verifier, memory): a loop looks an op up by ``(kind, stage)`` instead of applying a
+# stage offset.  A stage out of range has no entry.
+
+
+def input_table(num_stages: int, pipelines: int = 1) -> dict:
+    """:func:`inputs` of each compute kind at each stage: ``(kind, stage) -> ((producer stage,
+    kinds), ...)``, the producer's microbatch being the op's."""
+    return {
+        (k, s): tuple((s + d, ks) for d, ks in rules if _within(s, s + d, num_stages, pipelines))
+        for k, rules in INPUTS.items()
+        for s in range(num_stages)
+    }
+
+
+def crossing_table(num_stages: int, pipelines: int = 1) -> dict:
+    """:func:`message_in` of each compute kind at each stage that has one: ``(kind, stage) ->
+    (source stage, gradient?, RECV kind)``; the RECV delivering it is ``(stage, RECV kind, mb)``
+    (:func:`recv_key`)."""
+    return {
+        (k, s): (s + d, grad, recv)
+        for k, (d, grad, recv) in CROSSES_IN.items()
+        for s in range(num_stages)
+        if _within(s, s + d, num_stages, pipelines)
+    }
+
+
+def peer_table(num_stages: int, pipelines: int = 1) -> dict:
+    """:func:`peer_stage` of each communication kind at each stage whose peer lies in its
+    pipeline: ``(kind, stage) -> peer stage`` (:func:`peer_rank` is -1 for the others)."""
+    return {
+        (k, s): s + d
+        for k, d in PEER_DELTA.items()
+        for s in range(num_stages)
+        if _within(s, s + d, num_stages, pipelines)
+    }
+
+
 # ------------------------------------------------------------------ compute ops
 def inputs(a: Action, num_stages: int, pipelines: int = 1) -> tuple[Producer, ...]:
     """Every producer whose output compute op ``a`` consumes (those that exist in range)."""

@@ -1,7 +1,7 @@
 """The op index of a program's dependency graph: op ids in program order, each op's rank, item
 and peer, and each channel's sends and recvs in program order (the first step of
 :func:`ppir.ir.graph.build_graph`; :mod:`ppir.ir.units` then makes the nodes and edges).  The
-peer at the other end of a comm op comes from :mod:`ppir.ir.deps` (``PEER_DELTA``)."""
+peer at the other end of a comm op comes from :mod:`ppir.ir.deps` (``peer_table``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
     ops, op_rank, op_item, op_peer = g.ops, g.op_rank, g.op_item, g.op_peer
     first = g.first
     place, S = s.placement, s.stages
-    within = deps.stage_bounds(S, s.pipelines)
+    peer_of = deps.peer_table(S, s.pipelines).get  # (kind, stage) -> peer stage in its pipeline
     compute = COMPUTE_KINDS
     for r, prog in enumerate(s.programs):  # per rank: comprehensions, then a loop over comm ops
         base = len(ops)
@@ -42,7 +42,7 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
             a = flat[j]
             hit = get((a.kind, a.stage))
             if hit is None:
-                hit = table[(a.kind, a.stage)] = _peer_channel(a, r, place, S, within, g)
+                hit = table[(a.kind, a.stage)] = _peer_channel(a, r, place, peer_of, g)
             q, ch = hit
             peers[j] = q
             if ch is not None:
@@ -55,14 +55,14 @@ def index_ops(g: ProgramGraph, s: Schedule) -> None:
     g.op_msg = [-1] * n
 
 
-def _peer_channel(a, r: int, place, S: int, within, g: ProgramGraph) -> tuple:
+def _peer_channel(a, r: int, place, peer_of, g: ProgramGraph) -> tuple:
     """The rank at the other end of comm action ``a`` on rank ``r`` (-1: no such stage) and
     the list of its channel's sends (or recvs) in program order, None without a peer."""
-    k, st = a.kind, a.stage
-    ps = st + deps.PEER_DELTA[k]
-    q = place[ps] if 0 <= st < S and within[st][0] <= ps < within[st][1] else -1
-    if q < 0:
-        return q, None
+    k = a.kind
+    ps = peer_of((k, a.stage))
+    if ps is None:
+        return -1, None
+    q = place[ps]
     if k in SEND_KINDS:
         return q, g.sends.setdefault((r, q), [])
     return q, g.recvs.setdefault((q, r), [])

@@ -226,19 +226,14 @@ def data_edges(g: ProgramGraph) -> tuple[list, list]:
     data_in: list = [()] * n
     data_out: list = [()] * n
     get = first.getter()
-    rules = deps.INPUTS
-    within = deps.stage_bounds(S, g.schedule.pipelines)  # producers lie in the op's pipeline
+    producers_of = deps.input_table(S, g.schedule.pipelines).get
     for o, a in enumerate(ops):
-        k0, s0 = a.kind, a.stage
-        if k0 not in COMPUTE_KINDS or not 0 <= s0 < S:
+        producers = producers_of((a.kind, a.stage))  # None: not a compute op, or out of range
+        if producers is None:
             continue
         v = op_node[o]
         m = a.mb
-        lo, hi = within[s0]
-        for d, kinds in rules[k0]:
-            st = s0 + d
-            if not lo <= st < hi:
-                continue
+        for st, kinds in producers:
             for k in kinds:
                 src = get(st, k, m)
                 if src is not None:

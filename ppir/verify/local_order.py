@@ -47,8 +47,9 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
             local[r] = d
         return local[r].get(key)
 
-    inputs, crosses, serves = deps.INPUTS, deps.CROSSES_IN, deps.SERVES
-    within = deps.stage_bounds(S, s.pipelines)  # producers lie in the op's pipeline
+    serves = deps.SERVES
+    producers_of = deps.input_table(S, s.pipelines).get  # producers lie in the op's pipeline
+    crossing = deps.crossing_table(S, s.pipelines).get
     compute_kinds = COMPUTE_KINDS
     for o, a in enumerate(ops):
         k = a.kind
@@ -56,24 +57,22 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
             if compute_known and not lowered:
                 continue
             st = a.stage
-            if not 0 <= st < S:
+            producers = producers_of((k, st))
+            if producers is None:  # out of range
                 continue
             r, m = op_rank[o], a.mb
-            lo, hi = within[st]
             if not compute_known:
-                for d, kinds in inputs[k]:
-                    ps = st + d
-                    if lo <= ps < hi and place[ps] == r:
+                for ps, kinds in producers:
+                    if place[ps] == r:
                         found = [
                             x for x in (on_rank((ps, kk, m), r) for kk in kinds) if x is not None
                         ]
                         if found and min(found) > o:
                             out.append(_local_order(g, o, min(found)))
-            rule = crosses.get(k) if lowered else None
+            rule = crossing((k, st)) if lowered else None
             if rule is not None:
-                ps = st + rule[0]
-                if lo <= ps < hi and place[ps] != r:
-                    key = (st, rule[2], m)  # the RECV delivering it (deps.recv_key)
+                if place[rule[0]] != r:
+                    key = (st, rule[2], m)  # the RECV delivering it (deps.crossing_table)
                     x = first_op(*key)
                     if x is not None and op_rank[x] != r:
                         x = on_rank(key, r)
