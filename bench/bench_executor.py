@@ -83,7 +83,8 @@ def bench_schedule(ctx, model, name: str, torch_cls: str, v: int, args) -> dict:
 
     P, M = ctx.world, args.microbatches
     params = {"P": P, "M": M} | ({"v": v} if v > 1 else {})
-    ex = runtime_for(ctx, build_plan(ppir.lower(ppir.load_schedule(name, params))), model)
+    program = ppir.compile(ppir.load_schedule(name, params)).program  # what launch runs
+    ex = runtime_for(ctx, build_plan(program), model)
     mb_in, mb_tgt = split_batch(model, 0, M, ctx.device, ctx.rank)
     inputs, targets = model.make_batch(0)
     S = P * v

@@ -123,7 +123,7 @@ def worker(args) -> None:
     P, M = ctx.world, args.microbatches
     runs, losses = {}, {}
     for name in SCHEDULES:
-        s = ppir.lower(ppir.load_schedule(name, {"P": P, "M": M}))
+        s = ppir.compile(ppir.load_schedule(name, {"P": P, "M": M})).program  # as launch
         runs[name] = runtime_for(ctx, build_plan(s), model)
     mb_in, mb_tgt = split_batch(model, 0, M, ctx.device, ctx.rank)
     for name, rt in runs.items():
