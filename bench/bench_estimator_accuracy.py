@@ -1,8 +1,12 @@
 """The cost estimator held to the truth: predicted vs measured step time on ppir's runtime.
 
     python bench/bench_estimator_accuracy.py [--ranks 2,4] [--steps 20] [--microbatches 8]
-        [--module examples/gpt_model.py] [--module-opt KEY=VALUE ...] [--explain] [--rotate]
-        [--keep DIR]
+        [--module examples/gpt_model.py] [--module-opt KEY=VALUE ...] [--model SPEC]
+        [--explain] [--rotate] [--keep DIR]
+
+Any model module of ``ppir launch`` / ``ppir profile`` runs (``--module``, ``--module-opt``);
+without ``--module`` the GPT example runs at this bench's own options (:data:`DEFAULT_OPTS`,
+:data:`DEFAULT_MODEL`).
 
 For each P: ``ppir profile`` once (1F1B on P gloo/CPU processes, the model built in 2P pieces so
 that one cost file serves P-stage and 2P-stage schedules, with the profile's two further orders,
@@ -28,8 +32,11 @@ steps in the middle half of the rounds' paired ratios (within the noise); with m
 ``ppir.analysis.timeline``), the compute over all ranks divided by the cores, a lower bound;
 and activations: the peak bytes the runtime holds for backward on each rank during a step (the
 saved tensors' storages and the gradients I keeps for W, parameters excluded; see
-:class:`LiveActivations`) against ppir's memory model of the GPT example
-(``ppir.analysis.footprint``) and against the memory curve fed with the profiled bytes.
+:class:`LiveActivations`) against ppir's memory model: its per-layer bytes
+(``ppir.analysis.footprint``) where ``--model`` gives the model's shape in ppir's model spec
+(``ppir analyze --model``'s fields; ``mbs`` is the microbatch the bench runs), and always the
+memory curve fed with the bytes the profile saved per piece (what ``ppir compile --backend cost
+--config FILE`` reports for a model module: ``ppir.analysis.measured_footprint``).
 ``--explain`` adds where the steps go on every rank: every timed round's instructions timed by
 kind, medians over the rounds (see :func:`explain`).  ``--keep DIR`` also writes each P's cost
 file and measured rounds there, to time the same runs again with another estimator.
@@ -56,7 +63,12 @@ from bench_executor import (  # noqa: E402  (same launcher, runtime and step tim
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = [("1f1b", 1), ("interleaved_1f1b", 2), ("zb_h1", 1), ("zbv", 2)]
+DEFAULT_MODULE = str(ROOT / "examples" / "gpt_model.py")
+#: Without --module: the GPT example at these options, whose shape in ppir's model spec is
+#: DEFAULT_MODEL (fp32, GeLU MLP of 4h, LayerNorm, no dropout, torch's CPU flash attention; the
+#: head counted untied: tying changes parameters, not activations).
 DEFAULT_OPTS = ["layers=8", "d_model=128", "heads=4", "seq=64", "batch=16", "vocab=256"]
+DEFAULT_MODEL = "layers=8,hidden=128,heads=4,seq=64,vocab=256,dtype=fp32,dropout=0,flash=1,tied=0"
 
 
 def parse_args(argv=None):
@@ -73,9 +85,23 @@ def parse_args(argv=None):
         "'ppir profile' run before the measurement",
     )
     p.add_argument("--profile-steps", type=int, default=8, help="timed steps of a separate profile")
-    p.add_argument("--module", default=str(ROOT / "examples" / "gpt_model.py"))
     p.add_argument(
-        "--module-opt", action="append", default=None, help=f"default: {' '.join(DEFAULT_OPTS)}"
+        "--module",
+        help="a model module of 'ppir launch' / 'ppir profile' (default: the GPT example, "
+        "examples/gpt_model.py, with the --module-opt and --model defaults below)",
+    )
+    p.add_argument(
+        "--module-opt",
+        action="append",
+        default=None,
+        help=f"the module's options (without --module: {' '.join(DEFAULT_OPTS)})",
+    )
+    p.add_argument(
+        "--model",
+        metavar="SPEC",
+        help="the module's shape for ppir's per-layer memory model, as 'ppir analyze --model' "
+        "takes it (mbs: the microbatch run here); without it the activations are held to the "
+        f"profiled bytes alone (without --module: {DEFAULT_MODEL})",
     )
     p.add_argument(
         "--explain",
@@ -98,8 +124,14 @@ def parse_args(argv=None):
     p.add_argument("--worker", metavar="OUT", help=argparse.SUPPRESS)
     p.add_argument("--P", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.module is None:  # the GPT example at this bench's options and their shape
+        args.module = DEFAULT_MODULE
+        if args.module_opt is None:
+            args.module_opt = list(DEFAULT_OPTS)
+        if args.model is None and args.module_opt == DEFAULT_OPTS:
+            args.model = DEFAULT_MODEL
     if args.module_opt is None:
-        args.module_opt = list(DEFAULT_OPTS)
+        args.module_opt = []
     return args
 
 
@@ -352,13 +384,13 @@ def bench_rank(ctx, model, args) -> dict:
         dist.all_gather_object(got, spent)
         out["spent"] = {k: [g[k] for g in got] for k in runs}  # per rank, its rounds
     if prof is not None:
-        from ppir.profile.launch import gather
+        from ppir.profile.launch import check_batch, gather
 
         samples, transfer, groups = prof.finish(args.steps)
         positions = [p for order in further for p in order.positions()]
         data = gather(ctx.rank, P, samples, transfer, groups, "cpu", positions, walls)
-        if ctx.rank == 0:
-            out["samples"] = data
+        if ctx.rank == 0:  # with the microbatch's samples, as 'ppir profile' records them
+            out["samples"] = data | {"microbatch_size": check_batch(model.make_batch(0), M)}
     return out
 
 
@@ -375,53 +407,40 @@ def worker(args) -> None:
 
 
 # ------------------------------------------------------------------ predicted (here)
-#: FFN-wide tensors an activation function keeps for backward (ModelShape.act_tensors): HF's
-#: gelu_new is 0.5*x*(1 + tanh(...)) in elementwise ops, keeping x, the tanh, 0.5*x and 1 + tanh.
-ACT_TENSORS = {"gelu_new": 4}
+def model_shape(spec: str | None, measured):
+    """The ModelShape of ``--model`` (ppir's model spec, read as ``ppir analyze --model`` reads
+    it), its ``mbs`` the microbatch the profile ran (``measured.microbatch_size``: dim 0 of
+    make_batch's inputs over M); None without a spec."""
+    from dataclasses import replace
 
+    from ppir.analysis.model_spec import parse_model_spec
 
-def gpt_shape(module: str, opts: dict, M: int):
-    """ppir's ModelShape of the GPT example (examples/gpt_model.py) or of HF GPT-2
-    (examples/hf_gpt2.py) with these options over the module's own CONFIG: fp32, a GeLU MLP of
-    4h, LayerNorm, no dropout, torch's CPU flash attention (HF's sdpa), the head counted untied
-    (tying changes parameters, not activations)."""
-    from ppir.analysis.models import make_model
-    from ppir.torch.model import load_model
-
-    c = dict(getattr(load_model(module), "CONFIG", {})) | opts
-    return make_model(
-        layers=c["layers"],
-        hidden=c["d_model"],
-        heads=c["heads"],
-        seq=c["seq"],
-        mbs=c["batch"] // M,
-        dtype="fp32",
-        vocab=c["vocab"],
-        tied=0,
-        dropout=0,
-        flash=1,
-        act_tensors=ACT_TENSORS.get(c.get("act"), 0),
-    )
+    if spec is None:
+        return None
+    if not measured.microbatch_size:
+        sys.exit(f"--model {spec}: the profile recorded no microbatch size (inputs of no tensor)")
+    return replace(parse_model_spec(spec), mbs=measured.microbatch_size)
 
 
 def predict(P: int, args, cost_file: str) -> dict:
     from ppir.analysis.config import load_config_file, make_config
     from ppir.analysis.costs import costs_for
     from ppir.analysis.estimate import estimate
-    from ppir.analysis.footprint import activation_peaks, footprint
+    from ppir.analysis.footprint import footprint
+    from ppir.analysis.measured_footprint import measured_footprint
     from ppir.analysis.memory import analyze_memory
-    from ppir.torch.model import parse_options
 
     cfg = make_config(load_config_file(cost_file), cost_file)
-    shape = gpt_shape(args.module, parse_options(args.module_opt), args.microbatches)
-    out: dict = {"processors": cfg.processors}
+    shape = model_shape(args.model, cfg.measured)
+    out: dict = {"processors": cfg.processors, "shape": shape}
     for name, v in CASES:
         s = program(name, P, args.microbatches, v)
         est = estimate(s, cfg, memory=False)  # the program the runtime ran, timed as written
-        fp = footprint(s, shape)
-        measured = cfg.measured.fit(s.stages).activation_bytes
-        mem = analyze_memory(s, i_fraction=fp.memory.i_fraction)
-        from_profile = [float(p) for p, _ in activation_peaks(s, mem, [int(b) for b in measured])]
+        # ppir's memory model: the per-layer bytes of the shape (with its I/W split), and the
+        # same curve fed with the profile's bytes (at the shape's split, else ppir's default)
+        fp = footprint(s, shape) if shape is not None else None
+        mem = fp.memory if fp is not None else analyze_memory(s)
+        from_profile = measured_footprint(s, cfg.measured, mem)
         costs = costs_for(s, cfg)  # the per-op costs as the estimate has them (near or far)
         work = sum(
             costs.to_time(costs.op[a.stage][a.kind]) for r in range(P) for a in s.compute_actions(r)
@@ -429,8 +448,8 @@ def predict(P: int, args, cost_file: str) -> dict:
         out[name] = {
             "step": est.step_time,
             "work": work,  # seconds of compute over all ranks, at the profiled per-op costs
-            "act_model": [float(r.activations) for r in fp.per_rank],
-            "act_profiled": from_profile,
+            "act_model": [float(r.activations) for r in fp.per_rank] if fp else None,
+            "act_profiled": [float(r.activations) for r in from_profile.per_rank],
         }
     return out
 
@@ -710,16 +729,24 @@ def report(
     )
     print(f"  resolved pairs the prediction orders wrongly: {'; '.join(wrong) or 'none'}")
     resolved_ok.append(not wrong and not untied)
-    print("  activations held per rank (KiB): measured / memory model / profiled bytes")
+    shape = pred["shape"] is not None  # the per-layer model, else the profiled bytes alone
+    print(
+        "  activations held per rank (KiB): measured / "
+        + ("memory model / " if shape else "")
+        + "memory curve fed the profiled bytes"
+    )
     for name, _ in CASES:
         held = meas["held"][name]
-        model, prof = pred[name]["act_model"], pred[name]["act_profiled"]
+        prof = pred[name]["act_profiled"]
+        model = pred[name]["act_model"] or prof
         errs = [abs(m - h) / h for m, h in zip(model, held) if h]
         mem_errors.extend(errs)
         cells = " ".join(
-            f"{h / 1024:.0f}/{m / 1024:.0f}/{p / 1024:.0f}" for h, m, p in zip(held, model, prof)
+            "/".join(f"{x / 1024:.0f}" for x in ((h, m, p) if shape else (h, p)))
+            for h, m, p in zip(held, model, prof)
         )
-        print(f"  {name:22s} {cells}   model worst |error| {max(errs, default=0):.1%}")
+        what = "model" if shape else "profiled"
+        print(f"  {name:22s} {cells}   {what} worst |error| {max(errs, default=0):.1%}")
         if name in ("zb_h1", "zbv"):
             saved = " ".join(f"{h / 1024:.0f}" for h in meas["held"][name + " saved"])
             print(f"  {'':22s} saved tensors alone (no gradients kept for W): {saved}")
@@ -739,6 +766,11 @@ def main(argv=None) -> int:
         f"model {Path(args.module).name} {' '.join(args.module_opt)}; CPU/gloo, M="
         f"{args.microbatches}, {args.steps} timed rounds; costs from 1F1B profiled per P "
         f"({args.profile})"
+    )
+    print(
+        f"memory model: --model {args.model} (mbs: the profiled microbatch)"
+        if args.model
+        else "memory model: the curve fed the profiled bytes (no --model: no per-layer model)"
     )
     errors, mem_errors, rankings, resolved_ok = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -765,7 +797,8 @@ def main(argv=None) -> int:
         f"(target 10 % / 20 %); rankings equal: {sum(rankings)}/{len(rankings)} (agreeing with "
         f"every pair as the rounds order it or within their noise: {sum(resolved_ok)}/"
         f"{len(resolved_ok)}); activations worst "
-        f"|error| {max(mem_errors, default=0):.1%} (target 10 %)"
+        f"|error| {max(mem_errors, default=0):.1%} (target 10 %; "
+        f"{'the per-layer model' if args.model else 'the profiled bytes'})"
     )
     return 0
 
