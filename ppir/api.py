@@ -11,8 +11,9 @@ import os
 
 from ppir.analysis.analyze import Analysis, analyze_compiled
 from ppir.analysis.config import CostConfig
+from ppir.analysis.layout import check_layer_count
 from ppir.analysis.model_spec import parse_model_spec
-from ppir.analysis.models import ModelShape, check_layer_count
+from ppir.analysis.models import ModelShape
 from ppir.diagnostics import PpirError, Report
 from ppir.frontend.keywords import keyword_typo
 from ppir.frontend.loader import declared_params, load_schedule, merge_params

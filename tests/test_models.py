@@ -6,14 +6,9 @@ from fractions import Fraction
 
 import pytest
 
+from ppir.analysis.layout import check_layers, valid_chunk_counts
 from ppir.analysis.model_spec import parse_model_spec
-from ppir.analysis.models import (
-    PRESETS,
-    ModelShape,
-    check_layers,
-    make_model,
-    valid_chunk_counts,
-)
+from ppir.analysis.models import PRESETS, ModelShape, make_model
 from ppir.diagnostics import EXIT_USAGE, PpirError
 
 

@@ -1,5 +1,8 @@
 """Layer layouts: how many transformer layers each pipeline stage holds.
 
+* :func:`check_layers` is the even split's count per stage (a ppir error naming the v for
+  which the layers do divide, :func:`valid_chunk_counts`); :func:`check_layer_count` refuses a
+  layer count that is no positive integer.
 * :func:`split_layers` is the one rule the cost model and the memory footprint read: a given
   layout (``--stage-layers``, ``[model] stage_layers``, or the one ``ppir tune`` chose) checked
   against the schedule, else the even split (a ppir error listing the v that work).
@@ -22,11 +25,44 @@ import re
 from dataclasses import replace
 from fractions import Fraction
 
-from ppir.analysis.models import check_layers
 from ppir.diagnostics import PpirError, error
 from ppir.ir import Schedule, deps
 
 _ENTRY = re.compile(r"(\d+)(?:x(\d+))?")
+
+
+def valid_chunk_counts(layers: int, ranks: int, limit: int | None = None) -> list[int]:
+    """The v for which ``layers`` splits evenly into ranks*v chunks."""
+    if layers % ranks:
+        return []
+    n = layers // ranks
+    return [v for v in range(1, n + 1) if n % v == 0 and (limit is None or v <= limit)]
+
+
+def check_layer_count(layers, option: str = "--layers") -> None:
+    """A ``bad-model`` error naming ``option`` unless ``layers`` is a positive int."""
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers <= 0:
+        raise error("bad-model", f"{option} must be a positive integer, got {layers!r:.40}")
+
+
+def check_layers(layers: int, stages: int, ranks: int) -> int:
+    """Layers per stage; a ppir error (exit 2) when ``stages`` does not divide ``layers``."""
+    check_layer_count(layers)
+    if layers % stages == 0:
+        return layers // stages
+    ok = valid_chunk_counts(layers, ranks)
+    hint = (
+        f"for P={ranks}, v in {{{', '.join(map(str, ok))}}} divides {layers} layers"
+        if ok
+        else f"{layers} layers are not divisible by P={ranks} for any v"
+    )
+    v = Fraction(stages, ranks)
+    raise error(
+        "bad-layers",
+        f"{layers} layers do not split evenly into {stages} stages "
+        f"(P={ranks}, v={v}): {layers} % {stages} = {layers % stages}",
+        hints=[hint],
+    )
 
 
 def split_layers(

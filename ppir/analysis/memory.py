@@ -34,8 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ppir.analysis.layout import even_layers
-from ppir.analysis.models import PRESETS, ModelShape, check_layers, check_recompute
+from ppir.analysis.layout import check_layers, even_layers
+from ppir.analysis.models import PRESETS, ModelShape, check_recompute
 from ppir.analysis.p2p import P2PReport, RankP2P, analyze_p2p  # noqa: F401 (this module's API)
 from ppir.ir import Action, OpKind, Schedule, deps
 from ppir.ir.graph import COMPUTE, POST, ProgramGraph, build_graph

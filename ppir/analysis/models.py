@@ -357,39 +357,6 @@ def model_fields(m: ModelShape) -> dict:
     return {f: getattr(m, f) for f in SPEC_FIELDS}
 
 
-def valid_chunk_counts(layers: int, ranks: int, limit: int | None = None) -> list[int]:
-    """The v for which ``layers`` splits evenly into ranks*v chunks."""
-    if layers % ranks:
-        return []
-    return [v for v in _divisors(layers // ranks) if limit is None or v <= limit]
-
-
-def check_layer_count(layers, option: str = "--layers") -> None:
-    """A ``bad-model`` error naming ``option`` unless ``layers`` is a positive int."""
-    if isinstance(layers, bool) or not isinstance(layers, int) or layers <= 0:
-        raise error("bad-model", f"{option} must be a positive integer, got {layers!r:.40}")
-
-
-def check_layers(layers: int, stages: int, ranks: int) -> int:
-    """Layers per stage; a ppir error (exit 2) when ``stages`` does not divide ``layers``."""
-    check_layer_count(layers)
-    if layers % stages == 0:
-        return layers // stages
-    ok = valid_chunk_counts(layers, ranks)
-    hint = (
-        f"for P={ranks}, v in {{{', '.join(map(str, ok))}}} divides {layers} layers"
-        if ok
-        else f"{layers} layers are not divisible by P={ranks} for any v"
-    )
-    v = Fraction(stages, ranks)
-    raise error(
-        "bad-layers",
-        f"{layers} layers do not split evenly into {stages} stages "
-        f"(P={ranks}, v={v}): {layers} % {stages} = {layers % stages}",
-        hints=[hint],
-    )
-
-
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 

@@ -9,9 +9,9 @@ from fractions import Fraction
 from ppir.analysis import timeline
 from ppir.analysis.config import default_op_costs
 from ppir.analysis.costs import costs_for
+from ppir.analysis.layout import check_layers
 from ppir.analysis.memory import analyze_memory, analyze_p2p, split_fractions
 from ppir.analysis.model_spec import parse_model_spec
-from ppir.analysis.models import check_layers
 from ppir.cli.analyze import add_model_arguments, fmt, num
 from ppir.cli.closed_forms import closed_forms
 from ppir.cli.common import (
