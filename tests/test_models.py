@@ -35,6 +35,17 @@ def test_act_tensors_counts_what_the_activation_function_keeps():
     assert parse_model_spec("gpt3-175b,act_tensors=4") == make_model("gpt3-175b", act_tensors=4)
 
 
+def test_norm_tensors_counts_what_each_norm_keeps():
+    m = make_model("llama3-8b")
+    s, b, h, d, V = 8192, 1, 4096, 2, 128256
+    assert m.norm_kept == 1  # a fused kernel keeps its input
+    hf = make_model("llama3-8b", norm_tensors=3)  # HF's LlamaRMSNorm in bf16 (fp32 input: 2)
+    assert hf.activation_bytes_per_layer() - m.activation_bytes_per_layer() == 2 * 2 * s * b * h * d
+    assert hf.head_activation_bytes() - m.head_activation_bytes() == 2 * s * b * h * d  # final norm
+    assert m.head_activation_bytes() == s * b * (2 * h * d + 4 * V)  # its input and output
+    assert parse_model_spec("llama3-8b,norm_tensors=3") == hf
+
+
 def test_flops_per_layer_matches_24bsh2_for_4h_ffn():
     m = make_model("gpt3-175b", mbs=2)  # flash=0: the whole s x s score matrix is computed
     s, b, h = 2048, 2, 12288

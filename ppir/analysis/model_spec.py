@@ -40,9 +40,9 @@ def parse_model_spec(text: str, option: str = "--model") -> ModelShape:
 
     Keys are the :class:`ModelShape` fields: layers, hidden, heads, seq, mbs, dtype, tp, ffn,
     kv_heads, vocab, swiglu, tied, dp, zero, flash, dropout, norm, optimizer, grad_dtype,
-    act_tensors.  ``option`` is how errors name the text: the command's ``--model`` (``--model
-    llama3-8b,tp=x: tp must be an integer``), or an API argument's name, ``model`` (``model
-    'llama3-8b,tp=x': ...``).
+    act_tensors, norm_tensors.  ``option`` is how errors name the text: the command's
+    ``--model`` (``--model llama3-8b,tp=x: tp must be an integer``), or an API argument's name,
+    ``model`` (``model 'llama3-8b,tp=x': ...``).
     """
     preset = None
     over: dict = {}
@@ -135,5 +135,6 @@ def spec_help() -> str:
         f"fields: {', '.join(SPEC_FIELDS)} (ffn 0: 4 x hidden; kv_heads 0: heads; vocab 0: no "
         f"embedding or head; {', '.join(_FLAGS)}: 0|1; zero: 0|1|2; dtype, grad_dtype: "
         f"{'|'.join(DTYPE_BYTES)}; norm: {'|'.join(NORMS)}; optimizer: {'|'.join(OPTIMIZERS)}; "
-        "act_tensors: FFN-wide tensors the activation keeps, 0: its input)"
+        "act_tensors: FFN-wide tensors the activation keeps, 0: its input; norm_tensors: "
+        "hidden-wide tensors a norm keeps, 0: its input)"
     )

@@ -18,9 +18,12 @@ Contract
   output layer ``V·h`` (the embedding's copy when ``tied`` and the stage is on another rank).
 * Activations of one layer and microbatch (:meth:`ModelShape.activation_terms`), the tensors
   autograd keeps, generalising Korthikanti et al. (MLSys'23, Table 2; ``34sbh + 5as²b`` at 16
-  bits, MHA, GeLU, dropout): norm and linear inputs, Q, K, V, the GeLU/SwiGLU input (or
-  ``act_tensors`` tensors of width ``f`` for an activation written out as elementwise ops, e.g.
-  4 for HF GPT-2's ``gelu_new``), one-byte dropout masks; the attention scores
+  bits, MHA, GeLU, dropout): norm inputs (or ``norm_tensors`` tensors of width ``h`` per norm
+  written out as elementwise ops: 2 for HF's ``LlamaRMSNorm`` in fp32, its input and normalised
+  input; 3 in bf16, whose fp32 copy of the input counts twice), linear inputs, Q, K, V, the
+  GeLU/SwiGLU input (or ``act_tensors`` tensors of width ``f`` for an activation written out as
+  elementwise ops: 4 for HF GPT-2's ``gelu_new``, 3 for HF Llama's SwiGLU, the gate, its SiLU
+  and the up projection), one-byte dropout masks; the attention scores
   ``a·s²·b·(2d + 1)`` without flash attention, or the log-sum-exp ``4·a·s·b`` (fp32) with it;
   none of those under selective recomputation; only the layer input ``s·b·h·d`` under full
   recomputation.
@@ -77,6 +80,7 @@ class ModelShape:
     optimizer: str = "adam"
     grad_dtype: str = "fp32"
     act_tensors: int = 0
+    norm_tensors: int = 0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -92,6 +96,7 @@ class ModelShape:
             ("kv_heads", "0 = heads"),
             ("vocab", "0 = none"),
             ("act_tensors", "0 = the activation function's input"),
+            ("norm_tensors", "0 = the norm's input"),
         ):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -151,6 +156,11 @@ class ModelShape:
         return self.act_tensors or (2 if self.swiglu else 1)
 
     @property
+    def norm_kept(self) -> int:
+        """Tensors of the hidden width a norm keeps: ``norm_tensors``, else its input."""
+        return self.norm_tensors or 1
+
+    @property
     def kv(self) -> int:
         """Key/value heads (grouped-query attention; = heads for multi-head attention)."""
         return self.kv_heads or self.heads
@@ -192,7 +202,7 @@ class ModelShape:
             return (sb * h * d, 0)
         f, mask = self.ffn_hidden, self.dropout
         lin = (
-            2 * h * d  # the inputs of the two norms
+            2 * self.norm_kept * h * d  # what the two norms keep (their inputs, fused)
             + (3 * h + 2 * self.kv_dim) * d  # QKV input, Q, K, V, output-projection input
             + (h + self.act_kept * f + f) * d  # fc1 input, what the activation keeps, fc2 input
             + 2 * h * mask  # the two dropout masks
@@ -219,12 +229,13 @@ class ModelShape:
         return 8 * sb + Fraction(sb * self.hidden * self.dropout, self.tp)
 
     def head_activation_bytes(self) -> Fraction:
-        """What the last stage keeps per microbatch besides its layers: the final norm's input
-        and output and the fp32 logits of the loss (Megatron-LM's ``4sbh(1 + V/h)`` at 16 bits)."""
+        """What the last stage keeps per microbatch besides its layers: what the final norm
+        keeps (its input, fused), its output and the fp32 logits of the loss (Megatron-LM's
+        ``4sbh(1 + V/h)`` at 16 bits)."""
         if not self.vocab:
             return Fraction(0)
-        sb = self.seq * self.mbs
-        return Fraction(sb * (2 * self.hidden * self.dtype_bytes + 4 * self.vocab), self.tp)
+        sb, norm = self.seq * self.mbs, self.norm_kept + 1
+        return Fraction(sb * (norm * self.hidden * self.dtype_bytes + 4 * self.vocab), self.tp)
 
     def message_bytes(self) -> Fraction:
         """Bytes of one stage-boundary activation (or its gradient) for one microbatch."""
