@@ -140,3 +140,28 @@ def test_with_a_model_too_the_micro_batch_is_the_profiled_one(cli, tmp_path):
     assert doc["global_batch"] == 4 * 2 * SAMPLES  # 4 x P profiled microbatches, as without
     code, _, err = cli(*argv, "--micro-batch", "1,2", "-q")
     assert code == 2 and "--micro-batch 1,2: measured costs are per profiled microbatch" in err
+
+
+@pytest.mark.parametrize(
+    "model, value, message",
+    [
+        (True, "none,selective", "every one would be timed alike"),
+        (True, "full,none", "every one would be timed alike"),
+        (False, "selective", "without --model nothing sizes it either"),
+        (False, "none,full", "without --model nothing sizes it either"),
+    ],
+)
+def test_recomputation_is_not_compared_on_measured_costs(cli, tmp_path, model, value, message):
+    """was: --recompute none,selective,full beside a model ranked every recomputation at the
+    profiled step time, the one keeping the least memory first (full recomputation looked
+    free); without a model the hint sent the user to add one, which did exactly that."""
+    argv = ["tune", "--config", _file(tmp_path), "--schedules", "1f1b", "-q"]
+    argv += ["--world", "2", "--model", "llama3-8b,seq=1024"] if model else ["-P", "2"]
+    code, out, err = cli(*argv, "--recompute", value)
+    assert code == 2 and out == "" and "Traceback" not in err, err
+    assert err.startswith(f"ppir: error: --recompute {value}: measured costs are the profiled")
+    assert message in err and "profile it once per setting" in err
+    if model:  # one value beside a model still sizes its memory
+        code, out, err = cli(*argv, "--recompute", "selective", "--format", "json")
+        assert code == 0, err
+        assert {r["recompute"] for r in json.loads(out)["ranked"]} == {"selective"}

@@ -20,7 +20,13 @@ from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.cli.tune_budget import DEFAULT_RESERVE, budget_note, read_budget
 from ppir.cli.tune_command import add_recorded_cost_arguments, compile_command
-from ppir.cli.tune_lists import comma_ints, comma_list, measured_batch, measured_sizes
+from ppir.cli.tune_lists import (
+    comma_ints,
+    comma_list,
+    measured_batch,
+    measured_recompute,
+    measured_sizes,
+)
 from ppir.cli.tune_view import tune_json, tune_text
 from ppir.diagnostics import EXIT_INVALID, EXIT_OK, did_you_mean, error
 from ppir.schedules import builtin_names
@@ -244,6 +250,8 @@ def run(args) -> int:
                 f"--recompute {r}: expected {', '.join(RECOMPUTE_MODES)}",
                 hints=did_you_mean(r, RECOMPUTE_MODES),
             )
+    if measured is not None:  # was: a list ranked each alike in time, the least memory first
+        measured_recompute(args.tune_recompute, recomputes, model is not None)
     if args.tune_recompute and model is None:  # every row said 'none', silently
         refuse_recompute_without_model(args.tune_recompute)
     if args.zero and model is None:

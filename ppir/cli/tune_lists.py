@@ -114,3 +114,31 @@ def measured_batch(args, measured, P: int) -> tuple[str, int]:
             f"(try {near})",
         )
     return mbs, (G or 4 * P * b) if b is not None else 0
+
+
+def measured_recompute(value: str | None, recomputes: tuple, has_model: bool) -> None:
+    """Refuse ``--recompute`` where measured costs cannot tell its values apart: the profile
+    timed the model as it ran, its own recomputation (or none) included, so each value would
+    get the same step time and the one that keeps fewer activations would rank first; without
+    a model nothing sizes it at all.  One value with a model still sets the model's memory."""
+    if value is None or (has_model and len(set(recomputes)) == 1):
+        return
+    why = (
+        "every one would be timed alike and the one that keeps less memory ranked first"
+        if has_model
+        else "without --model nothing sizes it either"
+    )
+    raise error(
+        "bad-usage",
+        f"--recompute {value}: measured costs are the profiled model's as it ran (its own "
+        f"recomputation, or none, included), so recomputation is not searched: {why}",
+        hints=[
+            "to compare, make the module recompute (an option of its configure()), profile "
+            "it once per setting and tune each cost file"
+            + (
+                "; one --recompute value beside --model sizes that model's memory"
+                if has_model
+                else ""
+            )
+        ],
+    )
