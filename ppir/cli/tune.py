@@ -19,7 +19,11 @@ from ppir.cli.cost_options import (
 from ppir.cli.deprecation import Renamed
 from ppir.cli.output import add_quiet_argument, progress
 from ppir.cli.tune_budget import DEFAULT_RESERVE, budget_note, read_budget
-from ppir.cli.tune_command import add_recorded_cost_arguments, compile_command
+from ppir.cli.tune_command import (
+    add_recorded_cost_arguments,
+    compile_command,
+    launch_command,
+)
 from ppir.cli.tune_lists import (
     comma_ints,
     comma_list,
@@ -303,7 +307,10 @@ def run(args) -> int:
         flag = "--gpu-memory" if args.gpu_memory else "--memory-budget"  # the one given
         has_model, note = model is not None, budget_note(args)
         every = args.all_rejected
-        text = tune_text(cands, space, G, cfg, budget, has_model, every, flag, note, command)
+        launch = lambda c: launch_command(c, args, args.tune_cost_actions)  # noqa: E731
+        text = tune_text(
+            cands, space, G, cfg, budget, has_model, every, flag, note, command, launch
+        )
         print(text, end="")
     return EXIT_OK if any(c.ok for c in cands) else EXIT_INVALID  # none fits: a script sees it
 

@@ -86,3 +86,47 @@ def command_line(c, cmd: str, sized: bool) -> str:
         what = "step time and peak" + (" activations" if not sized else "")
         per = f" (per micro-batch of {c.mbs} samples: {c.mbs} x its {what} are the row's)"
     return f"ppir compile reports #1's step time and peak memory{per}: {cmd}"
+
+
+def _launch_dests() -> set[str]:
+    """The cost options ``ppir launch`` takes (no model shape on its command line)."""
+    import argparse
+
+    p = argparse.ArgumentParser(add_help=False)
+    add_cost_arguments(p, model=False)
+    return {a.dest for a in p._actions}
+
+
+def launch_command(c, args, actions) -> str | None:
+    """With a cost file measured by ``ppir profile`` (``--config``): the ``ppir launch`` line
+    that runs candidate ``c``'s program as tune timed it, or None where it cannot (not
+    expanded, or a program the runtime cannot run).  It passes the cost options on, since they
+    plan the lowering (without ``--config`` launch lowers most schedules otherwise), names the
+    profiled module (its options are the user's to repeat: the file does not keep them)."""
+    from ppir.plan.build import runtime_limit
+
+    measured = c.config.measured if c.config is not None else None
+    if c.program is None or measured is None or runtime_limit(c.program) is not None:
+        return None
+    schedule = c.schedule
+    if args.schedules is None and os.path.exists(schedule) and not os.path.isdir(schedule):
+        schedule = builtin_file(schedule)
+    argv = ["ppir", "launch", "-n", str(c.pp * c.dp), schedule]
+    argv += ["--dp", str(c.dp)] if c.dp > 1 else []
+    for k, v in c.program.params:
+        argv += ["-D", f"{k}={v}"]
+    argv += ["--module", str(dict(measured.info).get("model", "MODULE"))]
+    keep = _launch_dests()
+    argv += _given_flags(args, [a for a in actions if a.dest in keep])
+    if args.progress_model != "fifo":
+        argv += ["--progress-model", args.progress_model]
+    return shlex.join(argv)
+
+
+def launch_line(rank: int, cmd: str, G: int) -> str:
+    """The line under the table that gives ``cmd``, row ``rank``'s :func:`launch_command`."""
+    return (
+        f"ppir launch runs #{rank} as timed (the same cost options plan its lowering; "
+        f"make_batch's batch: the {G} samples of the global batch, with the module options it "
+        f"was profiled with): {cmd}"
+    )

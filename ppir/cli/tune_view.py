@@ -9,7 +9,7 @@ from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.tune import TIE_ORDER, same_step_time
 from ppir.analysis.units import fmt_memory, fmt_size, fmt_time, microbatch_json, unit_meaning
 from ppir.cli.output import table
-from ppir.cli.tune_command import command_line
+from ppir.cli.tune_command import command_line, launch_line
 from ppir.plan.build import runtime_limit
 from ppir.verify.words import ordinal
 
@@ -162,12 +162,14 @@ def tune_text(
     flag="--memory-budget",
     note="",
     command=None,
+    launch=None,
 ) -> str:
     """The ranked table, the pruned count and the rejections, as ``ppir tune`` prints them;
     ``flag``: the option that gave the budget (--gpu-memory or --memory-budget), which the
     hint names when nothing fits; ``note``: what the header adds to the budget (how a size in
     a decimal unit was read); ``command(c)``: candidate ``c``'s ``ppir compile`` command line,
-    given for the first ranked row under the table (none without it)."""
+    given for the first ranked row under the table (none without it); ``launch(c)``: its
+    ``ppir launch`` command line, or None, given for the first ranked row that has one."""
     unit = cfg.time_unit
     in_bytes = sizes_known(cfg)
     lines = []
@@ -228,6 +230,8 @@ def tune_text(
     lines += _m_notes(ok)
     if ok and command is not None:  # the best row as 'ppir compile' reports it
         lines.append(command_line(ok[0], command(ok[0]), in_bytes))
+    runs = [(i, cmd) for i, c in enumerate(ok, 1) if launch and (cmd := launch(c))][:1]
+    lines += [launch_line(i, cmd, G) for i, cmd in runs]
     if not ok:
         hint = _no_choice_hint(cands, has_model, flag, cfg.model, space)
         lines.append("(no feasible choice)" + hint)
