@@ -821,3 +821,15 @@ def test_an_error_in_the_models_configure_is_its_traceback_under_a_header(tmp_pa
     assert code == 1 and out == "", err
     assert err.startswith("ppir profile: failed:\nTraceback (most recent call last):\n"), err
     assert "picky_model.py" in err and err.endswith("ValueError: unknown ['nope']\n"), err
+
+
+def test_the_cli_and_the_api_share_a_default_that_gives_each_order_six_steps():
+    """The default profile gives each further order a third of the timed steps (6 each at
+    18): with 6 steps, one of each kind, its figures moved up to 2x between profiles."""
+    from ppir.cli.main import build_parser
+    from ppir.profile.launch import ProfileSpec
+    from ppir.profile.orders import order_steps
+
+    args = build_parser().parse_args(["profile", "--module", "m.py"])
+    assert args.steps == ProfileSpec("m.py").steps
+    assert order_steps(args.steps) >= 6

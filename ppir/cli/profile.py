@@ -64,7 +64,12 @@ def add_arguments(p):
         help="microbatches per step; make_batch's batch must split into them (default 2*ranks)",
     )
     p.add_argument(
-        "--steps", type=positive_int, default=6, help="timed steps, at least 2 (default 6)"
+        "--steps",
+        type=positive_int,
+        default=18,
+        help="timed steps, at least 2 (default 18; each further order, the near and far times "
+        "on ranks of two stages or more, gets a third of them: with 6, one step per kind left "
+        "those figures up to 2x off between profiles)",
     )
     p.add_argument(
         "--warmup",

@@ -43,7 +43,7 @@ class ProfileSpec:
     ranks: int = 2
     stages: int = 0  # 0: one per rank
     microbatches: int = 0  # 0: 2 * ranks
-    steps: int = 6
+    steps: int = 18  # the CLI's default (ppir profile --help says why)
     warmup: int = 2
     device: str = "auto"
     threads: int = 0  # 0: cores / ranks
