@@ -35,8 +35,12 @@ def valid_chunk_counts(layers: int, ranks: int, limit: int | None = None) -> lis
     """The v for which ``layers`` splits evenly into ranks*v chunks."""
     if layers % ranks:
         return []
-    n = layers // ranks
-    return [v for v in range(1, n + 1) if n % v == 0 and (limit is None or v <= limit)]
+    return [v for v in divisors(layers // ranks) if limit is None or v <= limit]
+
+
+def divisors(n: int) -> list[int]:
+    """The positive divisors of ``n``, ascending."""
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def check_layer_count(layers, option: str = "--layers") -> None:

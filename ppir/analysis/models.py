@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from fractions import Fraction
 
+from ppir.analysis.layout import divisors
 from ppir.diagnostics import did_you_mean, error
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
@@ -368,11 +369,7 @@ def model_fields(m: ModelShape) -> dict:
     return {f: getattr(m, f) for f in SPEC_FIELDS}
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def _near(n: int, near: int) -> str:
     """The 8 divisors of ``n`` closest to ``near`` by ratio, ascending: head counts to suggest."""
-    closest = sorted(_divisors(n), key=lambda d: max(d / near, near / d))[:8]
+    closest = sorted(divisors(n), key=lambda d: max(d / near, near / d))[:8]
     return ", ".join(map(str, sorted(closest)))
