@@ -4,6 +4,8 @@ as ``ppir.tune/2`` (JSON)."""
 
 from __future__ import annotations
 
+import itertools
+
 from ppir.analysis.layout import format_stage_layers
 from ppir.analysis.measured_footprint import sizes_known
 from ppir.analysis.tune import TIE_ORDER, same_step_time
@@ -230,8 +232,8 @@ def tune_text(
     lines += _m_notes(ok)
     if ok and command is not None:  # the best row as 'ppir compile' reports it
         lines.append(command_line(ok[0], command(ok[0]), in_bytes))
-    runs = [(i, cmd) for i, c in enumerate(ok, 1) if launch and (cmd := launch(c))][:1]
-    lines += [launch_line(i, cmd, G) for i, cmd in runs]
+    runs = ((i, cmd) for i, c in enumerate(ok, 1) if launch and (cmd := launch(c)))
+    lines += [launch_line(i, cmd, G) for i, cmd in itertools.islice(runs, 1)]  # the first
     if not ok:
         hint = _no_choice_hint(cands, has_model, flag, cfg.model, space)
         lines.append("(no feasible choice)" + hint)
