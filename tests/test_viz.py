@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -493,3 +494,22 @@ def test_a_compared_schedule_takes_the_first_ones_values_its_defaults_included(c
     assert code == 0, err
     labels = [r["label"] for r in embedded(out.read_text())["runs"]]
     assert labels == ["mine(P=2, M=6)", "interleaved_1f1b(P=2, M=6, v=2, N=2)"]
+
+
+def test_chart_comm_bars_are_the_exposed_comm_the_cost_table_reports():
+    """The static chart's "exposed comm" bars drew each message's whole transfer on both ranks,
+    over the compute it overlaps (eager_1f1b --comm-latency 0.3: 4.8 units of pink on rank 0
+    against 2.7 exposed in the table); they are now the estimator's exposed_comm, rank by rank."""
+    from ppir.analysis.config import make_config
+    from ppir.viz.layout import gantt_layout
+
+    example = Path(__file__).parents[1] / "examples" / "eager_1f1b.pps"
+    sched = load_schedule(str(example), {"P": 4, "M": 8})
+    t = time_schedule(sched, make_config({"comm": {"latency": 0.3}}))
+    bars = gantt_layout(t.estimate).bars
+    for r, row in enumerate(t.estimate.per_rank):
+        comm = [b for b in bars if b.row == r and b.kind == "comm"]
+        assert sum(b.end - b.start for b in comm) == pytest.approx(row.exposed_comm)
+        assert row.exposed_comm > 0
+        for b in comm:  # never over a compute op of the rank
+            assert all(b.end <= o.start or b.start >= o.end for o in t.estimate.ops[r])

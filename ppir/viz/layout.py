@@ -1,7 +1,8 @@
 """Gantt layout of an :class:`~.estimate.Estimate`, independent of any drawing library.
 
 :func:`gantt_layout` turns the timed ops into rows (one per rank, rank 0 on top), bars (compute
-ops, coloured by kind), comm bars (exposed message time) and idle gaps, plus a title with the key
+ops, coloured by kind), comm bars (exposed message time: a rank's messages on the wire while it
+does not compute, the estimator's ``exposed_comm``) and idle gaps, plus a title with the key
 figures.  The matplotlib renderer (:mod:`.plot`) and an HTML view can both draw from it.
 """
 
@@ -57,10 +58,8 @@ def gantt_layout(e: Estimate) -> GanttLayout:
             t = max(t, o.end)
         if e.step_time > t:
             bars.append(Bar(r, t, e.step_time, "idle", "", KIND_COLORS["idle"]))
-    for m in e.messages:
-        if m.end > m.start:
-            for r in (m.src, m.dst):
-                bars.append(Bar(r, m.start, m.end, "comm", "", KIND_COLORS["comm"]))
+    for r, spans in enumerate(exposed_spans(e)):
+        bars += [Bar(r, a, b, "comm", "", KIND_COLORS["comm"]) for a, b in spans]
     params = ", ".join(f"{k}={v}" for k, v in e.params.items())
     title = (
         f"{e.schedule}({params})   step {fmt_time(e.step_time, e.time_unit)}"
@@ -78,3 +77,35 @@ def gantt_layout(e: Estimate) -> GanttLayout:
         legend,
         "time (s)" if e.time_unit == "s" else f"time (units: {unit_meaning(e.config.F)})",
     )
+
+
+def exposed_spans(e: Estimate) -> list[list[tuple[float, float]]]:
+    """Per rank, the intervals during which one of its messages (sent or received) is on the
+    wire while it does not compute: the union of its transfers minus its compute ops, so they
+    add up to the estimator's ``exposed_comm`` of the rank."""
+    out: list[list[tuple[float, float]]] = []
+    for r in range(e.ranks):
+        wire = sorted(
+            (m.start, m.end) for m in e.messages if r in (m.src, m.dst) and m.end > m.start
+        )
+        merged: list[list[float]] = []
+        for a, b in wire:
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        busy = sorted((o.start, o.end) for o in e.ops[r] if o.end > o.start)
+        spans, k = [], 0
+        for a, b in merged:
+            while k < len(busy) and busy[k][1] <= a:
+                k += 1
+            t, j = a, k
+            while j < len(busy) and busy[j][0] < b:
+                if busy[j][0] > t:
+                    spans.append((t, busy[j][0]))
+                t = max(t, busy[j][1])
+                j += 1
+            if t < b:
+                spans.append((t, b))
+        out.append(spans)
+    return out
