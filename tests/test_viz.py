@@ -513,3 +513,35 @@ def test_chart_comm_bars_are_the_exposed_comm_the_cost_table_reports():
         assert row.exposed_comm > 0
         for b in comm:  # never over a compute op of the rank
             assert all(b.end <= o.start or b.start >= o.end for o in t.estimate.ops[r])
+
+
+def test_the_page_outlines_the_critical_path_compile_reports(cli, tmp_path):
+    """The page gave the critical path only as a length in a tooltip (which equals the step
+    time): nothing showed which ops are on it.  The data now lists them, the ops
+    'ppir compile --backend cost' prints, and the page outlines them ('critical path')."""
+    t = timed("interleaved_1f1b", P=4, M=8, v=2)
+    d = run_data(t.schedule, t.estimate, t.memory)
+    ids = [(r, i) for r in range(d["ranks"]) for i in range(len(d["ops"][r]) // 5)]
+    on_path = [ids[g] for g in d["critical"]]
+    labels = [f"{KINDS[d['ops'][r][5 * i + 2]]}{d['ops'][r][5 * i + 3]}" for r, i in on_path]
+    assert labels == [f"{o.action.kind.value}{o.action.mb}" for o in t.estimate.critical_path_ops]
+    assert len(on_path) == 38  # compile: "critical path 28.5 (38 ops)"
+    times = [(d["ops"][r][5 * i], d["ops"][r][5 * i + 1]) for r, i in on_path]
+    assert times[0][0] == 0 and times[-1][1] == d["step"]
+    assert all(a[1] <= b[0] for a, b in zip(times, times[1:]))
+
+    out = tmp_path / "p.html"
+    code, _, err = cli(
+        "viz", "interleaved_1f1b", "-D", "P=4", "-D", "M=8", "-D", "v=2", "-o", str(out)
+    )
+    assert code == 0, err
+    drawn = _page_js(
+        out.read_text(),
+        "const rects = [], ctx = { beginPath() {}, moveTo() {}, lineTo() {}, stroke() {},",
+        "  strokeRect: (...a) => rects.push(a) };",
+        "const g = layout('global', 0, 1200), l = layout('local', 2, 1200);",
+        "drawCritical(ctx, g, g.panels[0]); const all = rects.length;",
+        "drawCritical(ctx, l, l.panels[0]);",
+        "const out = { all, local: rects.length - all };",
+    )
+    assert drawn == {"all": 38, "local": sum(r == 2 for r, _ in on_path)}

@@ -4,7 +4,7 @@ const $ = (id) => document.getElementById(id);
 const INIT = DATA.initial || {};
 const STATE = {
   view: INIT.view || "global", mode: INIT.mode || "static", rank: INIT.rank || 0, t: 0,
-  playing: false, speed: 1, arrows: false, duration: 12, drawn: { memPoints: 0, frames: 0 },
+  playing: false, speed: 1, arrows: false, crit: false, duration: 12, drawn: { memPoints: 0, frames: 0 },
 };
 const canvas = $("main"), ctx = canvas.getContext("2d");
 let baseKey = "", lastFrame = 0;
@@ -62,6 +62,7 @@ function setup() {
   $("scrub").oninput = (e) => { setMode("dynamic"); seek((+e.target.value / 1000) * TMAX); };
   $("speed").onchange = (e) => { STATE.speed = +e.target.value; };
   $("arrows").onchange = (e) => { STATE.arrows = e.target.checked; render(); };
+  $("crit").onchange = (e) => setCritical(e.target.checked);
   canvas.onmousemove = hover;
   canvas.onmouseleave = () => { $("tip").hidden = true; };
   canvas.onclick = click;
@@ -70,13 +71,14 @@ function setup() {
     if (e.target.tagName === "SELECT" || e.target.tagName === "INPUT") return;
     const k = { " ": () => (STATE.playing ? pause() : play()), ArrowRight: () => step(1),
       ArrowLeft: () => step(-1), g: () => setView("global"), l: () => setView("local"),
-      s: () => setMode("static"), d: () => setMode("dynamic") }[e.key];
+      s: () => setMode("static"), d: () => setMode("dynamic"), c: () => setCritical(!STATE.crit) }[e.key];
     if (k) { e.preventDefault(); k(); }
   });
 }
 
 function setView(v) { STATE.view = v; render(); }
 function setMode(m) { if (m === "static") pause(); STATE.mode = m; render(); }
+function setCritical(on) { STATE.crit = on; $("crit").checked = on; render(); }
 function setRank(r) { STATE.rank = r; $("rank").value = r; render(); }
 function seek(t) { STATE.t = Math.max(0, Math.min(TMAX, t)); render(); }
 function step(dir) {
@@ -103,12 +105,12 @@ function tick(now) {
 
 function render() {
   const width = Math.max(420, $("plotwrap").clientWidth - 8);
-  const key = [STATE.view, STATE.rank, STATE.arrows, width, window.innerHeight,
+  const key = [STATE.view, STATE.rank, STATE.arrows, STATE.crit, width, window.innerHeight,
     window.devicePixelRatio].join("|");
   if (key !== baseKey) {
     STATE.drawn.memPoints = 0;
     GEOM = layout(STATE.view, STATE.rank, width);
-    BASE = drawBase(GEOM, STATE.arrows);
+    BASE = drawBase(GEOM, STATE.arrows, STATE.crit);
     const dpr = window.devicePixelRatio || 1;
     canvas.width = BASE.width; canvas.height = BASE.height;
     canvas.style.width = GEOM.width + "px"; canvas.style.height = GEOM.height + "px";
@@ -233,7 +235,8 @@ function hover(e) {
       " of microbatch " + o[5 * i + 3] + ", stage " + o[5 * i + 4] + ", rank " + r +
       "\nstart " + fmtT(run.starts[r][i], run) + ", end " + fmtT(run.ends[r][i], run) +
       " (" + fmtT(run.ends[r][i] - run.starts[r][i], run) + ")\n" + waitsOn(run, r, i).join("\n") +
-      "\nmemory after: " + run.mem[r][i] + " A";
+      "\nmemory after: " + run.mem[r][i] + " A" +
+      (run.onCritical.has(run.base[r] + i) ? "\non the critical path" : "");
   } else if (r < run.ranks) {
     const nx = lastLE(run.starts[r], h.t) + 1;
     text = "rank " + r + " idle at " + fmtT(h.t, run) +
@@ -256,5 +259,5 @@ function click(e) {
 header();
 setup();
 render();
-window.ppirViz = { state: STATE, data: DATA, geom: () => GEOM, setView, setMode, setRank, seek, play,
+window.ppirViz = { state: STATE, data: DATA, geom: () => GEOM, setView, setMode, setRank, setCritical, seek, play,
   pause, step, render };

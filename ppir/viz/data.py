@@ -20,6 +20,9 @@ list of objects, so a P=32, M=128, v=2 schedule embeds in about a megabyte:
 * ``msgs``: 8 numbers per message: ``src, dst, start, end, grad, mb, src_op, dst_op``
   (``grad`` 1 for a backward gradient, 0 for a forward activation; ``src_op`` / ``dst_op`` are
   the producing and consuming op indices on their ranks, ``-1`` when not found).
+* ``critical``: the global ids of the compute ops on the critical path, in path order
+  (``Estimate.critical_path_ops``: what ``ppir compile --backend cost`` lists), which the page
+  outlines.
 * ``figures``: the header's key numbers, already formatted where units matter.
 * ``microbatches``: the step's, every pipeline's together, with ``microbatches_per_pipeline``
   and, for a schedule of several pipelines, ``pipelines``: the counts of ``ppir.estimate/2`` and
@@ -135,6 +138,11 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
         "frees": frees,
         "mem": memc,
         "msgs": msgs,
+        "critical": [
+            base[where[o.action.key][0]] + where[o.action.key][1]
+            for o in est.critical_path_ops
+            if o.action.key in where
+        ],
         "busy": [_t(x.busy) for x in est.per_rank],
         "idle": [_t(x.idle) for x in est.per_rank],
         "peak": [_a(x.peak_activations) for x in mem.per_rank],

@@ -3,7 +3,7 @@
 // (faded future, time cursor, running ops, messages in flight, memory now), so thousands of ops
 // cost one drawImage per frame.
 const LEFT = 58, MEMCOL = 132, AXIS = 26, TITLE = 22;
-const MEMCOLOR = "#6a3d9a";
+const MEMCOLOR = "#6a3d9a", CRITCOLOR = "#d6006e";
 const TEXTON = { F: "#fff", B: "#1d2330", I: "#fff", W: "#fff" };
 let BASE = null, GEOM = null;
 
@@ -117,7 +117,7 @@ function drawArrows(ctx, g, p, js, alpha) {
   }
 }
 
-function drawBase(g, arrows) {
+function drawBase(g, arrows, crit) {
   const dpr = window.devicePixelRatio || 1;
   const c = document.createElement("canvas");
   c.width = Math.ceil(g.width * dpr); c.height = Math.ceil(g.height * dpr);
@@ -140,11 +140,13 @@ function drawBase(g, arrows) {
         ctx.fillText("rank " + r, g.left - 6, y + g.rowH / 2);
       }
       if (arrows) drawArrows(ctx, g, p, [...Array(run.nmsg).keys()], 0.45);
+      if (crit) drawCritical(ctx, g, p);
       ctx.textAlign = "left"; ctx.fillStyle = "#667085";
       ctx.fillText("memory (A)", g.left + g.plotW + 12, p.y0 + TITLE / 2);
       drawPeaks(ctx, g, p);
     } else if (p.rows) {
       drawRow(ctx, g, run, g.rank, p.rowsTop, g.rowH, true);
+      if (crit) drawCritical(ctx, g, p);
       ctx.textBaseline = "middle";
       ctx.fillText("ops", g.left - 6, p.rowsTop + g.rowH / 2);
       drawMemory(ctx, g, p);
@@ -152,6 +154,24 @@ function drawBase(g, arrows) {
   }
   drawAxis(ctx, g);
   return c;
+}
+
+// The critical path: its ops outlined, and in the global view joined from each op's end to the
+// next one's start (a cross-rank hop is the data dependency, or the message, that it waits on).
+function drawCritical(ctx, g, p) {
+  const run = p.run, row = new Map(p.ranks.map((r, k) => [r, k]));
+  ctx.strokeStyle = CRITCOLOR; ctx.lineWidth = 2;
+  let prev = null;
+  for (const id of run.critical) {
+    const [r, i] = run.glob[id], k = row.get(r);
+    if (k === undefined) { prev = null; continue; }
+    const x0 = g.x(run.starts[r][i]), x1 = g.x(run.ends[r][i]), y = p.rowsTop + k * g.rowH;
+    ctx.strokeRect(x0 + 1, y + 1.5, Math.max(1, x1 - x0 - 2), g.rowH - 3);
+    if (prev && prev.k !== k) {
+      ctx.beginPath(); ctx.moveTo(prev.x, prev.y); ctx.lineTo(x0 + 1, y + g.rowH / 2); ctx.stroke();
+    }
+    prev = { k, x: x1 - 1, y: y + g.rowH / 2 };
+  }
 }
 
 function memY(g, p, v) { return p.memTop + g.memH - (v / MAXPEAK) * (g.memH - 14); }

@@ -31,6 +31,7 @@ function prepRun(run) {
     if (dop >= 0) run.inMsg[dst][dop] = j;
   }
   run.maxPeak = Math.max(1e-9, ...run.peak);
+  run.onCritical = new Set(run.critical || []);   // global ids (base[r] + i)
 }
 RUNS.forEach(prepRun);
 const MAXPEAK = Math.max(...RUNS.map((r) => r.maxPeak));
