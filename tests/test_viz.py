@@ -545,3 +545,16 @@ def test_the_page_outlines_the_critical_path_compile_reports(cli, tmp_path):
         "const out = { all, local: rects.length - all };",
     )
     assert drawn == {"all": 38, "local": sum(r == 2 for r, _ in on_path)}
+
+
+def test_a_deadlocking_schedule_is_explained_at_its_source_line_and_nothing_written(cli, tmp_path):
+    """docs/viz.md said a deadlock exits 1 'with the estimator's message'; it is ppir check's
+    diagnostic: the wait-for cycle at the .pps line (file:line:col) with its hint."""
+    out = tmp_path / "bad.html"
+    example = Path(__file__).parents[1] / "examples" / "bad_schedule.pps"
+    code, _, err = cli("viz", str(example), "--lowering", "naive", "-o", str(out))
+    assert code == 1 and not out.exists()
+    assert re.match(rf"{re.escape(str(example))}:\d+:\d+: error: deadlock: ranks", err), err
+    assert "hint: " in err and "Traceback" not in err
+    doc = (Path(__file__).parents[1] / "docs" / "viz.md").read_text()
+    assert "estimator's message" not in doc and "wait-for cycle" in doc
