@@ -558,3 +558,19 @@ def test_a_deadlocking_schedule_is_explained_at_its_source_line_and_nothing_writ
     assert "hint: " in err and "Traceback" not in err
     doc = (Path(__file__).parents[1] / "docs" / "viz.md").read_text()
     assert "estimator's message" not in doc and "wait-for cycle" in doc
+
+
+@pytest.mark.parametrize(
+    "extra, step", [([], "step 33 units"), (["--model", "llama3-8b"], "step 2.62 s")]
+)
+def test_the_panel_title_gives_the_step_with_its_unit(cli, tmp_path, extra, step):
+    """The canvas title said 'step 33' beside the header's '33 units' (seconds had theirs)."""
+    out = tmp_path / "p.html"
+    code, _, err = cli("viz", "1f1b", "-D", "P=4", "-D", "M=8", *extra, "-o", str(out))
+    assert code == 0, err
+    titles = _page_js(
+        out.read_text(),
+        "const out = ['global', 'local'].map((v) => { const g = layout(v, 1, 1200);",
+        "  return panelTitle(g, g.panels[0]); });",
+    )
+    assert titles == [f"1f1b(P=4, M=8)   {step}", f"1f1b(P=4, M=8)  \u00b7  rank 1   {step}"]

@@ -117,6 +117,13 @@ function drawArrows(ctx, g, p, js, alpha) {
   }
 }
 
+// "1f1b(P=4, M=8)   step 33 units": the step with its unit, as the header gives it
+function panelTitle(g, p) {
+  const run = p.run, what = g.view !== "local" ? "" : p.rows ? "  \u00b7  rank " + g.rank :
+    "  \u00b7  no rank " + g.rank + " (ranks 0\u2013" + (run.ranks - 1) + ")";
+  return run.label + what + "   step " + fmtT(run.step, run) + (run.unit === "s" ? "" : " units");
+}
+
 function drawBase(g, arrows, crit) {
   const dpr = window.devicePixelRatio || 1;
   const c = document.createElement("canvas");
@@ -128,9 +135,7 @@ function drawBase(g, arrows, crit) {
     const run = p.run;
     ctx.fillStyle = "#1d2330"; ctx.font = "600 12px system-ui, sans-serif";
     ctx.textAlign = "left"; ctx.textBaseline = "middle";
-    const what = g.view !== "local" ? "" : p.rows ? "  \u00b7  rank " + g.rank :
-      "  \u00b7  no rank " + g.rank + " (ranks 0\u2013" + (run.ranks - 1) + ")";
-    ctx.fillText(run.label + what + "   step " + fmtT(run.step, run), g.left, p.y0 + TITLE / 2);
+    ctx.fillText(panelTitle(g, p), g.left, p.y0 + TITLE / 2);
     ctx.font = "11px system-ui, sans-serif"; ctx.textAlign = "right"; ctx.fillStyle = "#475467";
     if (g.view === "global") {
       for (let r = 0; r < run.ranks; r++) {
