@@ -388,3 +388,20 @@ def test_a_fractional_peak_of_a_split_backward_says_what_i_and_w_free(cli):
     assert "split backward: I frees 37/57 of a chunk, W the rest" in analyzed  # the same split
     code, out, _ = cli("compile", "interleaved_1f1b", "-D", "P=4", "-D", "M=8", "-D", "v=2")
     assert code == 0 and "5.5" in out and "note: peak act" not in out
+
+
+_interval = st.tuples(st.integers(0, 40), st.integers(0, 12)).map(lambda t: (t[0], t[0] + t[1]))
+
+
+@given(st.lists(_interval, max_size=8), st.lists(_interval, max_size=8))
+def test_uncovered_is_the_union_of_spans_minus_the_cover_point_by_point(spans, cover):
+    """``uncovered``, the rule of exposed_comm (the estimator sums it, viz draws it): on an
+    integer grid, exactly the unit cells some span holds and no cover interval does, as
+    disjoint, ordered, non-empty intervals."""
+    from ppir.analysis.estimate import uncovered
+
+    out = uncovered(spans, sorted(cover))
+    assert all(a < b for a, b in out) and all(x[1] <= y[0] for x, y in zip(out, out[1:]))
+    cells = {t for a, b in out for t in range(a, b)}
+    want = {t for a, b in spans for t in range(a, b)} - {t for a, b in cover for t in range(a, b)}
+    assert cells == want

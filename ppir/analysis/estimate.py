@@ -352,9 +352,8 @@ def _messages(tl: Timeline, conv) -> tuple[list[MessageTiming], list[tuple]]:
 
 def _exposed_comm(tl: Timeline, transfers: list[tuple], conv) -> list:
     """Per rank, the time during which one of its messages (``transfers``: (src, dst, start,
-    end) in ticks, :func:`_messages`) is on the wire while its compute stream is idle: the
-    union of its transfers' intervals minus its compute intervals (ticks, converted once).
-    Linear after sorting each rank's transfers."""
+    end) in ticks, :func:`_messages`) is on the wire while its compute stream is idle
+    (:func:`uncovered` by its compute intervals; ticks, converted once)."""
     g = tl.graph
     P = g.schedule.ranks
     spans: list[list] = [[] for _ in range(P)]
@@ -366,23 +365,31 @@ def _exposed_comm(tl: Timeline, transfers: list[tuple], conv) -> list:
         [(tl.start[v], tl.finish[v]) for v in order if g.kind[v] == COMPUTE]
         for order in (g.rank_nodes if any(spans) else [[]] * P)
     ]
-    out = []
-    for r, row in enumerate(spans):
-        row.sort()
-        merged: list[list] = []
-        for a, b in row:
-            if merged and a <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], b)
-            else:
-                merged.append([a, b])
-        cs, k, total = compute[r], 0, 0
-        for a, b in merged:
-            total += b - a
-            while k < len(cs) and cs[k][1] <= a:
-                k += 1
-            j = k
-            while j < len(cs) and cs[j][0] < b:
-                total -= min(b, cs[j][1]) - max(a, cs[j][0])
-                j += 1
-        out.append(conv(total))
+    return [conv(sum(b - a for a, b in uncovered(row, compute[r]))) for r, row in enumerate(spans)]
+
+
+def uncovered(spans: list[tuple], cover: list[tuple]) -> list[tuple]:
+    """The parts of the union of ``spans`` ((start, end) pairs, any order) that no interval of
+    ``cover`` ((start, end) pairs sorted by start, overlapping or not) covers, in time order:
+    a rank's messages on the wire while it does not compute, its ``exposed_comm`` (the charts
+    draw them as its comm bars).  Linear after sorting ``spans``."""
+    merged: list[list] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    out: list[tuple] = []
+    k = 0
+    for a, b in merged:
+        while k < len(cover) and cover[k][1] <= a:
+            k += 1
+        t, j = a, k
+        while j < len(cover) and cover[j][0] < b:
+            if cover[j][0] > t:
+                out.append((t, cover[j][0]))
+            t = max(t, cover[j][1])
+            j += 1
+        if t < b:
+            out.append((t, b))
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ppir.analysis.estimate import Estimate
+from ppir.analysis.estimate import Estimate, uncovered
 from ppir.analysis.units import fmt_time, unit_meaning
 
 # Colour-blind-friendly (Okabe-Ito): forward blue, backward orange/vermillion, weight green.
@@ -81,31 +81,12 @@ def gantt_layout(e: Estimate) -> GanttLayout:
 
 def exposed_spans(e: Estimate) -> list[list[tuple[float, float]]]:
     """Per rank, the intervals during which one of its messages (sent or received) is on the
-    wire while it does not compute: the union of its transfers minus its compute ops, so they
-    add up to the estimator's ``exposed_comm`` of the rank."""
-    out: list[list[tuple[float, float]]] = []
-    for r in range(e.ranks):
-        wire = sorted(
-            (m.start, m.end) for m in e.messages if r in (m.src, m.dst) and m.end > m.start
+    wire while it does not compute: the estimator's ``exposed_comm``, interval by interval
+    (:func:`ppir.analysis.estimate.uncovered`)."""
+    return [
+        uncovered(
+            [(m.start, m.end) for m in e.messages if r in (m.src, m.dst) and m.end > m.start],
+            sorted((o.start, o.end) for o in e.ops[r] if o.end > o.start),
         )
-        merged: list[list[float]] = []
-        for a, b in wire:
-            if merged and a <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], b)
-            else:
-                merged.append([a, b])
-        busy = sorted((o.start, o.end) for o in e.ops[r] if o.end > o.start)
-        spans, k = [], 0
-        for a, b in merged:
-            while k < len(busy) and busy[k][1] <= a:
-                k += 1
-            t, j = a, k
-            while j < len(busy) and busy[j][0] < b:
-                if busy[j][0] > t:
-                    spans.append((t, busy[j][0]))
-                t = max(t, busy[j][1])
-                j += 1
-            if t < b:
-                spans.append((t, b))
-        out.append(spans)
-    return out
+        for r in range(e.ranks)
+    ]
