@@ -281,3 +281,24 @@ def test_torchs_printed_table_is_named_not_read_as_actions(cli, tmp_path):
     f.write_text("".join(line + "\n" for line in f.read_text().splitlines()[1:]))  # no header
     code, _, err = cli("import", str(f))
     assert code == 2 and err.startswith(f"{f}:1:1: error: this is torch's printed table")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check"],
+        ["viz", "-o", "{tmp}/x.html"],
+        ["compile", "--backend", "cost"],
+        ["dump"],
+        ["import"],
+    ],
+)
+def test_every_command_says_torch_builds_its_1f1b_order_wrong(cli, tmp_path, argv):
+    """torch:1F1B fails to verify because torch 2.13 builds its pipeline_order wrong; only
+    'ppir import' said so, 'check' and 'viz' printed the out-of-range errors alone."""
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    code, out, err = cli(argv[0], "torch:1F1B", "-D", "P=2", "-D", "M=4", *argv[1:])
+    assert code == 1 and "Traceback" not in err, err
+    assert err.count("torch's Schedule1F1B builds its pipeline_order wrong") == 1, err
+    code, _, err = cli(argv[0], "torch:GPipe", "-D", "P=2", "-D", "M=4", *argv[1:])
+    assert code == 0 and "Schedule1F1B" not in err, err

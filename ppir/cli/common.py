@@ -15,6 +15,7 @@ from ppir.diagnostics import Report, error
 from ppir.frontend.expand import DEFAULT_MAX_OPS, DEFAULT_MAX_STEPS
 from ppir.frontend.limits import define_value, read_int
 from ppir.frontend.loader import load_schedule
+from ppir.frontend.torch_import import hint_known_issue
 from ppir.ir import Schedule
 from ppir.ir.graph import PROGRESS_MODELS
 from ppir.passes import PASSES
@@ -275,6 +276,7 @@ def compile_from_args(
             warnings.simplefilter("ignore", IgnoredOptionWarning)  # said below, as flags
             c = compile(s, costs=costs, dp=dp, **_as_told(args, overlap))
     _note_ignored_lowering(args, s, costs)
+    hint_known_issue(s, c.report)  # a torch class's order torch builds wrong: says so
     if getattr(args, "no_verify", False) and not c.ok:
         if not c.timeline.complete:
             what = (

@@ -20,6 +20,7 @@ from ppir.diagnostics import EXIT_INVALID, count, error, write_output
 from ppir.frontend.keywords import check_known
 from ppir.frontend.loader import load_schedule, read_text
 from ppir.frontend.parser import is_schedule_name, to_schedule_name
+from ppir.frontend.torch_import import known_issue
 from ppir.ir.printer import format_pps
 from ppir.ir.types import Overlap
 
@@ -113,13 +114,8 @@ def _verified(s, source: str) -> bool:
         return True
     print_report(report)
     hints = ["ppir import --no-verify writes it as it is (e.g. to inspect or fix it)"]
-    if source.lower().startswith("torch:1f1b"):
-        hints.insert(
-            0,
-            "torch's Schedule1F1B builds its pipeline_order wrong on the last rank (torch 2.13 "
-            "labels its forwards 1..M; docs/torch-interop.md); its step() does not use that "
-            "order. ppir's built-in 1f1b is the schedule it stands for",
-        )
+    if (issue := known_issue(s)) is not None:
+        hints.insert(0, issue)
     err = error("invalid-import", f"{source} does not verify: nothing written", hints=hints)
     print(err.diagnostics[0].render(), file=sys.stderr)
     return False

@@ -22,6 +22,7 @@ Contract
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import logging
 from types import SimpleNamespace
@@ -188,4 +189,35 @@ def load_torch_builtin(
     )
 
 
-__all__ = ["NAMES", "canonical_name", "load_torch_builtin", "torch_order", "torch_schedule_object"]
+_KNOWN_ISSUES = {
+    "torch_1F1B": "torch's Schedule1F1B builds its pipeline_order wrong on the last rank (torch "
+    "2.13 labels its forwards 1..M; docs/torch-interop.md); its step() does not use that order. "
+    "ppir's built-in 1f1b is the schedule it stands for",
+}
+
+
+def known_issue(schedule: Schedule) -> str | None:
+    """Why a torch class's order (a schedule :func:`load_torch_builtin` made) fails to verify
+    where torch itself is known to build it wrong; None for any other schedule."""
+    return _KNOWN_ISSUES.get(schedule.name)
+
+
+def hint_known_issue(schedule: Schedule, report) -> None:
+    """When ``report`` (a failed verification of ``schedule``) is of an order torch is known
+    to build wrong, its first error gets :func:`known_issue` as its first hint."""
+    issue = known_issue(schedule) if report is not None and not report.ok else None
+    if issue is not None:
+        i = next(i for i, d in enumerate(report.diagnostics) if d.severity == "error")
+        d = report.diagnostics[i]
+        report.diagnostics[i] = dataclasses.replace(d, hints=(issue, *d.hints))
+
+
+__all__ = [
+    "NAMES",
+    "hint_known_issue",
+    "canonical_name",
+    "known_issue",
+    "load_torch_builtin",
+    "torch_order",
+    "torch_schedule_object",
+]
