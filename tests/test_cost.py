@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -304,6 +305,39 @@ def test_plot_writes_an_image(cli, tmp_path):
     )
     assert code == 0, err
     assert path.read_text().lstrip().startswith("<?xml")
+
+
+def test_plot_is_the_chart_viz_draws(cli, tmp_path):
+    """compile --plot drew its own chart (no chunk shades, seconds ticked in s under a title in
+    ms, the legend over the axis label); it is now viz's, element for element (the SVGs differ
+    only in their clip-path ids and dates)."""
+    pytest.importorskip("matplotlib")
+    argv = ["zbv", "-D", "P=2", "-D", "M=4"]
+    a, b = tmp_path / "a.svg", tmp_path / "b.svg"
+    assert cli("compile", *argv, "--backend", "cost", "--plot", str(a))[0] == 0
+    assert cli("viz", *argv, "-o", str(b))[0] == 0
+
+    def norm(p):
+        text = re.sub(r"(#|id=\")([mp])[0-9a-f]{6,}", r"\1\2", p.read_text())  # ids
+        return re.sub(r"<dc:date>.*?</dc:date>", "", text)
+
+    assert norm(a) == norm(b) and "darker: later chunk" in a.read_text()
+
+
+def test_chart_ticks_seconds_in_the_unit_of_its_title(tmp_path):
+    """A 15.5 ms step was ticked 0.000 to 0.014 under "time (s)" and a title in ms: the axis
+    now says the title's unit and ticks in it."""
+    pytest.importorskip("matplotlib")
+    import ppir
+    from ppir.analysis.config import make_config
+    from ppir.viz.layout import gantt_layout
+
+    cfg = make_config({"model": {"preset": "gpt2-xl", "seq": 16}, "hardware": {"preset": "H100"}})
+    e = ppir.compile(ppir.load("1f1b", P=2, M=2), costs=cfg).estimate
+    lay = gantt_layout(e)
+    unit = lay.title.split("step ")[1].split()[1]  # "step 153.2 us   bubble ..."
+    assert e.step_time < 1e-3 and unit == "us"
+    assert lay.time_label == "time (us)" and lay.time_scale == 1e-6
 
 
 def test_output_file(cli, tmp_path):

@@ -12,10 +12,10 @@ from ppir.backends.cost.backend import BACKEND, CostBackend
 from ppir.backends.cost.trace import write_trace
 
 
-def write_plot(est, path):  # lazy: keeps matplotlib out of every import
+def write_plot(est, path, program=None):  # lazy: keeps matplotlib out of every import
     from ppir.backends.cost.plot import write_plot as _w
 
-    return _w(est, path)
+    return _w(est, path, program)
 
 
 __all__ = ["BACKEND", "CostBackend", "write_plot", "write_trace"]

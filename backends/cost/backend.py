@@ -89,7 +89,7 @@ class CostBackend:
         if plot:
             from ppir.backends.cost.plot import write_plot
 
-            write_plot(est, plot)
+            write_plot(est, plot, compiled.program)
             print(f"wrote {plot}", file=said)
         return 0
 

@@ -24,13 +24,19 @@ def fmt_exact(x) -> str:
 
 
 def fmt_time(x: float, unit: str) -> str:
-    """``12.5`` in units, or seconds scaled to s / ms / us."""
+    """``12.5`` in units, or seconds scaled to s / ms / us (:func:`seconds_scale`)."""
     if unit != "s":
         return f"{x:.6g}"
-    for scale, suffix in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if abs(x) >= scale or scale == 1e-6:
-            return f"{x / scale:.4g} {suffix}"
-    return f"{x:g} s"  # pragma: no cover
+    scale, suffix = seconds_scale(x)
+    return f"{x / scale:.4g} {suffix}"
+
+
+def seconds_scale(x: float) -> tuple[float, str]:
+    """The scale and suffix :func:`fmt_time` writes ``x`` seconds in: s, ms or us."""
+    for scale, suffix in ((1.0, "s"), (1e-3, "ms")):
+        if abs(x) >= scale:
+            return scale, suffix
+    return 1e-6, "us"
 
 
 def unit_meaning(F, short: bool = False, equals: bool = False) -> str:

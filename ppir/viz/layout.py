@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ppir.analysis.estimate import Estimate, uncovered
-from ppir.analysis.units import fmt_time, unit_meaning
+from ppir.analysis.units import fmt_time, seconds_scale, unit_meaning
 
 # Colour-blind-friendly (Okabe-Ito): forward blue, backward orange/vermillion, weight green.
 KIND_COLORS = {
@@ -42,7 +42,8 @@ class GanttLayout:
     title: str
     time_unit: str
     legend: tuple[tuple[str, str], ...]
-    time_label: str  # the time axis's: seconds, or what one unit is (unit_meaning)
+    time_label: str  # the time axis's: its unit of seconds, or what one unit is (unit_meaning)
+    time_scale: float = 1.0  # seconds per tick unit (time_unit "s"): the step's, as its title
 
 
 def gantt_layout(e: Estimate) -> GanttLayout:
@@ -66,6 +67,8 @@ def gantt_layout(e: Estimate) -> GanttLayout:
         f"{'' if e.time_unit == 's' else ' units'}   bubble {e.bubble_fraction_of_total:.1%}"
         f" of total, {e.bubble_fraction_of_ideal:.1%} of ideal"
     )
+    seconds = e.time_unit == "s"
+    scale = seconds_scale(e.step_time)  # the axis in the title's unit (ms, us)
     kinds = {b.kind for b in bars}
     legend = tuple((k, c) for k, c in KIND_COLORS.items() if k in kinds)
     return GanttLayout(
@@ -75,7 +78,8 @@ def gantt_layout(e: Estimate) -> GanttLayout:
         title,
         e.time_unit,
         legend,
-        "time (s)" if e.time_unit == "s" else f"time (units: {unit_meaning(e.config.F)})",
+        f"time ({scale[1]})" if seconds else f"time (units: {unit_meaning(e.config.F)})",
+        scale[0] if seconds else 1.0,
     )
 
 

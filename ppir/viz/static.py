@@ -4,13 +4,15 @@ axis.
 
 Contract: :func:`write_image` writes ``path`` in ``fmt`` (png or svg) or raises a ppir error
 (exit 2) when matplotlib is missing or the file cannot be written.  matplotlib is imported lazily
-with the Agg backend.  :func:`draw_gantt` draws one layout on an axes and is reusable by any
-matplotlib figure (the cost backend's ``--plot`` draws the same bars).
+with the Agg backend.  :func:`write_chart` is what ``ppir compile --backend cost --plot`` writes
+too; :func:`draw_gantt` draws one layout on any matplotlib axes.
 """
 
 from __future__ import annotations
 
+from ppir.analysis.estimate import Estimate
 from ppir.diagnostics import cannot_write, error
+from ppir.ir import Schedule
 from ppir.viz.build import Timed
 from ppir.viz.layout import GanttLayout, gantt_layout
 
@@ -18,12 +20,12 @@ FORMATS = ("png", "svg", "pdf")
 DARK_TEXT = {"B"}  # labels on light bars are dark, on the others white
 
 
-def chunk_shades(t: Timed) -> dict[tuple[int, float, float], float]:
+def chunk_shades(schedule: Schedule, e: Estimate) -> dict[tuple[int, float, float], float]:
     """(rank, start, end) of each compute op -> how much darker to draw it: 0 for a rank's first
     chunk (lowest stage) up to 0.3 for its last, so the chunks of interleaved schedules show."""
     out = {}
-    for r, row in enumerate(t.estimate.ops):
-        stages = t.schedule.stages_of_rank[r]
+    for r, row in enumerate(e.ops):
+        stages = schedule.stages_of_rank[r]
         if len(stages) > 1:
             for o in row:
                 c = stages.index(o.action.stage)
@@ -75,15 +77,35 @@ def draw_gantt(
     ax.set_ylim(-0.6, n - 0.4)
     ax.set_xlim(0, tmax or 1)
     ax.tick_params(axis="x", labelsize=8)
+    time_ticks(ax, lay)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     ax.set_title(lay.title, fontsize=9, loc="left")
 
 
+def time_ticks(ax, lay: GanttLayout) -> None:
+    """Tick the time axis in ``lay.time_label``'s unit: seconds as the title writes the step
+    (ms, us), so a 15.5 ms step is not ticked 0.000 to 0.014."""
+    if lay.time_scale != 1.0:
+        from matplotlib.ticker import FuncFormatter
+
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / lay.time_scale:g}"))
+
+
 def write_image(runs: list[Timed], path: str, fmt: str) -> None:
     """One Gantt panel per run (shared time axis), a legend, saved as ``fmt`` to ``path``."""
+    write_chart([(t.schedule, t.estimate) for t in runs], path, fmt)
+
+
+def write_chart(
+    runs: list[tuple[Schedule | None, Estimate]], path: str, fmt: str, option: str = ""
+) -> None:
+    """:func:`write_image` of (program, its estimate) pairs, the chart ``ppir viz --format``
+    and ``ppir compile --backend cost --plot`` write (a None program: no chunk shades);
+    ``option``: the flag that asked for it, which errors name (default ``--format FMT``)."""
+    option = option or f"--format {fmt}"
     if fmt not in FORMATS:
-        raise error("bad-usage", f"--format {fmt}: expected one of {', '.join(FORMATS)}")
+        raise error("bad-usage", f"{option}: expected one of {', '.join(FORMATS)}")
     try:
         import matplotlib
 
@@ -93,10 +115,10 @@ def write_image(runs: list[Timed], path: str, fmt: str) -> None:
     except ImportError:
         raise error(
             "missing-dependency",
-            f"--format {fmt} needs matplotlib",
+            f"{option} needs matplotlib",
             hints=["pip install 'ppir[viz]' (or pip install matplotlib)"],
         ) from None
-    lays = [gantt_layout(t.estimate) for t in runs]
+    lays = [gantt_layout(e) for _, e in runs]
     tmax = max(lay.step_time for lay in lays) or 1
     rows = [len(lay.rows) for lay in lays]
     width = 9.0 if max(rows) <= 8 else 12.0
@@ -109,9 +131,13 @@ def write_image(runs: list[Timed], path: str, fmt: str) -> None:
         squeeze=False,
     )
     fig.canvas.draw()  # sizes the axes, so labels can be fitted to bar widths
-    for ax, lay, t in zip(axes[:, 0], lays, runs):
+    for ax, lay, (s, e) in zip(axes[:, 0], lays, runs):
         draw_gantt(
-            ax, lay, tmax, labels=sum(rows) * len(lay.bars) < 200_000, shades=chunk_shades(t)
+            ax,
+            lay,
+            tmax,
+            labels=sum(rows) * len(lay.bars) < 200_000,
+            shades=chunk_shades(s, e) if s is not None else None,
         )
     axes[-1, 0].set_xlabel(lays[0].time_label, fontsize=8)
     legend: dict[str, str] = {}
@@ -126,7 +152,7 @@ def write_image(runs: list[Timed], path: str, fmt: str) -> None:
         "idle": "idle",
     }
     handles = [Patch(color=c, label=names.get(k, k)) for k, c in legend.items()]
-    if any(t.schedule.stages > t.schedule.ranks for t in runs):
+    if any(s is not None and s.stages > s.ranks for s, _ in runs):
         handles.append(
             Patch(color=_darken(legend.get("F", "#0072B2"), 0.3), label="darker: later chunk")
         )
