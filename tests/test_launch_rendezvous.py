@@ -53,6 +53,25 @@ def test_c10d_rendezvous_honours_rdzv_timeout():
     assert "--rdzv-timeout 2 s" in res.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_a_node_0_that_never_comes_is_one_line_without_cpp_logs():
+    """Node 1 of 2 whose node 0 never starts: torch's store client logged each failed
+    connection with a C++ stack (about 60 lines) before ppir's line; the launcher's torch now
+    logs nothing from C++ unless --verbose."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        endpoint = f"127.0.0.1:{s.getsockname()[1]}"
+    res = launch(
+        "-n", "2", "--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", endpoint,
+        "--rdzv-timeout", "2", "1f1b", "-D", "M=2",
+    )  # fmt: skip
+    assert res.returncode == 1, res.stderr
+    assert f"ppir launch: failed: the rendezvous at {endpoint} failed: " in res.stderr
+    assert "[c10d]" not in res.stderr and "frame #" not in res.stderr, res.stderr
+    assert len(res.stderr.splitlines()) == 1, res.stderr
+
+
 def test_a_store_failure_that_is_no_timeout_is_not_blamed_on_the_start():
     """The agents read the store while the ranks run too: a failure there that is no timeout
     (the node holding the store went away) does not ask whether every node started."""

@@ -83,7 +83,11 @@ def add_arguments(p):
         metavar="SECONDS",
         help="how long nodes wait for each other at start (default 300)",
     )
-    p.add_argument("--verbose", action="store_true", help="show the elastic agent's own log")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show the elastic agent's own log and torch's C++ log in the launcher",
+    )
 
 
 def _check_args(args) -> None:
@@ -175,11 +179,20 @@ def _cuda():
     return get_backend("cuda")
 
 
-def _import_torch() -> None:
+CPP_LOG_ENV = "TORCH_CPP_LOG_LEVEL"
+
+
+def _import_torch(verbose: bool = False) -> None:
     """Import torch; a Ctrl-C meanwhile ends the launcher at once (one line, exit 130; nothing
     has started yet).  Raised as KeyboardInterrupt, it landed in Python code that torch's C++
     calls, which aborted the launcher ('terminate called after throwing an instance of
-    pybind11::error_already_set') or had it die by SIGINT after saying 'ppir: interrupted'."""
+    pybind11::error_already_set') or had it die by SIGINT after saying 'ppir: interrupted'.
+
+    Without ``--verbose`` (and unless the user set :data:`CPP_LOG_ENV`) the launcher's torch
+    logs nothing from C++: its store client printed each failed connection to an unreachable
+    node 0 with a C++ stack, where the launcher reports the rendezvous failure in one line.
+    c10 reads the variable once, at import; it is put back at once, so the ranks keep the
+    user's setting."""
     import os
     import signal
 
@@ -188,9 +201,14 @@ def _import_torch() -> None:
         os._exit(130)
 
     old = signal.signal(signal.SIGINT, interrupted)
+    quiet = not verbose and CPP_LOG_ENV not in os.environ
+    if quiet:
+        os.environ[CPP_LOG_ENV] = "FATAL"
     try:
         import torch  # noqa: F401
     finally:
+        if quiet:
+            del os.environ[CPP_LOG_ENV]
         signal.signal(signal.SIGINT, old)
 
 
@@ -201,7 +219,7 @@ def run(args) -> int:
     from ppir.torch.run import check_module
 
     check_module(args.module)  # before torch loads: a model file's missing names at once
-    _import_torch()
+    _import_torch(args.verbose)
     c = _compiled(args)
     if c.report is not None and not print_report(c.report):
         return EXIT_INVALID
