@@ -90,3 +90,26 @@ def test_stop_says_so_when_the_watchdog_stays_stuck_past_the_store_timeout():
         assert channel.stop() is False
     finally:
         release.set()
+
+
+def test_a_store_that_went_away_is_asked_once():
+    """The node hosting the store (node 0's launcher) went away: each failed store call
+    logged a C++ stack in the rank (torch's store client), and the watchdog's polls and
+    fail()'s wait for another rank's record asked again and again (dozens of stacks on node
+    1).  After the first failed call the channel asks the store nothing more."""
+    from ppir.torch.failures import FailureChannel
+
+    class GoneStore:
+        calls = 0
+
+        def _gone(self, *args):
+            GoneStore.calls += 1
+            raise RuntimeError("Connection reset by peer")
+
+        check = get = compare_set = _gone
+
+    channel = FailureChannel(GoneStore(), 1, "ppir/error/x/0", timeout_s=5.0)
+    assert channel.first_failure() is None
+    assert [channel.first_failure() for _ in range(20)] == [None] * 20
+    assert channel.report("rank 1: lost rank 0") == "rank 1: lost rank 0"
+    assert GoneStore.calls == 1 and channel.lost

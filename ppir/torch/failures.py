@@ -92,6 +92,7 @@ class FailureChannel:
         self.parent = os.getppid()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.lost = False  # a store call failed: its host (node 0's launcher) is gone
 
     @classmethod
     def connect(cls, rank: int, timeout_s: float) -> FailureChannel | None:
@@ -112,16 +113,26 @@ class FailureChannel:
 
     def report(self, text: str) -> str:
         """Record ``text`` unless another rank failed first; returns the first failure."""
+        if self.lost:
+            return text
         try:
             return self.store.compare_set(self.key, "", text).decode()
         except Exception:  # noqa: BLE001 - the store may be gone with the launcher
+            self.lost = True
             return text
 
     def first_failure(self) -> str | None:
+        """The recorded first failure, if any.  Once a store call has failed the store is not
+        asked again: each failed call logged a C++ stack (torch's store client), and the
+        watchdog's polls and :func:`fail`'s wait printed dozens of them when the node that
+        hosts the store went away."""
+        if self.lost:
+            return None
         try:
             if self.store.check([self.key]):
                 return self.store.get(self.key).decode()
         except Exception:  # noqa: BLE001
+            self.lost = True
             return None
         return None
 
@@ -193,7 +204,7 @@ def fail(ctx, rank: int | None, exc: BaseException, settle_s: float = 1.5) -> No
     tb = user_traceback(exc) if user_code else None
     if isinstance(exc, CommError) and channel is not None:
         end = time.monotonic() + settle_s
-        while time.monotonic() < end:
+        while time.monotonic() < end and not channel.lost:
             first = channel.first_failure()
             if first is not None:
                 _report_secondary(rank, first, text)
