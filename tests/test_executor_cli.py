@@ -469,3 +469,34 @@ def test_a_model_without_the_contract_functions_exits_2_as_profile_does(tmp_path
     first = res.stderr.splitlines()[0]
     assert first.startswith("ppir launch: failed: rank ") and "lacks build_stage" in first, first
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_two_nodes_with_other_steps_stop_at_once_naming_the_option():
+    """Node 1 started with another --steps: the plans agree, so the nodes trained together
+    until node 0's last step and then failed after --timeout ("no answer from its peers ...
+    is it stuck?"); now every rank compares its options before the model is loaded."""
+    endpoint = f"127.0.0.1:{free_port()}"
+    common = [
+        "-n", "2", "--nnodes", "2", "--rdzv-endpoint", endpoint, "1f1b", "-D", "M=2",
+        "--module", GPT, *SMALL, "--device", "cpu", "--timeout", "20",
+    ]  # fmt: skip
+    nodes = [
+        ppir_launch("--node-rank", "1", *common, "--steps", "6", wait=False),
+        ppir_launch("--node-rank", "0", *common, "--steps", "3", wait=False),
+    ]
+    outs = []
+    try:
+        for p in nodes:
+            outs.append(p.communicate(timeout=100))
+    finally:
+        for p in nodes:
+            if p.poll() is None:
+                p.kill()
+    (out1, err1), (out0, err0) = outs
+    assert [p.returncode for p in nodes] == [1, 1], err0 + err1
+    for err in (err0, err1):
+        assert "the ranks were started with different options: --steps differs" in err, err
+        assert "Traceback" not in err, err
+    assert losses(out1) == []  # nothing trained
