@@ -185,10 +185,17 @@ def describe(exc: BaseException, rank: int | None) -> str:
     if isinstance(exc, PpirError):  # its message alone, without "ppir: error: "
         text = exc.message
     else:
-        text = str(exc) if isinstance(exc, RuntimeFailure) else f"{type(exc).__name__}: {exc}"
+        text = str(exc) if isinstance(exc, RuntimeFailure) else _exception_line(exc)
     if rank is None or text.startswith((own + ":", own + ",")):
         return text
     return f"{own}: {text}"
+
+
+def _exception_line(exc: BaseException) -> str:
+    """``Type: message`` as Python's traceback ends, or ``Type`` alone for an exception
+    without a message (``raise RuntimeError()`` read ``rank 1: RuntimeError: ``)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def fail(ctx, rank: int | None, exc: BaseException, settle_s: float = 1.5) -> None:
