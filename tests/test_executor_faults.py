@@ -10,6 +10,7 @@ still alive 10 s after the launcher ended.  The table in docs/executor.md lists 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,10 @@ def test_stuck_rank_is_named_by_its_peer_after_the_timeout(tmp_path):
         line.startswith("rank 0, instruction #")
         and "no answer from rank 1 within the 4 s timeout" in line
     )
+    # where the stuck rank was: its stack, ending in the model's sleep (it said nothing)
+    err = rep["stderr"]
+    assert "rank 1 was here when it stopped (most recent call last):" in err, err
+    assert re.search(r'faulty_model\.py", line \d+,? in forward', err), err
 
 
 @pytest.mark.slow

@@ -146,3 +146,39 @@ def test_the_cause_is_the_users_mistake_only_when_the_earliest_own_error_says_so
     assert root_cause([mistake, own(0, "rank 0: ValueError: x", 2.0)]).usage
     assert not root_cause([mistake, own(0, "rank 0: ValueError: x", 0.5)]).usage
     assert not root_cause([own(0, "rank 0: ValueError: x", 0.5)]).usage  # no field: not
+
+
+# faulthandler's dump of a rank the launcher stopped with SIGTERM (ppir.torch.failures)
+DUMP = """Thread 0x00007f45c5fff6c0 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 331 in wait
+  File "/x/ppir/torch/failures.py", line 150 in watch
+
+Current thread 0x00007f45d4a1cb80 (most recent call first):
+  File "/home/u/model.py", line 97 in forward
+  File "/x/ppir/torch/executor.py", line 215 in _forward
+  File "/x/ppir/run.py", line 20 in <module>
+  File "<frozen runpy>", line 88 in _run_code
+  File "<frozen runpy>", line 198 in _run_module_as_main
+"""
+
+
+def test_a_timeout_shows_where_the_peer_it_names_was_when_stopped():
+    """A rank stuck in the model (a sleep) was only 'stopped' in the summary; its peer's
+    timeout now shows its stack: the watchdog's record ('where') or, when the launcher's
+    SIGTERM came first, faulthandler's dump (main thread, most recent call last)."""
+    rec = {"kind": "comm", "message": "rank 0, instruction #7 (wait[0RECV_B0]): no answer "
+           "from rank 1 within the 4 s timeout (is it stuck?)", "time": 1.0, "peers": [1],
+           "timeout": True}  # fmt: skip
+    cause = root_cause([RankEnd(0, 1, rec), RankEnd(1, TERM, None, DUMP), RankEnd(2, TERM, None)])
+    assert cause.rank == 0 and cause.message == rec["message"]
+    assert cause.traceback == (
+        "rank 1 was here when it stopped (most recent call last):\n"
+        '  File "/x/ppir/run.py", line 20 in <module>\n'
+        '  File "/x/ppir/torch/executor.py", line 215 in _forward\n'
+        '  File "/home/u/model.py", line 97 in forward'
+    )
+    where = '  File "/home/u/model.py", line 97, in forward\n    time.sleep(1000)'
+    secondary = {"kind": "secondary", "first": rec["message"], "time": 1.1, "where": where}
+    cause = root_cause([RankEnd(0, 1, rec), RankEnd(1, 1, secondary)])
+    assert cause.traceback.splitlines()[1:] == where.splitlines()
+    assert root_cause([RankEnd(0, 1, rec), RankEnd(1, TERM, None)]).traceback is None

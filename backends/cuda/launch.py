@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from ppir.backends.cuda.outcome import Cause, RankEnd, ended_with_0, root_cause, summary
 
 from ppir.diagnostics import EXIT_USAGE
-from ppir.torch.failures import LAUNCHER_ENV
+from ppir.torch.failures import LAUNCHER_ENV, STACK_SUFFIX
 
 
 def runtime_argv(args) -> list[str]:
@@ -136,9 +136,13 @@ def start(
             elastic.elastic_launch(config, sys.executable)(*cmd)
         except ChildFailedError as e:
             ends = []
+            attempt = _attempt_dir(e.failures.values())
             for rank, f in e.failures.items():
                 data = f.error_file_data if isinstance(f.error_file_data, dict) else {}
-                ends.append(RankEnd(int(rank), int(f.exitcode), data.get("ppir")))
+                stack = (
+                    _read_text(os.path.join(attempt, str(f.local_rank), STACK)) if attempt else None
+                )
+                ends.append(RankEnd(int(rank), int(f.exitcode), data.get("ppir"), stack))
             local = {int(rank): int(f.local_rank) for rank, f in e.failures.items()}
             ends += [RankEnd(r, 0, None) for r in ended_with_0(local, nproc_per_node)]
             cause = root_cause(ends)
@@ -153,6 +157,28 @@ def start(
         except (DistError, RendezvousError) as e:  # the agent's own store or rendezvous
             return Outcome(1, Cause(rendezvous_failure(config.rdzv_endpoint, rdzv_timeout, e)))
     return Outcome(0)
+
+
+STACK = "error.json" + STACK_SUFFIX
+
+
+def _attempt_dir(failures) -> str | None:
+    """The agent's folder of this attempt's per-rank folders (``<attempt>/<local rank>/``,
+    each holding a rank's error file): torch names a terminated rank's file ``<N/A>``, so its
+    stack dump is found beside the file of a rank that failed itself."""
+    for f in failures:
+        if os.path.isabs(f.error_file):
+            return os.path.dirname(os.path.dirname(f.error_file))
+    return None
+
+
+def _read_text(path: str) -> str | None:
+    """The file's text; None when it is missing, empty or unreadable."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read() or None
+    except OSError:
+        return None
 
 
 def rendezvous_failure(endpoint: str, timeout: int, e: BaseException) -> str:

@@ -16,6 +16,7 @@ in this order:
    is the one that hung; when that peer (or, if it names none, any rank of this node) ended
    with exit code 0, the cause is that rank leaving while this one still ran (``ppir.run``
    ends a rank with 0 only after its closing barrier: the model's code left, ``os._exit(0)``);
+   else the named peers' stacks when they stopped (``where``) follow as its traceback;
 4. the first failure the stopping ranks quote (recorded by a rank on another node);
 5. ranks terminated by SIGTERM, when nothing else explains the failure.
 
@@ -36,6 +37,7 @@ class RankEnd:
     rank: int
     exitcode: int
     record: dict | None  # the error file's "ppir" record, if the rank wrote one
+    stack: str | None = None  # faulthandler's dump when the launcher stopped it (SIGTERM)
 
     @property
     def kind(self) -> str:
@@ -109,7 +111,7 @@ def root_cause(ends: list[RankEnd]) -> Cause | None:
                 None,
                 left,
             )
-        return Cause(e.record["message"], None, e.rank)
+        return Cause(e.record["message"], _where_stopped(ends, peers), e.rank)
     if "secondary" in by_kind:
         e = earliest("secondary")
         return Cause(f"{e.record.get('first')} (reported to rank {e.rank})", None, None)
@@ -117,6 +119,31 @@ def root_cause(ends: list[RankEnd]) -> Cause | None:
         ranks = rank_list(sorted(e.rank for e in by_kind["stopped"]))
         return Cause(f"{ranks} terminated by SIGTERM from outside the launcher")
     return None
+
+
+def _where_stopped(ends: list[RankEnd], peers) -> str | None:
+    """Where the peers that a communication failure names were when they stopped (their
+    watchdog's record of their main thread): a rank stuck in the user's code shows it."""
+    out = []
+    for e in sorted(ends, key=lambda e: e.rank):
+        where = None
+        if e.rank in peers:
+            where = (e.record or {}).get("where") or "\n".join(main_thread_frames(e.stack))
+        if where:
+            out += [f"rank {e.rank} was here when it stopped (most recent call last):", where]
+    return "\n".join(out) or None
+
+
+def main_thread_frames(dump: str | None) -> list[str]:
+    """The main thread's ``  File "...", line N in f`` lines of a faulthandler dump (the
+    thread whose stack starts in runpy, else the last one), most recent call last, runpy's
+    frames left out."""
+    blocks = [b for b in (dump or "").split("\n\n") if "(most recent call first):" in b]
+    if not blocks:
+        return []
+    main = next((b for b in blocks if "_run_module_as_main" in b), blocks[-1])
+    lines = [ln for ln in main.splitlines()[1:] if ln.startswith("  File ")]
+    return [ln for ln in reversed(lines) if "<frozen runpy>" not in ln]
 
 
 def _deaths(died: list[RankEnd]) -> str:

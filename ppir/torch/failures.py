@@ -28,8 +28,11 @@ Contract:
   ``peers``, ``timeout``, ``traceback``, ``usage`` (true for a model that breaks the runtime's
   contract, :class:`~ppir.torch.errors.ModelError` or
   :class:`~ppir.torch.errors.ShapeMismatch`: the user's mistake, which ``ppir launch`` ends
-  with exit code 2, as ``ppir profile`` does).  The file is replaced atomically, so the launcher
-  never reads half of it, however the rank is stopped.
+  with exit code 2, as ``ppir profile`` does), ``where`` (a rank its watchdog stopped: its
+  main thread's stack then, which the launcher shows when a peer's timeout names the rank;
+  a rank the launcher stops with SIGTERM leaves the same in a file, :func:`stack_on_stop`).
+  The file is replaced atomically, so the launcher never reads half of it, however the rank
+  is stopped.
 """
 
 from __future__ import annotations
@@ -67,6 +70,28 @@ def stop_on_interrupt() -> None:
         os._exit(128 + signum)
 
     signal.signal(signal.SIGINT, handler)
+
+
+STACK_SUFFIX = ".stack"
+_STACK_FILES: list = []  # open for the life of the process: faulthandler writes to them
+
+
+def stack_on_stop() -> None:
+    """Under ``ppir launch``: on SIGTERM (the launcher stopping this rank, often before its
+    watchdog saw the failure) write every thread's Python stack to the error file's path plus
+    :data:`STACK_SUFFIX`, then die by the signal as before (``faulthandler``, chained: it
+    works while the rank waits inside C++); the launcher reads it as it reads ``where``."""
+    import faulthandler
+
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not (launched() and path):
+        return
+    try:
+        f = open(path + STACK_SUFFIX, "w")  # noqa: SIM115 - kept open (above)
+    except OSError:
+        return
+    _STACK_FILES.append(f)
+    faulthandler.register(signal.SIGTERM, file=f, all_threads=True, chain=True)
 
 
 def die_with_parent(parent: int | None = None) -> None:
@@ -144,7 +169,7 @@ class FailureChannel:
                 first = self.first_failure()
                 if first is None or self._stop.is_set():
                     continue
-                _report_secondary(self.rank, first, None)
+                _report_secondary(self.rank, first, None, where=_main_thread_stack())
                 os._exit(1)
 
         self._thread = threading.Thread(target=watch, name="ppir-watchdog", daemon=True)
@@ -160,6 +185,19 @@ class FailureChannel:
             return True
         thread.join(self.timeout_s + 1.0)
         return not thread.is_alive()
+
+
+def _main_thread_stack() -> str | None:
+    """Where the main thread is (most recent call last, runpy's frames left out): the
+    watchdog stops a rank whose peer gave up on it, and a rank stuck in the user's code (a
+    sleep, a lock) is named by its peer's timeout but said nothing of where it was."""
+    import traceback
+
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    if frame is None:
+        return None
+    frames = [f for f in traceback.format_stack(frame) if "<frozen runpy>" not in f]
+    return "".join(frames).rstrip("\n") or None
 
 
 def _exit_quietly(message: str) -> None:
@@ -248,16 +286,19 @@ def record(rank: int, message: str) -> bool:
     return _write_error_file(rank, "own", message, message, None)
 
 
-def _report_secondary(rank, first: str, own: str | None) -> None:
+def _report_secondary(rank, first: str, own: str | None, where: str | None = None) -> None:
     msg = f"rank {rank} stopping: {first}"
     if own:
         msg += f"\n  (rank {rank}'s own error: {own})"
-    if not (_write_error_file(rank, "secondary", own or msg, first, None) and launched()):
+    written = _write_error_file(rank, "secondary", own or msg, first, None, where=where)
+    if not (written and launched()):
         print(f"ppir.run: error: {msg}", file=sys.stderr, flush=True)
     sys.stdout.flush()
 
 
-def _write_error_file(rank, kind, message, first, tb, peers=(), timeout=False, usage=False) -> bool:
+def _write_error_file(
+    rank, kind, message, first, tb, peers=(), timeout=False, usage=False, where=None
+) -> bool:
     """torchelastic's error-file format, plus the ``ppir`` record (module docstring); whether
     the file was written."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
@@ -283,6 +324,7 @@ def _write_error_file(rank, kind, message, first, tb, peers=(), timeout=False, u
             "timeout": timeout,
             "traceback": tb,
             "usage": usage,
+            "where": where,
         },
     }
     # Written whole or not at all: the launcher parses this file when the rank ends, and a

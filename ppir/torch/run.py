@@ -320,9 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     """One rank, as a process's main: the status of a run refused before it starts (usage,
     plan); a run that started ends the process (:func:`ppir.torch.leave.leave`), whatever
     its outcome, and never returns."""
-    from ppir.torch.failures import die_with_parent, stop_on_interrupt
+    from ppir.torch.failures import die_with_parent, stack_on_stop, stop_on_interrupt
 
     stop_on_interrupt()
+    stack_on_stop()
     die_with_parent()
     quiet_numpy_warning()
     whole_lines()
