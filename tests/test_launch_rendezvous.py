@@ -91,3 +91,12 @@ def test_a_store_failure_that_is_no_timeout_is_not_blamed_on_the_start():
     bare = rendezvous_failure("h:29500", 30, RendezvousTimeoutError())
     assert bare.startswith("the rendezvous at h:29500 failed: RendezvousTimeoutError (")
     assert "--rdzv-timeout 30 s for each other" in bare
+
+
+def test_the_start_line_counts_one_local_process_in_the_singular():
+    """'-n 2 --nnodes 2' printed '1 local processes on node 0 of 2'."""
+    from ppir.backends.cuda.launch import local_processes
+
+    assert local_processes(1, 0, 2) == "1 local process on node 0 of 2"
+    assert local_processes(2, 1, 2) == "2 local processes on node 1 of 2"
+    assert local_processes(4, 0, 1) == "4 local processes"

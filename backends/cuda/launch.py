@@ -278,6 +278,12 @@ def report(out: Outcome) -> int:
     return out.code
 
 
+def local_processes(n: int, node_rank: int, nnodes: int) -> str:
+    """``2 local processes``, ``1 local process on node 0 of 2``: what this node starts."""
+    text = f"{n} local process{'' if n == 1 else 'es'}"
+    return text + (f" on node {node_rank} of {nnodes}" if nnodes > 1 else "")
+
+
 def launch_schedule(s, args) -> int:
     """Run the verified, lowered schedule ``s`` (see the module docstring)."""
     from ppir.plan import PlanError, build_plan, plan_summary, save_plan
@@ -304,9 +310,7 @@ def launch_schedule(s, args) -> int:
     with tempfile.TemporaryDirectory(prefix="ppir-plan-") as tmp:
         path = args.plan_out or os.path.join(tmp, "plan.json")
         save_plan(plan, path)  # --plan-out unwritable: a one-line bad-output error
-        where = f"{per_node} local processes" + (
-            f" on node {args.node_rank} of {nnodes}" if nnodes > 1 else ""
-        )
+        where = local_processes(per_node, args.node_rank, nnodes)
         replicas = f" x {dp} data-parallel replicas" if dp > 1 else ""
         print(f"ppir launch: {plan_summary(plan)}{replicas}; {where}", flush=True)
         out = start(
