@@ -100,3 +100,20 @@ def test_the_start_line_counts_one_local_process_in_the_singular():
     assert local_processes(1, 0, 2) == "1 local process on node 0 of 2"
     assert local_processes(2, 1, 2) == "2 local processes on node 1 of 2"
     assert local_processes(4, 0, 1) == "4 local processes"
+
+
+def test_two_nodes_started_as_node_0_are_hinted_at():
+    """Both nodes with --node-rank 0 on one host: one found the port in use ('give
+    --rdzv-endpoint a free one'), the other timed out ('the same --rdzv-endpoint?')."""
+    from ppir.backends.cuda.launch import rendezvous_failure
+
+    busy = RuntimeError("The server socket has failed to listen ... EADDRINUSE ...")
+    assert rendezvous_failure("h:1", 30, busy, nnodes=2).endswith(
+        "give --rdzv-endpoint a free one (or another node of this run was also started with "
+        "--node-rank 0))"
+    )
+    late = RuntimeError("Timed out after 31 seconds waiting for clients. 1/2 clients joined.")
+    assert rendezvous_failure("h:1", 30, late, nnodes=2).endswith(
+        "did every node start with the same --rdzv-endpoint and a --node-rank of its own?)"
+    )
+    assert rendezvous_failure("h:1", 30, late).endswith("the same --rdzv-endpoint?)")

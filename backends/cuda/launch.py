@@ -155,7 +155,8 @@ def start(
         except KeyboardInterrupt:  # before the agent started any rank
             return Outcome(130, stopped_by="SIGINT")
         except (DistError, RendezvousError) as e:  # the agent's own store or rendezvous
-            return Outcome(1, Cause(rendezvous_failure(config.rdzv_endpoint, rdzv_timeout, e)))
+            text = rendezvous_failure(config.rdzv_endpoint, rdzv_timeout, e, nnodes)
+            return Outcome(1, Cause(text))
     return Outcome(0)
 
 
@@ -181,16 +182,21 @@ def _read_text(path: str) -> str | None:
         return None
 
 
-def rendezvous_failure(endpoint: str, timeout: int, e: BaseException) -> str:
+def rendezvous_failure(endpoint: str, timeout: int, e: BaseException, nnodes: int = 1) -> str:
     """One line for a rendezvous that failed in the agent (a port in use, a node that never
-    came): torch's first line, without its stack, and what to check."""
+    came): torch's first line, without its stack, and what to check.  With several nodes, two
+    started as node 0 on one host showed as a port in use for one and a timeout for the
+    other, whose hints asked only for a free port and the same endpoint."""
     text = (str(e).strip().splitlines() or [""])[0] or type(e).__name__
     if "EADDRINUSE" in text or "address already in use" in text:
         hint = "another process holds this port: give --rdzv-endpoint a free one"
+        if nnodes > 1:
+            hint += " (or another node of this run was also started with --node-rank 0)"
     elif any(w in f"{text} {type(e).__name__}".lower() for w in ("timed out", "timeout")):
         hint = (
             f"the nodes wait --rdzv-timeout {timeout} s for each other: did every node start "
-            "with the same --rdzv-endpoint?"
+            "with the same --rdzv-endpoint"
+            + (" and a --node-rank of its own?" if nnodes > 1 else "?")
         )
     else:  # the agents also read the store while the ranks run (a node that went away)
         hint = "every node's agent talks through it: did a node stop, or the network fail?"
