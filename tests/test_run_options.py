@@ -34,3 +34,10 @@ def test_another_steps_and_module_opt_are_named_with_the_ranks():
         "rank 0 and ranks 2, 3 (and --module-opt) (rank 2's: 6); start every node with the "
         "same arguments (only --node-rank differs)"
     )
+
+
+def test_an_option_left_at_its_default_is_not_given():
+    """Node 0 with -n 2, node 1 with -n 4 --dp 2: rank 0's --dp read 'None'."""
+    every = [option_hashes(args()), option_hashes(args(dp=2))]
+    text = describe(0, args(), differences(every))
+    assert "--dp differs between rank 0 and rank 1 (rank 0's: not given)" in text

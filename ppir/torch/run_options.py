@@ -50,12 +50,13 @@ def differences(every: list[list[int]]) -> list[tuple[str, list[int]]]:
 def describe(rank: int, args, diffs: list[tuple[str, list[int]]]) -> str:
     flag, bad = diffs[0]
     attr = next(a for a, f in AGREED if f == flag)
-    mine = getattr(args, attr, None)
+    value = getattr(args, attr, None)
+    mine = "not given" if value is None else repr(value)  # --dp, --lr: their defaults
     ranks = ", ".join(map(str, bad))
     more = f" (and {', '.join(f for f, _ in diffs[1:])})" if len(diffs) > 1 else ""
     return (
         f"rank {rank}: the ranks were started with different options: {flag} differs between "
-        f"rank 0 and rank{'s' if len(bad) > 1 else ''} {ranks}{more} (rank {rank}'s: {mine!r}); "
+        f"rank 0 and rank{'s' if len(bad) > 1 else ''} {ranks}{more} (rank {rank}'s: {mine}); "
         "start every node with the same arguments (only --node-rank differs)"
     )
 
