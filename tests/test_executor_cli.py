@@ -500,3 +500,35 @@ def test_two_nodes_with_other_steps_stop_at_once_naming_the_option():
         assert "the ranks were started with different options: --steps differs" in err, err
         assert "Traceback" not in err, err
     assert losses(out1) == []  # nothing trained
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_rank_stuck_on_node_1_ends_when_node_0_fails():
+    """Rank 1 (node 1) sleeps in its forward; rank 0 (node 0) times out and its launcher
+    ends, taking the rendezvous store with it.  Node 1 used to wait for ever: its rank's
+    watchdog found no failure record in a store it could no longer reach, and node 1's
+    launcher stops its ranks only when one of them ends.  Now the lost store ends the rank,
+    and node 1 says where it was."""
+    endpoint = f"127.0.0.1:{free_port()}"
+    faulty = str(ROOT / "tests" / "faulty_model.py")
+    common = [
+        "-n", "2", "--nnodes", "2", "--rdzv-endpoint", endpoint, "1f1b", "-D", "M=4",
+        "--module", faulty, "--module-opt", "mode=hang", "--device", "cpu", "--timeout", "4",
+        "--steps", "3",
+    ]  # fmt: skip
+    nodes = [ppir_launch("--node-rank", str(k), *common, wait=False) for k in (1, 0)]
+    outs = []
+    try:
+        for p in nodes:
+            outs.append(p.communicate(timeout=60))
+    finally:
+        for p in nodes:
+            if p.poll() is None:
+                p.kill()
+    (_, err1), (_, err0) = outs
+    assert [p.returncode for p in nodes] == [1, 1], err0 + err1
+    assert "no answer from rank 1 within the 4 s timeout" in err0, err0
+    assert "ppir launch: failed: rank 1" in err1, err1
+    assert "rank 1 was here when it stopped (most recent call last):" in err1, err1
+    assert re.search(r'faulty_model\.py", line \d+,? in forward', err1), err1

@@ -5,6 +5,7 @@ an active exception" (SIGABRT): two CI runs lost a finished ``ppir launch`` rank
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -113,3 +114,41 @@ def test_a_store_that_went_away_is_asked_once():
     assert [channel.first_failure() for _ in range(20)] == [None] * 20
     assert channel.report("rank 1: lost rank 0") == "rank 1: lost rank 0"
     assert GoneStore.calls == 1 and channel.lost
+
+
+LOST = """
+import json, os, sys, time
+os.environ.update(PPIR_LAUNCHER="1", TORCHELASTIC_ERROR_FILE=sys.argv[1])
+from ppir.torch.failures import FailureChannel
+
+class GoneStore:
+    def check(self, keys):
+        raise RuntimeError("Connection reset by peer")
+
+channel = FailureChannel(GoneStore(), 1, "ppir/error/x/0", timeout_s=5.0)
+channel.start_watchdog(interval_s=0.05, settle_s=0.2)
+if sys.argv[2] == "fails":  # the main thread fails meanwhile: it reports, not the watchdog
+    channel.stop(wait=False)
+    time.sleep(1.0)
+    sys.exit(7)
+time.sleep(30)  # a rank stuck in the model's code
+"""
+
+
+@pytest.mark.parametrize("main", ["stuck", "fails"])
+def test_a_lost_store_ends_a_stuck_rank(tmp_path, main):
+    """The store's host (node 0's launcher) went away while this rank hung in the model:
+    nothing ended the rank (node 1 waited for ever).  The watchdog now ends it, exit 1, with a
+    record saying so and where the main thread was, unless the main thread fails meanwhile."""
+    err = tmp_path / "error.json"
+    res = subprocess.run(
+        [sys.executable, "-c", LOST, str(err), main], capture_output=True, text=True, timeout=20
+    )
+    if main == "fails":
+        assert res.returncode == 7 and not err.exists(), res.stderr
+        return
+    assert res.returncode == 1, res.stderr
+    rec = json.loads(err.read_text())["ppir"]
+    assert rec["kind"] == "comm"
+    assert rec["message"].startswith("rank 1: lost the rendezvous store at ")
+    assert rec["where"].endswith(", in <module>")  # the sleep (a -c script shows no source)

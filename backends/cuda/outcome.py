@@ -111,7 +111,7 @@ def root_cause(ends: list[RankEnd]) -> Cause | None:
                 None,
                 left,
             )
-        return Cause(e.record["message"], _where_stopped(ends, peers), e.rank)
+        return Cause(e.record["message"], _where_stopped(ends, {*peers, e.rank}), e.rank)
     if "secondary" in by_kind:
         e = earliest("secondary")
         return Cause(f"{e.record.get('first')} (reported to rank {e.rank})", None, None)

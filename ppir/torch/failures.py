@@ -5,7 +5,9 @@ Contract:
 * :class:`FailureChannel` holds the first failure in the rendezvous store (torchrun's agent
   store, or rank 0's): a failing rank records ``"rank R: message"`` with a compare-and-set, and
   every other rank's watchdog thread (polling every 0.25 s) prints ``rank K stopping: <first>``
-  and exits 1.  The watchdog also ends the rank when its parent (the launcher) is gone.
+  and exits 1.  The watchdog also ends the rank when its parent (the launcher) is gone, or
+  when the store itself is (its host, node 0's launcher, went away: a rank on another node
+  stuck in the user's code would otherwise wait for ever), recording where it was.
 * :meth:`FailureChannel.stop` ends the watchdog and waits for it (bounded by the store's
   timeout): it returns only once the thread is out of the store, because a daemon thread
   still inside a store call when the interpreter exits is unwound through C++ and aborts the
@@ -161,12 +163,17 @@ class FailureChannel:
             return None
         return None
 
-    def start_watchdog(self, interval_s: float = 0.25) -> None:
+    def start_watchdog(self, interval_s: float = 0.25, settle_s: float = 1.5) -> None:
+        """Poll the store (module docstring).  A store that went away ends the rank, unless
+        its main thread fails meanwhile (``settle_s``; its own error names the peer)."""
+
         def watch():
             while not self._stop.wait(interval_s):
                 if os.getppid() != self.parent:
                     _exit_quietly(f"rank {self.rank}: the launcher is gone; stopping")
                 first = self.first_failure()
+                if self.lost and not self._stop.wait(settle_s):
+                    _store_lost(self.rank)  # the main thread did not fail meanwhile
                 if first is None or self._stop.is_set():
                     continue
                 _report_secondary(self.rank, first, None, where=_main_thread_stack())
@@ -198,6 +205,22 @@ def _main_thread_stack() -> str | None:
         return None
     frames = [f for f in traceback.format_stack(frame) if "<frozen runpy>" not in f]
     return "".join(frames).rstrip("\n") or None
+
+
+def _store_lost(rank: int) -> None:
+    """The rendezvous store went away while this rank runs: the node that hosts it (node 0's
+    launcher; rank 0 under torchrun without the agent's store) is gone, and the run with it.
+    A rank stuck in the user's code (a sleep) on another node waited for ever: nothing else
+    would end it, since its own launcher stops it only when one of its own ranks ends."""
+    where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+    text = (
+        f"rank {rank}: lost the rendezvous store at {where} (did node 0's launcher stop?); stopping"
+    )
+    written = _write_error_file(rank, "comm", text, text, None, where=_main_thread_stack())
+    if not (written and launched()):
+        print(f"ppir.run: error: {text}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(1)
 
 
 def _exit_quietly(message: str) -> None:
