@@ -126,10 +126,13 @@ class GoneStore:
         raise RuntimeError("Connection reset by peer")
 
 channel = FailureChannel(GoneStore(), 1, "ppir/error/x/0", timeout_s=5.0)
-channel.start_watchdog(interval_s=0.05, settle_s=0.2)
+settle = 1.0 if sys.argv[2] == "fails" else 0.2
+channel.start_watchdog(interval_s=0.05, settle_s=settle)
 if sys.argv[2] == "fails":  # the main thread fails meanwhile: it reports, not the watchdog
+    time.sleep(0.3)  # the store has failed a poll: the watchdog is inside its settle time
+    assert channel.lost
     channel.stop(wait=False)
-    time.sleep(1.0)
+    time.sleep(1.5)
     sys.exit(7)
 time.sleep(30)  # a rank stuck in the model's code
 """
@@ -149,6 +152,42 @@ def test_a_lost_store_ends_a_stuck_rank(tmp_path, main):
         return
     assert res.returncode == 1, res.stderr
     rec = json.loads(err.read_text())["ppir"]
-    assert rec["kind"] == "comm"
+    assert rec["kind"] == "lost"  # after a failure it heard of, a consequence (outcome.py)
     assert rec["message"].startswith("rank 1: lost the rendezvous store at ")
     assert rec["where"].endswith(", in <module>")  # the sleep (a -c script shows no source)
+
+
+def test_a_store_call_that_fails_while_its_host_listens_is_asked_again():
+    """One failed call (a reset, a busy store) made the store 'lost' for good and, 1.5 s on,
+    ended a healthy rank; the channel now asks the host with a plain socket and, while it
+    listens, goes on through a new client; a closed port is a store gone."""
+    import datetime
+
+    dist = pytest.importorskip("torch.distributed")
+
+    from ppir.torch.failures import FailureChannel
+
+    host = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=datetime.timedelta(seconds=5))
+
+    class Flaky:
+        def check(self, keys):
+            raise RuntimeError("Connection reset by peer")
+
+    channel = FailureChannel(Flaky(), 1, "ppir/error/flaky/0", timeout_s=5.0)
+    channel.address = ("127.0.0.1", host.port)
+    assert channel.first_failure() is None and channel.lost
+    assert not channel.gone() and not channel.lost
+    host.set("ppir/error/flaky/0", "rank 0: boom")
+    got = None
+    for _ in range(3):  # as the watchdog polls: while the host listens, no failure is fatal
+        got = channel.first_failure()
+        if got is not None:
+            break
+        assert not channel.gone()
+    assert got == "rank 0: boom"
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    channel.address, channel.lost = ("127.0.0.1", closed), True
+    assert channel.gone(tries=2, gap_s=0.01)

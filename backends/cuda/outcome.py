@@ -17,8 +17,10 @@ in this order:
    with exit code 0, the cause is that rank leaving while this one still ran (``ppir.run``
    ends a rank with 0 only after its closing barrier: the model's code left, ``os._exit(0)``);
    else the named peers' stacks when they stopped (``where``) follow as its traceback;
-4. the first failure the stopping ranks quote (recorded by a rank on another node);
-5. ranks terminated by SIGTERM, when nothing else explains the failure.
+4. the first failure the stopping ranks quote (recorded by a rank on another node), with where
+   the earliest of them was when it stopped;
+5. a rank that lost the rendezvous store (node 0's launcher went away) and says where it was;
+6. ranks terminated by SIGTERM, when nothing else explains the failure.
 
 Everything else is a consequence: ranks stopped by the launcher, or stopping because of the
 first failure.
@@ -111,10 +113,14 @@ def root_cause(ends: list[RankEnd]) -> Cause | None:
                 None,
                 left,
             )
-        return Cause(e.record["message"], _where_stopped(ends, {*peers, e.rank}), e.rank)
-    if "secondary" in by_kind:
-        e = earliest("secondary")
-        return Cause(f"{e.record.get('first')} (reported to rank {e.rank})", None, None)
+        return Cause(e.record["message"], _where_stopped(ends, peers), e.rank)
+    if "secondary" in by_kind:  # where this node's reporting rank was stopped, e.g. stuck
+        e = earliest("secondary")  # in the model while a peer on another node timed out on it
+        first = f"{e.record.get('first')} (reported to rank {e.rank})"
+        return Cause(first, _where_stopped(ends, {e.rank}), None)
+    if "lost" in by_kind:  # after any failure it heard of: losing the store is a consequence
+        e = earliest("lost")
+        return Cause(e.record["message"], _where_stopped(ends, {e.rank}), e.rank)
     if "stopped" in by_kind:
         ranks = rank_list(sorted(e.rank for e in by_kind["stopped"]))
         return Cause(f"{ranks} terminated by SIGTERM from outside the launcher")
@@ -175,7 +181,7 @@ def summary(ends: list[RankEnd], cause: Cause | None) -> str:
             parts.append(f"rank {e.rank}: {'left early' if early else 'ended'} ({e.how()})")
         elif cause is not None and e.rank == cause.rank:
             parts.append(f"rank {e.rank}: failed ({e.how()})")
-        elif e.kind in ("stopped", "secondary"):
+        elif e.kind in ("stopped", "secondary", "lost"):
             parts.append(f"rank {e.rank}: stopped")
         else:
             what = {"own": "failed too", "comm": "lost its peers", "died": "died"}[e.kind]

@@ -119,7 +119,8 @@ class FailureChannel:
         self.parent = os.getppid()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.lost = False  # a store call failed: its host (node 0's launcher) is gone
+        self.lost = False  # a store call failed: not asked again unless it is reconnected
+        self.address: tuple[str, int] | None = None  # the store's (host, port), to reconnect
 
     @classmethod
     def connect(cls, rank: int, timeout_s: float) -> FailureChannel | None:
@@ -136,7 +137,38 @@ class FailureChannel:
             return None
         restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         run = os.environ.get("TORCHELASTIC_RUN_ID", "")
-        return cls(store, rank, f"{ERROR_KEY}/{run}/{restart}", timeout_s)
+        channel = cls(store, rank, f"{ERROR_KEY}/{run}/{restart}", timeout_s)
+        channel.address = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+        return channel
+
+    def gone(self, tries: int = 3, gap_s: float = 0.5) -> bool:
+        """After a failed store call: whether the store's host is gone (node 0's launcher
+        ended), or the failure was passing (a reset, a busy store), in which case the store is
+        asked again through a new client.  The host is gone when it refuses a plain TCP
+        connection ``tries`` times ``gap_s`` apart (sockets log nothing, where each failed
+        call of torch's client logs a C++ stack); a channel without an address (no store of
+        its own) counts it gone."""
+        if self.address is None:
+            return True
+        import socket
+
+        for _ in range(tries):
+            try:
+                socket.create_connection(self.address, timeout=1.0).close()
+            except OSError:
+                if self._stop.wait(gap_s):
+                    return False  # the rank is ending anyway
+                continue
+            try:
+                import torch.distributed as dist
+
+                wait = datetime.timedelta(seconds=self.timeout_s)
+                self.store = dist.TCPStore(*self.address, is_master=False, timeout=wait)
+            except Exception:  # noqa: BLE001 - it listens but does not answer: try again
+                continue
+            self.lost = False
+            return False
+        return True
 
     def report(self, text: str) -> str:
         """Record ``text`` unless another rank failed first; returns the first failure."""
@@ -172,7 +204,7 @@ class FailureChannel:
                 if os.getppid() != self.parent:
                     _exit_quietly(f"rank {self.rank}: the launcher is gone; stopping")
                 first = self.first_failure()
-                if self.lost and not self._stop.wait(settle_s):
+                if self.lost and self.gone() and not self._stop.wait(settle_s):
                     _store_lost(self.rank)  # the main thread did not fail meanwhile
                 if first is None or self._stop.is_set():
                     continue
@@ -216,7 +248,7 @@ def _store_lost(rank: int) -> None:
     text = (
         f"rank {rank}: lost the rendezvous store at {where} (did node 0's launcher stop?); stopping"
     )
-    written = _write_error_file(rank, "comm", text, text, None, where=_main_thread_stack())
+    written = _write_error_file(rank, "lost", text, text, None, where=_main_thread_stack())
     if not (written and launched()):
         print(f"ppir.run: error: {text}", file=sys.stderr, flush=True)
     sys.stdout.flush()
