@@ -369,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         from ppir.torch.model import load_model, parse_options
         from ppir.torch.run_options import check_same_options
 
-        check_same_options(ctx, args)  # nodes started alike, before any model code runs
+        dp = args.dp or ctx.world // max(1, plan["ranks"])  # as make_mesh resolves it
+        check_same_options(ctx, args, dp)  # nodes started alike, before any model code runs
         model = load_model(args.module, parse_options(args.module_opt))
         status, failure = train(ctx, plan, model, args)
     except BaseException as e:  # noqa: BLE001 - every failure must end every rank
