@@ -94,7 +94,7 @@ def _launch_dests() -> set[str]:
 
     p = argparse.ArgumentParser(add_help=False)
     add_cost_arguments(p, model=False)
-    return {a.dest for a in p._actions}
+    return set(vars(p.parse_known_args([])[0]))  # every option's dest, at its default
 
 
 def launch_command(c, args, actions) -> str | None:
