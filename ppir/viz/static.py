@@ -10,7 +10,10 @@ too; :func:`draw_gantt` draws one layout on any matplotlib axes.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ppir.analysis.estimate import Estimate
+from ppir.analysis.units import seconds_scale
 from ppir.diagnostics import cannot_write, error
 from ppir.ir import Schedule
 from ppir.viz.build import Timed
@@ -120,6 +123,9 @@ def write_chart(
         ) from None
     lays = [gantt_layout(e) for _, e in runs]
     tmax = max(lay.step_time for lay in lays) or 1
+    if lays[0].time_unit == "s":  # one axis unit for every panel: the longest step's
+        scale, suffix = seconds_scale(tmax)
+        lays = [replace(lay, time_scale=scale, time_label=f"time ({suffix})") for lay in lays]
     rows = [len(lay.rows) for lay in lays]
     width = 9.0 if max(rows) <= 8 else 12.0
     heights = [0.55 + 0.28 * n for n in rows]
