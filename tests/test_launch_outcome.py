@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 
+import pytest
 from ppir.backends.cuda.outcome import RankEnd, ended_with_0, root_cause, summary
 
 TERM, KILL = -signal.SIGTERM, -signal.SIGKILL
@@ -182,3 +183,21 @@ def test_a_timeout_shows_where_the_peer_it_names_was_when_stopped():
     cause = root_cause([RankEnd(0, 1, rec), RankEnd(1, 1, secondary)])
     assert cause.traceback.splitlines()[1:] == where.splitlines()
     assert root_cause([RankEnd(0, 1, rec), RankEnd(1, TERM, None)]).traceback is None
+
+
+@pytest.mark.parametrize(
+    "line, runpy",
+    [
+        ('  File "<frozen runpy>", line 88 in _run_code', True),  # Python 3.11+
+        ('  File "/usr/lib/python3.10/runpy.py", line 86, in _run_code', True),  # 3.10
+        ('  File "/usr/lib/python3.10/runpy.py", line 196 in _run_module_as_main', True),
+        ('  File "/work/myrunpy.py", line 3, in forward', False),
+        ('  File "/work/model.py", line 3, in forward', False),
+    ],
+)
+def test_runpy_frames_are_left_out_on_every_python(line, runpy):
+    """A rank's stack leaves out python -m's runpy frames: the filter matched only 3.11's
+    frozen module, so on 3.10 (which ppir supports) they showed (review)."""
+    from ppir.torch.stacks import runpy_frame
+
+    assert runpy_frame(line) is runpy

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from ppir.backends.cuda.outcome import Cause, RankEnd, ended_with_0, root_cause, summary
 
 from ppir.diagnostics import EXIT_USAGE
+from ppir.torch.errors import first_line
 from ppir.torch.failures import LAUNCHER_ENV, STACK_SUFFIX
 
 
@@ -187,7 +188,7 @@ def rendezvous_failure(endpoint: str, timeout: int, e: BaseException, nnodes: in
     came): torch's first line, without its stack, and what to check.  With several nodes, two
     started as node 0 on one host showed as a port in use for one and a timeout for the
     other, whose hints asked only for a free port and the same endpoint."""
-    text = (str(e).strip().splitlines() or [""])[0] or type(e).__name__
+    text = first_line(e)
     if "EADDRINUSE" in text or "address already in use" in text:
         hint = "another process holds this port: give --rdzv-endpoint a free one"
         if nnodes > 1:

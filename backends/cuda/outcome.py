@@ -32,6 +32,7 @@ import signal
 from dataclasses import dataclass
 
 from ppir.diagnostics import rank_list
+from ppir.torch.stacks import dump_frames
 
 
 @dataclass
@@ -134,22 +135,10 @@ def _where_stopped(ends: list[RankEnd], peers) -> str | None:
     for e in sorted(ends, key=lambda e: e.rank):
         where = None
         if e.rank in peers:
-            where = (e.record or {}).get("where") or "\n".join(main_thread_frames(e.stack))
+            where = (e.record or {}).get("where") or "\n".join(dump_frames(e.stack))
         if where:
             out += [f"rank {e.rank} was here when it stopped (most recent call last):", where]
     return "\n".join(out) or None
-
-
-def main_thread_frames(dump: str | None) -> list[str]:
-    """The main thread's ``  File "...", line N in f`` lines of a faulthandler dump (the
-    thread whose stack starts in runpy, else the last one), most recent call last, runpy's
-    frames left out."""
-    blocks = [b for b in (dump or "").split("\n\n") if "(most recent call first):" in b]
-    if not blocks:
-        return []
-    main = next((b for b in blocks if "_run_module_as_main" in b), blocks[-1])
-    lines = [ln for ln in main.splitlines()[1:] if ln.startswith("  File ")]
-    return [ln for ln in reversed(lines) if "<frozen runpy>" not in ln]
 
 
 def _deaths(died: list[RankEnd]) -> str:

@@ -71,10 +71,17 @@ SHORT_TIMEOUT_S = 2.0
 _TEXT_CHARS = 160  # of torch's message, after ppir's own words
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (torch's C++ stack follows it), or its type's name
+    when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def comm_error(where: str, peers, exc: BaseException, timeout_s: float | None) -> CommError:
     """A :class:`CommError` for ``exc`` raised by torch.distributed at ``where``: one line,
     without torch's C++ stack."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = first_line(exc)
     text = re.sub(r"^\[[^\]]*\]\s*", "", text)  # torch's "[path/to/file.cc:123] " prefix
     low = text.lower()
     timeout = "timed out" in low or "timeout" in low

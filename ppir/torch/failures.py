@@ -50,6 +50,8 @@ import sys
 import threading
 import time
 
+from ppir.torch.stacks import main_thread_stack
+
 ERROR_KEY = "ppir/error"
 LAUNCHER_ENV = "PPIR_LAUNCHER"
 """Set to 1 by ``ppir launch`` for its ranks: the launcher reports failures and interruptions,
@@ -208,7 +210,7 @@ class FailureChannel:
                     _store_lost(self.rank)  # the main thread did not fail meanwhile
                 if first is None or self._stop.is_set():
                     continue
-                _report_secondary(self.rank, first, None, where=_main_thread_stack())
+                _report_secondary(self.rank, first, None, where=main_thread_stack())
                 os._exit(1)
 
         self._thread = threading.Thread(target=watch, name="ppir-watchdog", daemon=True)
@@ -226,19 +228,6 @@ class FailureChannel:
         return not thread.is_alive()
 
 
-def _main_thread_stack() -> str | None:
-    """Where the main thread is (most recent call last, runpy's frames left out): the
-    watchdog stops a rank whose peer gave up on it, and a rank stuck in the user's code (a
-    sleep, a lock) is named by its peer's timeout but said nothing of where it was."""
-    import traceback
-
-    frame = sys._current_frames().get(threading.main_thread().ident)
-    if frame is None:
-        return None
-    frames = [f for f in traceback.format_stack(frame) if "<frozen runpy>" not in f]
-    return "".join(frames).rstrip("\n") or None
-
-
 def _store_lost(rank: int) -> None:
     """The rendezvous store went away while this rank runs: the node that hosts it (node 0's
     launcher; rank 0 under torchrun without the agent's store) is gone, and the run with it.
@@ -248,7 +237,7 @@ def _store_lost(rank: int) -> None:
     text = (
         f"rank {rank}: lost the rendezvous store at {where} (did node 0's launcher stop?); stopping"
     )
-    written = _write_error_file(rank, "lost", text, text, None, where=_main_thread_stack())
+    written = _write_error_file(rank, "lost", text, text, None, where=main_thread_stack())
     if not (written and launched()):
         print(f"ppir.run: error: {text}", file=sys.stderr, flush=True)
     sys.stdout.flush()
