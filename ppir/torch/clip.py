@@ -12,7 +12,9 @@ the optimizer:
   over the pipeline group (a sum, or a max for ``inf``) combines the ranks (data-parallel
   replicas hold equal, already averaged gradients, so they compute the same norm);
 * after a step inside ``no_sync()`` and before the synchronising step that ends the window it
-  raises (the gradients are not yet reduced), before any message, on every rank;
+  raises (the gradients are not yet reduced), before any message, on every rank; also with one
+  replica and no tied copies, where the local gradients happen to be the model's, so that a
+  loop that clips inside the window fails on the first run rather than once it scales out;
 * when the norm exceeds ``max_norm``, every gradient is multiplied by
   ``max_norm / (norm + 1e-6)``, as ``torch.nn.utils.clip_grad_norm_`` does on one process;
   with ``error_if_nonfinite`` a norm that is nan or inf raises (as torch's), on every rank;
