@@ -71,6 +71,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def two_nodes(node1: list[str], node0: list[str], timeout: float) -> tuple[list, list]:
+    """Launch node 1 then node 0 (``--node-rank`` added), wait for both within ``timeout``
+    seconds each, and kill what is left: (their exit codes, their (stdout, stderr)), node 1
+    first."""
+    nodes = [
+        ppir_launch("--node-rank", "1", *node1, wait=False),
+        ppir_launch("--node-rank", "0", *node0, wait=False),
+    ]
+    outs = []
+    try:
+        for p in nodes:
+            outs.append(p.communicate(timeout=timeout))
+    finally:
+        for p in nodes:
+            if p.poll() is None:
+                p.kill()
+    return [p.returncode for p in nodes], outs
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_two_nodes_on_localhost():
@@ -81,17 +100,8 @@ def test_two_nodes_on_localhost():
         "-n", "4", "--dp", "2", "--nnodes", "2", "--rdzv-endpoint", endpoint, "1f1b",
         "-D", "M=2", "--module", GPT, *SMALL, "--steps", "2", "--verify-grads", "--device", "cpu",
     ]  # fmt: skip
-    nodes = [ppir_launch("--node-rank", str(k), *common, wait=False) for k in (1, 0)]
-    outs = []
-    try:
-        for p in nodes:
-            outs.append(p.communicate(timeout=150))
-    finally:
-        for p in nodes:
-            if p.poll() is None:
-                p.kill()
-    (out1, err1), (out0, err0) = outs
-    assert [p.returncode for p in nodes] == [0, 0], err0 + err1
+    codes, ((out1, err1), (out0, err0)) = two_nodes(common, common, timeout=150)
+    assert codes == [0, 0], err0 + err1
     assert "2 local processes on node 0 of 2" in out0 and "on node 1 of 2" in out1
     assert "verify-grads: largest |grad diff|" in out0 and ": OK" in out0
     assert len(losses(out1)) == 2  # the last stage (pp rank 1) lives on node 1
@@ -482,20 +492,10 @@ def test_two_nodes_with_other_steps_stop_at_once_naming_the_option():
         "-n", "2", "--nnodes", "2", "--rdzv-endpoint", endpoint, "1f1b", "-D", "M=2",
         "--module", GPT, *SMALL, "--device", "cpu", "--timeout", "20",
     ]  # fmt: skip
-    nodes = [
-        ppir_launch("--node-rank", "1", *common, "--steps", "6", wait=False),
-        ppir_launch("--node-rank", "0", *common, "--steps", "3", wait=False),
-    ]
-    outs = []
-    try:
-        for p in nodes:
-            outs.append(p.communicate(timeout=100))
-    finally:
-        for p in nodes:
-            if p.poll() is None:
-                p.kill()
-    (out1, err1), (out0, err0) = outs
-    assert [p.returncode for p in nodes] == [1, 1], err0 + err1
+    codes, ((out1, err1), (out0, err0)) = two_nodes(
+        [*common, "--steps", "6"], [*common, "--steps", "3"], timeout=100
+    )
+    assert codes == [1, 1], err0 + err1
     for err in (err0, err1):
         assert "the ranks were started with different options: --steps differs" in err, err
         assert "Traceback" not in err, err
@@ -517,17 +517,8 @@ def test_a_rank_stuck_on_node_1_ends_when_node_0_fails():
         "--module", faulty, "--module-opt", "mode=hang", "--device", "cpu", "--timeout", "4",
         "--steps", "3",
     ]  # fmt: skip
-    nodes = [ppir_launch("--node-rank", str(k), *common, wait=False) for k in (1, 0)]
-    outs = []
-    try:
-        for p in nodes:
-            outs.append(p.communicate(timeout=60))
-    finally:
-        for p in nodes:
-            if p.poll() is None:
-                p.kill()
-    (_, err1), (_, err0) = outs
-    assert [p.returncode for p in nodes] == [1, 1], err0 + err1
+    codes, ((_, err1), (_, err0)) = two_nodes(common, common, timeout=60)
+    assert codes == [1, 1], err0 + err1
     assert "no answer from rank 1 within the 4 s timeout" in err0, err0
     # whichever node 1's watchdog saw first: rank 0's failure (still in the store), or the
     # store gone with node 0's launcher; either way node 1 ends and says where rank 1 was
