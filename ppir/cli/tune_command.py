@@ -56,14 +56,7 @@ def compile_command(c, args, actions) -> str | None:
     sample: ``c.mbs`` times them)."""
     if c.program is None:
         return None
-    schedule = c.schedule
-    if args.schedules is None and os.path.exists(schedule) and not os.path.isdir(schedule):
-        # a file here shadows the built-in tune searched (loader.read_source: a directory never)
-        schedule = builtin_file(schedule)
-    argv = ["ppir", "compile", schedule]
-    for k, v in c.program.params:
-        argv += ["-D", f"{k}={v}"]
-    argv += ["--backend", "cost"]
+    argv = ["ppir", "compile", *_row_schedule(c, args), "--backend", "cost"]
     model = c.config.model if c.config is not None else None
     if model is not None:
         argv += ["--model", spec_text(model, omit=("dp",))]
@@ -71,10 +64,23 @@ def compile_command(c, args, actions) -> str | None:
         argv += ["--recompute", c.recompute]
         if c.stage_layers:
             argv += ["--stage-layers", format_stage_layers(c.stage_layers)]
-    argv += _given_flags(args, actions)
-    if args.progress_model != "fifo":
-        argv += ["--progress-model", args.progress_model]
+    argv += _given_flags(args, actions) + _progress(args)
     return shlex.join(argv)
+
+
+def _row_schedule(c, args) -> list[str]:
+    """Candidate ``c``'s schedule and a ``-D K=V`` for each parameter it was expanded with; a
+    built-in searched by default is named by its installed file where the working directory
+    holds a file of its name (loader.read_source reads that file first; a directory never)."""
+    schedule = c.schedule
+    if args.schedules is None and os.path.exists(schedule) and not os.path.isdir(schedule):
+        schedule = builtin_file(schedule)
+    return [schedule, *(t for k, v in c.program.params for t in ("-D", f"{k}={v}"))]
+
+
+def _progress(args) -> list[str]:
+    """``--progress-model`` as the tune run gave it (nothing for the default)."""
+    return ["--progress-model", args.progress_model] if args.progress_model != "fifo" else []
 
 
 def command_line(c, cmd: str, sized: bool) -> str:
@@ -108,18 +114,12 @@ def launch_command(c, args, actions) -> str | None:
     measured = c.config.measured if c.config is not None else None
     if c.program is None or measured is None or runtime_limit(c.program) is not None:
         return None
-    schedule = c.schedule
-    if args.schedules is None and os.path.exists(schedule) and not os.path.isdir(schedule):
-        schedule = builtin_file(schedule)
+    schedule, *defines = _row_schedule(c, args)
     argv = ["ppir", "launch", "-n", str(c.pp * c.dp), schedule]
     argv += ["--dp", str(c.dp)] if c.dp > 1 else []
-    for k, v in c.program.params:
-        argv += ["-D", f"{k}={v}"]
-    argv += ["--module", str(dict(measured.info).get("model", "MODULE"))]
+    argv += [*defines, "--module", str(dict(measured.info).get("model", "MODULE"))]
     keep = _launch_dests()
-    argv += _given_flags(args, [a for a in actions if a.dest in keep])
-    if args.progress_model != "fifo":
-        argv += ["--progress-model", args.progress_model]
+    argv += _given_flags(args, [a for a in actions if a.dest in keep]) + _progress(args)
     return shlex.join(argv)
 
 
