@@ -148,12 +148,20 @@ def _wait_for_store(host: str, port: int, timeout_s: float) -> None:
             time.sleep(0.05)
 
 
+def resolve_dp(world: int, pp_size: int, dp_size: int | None) -> int:
+    """The data-parallel size of ``world`` processes for ``pp_size`` pipeline ranks:
+    ``dp_size``, else world / ``pp_size`` when it divides, else 0 (no size fits)."""
+    if dp_size is not None:
+        return dp_size
+    return world // pp_size if world % pp_size == 0 else 0
+
+
 def make_mesh(pp_size: int, dp_size: int | None = None, device_type: str = "cpu") -> Mesh:
     """The ``pp x dp`` layout of the default group (see the module docstring); ``dp_size``
-    defaults to world / ``pp_size``.  SetupError when the world does not fit."""
+    defaults to world / ``pp_size`` (:func:`resolve_dp`).  SetupError when the world does not
+    fit."""
     world, rank = dist.get_world_size(), dist.get_rank()
-    if dp_size is None:
-        dp_size = world // pp_size if world % pp_size == 0 else 0
+    dp_size = resolve_dp(world, pp_size, dp_size)
     if dp_size < 1 or pp_size * dp_size != world:
         raise SetupError(
             f"rank {rank}: the plan has {pp_size} pipeline ranks, so the {world} processes "

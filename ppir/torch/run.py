@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         from ppir.torch.model import load_model, parse_options
         from ppir.torch.run_options import check_same_options
 
-        dp = args.dp or ctx.world // max(1, plan["ranks"])  # as make_mesh resolves it
+        dp = procgroup.resolve_dp(ctx.world, plan["ranks"], args.dp)  # as make_mesh does
         check_same_options(ctx, args, dp)  # nodes started alike, before any model code runs
         model = load_model(args.module, parse_options(args.module_opt))
         status, failure = train(ctx, plan, model, args)
