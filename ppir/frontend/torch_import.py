@@ -214,8 +214,8 @@ def hint_known_issue(schedule: Schedule, report) -> None:
 
 __all__ = [
     "NAMES",
-    "hint_known_issue",
     "canonical_name",
+    "hint_known_issue",
     "known_issue",
     "load_torch_builtin",
     "torch_order",

@@ -207,7 +207,7 @@ class FailureChannel:
                     _exit_quietly(f"rank {self.rank}: the launcher is gone; stopping")
                 first = self.first_failure()
                 if self.lost and self.gone() and not self._stop.wait(settle_s):
-                    _store_lost(self.rank)  # the main thread did not fail meanwhile
+                    _store_lost(self.rank, self.address)  # the main thread did not fail
                 if first is None or self._stop.is_set():
                     continue
                 _report_secondary(self.rank, first, None, where=main_thread_stack())
@@ -228,12 +228,12 @@ class FailureChannel:
         return not thread.is_alive()
 
 
-def _store_lost(rank: int) -> None:
+def _store_lost(rank: int, address: tuple[str, int] | None) -> None:
     """The rendezvous store went away while this rank runs: the node that hosts it (node 0's
     launcher; rank 0 under torchrun without the agent's store) is gone, and the run with it.
     A rank stuck in the user's code (a sleep) on another node waited for ever: nothing else
     would end it, since its own launcher stops it only when one of its own ranks ends."""
-    where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+    where = "{}:{}".format(*address) if address else "?"
     text = (
         f"rank {rank}: lost the rendezvous store at {where} (did node 0's launcher stop?); stopping"
     )
