@@ -432,7 +432,7 @@ def test_uncovered_is_the_union_of_spans_minus_the_cover_point_by_point(spans, c
     """``uncovered``, the rule of exposed_comm (the estimator sums it, viz draws it): on an
     integer grid, exactly the unit cells some span holds and no cover interval does, as
     disjoint, ordered, non-empty intervals."""
-    from ppir.analysis.estimate import uncovered
+    from ppir.analysis.exposed import uncovered
 
     out = uncovered(spans, sorted(cover))
     assert all(a < b for a, b in out) and all(x[1] <= y[0] for x, y in zip(out, out[1:]))

@@ -133,6 +133,34 @@ def test_the_drain_hides_what_finishes_before_the_step_would_end():
     assert four.step_time == one.step_time + 1.5
 
 
+def test_a_reduction_on_an_idle_rank_is_exposed_comm_not_waiting_and_the_chart_draws_it():
+    """The reductions were counted as waiting (idle with no traffic) and the charts drew them as
+    idle.  1F1B P=4 M=8, messages and reduce steps of 1/4, dp=4: each rank's reduction (1.5)
+    runs after its last backward, while it computes nothing, so it is exposed comm: rank 0's
+    wholly (+1.5), the others' less the quarter during which their last gradient message is
+    on the wire too (+1.25); waiting grows by what the step grows less that."""
+    from ppir.viz.layout import gantt_layout
+
+    cfg = make_config({"comm": {"latency": 0.25}})
+    one = ppir.compile(ppir.load("1f1b", P=4, M=8), costs=cfg).estimate
+    four = ppir.compile(ppir.load("1f1b", P=4, M=8), costs=cfg, dp=4).estimate
+    grew = [b.exposed_comm - a.exposed_comm for a, b in zip(one.per_rank, four.per_rank)]
+    assert grew == [1.5, 1.25, 1.25, 1.25]
+    assert [b.waiting - a.waiting for a, b in zip(one.per_rank, four.per_rank)] == [
+        0,
+        0.25,
+        0.25,
+        0.25,
+    ]
+    bars = gantt_layout(four).bars
+    for r, row in enumerate(four.per_rank):
+        comm = [(b.start, b.end) for b in bars if b.row == r and b.kind == "comm"]
+        assert sum(b - a for a, b in comm) == row.exposed_comm
+        assert comm[-1] == four.exposed[r][-1]
+    ends = [spans[-1] for spans in four.exposed]  # each rank's reduction
+    assert ends == [(37.0, 38.5), (34.75, 36.25), (32.5, 34.0), (30.25, 31.75)]
+
+
 def test_the_estimate_json_carries_the_reduction_the_text_reports(cli):
     """'compile --dp 4 --format json' gave a step time with the reductions in it but neither dp
     nor the reductions, which the text prints as its 'data-parallel reduce' lines."""

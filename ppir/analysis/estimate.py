@@ -8,8 +8,9 @@ Definitions (all per step, in the config's time unit: ``"unit"`` or ``"s"``)
 * ``busy[r]``: the sum of rank r's compute durations; ``idle[r] = step_time - busy[r]`` is its
   *bubble* (the closed forms (P-1)(F+B) etc. are this number).
 * ``exposed_comm[r]``: the part of ``idle[r]`` during which a message of rank r is on the wire
-  (the union of its transfers' intervals minus its compute intervals; under ``fifo`` progress a
-  rank never computes while its own messages move, under ``relaxed`` it may).
+  or one of its data-parallel gradient reductions runs (the union of those intervals minus its
+  compute intervals, :mod:`ppir.analysis.exposed`; under ``fifo`` progress a rank never
+  computes while its own messages move, under ``relaxed`` it may).
   ``idle - exposed_comm`` (``waiting``) is time with neither compute nor own traffic.
 * ``bubble_fraction_of_total = sum(idle) / (P · step_time)`` (1F1B: (P-1)/(M+P-1)) and
   ``bubble_fraction_of_ideal = sum(idle) / sum(busy)`` (Narayanan 2021; 1F1B: (P-1)/M).
@@ -28,6 +29,7 @@ from typing import NamedTuple
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.critical_path import PathLink, path_ops
+from ppir.analysis.exposed import exposed_spans
 from ppir.analysis.timeline import Timeline, check_complete, run
 from ppir.analysis.units import json_bytes, microbatch_json
 from ppir.diagnostics import EXIT_INVALID, PpirError
@@ -108,6 +110,9 @@ class Estimate:
     ops: tuple[tuple[OpTiming, ...], ...] = field(repr=False)
     messages: tuple[MessageTiming, ...] = field(repr=False)
     critical_path_links: tuple[PathLink, ...] = field(default=(), repr=False)
+    exposed: tuple[tuple[tuple[float, float], ...], ...] = field(default=(), repr=False)
+    """Per rank, the intervals of its ``exposed_comm`` in time order (what the charts draw):
+    :func:`ppir.analysis.exposed.exposed_spans`."""
 
     @property
     def bubble_fraction_of_total(self) -> float:
@@ -228,7 +233,7 @@ def from_timeline(
     conv = costs.converter()
     ops, busy = _op_timings(tl, conv)
     msgs, spans = _messages(tl, conv)
-    exposed = _exposed_comm(tl, spans, conv)
+    exposed = exposed_spans(tl, spans)
     step = tl.makespan
     sent = [0] * s.ranks
     for m in msgs:
@@ -241,7 +246,7 @@ def from_timeline(
                 r,
                 conv(busy[r]),
                 conv(step - busy[r]),
-                exposed[r],
+                conv(sum(b - a for a, b in exposed[r])),  # ticks, converted once
                 len(ops[r]),
                 sent[r],
                 float(peak.peak_activations) if peak is not None else None,
@@ -271,6 +276,7 @@ def from_timeline(
         tuple(tuple(row) for row in ops),
         tuple(msgs),
         cp_links,
+        tuple(tuple((conv(a), conv(b)) for a, b in row) for row in exposed),
     )
 
 
@@ -348,48 +354,3 @@ def _messages(tl: Timeline, conv) -> tuple[list[MessageTiming], list[tuple]]:
             )
         )
     return msgs, spans
-
-
-def _exposed_comm(tl: Timeline, transfers: list[tuple], conv) -> list:
-    """Per rank, the time during which one of its messages (``transfers``: (src, dst, start,
-    end) in ticks, :func:`_messages`) is on the wire while its compute stream is idle
-    (:func:`uncovered` by its compute intervals; ticks, converted once)."""
-    g = tl.graph
-    P = g.schedule.ranks
-    spans: list[list] = [[] for _ in range(P)]
-    for src, dst, a, b in transfers:
-        if b > a:
-            spans[src].append((a, b))
-            spans[dst].append((a, b))
-    compute = [  # (none is read when no transfer takes time: free links)
-        [(tl.start[v], tl.finish[v]) for v in order if g.kind[v] == COMPUTE]
-        for order in (g.rank_nodes if any(spans) else [[]] * P)
-    ]
-    return [conv(sum(b - a for a, b in uncovered(row, compute[r]))) for r, row in enumerate(spans)]
-
-
-def uncovered(spans: list[tuple], cover: list[tuple]) -> list[tuple]:
-    """The parts of the union of ``spans`` ((start, end) pairs, any order) that no interval of
-    ``cover`` ((start, end) pairs sorted by start, overlapping or not) covers, in time order:
-    a rank's messages on the wire while it does not compute, its ``exposed_comm`` (the charts
-    draw them as its comm bars).  Linear after sorting ``spans``."""
-    merged: list[list] = []
-    for a, b in sorted(spans):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    out: list[tuple] = []
-    k = 0
-    for a, b in merged:
-        while k < len(cover) and cover[k][1] <= a:
-            k += 1
-        t, j = a, k
-        while j < len(cover) and cover[j][0] < b:
-            if cover[j][0] > t:
-                out.append((t, cover[j][0]))
-            t = max(t, cover[j][1])
-            j += 1
-        if t < b:
-            out.append((t, b))
-    return out

@@ -1,16 +1,17 @@
 """Gantt layout of an :class:`~.estimate.Estimate`, independent of any drawing library.
 
 :func:`gantt_layout` turns the timed ops into rows (one per rank, rank 0 on top), bars (compute
-ops, coloured by kind), comm bars (exposed message time: a rank's messages on the wire while it
-does not compute, the estimator's ``exposed_comm``) and idle gaps, plus a title with the key
-figures.  The matplotlib renderer (:mod:`.plot`) and an HTML view can both draw from it.
+ops, coloured by kind), comm bars (exposed communication: a rank's messages on the wire or its
+gradient reductions running while it does not compute, the estimator's ``exposed_comm``) and
+idle gaps, plus a title with the key figures.  The matplotlib renderer (:mod:`.plot`) and an
+HTML view can both draw from it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ppir.analysis.estimate import Estimate, uncovered
+from ppir.analysis.estimate import Estimate
 from ppir.analysis.units import fmt_time, seconds_scale, unit_meaning
 
 # Colour-blind-friendly (Okabe-Ito): forward blue, backward orange/vermillion, weight green.
@@ -59,7 +60,7 @@ def gantt_layout(e: Estimate) -> GanttLayout:
             t = max(t, o.end)
         if e.step_time > t:
             bars.append(Bar(r, t, e.step_time, "idle", "", KIND_COLORS["idle"]))
-    for r, spans in enumerate(exposed_spans(e)):
+    for r, spans in enumerate(e.exposed):  # the estimator's exposed_comm, interval by interval
         bars += [Bar(r, a, b, "comm", "", KIND_COLORS["comm"]) for a, b in spans]
     params = ", ".join(f"{k}={v}" for k, v in e.params.items())
     title = (
@@ -81,16 +82,3 @@ def gantt_layout(e: Estimate) -> GanttLayout:
         f"time ({scale[1]})" if seconds else f"time (units: {unit_meaning(e.config.F)})",
         scale[0] if seconds else 1.0,
     )
-
-
-def exposed_spans(e: Estimate) -> list[list[tuple[float, float]]]:
-    """Per rank, the intervals during which one of its messages (sent or received) is on the
-    wire while it does not compute: the estimator's ``exposed_comm``, interval by interval
-    (:func:`ppir.analysis.estimate.uncovered`)."""
-    return [
-        uncovered(
-            [(m.start, m.end) for m in e.messages if r in (m.src, m.dst) and m.end > m.start],
-            sorted((o.start, o.end) for o in e.ops[r] if o.end > o.start),
-        )
-        for r in range(e.ranks)
-    ]
