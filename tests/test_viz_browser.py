@@ -181,3 +181,22 @@ def test_large_schedule_opens_and_plays_smoothly(browser, tmp_path):
     assert page.evaluate("ppirViz.state.drawn.frames") - frames > 10
     assert page.evaluate("ppirViz.state.t") > 0
     assert not errors, errors
+
+
+def test_the_page_draws_exposed_comm_and_a_reduction_on_an_idle_rank(browser, tmp_path):
+    """The page drew no communication on the rows: a rank waiting on its messages, or running
+    its data-parallel gradient reduction after its last backward, looked idle.  It now fills
+    the estimator's exposed-comm intervals in the comm colour (with free links and no
+    reduction, none)."""
+    comm = (204, 121, 167)  # ppir.viz.layout.KIND_COLORS["comm"]
+    args = ["1f1b", "-D", "P=4", "-D", "M=8"]
+    counts = {}
+    for name, extra in (("free", []), ("dp", ["--comm-latency", "0.25", "--dp", "4"])):
+        errors: list[str] = []
+        page = page_for(browser, viz(tmp_path, f"{name}.html", *args, *extra), errors)
+        page.click("#mode-static")
+        counts[name] = count_color(page, comm, tol=8)
+        legend = page.inner_text("#legend")
+        assert ("exposed comm" in legend) == (name == "dp")
+        assert not errors, errors
+    assert counts["free"] == 0 and counts["dp"] > 500, counts

@@ -42,6 +42,8 @@ function header() {
   for (const run of RUNS) for (const o of run.ops) for (let i = 2; i < o.length; i += 5) used.add(o[i]);
   leg.innerHTML = [...used].sort().map((k) => "<span><i style='background:" + COLORS[KINDS[k]] +
     "'></i>" + KINDS[k] + " " + names[KINDS[k]] + "</span>").join("") +
+    (RUNS.some((r) => r.exposed.some((e) => e.length)) ? "<span><i style='background:" + COLORS.comm +
+      "'></i>exposed comm (messages or gradient reductions while the rank computes nothing)</span>" : "") +
     "<span><i style='background:" + COLORS.idle + "'></i>idle (bubble)</span>" +
     (RUNS.some((r) => r.stages > r.ranks) ? "<span>darker: a later chunk (stage) of the rank</span>" : "") +
     "<span>labels: microbatch \u00b7 " + RUNS[0].unit_note + " \u00b7 memory in A = one microbatch's activations of a rank share</span>";

@@ -20,6 +20,9 @@ list of objects, so a P=32, M=128, v=2 schedule embeds in about a megabyte:
 * ``msgs``: 8 numbers per message: ``src, dst, start, end, grad, mb, src_op, dst_op``
   (``grad`` 1 for a backward gradient, 0 for a forward activation; ``src_op`` / ``dst_op`` are
   the producing and consuming op indices on their ranks, ``-1`` when not found).
+* ``exposed[r]``: rank r's exposed communication, 2 numbers per interval (``start, end``):
+  its messages on the wire or its gradient reductions running while it does not compute
+  (``Estimate.exposed``, what ``exposed_comm`` sums and the static charts draw).
 * ``critical``: the global ids of the compute ops on the critical path, in path order
   (``Estimate.critical_path_ops``: what ``ppir compile --backend cost`` lists), which the page
   outlines.
@@ -138,6 +141,7 @@ def run_data(lowered: Schedule, est: Estimate, mem: MemoryReport) -> dict:
         "frees": frees,
         "mem": memc,
         "msgs": msgs,
+        "exposed": [[_t(t) for span in row for t in span] for row in est.exposed],
         "critical": [
             base[where[o.action.key][0]] + where[o.action.key][1]
             for o in est.critical_path_ops

@@ -47,6 +47,9 @@ function drawRow(ctx, g, run, r, y, h, big) {
   if (r >= run.ranks) return;       // no row (not even idle) for a rank the schedule lacks
   ctx.fillStyle = COLORS.idle;
   ctx.fillRect(g.x(0), y, g.x(run.step) - g.x(0), h);
+  const ex = run.exposed[r];        // exposed comm: the rank's traffic while it computes nothing
+  ctx.fillStyle = COLORS.comm;
+  for (let i = 0; i < ex.length; i += 2) ctx.fillRect(g.x(ex[i]), y, g.x(ex[i + 1]) - g.x(ex[i]), h);
   const o = run.ops[r], n = o.length / 5, gap = h > 8 ? 1 : 0;
   for (let k = 0; k < 4; k++) {
     ctx.fillStyle = COLORS[KINDS[k]];
