@@ -297,6 +297,26 @@ def test_trace_has_tracks_slices_and_flows(cli, tmp_path):
     assert starts and len(starts) == len([e for e in ev if e["ph"] == "f"])
 
 
+def test_the_trace_shows_each_gradient_reduction_on_its_ranks_comm_track(cli, tmp_path):
+    """With --dp the trace had no slice for the reductions the step time includes: each rank's
+    comm track now holds one per stage it reduces, where the timeline runs it (1F1B P=4 M=8,
+    messages and reduce steps of 1/4, dp=4: 2 (4-1) x 1/4 = 1.5 units = 1500 us, rank 0's
+    ending the step)."""
+    path = tmp_path / "t.json"
+    argv = ["compile", "1f1b", "-D", "P=4", "-D", "M=8", "--comm-latency", "0.25"]
+    code, _, err = cli(*argv, "--dp", "4", "--trace", str(path))
+    assert code == 0, err
+    ev = json.loads(path.read_text())["traceEvents"]
+    red = sorted((e["pid"], e["name"], e["ts"], e["dur"]) for e in ev if e.get("cat") == "reduce")
+    assert red == [
+        (0, "REDUCE_GRAD@s0", 37000.0, 1500.0),
+        (1, "REDUCE_GRAD@s1", 34750.0, 1500.0),
+        (2, "REDUCE_GRAD@s2", 32500.0, 1500.0),
+        (3, "REDUCE_GRAD@s3", 30250.0, 1500.0),
+    ]
+    assert all(e["tid"] == 1 for e in ev if e.get("cat") == "reduce")
+
+
 def test_plot_writes_an_image(cli, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "g.svg"

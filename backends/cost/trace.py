@@ -2,10 +2,10 @@
 
 One process per rank (``pid`` = rank) with two threads: ``compute`` (tid 0: F/B/I/W slices named
 like ``F3@s5``) and ``comm`` (tid 1: one slice per message on each side, ``SEND_F3@s5 -> r2`` /
-``RECV_F3@s6 <- r1``).  Each message also gets a flow arrow from the sender's slice to the
-receiver's.  Timestamps are microseconds: seconds × 1e6 with a model, and 1 unit = 1000 us
-without one (so unit-mode traces read as "1 ms per forward").  Open in https://ui.perfetto.dev or
-chrome://tracing.
+``RECV_F3@s6 <- r1``, and one per data-parallel gradient reduction, ``REDUCE_GRAD@s5``). Each
+message also gets a flow arrow from the sender's slice to the receiver's. Timestamps are
+microseconds: seconds × 1e6 with a model, and 1 unit = 1000 us without one (so unit-mode traces read
+as "1 ms per forward"). Open in https://ui.perfetto.dev or chrome://tracing.
 """
 
 from __future__ import annotations
@@ -44,6 +44,19 @@ def trace_events(e: Estimate) -> list[dict]:
                     "args": {"stage": a.stage, "microbatch": a.mb, "kind": a.kind.value},
                 }
             )
+    for red in e.reductions:
+        ev.append(
+            {
+                "ph": "X",
+                "name": f"REDUCE_GRAD@s{red.stage}",
+                "cat": "reduce",
+                "pid": red.rank,
+                "tid": 1,
+                "ts": red.start * scale,
+                "dur": (red.end - red.start) * scale,
+                "args": {"stage": red.stage},
+            }
+        )
     for n, m in enumerate(e.messages):
         ts, dur = m.start * scale, (m.end - m.start) * scale
         args = {"bytes": m.nbytes, "src": m.src, "dst": m.dst}

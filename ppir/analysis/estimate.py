@@ -29,7 +29,7 @@ from typing import NamedTuple
 from ppir.analysis.config import CostConfig
 from ppir.analysis.costs import costs_for
 from ppir.analysis.critical_path import PathLink, path_ops
-from ppir.analysis.exposed import exposed_spans
+from ppir.analysis.exposed import exposed_spans, reduction_spans
 from ppir.analysis.timeline import Timeline, check_complete, run
 from ppir.analysis.units import json_bytes, microbatch_json
 from ppir.diagnostics import EXIT_INVALID, PpirError
@@ -48,6 +48,16 @@ def op_label(a: Action) -> str:
 class OpTiming(NamedTuple):
     rank: int
     action: Action
+    start: float
+    end: float
+
+
+class ReduceTiming(NamedTuple):
+    """A ``REDUCE_GRAD``: rank ``rank`` all-reduces stage ``stage``'s gradients over the
+    data-parallel replicas (and the stage's other copies) from ``start`` to ``end``."""
+
+    rank: int
+    stage: int
     start: float
     end: float
 
@@ -113,6 +123,8 @@ class Estimate:
     exposed: tuple[tuple[tuple[float, float], ...], ...] = field(default=(), repr=False)
     """Per rank, the intervals of its ``exposed_comm`` in time order (what the charts draw):
     :func:`ppir.analysis.exposed.exposed_spans`."""
+    reductions: tuple[ReduceTiming, ...] = field(default=(), repr=False)
+    """Every data-parallel gradient reduction (a ``REDUCE_GRAD``), a rank's in program order."""
 
     @property
     def bubble_fraction_of_total(self) -> float:
@@ -233,7 +245,8 @@ def from_timeline(
     conv = costs.converter()
     ops, busy = _op_timings(tl, conv)
     msgs, spans = _messages(tl, conv)
-    exposed = exposed_spans(tl, spans)
+    reductions = reduction_spans(tl)
+    exposed = exposed_spans(tl, spans, reductions)
     step = tl.makespan
     sent = [0] * s.ranks
     for m in msgs:
@@ -277,6 +290,7 @@ def from_timeline(
         tuple(msgs),
         cp_links,
         tuple(tuple((conv(a), conv(b)) for a, b in row) for row in exposed),
+        tuple(ReduceTiming(r, st, conv(a), conv(b)) for r, st, a, b in reductions),
     )
 
 

@@ -13,10 +13,26 @@ from ppir.analysis.timeline import Timeline
 from ppir.ir.graph import COMPUTE, REDUCE
 
 
-def exposed_spans(tl: Timeline, transfers: list[tuple]) -> list[list[tuple]]:
+def reduction_spans(tl: Timeline) -> list[tuple]:
+    """Every gradient reduction of ``tl``'s program as (rank, stage, start, end) in ticks, in
+    node order (a rank's in program order)."""
+    g = tl.graph
+    kind = g.kind
+    if REDUCE not in kind:
+        return []
+    progs = g.schedule.programs
+    return [
+        (g.rank[v], progs[g.rank[v]][g.item[v]].stage, tl.start[v], tl.finish[v])
+        for v, k in enumerate(kind)
+        if k == REDUCE
+    ]
+
+
+def exposed_spans(tl: Timeline, transfers: list[tuple], reductions: list[tuple]) -> list[list]:
     """Per rank, in ticks, the intervals during which one of its messages (``transfers``:
-    (src, dst, start, end) in ticks) is on the wire or one of its gradient reductions runs,
-    while its compute stream is idle (:func:`uncovered` by its compute intervals)."""
+    (src, dst, start, end) in ticks) is on the wire or one of its gradient ``reductions``
+    (:func:`reduction_spans`) runs, while its compute stream is idle (:func:`uncovered` by
+    its compute intervals)."""
     g = tl.graph
     P = g.schedule.ranks
     spans: list[list] = [[] for _ in range(P)]
@@ -24,12 +40,10 @@ def exposed_spans(tl: Timeline, transfers: list[tuple]) -> list[list[tuple]]:
         if b > a:
             spans[src].append((a, b))
             spans[dst].append((a, b))
+    for r, _, a, b in reductions:
+        if b > a:
+            spans[r].append((a, b))
     kind = g.kind
-    if REDUCE in kind:
-        start, finish = tl.start, tl.finish
-        for v, k in enumerate(kind):
-            if k == REDUCE and finish[v] > start[v]:
-                spans[g.rank[v]].append((start[v], finish[v]))
     compute = [  # (none is read when no transfer takes time: free links)
         [(tl.start[v], tl.finish[v]) for v in order if kind[v] == COMPUTE]
         for order in (g.rank_nodes if any(spans) else [[]] * P)
