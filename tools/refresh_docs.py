@@ -42,6 +42,8 @@ def refresh(text: str) -> str:
             while j < len(lines) and not lines[j].startswith(("$ ", "```")):
                 j += 1
             old = lines[i + 1 : j]
+            while old and not old[-1]:  # the blank line before the next '$' is no output
+                old = old[:-1]
             new = run(line[2:])
             if "..." in old:
                 k = old.index("...")
