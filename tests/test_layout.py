@@ -53,8 +53,15 @@ def test_split_checks_count_sum_and_replicas():
     dual = ppir.load("dualpipe", P=4, M=8)  # two pipelines, each a replica of the model
     assert dual.pipelines == 2
     assert split_layers(30, dual, (7, 8, 8, 7) * 2) == (7, 8, 8, 7) * 2
-    with pytest.raises(PpirError, match="2 pipelines of 4 stages, each the same counts"):
+    with pytest.raises(PpirError, match="the same in every pipeline") as e:
         split_layers(30, dual, (7, 8, 8, 7, 8, 7, 7, 8))
+    # one pipeline's counts alone: the message said "summing to the model's 30 layers", which
+    # they do; it now says each pipeline's counts make the model, and shows a layout it takes
+    with pytest.raises(PpirError) as e:
+        split_layers(30, dual, (7, 8, 8, 7))
+    (d,) = e.value.diagnostics
+    assert "each pipeline's 4 counts summing to the model's 30 layers" in d.message
+    assert d.hints == ("e.g. --stage-layers 7,8x2,7x2,8x2,7",)  # 7,8,8,7 in each pipeline
 
 
 def test_tune_refuses_stages_without_layers():

@@ -86,19 +86,21 @@ def split_layers(
     if any(not isinstance(x, int) or isinstance(x, bool) for x in out):
         raise error("bad-layers", f"stage layers {out!r:.60}: each must be a whole number")
     if len(out) != S or any(x < 0 for x in out) or sum(one) != layers or out != one * (S // span):
-        each = (
-            f" ({schedule.pipelines} pipelines of {span} stages, each the same counts)"
-            if span < S
-            else ""
-        )
+        if span < S:  # several pipelines: each one's counts make the model
+            want = (
+                f"one per stage: {schedule.pipelines} pipelines of {span} stages, each "
+                f"pipeline's {span} counts summing to the model's {layers} layers and the same "
+                "in every pipeline"
+            )
+            example = uneven_layers(layers, span) * (S // span) if span <= layers else None
+        else:
+            want = f"one per stage, summing to the model's {layers} layers"
+            example = uneven_layers(layers, S) if S <= layers else None
         raise error(
             "bad-layers",
             f"stage layers {format_stage_layers(out)}: {schedule.name} needs {S} non-negative "
-            f"counts, one per stage, summing to the model's {layers} layers{each}; got "
-            f"{len(out)} summing to {sum(out)}",
-            hints=[f"e.g. --stage-layers {format_stage_layers(uneven_layers(layers, S))}"]
-            if span == S and S <= layers
-            else [],
+            f"counts, {want}; got {len(out)} summing to {sum(out)}",
+            hints=[f"e.g. --stage-layers {format_stage_layers(example)}"] if example else [],
         )
     return out
 
