@@ -15,7 +15,7 @@ from ppir.frontend.bindings import check_bindings
 from ppir.frontend.limits import int_literal
 from ppir.frontend.nesting import check_nesting, too_deep
 from ppir.frontend.reserved import check_binder, check_function_name
-from ppir.frontend.syntax_errors import syntax_error
+from ppir.frontend.syntax_errors import GluedKeyword, KeywordBoundary, syntax_error
 from ppir.ir import Action, Overlap, Reduce, Span
 
 
@@ -28,6 +28,7 @@ def _parser() -> Lark:
         parser="lalr",
         propagate_positions=True,
         maybe_placeholders=True,
+        postlex=KeywordBoundary(),
     )
 
 
@@ -382,7 +383,7 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
     """
     try:
         tree = _parser().parse(text)
-    except (UnexpectedCharacters, UnexpectedEOF, UnexpectedToken) as e:
+    except (UnexpectedCharacters, UnexpectedEOF, UnexpectedToken, GluedKeyword) as e:
         raise syntax_error(e, text, path, _keywords()) from None
     check_nesting(tree, path, text)
     try:

@@ -5,13 +5,17 @@ and one at an earlier line's '(' or '[' still open where a ')' or ']' was expect
 without its parameter list is pointed at where the '(' belongs; hints for '...' (a range has
 two dots), for loops written as other languages write them (``while``), for ``elif``, for
 ``if`` where a value belongs (an expression has no conditional), for ';' between statements
-(they need no separator) and for a trailing comma (``min(a, b, )``)."""
+(they need no separator) and for a trailing comma (``min(a, b, )``).  A keyword glued to
+what follows it (``placement vshaped``, ``ranks4``) is one word, not the keyword: lark's
+contextual lexer would match the keyword as a prefix (:class:`KeywordBoundary`)."""
 
 from __future__ import annotations
 
 import re
 
+from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+from lark.lark import PostLex
 
 from ppir.diagnostics import Note, PpirError, did_you_mean, error
 from ppir.frontend.reserved import IF_VALUE
@@ -45,6 +49,58 @@ _TERMINAL_TEXT = {
 }
 
 
+class GluedKeyword(Exception):
+    """A keyword token ``keyword`` immediately followed by ``rest``, a token that continues
+    its word (raised by :class:`KeywordBoundary` while lark parses)."""
+
+    def __init__(self, keyword: Token, rest: Token):
+        super().__init__(f"{keyword}{rest}")
+        self.keyword, self.rest = keyword, rest
+
+
+class KeywordBoundary(PostLex):
+    """Ends a parse at a keyword glued to the next token.  Where no name is expected (at
+    the top level, after ``placement``, after ``program r``), lark's contextual lexer matches
+    a keyword as the prefix of a longer word: ``vshaped`` lexes as ``vshape`` then ``d``,
+    and ``ranks4`` as ``ranks 4``, which then parses.  A keyword is a word of its own."""
+
+    def process(self, stream):
+        prev = None
+        for tok in stream:
+            if _is_glued(prev, tok):
+                raise GluedKeyword(prev, tok)
+            prev = tok
+            yield tok
+
+
+def _is_glued(prev: Token | None, tok: Token) -> bool:
+    """Whether ``prev`` is a keyword and ``tok`` continues its word."""
+    return (
+        prev is not None
+        and prev.type not in ("NAME", "SCHEDULE_NAME")
+        and str(prev).isidentifier()
+        and tok.type != "$END"
+        and tok.start_pos == prev.end_pos
+        and _WORD.match(str(tok)) is not None
+    )
+
+
+_WORD = re.compile(r"[A-Za-z0-9_]")
+_WORDS = re.compile(r"[A-Za-z0-9_]+")
+
+
+def _glued(e: GluedKeyword, text: str, path: str) -> PpirError:
+    """``unexpected 'vshaped'`` at the whole word, with the keyword it begins as the guess
+    (and the space it lacks when what follows is no lower-case letter: ``ranks4``)."""
+    kw, line, col = str(e.keyword), e.keyword.line, e.keyword.column
+    word = _WORDS.match(text, e.keyword.start_pos or 0).group(0)
+    hints = [f"did you mean '{kw}'?"]
+    if not word[len(kw)].islower():
+        hints.append(f"a keyword is a word of its own: write '{kw} {word[len(kw) :]}'")
+    span = Span(path, line, col, line, col + len(word), text)
+    return error("syntax-error", f"unexpected '{word}'", span, hints=hints)
+
+
 def _describe_terminal(name: str, keywords: dict[str, str]) -> str:
     if name in keywords:
         return f"'{keywords[name]}'"
@@ -63,6 +119,11 @@ def syntax_error(
     ``forward_only``): a name where keywords were expected gets the closest one as a
     did-you-mean."""
     keywords = keywords or {}
+    if isinstance(e, GluedKeyword):
+        return _glued(e, text, path)
+    history = getattr(e, "token_history", None) or [None]
+    if isinstance(e, UnexpectedToken) and _is_glued(history[-1], e.token):  # met by the lexer
+        return _glued(GluedKeyword(history[-1], e.token), text, path)
     if isinstance(e, UnexpectedCharacters):
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
         span = Span(path, e.line, e.column, e.line, e.column + 1, text)
