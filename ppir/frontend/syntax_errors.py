@@ -4,7 +4,8 @@ a note at the '{' that is never closed (read by indentation where a '}' closes a
 and one at an earlier line's '(' or '[' still open where a ')' or ']' was expected.  A header
 without its parameter list is pointed at where the '(' belongs; hints for '...' (a range has
 two dots), for loops written as other languages write them (``while``), for ``elif``, for
-``if`` where a value belongs (an expression has no conditional), for ';' between statements
+``if`` where a value belongs (an expression has no conditional), for a statement's keyword
+misspelt where an op's name may stand (``fro m in``), for ';' between statements
 (they need no separator) and for a trailing comma (``min(a, b, )``).  A keyword glued to
 what follows it (``placement vshaped``, ``ranks4``) is one word, not the keyword: lark's
 contextual lexer would match the keyword as a prefix (:class:`KeywordBoundary`)."""
@@ -196,7 +197,12 @@ def syntax_error(
     elif tok.type != "$END" and _IF_AS_VALUE.search(text, 0, tok.start_pos):  # 'let x = if c'
         hints = [IF_VALUE]
     elif prev is not None and prev.type == "NAME" and set(e.expected) == {"LPAR"}:
-        hints.append(f"'{prev}' starts a call here, its arguments in parentheses: {prev}(...)")
+        close = did_you_mean(str(prev), _STATEMENT_WORDS)  # 'fro m in ...': a keyword misspelt
+        if close:
+            span = Span(path, prev.line, prev.column, prev.line, prev.column + len(prev), text)
+            what, hints = f"'{prev}'", close
+        else:
+            hints.append(f"'{prev}' starts a call here, its arguments in parentheses: {prev}(...)")
     elif prev is not None and prev.type == "COMMA" and tok.type in ("RPAR", "RSQB"):
         hints[:0] = ["remove the trailing comma: ',' only separates items"]
     if tok.type == "EQUAL":
@@ -238,6 +244,9 @@ def _after_comparison(text: str, pos: int) -> bool:
     return m is not None and not re.search(r"\b(and|or)\b", before[m.end() :])
 
 
+# The keywords that start a statement where a name starts one too (an op: 'F(m)'), so that a
+# misspelt one reads as an op's name: 'fro m in 0 .. M', 'lett x = 1', 'esle {'.
+_STATEMENT_WORDS = ("for", "if", "else", "let", "def", "require")
 _ACTION_LIKE = re.compile(r"\d+[A-Za-z_]+\d*")
 _LOOP_WORD = re.compile(r"[ \t]*(while|loop|repeat|do|until|foreach)\b")
 _FOR = "'for m in 0 .. M { ... }' (m from 0 to M - 1)"
