@@ -36,12 +36,15 @@ def resolve_placement(ex: Interpreter, decls: dict, final: bool = False) -> None
                 pspan,
                 hints=["entry s is the rank that holds stage s"],
             )
+        entries = ex.decl_exprs.get("placement") or ()  # each entry's expression, at it
         for s, r in enumerate(kind):
             if not 0 <= r < ranks:
+                e = entries[s] if len(entries) == len(kind) else None
                 raise error(
                     "bad-placement",
-                    f"placement puts stage {s} on rank {r}, out of range 0..{ranks - 1}",
-                    pspan,
+                    f"placement puts stage {s} on rank "
+                    f"{r if e is None else value_text(e, r, ex.top)}, out of range 0..{ranks - 1}",
+                    pspan if e is None else e.span,
                 )
         placement = tuple(kind)
     else:

@@ -200,6 +200,7 @@ def _top_level(module: A.Module, params: dict[str, int], ex: Interpreter):
             elif item.what == "placement":
                 value = item.value
                 if isinstance(value, tuple):
+                    ex.decl_exprs["placement"] = value  # an entry's error points at it
                     value = tuple(ex.compile(e)(top) for e in value)
             else:
                 value = ex.compile(item.value)(top)

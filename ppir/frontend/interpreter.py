@@ -56,7 +56,7 @@ class Interpreter(OpEmitter):
         self.stages_of: tuple[tuple[int, ...], ...] = ()
         self.memos: list[dict] = []  # the memos of the pure functions (ppir.frontend.scope)
         self.microbatches: int | None = None
-        self.decl_exprs: dict[str, A.Expr] = {}  # 'ranks P': what each number came from
+        self.decl_exprs: dict = {}  # 'ranks P', placement entries: what each came from
         self.rank: int | None = None  # the rank being expanded (None at top level)
         self.top: Scope | None = None  # the top-level scope, once expansion made it
         self.inner = A.inner_binders(module)  # names some other scope may bind
