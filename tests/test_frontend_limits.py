@@ -204,6 +204,27 @@ def test_runaway_recursion_through_a_deep_body_is_located():
     assert e.value.diagnostics[0].span is not None
 
 
+def test_an_error_deep_in_a_recursion_notes_its_innermost_calls_only():
+    """An error in a def's body gets a note at the call that failed, with its arguments; in a
+    recursion only the three innermost calls are noted (not one per level), and the recursion
+    cap's own error, at the call already, gets none."""
+    text = "def f(n) = (n == 0) * (1 // n) + (n > 0) * f(n - 1)\nlet y = f(40)\n" + BODY
+    with pytest.raises(PpirError) as e:
+        load_text(text, path="s.pps")
+    (d,) = e.value.diagnostics
+    assert d.kind == "division-by-zero" or "division by zero" in d.message
+    assert [n.message for n in d.notes] == [
+        "in the call f(0)",
+        "in the call f(1)",
+        "in the call f(2)",
+    ]
+    assert all(n.span.line == 1 for n in d.notes)  # the recursive call, in f's body
+    text = "def f(n) = 1 + (1 + (1 + (1 + (1 + (1 + f(n - 1))))))\nlet y = f(5000)\n" + BODY
+    with pytest.raises(PpirError) as e:
+        load_text(text, path="s.pps")
+    assert not e.value.diagnostics[0].notes
+
+
 def test_parentheses_alone_do_not_count_as_nesting():
     load_text("let x = " + "(" * 3000 + "1" + ")" * 3000 + "\n" + BODY)
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from operator import add, eq, ge, gt, le, lt, mul, ne, sub
 
-from ppir.diagnostics import Note, count, did_you_mean, error
+from ppir.diagnostics import Note, PpirError, count, did_you_mean, error
 from ppir.frontend import ast as A
+from ppir.frontend.calls import MAX_CALL_DEPTH, add_call_note, recursion_limit
 from ppir.frontend.emit import OpEmitter
 from ppir.frontend.limits import MAX_INT, check_int
 from ppir.frontend.reserved import op_call_hints, reserved_hints
@@ -38,8 +39,6 @@ from ppir.frontend.trips import (
     repeat_levels,
 )
 from ppir.ir import Action, Overlap, Span
-
-MAX_CALL_DEPTH = 200
 
 _BUILTINS = sorted(PURE_BUILTINS | IMPURE_BUILTINS)
 
@@ -213,14 +212,17 @@ class Interpreter(OpEmitter):
             self.depth += 1
             if self.depth > MAX_CALL_DEPTH:
                 self.depth = 0
-                raise _recursion_limit(name, span)
+                raise recursion_limit(name, span)
             try:
                 v = fn.body(inner)
                 if memo is not None:
                     memo[key] = v
                 return v
             except RecursionError:  # deep bodies exhaust Python's stack before the cap
-                raise _recursion_limit(name, span) from None
+                raise recursion_limit(name, span) from None
+            except PpirError as err:  # which call failed: a note at it, with its arguments
+                add_call_note(err, name, key, span)
+                raise
             finally:
                 self.depth -= 1
 
@@ -387,11 +389,3 @@ class Interpreter(OpEmitter):
                 body(inner)
 
         return for_
-
-
-def _recursion_limit(name: str, span: Span):
-    return error(
-        "recursion-limit",
-        f"calls nest deeper than {MAX_CALL_DEPTH} (runaway recursion in '{name}'?)",
-        span,
-    )
