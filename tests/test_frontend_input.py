@@ -101,6 +101,23 @@ def test_a_file_named_without_its_extension_is_suggested(cli, tmp_path, monkeypa
     assert cli("check", "zb.pps")[0] == 0
 
 
+def test_a_misspelt_file_path_gets_the_nearest_schedule_file_of_its_folder(cli, tmp_path):
+    """'ppir check ../chimeera.pps' said only "no such file" (a misspelt built-in name gets a
+    did-you-mean); the nearest .pps/.csv/.json file of that folder is now suggested, and none
+    when nothing is near or the folder does not exist."""
+    (tmp_path / "chimera.pps").write_text(PPS)
+    (tmp_path / "notes.txt").write_text("not a schedule")
+    code, out, err = cli("check", str(tmp_path / "chimeera.pps"))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"ppir: error: no such file: '{tmp_path / 'chimeera.pps'}'",
+        f"hint: did you mean the file '{tmp_path / 'chimera.pps'}'?",
+    ]
+    for far in (tmp_path / "other.pps", tmp_path / "nodir" / "chimera.pps", tmp_path / "note.txt"):
+        code, _, err = cli("check", str(far))
+        assert code == 2 and "hint" not in err, err
+
+
 @pytest.mark.parametrize("eol", [b"\r", b"\r\n"], ids=["cr", "crlf"])
 def test_a_file_with_other_line_ends_reads_and_locates_as_with_newlines(tmp_path, eol):
     """A file whose lines end in a lone CR (classic Mac) was one line: an error on line 5 was

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from functools import lru_cache
 
-from ppir.diagnostics import PpirError, did_you_mean, error
+from ppir.diagnostics import PpirError, error
 from ppir.frontend.ast import Module
 from ppir.frontend.expand import (
     DEFAULT_MAX_OPS,
@@ -26,64 +25,9 @@ from ppir.frontend.json_source import json_item_spans, json_span
 from ppir.frontend.keywords import check_known, keyword_typo
 from ppir.frontend.literal import literal_shape
 from ppir.frontend.parser import parse_text
+from ppir.frontend.sources import read_source, read_text
 from ppir.ir import Schedule, Span
 from ppir.nogc import without_gc
-from ppir.schedules import builtin_display_path, builtin_names, builtin_source
-
-UTF8_BOM = b"\xef\xbb\xbf"
-"""The byte-order mark some editors (Windows ones) write at the start of a UTF-8 file."""
-
-
-def read_text(path: str) -> str:
-    """The UTF-8 text of a file, without one leading byte-order mark (:data:`UTF8_BOM`: lines
-    and columns count from the first character after it), a lone CR read as a line's end; a
-    ``bad-input`` error otherwise,
-    located at the first byte that is not UTF-8 (line and column counted in the characters
-    before it)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise error("bad-input", f"cannot read {path}: {e.strerror or e}") from None
-    data = data.removeprefix(UTF8_BOM)
-    if b"\r" in data:  # a lone CR ends a line (classic Mac files), as it does for Python
-        data = re.sub(rb"\r(?!\n)", b"\n", data)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        line_start = data.rfind(b"\n", 0, e.start) + 1
-        col = len(data[line_start : e.start].decode("utf-8", "replace")) + 1
-        shown = data.decode("utf-8", "replace")
-        raise error(
-            "bad-encoding",
-            f"byte 0x{data[e.start]:02x} is not UTF-8 text ({e.reason})",
-            Span(path, line, col, line, col + 1, shown),
-            hints=["schedules are UTF-8 text files"],
-        ) from None
-
-
-def read_source(spec: str, builtin: bool = False) -> tuple[str, str]:
-    """(display path, text) of a .pps schedule given as a path or a built-in name: an existing
-    file first, then a built-in (a directory is never a schedule); ``builtin``: the built-in of
-    that name, whatever the working directory holds."""
-    if not builtin and os.path.exists(spec):
-        if not os.path.isdir(spec):
-            return spec, read_text(spec)
-        if spec not in builtin_names():
-            raise error("bad-input", f"{spec} is a directory, not a schedule file")
-    if spec in builtin_names():
-        return builtin_display_path(spec), builtin_source(spec)
-    looks_like_path = os.sep in spec or spec.lower().endswith((".pps", ".csv", ".json"))
-    what = "no such file" if looks_like_path else "no such file or built-in schedule"
-    files = [spec + x for x in (".pps", ".csv", ".json") if os.path.isfile(spec + x)]
-    raise error(
-        "bad-input",
-        f"{what}: '{spec}'",
-        hints=[f"did you mean the file '{f}'?" for f in files]
-        + did_you_mean(spec, builtin_names())
-        + ([] if looks_like_path else [f"built-ins: {', '.join(builtin_names())}"]),
-    )
 
 
 @lru_cache(maxsize=64)
