@@ -492,3 +492,43 @@ def test_a_compile_that_deadlocks_is_refused_not_run():
             "the plan's program does not verify: deadlock: ranks 1 and 2 wait for each other"
         )
     assert as_plan(c, verify=False)["ranks"] == 3  # verify=False is the caller's choice
+
+
+def _linear_stages(n: int):
+    from ppir.torch import split_layers
+
+    torch.manual_seed(0)
+    return split_layers([torch.nn.Linear(8, 8) for _ in range(n)], n)
+
+
+def test_split_layers_stages_handed_in_another_order_are_refused():
+    """A rank holding two stages given them in another order (or another stage in a stage's
+    place: the looped rule r, r + P under zbv's V placement) trained a different model, the
+    layers permuted, with no error anywhere: every boundary has the same shape."""
+    plan = build_plan(ppir.lower(ppir.load_schedule("looped_bfs", {"P": 1, "M": 2, "v": 2})))
+    stages = _linear_stages(2)
+    with pytest.raises(ppir.torch.SetupError) as e:
+        PipelineRuntime(plan, [stages[1], stages[0]], torch.nn.functional.mse_loss)
+    assert str(e.value) == (
+        "rank 0: this rank holds stages [0, 1] of the plan, in that order, but was given "
+        "split_layers' stages [1, 0]: give it [stages[s] for s in "
+        "program.stages_of_rank[pp_rank]] (a V placement, as zbv's, holds stages r and "
+        "2P - 1 - r)"
+    )
+    assert PipelineRuntime(plan, stages, torch.nn.functional.mse_loss).stage_ids == [0, 1]
+
+
+def test_stages_cut_for_another_number_of_stages_are_refused():
+    """split_layers(layers, P) where the plan has P * v stages: the runtime counted only the
+    modules given, so a rank given two of the three stages trained two thirds of a model."""
+    plan = build_plan(ppir.lower(ppir.load_schedule("looped_bfs", {"P": 1, "M": 2, "v": 2})))
+    stages = _linear_stages(3)
+    with pytest.raises(ppir.torch.SetupError) as e:
+        PipelineRuntime(plan, stages[:2], torch.nn.functional.mse_loss)
+    assert str(e.value) == (
+        "rank 0: the stage modules were cut into 3 stages (split_layers), but the plan has 2: "
+        "cut them with split_layers(layers, program.stages, ...)"
+    )
+    # modules of the user's own (no split_layers) carry no index: nothing to judge by
+    mods = [torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)]
+    assert PipelineRuntime(plan, mods, torch.nn.functional.mse_loss).stages == mods

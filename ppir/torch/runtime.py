@@ -17,8 +17,9 @@ rank's program of the plan (:class:`.executor.Executor`).  Contract:
   :class:`ppir.ir.Schedule`, or a compiled object with a ``.program`` attribute; it is validated
   completely (:func:`ppir.plan.validate_plan`) before anything is posted.
 * ``stages`` are this rank's stage modules, a list (or ``nn.ModuleList``) in ascending stage
-  order (``runtime.stage_ids``); one module alone is refused.  The runtime never moves or
-  copies them.
+  order (``runtime.stage_ids``); one module alone is refused, and so are
+  :func:`~ppir.torch.split_layers` stages in another order or of another split.  The runtime
+  never moves or copies them.
 * Groups: ``mesh`` (a ``torch.distributed.DeviceMesh`` with dimensions ``"pp"`` and ``"dp"``,
   or :class:`ppir.torch.procgroup.Mesh`), or ``pp_group``/``dp_group``; by default the whole
   world is the pipeline.  The plan's ranks are the pipeline group's ranks.  Without a process
@@ -73,6 +74,7 @@ from ppir.torch.procgroup import Mesh, check_timeout, plan_pairs, wait_all, warm
 from ppir.torch.reduce import GradReducer
 from ppir.torch.shapes import infer_meta, meta_from_json
 from ppir.torch.signatures import check_loss_fn
+from ppir.torch.split import check_stage_order
 from ppir.torch.tied import TiedCopy, tied_copies
 
 
@@ -159,6 +161,8 @@ class PipelineRuntime:
         for s, m in zip(self.stage_ids, stages):
             if not isinstance(m, torch.nn.Module):
                 raise SetupError(f"rank {self.rank}: stage {s} is {type(m).__name__}, not a Module")
+        if wrong := check_stage_order(stages, self.stage_ids, plan["stages"], self.rank):
+            raise SetupError(wrong)
         self.stages = stages
         self.loss_fn = loss_fn
         self.device = torch.device(device) if device is not None else _device_of(stages)

@@ -98,6 +98,30 @@ def split_layers(
     return stages
 
 
+def check_stage_order(stages, stage_ids, num_stages: int, rank: int) -> str | None:
+    """What is wrong with handing ``stages`` to a rank that holds the plan's ``stage_ids`` of
+    ``num_stages``, judged by what the :class:`Stage` objects among them know of their place
+    (None: nothing, or no Stage to judge by).  Another stage of the same shapes in a stage's
+    place (the looped rule ``r, r + P`` under a V placement) trains a different model and
+    raises nowhere, so the runtime refuses it before anything is posted."""
+    cut = [m for m in stages if isinstance(m, Stage)]
+    if cut and any(m.num_stages != num_stages for m in cut):
+        n = next(m.num_stages for m in cut if m.num_stages != num_stages)
+        return (
+            f"rank {rank}: the stage modules were cut into {n} stages (split_layers), but the "
+            f"plan has {num_stages}: cut them with split_layers(layers, program.stages, ...)"
+        )
+    given = [m.index if isinstance(m, Stage) else s for s, m in zip(stage_ids, stages)]
+    if given != list(stage_ids):
+        return (
+            f"rank {rank}: this rank holds stages {list(stage_ids)} of the plan, in that order, "
+            f"but was given split_layers' stages {given}: give it "
+            f"[stages[s] for s in program.stages_of_rank[pp_rank]] (a V placement, as zbv's, "
+            f"holds stages r and 2P - 1 - r)"
+        )
+    return None
+
+
 def find_shared(stages: list[nn.Module], model: nn.Module | None = None) -> list[dict]:
     """Parameters held by more than one stage: ``[{"name", "holders": [[stage, name in that
     stage], ...]}]``, in the order of first appearance.  ``name`` lists the parameter's names
