@@ -268,6 +268,12 @@ class PipelineRuntime:
             self.reducer.sync = before
 
     @property
+    def loss_rank(self) -> int:
+        """The global rank whose :meth:`step` returns this replica's loss (it holds the last
+        stage): ``dist.broadcast(t, rt.loss_rank, group=rt.pp_group)`` logs it everywhere."""
+        return self._to_global(self.plan["placement"][-1])
+
+    @property
     def peak_saved(self) -> int:
         return self.executor.peak_saved if self.executor else 0
 

@@ -1,0 +1,69 @@
+"""What a user's own training loop reads from ``PipelineRuntime`` to log its loss on every rank:
+``rt.loss_rank``, the global rank whose ``step`` returns the loss (docs/executor.md)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ppir  # noqa: E402
+from ppir.torch import PipelineRuntime  # noqa: E402
+
+WORKER = textwrap.dedent(
+    """
+    import sys
+
+    import torch
+    import torch.distributed as dist
+
+    import ppir
+    from ppir.torch import PipelineRuntime, split_layers
+    from ppir.torch.leave import leave
+
+    ppir.torch.init(timeout_s=30)  # no mesh: the pipeline is the world, rt.pp_group is None
+    program = ppir.compile(ppir.load(sys.argv[1], P=2, M=2)).program
+    torch.manual_seed(0)
+    stages = split_layers([torch.nn.Linear(4, 4) for _ in range(4)], program.stages)
+    rank = dist.get_rank()
+    mine = [stages[s] for s in program.stages_of_rank[rank]]
+    rt = PipelineRuntime(program, mine, torch.nn.functional.mse_loss)
+    x, y = torch.ones(4, 4), torch.zeros(4, 4)
+    loss = rt.step(x if rt.has_first_stage else None, y if rt.has_last_stage else None)
+    # as docs/executor.md says, on every rank of the pipeline:
+    t = loss.detach() if loss is not None else torch.zeros(())
+    dist.broadcast(t, rt.loss_rank, group=rt.pp_group)
+    print(f"rank {rank} returned {loss is not None} logs {t.item():.6f}", flush=True)
+    dist.barrier()
+    leave(0)
+    """
+)
+
+
+def test_loss_rank_of_one_process_is_its_own():
+    plan = ppir.compile(ppir.load("1f1b", P=1, M=2)).program
+    rt = PipelineRuntime(plan, [torch.nn.Linear(2, 2)], torch.nn.functional.mse_loss)
+    assert rt.loss_rank == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("schedule, holder", [("1f1b", 1), ("zbv", 0)])
+def test_every_rank_logs_the_loss_of_the_rank_holding_the_last_stage(
+    schedule, holder, tmp_path, capfd
+):
+    """The docs had ``dist.get_global_rank(rt.pp_group, ...)``, which raises 'Group None is not
+    registered' when the pipeline is the whole world (no mesh, or make_mesh with dp 1)."""
+    from ppir.backends.cuda.launch import start
+
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    res = start((str(script), schedule), 2)
+    assert res.ok, res.cause
+    lines = sorted(ln for ln in capfd.readouterr().out.splitlines() if ln.startswith("rank "))
+    assert len(lines) == 2, lines
+    logged = {ln.split()[-1] for ln in lines}
+    assert len(logged) == 1 and float(logged.pop()) > 0, lines  # the same loss everywhere
+    assert f"rank {holder} returned True" in lines[holder], lines
