@@ -67,3 +67,32 @@ def test_every_rank_logs_the_loss_of_the_rank_holding_the_last_stage(
     logged = {ln.split()[-1] for ln in lines}
     assert len(logged) == 1 and float(logged.pop()) > 0, lines  # the same loss everywhere
     assert f"rank {holder} returned True" in lines[holder], lines
+
+
+def test_named_parameters_give_optimizer_groups_each_tied_weight_once():
+    """Weight decay groups (no decay for norms and biases) are built from named parameters;
+    iterating ``rt.stages`` gave the embedding tied to the head twice on a V placement, and
+    AdamW stepped it twice per step (with only a UserWarning)."""
+    import warnings
+
+    from ppir.torch import split_layers
+
+    torch.manual_seed(0)
+    embed, head = torch.nn.Embedding(10, 4), torch.nn.Linear(4, 10)
+    head.weight = embed.weight
+    stages = split_layers([torch.nn.LayerNorm(4)], 2, first=embed, last=head)
+    plan = ppir.compile(ppir.load("zbv", P=1, M=2)).program  # both stages on this rank
+    rt = PipelineRuntime(plan, stages, torch.nn.functional.mse_loss)
+    named = rt.named_parameters()
+    assert [n for n, _ in named] == [
+        "stage0.first.weight",
+        "stage0.layers.0.weight",
+        "stage0.layers.0.bias",
+        "stage1.last.bias",
+    ]
+    assert [p for _, p in named] == rt.parameters()
+    decay = [p for _, p in named if p.ndim >= 2]
+    rest = [p for _, p in named if p.ndim < 2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns of a parameter given twice
+        torch.optim.AdamW([{"params": decay}, {"params": rest, "weight_decay": 0.0}])

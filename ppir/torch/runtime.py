@@ -234,12 +234,17 @@ class PipelineRuntime:
     # ---------------------------------------------------------------- stepping
     def parameters(self) -> list:
         """This rank's trainable parameters, each once (tied copies on one rank are one)."""
+        return [p for _, p in self.named_parameters()]
+
+    def named_parameters(self) -> list:
+        """``(name, parameter)`` for :meth:`parameters` (optimizer groups), each named
+        ``stage{s}.{its name in stage s}`` after the first stage holding it."""
         seen, out = set(), []
-        for m in self.stages:
-            for p in m.parameters():
+        for s, m in zip(self.stage_ids, self.stages):
+            for name, p in m.named_parameters():
                 if p.requires_grad and id(p) not in seen:
                     seen.add(id(p))
-                    out.append(p)
+                    out.append((f"stage{s}.{name}", p))
         return out
 
     def clip_grad_norm_(
