@@ -96,3 +96,55 @@ def test_named_parameters_give_optimizer_groups_each_tied_weight_once():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # torch warns of a parameter given twice
         torch.optim.AdamW([{"params": decay}, {"params": rest, "weight_decay": 0.0}])
+
+
+ORDER_WORKER = textwrap.dedent(
+    """
+    import torch
+    import torch.distributed as dist
+
+    import ppir
+    from ppir.torch import CommError, PipelineRuntime, split_layers
+    from ppir.torch.leave import leave
+
+    ppir.torch.init(timeout_s=30)
+    program = ppir.compile(ppir.load("1f1b", P=2, M=2)).program
+    torch.manual_seed(0)
+    stages = split_layers([torch.nn.Linear(4, 4) for _ in range(2)], 2)
+    rank = dist.get_rank()
+    rt = PipelineRuntime(program, [stages[rank]], torch.nn.functional.mse_loss, timeout_s=3)
+    x, y = torch.ones(4, 4), torch.zeros(4, 4)
+    try:
+        for _ in range(2 if rank == 0 else 1):  # rank 0 runs one step more
+            rt.step(x if rt.has_first_stage else None, y if rt.has_last_stage else None)
+        rt.clip_grad_norm_(1.0)
+    except CommError as e:
+        print(f"rank {rank} failed: {e}", flush=True)
+    leave(0)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_clipping_while_a_peer_still_steps_says_every_rank_clips_after_the_same_steps(
+    tmp_path, capfd
+):
+    """Was 'rank 1: clip_grad_norm_: no answer from its peers within the 3 s timeout (is it
+    stuck?)' alone, where the peer was not stuck but one step behind."""
+    from ppir.backends.cuda.launch import start
+
+    script = tmp_path / "worker.py"
+    script.write_text(ORDER_WORKER)
+    res = start((str(script),), 2)
+    assert res.ok, res.cause
+    out = capfd.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("rank 1 failed: "))
+    assert line.startswith(
+        "rank 1 failed: rank 1: clip_grad_norm_: no answer from its peers within the 3 s "
+        "timeout (is it stuck?): "
+    ), out
+    assert line.endswith(
+        "; every rank of the pipeline calls clip_grad_norm_() together, after the same steps: "
+        "a peer still in step() never answers"
+    ), out

@@ -29,8 +29,13 @@ import math
 import torch
 import torch.distributed as dist
 
-from ppir.torch.errors import comm_error
+from ppir.torch.errors import CommError, comm_error
 from ppir.torch.procgroup import wait_all
+
+ORDER = (
+    "every rank of the pipeline calls clip_grad_norm_() together, after the same steps: a peer "
+    "still in step() never answers"
+)
 
 
 def clip_grad_norm_(
@@ -64,7 +69,10 @@ def clip_grad_norm_(
             work = dist.all_reduce(total, op=op, group=rt.pp_group, async_op=True)
             wait_all([work], rt.timeout_s)
         except RuntimeError as e:
-            raise comm_error(f"rank {rt.rank}: clip_grad_norm_", (), e, rt.timeout_s) from None
+            err = comm_error(f"rank {rt.rank}: clip_grad_norm_", (), e, rt.timeout_s)
+            if err.timeout:  # the likeliest cause: a peer still in a step this rank did not run
+                err = CommError(f"{err}; {ORDER}", err.peers, True)
+            raise err from None
     norm = float(total) if p == math.inf else float(total) ** (1 / p)
     if error_if_nonfinite and not math.isfinite(norm):
         raise RuntimeError(
