@@ -15,6 +15,7 @@ from ppir.torch import PipelineRuntime  # noqa: E402
 WORKER = textwrap.dedent(
     """
     import sys
+    from pathlib import Path
 
     import torch
     import torch.distributed as dist
@@ -23,7 +24,9 @@ WORKER = textwrap.dedent(
     from ppir.torch import PipelineRuntime, split_layers
     from ppir.torch.leave import leave
 
-    ppir.torch.init(timeout_s=30)  # no mesh: the pipeline is the world, rt.pp_group is None
+    ppir.torch.init(timeout_s=30)
+    out = Path(sys.argv[-1]) / f"rank{dist.get_rank()}.txt"
+    say = out.write_text  # no mesh: the pipeline is the world, rt.pp_group is None
     program = ppir.compile(ppir.load(sys.argv[1], P=2, M=2)).program
     torch.manual_seed(0)
     stages = split_layers([torch.nn.Linear(4, 4) for _ in range(4)], program.stages)
@@ -35,11 +38,16 @@ WORKER = textwrap.dedent(
     # as docs/executor.md says, on every rank of the pipeline:
     t = loss.detach() if loss is not None else torch.zeros(())
     dist.broadcast(t, rt.loss_rank, group=rt.pp_group)
-    print(f"rank {rank} returned {loss is not None} logs {t.item():.6f}", flush=True)
+    say(f"rank {rank} returned {loss is not None} logs {t.item():.6f}")
     dist.barrier()
     leave(0)
     """
 )
+
+
+def said_by_ranks(folder) -> list[str]:
+    """What each rank of a worker wrote to its own file (their stdout lines can interleave)."""
+    return [p.read_text() for p in sorted(folder.glob("rank*.txt"))]
 
 
 def test_loss_rank_of_one_process_is_its_own():
@@ -51,18 +59,16 @@ def test_loss_rank_of_one_process_is_its_own():
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("schedule, holder", [("1f1b", 1), ("zbv", 0)])
-def test_every_rank_logs_the_loss_of_the_rank_holding_the_last_stage(
-    schedule, holder, tmp_path, capfd
-):
+def test_every_rank_logs_the_loss_of_the_rank_holding_the_last_stage(schedule, holder, tmp_path):
     """The docs had ``dist.get_global_rank(rt.pp_group, ...)``, which raises 'Group None is not
     registered' when the pipeline is the whole world (no mesh, or make_mesh with dp 1)."""
     from ppir.backends.cuda.launch import start
 
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    res = start((str(script), schedule), 2)
+    res = start((str(script), schedule, str(tmp_path)), 2)
     assert res.ok, res.cause
-    lines = sorted(ln for ln in capfd.readouterr().out.splitlines() if ln.startswith("rank "))
+    lines = said_by_ranks(tmp_path)
     assert len(lines) == 2, lines
     logged = {ln.split()[-1] for ln in lines}
     assert len(logged) == 1 and float(logged.pop()) > 0, lines  # the same loss everywhere
@@ -100,6 +106,9 @@ def test_named_parameters_give_optimizer_groups_each_tied_weight_once():
 
 ORDER_WORKER = textwrap.dedent(
     """
+    import sys
+    from pathlib import Path
+
     import torch
     import torch.distributed as dist
 
@@ -108,6 +117,8 @@ ORDER_WORKER = textwrap.dedent(
     from ppir.torch.leave import leave
 
     ppir.torch.init(timeout_s=30)
+    out = Path(sys.argv[-1]) / f"rank{dist.get_rank()}.txt"
+    say = out.write_text
     program = ppir.compile(ppir.load("1f1b", P=2, M=2)).program
     torch.manual_seed(0)
     stages = split_layers([torch.nn.Linear(4, 4) for _ in range(2)], 2)
@@ -119,7 +130,7 @@ ORDER_WORKER = textwrap.dedent(
             rt.step(x if rt.has_first_stage else None, y if rt.has_last_stage else None)
         rt.clip_grad_norm_(1.0)
     except CommError as e:
-        print(f"rank {rank} failed: {e}", flush=True)
+        say(f"rank {rank} failed: {e}")
     leave(0)
     """
 )
@@ -127,19 +138,17 @@ ORDER_WORKER = textwrap.dedent(
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_clipping_while_a_peer_still_steps_says_every_rank_clips_after_the_same_steps(
-    tmp_path, capfd
-):
+def test_clipping_while_a_peer_still_steps_says_every_rank_clips_after_the_same_steps(tmp_path):
     """Was 'rank 1: clip_grad_norm_: no answer from its peers within the 3 s timeout (is it
     stuck?)' alone, where the peer was not stuck but one step behind."""
     from ppir.backends.cuda.launch import start
 
     script = tmp_path / "worker.py"
     script.write_text(ORDER_WORKER)
-    res = start((str(script),), 2)
+    res = start((str(script), str(tmp_path)), 2)
     assert res.ok, res.cause
-    out = capfd.readouterr().out
-    line = next(ln for ln in out.splitlines() if ln.startswith("rank 1 failed: "))
+    out = said_by_ranks(tmp_path)
+    line = next(ln for ln in out if ln.startswith("rank 1 failed: "))
     assert line.startswith(
         "rank 1 failed: rank 1: clip_grad_norm_: no answer from its peers within the 3 s "
         "timeout (is it stuck?): "
