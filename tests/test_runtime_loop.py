@@ -157,3 +157,61 @@ def test_clipping_while_a_peer_still_steps_says_every_rank_clips_after_the_same_
         "; every rank of the pipeline calls clip_grad_norm_() together, after the same steps: "
         "a peer still in step() never answers"
     ), out
+
+
+REPLICA_WORKER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+
+    import torch
+    import torch.distributed as dist
+
+    import ppir
+    from ppir.torch import PipelineRuntime, SetupError
+    from ppir.torch.leave import leave
+
+    ppir.torch.init(timeout_s=30)
+    out = Path(sys.argv[-1]) / f"rank{dist.get_rank()}.txt"
+    say = out.write_text
+    mesh = ppir.torch.make_mesh(1, 2)  # PP=1 x DP=2
+    program = ppir.compile(ppir.load("1f1b", P=1, M=2)).program
+    torch.manual_seed(mesh.dp_rank)  # replicas built apart: construction makes them equal
+    stage = torch.nn.Linear(4, 4)
+    rt = PipelineRuntime(program, [stage], torch.nn.functional.mse_loss, mesh=mesh)
+    if sys.argv[1] == "after" and mesh.dp_rank == 0:  # "the checkpoint", on replica 0 alone
+        stage.load_state_dict({k: v + 1 for k, v in stage.state_dict().items()})
+    try:
+        rt.step(torch.ones(4, 4), torch.zeros(4, 4))
+        say(f"rank {dist.get_rank()} stepped")
+    except SetupError as e:
+        say(f"rank {dist.get_rank()} refused: {e}")
+    leave(0)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("load", ["none", "after"])
+def test_parameters_loaded_after_construction_on_one_replica_are_refused(load, tmp_path):
+    """A checkpoint loaded by data-parallel replica 0 alone after the runtime was built (DDP's
+    habit, where the wrap comes after) trained the replicas apart with no error: the losses of
+    a resumed PP=2 x DP=2 Llama run were not the uninterrupted run's."""
+    from ppir.backends.cuda.launch import start
+
+    script = tmp_path / "worker.py"
+    script.write_text(REPLICA_WORKER)
+    res = start((str(script), load, str(tmp_path)), 2)
+    assert res.ok, res.cause
+    lines = said_by_ranks(tmp_path)
+    if load == "none":
+        assert lines == ["rank 0 stepped", "rank 1 stepped"], lines
+        return
+    said = (
+        ": the data-parallel replicas hold different parameters at the first step: the runtime "
+        "gave every replica replica 0's when it was built, and they changed on some replicas "
+        "since (a checkpoint loaded by replica 0 alone?); load it before building the runtime, "
+        "or on every replica"
+    )
+    assert lines == [f"rank {r} refused: rank {r}{said}" for r in (0, 1)], lines

@@ -53,7 +53,7 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from ppir.torch.errors import comm_error
+from ppir.torch.errors import SetupError, comm_error
 from ppir.torch.procgroup import wait_all
 from ppir.torch.tied import TiedCopy
 
@@ -230,6 +230,30 @@ class GradReducer:
                 b.copy_(v)
 
     @torch.no_grad()
+    def check_replicas(self, device) -> None:
+        """Every replica holds the same parameters (at the first step).  Construction gave them
+        replica 0's; a checkpoint loaded after it by replica 0 alone (as before a DDP wrap)
+        leaves the replicas apart, and averaged gradients keep them apart without an error."""
+        params = [p for ps in self.buckets.values() for p in ps]
+        if self.dp_size == 1 or not params:
+            return
+        d = [p.detach().to(device, torch.float64) for p in params]
+        fp = torch.stack([sum(x.sum() for x in d), sum(x.pow(2).sum() for x in d)])
+        t = torch.cat([fp, -fp])  # a max of both: the largest and the smallest
+        try:
+            work = dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.dp_group, async_op=True)
+            wait_all([work], self.timeout_s)
+        except RuntimeError as e:
+            where = f"rank {self.rank}: comparing the replicas' parameters"
+            raise comm_error(where, (), e, self.timeout_s) from None
+        if not torch.allclose(t[:2], -t[2:], rtol=1e-10, atol=0.0):
+            raise SetupError(
+                f"rank {self.rank}: the data-parallel replicas hold different parameters at the "
+                "first step: the runtime gave every replica replica 0's when it was built, and "
+                "they changed on some replicas since (a checkpoint loaded by replica 0 alone?); "
+                "load it before building the runtime, or on every replica"
+            )
+
     def sync_start(self) -> None:
         """Identical starting values on every replica and every holder of a tied parameter."""
         self.sync_buffers()

@@ -319,6 +319,7 @@ class PipelineRuntime:
         if self.reducer.sync:  # not inside no_sync(), as DDP skips it after a no_sync forward
             self.reducer.sync_buffers()  # replica 0's buffers (broadcast_buffers)
         if self.executor is None:
+            self.reducer.check_replicas(self.device)
             self.executor = self._executor(inputs[0] if self.has_first_stage else None)
         loss = self.executor.step(inputs, targets, self.step_count)
         self.step_count += 1
