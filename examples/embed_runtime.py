@@ -12,6 +12,7 @@ steps the loss of a held-out batch (``rt.evaluate``: forwards only).
 from __future__ import annotations
 
 import argparse
+import datetime
 
 import torch
 import torch.distributed as dist
@@ -35,7 +36,10 @@ def main() -> None:
     p.add_argument("--dp", type=int, default=2)
     p.add_argument("--steps", type=int, default=30)
     args = p.parse_args()
-    dist.init_process_group("gloo")
+    # A bound on every wait: a rank whose loop does something its peers do not (a step more,
+    # a collective elsewhere) fails within a minute with the peer it waited for, not after
+    # gloo's default of 30 minutes.
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
     dp = args.dp
     pp = dist.get_world_size() // dp
     mesh = init_device_mesh("cpu", (pp, dp), mesh_dim_names=("pp", "dp"))
@@ -50,7 +54,7 @@ def main() -> None:
     stages = split_layers(layers, program.stages, last=nn.Linear(16, 1))
     mine = [stages[s] for s in program.stages_of_rank[pp_rank]]
 
-    rt = PipelineRuntime(program, mine, loss_fn=nn.functional.mse_loss, mesh=mesh)
+    rt = PipelineRuntime(program, mine, loss_fn=nn.functional.mse_loss, mesh=mesh, timeout_s=60)
     opt = torch.optim.Adam(rt.parameters(), lr=1e-2)
     vx, vy = batch(10_000, dp_rank, dp)  # a held-out batch
     for step in range(args.steps):
