@@ -72,13 +72,12 @@ def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diag
             rule = crossing((k, st)) if lowered else None
             if rule is not None:
                 if place[rule[0]] != r:
-                    key = (st, rule[2], m)  # the RECV delivering it (deps.crossing_table)
-                    x = first_op(*key)
+                    x = first_op(st, rule[2], m)  # the RECV delivering it (deps.crossing_table)
                     if x is not None and op_rank[x] != r:
-                        x = on_rank(key, r)
+                        x = on_rank((st, rule[2], m), r)
                     i = op_item[x] if x is not None else None
                     if x is None or ready[r].get(i, i) >= op_item[o]:
-                        out.append(_missing_recv(g, o, key, x))
+                        out.append(_missing_recv(g, o, (st, rule[2], m), x))
         elif k in SEND_KINDS:
             st = a.stage
             if not 0 <= st < S:
