@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ppir.diagnostics import Diagnostic, Note
 from ppir.ir import Group, Wait, deps
+from ppir.ir.deferred import OpenGroups
 from ppir.ir.graph import ProgramGraph
 from ppir.ir.types import COMPUTE_KINDS, SEND_KINDS
 
@@ -120,34 +121,24 @@ def check_missing_sends(g: ProgramGraph) -> list[Diagnostic]:
 
 def wait_items(prog) -> dict[int, int]:
     """For each deferred group of a rank's program (by item index): the item index of the wait
-    that names it, or past the end when none does.  A wait names the group holding the same
-    actions; the overlap pass shares the very tuple, so identity is tried first."""
+    that takes it, or past the end when none does (never waited, or posted again before its
+    wait).  Which wait takes which group is :class:`~ppir.ir.deferred.OpenGroups`' rule, as in
+    the graph (:func:`ppir.ir.units.fifo_units`) and the wait check."""
     out: dict[int, int] = {}
-    by_id: dict[int, int] = {}
-    by_value: dict[tuple, list[int]] | None = None
+    never = len(prog) + 1
+    open_groups = OpenGroups()
     for i, it in enumerate(prog):
         cls = it.__class__
         if cls is Group and it.deferred:
-            by_id[id(it.actions)] = i
-            if by_value is not None:
-                by_value.setdefault(it.actions, []).append(i)
+            earlier = open_groups.put(it.actions, i)
+            if earlier is not None:  # posted again before its wait: that post is never waited
+                out[earlier] = never
         elif cls is Wait:
-            j = by_id.pop(id(it.actions), None)
-            if j is not None and by_value is not None:
-                by_value[it.actions].remove(j)
-            if j is None:
-                if by_value is None:  # a parsed program: fall back to equal actions
-                    by_value = {}
-                    for x in sorted(by_id.values()):
-                        by_value.setdefault(prog[x].actions, []).append(x)
-                stack = by_value.get(it.actions)
-                if stack:
-                    j = stack.pop()
-                    by_id.pop(id(prog[j].actions), None)
-            if j is not None and j not in out:
+            j = open_groups.take(it.actions)
+            if j is not None:
                 out[j] = i
-    for j in by_id.values():
-        out.setdefault(j, len(prog) + 1)
+    for j in open_groups.values():
+        out[j] = never
     return out
 
 
