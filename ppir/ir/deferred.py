@@ -1,7 +1,7 @@
 """The deferred groups of a rank that no wait has named yet, keyed by their actions: what the
-graph construction (:func:`ppir.ir.units.fifo_units`), the wait check (:mod:`ppir.verify.waits`)
-and the local-order check (:func:`ppir.verify.local_order.wait_items`) track while they walk a
-rank's program: the one rule of which wait takes which deferred group.
+graph construction (:func:`ppir.ir.units.fifo_units`) and the wait check (:mod:`ppir.verify.waits`,
+whose result the local-order check reads) track while they walk a rank's program: the one rule
+of which wait takes which deferred group.
 
 :class:`OpenGroups` behaves as a dict keyed by the actions tuple (equal actions are one key: a
 later group with equal actions replaces the earlier one's value and keeps its place; a wait

@@ -102,13 +102,14 @@ def verify(
         and same_comm(g.schedule, previous[0])
     )
     diags, more_missing = ([], 0) if comm_known else check_structure(g, compute_known)
-    order = check_local_order(g, compute_known)
+    waits, ready = check_waits(g.schedule) if g.lowered else ([], None)
+    order = check_local_order(g, compute_known, ready)
     at = len(diags) + len(order)  # where a missing SEND, found below, is reported
     diags += order
     diags += check_reduces(g)
     local_ok = not any(d.kind == "local-order" for d in order)
     if g.lowered:
-        comm = check_waits(g.schedule) + ([] if comm_known else check_matching(g))
+        comm = waits + ([] if comm_known else check_matching(g))
         comm += _deadlock(g, timeline if timeline is not None else run(g), progress)
         if comm or order:  # a SEND the program lacks: after local order, before what it causes
             diags[at:at] = check_missing_sends(g)

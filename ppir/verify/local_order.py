@@ -19,21 +19,27 @@ Every data edge of the graph is checked once; a producer that is missing altoget
 from __future__ import annotations
 
 from ppir.diagnostics import Diagnostic, Note
-from ppir.ir import Group, Wait, deps
-from ppir.ir.deferred import OpenGroups
+from ppir.ir import deps
 from ppir.ir.graph import ProgramGraph
 from ppir.ir.types import COMPUTE_KINDS, SEND_KINDS
 
 
-def check_local_order(g: ProgramGraph, compute_known: bool = False) -> list[Diagnostic]:
+def check_local_order(
+    g: ProgramGraph, compute_known: bool = False, ready: list[dict[int, int]] | None = None
+) -> list[Diagnostic]:
     """``compute_known``: the compute items are those of a program already verified, so only
     what communication adds is checked (each recv before its consumer, each send after its
-    producer)."""
+    producer).  ``ready`` (a lowered program's): per rank, the item index of the wait that
+    takes each deferred group (:func:`ppir.verify.waits.check_waits`); a recv in one is
+    ready there, any other at its own item."""
     s = g.schedule
     out: list[Diagnostic] = []
     lowered, S, place = g.lowered, s.stages, s.placement
     ops, op_rank, op_item, first_op = g.ops, g.op_rank, g.op_item, g.first.getter()
-    ready = [wait_items(p) for p in s.programs] if lowered else []
+    if lowered and ready is None:
+        from ppir.verify.waits import check_waits
+
+        ready = check_waits(s)[1]
     local: dict[int, dict] = {}  # per rank: first op of each key there, built when needed
 
     def on_rank(key, r: int) -> int | None:
@@ -116,29 +122,6 @@ def check_missing_sends(g: ProgramGraph) -> list[Diagnostic]:
         msg = deps.outgoing_message(place, a, s.pipelines)
         if msg is not None and first_op(*deps.send_action(msg).key) is None:
             out.append(_missing_send(g, o, msg))
-    return out
-
-
-def wait_items(prog) -> dict[int, int]:
-    """For each deferred group of a rank's program (by item index): the item index of the wait
-    that takes it, or past the end when none does (never waited, or posted again before its
-    wait).  Which wait takes which group is :class:`~ppir.ir.deferred.OpenGroups`' rule, as in
-    the graph (:func:`ppir.ir.units.fifo_units`) and the wait check."""
-    out: dict[int, int] = {}
-    never = len(prog) + 1
-    open_groups = OpenGroups()
-    for i, it in enumerate(prog):
-        cls = it.__class__
-        if cls is Group and it.deferred:
-            earlier = open_groups.put(it.actions, i)
-            if earlier is not None:  # posted again before its wait: that post is never waited
-                out[earlier] = never
-        elif cls is Wait:
-            j = open_groups.take(it.actions)
-            if j is not None:
-                out[j] = i
-    for j in open_groups.values():
-        out[j] = never
     return out
 
 

@@ -18,30 +18,43 @@ from ppir.ir import Group, Schedule, Wait
 from ppir.ir.deferred import OpenGroups
 
 
-def check_waits(s: Schedule) -> list[Diagnostic]:
+def check_waits(s: Schedule) -> tuple[list[Diagnostic], list[dict[int, int]]]:
+    """The diagnostics above, and per rank, for each deferred group (by item index) the item
+    index of the wait that takes it, past the end when none does (never waited, or posted
+    again before its wait): what the local-order check reads.  Which wait takes which group
+    is :class:`~ppir.ir.deferred.OpenGroups`' rule, as in the graph."""
     out: list[Diagnostic] = []
+    ready: list[dict[int, int]] = []
     for r, prog in enumerate(s.programs):
+        waited: dict[int, int] = {}
+        never = len(prog) + 1
         open_groups = OpenGroups()  # actions -> the deferred group not waited on yet
-        for it in prog:
+        for i, it in enumerate(prog):
             cls = it.__class__
             if cls is Group and it.deferred:
-                earlier = open_groups.put(it.actions, it)
+                earlier = open_groups.put(it.actions, i)
                 if earlier is not None:  # posted again before its wait: each post waits once
-                    out.append(_unwaited(earlier, r, " before it is posted again"))
+                    out.append(_unwaited(prog[earlier], r, " before it is posted again"))
+                    waited[earlier] = never
             elif cls is Wait:
-                if open_groups.take(it.actions) is None:
-                    out.append(
-                        Diagnostic(
-                            "bad-wait",
-                            f"{it} on rank {r} waits for a group that is not posted "
-                            "(with post[...]) earlier on this rank, or was already waited on",
-                            it.span or (it.actions[0].span if it.actions else None),
-                            hints=("a wait names exactly the actions of an earlier post[...]",),
-                        )
+                j = open_groups.take(it.actions)
+                if j is not None:
+                    waited[j] = i
+                    continue
+                out.append(
+                    Diagnostic(
+                        "bad-wait",
+                        f"{it} on rank {r} waits for a group that is not posted "
+                        "(with post[...]) earlier on this rank, or was already waited on",
+                        it.span or (it.actions[0].span if it.actions else None),
+                        hints=("a wait names exactly the actions of an earlier post[...]",),
                     )
-        for g in open_groups.values():
-            out.append(_unwaited(g, r, ""))
-    return out
+                )
+        for j in open_groups.values():
+            out.append(_unwaited(prog[j], r, ""))
+            waited[j] = never
+        ready.append(waited)
+    return out, ready
 
 
 def _unwaited(g: Group, r: int, when: str) -> Diagnostic:
