@@ -121,6 +121,24 @@ def test_to_torch_schedule_refuses_a_program_that_does_not_verify():
     assert lowered_program(good) is good
 
 
+def test_a_compute_order_that_does_not_verify_is_refused_with_its_errors():
+    """The documented lines pass ``compiled.program`` to to_torch_schedule.  When the input
+    itself fails to verify (torch:1F1B, whose order torch 2.13 builds wrong), compile stops
+    before lowering, and that compute-only program was refused with "the schedule has no
+    communication: compile (or lower) it first" although it had been compiled: the reason,
+    the verifier's errors, was not said."""
+    pytest.importorskip("torch")
+    import ppir
+    from ppir.torch.interop import to_torch_schedule
+
+    compiled = ppir.compile(ppir.load("torch:1F1B", P=2, M=4), overlap=False)
+    assert not compiled.ok and not compiled.program.is_lowered
+    with pytest.raises(ppir.PpirError) as e:
+        to_torch_schedule(compiled.program, [])
+    assert e.value.kind == "out-of-range" and e.value.exit_code == 1
+    assert "1F4 on rank 1 names microbatch 4" in str(e.value)
+
+
 def test_the_page_shows_the_script_s_own_lines():
     """docs/torch-interop.md quotes examples/torch_pipelining.py: every line it shows is a line
     of the script (it showed a simplified compile and M = 4 where the script has neither)."""

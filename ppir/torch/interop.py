@@ -20,8 +20,9 @@ from ppir.frontend.csvio import flatten_groups, torch_rows
 
 def lowered_program(program):
     """The lowered, verified Schedule of a compiled object (``.program``), a plan or a
-    Schedule: a compile that failed, or a Schedule that does not verify (a deadlock), is
-    refused with the verifier's ``PpirError`` (exit status 1), as a plan is, not run."""
+    Schedule: a compile that failed, or a Schedule that does not verify (a deadlock, or a
+    compute order a compile stopped at, such as torch:1F1B's), is refused with the verifier's
+    ``PpirError`` (exit status 1), as a plan is, not run."""
     from ppir.diagnostics import EXIT_INVALID, PpirError
     from ppir.ir import Schedule
     from ppir.plan import plan_schedule, validate_plan
@@ -38,6 +39,9 @@ def lowered_program(program):
     if not isinstance(program, Schedule):
         raise TypeError(f"expected a compiled program, a plan or a Schedule, got {program!r}")
     if not program.is_lowered and program.ranks > 1:
+        report = verify(program)  # a compile that stopped at its input: say why
+        if not report.ok:
+            raise PpirError(report.errors, EXIT_INVALID)
         raise ValueError("the schedule has no communication: compile (or lower) it first")
     if given is program:  # a Schedule of the caller's: nothing has verified it yet
         report = verify(program)
