@@ -201,6 +201,30 @@ def test_the_documented_script_runs_a_torch_csv(capfd, tmp_path):
     assert capfd.readouterr().out.count("sched.csv on torch's runtime") == 2
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_the_documented_script_runs_a_csv_torch_dumped_without_warnings(capfd, tmp_path):
+    """The page: the script runs "a torch CSV (say one torch's _dump_csv wrote)", whose
+    default format is compute_comms.  The script compiled it with overlap=False, which ppir
+    ignores for a program that has its communication: each rank printed an
+    IgnoredOptionWarning about an option the user never gave."""
+    pytest.importorskip("torch")
+    from pathlib import Path
+
+    from ppir.backends.cuda.launch import start
+    from ppir.frontend.torch_import import torch_schedule_object
+
+    csv = tmp_path / "dumped.csv"
+    torch_schedule_object("Interleaved1F1B", 2, 4, 2)._dump_csv(str(csv))  # compute_comms
+    assert "SEND_F" in csv.read_text()
+    script = Path(__file__).resolve().parent.parent / "examples" / "torch_pipelining.py"
+    res = start((str(script), str(csv)), 2)
+    assert res.ok, res.cause
+    out, err = capfd.readouterr()
+    assert out.count("dumped.csv on torch's runtime") == 2, out
+    assert "Warning" not in err, err
+
+
 def test_a_program_for_another_number_of_ranks_is_refused_by_name():
     """to_torch_schedule on a process group of another size: a rank past the program's died
     with 'IndexError: tuple index out of range' and the others with torch's 'AssertionError:
