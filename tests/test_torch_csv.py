@@ -422,3 +422,26 @@ def test_placement_conflict_points_at_the_stray_action(rows, message, at):
     [d] = e.value.diagnostics
     assert d.kind == "placement-conflict" and d.message.startswith(message + ";"), d.message
     assert d.hints == (f"move {at} to rank 1, or correct its stage index",)
+
+
+@pytest.mark.parametrize(
+    "text,stage,where",
+    [
+        ("0F0,0B0\n2F0,2B0\n", 1, (2, 1)),  # stage 1 skipped: rank 1 computes stage 2
+        ("0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,2SEND_B0\n", 2, (2, 18)),  # a typo
+    ],
+)
+def test_a_stage_no_row_computes_gets_a_hint_a_csv_can_follow(text, stage, where):
+    """A CSV whose stage numbers skip one, or a SEND/RECV naming a stage nothing computes, was
+    told "declare 'placement [...]' (or pass --placement)": a CSV declares nothing, and a
+    placement for the extra stage only moves the error to its missing F and B."""
+    with pytest.raises(PpirError) as e:
+        read_csv_text(text, "<gap>.csv")
+    d = e.value.diagnostics[0]
+    assert d.kind == "placement-unknown" and (d.span.line, d.span.col) == where
+    assert d.message == f"stage {stage} runs on no rank, so its placement is unknown"
+    assert "declare" not in " ".join(d.hints)
+    assert d.hints == (
+        f"no row computes stage {stage} (no {stage}F, {stage}B, {stage}I or {stage}W): stages "
+        f"are numbered from 0 without gaps, so check the actions' stage indices",
+    )

@@ -160,13 +160,19 @@ def infer_placement(
         where.setdefault(a.stage, (r, a))
     missing = [s for s in range(stages) if s not in where]
     if missing:
+        s = missing[0]
         if span is None and actions:
             span = max((a for _, a in actions), key=lambda a: a.stage).span
         raise error(
             "placement-unknown",
-            f"stage {missing[0]} runs on no rank, so its placement is unknown",
+            f"stage {s} runs on no rank, so its placement is unknown",
             span,
-            hints=["declare 'placement [...]' (or pass --placement)"],
+            hints=[
+                "declare 'placement [...]' (or pass --placement)"
+                if rows is None  # a CSV declares nothing, and a placement leaves s uncomputed
+                else f"no row computes stage {s} (no {s}F, {s}B, {s}I or {s}W): stages are "
+                "numbered from 0 without gaps, so check the actions' stage indices"
+            ],
             exit_code=EXIT_USAGE,
         )
     placement = tuple(where[s][0] for s in range(stages))
