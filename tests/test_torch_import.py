@@ -302,3 +302,30 @@ def test_every_command_says_torch_builds_its_1f1b_order_wrong(cli, tmp_path, arg
     assert err.count("torch's Schedule1F1B builds its pipeline_order wrong") == 1, err
     code, _, err = cli(argv[0], "torch:GPipe", "-D", "P=2", "-D", "M=4", *argv[1:])
     assert code == 0 and "Schedule1F1B" not in err, err
+
+
+def test_the_page_quotes_what_torch_says_of_its_own_1f1b_order():
+    """docs/torch-interop.md said torch's validator rejects Schedule1F1B's order "without
+    giving a location"; torch 2.13 names a rank and a step (a symptom, 3B0 run before any 3F0,
+    not the out-of-range 3F8), and "Malformed compute schedule" is _add_send_recv's, torch's
+    lowering, not its simulator's.  The page now quotes both as torch prints them."""
+    import contextlib
+    import io
+
+    obj = torch_schedule_object("1F1B", 4, 8, 1)
+    with pytest.raises(AssertionError) as e, contextlib.redirect_stdout(io.StringIO()):
+        sch._validate_schedule(obj.pipeline_order, 4, 4, 8)
+    first = str(e.value).splitlines()[0]
+    with pytest.raises(AssertionError) as e2:
+        sch._add_send_recv(
+            {r: [a for a in row if a is not None] for r, row in obj.pipeline_order.items()},
+            stage_to_rank=lambda s: s,
+            num_stages=4,
+        )
+    doc = " ".join((ROOT / "docs" / "torch-interop.md").read_text().split())
+    finding = doc.split("1. **torch 2.13's `Schedule1F1B` order", 1)[1].split("2. Every other", 1)[
+        0
+    ]
+    assert f'"{first}"' in finding, first
+    assert f'"{str(e2.value)}"' in finding and "_add_send_recv" in finding
+    assert "without giving a location" not in finding
