@@ -212,6 +212,7 @@ def test_the_documented_script_runs_a_csv_torch_dumped_without_warnings(capfd, t
     from pathlib import Path
 
     from ppir.backends.cuda.launch import start
+
     from ppir.frontend.torch_import import torch_schedule_object
 
     csv = tmp_path / "dumped.csv"
