@@ -167,6 +167,9 @@ def test_usage_mistakes_exit_2_without_traceback(cli, argv, message):
         ("M=1..x", "--over M=1..x refers to 'x'"),  # was: "the domain of 'M' (1..x) refers..."
         ("M=1,1.5", "--over M=1,1.5: '1.5' is not an integer: a parameter's values are integers"),
         ("M=P..2*", "--over M=P..2*: cannot read the expression '2*'"),  # a part: named
+        # was: "'8,16' is not a bound expression", with a hint at expressions (8P, P//2)
+        ("M=4..8,16", "--over M=4..8,16: a range and a list of values cannot be mixed"),
+        ("M=1,4..8", "--over M=1,4..8: a range and a list of values cannot be mixed"),
     ],
 )
 def test_an_over_error_names_the_option_and_its_value_once(cli, over, first):

@@ -371,8 +371,16 @@ def test_a_range_sweeps_every_integer_in_it(cli):
                 "hint: narrow the range or list the values, e.g. --over M=4,8,16",
             ],
         ),
+        (
+            "M=4..8,16",  # was: "'8,16' is not a bound expression", hinting at 8P and P//2
+            [
+                "ppir: error: --over M=4..8,16: a range and a list of values cannot be mixed",
+                "hint: a range is LO..HI alone (every value from LO to HI, e.g. 2..16); a list "
+                "gives each value, e.g. 1,2,4",
+            ],
+        ),
     ],
-    ids=["over-parameters", "wrong-way-round", "range-too-wide", "list-too-long"],
+    ids=["over-parameters", "wrong-way-round", "range-too-wide", "list-too-long", "mixed"],
 )
 def test_a_range_sweep_cannot_list_is_refused_naming_it(cli, over, lines):
     code, out, err = cli("sweep", "1f1b", "--over", over, "-D", "P=2")

@@ -23,7 +23,7 @@ from fractions import Fraction
 
 from ppir.diagnostics import PpirError, did_you_mean, error
 from ppir.frontend.limits import read_int
-from ppir.testing.value_lists import refuse_repeats, split_option, value_items
+from ppir.testing.value_lists import refuse_repeats, split_option, split_values, value_items
 
 Number = int | Fraction
 # A number literal (read whole, as the lookahead holds it: '1e3' is one, not 1 times e3; not
@@ -279,6 +279,15 @@ def parse_domain(spec, option: str = "") -> Domain:
         )
     it = option or f"'{spec}'"
     if ".." in spec:
+        if len(split_values(spec)) > 1:  # '4..8,16': was "'8,16' is not a bound expression"
+            raise error(
+                "bad-range",
+                f"{it}: a range and a list of values cannot be mixed",
+                hints=[
+                    "a range is LO..HI alone (every value from LO to HI, e.g. 2..16); a list "
+                    "gives each value, e.g. 1,2,4"
+                ],
+            )
         lo, _, hi = spec.partition("..")
         if not lo.strip() or not hi.strip():
             raise error("bad-range", f"{it}: a range needs both ends, e.g. 2..16")
