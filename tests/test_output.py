@@ -342,3 +342,50 @@ def test_commands_align_tables_only_through_output_table():
         if _HAND_ALIGNED.search(line)
     ]
     assert not hits, "align with ppir.cli.output.table():\n" + "\n".join(hits)
+
+
+# ------------------------------------------------------------------ import, show torch:NAME
+def test_import_shows_its_reading_and_verifying_after_the_delay(tmp_path, monkeypatch, capsys):
+    """'ppir import' reads and verifies (torch:Interleaved1F1B at P=64, M=512, v=4 took 21 s on
+    2 cores, with nothing on the terminal): the compile's clock line, as 'ppir check' shows it;
+    nothing with --quiet, and stdout the same."""
+    import ppir.cli.common
+
+    monkeypatch.setattr(ppir.cli.common, "COMPILE_PROGRESS_DELAY", 0.0)
+    csv = tmp_path / "two.csv"
+    csv.write_text("0F0,0F1,0B0,0B1\n1F0,1F1,1B0,1B1\n")
+    out, bar = _run_on_a_terminal(["import", str(csv)], monkeypatch, capsys)
+    assert f"import {csv}: 00:00, reading" in bar and ", verify" in bar and bar.endswith("\r"), bar[
+        :300
+    ]
+    assert out.startswith(f"# imported by ppir from {csv}")
+    quiet_out, quiet_bar = _run_on_a_terminal(["import", str(csv), "-q"], monkeypatch, capsys)
+    assert quiet_bar == "" and quiet_out == out
+
+
+def test_an_import_that_does_not_verify_prints_its_diagnostics_after_the_bar(
+    tmp_path, monkeypatch, capsys
+):
+    import ppir.cli.common
+
+    monkeypatch.setattr(ppir.cli.common, "COMPILE_PROGRESS_DELAY", 0.0)
+    csv = tmp_path / "bad.csv"
+    csv.write_text("0F0,0B0,0F1,0B1\n1B0,1F0,1F1,1B1\n")  # rank 1 runs B0 before F0
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert main(["import", str(csv)]) == 1
+    text = tty.getvalue()
+    assert "error:" in text and text.rindex("\r") < text.index("error:")  # cleared, then said
+    assert capsys.readouterr().out == ""
+
+
+def test_show_torch_shows_the_import_progress_and_takes_quiet(monkeypatch, capsys):
+    pytest.importorskip("torch")
+    import ppir.cli.common
+
+    monkeypatch.setattr(ppir.cli.common, "COMPILE_PROGRESS_DELAY", 0.0)
+    argv = ["show", "torch:GPipe", "-D", "P=2", "-D", "M=2"]
+    out, bar = _run_on_a_terminal(argv, monkeypatch, capsys)
+    assert "show torch:GPipe: 00:00, torch's schedule" in bar and bar.endswith("\r"), bar[:300]
+    quiet_out, quiet_bar = _run_on_a_terminal([*argv, "--quiet"], monkeypatch, capsys)
+    assert quiet_bar == "" and quiet_out == out

@@ -16,6 +16,7 @@ from ppir.cli.common import (
     parse_placement,
     refuse_pps_output_as,
 )
+from ppir.cli.output import add_quiet_argument, progress
 from ppir.diagnostics import EXIT_INVALID, count, error, write_output
 from ppir.frontend.keywords import check_known
 from ppir.frontend.loader import load_schedule, read_text
@@ -68,6 +69,7 @@ def add_arguments(p):
         help="write the program without verifying it (by default an invalid one is reported, "
         "not written)",
     )
+    add_quiet_argument(p)
 
 
 def load_source(source: str, defines: dict[str, int], placement, name: str | None):
@@ -103,31 +105,45 @@ def _overlap_note(s) -> str | None:
     )
 
 
-def _verified(s, source: str) -> bool:
-    """True when ``s`` verifies as 'ppir check' would verify it; otherwise the verifier's
-    diagnostics and a line saying nothing was written are on stderr."""
+def _report_invalid(s, report, source: str) -> None:
+    """The verifier's diagnostics of an import that does not verify, and a line saying nothing
+    was written, on stderr."""
     from ppir.cli.common import print_report
-    from ppir.pipeline import compile
 
-    report = compile(s).report
-    if report.ok:
-        return True
     print_report(report)
     hints = ["ppir import --no-verify writes it as it is (e.g. to inspect or fix it)"]
     if (issue := known_issue(s)) is not None:
         hints.insert(0, issue)
     err = error("invalid-import", f"{source} does not verify: nothing written", hints=hints)
     print(err.diagnostics[0].render(), file=sys.stderr)
-    return False
 
 
 def imported_pps(
-    source: str, defines: dict[str, int], placement=None, name=None, verify: bool = True
+    source: str,
+    defines: dict[str, int],
+    placement=None,
+    name=None,
+    verify: bool = True,
+    *,
+    quiet: bool = False,
+    command: str = "import",
 ) -> str | None:
     """The literal .pps that 'ppir import' writes for ``source`` (notes on stderr); None, with
-    the verifier's diagnostics on stderr, when ``verify`` and it is invalid."""
-    s = load_source(source, defines, placement, name)
-    if verify and not _verified(s, source):
+    the verifier's diagnostics on stderr, when ``verify`` and it is invalid.  Reading and
+    verifying show a clock on a terminal's stderr once they take COMPILE_PROGRESS_DELAY
+    (``command SOURCE: 00:05, verify``), as a compile does, unless ``quiet``."""
+    from ppir.cli import common
+    from ppir.pipeline import compile, on_stage
+
+    delay = common.COMPILE_PROGRESS_DELAY
+    with progress(None, f"{command} {source}", quiet=quiet, delay=delay, clock=True) as bar:
+        bar.update(0, "torch's schedule" if source.startswith("torch:") else "reading")
+        s = load_source(source, defines, placement, name)
+        if verify:
+            with on_stage(lambda stage: bar.update(0, stage)):
+                report = compile(s).report  # as 'ppir check' verifies it
+    if verify and not report.ok:  # said after the bar is cleared
+        _report_invalid(s, report, source)
         return None
     note = _overlap_note(s)
     comment = f"imported by ppir from {source}"
@@ -152,6 +168,7 @@ def run(args) -> int:
         parse_placement(args.placement),
         args.name,
         verify=not args.no_verify,
+        quiet=args.quiet,
     )
     if text is None:
         return EXIT_INVALID

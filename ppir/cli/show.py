@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from ppir.cli.common import add_defines, parse_defines
+from ppir.cli.output import add_quiet_argument
 from ppir.diagnostics import EXIT_INVALID, error
 from ppir.frontend.loader import load_schedule, read_source, schedule_kind
 
@@ -29,6 +30,7 @@ def add_arguments(p):
         help="a built-in name (see 'ppir list'), a file, or torch:NAME",
     )
     add_defines(p, "torch:NAME parameters: P ranks, M microbatches, v stages per rank")
+    add_quiet_argument(p)
 
 
 def run(args) -> int:
@@ -36,7 +38,7 @@ def run(args) -> int:
     if args.schedule.startswith("torch:"):
         from ppir.cli.import_ import imported_pps
 
-        text = imported_pps(args.schedule, defines)
+        text = imported_pps(args.schedule, defines, quiet=args.quiet, command="show")
         if text is None:
             return EXIT_INVALID
         sys.stdout.write(text)
