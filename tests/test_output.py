@@ -389,3 +389,14 @@ def test_show_torch_shows_the_import_progress_and_takes_quiet(monkeypatch, capsy
     assert "show torch:GPipe: 00:00, torch's schedule" in bar and bar.endswith("\r"), bar[:300]
     quiet_out, quiet_bar = _run_on_a_terminal([*argv, "--quiet"], monkeypatch, capsys)
     assert quiet_bar == "" and quiet_out == out
+
+
+def test_fuzz_shows_the_choice_it_is_checking(monkeypatch, capsys):
+    """A choice can take long (interleaved_1f1b at P=64, v=4, M=512: 17 s): the bar names it
+    while it is checked, not only the one before it ('P=32 v=2 M=32: ok' stood for 17 s)."""
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert main(["fuzz", "1f1b", "--over", "P=2..3", "-D", "M=4", "--examples", "2"]) == 0
+    text = tty.getvalue()
+    assert text.index("P=2: checking") < text.index("P=3: checking")  # (outcomes: throttled)
+    assert "M=4" not in text  # what is drawn, as the outcome names it

@@ -138,8 +138,13 @@ class _Shown:
     """The search's progress callback: one step per checked choice, with its parameters and
     outcome; at the first failure the bar becomes the count of shrinking tries."""
 
-    def __init__(self, bar):
-        self.bar, self.shrinking = bar, False
+    def __init__(self, bar, names):
+        self.bar, self.names, self.shrinking = bar, names, False
+
+    def checking(self, params: dict) -> None:
+        """The choice now checked, before its outcome (one can take many seconds)."""
+        ps = " ".join(f"{k}={params[k]}" for k in self.names)
+        self.bar.update(0, f"{ps}: checking")
 
     def __call__(self, point: dict, result) -> None:
         ps = " ".join(f"{k}={v}" for k, v in point.items())
@@ -169,8 +174,10 @@ def _held(args, rest: list) -> str:
 
 def run(args) -> int:
     space = _space(args)
+    shown = None
 
     def check(params: dict):
+        shown.checking(params)
         return check_schedule(
             args.schedule,
             max_peak_activations=args.max_peak,
@@ -183,7 +190,8 @@ def run(args) -> int:
         )
 
     with progress(args.examples, f"fuzz {args.schedule}", quiet=args.quiet, unit="choices") as bar:
-        res = search(space, check, examples=args.examples, seed=args.seed, progress=_Shown(bar))
+        shown = _Shown(bar, [n for n, _ in space.domains])
+        res = search(space, check, examples=args.examples, seed=args.seed, progress=shown)
     props = "verifies" + "".join(
         f", {what} <= {b}"
         for what, b in (
