@@ -400,3 +400,13 @@ def test_fuzz_shows_the_choice_it_is_checking(monkeypatch, capsys):
     text = tty.getvalue()
     assert text.index("P=2: checking") < text.index("P=3: checking")  # (outcomes: throttled)
     assert "M=4" not in text  # what is drawn, as the outcome names it
+
+
+def test_sweep_shows_the_value_it_is_measuring(monkeypatch, capsys):
+    """A value can take long (interleaved_1f1b at P=64, M=512, v=4: 8 s): the bar names it
+    while it is measured, not only the value before it."""
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert main(["sweep", "1f1b", "--over", "M=2,3", "-D", "P=2"]) == 0
+    text = tty.getvalue()
+    assert text.index("M=2: measuring") < text.index("M=3: measuring")

@@ -160,15 +160,18 @@ def sweep(
     recompute="none",
     layers=None,
     placement=None,
-    step: Callable[[str], None] | None = None,
+    step: Callable[[int, str], None] | None = None,
 ) -> list[dict]:
     """One row per value: params, measured figures, and the closed forms with agreement.
-    ``step(status)``, when given, is called as each value is done (e.g. to advance a bar)."""
+    ``step(done, status)``, when given, is called as each value is taken up (``done`` 0,
+    ``M=8: measuring``) and as it is done (``done`` 1), e.g. to advance a bar."""
     rows = []
     for val in values:
+        if step is not None:
+            step(0, f"{over}={val}: measuring")
         rows.append(_row(spec, over, val, fixed, model, recompute, layers, placement))
         if step is not None:
-            step(f"{over}={val}" + (": error" if "error" in rows[-1] else ""))
+            step(1, f"{over}={val}" + (": error" if "error" in rows[-1] else ""))
     return rows
 
 
@@ -255,7 +258,7 @@ def run(args) -> int:
             args.recompute,
             args.layers,
             placement,
-            step=lambda status: bar.update(1, status),
+            step=bar.update,
         )
     if args.format == "json":
         emit_json(
