@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import re
 import subprocess
 import sys
@@ -410,3 +411,13 @@ def test_sweep_shows_the_value_it_is_measuring(monkeypatch, capsys):
     assert main(["sweep", "1f1b", "--over", "M=2,3", "-D", "P=2"]) == 0
     text = tty.getvalue()
     assert text.index("M=2: measuring") < text.index("M=3: measuring")
+
+
+def test_sweep_and_fuzz_print_their_whole_finding_with_exit_1(cli):
+    """docs/cli-output.md: the two exceptions to 'exit 1 leaves stdout empty'."""
+    code, out, err = cli("sweep", "1f1b", "--over", "M=0,4", "-D", "P=2", "--format", "json")
+    rows = json.loads(out)["rows"]  # a whole document
+    assert code == 1 and "error" in rows[0] and "measured" in rows[1] and "(M=0)" in err
+    bad = str(Path(__file__).resolve().parent.parent / "examples" / "bad_schedule.pps")
+    code, out, _ = cli("fuzz", bad, "--over", "P=2..4", "--over", "M=P..2P", "--max-peak", "P")
+    assert code == 1 and out.startswith("FAILED: ")
