@@ -12,6 +12,12 @@ HELP = "list the built-in schedules and their parameters"
 DESCRIPTION = """List the built-in schedules (each a .pps file shipped with ppir) with their
 parameters and defaults.  Use any of them wherever a SCHEDULE is asked for.
 
+columns: the name; its parameters with their defaults, each set with -D NAME=VALUE (P the
+pipeline ranks, M the microbatches of a step, v the chunks (stages) per rank, N the
+microbatches per group of the interleaved orders; a default may be an expression of the
+others, N=P); the first line of its source: the schedule and where it is published.
+'ppir show NAME' prints the whole source, 'ppir check NAME -D P=8' verifies it at a size.
+
 example:
   ppir list
 """
