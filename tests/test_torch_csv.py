@@ -159,6 +159,21 @@ def test_ragged_rows_and_idle_cells_are_fine():
     assert verify(low).ok
 
 
+def test_a_none_cell_is_told_to_be_empty_and_an_empty_file_names_its_path_once():
+    """A dataframe's empty cell written as 'None' got only the generic hint; an empty file's
+    message repeated its path after the location ('x.csv:1:1: error: x.csv: the file ...')."""
+    with pytest.raises(PpirError) as e:
+        read_csv_text("0F0,None,0B0\n", "<none>.csv")
+    (d,) = e.value.diagnostics
+    assert d.hints[0] == "a step with no action is an empty cell (',,'), not 'None'"
+    assert (d.span.line, d.span.col) == (1, 5)
+    with pytest.raises(PpirError) as e:
+        read_csv_text("\n\n", "x.csv")
+    assert e.value.diagnostics[0].render().splitlines()[0] == (
+        "x.csv:1:1: error: the file holds no actions"
+    )
+
+
 def test_cell_columns_point_at_the_cell():
     s = read_csv_text("0F0, 0F1,,0B0,0B1\n1F0,1B0,1F1,1B1\n", "<cols>.csv")
     spans = [(a.span.line, a.span.col, a.span.end_col) for a in s.actions(0)]

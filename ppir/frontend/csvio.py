@@ -102,6 +102,8 @@ def parse_cell(text: str, span: Span) -> list[Action | Overlap]:
         fix = _CELL_RE.match(text.upper())  # torch's kinds are upper case: '1b1' is 1B1
         ok = fix and fix.group(1).isdigit() and not fix.group(4)
         case = [f"did you mean {text.upper()!r}?"] if ok else []
+        if text in ("None", "none", "null", "-", "nan"):  # a dataframe's empty cell
+            case = [f"a step with no action is an empty cell (',,'), not {text!r}"]
         raise error(
             "csv-bad-action",
             f"unknown action {text!r} in row {span.line}",
@@ -171,7 +173,7 @@ def parse_rows(
     while programs and not programs[-1]:
         programs.pop()
     if not programs:
-        raise error("csv-empty", f"{path}: the file holds no actions", Span(path, 1, 1, 1, 2, text))
+        raise error("csv-empty", "the file holds no actions", Span(path, 1, 1, 1, 2, text))
     return programs
 
 
