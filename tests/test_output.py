@@ -272,6 +272,22 @@ def test_a_compile_shows_its_stages_after_the_delay(monkeypatch, capsys):
         assert f", {stage}" in bar
 
 
+def test_a_compile_shows_the_expansion_and_torchs_order_building_too(monkeypatch, capsys):
+    """The clock started after the schedule was loaded: a large expansion (gpipe at P=65536,
+    seconds) or torch building its own order (torch:LoopedBFS at P=16, M=256, v=4: 4 s of its
+    constructor) showed nothing.  The line now starts with the argument and its loading, then
+    takes the schedule's full name."""
+    import ppir.cli.common
+
+    monkeypatch.setattr(ppir.cli.common, "COMPILE_PROGRESS_DELAY", 0.0)
+    _, bar = _run_on_a_terminal(["check", "1f1b", "-D", "P=2"], monkeypatch, capsys)
+    assert "compile 1f1b: 00:00, expand" in bar, bar[:300]
+    assert "compile 1f1b(P=2, M=8): 00:00, input" in bar, bar[:300]
+    pytest.importorskip("torch")
+    _, bar = _run_on_a_terminal(["check", "torch:GPipe", "-D", "P=2"], monkeypatch, capsys)
+    assert "compile torch:GPipe: 00:00, torch builds its order" in bar, bar[:300]
+
+
 def test_a_fast_compile_prints_nothing_extra_on_a_terminal(monkeypatch, capsys):
     """The default delay (2 s) hides the line of a compile that takes milliseconds."""
     out, bar = _run_on_a_terminal(["check", "1f1b", "-D", "P=2"], monkeypatch, capsys)

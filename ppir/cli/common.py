@@ -177,37 +177,6 @@ def check_schedule_name(name: str, flag: str = "--name") -> str:
     return name
 
 
-class Once(argparse.Action):
-    """Store an option's value; a second use is a usage error naming both values and saying
-    why (``twice=``), instead of the last one silently winning."""
-
-    def __init__(self, *args, twice: str = "", **kwargs):
-        super().__init__(*args, **kwargs)
-        self.twice = twice
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        before = getattr(namespace, self.dest, None)
-        if before is not None:
-            raise argparse.ArgumentError(self, f"given twice ({before}, {values}); {self.twice}")
-        setattr(namespace, self.dest, values)
-
-
-class Joined(argparse.Action):
-    """A ``K=X,...`` option given more than once reads as one list (``--cost F=1 --cost B=3`` is
-    ``--cost F=1,B=3``), as ``-D`` does, so a key given twice with two values is refused there
-    instead of the last option silently dropping the first's keys."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        before = getattr(namespace, self.dest, None)
-        if before is None:
-            joined = values
-        elif not before.strip() or not values.strip():  # an empty one is refused, as alone
-            joined = ""
-        else:  # each option may end with a comma, as one alone may
-            joined = f"{before.rstrip().removesuffix(',')},{values}"
-        setattr(namespace, self.dest, joined)
-
-
 def parse_defines(defines: list[str], flag: str = "-D") -> dict[str, int]:
     """``-D`` values (``flag`` names the option in messages: ``-D2`` for ``ppir viz``)."""
     out: dict[str, int] = {}
@@ -261,17 +230,21 @@ def compile_from_args(
     one pipeline (:func:`ppir.compile`); ``overlap`` overrides --overlap (a backend that runs
     blocking groups only).  ``unverified``: what the command still does with a program that
     cannot run to its end under --no-verify, which the warning about it says."""
+    from ppir.analysis.dp import resolve_dp
     from ppir.cli.cost_options import config_from_args
 
     _refuse_lowering_with_passes(args)
-    s = schedule if schedule is not None else load_from_args(args)
-    from ppir.analysis.dp import resolve_dp
-
-    costs, dp = resolve_dp(config_from_args(args), getattr(args, "dp", None), "--dp ")
-    params = ", ".join(f"{k}={v}" for k, v in s.params)
-    desc = f"compile {s.name}" + (f"({params})" if params else "")
     quiet = getattr(args, "quiet", False)
-    with progress(None, desc, quiet=quiet, delay=COMPILE_PROGRESS_DELAY, clock=True) as bar:
+    first = "compile" + (f" {args.schedule}" if schedule is None else "")
+    with progress(None, first, quiet=quiet, delay=COMPILE_PROGRESS_DELAY, clock=True) as bar:
+        s = schedule
+        if s is None:  # expanding (or torch building its order) can take long too
+            torch = args.schedule.startswith("torch:")
+            bar.update(0, "torch builds its order" if torch else "expand")
+            s = load_from_args(args)
+        costs, dp = resolve_dp(config_from_args(args), getattr(args, "dp", None), "--dp ")
+        params = ", ".join(f"{k}={v}" for k, v in s.params)
+        bar.rename(f"compile {s.name}" + (f"({params})" if params else ""))
         with on_stage(lambda stage: bar.update(0, stage)), warnings.catch_warnings():
             warnings.simplefilter("ignore", IgnoredOptionWarning)  # said below, as flags
             c = compile(s, costs=costs, dp=dp, **_as_told(args, overlap))

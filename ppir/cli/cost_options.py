@@ -32,8 +32,8 @@ from ppir.analysis.config import (
 from ppir.analysis.model_spec import model_table, parse_model_spec, spec_help
 from ppir.analysis.models import model_hint
 from ppir.analysis.units import comma_entries
+from ppir.cli.arg_actions import Joined
 from ppir.cli.argtypes import integer, number, positive_int
-from ppir.cli.common import Joined
 from ppir.cli.deprecation import warn_deprecated
 from ppir.cli.flag_words import in_flag_words
 from ppir.diagnostics import PpirError, did_you_mean, error, given_twice

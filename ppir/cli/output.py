@@ -96,6 +96,12 @@ class Progress:
         if n == 0 and self._due():  # a bare refresh would ignore the delay
             self._bar.refresh()
 
+    def rename(self, desc: str) -> None:
+        """A new description, the count and the clock going on (a compile that learns its
+        schedule's full name once it has loaded it)."""
+        if self._bar is not None:
+            self._bar.set_description_str(desc, refresh=False)
+
     def restart(self, desc: str, total: int | None = None) -> None:
         """Begin a new phase: a new description, the count back to 0, a new total (None: an
         open-ended count without a bar)."""

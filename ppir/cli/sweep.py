@@ -13,11 +13,11 @@ from ppir.analysis.layout import check_layers
 from ppir.analysis.memory import analyze_memory, analyze_p2p, split_fractions
 from ppir.analysis.model_spec import parse_model_spec
 from ppir.cli.analyze import add_model_arguments, fmt, num
+from ppir.cli.arg_actions import Once
 from ppir.cli.closed_forms import closed_forms
 from ppir.cli.common import (
     PLACEMENT_HELP,
     SCHEDULE_HELP,
-    Once,
     add_defines,
     emit_json,
     parse_defines,

@@ -7,9 +7,9 @@ import sys
 from fractions import Fraction
 
 from ppir.analysis.config import default_op_costs
+from ppir.cli.arg_actions import Joined
 from ppir.cli.argtypes import activation_count, positive_int
 from ppir.cli.common import (
-    Joined,
     add_defines,
     add_output_argument,
     check_schedule_name,
