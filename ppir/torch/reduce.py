@@ -237,8 +237,13 @@ class GradReducer:
         params = [p for ps in self.buckets.values() for p in ps]
         if self.dp_size == 1 or not params:
             return
-        d = [p.detach().to(device, torch.float64) for p in params]
-        fp = torch.stack([sum(x.sum() for x in d), sum(x.pow(2).sum() for x in d)])
+        fp = torch.zeros(2, dtype=torch.float64, device=device)
+        for p in params:  # one parameter at a time: no float64 copy of them all at once
+            x = p.detach()
+            fp[0] += x.sum(dtype=torch.float64).to(device)
+            fp[1] += torch.linalg.vector_norm(x, dtype=torch.float64).to(device) ** 2
+        # non-finite sums (a diverged run, the same on every replica) compare equal
+        fp = torch.nan_to_num(fp, nan=1.5e308, posinf=1.6e308, neginf=-1.6e308)
         t = torch.cat([fp, -fp])  # a max of both: the largest and the smallest
         try:
             work = dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.dp_group, async_op=True)
