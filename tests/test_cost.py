@@ -297,7 +297,7 @@ def test_trace_has_tracks_slices_and_flows(cli, tmp_path):
     assert starts and len(starts) == len([e for e in ev if e["ph"] == "f"])
 
 
-def test_the_trace_shows_each_gradient_reduction_on_its_ranks_comm_track(cli, tmp_path):
+def test_the_trace_shows_each_gradient_reduction_on_a_track_of_its_rank(cli, tmp_path):
     """With --dp the trace had no slice for the reductions the step time includes: each rank's
     comm track now holds one per stage it reduces, where the timeline runs it (1F1B P=4 M=8,
     messages and reduce steps of 1/4, dp=4: 2 (4-1) x 1/4 = 1.5 units = 1500 us, rank 0's
@@ -314,7 +314,10 @@ def test_the_trace_shows_each_gradient_reduction_on_its_ranks_comm_track(cli, tm
         (2, "REDUCE_GRAD@s2", 32500.0, 1500.0),
         (3, "REDUCE_GRAD@s3", 30250.0, 1500.0),
     ]
-    assert all(e["tid"] == 1 for e in ev if e.get("cat") == "reduce")
+    # a track of their own: on the comm track a message would nest inside a reduction
+    assert all(e["tid"] == 2 for e in ev if e.get("cat") == "reduce")
+    names = {(e["pid"], e["args"]["name"]) for e in ev if e["name"] == "thread_name"}
+    assert {(r, "reduce") for r in range(4)} <= names
 
 
 def test_plot_writes_an_image(cli, tmp_path):

@@ -1,8 +1,9 @@
 """Chrome-trace / Perfetto JSON of an :class:`~.estimate.Estimate`.
 
-One process per rank (``pid`` = rank) with two threads: ``compute`` (tid 0: F/B/I/W slices named
+One process per rank (``pid`` = rank) with threads ``compute`` (tid 0: F/B/I/W slices named
 like ``F3@s5``) and ``comm`` (tid 1: one slice per message on each side, ``SEND_F3@s5 -> r2`` /
-``RECV_F3@s6 <- r1``, and one per data-parallel gradient reduction, ``REDUCE_GRAD@s5``). Each
+``RECV_F3@s6 <- r1``), and with data-parallel gradient reductions ``reduce`` (tid 2: one slice
+per reduction, ``REDUCE_GRAD@s5``, a track of its own since it runs beside messages). Each
 message also gets a flow arrow from the sender's slice to the receiver's. Timestamps are
 microseconds: seconds × 1e6 with a model, and 1 unit = 1000 us without one (so unit-mode traces read
 as "1 ms per forward"). Open in https://ui.perfetto.dev or chrome://tracing.
@@ -25,7 +26,12 @@ def trace_events(e: Estimate) -> list[dict]:
     for r in range(e.ranks):
         ev.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}})
         ev.append({"ph": "M", "name": "process_sort_index", "pid": r, "args": {"sort_index": r}})
-        for tid, name in ((0, "compute"), (1, "comm")):
+        threads = (
+            ((0, "compute"), (1, "comm"), (2, "reduce"))
+            if e.reductions
+            else ((0, "compute"), (1, "comm"))
+        )
+        for tid, name in threads:
             ev.append(
                 {"ph": "M", "name": "thread_name", "pid": r, "tid": tid, "args": {"name": name}}
             )
@@ -51,7 +57,7 @@ def trace_events(e: Estimate) -> list[dict]:
                 "name": f"REDUCE_GRAD@s{red.stage}",
                 "cat": "reduce",
                 "pid": red.rank,
-                "tid": 1,
+                "tid": 2,  # its own track: it overlaps messages, which slices must not
                 "ts": red.start * scale,
                 "dur": (red.end - red.start) * scale,
                 "args": {"stage": red.stage},
