@@ -212,7 +212,7 @@ def test_an_error_deep_in_a_recursion_notes_its_innermost_calls_only():
     with pytest.raises(PpirError) as e:
         load_text(text, path="s.pps")
     (d,) = e.value.diagnostics
-    assert d.kind == "division-by-zero" or "division by zero" in d.message
+    assert d.kind == "division-by-zero"
     assert [n.message for n in d.notes] == [
         "in the call f(0)",
         "in the call f(1)",

@@ -170,6 +170,7 @@ def test_usage_mistakes_exit_2_without_traceback(cli, argv, message):
         # was: "'8,16' is not a bound expression", with a hint at expressions (8P, P//2)
         ("M=4..8,16", "--over M=4..8,16: a range and a list of values cannot be mixed"),
         ("M=1,4..8", "--over M=1,4..8: a range and a list of values cannot be mixed"),
+        ("M=4..8,", "--over M=4..8, has an empty value"),  # as 'M=4,8,' (was: "mixed")
     ],
 )
 def test_an_over_error_names_the_option_and_its_value_once(cli, over, first):

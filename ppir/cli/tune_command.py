@@ -71,7 +71,7 @@ def compile_command(c, args, actions) -> str | None:
 def _row_schedule(c, args) -> list[str]:
     """Candidate ``c``'s schedule and a ``-D K=V`` for each parameter it was expanded with; a
     built-in searched by default is named by its installed file where the working directory
-    holds a file of its name (loader.read_source reads that file first; a directory never)."""
+    holds a file of its name (sources.read_source reads that file first; a directory never)."""
     schedule = c.schedule
     if args.schedules is None and os.path.exists(schedule) and not os.path.isdir(schedule):
         schedule = builtin_file(schedule)

@@ -379,7 +379,7 @@ def parse_text(text: str, path: str = "<string>") -> A.Module:
 
     Raises :class:`PpirError` (kind ``syntax-error`` or a more specific one) for bad input.
     (A file's byte-order mark is dropped where files are read,
-    :func:`ppir.frontend.loader.read_text`.)
+    :func:`ppir.frontend.sources.read_text`.)
     """
     try:
         tree = _parser().parse(text)

@@ -279,10 +279,14 @@ def parse_domain(spec, option: str = "") -> Domain:
         )
     it = option or f"'{spec}'"
     if ".." in spec:
-        if len(split_values(spec)) > 1:  # '4..8,16': was "'8,16' is not a bound expression"
+        items = split_values(spec)
+        if len(items) > 1:  # '4..8,16': was "'8,16' is not a bound expression"
+            what = ": a range and a list of values cannot be mixed"
+            if not all(map(str.strip, items)):  # '4..8,' has an empty value, as '4,8,' does
+                what = " has an empty value"
             raise error(
                 "bad-range",
-                f"{it}: a range and a list of values cannot be mixed",
+                f"{it}{what}",
                 hints=[
                     "a range is LO..HI alone (every value from LO to HI, e.g. 2..16); a list "
                     "gives each value, e.g. 1,2,4"
