@@ -516,6 +516,13 @@ def test_split_layers_stages_handed_in_another_order_are_refused():
         "2P - 1 - r)"
     )
     assert PipelineRuntime(plan, stages, torch.nn.functional.mse_loss).stage_ids == [0, 1]
+    # a module of the user's own beside one: only the split_layers stage is judged, and the
+    # message does not give the plan's id for the user's module as if it had been given
+    mine = torch.nn.Linear(8, 8)
+    with pytest.raises(ppir.torch.SetupError) as e:
+        PipelineRuntime(plan, [mine, stages[0]], torch.nn.functional.mse_loss)
+    assert "split_layers' stages [?, 0] (?: a module of your own): give it" in str(e.value)
+    assert PipelineRuntime(plan, [stages[0], mine], torch.nn.functional.mse_loss).stages[1] is mine
 
 
 def test_stages_cut_for_another_number_of_stages_are_refused():

@@ -111,11 +111,12 @@ def check_stage_order(stages, stage_ids, num_stages: int, rank: int) -> str | No
             f"rank {rank}: the stage modules were cut into {n} stages (split_layers), but the "
             f"plan has {num_stages}: cut them with split_layers(layers, program.stages, ...)"
         )
-    given = [m.index if isinstance(m, Stage) else s for s, m in zip(stage_ids, stages)]
-    if given != list(stage_ids):
+    if any(isinstance(m, Stage) and m.index != s for s, m in zip(stage_ids, stages)):
+        given = ", ".join(str(m.index) if isinstance(m, Stage) else "?" for m in stages)
+        own = " (?: a module of your own)" if "?" in given else ""
         return (
             f"rank {rank}: this rank holds stages {list(stage_ids)} of the plan, in that order, "
-            f"but was given split_layers' stages {given}: give it "
+            f"but was given split_layers' stages [{given}]{own}: give it "
             f"[stages[s] for s in program.stages_of_rank[pp_rank]] (a V placement, as zbv's, "
             f"holds stages r and 2P - 1 - r)"
         )
