@@ -75,6 +75,62 @@ def test_every_rank_logs_the_loss_of_the_rank_holding_the_last_stage(schedule, h
     assert f"rank {holder} returned True" in lines[holder], lines
 
 
+MESH_WORKER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+
+    import torch
+    import torch.distributed as dist
+
+    import ppir
+    from ppir.torch import PipelineRuntime, make_mesh, split_layers
+    from ppir.torch.leave import leave
+
+    ppir.torch.init(timeout_s=30)
+    out = Path(sys.argv[-1]) / f"rank{dist.get_rank()}.txt"
+    program = ppir.compile(ppir.load("1f1b", P=2, M=2)).program
+    mesh = make_mesh(2, 2)  # PP=2 x DP=2: rank = pp_rank * 2 + dp_rank
+    torch.manual_seed(0)
+    stages = split_layers([torch.nn.Linear(4, 4) for _ in range(4)], program.stages)
+    mine = [stages[s] for s in program.stages_of_rank[mesh.pp_rank]]
+    rt = PipelineRuntime(program, mine, torch.nn.functional.mse_loss, mesh=mesh)
+    x = torch.ones(4, 4) * (1 + mesh.dp_rank)  # each replica its own batch, its own loss
+    y = torch.zeros(4, 4)
+    loss = rt.step(x if rt.has_first_stage else None, y if rt.has_last_stage else None)
+    t = loss.detach() if loss is not None else torch.zeros(())
+    dist.broadcast(t, rt.loss_rank, group=rt.pp_group)
+    out.write_text(f"{dist.get_rank()} {mesh.dp_rank} {rt.loss_rank} {t.item():.6f}")
+    dist.barrier()
+    leave(0)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_with_a_mesh_each_replica_logs_its_own_loss_from_its_last_stage(tmp_path):
+    """``rt.loss_rank`` through a PP=2 x DP=2 mesh: the global rank of the replica's own last
+    stage (ranks 2 and 3), so each pipeline group broadcasts its replica's loss (the two
+    replicas' batches differ, and so do their losses)."""
+    from ppir.backends.cuda.launch import start
+
+    script = tmp_path / "worker.py"
+    script.write_text(MESH_WORKER)
+    res = start((str(script), str(tmp_path)), 4)
+    assert res.ok, res.cause
+    rows = [line.split() for line in said_by_ranks(tmp_path)]
+    assert [r[:3] for r in rows] == [
+        ["0", "0", "2"],
+        ["1", "1", "3"],
+        ["2", "0", "2"],
+        ["3", "1", "3"],
+    ], rows
+    by_replica = {dp: {r[3] for r in rows if r[1] == dp} for dp in ("0", "1")}
+    assert all(len(v) == 1 for v in by_replica.values()), rows  # one loss per replica
+    assert by_replica["0"] != by_replica["1"], rows
+
+
 def test_named_parameters_give_optimizer_groups_each_tied_weight_once():
     """Weight decay groups (no decay for norms and biases) are built from named parameters;
     iterating ``rt.stages`` gave the embedding tied to the head twice on a V placement, and
