@@ -126,3 +126,23 @@ def test_a_semicolon_between_literal_actions_is_told_they_are_separated_by_space
     # the hint is true: without the ';' the line reads, and an overlapped step holds one
     assert ppir.load_text("rank 0: 0F0 0B0\n", path="x.pps").programs[0]
     assert ppir.load_text("rank 0: (0F0;0B0)OVERLAP_F_B\n", path="x.pps").programs[0]
+
+
+def test_the_misspelt_statement_words_are_the_grammars_statement_keywords():
+    """The did-you-mean for a misspelt statement keyword ('fro m in', 'lett') reads a list of
+    the words that start a statement; it must be the grammar's, both ways, so that a statement
+    the grammar gains is suggested too (and a word it drops is not)."""
+    import re
+    from pathlib import Path
+
+    from ppir.frontend.syntax_errors import _STATEMENT_WORDS
+
+    text = (Path(__file__).parents[1] / "grammar" / "pps.lark").read_text()
+    stmt = re.search(r"^\?stmt:(.*?)^\S", text, re.S | re.M).group(1)
+    rules = re.findall(r"\b(\w+_stmt)\b", stmt)
+    words = set()
+    for rule in rules:
+        body = re.search(rf"^{rule}:(.*)$", text, re.M).group(1)
+        words.update(re.findall(r'"([a-z_]+)"', body)[:1])  # the keyword that starts it
+        words.update(w for w in re.findall(r'"([a-z_]+)"', body) if w == "else")
+    assert set(_STATEMENT_WORDS) == words, (rules, words)
