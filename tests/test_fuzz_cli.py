@@ -33,6 +33,16 @@ def test_a_good_schedule_passes(cli):
     assert err == ""  # no progress when stderr is not a terminal (tests/test_output.py: a tty)
 
 
+def test_the_summary_says_which_values_were_checked(cli):
+    """'--over P=2..8 --over M=P..4' checked P = 2..4 only (M=P..4 is empty above), and said
+    '6 parameter choices hold ... for P in 2..8', as if P = 8 had been verified."""
+    code, out, err = cli("fuzz", "1f1b", "--over", "P=2..8", "--over", "M=P..4")
+    assert code == 0, err
+    assert out.strip() == (
+        "ok: 1f1b: 6 parameter choices hold (verifies) for P in 2..8, M in P..4 (checked P 2..4)"
+    )
+
+
 def test_the_known_bad_example_shrinks_to_the_smallest_failure(cli):
     code, out, err = cli(
         "fuzz",

@@ -238,7 +238,7 @@ def run(args) -> int:
     print(
         f"ok: {args.schedule}: {count(res.checked, 'parameter choice')} "
         f"{'holds' if res.checked == 1 else 'hold'} ({props}) for "
-        f"{space.describe()}"
+        f"{space.describe()}{_checked_values(res, space)}"
         + (
             f"; {res.skipped - res.over_cap} rejected by require lines"
             if res.skipped > res.over_cap
@@ -247,6 +247,27 @@ def run(args) -> int:
         + (f"; {res.over_cap} over the size cap, not checked (--max-ops)" if res.over_cap else "")
     )
     return EXIT_OK
+
+
+def _checked_values(res, space: ParamSpace) -> str:
+    """`` (checked P 2..4)``: the values a parameter whose range names no other drawn one took
+    among the choices checked, where they are not all of its range (a dependent range empty
+    for some of them, ``M=P..4`` above P = 4, or a sample of a large space); "" otherwise."""
+    done = [dict(k) for k, r in res.cache.items() if r.status == "ok"]
+    parts = []
+    for name, dom in space.domains:
+        if dom.names - set(space.fixed) - {"min", "max"}:
+            continue  # a range of earlier parameters: its values follow theirs
+        vals = sorted({d[name] for d in done if name in d})
+        if not vals or vals == dom.values(space.fixed):
+            continue
+        if len(vals) > 2 and vals == list(range(vals[0], vals[-1] + 1)):
+            parts.append(f"{name} {vals[0]}..{vals[-1]}")
+        elif len(vals) <= 6:
+            parts.append(f"{name} {','.join(map(str, vals))}")
+        else:
+            parts.append(f"{name} {len(vals)} values in {vals[0]}..{vals[-1]}")
+    return f" (checked {', '.join(parts)})" if parts else ""
 
 
 def _point(r, space: ParamSpace) -> str:
