@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import warnings
@@ -32,6 +33,18 @@ PLACEMENT_HELP = (
 )
 
 COMPILE_PROGRESS_DELAY = 2.0
+
+
+@contextlib.contextmanager
+def compile_clock(desc: str, quiet: bool = False):
+    """The clock line of work that compiles (``desc: 00:05, verify``) on a terminal's stderr
+    once it runs over :data:`COMPILE_PROGRESS_DELAY`, its status each stage a :func:`compile`
+    inside the block starts; yields the bar, for the block's own stages."""
+    with progress(None, desc, quiet=quiet, delay=COMPILE_PROGRESS_DELAY, clock=True) as bar:
+        with on_stage(lambda stage: bar.update(0, stage)):
+            yield bar
+
+
 """Seconds a compile runs before its progress line appears on a terminal (most take less)."""
 
 
@@ -236,7 +249,7 @@ def compile_from_args(
     _refuse_lowering_with_passes(args)
     quiet = getattr(args, "quiet", False)
     first = "compile" + (f" {args.schedule}" if schedule is None else "")
-    with progress(None, first, quiet=quiet, delay=COMPILE_PROGRESS_DELAY, clock=True) as bar:
+    with compile_clock(first, quiet) as bar:
         s = schedule
         if s is None:  # expanding (or torch building its order) can take long too
             torch = args.schedule.startswith("torch:")
@@ -245,7 +258,7 @@ def compile_from_args(
         costs, dp = resolve_dp(config_from_args(args), getattr(args, "dp", None), "--dp ")
         params = ", ".join(f"{k}={v}" for k, v in s.params)
         bar.rename(f"compile {s.name}" + (f"({params})" if params else ""))
-        with on_stage(lambda stage: bar.update(0, stage)), warnings.catch_warnings():
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", IgnoredOptionWarning)  # said below, as flags
             c = compile(s, costs=costs, dp=dp, **_as_told(args, overlap))
     _note_ignored_lowering(args, s, costs)

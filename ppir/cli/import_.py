@@ -12,11 +12,12 @@ from ppir.cli.common import (
     add_defines,
     add_output_argument,
     check_schedule_name,
+    compile_clock,
     parse_defines,
     parse_placement,
     refuse_pps_output_as,
 )
-from ppir.cli.output import add_quiet_argument, progress
+from ppir.cli.output import add_quiet_argument
 from ppir.diagnostics import EXIT_INVALID, count, error, write_output
 from ppir.frontend.keywords import check_known
 from ppir.frontend.loader import load_schedule, read_text
@@ -130,18 +131,15 @@ def imported_pps(
 ) -> str | None:
     """The literal .pps that 'ppir import' writes for ``source`` (notes on stderr); None, with
     the verifier's diagnostics on stderr, when ``verify`` and it is invalid.  Reading and
-    verifying show a clock on a terminal's stderr once they take COMPILE_PROGRESS_DELAY
-    (``command SOURCE: 00:05, verify``), as a compile does, unless ``quiet``."""
-    from ppir.cli import common
-    from ppir.pipeline import compile, on_stage
+    verifying show a compile's clock (:func:`~ppir.cli.common.compile_clock`, ``command SOURCE:
+    00:05, verify``) unless ``quiet``."""
+    from ppir.pipeline import compile
 
-    delay = common.COMPILE_PROGRESS_DELAY
-    with progress(None, f"{command} {source}", quiet=quiet, delay=delay, clock=True) as bar:
+    with compile_clock(f"{command} {source}", quiet) as bar:
         bar.update(0, "torch's schedule" if source.startswith("torch:") else "reading")
         s = load_source(source, defines, placement, name)
         if verify:
-            with on_stage(lambda stage: bar.update(0, stage)):
-                report = compile(s).report  # as 'ppir check' verifies it
+            report = compile(s).report  # as 'ppir check' verifies it
     if verify and not report.ok:  # said after the bar is cleared
         _report_invalid(s, report, source)
         return None

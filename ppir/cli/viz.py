@@ -16,7 +16,6 @@ from ppir.cli.common import (
     parse_defines,
     print_report,
 )
-from ppir.cli.output import progress
 from ppir.diagnostics import EXIT_INVALID, error, write_output
 from ppir.frontend.loader import declared_params, load_schedule
 
@@ -183,9 +182,7 @@ def run(args) -> int:
     if args.rank >= ranks:
         raise error("bad-usage", f"--rank {args.rank}: the schedule has ranks 0..{ranks - 1}")
     # drawing a large schedule takes as long as compiling it: its own line after the delay
-    with progress(
-        None, f"viz {out}", quiet=args.quiet, delay=common.COMPILE_PROGRESS_DELAY, clock=True
-    ) as bar:
+    with common.compile_clock(f"viz {out}", args.quiet) as bar:
         bar.update(0, "memory")
         runs = [time_schedule(c) for c in compiled]
         bar.update(0, "page" if fmt == "html" else "chart")
