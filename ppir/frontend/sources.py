@@ -11,6 +11,9 @@ from ppir.diagnostics import did_you_mean, error
 from ppir.ir import Span
 from ppir.schedules import builtin_display_path, builtin_names, builtin_source
 
+SUFFIXES = (".pps", ".csv", ".json")
+"""The file types a schedule argument can name: ppir's language, torch's CSV, ``ppir.program``."""
+
 UTF8_BOM = b"\xef\xbb\xbf"
 """The byte-order mark some editors (Windows ones) write at the start of a UTF-8 file."""
 
@@ -55,9 +58,9 @@ def read_source(spec: str, builtin: bool = False) -> tuple[str, str]:
             raise error("bad-input", f"{spec} is a directory, not a schedule file")
     if spec in builtin_names():
         return builtin_display_path(spec), builtin_source(spec)
-    looks_like_path = os.sep in spec or spec.lower().endswith((".pps", ".csv", ".json"))
+    looks_like_path = os.sep in spec or spec.lower().endswith(SUFFIXES)
     what = "no such file" if looks_like_path else "no such file or built-in schedule"
-    files = [spec + x for x in (".pps", ".csv", ".json") if os.path.isfile(spec + x)]
+    files = [spec + x for x in SUFFIXES if os.path.isfile(spec + x)]
     if not files and looks_like_path:
         files = _near_file(spec)
     raise error(
@@ -77,8 +80,7 @@ def _near_file(spec: str) -> list[str]:
         names = [
             n
             for n in os.listdir(folder or ".")
-            if n.lower().endswith((".pps", ".csv", ".json"))
-            and os.path.isfile(os.path.join(folder or ".", n))
+            if n.lower().endswith(SUFFIXES) and os.path.isfile(os.path.join(folder or ".", n))
         ]
     except OSError:  # no such folder, or not readable: nothing to suggest
         return []

@@ -51,12 +51,12 @@ _TERMINAL_TEXT = {
 
 
 class GluedKeyword(Exception):
-    """A keyword token ``keyword`` immediately followed by ``rest``, a token that continues
-    its word (raised by :class:`KeywordBoundary` while lark parses)."""
+    """A keyword token ``keyword`` immediately followed by a token that continues its word
+    (raised by :class:`KeywordBoundary` while lark parses)."""
 
-    def __init__(self, keyword: Token, rest: Token):
-        super().__init__(f"{keyword}{rest}")
-        self.keyword, self.rest = keyword, rest
+    def __init__(self, keyword: Token):
+        super().__init__(str(keyword))
+        self.keyword = keyword
 
 
 class KeywordBoundary(PostLex):
@@ -69,7 +69,7 @@ class KeywordBoundary(PostLex):
         prev = None
         for tok in stream:
             if _is_glued(prev, tok):
-                raise GluedKeyword(prev, tok)
+                raise GluedKeyword(prev)
             prev = tok
             yield tok
 
@@ -90,11 +90,11 @@ _WORD = re.compile(r"[A-Za-z0-9_]")
 _WORDS = re.compile(r"[A-Za-z0-9_]+")
 
 
-def _glued(e: GluedKeyword, text: str, path: str) -> PpirError:
-    """``unexpected 'vshaped'`` at the whole word, with the keyword it begins as the guess
-    (and the space it lacks when what follows is no lower-case letter: ``ranks4``)."""
-    kw, line, col = str(e.keyword), e.keyword.line, e.keyword.column
-    word = _WORDS.match(text, e.keyword.start_pos or 0).group(0)
+def _glued(keyword: Token, text: str, path: str) -> PpirError:
+    """``unexpected 'vshaped'`` at the whole word the ``keyword`` token begins, with it as the
+    guess (and the space it lacks when what follows is no lower-case letter: ``ranks4``)."""
+    kw, line, col = str(keyword), keyword.line, keyword.column
+    word = _WORDS.match(text, keyword.start_pos or 0).group(0)
     hints = [f"did you mean '{kw}'?"]
     if not word[len(kw)].islower():
         hints.append(f"a keyword is a word of its own: write '{kw} {word[len(kw) :]}'")
@@ -121,10 +121,10 @@ def syntax_error(
     did-you-mean."""
     keywords = keywords or {}
     if isinstance(e, GluedKeyword):
-        return _glued(e, text, path)
+        return _glued(e.keyword, text, path)
     history = getattr(e, "token_history", None) or [None]
     if isinstance(e, UnexpectedToken) and _is_glued(history[-1], e.token):  # met by the lexer
-        return _glued(GluedKeyword(history[-1], e.token), text, path)
+        return _glued(history[-1], text, path)
     if isinstance(e, UnexpectedCharacters):
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
         span = Span(path, e.line, e.column, e.line, e.column + 1, text)
