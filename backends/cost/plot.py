@@ -9,8 +9,10 @@ from __future__ import annotations
 from ppir.analysis.estimate import Estimate
 from ppir.diagnostics import error
 from ppir.ir import Schedule
+from ppir.viz.static import FORMATS as CHART_FORMATS
+from ppir.viz.static import write_chart
 
-FORMATS = (".png", ".svg", ".pdf")
+FORMATS = tuple(f".{f}" for f in CHART_FORMATS)  # the chart's formats, as file extensions
 
 
 def write_plot(e: Estimate, path: str, program: Schedule | None = None) -> None:
@@ -22,6 +24,4 @@ def write_plot(e: Estimate, path: str, program: Schedule | None = None) -> None:
             f"--plot {path}: unsupported file type",
             hints=[f"use one of {', '.join(FORMATS)}"],
         )
-    from ppir.viz.static import write_chart
-
     write_chart([(program, e)], path, path.rsplit(".", 1)[1].lower(), "--plot")
