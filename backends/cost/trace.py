@@ -26,12 +26,7 @@ def trace_events(e: Estimate) -> list[dict]:
     for r in range(e.ranks):
         ev.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": f"rank {r}"}})
         ev.append({"ph": "M", "name": "process_sort_index", "pid": r, "args": {"sort_index": r}})
-        threads = (
-            ((0, "compute"), (1, "comm"), (2, "reduce"))
-            if e.reductions
-            else ((0, "compute"), (1, "comm"))
-        )
-        for tid, name in threads:
+        for tid, name in ((0, "compute"), (1, "comm"), (2, "reduce"))[: 3 if e.reductions else 2]:
             ev.append(
                 {"ph": "M", "name": "thread_name", "pid": r, "tid": tid, "args": {"name": name}}
             )
